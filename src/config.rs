@@ -1,0 +1,405 @@
+//! Typed settings, read from TOML (`culprit.toml`). Unknown keys are rejected; every
+//! value has a default (the spec's), documented in `config/culprit.example.toml`.
+//!
+//! Durations are strings such as `"5m"`, `"20s"`, `"1h30m"`, `"7d"` (a day is 24 h).
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::Path;
+use std::str::FromStr;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+/// A duration in whole milliseconds, written as `"5m"`, `"20s"`, `"7d"`, `"1h30m"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Millis(pub i64);
+
+impl Millis {
+    pub const fn from_secs(s: i64) -> Self {
+        Millis(s * 1000)
+    }
+    pub fn as_ms(self) -> i64 {
+        self.0
+    }
+}
+
+impl FromStr for Millis {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let bad = || format!("`{s}` is not a duration (examples: \"20s\", \"5m\", \"1h30m\", \"7d\")");
+        let span: jiff::Span = s.trim().parse().map_err(|_| bad())?;
+        let d = span.to_duration(jiff::SpanRelativeTo::days_are_24_hours()).map_err(|_| bad())?;
+        if d.is_negative() {
+            return Err(format!("`{s}` is negative; durations here are positive"));
+        }
+        Ok(Millis(d.as_millis() as i64))
+    }
+}
+
+impl fmt::Display for Millis {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:#}", jiff::SignedDuration::from_millis(self.0))
+    }
+}
+
+impl<'de> Deserialize<'de> for Millis {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+impl Serialize for Millis {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.to_string())
+    }
+}
+
+/// The whole configuration file.
+#[derive(Debug, Clone, PartialEq, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    pub diagnosis: DiagnosisConfig,
+    pub kafka: KafkaConfig,
+}
+
+/// A configuration that cannot be used: every problem found, one per line.
+#[derive(Debug, thiserror::Error)]
+#[error("{source_name}: {}", problems.join("; "))]
+pub struct ConfigError {
+    pub source_name: String,
+    pub problems: Vec<String>,
+}
+
+impl Config {
+    /// Reads and validates a TOML file.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let name = path.display().to_string();
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| ConfigError { source_name: name.clone(), problems: vec![format!("cannot read: {e}")] })?;
+        Self::from_toml(&text, &name)
+    }
+
+    /// Parses and validates TOML text; `source_name` names it in errors.
+    pub fn from_toml(text: &str, source_name: &str) -> Result<Config, ConfigError> {
+        let config: Config = toml::from_str(text).map_err(|e| ConfigError {
+            source_name: source_name.to_string(),
+            problems: vec![e.message().to_string() + &line_of(text, e.span())],
+        })?;
+        let problems = config.validate();
+        if problems.is_empty() {
+            Ok(config)
+        } else {
+            Err(ConfigError { source_name: source_name.to_string(), problems })
+        }
+    }
+
+    /// Every value out of its range, in one pass.
+    pub fn validate(&self) -> Vec<String> {
+        let mut problems = Vec::new();
+        self.diagnosis.validate(&mut problems);
+        problems
+    }
+}
+
+fn line_of(text: &str, span: Option<std::ops::Range<usize>>) -> String {
+    match span {
+        Some(span) => format!(
+            " (line {})",
+            text.as_bytes()[..span.start.min(text.len())].iter().filter(|b| **b == b'\n').count() + 1
+        ),
+        None => String::new(),
+    }
+}
+
+/// Diagnosis settings: the window and the runbook's thresholds.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DiagnosisConfig {
+    /// The period the verdict looks at, ending at `at`. Default 5m.
+    pub window: Millis,
+    /// How far back trends (checkpoints, lag) look. Default 1h.
+    pub trend_lookback: Millis,
+    /// Samples from the job's first seconds of uptime are left out: Flink reports every
+    /// task 1000 ms/s busy right after submit. Default 20s.
+    pub startup_exclusion: Millis,
+    /// Resolution of trend series (the `step` of range queries). Default 5s.
+    pub step: Millis,
+    /// Shorten the window to the current backpressure episode (or calm) when it began
+    /// inside the window, so averages describe the present state. Default true.
+    pub episode_window: bool,
+    /// The window is never shortened below this. Default 30s.
+    pub min_window: Millis,
+    pub thresholds: Thresholds,
+    /// Operator kind by vertex or operator name (as Flink shows it), overriding the kind
+    /// read from the name: `aggregate`, `join`, `window`, `order_dependent`, `async_io`,
+    /// `stateless`, `unknown`.
+    pub operator_kinds: BTreeMap<String, OperatorKind>,
+}
+
+impl Default for DiagnosisConfig {
+    fn default() -> Self {
+        DiagnosisConfig {
+            window: Millis::from_secs(300),
+            trend_lookback: Millis::from_secs(3600),
+            startup_exclusion: Millis::from_secs(20),
+            step: Millis::from_secs(5),
+            episode_window: true,
+            min_window: Millis::from_secs(30),
+            thresholds: Thresholds::default(),
+            operator_kinds: BTreeMap::new(),
+        }
+    }
+}
+
+impl DiagnosisConfig {
+    fn validate(&self, problems: &mut Vec<String>) {
+        let positive = [
+            ("diagnosis.window", self.window),
+            ("diagnosis.trend_lookback", self.trend_lookback),
+            ("diagnosis.step", self.step),
+            ("diagnosis.min_window", self.min_window),
+        ];
+        for (key, value) in positive {
+            if value.0 <= 0 {
+                problems.push(format!("{key} must be longer than 0"));
+            }
+        }
+        if self.trend_lookback < self.window {
+            problems.push("diagnosis.trend_lookback must be at least diagnosis.window".into());
+        }
+        self.thresholds.validate(problems);
+    }
+}
+
+/// What an operator does, as far as the fix for a hot key is concerned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OperatorKind {
+    /// Associative and commutative aggregate (sum, count, min, max): salting applies.
+    Aggregate,
+    /// A join: salting is wrong.
+    Join,
+    /// A window operator whose logic may depend on order.
+    Window,
+    /// Anything whose result depends on record order (rank, deduplicate, over windows).
+    OrderDependent,
+    /// Async I/O or lookup: throughput bounded by the service it calls.
+    AsyncIo,
+    /// No state.
+    Stateless,
+    /// Not known from the name.
+    Unknown,
+}
+
+/// The runbook's thresholds. Ratios are in [0, 1].
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Thresholds {
+    /// A vertex is backpressured when its max subtask backpressured ratio exceeds this
+    /// (Flink UI: OK ≤ 0.10 < LOW ≤ 0.50 < HIGH). Default 0.10.
+    pub backpressured_ratio: f64,
+    /// A culprit candidate is busy by itself at max subtask busy ratio ≥ this. Default 0.5.
+    pub busy_ratio: f64,
+    /// A source is source-bound at max busy ≥ this while its lag grows. Default 0.9.
+    pub source_busy_ratio: f64,
+    /// The hottest subtask of a skewed vertex is at least this busy. Default 0.9.
+    pub hot_subtask_busy_ratio: f64,
+    /// …while the median of the other subtasks is at most this busy. Default 0.5.
+    pub others_busy_median_ratio: f64,
+    /// A hot key gives the hot subtask a records share ≥ this / parallelism. Default 2.0.
+    pub hot_key_share_factor: f64,
+    /// …and ≥ this × the records of the next busiest subtask. Default 1.5.
+    pub hot_key_next_ratio: f64,
+    /// Headroom hits at utilisation (mean busy ratio) ≥ this. Default 0.9.
+    pub headroom_utilisation: f64,
+    /// Vertices at utilisation ≥ this are near capacity. Default 0.8.
+    pub near_capacity_utilisation: f64,
+    /// A culprit stands out from the near-capacity vertices when its utilisation exceeds
+    /// theirs by more than this. Default 0.1.
+    pub stand_out_margin: f64,
+    /// The utilisation parallelism advice aims for. Default 0.7.
+    pub target_utilisation: f64,
+    /// The recovery point has stopped advancing when the last completed checkpoint is
+    /// older than this many intervals. Default 3.
+    pub checkpoint_stalled_intervals: f64,
+    /// A checkpoint is in trouble when its duration reaches this share of the timeout.
+    /// Default 0.5.
+    pub checkpoint_timeout_share: f64,
+    /// Checkpoint timeout when Flink REST does not say (Flink's default). Default 10m.
+    pub checkpoint_default_timeout: Millis,
+    /// Checkpoint failures in the job's first minute are start-up noise. Default 60s.
+    pub checkpoint_startup_grace: Millis,
+    /// A RocksDB pending flag (compaction, flush) is persistent when set in this share of
+    /// samples. Default 0.8.
+    pub rocksdb_flag_persistent_ratio: f64,
+    /// RocksDB `soft_pending_compaction_bytes_limit`, where it starts delaying writes,
+    /// bytes. Default 64 GiB (RocksDB's default).
+    pub rocksdb_soft_pending_compaction_bytes: f64,
+    /// Growing pending compaction bytes matter when they would reach the soft limit
+    /// within this. Default 1h.
+    pub rocksdb_pending_compaction_horizon: Millis,
+    /// Write-stall time per wall-clock second (from `stall_micros`) above which RocksDB
+    /// stalls, ratio. Default 0 (any stall).
+    pub rocksdb_stall_ratio: f64,
+    /// Data loss less than this far away leads the verdict (critical). Default 1h.
+    pub retention_critical: Millis,
+    /// Data loss less than this far away is reported as a warning. Default 24h.
+    pub retention_warning: Millis,
+    /// An async I/O culprit waits on its service when the TaskManager CPU load stays
+    /// below this. Default 0.5.
+    pub async_io_cpu_load: f64,
+    /// A watermark that has not advanced for this long, while records flow, is stalled.
+    /// Default 2m.
+    pub watermark_stall: Millis,
+}
+
+impl Default for Thresholds {
+    fn default() -> Self {
+        Thresholds {
+            backpressured_ratio: 0.10,
+            busy_ratio: 0.5,
+            source_busy_ratio: 0.9,
+            hot_subtask_busy_ratio: 0.9,
+            others_busy_median_ratio: 0.5,
+            hot_key_share_factor: 2.0,
+            hot_key_next_ratio: 1.5,
+            headroom_utilisation: 0.9,
+            near_capacity_utilisation: 0.8,
+            stand_out_margin: 0.1,
+            target_utilisation: 0.7,
+            checkpoint_stalled_intervals: 3.0,
+            checkpoint_timeout_share: 0.5,
+            checkpoint_default_timeout: Millis::from_secs(600),
+            checkpoint_startup_grace: Millis::from_secs(60),
+            rocksdb_flag_persistent_ratio: 0.8,
+            rocksdb_soft_pending_compaction_bytes: 64.0 * 1024.0 * 1024.0 * 1024.0,
+            rocksdb_pending_compaction_horizon: Millis::from_secs(3600),
+            rocksdb_stall_ratio: 0.0,
+            retention_critical: Millis::from_secs(3600),
+            retention_warning: Millis::from_secs(24 * 3600),
+            async_io_cpu_load: 0.5,
+            watermark_stall: Millis::from_secs(120),
+        }
+    }
+}
+
+impl Thresholds {
+    fn validate(&self, problems: &mut Vec<String>) {
+        let ratios = [
+            ("backpressured_ratio", self.backpressured_ratio),
+            ("busy_ratio", self.busy_ratio),
+            ("source_busy_ratio", self.source_busy_ratio),
+            ("hot_subtask_busy_ratio", self.hot_subtask_busy_ratio),
+            ("others_busy_median_ratio", self.others_busy_median_ratio),
+            ("headroom_utilisation", self.headroom_utilisation),
+            ("near_capacity_utilisation", self.near_capacity_utilisation),
+            ("stand_out_margin", self.stand_out_margin),
+            ("checkpoint_timeout_share", self.checkpoint_timeout_share),
+            ("rocksdb_flag_persistent_ratio", self.rocksdb_flag_persistent_ratio),
+            ("rocksdb_stall_ratio", self.rocksdb_stall_ratio),
+            ("async_io_cpu_load", self.async_io_cpu_load),
+        ];
+        for (key, v) in ratios {
+            if !(0.0..=1.0).contains(&v) {
+                problems.push(format!("diagnosis.thresholds.{key} = {v} is not a ratio in [0, 1]"));
+            }
+        }
+        if !(self.target_utilisation > 0.0 && self.target_utilisation <= 1.0) {
+            problems.push(format!(
+                "diagnosis.thresholds.target_utilisation = {} must be in (0, 1]",
+                self.target_utilisation
+            ));
+        }
+        for (key, v) in [
+            ("hot_key_share_factor", self.hot_key_share_factor),
+            ("hot_key_next_ratio", self.hot_key_next_ratio),
+            ("checkpoint_stalled_intervals", self.checkpoint_stalled_intervals),
+            ("rocksdb_soft_pending_compaction_bytes", self.rocksdb_soft_pending_compaction_bytes),
+        ] {
+            if !(v > 0.0 && v.is_finite()) {
+                problems.push(format!("diagnosis.thresholds.{key} = {v} must be a positive number"));
+            }
+        }
+        if self.retention_warning < self.retention_critical {
+            problems.push("diagnosis.thresholds.retention_warning must be at least retention_critical".into());
+        }
+    }
+}
+
+/// Which Kafka consumer group and topics belong to which Flink job, and topic retention.
+#[derive(Debug, Clone, PartialEq, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct KafkaConfig {
+    /// Job → consumer group and topics. Without an entry, a consumer group named like
+    /// the job is taken as the job's.
+    pub jobs: Vec<KafkaJob>,
+    /// `retention.ms` per topic, e.g. `payments = "7d"`. KMinion's `retention_ms` label
+    /// is used for topics not listed.
+    pub retention: BTreeMap<String, Millis>,
+}
+
+/// One job's Kafka inputs.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct KafkaJob {
+    /// Job name as Flink shows it, or the job id.
+    pub job: String,
+    /// Consumer group id the job's Kafka source uses.
+    pub consumer_group: Option<String>,
+    /// Topics the job reads.
+    #[serde(default)]
+    pub topics: Vec<String>,
+}
+
+impl KafkaConfig {
+    /// The entry for a job, by Flink name, sanitized name or id.
+    pub fn job(&self, name: &str, id: &str) -> Option<&KafkaJob> {
+        let sanitized = crate::diagnose::graph::sanitize_label_value(name);
+        self.jobs
+            .iter()
+            .find(|j| j.job == name || j.job == id || crate::diagnose::graph::sanitize_label_value(&j.job) == sanitized)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_example_file_documents_exactly_the_defaults() {
+        let text = include_str!("../config/culprit.example.toml");
+        assert_eq!(Config::from_toml(text, "culprit.example.toml").unwrap(), Config::default());
+    }
+
+    #[test]
+    fn durations_read_the_friendly_forms_and_days() {
+        assert_eq!("5m".parse::<Millis>().unwrap(), Millis(300_000));
+        assert_eq!("7d".parse::<Millis>().unwrap(), Millis(7 * 86_400_000));
+        assert_eq!("1h30m".parse::<Millis>().unwrap(), Millis(5_400_000));
+        assert_eq!("250ms".parse::<Millis>().unwrap(), Millis(250));
+        assert!("soon".parse::<Millis>().is_err());
+    }
+
+    #[test]
+    fn an_empty_file_gives_the_spec_defaults() {
+        let c = Config::from_toml("", "t").unwrap();
+        assert_eq!(c, Config::default());
+        assert_eq!(c.diagnosis.thresholds.backpressured_ratio, 0.10);
+        assert_eq!(c.diagnosis.window, Millis(300_000));
+    }
+
+    #[test]
+    fn unknown_keys_are_rejected_with_their_line() {
+        let err = Config::from_toml("[diagnosis]\nwindow = \"5m\"\nwindwo = \"1m\"\n", "c.toml").unwrap_err();
+        let text = err.to_string();
+        assert!(text.contains("windwo") && text.contains("line 3") && text.starts_with("c.toml"), "{text}");
+    }
+
+    #[test]
+    fn every_out_of_range_value_is_reported_in_one_pass() {
+        let err = Config::from_toml("[diagnosis.thresholds]\nbusy_ratio = 1.5\nbackpressured_ratio = -0.1\n", "c.toml")
+            .unwrap_err();
+        assert_eq!(err.problems.len(), 2, "{err}");
+    }
+}

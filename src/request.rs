@@ -1,0 +1,18 @@
+//! The one input every entry point builds: which job, at what time, over what window.
+//!
+//! Pure data.
+
+use serde::{Deserialize, Serialize};
+
+/// A request for one diagnosis.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct DiagnosisRequest {
+    /// Job name as Flink shows it (`bp-lab-slow-sink`), as the reporter sanitizes it
+    /// (`bp_lab_slow_sink`), or the job id. `None`: the only job there is (or the plan's).
+    pub job: Option<String>,
+    /// The time the verdict is about, Unix ms. `None`: the newest data (a recording's last
+    /// sample; live, now).
+    pub at_ms: Option<i64>,
+    /// Window length in ms. `None`: the configured default.
+    pub window_ms: Option<i64>,
+}
