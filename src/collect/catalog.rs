@@ -1,0 +1,114 @@
+//! Raw metric names, as Flink's Prometheus reporter (Flink 1.15+ and 2.x) and the Kafka
+//! exporters write them. Derived signals live in the snapshot and the diagnosis; only
+//! this module knows the names.
+//!
+//! Flink's reporter builds names as `flink_<scope>_<metric>` with scope `taskmanager_job_task`
+//! for task metrics, `taskmanager_job_task_operator` for operator metrics and
+//! `jobmanager_job` for job metrics (docs: "Metrics → System metrics").
+
+use serde::{Deserialize, Serialize};
+
+/// Label names the reporter attaches.
+pub mod labels {
+    pub const JOB_ID: &str = "job_id";
+    pub const JOB_NAME: &str = "job_name";
+    pub const TASK_ID: &str = "task_id";
+    pub const TASK_NAME: &str = "task_name";
+    pub const SUBTASK_INDEX: &str = "subtask_index";
+    pub const TM_ID: &str = "tm_id";
+    pub const HOST: &str = "host";
+    pub const COLUMN_FAMILY: &str = "column_family";
+}
+
+/// Metric names the collector queries. Every field names one Flink metric; the doc says
+/// its unit as Flink reports it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct MetricCatalog {
+    /// Task `busyTimeMsPerSecond`, ms/s (NaN for legacy sources).
+    pub busy: String,
+    /// Task `backPressuredTimeMsPerSecond`, ms/s.
+    pub backpressured: String,
+    /// Task `idleTimeMsPerSecond`, ms/s.
+    pub idle: String,
+    /// Task `numRecordsIn`, records (counter).
+    pub records_in: String,
+    /// Task `numRecordsInPerSecond`, records/s (a 60 s meter).
+    pub records_in_per_second: String,
+    /// Task `numRecordsOut`, records (counter).
+    pub records_out: String,
+    /// Task `numRecordsOutPerSecond`, records/s (a 60 s meter).
+    pub records_out_per_second: String,
+    /// Task `checkpointStartDelayNanos`, ns.
+    pub checkpoint_start_delay: String,
+    /// Task `checkpointAlignmentTime`, ns.
+    pub checkpoint_alignment: String,
+    /// Job `uptime`, ms.
+    pub uptime: String,
+    /// Job `lastCheckpointDuration`, ms.
+    pub last_checkpoint_duration: String,
+    /// Job `numberOfCompletedCheckpoints`, count.
+    pub completed_checkpoints: String,
+    /// Job `numberOfFailedCheckpoints`, count.
+    pub failed_checkpoints: String,
+    /// Job `numberOfInProgressCheckpoints`, count.
+    pub in_progress_checkpoints: String,
+    /// Job `lastCheckpointCompletedTimestamp`, Unix ms.
+    pub last_checkpoint_completed_timestamp: String,
+    /// Operator `pendingRecords` (FLIP-33 source lag), records.
+    pub pending_records: String,
+    /// Operator `currentEmitEventTimeLag` (FLIP-33), ms.
+    pub emit_event_time_lag: String,
+    /// Task `currentInputWatermark`, Unix ms of event time.
+    pub input_watermark: String,
+    /// TaskManager `Status.JVM.GarbageCollector.All.Time`, ms (counter).
+    pub gc_time: String,
+    /// TaskManager `Status.JVM.CPU.Load`, ratio.
+    pub cpu_load: String,
+    /// Name suffixes of RocksDB native metrics. They match both forms the reporter
+    /// writes: `…_operator_column_family_rocksdb_<m>` (with
+    /// `state.backend.rocksdb.metrics.column-family-as-variable: true`) and
+    /// `…_operator_<column family>_rocksdb_<m>`.
+    pub rocksdb_is_write_stopped_suffix: String,
+    pub rocksdb_actual_delayed_write_rate_suffix: String,
+    pub rocksdb_compaction_pending_suffix: String,
+    pub rocksdb_mem_table_flush_pending_suffix: String,
+    pub rocksdb_estimate_pending_compaction_bytes_suffix: String,
+    /// RocksDB statistic `stall_micros` (`…_operator_rocksdb_stall_micros`), µs (counter).
+    pub rocksdb_stall_micros_suffix: String,
+}
+
+impl Default for MetricCatalog {
+    fn default() -> Self {
+        let task = |m: &str| format!("flink_taskmanager_job_task_{m}");
+        let job = |m: &str| format!("flink_jobmanager_job_{m}");
+        MetricCatalog {
+            busy: task("busyTimeMsPerSecond"),
+            backpressured: task("backPressuredTimeMsPerSecond"),
+            idle: task("idleTimeMsPerSecond"),
+            records_in: task("numRecordsIn"),
+            records_in_per_second: task("numRecordsInPerSecond"),
+            records_out: task("numRecordsOut"),
+            records_out_per_second: task("numRecordsOutPerSecond"),
+            checkpoint_start_delay: task("checkpointStartDelayNanos"),
+            checkpoint_alignment: task("checkpointAlignmentTime"),
+            uptime: job("uptime"),
+            last_checkpoint_duration: job("lastCheckpointDuration"),
+            completed_checkpoints: job("numberOfCompletedCheckpoints"),
+            failed_checkpoints: job("numberOfFailedCheckpoints"),
+            in_progress_checkpoints: job("numberOfInProgressCheckpoints"),
+            last_checkpoint_completed_timestamp: job("lastCheckpointCompletedTimestamp"),
+            pending_records: task("operator_pendingRecords"),
+            emit_event_time_lag: task("operator_currentEmitEventTimeLag"),
+            input_watermark: task("currentInputWatermark"),
+            gc_time: "flink_taskmanager_Status_JVM_GarbageCollector_All_Time".into(),
+            cpu_load: "flink_taskmanager_Status_JVM_CPU_Load".into(),
+            rocksdb_is_write_stopped_suffix: "_rocksdb_is_write_stopped".into(),
+            rocksdb_actual_delayed_write_rate_suffix: "_rocksdb_actual_delayed_write_rate".into(),
+            rocksdb_compaction_pending_suffix: "_rocksdb_compaction_pending".into(),
+            rocksdb_mem_table_flush_pending_suffix: "_rocksdb_mem_table_flush_pending".into(),
+            rocksdb_estimate_pending_compaction_bytes_suffix: "_rocksdb_estimate_pending_compaction_bytes".into(),
+            rocksdb_stall_micros_suffix: "_rocksdb_stall_micros".into(),
+        }
+    }
+}

@@ -1,0 +1,709 @@
+//! Request + metric source → [`Snapshot`].
+//!
+//! One code path for every backend: the collector decides which [`Query`]s to ask, in
+//! three rounds (which job; which window; everything else), and a [`MetricSource`]
+//! answers them — a recording in memory, or Prometheus over HTTP. A query that fails or
+//! finds nothing becomes a [`Missing`] entry, never an error: only "no such job" stops a
+//! diagnosis.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::future::Future;
+
+use crate::collect::catalog::{MetricCatalog, labels as l};
+use crate::collect::query::{Agg, Aggregation, OverTime, Query, QueryResult, ResultSeries, Selector};
+use crate::collect::snapshot::{
+    CheckpointConfig, CheckpointPoint, Checkpoints, JobIdentity, Missing, RocksDbSubtask, Snapshot, SourceSubtaskLag,
+    SubtaskMetrics, TaskManagerMetrics, TopicRetention, VertexWatermark, Window, WindowBound,
+};
+use crate::config::Config;
+use crate::diagnose::graph::{JobGraph, sanitize_label_value};
+use crate::request::DiagnosisRequest;
+
+/// A query that could not be answered (network, HTTP status, bad answer). The message
+/// never contains credentials.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{0}")]
+pub struct QueryError(pub String);
+
+/// Something that answers queries: a recording in memory or a live backend.
+pub trait MetricSource {
+    /// Answers independent queries; one result per query, in order. A backend may run
+    /// them concurrently or merge them into fewer requests.
+    fn run(&self, queries: &[Query]) -> impl Future<Output = Vec<Result<QueryResult, QueryError>>>;
+
+    /// The newest time with data: a recording's last sample; live, now. Unix ms.
+    fn latest_ms(&self) -> Option<i64>;
+}
+
+impl MetricSource for crate::collect::store::SeriesStore {
+    async fn run(&self, queries: &[Query]) -> Vec<Result<QueryResult, QueryError>> {
+        queries.iter().map(|q| Ok(self.evaluate(q))).collect()
+    }
+
+    fn latest_ms(&self) -> Option<i64> {
+        self.last_timestamp_ms()
+    }
+}
+
+/// Why no snapshot could be taken. One sentence each.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum CollectError {
+    #[error("there is no data to diagnose (no samples, and no time was given)")]
+    NoData,
+    #[error("no Flink job named or with id `{wanted}` has metrics here (jobs seen: {})", list_or_none(.known))]
+    JobNotFound { wanted: String, known: Vec<String> },
+    #[error("several jobs have metrics here ({}); choose one with --job", .names.join(", "))]
+    AmbiguousJob { names: Vec<String> },
+    #[error("no Flink job metrics (`{metric}`) here; is this a Flink reporter's output?")]
+    NoJobs { metric: String },
+    #[error("could not look up the job: {0}")]
+    Source(String),
+}
+
+fn list_or_none(v: &[String]) -> String {
+    if v.is_empty() { "none".into() } else { v.join(", ") }
+}
+
+/// Everything the collector needs besides the metric source.
+pub struct CollectInput<'a> {
+    pub request: &'a DiagnosisRequest,
+    /// The job graph, from Flink REST or a plan file; `None` for graph-free mode.
+    pub graph: Option<JobGraph>,
+    /// Checkpoint configuration from Flink REST, when known.
+    pub checkpoint_config: Option<CheckpointConfig>,
+    pub config: &'a Config,
+    pub catalog: &'a MetricCatalog,
+}
+
+/// One run of a job as its metrics show it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobRun {
+    pub id: String,
+    /// `job_name` label (sanitized by the reporter).
+    pub name_label: String,
+    /// Time of the newest sample, Unix ms.
+    pub last_seen_ms: i64,
+    /// Start of the run (evaluation time minus uptime), Unix ms, when uptime is known.
+    pub start_ms: Option<i64>,
+    /// The first evaluation time with data for this run (a recording may begin after the
+    /// run started), Unix ms.
+    pub first_seen_ms: i64,
+}
+
+/// Runs of every job seen in the answer of the job lookup query (uptime per step).
+pub fn job_runs(uptime: &QueryResult) -> Vec<JobRun> {
+    uptime
+        .iter()
+        .filter(|s| !s.label(l::JOB_ID).is_empty())
+        .filter_map(|s| {
+            let &(t, u) = s.points.iter().rev().find(|p| p.1.is_finite())?;
+            let first = s.points.iter().find(|p| p.1.is_finite()).map(|p| p.0).unwrap_or(t);
+            Some(JobRun {
+                id: s.label(l::JOB_ID).to_string(),
+                name_label: s.label(l::JOB_NAME).to_string(),
+                last_seen_ms: t,
+                start_ms: Some(t - u as i64),
+                first_seen_ms: first,
+            })
+        })
+        .collect()
+}
+
+/// Picks the run to diagnose. `wanted` may be the Flink name, the sanitized name or the
+/// id; without it, the plan's job id, else the only job there is. Among several runs of
+/// one name, the newest wins (latest sample, then latest start) and a note says so.
+pub fn resolve_job(
+    runs: &[JobRun],
+    wanted: Option<&str>,
+    plan_job_id: Option<&str>,
+) -> Result<(JobRun, Vec<String>), CollectError> {
+    let mut notes = Vec::new();
+    let known: BTreeSet<String> = runs.iter().map(|r| r.name_label.clone()).collect();
+    let matching: Vec<&JobRun> = match wanted {
+        Some(w) => {
+            let sanitized = sanitize_label_value(w);
+            runs.iter().filter(|r| r.id == w || r.name_label == w || r.name_label == sanitized).collect()
+        }
+        None => {
+            if let Some(run) = plan_job_id.and_then(|id| runs.iter().find(|r| r.id == id)) {
+                return Ok((run.clone(), notes));
+            }
+            if known.len() > 1 {
+                return Err(CollectError::AmbiguousJob { names: known.into_iter().collect() });
+            }
+            runs.iter().collect()
+        }
+    };
+    if matching.is_empty() {
+        return Err(CollectError::JobNotFound {
+            wanted: wanted.unwrap_or_default().to_string(),
+            known: known.into_iter().collect(),
+        });
+    }
+    // An explicit id, or the plan's id among the runs, names one run exactly.
+    if let Some(run) = matching.iter().find(|r| Some(r.id.as_str()) == wanted || Some(r.id.as_str()) == plan_job_id) {
+        if matching.len() > 1 && Some(run.id.as_str()) == plan_job_id && Some(run.id.as_str()) != wanted {
+            notes.push(format!(
+                "{} runs of job {} left metrics; using job_id {} from the job plan",
+                matching.len(),
+                run.name_label,
+                run.id
+            ));
+        }
+        return Ok(((*run).clone(), notes));
+    }
+    let newest = matching.iter().max_by_key(|r| (r.last_seen_ms, r.start_ms.unwrap_or(i64::MIN))).expect("non-empty");
+    if matching.len() > 1 {
+        let others: Vec<&str> = matching.iter().filter(|r| r.id != newest.id).map(|r| r.id.as_str()).collect();
+        notes.push(format!(
+            "{} runs of job {} left metrics; using the newest, job_id {} (ignored: {})",
+            matching.len(),
+            newest.name_label,
+            newest.id,
+            others.join(", ")
+        ));
+    }
+    Ok(((*newest).clone(), notes))
+}
+
+/// The start of the current episode: the time of the latest evaluation whose state
+/// (backpressured or not) differs from the state at the end. `points` are
+/// `(t_ms, max backpressured ms/s over the job's subtasks)`, oldest first; `threshold` in
+/// the same unit. `None` when the state never changes.
+pub fn episode_start(points: &[(i64, f64)], threshold: f64) -> Option<i64> {
+    let state = |v: f64| v > threshold;
+    let last = state(points.last()?.1);
+    points.iter().rev().find(|p| state(p.1) != last).map(|p| p.0)
+}
+
+fn over_time(selector: Selector, func: OverTime, window: &Window, aggregation: Option<Aggregation>) -> Query {
+    Query::OverTime { selector, func, range_ms: window.len_ms(), at_ms: window.end_ms, aggregation }
+}
+
+fn by_subtask(agg: Agg) -> Option<Aggregation> {
+    Some(Aggregation::new(agg, &[l::TASK_ID, l::SUBTASK_INDEX]))
+}
+
+/// Takes a snapshot of one job.
+pub async fn collect<S: MetricSource>(source: &S, input: CollectInput<'_>) -> Result<Snapshot, CollectError> {
+    let cfg = &input.config.diagnosis;
+    let cat = input.catalog;
+    let at = input.request.at_ms.or_else(|| source.latest_ms()).ok_or(CollectError::NoData)?;
+    let step = cfg.step.as_ms();
+    let lookback = cfg.trend_lookback.as_ms();
+
+    // Round 1: which job.
+    let lookup = Query::Range {
+        selector: Selector::metric(&cat.uptime),
+        aggregation: Some(Aggregation::new(Agg::Max, &[l::JOB_ID, l::JOB_NAME])),
+        start_ms: at - lookback,
+        end_ms: at,
+        step_ms: step,
+    };
+    let fallback_lookup = Query::OverTime {
+        selector: Selector::metric(&cat.busy),
+        func: OverTime::Last,
+        range_ms: lookback,
+        at_ms: at,
+        aggregation: Some(Aggregation::new(Agg::Max, &[l::JOB_ID, l::JOB_NAME])),
+    };
+    let mut answers = source.run(&[lookup, fallback_lookup]).await.into_iter();
+    let uptime = answers.next().expect("one answer per query").map_err(|e| CollectError::Source(e.0))?;
+    let mut runs = job_runs(&uptime);
+    if runs.is_empty() {
+        // No JobManager metrics (e.g. only TaskManager scrapes): jobs from task metrics.
+        let busy = answers.next().expect("one answer per query").map_err(|e| CollectError::Source(e.0))?;
+        runs = busy
+            .iter()
+            .filter(|s| !s.label(l::JOB_ID).is_empty())
+            .map(|s| JobRun {
+                id: s.label(l::JOB_ID).into(),
+                name_label: s.label(l::JOB_NAME).into(),
+                last_seen_ms: at,
+                start_ms: None,
+                first_seen_ms: at,
+            })
+            .collect();
+    }
+    if runs.is_empty() {
+        return Err(CollectError::NoJobs { metric: cat.uptime.clone() });
+    }
+    let plan_job_id = input.graph.as_ref().and_then(|g| g.job_id.clone());
+    let (run, mut notes) = resolve_job(&runs, input.request.job.as_deref(), plan_job_id.as_deref())?;
+    if let Some(plan_id) = plan_job_id.as_deref().filter(|id| *id != run.id) {
+        notes.push(format!(
+            "the job plan is from job_id {plan_id}, the metrics from job_id {}; vertices are joined by id",
+            run.id
+        ));
+    }
+    let job = |m: &str| Selector::metric(m).with(l::JOB_ID, &run.id);
+    let job_suffix = |m: &str| Selector::metric_suffix(m).with(l::JOB_ID, &run.id);
+
+    // Round 2: which window.
+    let requested = input.request.window_ms.unwrap_or(cfg.window.as_ms());
+    let min_window = cfg.min_window.as_ms().min(requested);
+    let mut window =
+        Window { start_ms: at - requested, end_ms: at, requested_ms: requested, bound: WindowBound::Requested };
+    if let Some(start) = run.start_ms {
+        let settled = start + cfg.startup_exclusion.as_ms();
+        if settled > window.start_ms {
+            // Never shorter than min_window, never before the job started.
+            window.start_ms = settled.min(at - min_window).max(start);
+            window.bound = WindowBound::StartupExcluded;
+            if settled > window.start_ms {
+                notes.push(format!(
+                    "the job has run only {} s; its first {} s are not representative and the window includes some",
+                    (at - start) / 1000,
+                    cfg.startup_exclusion.as_ms() / 1000
+                ));
+            }
+        }
+    }
+    // Rates over a range that starts before the data would be diluted: begin with the data.
+    if run.first_seen_ms > window.start_ms && run.first_seen_ms < at - min_window {
+        window.start_ms = run.first_seen_ms;
+        window.bound = WindowBound::DataStart;
+    }
+    let mut missing = Vec::new();
+    if cfg.episode_window {
+        let q = Query::Range {
+            selector: job(&cat.backpressured),
+            aggregation: Some(Aggregation::new(Agg::Max, &[])),
+            start_ms: window.start_ms,
+            end_ms: at,
+            step_ms: step,
+        };
+        match source.run(std::slice::from_ref(&q)).await.pop().expect("one answer") {
+            Ok(result) => {
+                let points = result.first().map(|s| s.points.clone()).unwrap_or_default();
+                let threshold = cfg.thresholds.backpressured_ratio * 1000.0;
+                if let Some(flip) = episode_start(&points, threshold) {
+                    let start = flip.min(at - min_window);
+                    if start > window.start_ms {
+                        window.start_ms = start;
+                        window.bound = WindowBound::EpisodeStart;
+                    }
+                }
+            }
+            Err(e) => missing.push(Missing { metric: cat.backpressured.clone(), detail: format!("query failed: {e}") }),
+        }
+    }
+
+    // Round 3: everything else, at once.
+    let trend_start = at - lookback;
+    let queries = vec![
+        over_time(job(&cat.busy), OverTime::Avg, &window, None),
+        over_time(job(&cat.backpressured), OverTime::Avg, &window, None),
+        over_time(job(&cat.idle), OverTime::Avg, &window, None),
+        over_time(job(&cat.records_in), OverTime::Rate, &window, None),
+        over_time(job(&cat.records_in_per_second), OverTime::Avg, &window, None),
+        over_time(job(&cat.records_out), OverTime::Rate, &window, None),
+        over_time(job(&cat.records_out_per_second), OverTime::Avg, &window, None),
+        over_time(job(&cat.checkpoint_start_delay), OverTime::Avg, &window, None),
+        over_time(job(&cat.checkpoint_alignment), OverTime::Avg, &window, None),
+        Query::Range {
+            selector: Selector::metrics(&[
+                &cat.uptime,
+                &cat.last_checkpoint_duration,
+                &cat.completed_checkpoints,
+                &cat.failed_checkpoints,
+                &cat.in_progress_checkpoints,
+                &cat.last_checkpoint_completed_timestamp,
+            ])
+            .with(l::JOB_ID, &run.id),
+            aggregation: None,
+            start_ms: trend_start,
+            end_ms: at,
+            step_ms: step,
+        },
+        over_time(job_suffix(&cat.rocksdb_is_write_stopped_suffix), OverTime::Max, &window, by_subtask(Agg::Max)),
+        over_time(
+            job_suffix(&cat.rocksdb_actual_delayed_write_rate_suffix),
+            OverTime::Max,
+            &window,
+            by_subtask(Agg::Max),
+        ),
+        over_time(job_suffix(&cat.rocksdb_compaction_pending_suffix), OverTime::Avg, &window, by_subtask(Agg::Max)),
+        over_time(
+            job_suffix(&cat.rocksdb_mem_table_flush_pending_suffix),
+            OverTime::Avg,
+            &window,
+            by_subtask(Agg::Max),
+        ),
+        Query::Range {
+            selector: job_suffix(&cat.rocksdb_estimate_pending_compaction_bytes_suffix),
+            aggregation: by_subtask(Agg::Sum),
+            start_ms: window.start_ms,
+            end_ms: at,
+            step_ms: step,
+        },
+        over_time(job_suffix(&cat.rocksdb_stall_micros_suffix), OverTime::Rate, &window, by_subtask(Agg::Sum)),
+        Query::Range {
+            selector: job(&cat.pending_records),
+            aggregation: by_subtask(Agg::Sum),
+            start_ms: trend_start,
+            end_ms: at,
+            step_ms: step,
+        },
+        over_time(job(&cat.emit_event_time_lag), OverTime::Avg, &window, by_subtask(Agg::Max)),
+        over_time(
+            Selector::metric(&cat.gc_time),
+            OverTime::Rate,
+            &window,
+            Some(Aggregation::new(Agg::Sum, &[l::TM_ID, l::HOST])),
+        ),
+        over_time(
+            Selector::metric(&cat.cpu_load),
+            OverTime::Avg,
+            &window,
+            Some(Aggregation::new(Agg::Max, &[l::TM_ID, l::HOST])),
+        ),
+        Query::Range {
+            selector: job(&cat.input_watermark),
+            aggregation: Some(Aggregation::new(Agg::Min, &[l::TASK_ID])),
+            start_ms: window.start_ms,
+            end_ms: at,
+            step_ms: step,
+        },
+        over_time(job(&cat.busy), OverTime::Count, &window, Some(Aggregation::new(Agg::Max, &[]))),
+    ];
+    const SIGNALS: [&str; 22] = [
+        "busy",
+        "backpressured",
+        "idle",
+        "records_in",
+        "records_in_meter",
+        "records_out",
+        "records_out_meter",
+        "checkpoint_start_delay",
+        "checkpoint_alignment",
+        "checkpoints",
+        "rocksdb_is_write_stopped",
+        "rocksdb_actual_delayed_write_rate",
+        "rocksdb_compaction_pending",
+        "rocksdb_mem_table_flush_pending",
+        "rocksdb_estimate_pending_compaction_bytes",
+        "rocksdb_stall_micros",
+        "pending_records",
+        "emit_event_time_lag",
+        "gc_time",
+        "cpu_load",
+        "input_watermark",
+        "samples_in_window",
+    ];
+    let promql: std::collections::BTreeMap<String, String> =
+        SIGNALS.iter().zip(&queries).map(|(s, q)| (s.to_string(), q.to_promql())).collect();
+    let answers = source.run(&queries).await;
+    let mut results: Vec<QueryResult> = Vec::with_capacity(answers.len());
+    for (q, a) in queries.iter().zip(answers) {
+        match a {
+            Ok(r) => results.push(r),
+            Err(e) => {
+                missing.push(Missing { metric: q.to_promql(), detail: format!("query failed: {e}") });
+                results.push(Vec::new());
+            }
+        }
+    }
+    let [
+        busy,
+        bp,
+        idle,
+        in_rate,
+        in_mean,
+        out_rate,
+        out_mean,
+        cp_delay,
+        cp_align,
+        ckpt,
+        rdb_stop,
+        rdb_delay,
+        rdb_cpend,
+        rdb_fpend,
+        rdb_bytes,
+        rdb_stall,
+        pending,
+        emit_lag,
+        gc,
+        cpu,
+        watermarks,
+        sample_count,
+    ]: [QueryResult; 22] = results.try_into().expect("22 queries");
+
+    for (name, r) in [(&cat.busy, &busy), (&cat.backpressured, &bp), (&cat.idle, &idle)] {
+        if r.is_empty() {
+            missing.push(Missing { metric: name.clone(), detail: "no samples for this job in the window".into() });
+        }
+    }
+    if in_rate.is_empty() && in_mean.is_empty() {
+        missing.push(Missing {
+            metric: cat.records_in.clone(),
+            detail: "no records-in counter or meter: records shares and capacities are unknown".into(),
+        });
+    }
+
+    let subtasks =
+        assemble_subtasks([&busy, &bp, &idle, &in_rate, &in_mean, &out_rate, &out_mean, &cp_delay, &cp_align]);
+    let checkpoints = Checkpoints { series: assemble_checkpoints(&ckpt, cat), config: input.checkpoint_config };
+    if checkpoints.series.iter().all(|p| p.last_duration_ms.is_none()) {
+        missing.push(Missing {
+            metric: cat.last_checkpoint_duration.clone(),
+            detail: "no checkpoint metrics for this job (checkpointing off, or JobManager not scraped)".into(),
+        });
+    }
+    let rocksdb = assemble_rocksdb(&rdb_stop, &rdb_delay, &rdb_cpend, &rdb_fpend, &rdb_bytes, &rdb_stall);
+    let source_lag = assemble_source_lag(&pending, &emit_lag);
+    let job_tms: BTreeSet<&str> = subtasks.iter().filter_map(|s| s.tm_id.as_deref()).collect();
+    let taskmanagers = assemble_taskmanagers(&gc, &cpu, &job_tms);
+    let watermarks = watermarks
+        .iter()
+        .filter(|s| !s.label(l::TASK_ID).is_empty())
+        .map(|s| VertexWatermark { vertex_id: s.label(l::TASK_ID).into(), input_watermark: s.points.clone() })
+        .collect();
+
+    let name = input
+        .graph
+        .as_ref()
+        .and_then(|g| g.job_name.clone())
+        .filter(|n| sanitize_label_value(n) == run.name_label || run.name_label.is_empty())
+        .unwrap_or_else(|| run.name_label.clone());
+    let retention = input
+        .config
+        .kafka
+        .retention
+        .iter()
+        .map(|(topic, ms)| TopicRetention {
+            topic: topic.clone(),
+            retention_ms: Some(ms.as_ms()),
+            from: "config".into(),
+        })
+        .collect();
+    missing.sort();
+    missing.dedup();
+    Ok(Snapshot {
+        job: JobIdentity { name: name.clone(), id: run.id.clone() },
+        at_ms: at,
+        window,
+        job_start_ms: run.start_ms,
+        graph: input.graph,
+        subtasks,
+        checkpoints,
+        rocksdb,
+        source_lag,
+        partitions: Vec::new(),
+        retention,
+        job_topics: input.config.kafka.job(&name, &run.id).map(|j| j.topics.clone()).unwrap_or_default(),
+        taskmanagers,
+        watermarks,
+        step_ms: step,
+        samples_in_window: sample_count
+            .first()
+            .and_then(|s| s.last_value())
+            .filter(|v| v.is_finite())
+            .map(|v| v as u32),
+        queries: promql,
+        missing,
+        notes,
+    })
+}
+
+fn subtask_key(s: &ResultSeries) -> Option<(String, u32)> {
+    let task = s.label(l::TASK_ID);
+    let index = s.label(l::SUBTASK_INDEX).parse().ok()?;
+    (!task.is_empty()).then(|| (task.to_string(), index))
+}
+
+fn finite(v: f64) -> Option<f64> {
+    v.is_finite().then_some(v)
+}
+
+/// Values per subtask; of several series for one subtask (task attempts), the highest
+/// `task_attempt_num` wins.
+fn per_subtask(result: &QueryResult) -> BTreeMap<(String, u32), &ResultSeries> {
+    let mut out: BTreeMap<(String, u32), &ResultSeries> = BTreeMap::new();
+    for s in result {
+        let Some(key) = subtask_key(s) else { continue };
+        let attempt = |s: &ResultSeries| s.label("task_attempt_num").parse::<u64>().unwrap_or(0);
+        match out.get(&key) {
+            Some(existing) if attempt(existing) >= attempt(s) => {}
+            _ => {
+                out.insert(key, s);
+            }
+        }
+    }
+    out
+}
+
+fn assemble_subtasks(results: [&QueryResult; 9]) -> Vec<SubtaskMetrics> {
+    let maps: Vec<BTreeMap<(String, u32), &ResultSeries>> = results.iter().map(|r| per_subtask(r)).collect();
+    let keys: BTreeSet<(String, u32)> = maps[..3].iter().flat_map(|m| m.keys().cloned()).collect();
+    keys.into_iter()
+        .map(|key| {
+            let value = |i: usize| maps[i].get(&key).and_then(|s| s.last_value());
+            let identity = maps[..3].iter().find_map(|m| m.get(&key)).expect("key from these maps");
+            let label = |name: &str| Some(identity.label(name).to_string()).filter(|v| !v.is_empty());
+            let ratio = |i: usize| value(i).and_then(finite).map(|v| v / 1000.0);
+            let rate = |counter: usize, meter: usize| {
+                value(counter).and_then(finite).or_else(|| value(meter).and_then(finite))
+            };
+            SubtaskMetrics {
+                vertex_id: key.0.clone(),
+                subtask: key.1,
+                task_name: identity.label(l::TASK_NAME).to_string(),
+                tm_id: label(l::TM_ID),
+                host: label(l::HOST),
+                busy_ratio: ratio(0),
+                backpressured_ratio: ratio(1),
+                idle_ratio: ratio(2),
+                records_in_per_s: rate(3, 4),
+                records_out_per_s: rate(5, 6),
+                checkpoint_start_delay_ms: value(7).and_then(finite).map(|ns| ns / 1e6),
+                checkpoint_alignment_ms: value(8).and_then(finite).map(|ns| ns / 1e6),
+            }
+        })
+        .collect()
+}
+
+fn assemble_checkpoints(result: &QueryResult, cat: &MetricCatalog) -> Vec<CheckpointPoint> {
+    let mut points: BTreeMap<i64, CheckpointPoint> = BTreeMap::new();
+    for series in result {
+        let name = series.label("__name__");
+        for &(t, v) in &series.points {
+            let p = points.entry(t).or_insert_with(|| CheckpointPoint { t_ms: t, ..Default::default() });
+            let v = finite(v);
+            if name == cat.uptime {
+                p.uptime_ms = v;
+            } else if name == cat.last_checkpoint_duration {
+                p.last_duration_ms = v;
+            } else if name == cat.completed_checkpoints {
+                p.completed = v;
+            } else if name == cat.failed_checkpoints {
+                p.failed = v;
+            } else if name == cat.in_progress_checkpoints {
+                p.in_progress = v;
+            } else if name == cat.last_checkpoint_completed_timestamp {
+                p.last_completed_at_ms = v;
+            }
+        }
+    }
+    points.into_values().collect()
+}
+
+fn assemble_rocksdb(
+    stop: &QueryResult,
+    delay: &QueryResult,
+    cpend: &QueryResult,
+    fpend: &QueryResult,
+    bytes: &QueryResult,
+    stall: &QueryResult,
+) -> Vec<RocksDbSubtask> {
+    let maps: Vec<BTreeMap<(String, u32), &ResultSeries>> =
+        [stop, delay, cpend, fpend, bytes, stall].iter().map(|r| per_subtask(r)).collect();
+    let keys: BTreeSet<(String, u32)> = maps.iter().flat_map(|m| m.keys().cloned()).collect();
+    keys.into_iter()
+        .map(|key| {
+            let value = |i: usize| maps[i].get(&key).and_then(|s| s.last_value()).and_then(finite);
+            RocksDbSubtask {
+                vertex_id: key.0.clone(),
+                subtask: key.1,
+                write_stopped_max: value(0),
+                delayed_write_rate_max: value(1),
+                compaction_pending_ratio: value(2),
+                flush_pending_ratio: value(3),
+                pending_compaction_bytes: maps[4].get(&key).map(|s| s.points.clone()).unwrap_or_default(),
+                stall_micros_per_s: value(5),
+            }
+        })
+        .collect()
+}
+
+fn assemble_source_lag(pending: &QueryResult, emit_lag: &QueryResult) -> Vec<SourceSubtaskLag> {
+    let pending = per_subtask(pending);
+    let emit = per_subtask(emit_lag);
+    let keys: BTreeSet<(String, u32)> = pending.keys().chain(emit.keys()).cloned().collect();
+    keys.into_iter()
+        .map(|key| SourceSubtaskLag {
+            vertex_id: key.0.clone(),
+            subtask: key.1,
+            pending_records: pending.get(&key).map(|s| s.points.clone()).unwrap_or_default(),
+            emit_event_time_lag_ms: emit.get(&key).and_then(|s| s.last_value()).and_then(finite),
+        })
+        .collect()
+}
+
+fn assemble_taskmanagers(gc: &QueryResult, cpu: &QueryResult, job_tms: &BTreeSet<&str>) -> Vec<TaskManagerMetrics> {
+    let mut out: BTreeMap<String, TaskManagerMetrics> = BTreeMap::new();
+    for (is_gc, result) in [(true, gc), (false, cpu)] {
+        for s in result {
+            let tm = s.label(l::TM_ID);
+            if tm.is_empty() || !job_tms.contains(tm) {
+                continue;
+            }
+            let entry = out.entry(tm.to_string()).or_insert_with(|| TaskManagerMetrics {
+                tm_id: tm.to_string(),
+                host: Some(s.label(l::HOST).to_string()).filter(|h| !h.is_empty()),
+                gc_ms_per_s: None,
+                cpu_load: None,
+            });
+            let v = s.last_value().and_then(finite);
+            if is_gc {
+                entry.gc_ms_per_s = v;
+            } else {
+                entry.cpu_load = v;
+            }
+        }
+    }
+    out.into_values().collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(id: &str, name: &str, last: i64, start: i64) -> JobRun {
+        JobRun {
+            id: id.into(),
+            name_label: name.into(),
+            last_seen_ms: last,
+            start_ms: Some(start),
+            first_seen_ms: start,
+        }
+    }
+
+    #[test]
+    fn the_newest_run_of_a_reused_name_wins_and_the_verdict_is_told() {
+        let runs = [run("old", "bp_lab_slow_sink", 1_000, 0), run("new", "bp_lab_slow_sink", 9_000, 5_000)];
+        let (chosen, notes) = resolve_job(&runs, Some("bp-lab-slow-sink"), None).unwrap();
+        assert_eq!(chosen.id, "new");
+        assert!(notes[0].contains("newest") && notes[0].contains("old"), "{notes:?}");
+    }
+
+    #[test]
+    fn a_job_is_found_by_flink_name_sanitized_name_or_id() {
+        let runs = [run("abc", "bp_lab_x", 1, 0), run("def", "other", 1, 0)];
+        for wanted in ["bp-lab-x", "bp_lab_x", "abc"] {
+            assert_eq!(resolve_job(&runs, Some(wanted), None).unwrap().0.id, "abc", "{wanted}");
+        }
+    }
+
+    #[test]
+    fn an_unknown_job_lists_the_jobs_there_are() {
+        let runs = [run("abc", "bp_lab_x", 1, 0)];
+        let err = resolve_job(&runs, Some("nope"), None).unwrap_err();
+        assert_eq!(err.to_string(), "no Flink job named or with id `nope` has metrics here (jobs seen: bp_lab_x)");
+    }
+
+    #[test]
+    fn without_a_name_several_jobs_are_ambiguous_unless_the_plan_names_one() {
+        let runs = [run("a", "x", 1, 0), run("b", "y", 1, 0)];
+        assert!(matches!(resolve_job(&runs, None, None), Err(CollectError::AmbiguousJob { .. })));
+        assert_eq!(resolve_job(&runs, None, Some("b")).unwrap().0.id, "b");
+    }
+
+    #[test]
+    fn the_episode_starts_after_the_last_calm_evaluation() {
+        // calm, calm, red, red: the episode starts after t = 10.
+        let points = [(0, 0.0), (10, 50.0), (20, 900.0), (30, 990.0)];
+        assert_eq!(episode_start(&points, 100.0), Some(10));
+        assert_eq!(episode_start(&points[2..], 100.0), None);
+    }
+}

@@ -1,0 +1,274 @@
+//! The few query shapes the diagnosis needs, as data.
+//!
+//! Every number a snapshot holds comes from one of these shapes, evaluated either by
+//! Prometheus (rendered with [`Query::to_promql`]) or over an in-memory recording
+//! ([`crate::collect::store::SeriesStore::evaluate`]) with the same semantics. Keeping the
+//! shapes few and explicit is what makes a live verdict equal the verdict of its recording.
+//!
+//! Pure: no IO.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+/// How a label is matched.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MatchOp {
+    /// `label="value"`
+    Equal(String),
+    /// `label=~"a|b|c"`: one of these literal values (rendered as an escaped alternation).
+    OneOf(Vec<String>),
+    /// `label=~".+suffix"`: a non-empty value ending with this literal suffix.
+    EndsWith(String),
+}
+
+/// One label matcher.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Matcher {
+    pub label: String,
+    pub op: MatchOp,
+}
+
+/// A series selector: matchers, the metric name being the `__name__` matcher.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Selector {
+    pub matchers: Vec<Matcher>,
+}
+
+impl Selector {
+    /// All series of one metric.
+    pub fn metric(name: &str) -> Self {
+        Selector { matchers: vec![Matcher { label: "__name__".into(), op: MatchOp::Equal(name.into()) }] }
+    }
+
+    /// All series of any of these metrics.
+    pub fn metrics<S: AsRef<str>>(names: &[S]) -> Self {
+        let names: Vec<String> = names.iter().map(|n| n.as_ref().to_string()).collect();
+        let op = if names.len() == 1 { MatchOp::Equal(names[0].clone()) } else { MatchOp::OneOf(names) };
+        Selector { matchers: vec![Matcher { label: "__name__".into(), op }] }
+    }
+
+    /// All series of metrics whose name ends with `suffix` (one RocksDB metric in every
+    /// column family, whichever way the reporter names them).
+    pub fn metric_suffix(suffix: &str) -> Self {
+        Selector { matchers: vec![Matcher { label: "__name__".into(), op: MatchOp::EndsWith(suffix.into()) }] }
+    }
+
+    /// Adds `label="value"`.
+    pub fn with(mut self, label: &str, value: &str) -> Self {
+        self.matchers.push(Matcher { label: label.into(), op: MatchOp::Equal(value.into()) });
+        self
+    }
+
+    /// Adds `label=~"v1|v2|…"` (literal values).
+    pub fn with_one_of(mut self, label: &str, values: &[String]) -> Self {
+        self.matchers.push(Matcher { label: label.into(), op: MatchOp::OneOf(values.to_vec()) });
+        self
+    }
+
+    /// True when the label set matches (a missing label matches only the empty string).
+    pub fn matches<'a>(&self, get: impl Fn(&str) -> Option<&'a str>) -> bool {
+        self.matchers.iter().all(|m| {
+            let value = get(&m.label).unwrap_or("");
+            match &m.op {
+                MatchOp::Equal(v) => value == v,
+                MatchOp::OneOf(vs) => vs.iter().any(|v| v == value),
+                MatchOp::EndsWith(suffix) => value.len() > suffix.len() && value.ends_with(suffix.as_str()),
+            }
+        })
+    }
+
+    /// PromQL text, every value escaped for a PromQL double-quoted string (`\`, `"`, newline)
+    /// and, inside `=~`, for RE2.
+    pub fn to_promql(&self) -> String {
+        let mut out = String::from("{");
+        for (i, m) in self.matchers.iter().enumerate() {
+            if i > 0 {
+                out.push_str(", ");
+            }
+            match &m.op {
+                MatchOp::Equal(v) => {
+                    let _ = write!(out, "{}=\"{}\"", m.label, escape_promql_string(v));
+                }
+                MatchOp::OneOf(vs) => {
+                    let alternation = vs.iter().map(|v| escape_regex(v)).collect::<Vec<_>>().join("|");
+                    let _ = write!(out, "{}=~\"{}\"", m.label, escape_promql_string(&alternation));
+                }
+                MatchOp::EndsWith(suffix) => {
+                    let _ = write!(out, "{}=~\".+{}\"", m.label, escape_promql_string(&escape_regex(suffix)));
+                }
+            }
+        }
+        out.push('}');
+        out
+    }
+}
+
+/// Escapes a value for a PromQL double-quoted string literal.
+pub fn escape_promql_string(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// Escapes RE2 metacharacters so a literal matches only itself.
+pub fn escape_regex(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        if "\\.+*?()|[]{}^$".contains(c) {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// A function over each series' raw samples in a range `(at - range, at]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OverTime {
+    Avg,
+    Max,
+    Min,
+    Last,
+    /// The number of samples.
+    Count,
+    /// Per-second rate of a counter, with Prometheus' extrapolation and reset handling.
+    Rate,
+}
+
+/// Aggregation across series.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Agg {
+    Sum,
+    Max,
+    Min,
+    Avg,
+}
+
+/// An aggregation and the labels it keeps (`<agg> by (<by>)`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Aggregation {
+    pub agg: Agg,
+    pub by: Vec<String>,
+}
+
+impl Aggregation {
+    pub fn new(agg: Agg, by: &[&str]) -> Self {
+        Aggregation { agg, by: by.iter().map(|s| s.to_string()).collect() }
+    }
+}
+
+/// One query.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Query {
+    /// `<agg> by (…) (<fn>_over_time(<selector>[<range_ms>ms]))` at `at_ms`: one value per
+    /// result series.
+    OverTime { selector: Selector, func: OverTime, range_ms: i64, at_ms: i64, aggregation: Option<Aggregation> },
+    /// `<agg> by (…) (<selector>)` evaluated at `start_ms, start_ms + step_ms, … ≤ end_ms`.
+    Range { selector: Selector, aggregation: Option<Aggregation>, start_ms: i64, end_ms: i64, step_ms: i64 },
+}
+
+impl Query {
+    /// The PromQL expression (without the evaluation time or range parameters).
+    pub fn to_promql(&self) -> String {
+        match self {
+            Query::OverTime { selector, func, range_ms, aggregation, .. } => {
+                let inner = match func {
+                    OverTime::Avg => format!("avg_over_time({}[{}ms])", selector.to_promql(), range_ms),
+                    OverTime::Max => format!("max_over_time({}[{}ms])", selector.to_promql(), range_ms),
+                    OverTime::Min => format!("min_over_time({}[{}ms])", selector.to_promql(), range_ms),
+                    OverTime::Last => format!("last_over_time({}[{}ms])", selector.to_promql(), range_ms),
+                    OverTime::Count => format!("count_over_time({}[{}ms])", selector.to_promql(), range_ms),
+                    OverTime::Rate => format!("rate({}[{}ms])", selector.to_promql(), range_ms),
+                };
+                wrap_aggregation(aggregation.as_ref(), inner)
+            }
+            Query::Range { selector, aggregation, .. } => wrap_aggregation(aggregation.as_ref(), selector.to_promql()),
+        }
+    }
+}
+
+fn wrap_aggregation(aggregation: Option<&Aggregation>, inner: String) -> String {
+    match aggregation {
+        None => inner,
+        Some(a) => {
+            let name = match a.agg {
+                Agg::Sum => "sum",
+                Agg::Max => "max",
+                Agg::Min => "min",
+                Agg::Avg => "avg",
+            };
+            format!("{name} by ({}) ({inner})", a.by.join(", "))
+        }
+    }
+}
+
+/// One result series: its labels (after aggregation) and its points `(t_ms, value)`,
+/// oldest first. An `OverTime` result has exactly one point, at `at_ms`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ResultSeries {
+    pub labels: BTreeMap<String, String>,
+    pub points: Vec<(i64, f64)>,
+}
+
+impl ResultSeries {
+    /// The value of a label, "" when absent.
+    pub fn label(&self, name: &str) -> &str {
+        self.labels.get(name).map(String::as_str).unwrap_or("")
+    }
+
+    /// The last point's value.
+    pub fn last_value(&self) -> Option<f64> {
+        self.points.last().map(|p| p.1)
+    }
+}
+
+/// A query's answer: zero or more series.
+pub type QueryResult = Vec<ResultSeries>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hostile_label_values_are_escaped_in_promql() {
+        let s = Selector::metric("flink_jobmanager_job_uptime").with("job_name", "a\"} or vector(1) or {\"\\\n");
+        assert_eq!(
+            s.to_promql(),
+            r#"{__name__="flink_jobmanager_job_uptime", job_name="a\"} or vector(1) or {\"\\\n"}"#
+        );
+    }
+
+    #[test]
+    fn one_of_matchers_escape_regex_metacharacters() {
+        let s = Selector::metrics(&["a.b", "c|d"]);
+        assert_eq!(s.to_promql(), r#"{__name__=~"a\\.b|c\\|d"}"#);
+    }
+
+    #[test]
+    fn aggregations_wrap_the_function() {
+        let q = Query::OverTime {
+            selector: Selector::metric("m").with("job_id", "j"),
+            func: OverTime::Rate,
+            range_ms: 300_000,
+            at_ms: 0,
+            aggregation: Some(Aggregation::new(Agg::Sum, &["task_id", "subtask_index"])),
+        };
+        assert_eq!(q.to_promql(), r#"sum by (task_id, subtask_index) (rate({__name__="m", job_id="j"}[300000ms]))"#);
+    }
+
+    #[test]
+    fn matching_treats_a_missing_label_as_empty() {
+        let s = Selector::metric("m").with("x", "");
+        assert!(s.matches(|l| if l == "__name__" { Some("m") } else { None }));
+        assert!(!s.matches(|l| if l == "__name__" { Some("n") } else { None }));
+    }
+}

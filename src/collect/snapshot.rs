@@ -1,0 +1,271 @@
+//! The snapshot: everything the diagnosis sees about one job, as plain values.
+//!
+//! Raw Flink metric names stay in [`crate::collect::catalog`]; a snapshot holds measured
+//! quantities with units in their names or docs. Absent data is `None` or an empty list,
+//! and every metric that was looked for and not found is listed in
+//! [`Snapshot::missing`]: missing data is an outcome, not an error.
+//!
+//! Pure data, serializable, built by [`crate::collect::collector`] from a recording or a
+//! live backend.
+
+use serde::{Deserialize, Serialize};
+
+use crate::diagnose::graph::JobGraph;
+
+/// A point of a series: Unix ms and a value.
+pub type Point = (i64, f64);
+
+/// The job the snapshot is about.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JobIdentity {
+    /// Name as Flink shows it (from the plan) or, without a plan, as the reporter wrote it.
+    pub name: String,
+    /// Flink job id (32 hex digits).
+    pub id: String,
+}
+
+/// Why the diagnosis window has the bounds it has.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WindowBound {
+    /// The requested window, whole.
+    Requested,
+    /// Starts after the job's first seconds of uptime, which are not representative.
+    StartupExcluded,
+    /// Starts where the data starts (a recording that begins after the window would).
+    DataStart,
+    /// Starts where the current backpressure episode (or calm) began inside the requested
+    /// window, so a regime change does not dilute the averages.
+    EpisodeStart,
+}
+
+/// The period averages are taken over: `(start_ms, end_ms]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Window {
+    pub start_ms: i64,
+    pub end_ms: i64,
+    /// The window that was asked for, in ms.
+    pub requested_ms: i64,
+    pub bound: WindowBound,
+}
+
+impl Window {
+    /// Length in ms.
+    pub fn len_ms(&self) -> i64 {
+        self.end_ms - self.start_ms
+    }
+}
+
+/// One subtask's task metrics averaged over the window.
+///
+/// Ratios are the Flink `…TimeMsPerSecond` gauges divided by 1000, as measured (not
+/// clamped; the diagnosis clamps). `None`: the metric was absent or NaN.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SubtaskMetrics {
+    /// Vertex id (`task_id`).
+    pub vertex_id: String,
+    /// `subtask_index`.
+    pub subtask: u32,
+    /// `task_name` as the reporter wrote it (sanitized).
+    pub task_name: String,
+    /// `tm_id` label: the TaskManager running this subtask.
+    pub tm_id: Option<String>,
+    /// `host` label.
+    pub host: Option<String>,
+    /// `busyTimeMsPerSecond` / 1000 (ratio).
+    pub busy_ratio: Option<f64>,
+    /// `backPressuredTimeMsPerSecond` / 1000 (ratio).
+    pub backpressured_ratio: Option<f64>,
+    /// `idleTimeMsPerSecond` / 1000 (ratio).
+    pub idle_ratio: Option<f64>,
+    /// Records in per second over the window (`rate(numRecordsIn)`, else the mean of
+    /// `numRecordsInPerSecond`), records/s.
+    pub records_in_per_s: Option<f64>,
+    /// Records out per second over the window, records/s.
+    pub records_out_per_s: Option<f64>,
+    /// Mean `checkpointStartDelayNanos` over the window, in ms.
+    pub checkpoint_start_delay_ms: Option<f64>,
+    /// Mean `checkpointAlignmentTime` over the window, in ms.
+    pub checkpoint_alignment_ms: Option<f64>,
+}
+
+/// Job-level checkpoint gauges at one evaluation time (`flink_jobmanager_job_*`).
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct CheckpointPoint {
+    /// Unix ms of the evaluation.
+    pub t_ms: i64,
+    /// `uptime`, ms.
+    pub uptime_ms: Option<f64>,
+    /// `lastCheckpointDuration`, ms.
+    pub last_duration_ms: Option<f64>,
+    /// `numberOfCompletedCheckpoints` (count since job start).
+    pub completed: Option<f64>,
+    /// `numberOfFailedCheckpoints` (count since job start).
+    pub failed: Option<f64>,
+    /// `numberOfInProgressCheckpoints`.
+    pub in_progress: Option<f64>,
+    /// `lastCheckpointCompletedTimestamp`, Unix ms (absent or ≤ 0 before the first).
+    pub last_completed_at_ms: Option<f64>,
+}
+
+/// Checkpoint configuration from Flink REST `GET /jobs/:id/checkpoints/config`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CheckpointConfig {
+    /// `interval`, ms.
+    pub interval_ms: i64,
+    /// `timeout`, ms.
+    pub timeout_ms: i64,
+    /// `unaligned_checkpoints`.
+    pub unaligned: bool,
+    /// `state_backend` (e.g. `HashMapStateBackend`, `EmbeddedRocksDBStateBackend`).
+    pub state_backend: Option<String>,
+}
+
+impl CheckpointConfig {
+    /// Parses the REST answer; `None` when it lacks `interval` or `timeout`.
+    pub fn from_rest_json(text: &str) -> Option<CheckpointConfig> {
+        let v: serde_json::Value = serde_json::from_str(text).ok()?;
+        Some(CheckpointConfig {
+            interval_ms: v.get("interval")?.as_i64()?,
+            timeout_ms: v.get("timeout")?.as_i64()?,
+            unaligned: v.get("unaligned_checkpoints").and_then(|u| u.as_bool()).unwrap_or(false),
+            state_backend: v.get("state_backend").and_then(|b| b.as_str()).map(str::to_string),
+        })
+    }
+}
+
+/// Checkpoint history of the job over the trend lookback.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct Checkpoints {
+    /// Evaluated every step over the trend lookback, oldest first.
+    pub series: Vec<CheckpointPoint>,
+    /// From Flink REST, when available.
+    pub config: Option<CheckpointConfig>,
+}
+
+/// RocksDB native metrics of one subtask of a vertex, over the window.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RocksDbSubtask {
+    pub vertex_id: String,
+    pub subtask: u32,
+    /// Max of `is_write_stopped` over the window and column families (0 or 1).
+    pub write_stopped_max: Option<f64>,
+    /// Max of `actual_delayed_write_rate` over the window and column families, bytes/s.
+    pub delayed_write_rate_max: Option<f64>,
+    /// Share of samples with `compaction_pending` = 1, for the most affected column family
+    /// (ratio).
+    pub compaction_pending_ratio: Option<f64>,
+    /// Share of samples with `mem_table_flush_pending` = 1, most affected column family
+    /// (ratio).
+    pub flush_pending_ratio: Option<f64>,
+    /// `estimate_pending_compaction_bytes` summed over column families, per step over the
+    /// window, bytes.
+    pub pending_compaction_bytes: Vec<Point>,
+    /// `rate(stall_micros)`: microseconds of write stall per second of wall time.
+    pub stall_micros_per_s: Option<f64>,
+}
+
+/// Source lag as Flink's own source metrics report it, per source subtask.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SourceSubtaskLag {
+    pub vertex_id: String,
+    pub subtask: u32,
+    /// `pendingRecords` (FLIP-33) per step over the trend lookback, records.
+    pub pending_records: Vec<Point>,
+    /// Mean `currentEmitEventTimeLag` over the window, ms.
+    pub emit_event_time_lag_ms: Option<f64>,
+}
+
+/// The lag of one consumer group on one topic partition, from a Kafka exporter.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PartitionLag {
+    pub topic: String,
+    pub partition: String,
+    pub consumer_group: String,
+    /// Which exporter reported it (`kafka_exporter`, `kminion`, `kafka_lag_exporter`).
+    pub exporter: String,
+    /// Lag in records per step over the trend lookback.
+    pub lag_records: Vec<Point>,
+    /// Lag in seconds (age of the oldest unconsumed record) per step, when the exporter
+    /// reports it.
+    pub lag_seconds: Vec<Point>,
+    /// Consumer group committed offset per step.
+    pub consumer_offset: Vec<Point>,
+    /// Log-start (oldest retained) offset per step.
+    pub log_start_offset: Vec<Point>,
+    /// Log-end (newest) offset per step.
+    pub log_end_offset: Vec<Point>,
+}
+
+/// Retention of a topic (`retention.ms`), from configuration or KMinion's topic info.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TopicRetention {
+    pub topic: String,
+    /// ms; `None` when retention is unlimited (`-1`).
+    pub retention_ms: Option<i64>,
+    /// `config` or `kminion`.
+    pub from: String,
+}
+
+/// JVM signals of one TaskManager over the window.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TaskManagerMetrics {
+    pub tm_id: String,
+    pub host: Option<String>,
+    /// Garbage collection time per second (`rate(Status_JVM_GarbageCollector_All_Time)`),
+    /// ms/s.
+    pub gc_ms_per_s: Option<f64>,
+    /// Mean `Status_JVM_CPU_Load` (ratio of one core's time to the JVM's available cores).
+    pub cpu_load: Option<f64>,
+}
+
+/// Event-time progress of one vertex over the window.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct VertexWatermark {
+    pub vertex_id: String,
+    /// Min over subtasks of `currentInputWatermark` per step (Unix ms of event time).
+    pub input_watermark: Vec<Point>,
+}
+
+/// A metric that was looked for and not found.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Missing {
+    /// Metric (Flink name) or source that was absent.
+    pub metric: String,
+    /// Why it matters or what would provide it.
+    pub detail: String,
+}
+
+/// What the diagnosis sees about one job.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Snapshot {
+    pub job: JobIdentity,
+    /// The time the verdict is about, Unix ms.
+    pub at_ms: i64,
+    pub window: Window,
+    /// Job start (evaluation time minus `uptime`), Unix ms.
+    pub job_start_ms: Option<i64>,
+    /// The job graph; `None` in graph-free mode.
+    pub graph: Option<JobGraph>,
+    pub subtasks: Vec<SubtaskMetrics>,
+    pub checkpoints: Checkpoints,
+    pub rocksdb: Vec<RocksDbSubtask>,
+    pub source_lag: Vec<SourceSubtaskLag>,
+    pub partitions: Vec<PartitionLag>,
+    pub retention: Vec<TopicRetention>,
+    /// Topics the job reads, from configuration (`[[kafka.jobs]]`).
+    pub job_topics: Vec<String>,
+    pub taskmanagers: Vec<TaskManagerMetrics>,
+    pub watermarks: Vec<VertexWatermark>,
+    /// Step of the trend series, ms.
+    pub step_ms: i64,
+    /// Samples per task series in the window (max over series): 1 for a single scrape,
+    /// where nothing can be called persistent or growing.
+    pub samples_in_window: Option<u32>,
+    /// The PromQL behind each signal, by signal (`busy`, `backpressured`, …), for evidence.
+    pub queries: std::collections::BTreeMap<String, String>,
+    pub missing: Vec<Missing>,
+    /// Facts about how the snapshot was taken that the verdict should repeat (job runs
+    /// chosen among several, a plan from another run, …).
+    pub notes: Vec<String>,
+}

@@ -1,0 +1,547 @@
+//! An in-memory series store filled from exposition text, and the evaluation of
+//! [`Query`] shapes over it with Prometheus' semantics.
+//!
+//! Semantics (as Prometheus evaluates them, so a recording and a live backend agree):
+//! * a range `[r]` at `t` holds the raw samples with timestamps in `(t - r, t]`;
+//! * an instant selector at `t` takes each series' latest sample in `(t - lookback, t]`
+//!   (lookback 5 min, Prometheus' default);
+//! * `rate` extrapolates like Prometheus' `extrapolatedRate` and handles counter resets;
+//! * `max`/`min` aggregations and `*_over_time` ignore NaN unless every value is NaN;
+//!   `sum`/`avg` propagate it.
+//!
+//! Pure once filled: evaluation reads no clock and does no IO.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+
+use crate::collect::exposition::{self, Format, ReadError, ReadSummary, SampleLine, SampleSink, TimeUnit};
+use crate::collect::query::{Agg, Aggregation, MatchOp, OverTime, Query, QueryResult, ResultSeries, Selector};
+
+/// Prometheus' default lookback delta for instant selectors, in ms.
+pub const LOOKBACK_DELTA_MS: i64 = 5 * 60 * 1000;
+
+type Sym = u32;
+/// A series' identity: metric name and labels sorted by name.
+type SeriesKey = (Sym, Box<[(Sym, Sym)]>);
+
+#[derive(Default)]
+struct Interner {
+    strings: Vec<Box<str>>,
+    index: HashMap<Box<str>, Sym>,
+}
+
+impl Interner {
+    fn intern(&mut self, s: &str) -> Sym {
+        if let Some(&sym) = self.index.get(s) {
+            return sym;
+        }
+        let sym = self.strings.len() as Sym;
+        self.strings.push(s.into());
+        self.index.insert(s.into(), sym);
+        sym
+    }
+
+    fn get(&self, s: &str) -> Option<Sym> {
+        self.index.get(s).copied()
+    }
+
+    fn resolve(&self, sym: Sym) -> &str {
+        &self.strings[sym as usize]
+    }
+}
+
+/// One series: metric name, labels sorted by name, samples sorted by time.
+struct Series {
+    name: Sym,
+    labels: Box<[(Sym, Sym)]>,
+    t_ms: Vec<i64>,
+    values: Vec<f64>,
+    sorted: bool,
+}
+
+/// Samples by series, as read from one or more exposition inputs.
+#[derive(Default)]
+pub struct SeriesStore {
+    strings: Interner,
+    series: Vec<Series>,
+    /// Raw `name{labels as written}` → series: skips label parsing for repeated lines.
+    raw_index: HashMap<Box<str>, usize>,
+    canonical_index: HashMap<SeriesKey, usize>,
+    by_name: HashMap<Sym, Vec<usize>>,
+    key_buf: String,
+    /// Timestamp given to samples that carry none (a plain scrape dump), Unix ms.
+    default_t_ms: Option<i64>,
+    samples: u64,
+}
+
+/// What the store holds, for messages and tests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StoreStats {
+    pub series: usize,
+    pub samples: u64,
+}
+
+impl SeriesStore {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Reads one exposition file (plain or gzip). Samples without a timestamp get
+    /// `default_t_ms`; when that is None, such a sample is an error naming its line.
+    ///
+    /// An input with OpenMetrics timestamps (seconds) that does not end with `# EOF` is an
+    /// error: it was cut short, and the samples after the cut are lost.
+    pub fn read_path(&mut self, path: &Path, default_t_ms: Option<i64>) -> Result<ReadSummary, ReadError> {
+        self.default_t_ms = default_t_ms;
+        let summary = exposition::read_path(path, self)?;
+        check_complete(&summary, &path.display().to_string())
+    }
+
+    /// Same as [`Self::read_path`] over any reader; `source` names it in errors.
+    pub fn read_from(
+        &mut self,
+        reader: impl std::io::Read,
+        source: &str,
+        default_t_ms: Option<i64>,
+    ) -> Result<ReadSummary, ReadError> {
+        self.default_t_ms = default_t_ms;
+        let summary = exposition::read_from(reader, source, self)?;
+        check_complete(&summary, source)
+    }
+
+    /// Adds one sample (tests and generators).
+    pub fn push(&mut self, name: &str, labels: &[(&str, &str)], t_ms: i64, value: f64) {
+        let name_sym = self.strings.intern(name);
+        let mut sorted: Vec<(Sym, Sym)> =
+            labels.iter().map(|(k, v)| (self.strings.intern(k), self.strings.intern(v))).collect();
+        sorted.sort_by(|a, b| self.strings.resolve(a.0).cmp(self.strings.resolve(b.0)));
+        let id = self.series_for(name_sym, sorted.into_boxed_slice());
+        self.push_sample(id, t_ms, value);
+    }
+
+    fn series_for(&mut self, name: Sym, labels: Box<[(Sym, Sym)]>) -> usize {
+        if let Some(&id) = self.canonical_index.get(&(name, labels.clone())) {
+            return id;
+        }
+        let id = self.series.len();
+        self.series.push(Series { name, labels: labels.clone(), t_ms: Vec::new(), values: Vec::new(), sorted: true });
+        self.canonical_index.insert((name, labels), id);
+        self.by_name.entry(name).or_default().push(id);
+        id
+    }
+
+    fn push_sample(&mut self, id: usize, t_ms: i64, value: f64) {
+        let s = &mut self.series[id];
+        if s.t_ms.last().is_some_and(|&last| last > t_ms) {
+            s.sorted = false;
+        }
+        s.t_ms.push(t_ms);
+        s.values.push(value);
+        self.samples += 1;
+    }
+
+    /// Sorts samples of series that were read out of order (stable: for equal
+    /// timestamps the later line wins, as in a scrape that repeats a series).
+    pub fn finish(&mut self) {
+        for s in &mut self.series {
+            if !s.sorted {
+                let mut pairs: Vec<(i64, f64)> = s.t_ms.iter().copied().zip(s.values.iter().copied()).collect();
+                pairs.sort_by_key(|p| p.0);
+                s.t_ms = pairs.iter().map(|p| p.0).collect();
+                s.values = pairs.iter().map(|p| p.1).collect();
+                s.sorted = true;
+            }
+        }
+    }
+
+    pub fn stats(&self) -> StoreStats {
+        StoreStats { series: self.series.len(), samples: self.samples }
+    }
+
+    /// The newest sample time over all series, Unix ms.
+    pub fn last_timestamp_ms(&self) -> Option<i64> {
+        self.series.iter().filter_map(|s| s.t_ms.iter().max().copied()).max()
+    }
+
+    /// The oldest sample time over all series, Unix ms.
+    pub fn first_timestamp_ms(&self) -> Option<i64> {
+        self.series.iter().filter_map(|s| s.t_ms.iter().min().copied()).min()
+    }
+
+    /// Distinct values of `label` over the series of `metric` (e.g. every `job_id`).
+    pub fn label_values(&self, metric: &str, label: &str) -> Vec<String> {
+        let (Some(name), Some(label)) = (self.strings.get(metric), self.strings.get(label)) else {
+            return Vec::new();
+        };
+        let mut out: Vec<String> = self
+            .by_name
+            .get(&name)
+            .into_iter()
+            .flatten()
+            .filter_map(|&id| self.series[id].labels.iter().find(|(k, _)| *k == label))
+            .map(|(_, v)| self.strings.resolve(*v).to_string())
+            .collect();
+        out.sort();
+        out.dedup();
+        out
+    }
+
+    fn label_of<'a>(&'a self, s: &'a Series, label: &str) -> Option<&'a str> {
+        if label == "__name__" {
+            return Some(self.strings.resolve(s.name));
+        }
+        s.labels.iter().find(|(k, _)| self.strings.resolve(*k) == label).map(|(_, v)| self.strings.resolve(*v))
+    }
+
+    fn labels_map(&self, s: &Series, with_name: bool) -> BTreeMap<String, String> {
+        let mut m: BTreeMap<String, String> = s
+            .labels
+            .iter()
+            .map(|(k, v)| (self.strings.resolve(*k).to_string(), self.strings.resolve(*v).to_string()))
+            .collect();
+        if with_name {
+            m.insert("__name__".into(), self.strings.resolve(s.name).to_string());
+        }
+        m
+    }
+
+    fn select(&self, selector: &Selector) -> Vec<&Series> {
+        let names: Option<Vec<Sym>> = selector.matchers.iter().find(|m| m.label == "__name__").map(|m| match &m.op {
+            MatchOp::Equal(v) => self.strings.get(v).into_iter().collect(),
+            MatchOp::OneOf(vs) => vs.iter().filter_map(|v| self.strings.get(v)).collect(),
+            MatchOp::EndsWith(suffix) => {
+                let mut names: Vec<Sym> = self
+                    .by_name
+                    .keys()
+                    .copied()
+                    .filter(|&n| {
+                        let name = self.strings.resolve(n);
+                        name.len() > suffix.len() && name.ends_with(suffix.as_str())
+                    })
+                    .collect();
+                names.sort_unstable();
+                names
+            }
+        });
+        let candidates: Box<dyn Iterator<Item = &Series>> = match names {
+            Some(names) => Box::new(
+                names.into_iter().filter_map(|sym| self.by_name.get(&sym)).flatten().map(|&id| &self.series[id]),
+            ),
+            None => Box::new(self.series.iter()),
+        };
+        candidates.filter(|s| selector.matches(|l| self.label_of(s, l))).collect()
+    }
+
+    /// Evaluates a query with Prometheus' semantics (see the module doc).
+    pub fn evaluate(&self, query: &Query) -> QueryResult {
+        match query {
+            Query::OverTime { selector, func, range_ms, at_ms, aggregation } => {
+                let start = at_ms - range_ms;
+                let per_series: Vec<(BTreeMap<String, String>, f64)> = self
+                    .select(selector)
+                    .into_iter()
+                    .filter_map(|s| {
+                        let lo = s.t_ms.partition_point(|&t| t <= start);
+                        let hi = s.t_ms.partition_point(|&t| t <= *at_ms);
+                        let (ts, vs) = (&s.t_ms[lo..hi], &s.values[lo..hi]);
+                        over_time(*func, ts, vs, start, *at_ms).map(|v| (self.labels_map(s, false), v))
+                    })
+                    .collect();
+                aggregate(per_series, aggregation.as_ref())
+                    .into_iter()
+                    .map(|(labels, v)| ResultSeries { labels, points: vec![(*at_ms, v)] })
+                    .collect()
+            }
+            Query::Range { selector, aggregation, start_ms, end_ms, step_ms } => {
+                let series = self.select(selector);
+                let keep_name = aggregation.is_none();
+                let mut out: BTreeMap<BTreeMap<String, String>, Vec<(i64, f64)>> = BTreeMap::new();
+                let step = (*step_ms).max(1);
+                let mut t = *start_ms;
+                while t <= *end_ms {
+                    let instant: Vec<(BTreeMap<String, String>, f64)> = series
+                        .iter()
+                        .filter_map(|s| {
+                            let idx = s.t_ms.partition_point(|&x| x <= t);
+                            if idx == 0 || s.t_ms[idx - 1] <= t - LOOKBACK_DELTA_MS {
+                                return None;
+                            }
+                            Some((self.labels_map(s, keep_name), s.values[idx - 1]))
+                        })
+                        .collect();
+                    for (labels, v) in aggregate(instant, aggregation.as_ref()) {
+                        out.entry(labels).or_default().push((t, v));
+                    }
+                    t += step;
+                }
+                out.into_iter().map(|(labels, points)| ResultSeries { labels, points }).collect()
+            }
+        }
+    }
+}
+
+impl SampleSink for SeriesStore {
+    fn sample(&mut self, line: &SampleLine<'_>, t_ms: Option<i64>) -> Result<(), String> {
+        let t_ms = match t_ms.or(self.default_t_ms) {
+            Some(t) => t,
+            None => return Err("the sample has no timestamp and no default time was given".into()),
+        };
+        self.key_buf.clear();
+        self.key_buf.push_str(line.name);
+        self.key_buf.push('{');
+        self.key_buf.push_str(line.labels_raw);
+        let id = match self.raw_index.get(self.key_buf.as_str()) {
+            Some(&id) => id,
+            None => {
+                let labels = line.labels()?;
+                let name = self.strings.intern(line.name);
+                let mut sorted: Vec<(Sym, Sym)> =
+                    labels.iter().map(|(k, v)| (self.strings.intern(k), self.strings.intern(v))).collect();
+                sorted.sort_by(|a, b| self.strings.resolve(a.0).cmp(self.strings.resolve(b.0)));
+                let id = self.series_for(name, sorted.into_boxed_slice());
+                self.raw_index.insert(self.key_buf.as_str().into(), id);
+                id
+            }
+        };
+        self.push_sample(id, t_ms, line.value);
+        Ok(())
+    }
+}
+
+fn check_complete(summary: &ReadSummary, source: &str) -> Result<ReadSummary, ReadError> {
+    if summary.timestamp_unit == Some(TimeUnit::Seconds) && summary.format == Format::Text {
+        return Err(ReadError::new(
+            source,
+            Some(summary.lines),
+            "the OpenMetrics recording ends without `# EOF`: it was cut short here, and what followed is missing",
+        ));
+    }
+    Ok(*summary)
+}
+
+/// Applies an `*_over_time` function to the samples of one series inside `(start, end]`.
+fn over_time(func: OverTime, ts: &[i64], vs: &[f64], start: i64, end: i64) -> Option<f64> {
+    if vs.is_empty() {
+        return None;
+    }
+    match func {
+        OverTime::Avg => Some(vs.iter().sum::<f64>() / vs.len() as f64),
+        OverTime::Max => Some(vs.iter().copied().fold(f64::NAN, |m, v| if v > m || m.is_nan() { v } else { m })),
+        OverTime::Min => Some(vs.iter().copied().fold(f64::NAN, |m, v| if v < m || m.is_nan() { v } else { m })),
+        OverTime::Last => vs.last().copied(),
+        OverTime::Count => Some(vs.len() as f64),
+        OverTime::Rate => extrapolated_rate(ts, vs, start, end),
+    }
+}
+
+/// Prometheus' `rate()`: the increase between the first and last sample in the range,
+/// corrected for counter resets and extrapolated toward the range edges (by at most half
+/// an average sample interval beyond a sample, never below zero), per second.
+fn extrapolated_rate(ts: &[i64], vs: &[f64], range_start: i64, range_end: i64) -> Option<f64> {
+    if vs.len() < 2 {
+        return None;
+    }
+    let (first_t, last_t) = (ts[0], ts[ts.len() - 1]);
+    let mut increase = vs[vs.len() - 1] - vs[0];
+    let mut prev = vs[0];
+    for &v in &vs[1..] {
+        if v < prev {
+            increase += prev;
+        }
+        prev = v;
+    }
+    let sampled = (last_t - first_t) as f64 / 1000.0;
+    if sampled <= 0.0 {
+        return None;
+    }
+    let mut to_start = (first_t - range_start) as f64 / 1000.0;
+    let mut to_end = (range_end - last_t) as f64 / 1000.0;
+    let average_interval = sampled / (vs.len() - 1) as f64;
+    let threshold = average_interval * 1.1;
+    let mut extrapolate_to = sampled;
+    if to_start >= threshold {
+        to_start = average_interval / 2.0;
+    }
+    if increase > 0.0 && vs[0] >= 0.0 {
+        // A counter cannot go below zero: do not extrapolate past the point where it was 0.
+        let to_zero = sampled * (vs[0] / increase);
+        if to_zero < to_start {
+            to_start = to_zero;
+        }
+    }
+    extrapolate_to += to_start;
+    if to_end >= threshold {
+        to_end = average_interval / 2.0;
+    }
+    extrapolate_to += to_end;
+    let range_s = (range_end - range_start) as f64 / 1000.0;
+    Some(increase * (extrapolate_to / sampled) / range_s)
+}
+
+/// Groups `(labels, value)` pairs by the aggregation's labels; without an aggregation the
+/// pairs pass through.
+fn aggregate(
+    values: Vec<(BTreeMap<String, String>, f64)>,
+    aggregation: Option<&Aggregation>,
+) -> Vec<(BTreeMap<String, String>, f64)> {
+    let Some(aggregation) = aggregation else { return values };
+    let mut groups: BTreeMap<BTreeMap<String, String>, (f64, usize)> = BTreeMap::new();
+    for (labels, v) in values {
+        let key: BTreeMap<String, String> = aggregation
+            .by
+            .iter()
+            .filter_map(|l| labels.get(l).filter(|v| !v.is_empty()).map(|v| (l.clone(), v.clone())))
+            .collect();
+        let entry = groups.entry(key).or_insert((f64::NAN, 0));
+        entry.0 = if entry.1 == 0 {
+            v
+        } else {
+            match aggregation.agg {
+                Agg::Sum | Agg::Avg => entry.0 + v,
+                Agg::Max => {
+                    if v > entry.0 || entry.0.is_nan() {
+                        v
+                    } else {
+                        entry.0
+                    }
+                }
+                Agg::Min => {
+                    if v < entry.0 || entry.0.is_nan() {
+                        v
+                    } else {
+                        entry.0
+                    }
+                }
+            }
+        };
+        entry.1 += 1;
+    }
+    groups.into_iter().map(|(k, (v, n))| (k, if aggregation.agg == Agg::Avg { v / n as f64 } else { v })).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::collect::query::Selector;
+
+    fn store() -> SeriesStore {
+        let mut s = SeriesStore::new();
+        // Two subtasks of one vertex, scraped every 5 s from t = 0 to t = 30 s.
+        for i in 0..=6 {
+            let t = i * 5_000;
+            s.push("busy", &[("task_id", "v1"), ("subtask_index", "0")], t, 1000.0);
+            s.push("busy", &[("task_id", "v1"), ("subtask_index", "1")], t, 250.0 + 50.0 * i as f64);
+            s.push("count", &[("task_id", "v1"), ("subtask_index", "0")], t, 100.0 * i as f64);
+        }
+        s.finish();
+        s
+    }
+
+    #[test]
+    fn avg_over_time_takes_samples_in_the_left_open_range() {
+        // (10 s, 30 s] holds t = 15, 20, 25, 30 s: subtask 1 is 250 + 50·i for i = 3..=6
+        // → (400 + 450 + 500 + 550) / 4 = 475.
+        let q = Query::OverTime {
+            selector: Selector::metric("busy").with("subtask_index", "1"),
+            func: OverTime::Avg,
+            range_ms: 20_000,
+            at_ms: 30_000,
+            aggregation: None,
+        };
+        let r = store().evaluate(&q);
+        assert_eq!(r.len(), 1);
+        assert_eq!(r[0].points, vec![(30_000, 475.0)]);
+        assert_eq!(r[0].label("task_id"), "v1");
+    }
+
+    #[test]
+    fn rate_inside_the_samples_is_the_slope() {
+        // Samples 0, 100, …, 600 every 5 s. The range (0, 30 s] holds t = 5 … 30 s (values
+        // 100 … 600): increase 500 over 25 s sampled. The first sample is 5 s from the range
+        // start, under the 5.5 s threshold (1.1 × the 5 s interval), so the start extends by
+        // the full 5 s; the end is on the last sample: 500 × 30/25 / 30 s = 20/s.
+        let q = Query::OverTime {
+            selector: Selector::metric("count"),
+            func: OverTime::Rate,
+            range_ms: 30_000,
+            at_ms: 30_000,
+            aggregation: None,
+        };
+        let v = store().evaluate(&q)[0].points[0].1;
+        assert!((v - 20.0).abs() < 1e-9, "{v}");
+    }
+
+    #[test]
+    fn rate_counts_a_counter_reset_as_continuing_growth() {
+        // 0, 10, 20, reset to 5, 15 at 1 s spacing: increase = 15 - 0 + 20 = 35 over 4 s
+        // sampled; the range (−0.5 s, 4.5 s] reaches 0.5 s past both ends; the start cannot
+        // extrapolate below the counter's zero (first value 0 → 0 s), the end adds 0.5 s:
+        // 35 × 4.5/4 / 5 = 7.875/s.
+        let ts = [0, 1000, 2000, 3000, 4000];
+        let vs = [0.0, 10.0, 20.0, 5.0, 15.0];
+        let v = extrapolated_rate(&ts, &vs, -500, 4500).unwrap();
+        assert!((v - 7.875).abs() < 1e-12, "{v}");
+    }
+
+    #[test]
+    fn a_range_query_takes_the_latest_sample_within_the_lookback() {
+        // max over subtasks at 0, 10, 20 s: subtask 0 is always 1000.
+        let q = Query::Range {
+            selector: Selector::metric("busy"),
+            aggregation: Some(Aggregation::new(Agg::Max, &[])),
+            start_ms: 0,
+            end_ms: 20_000,
+            step_ms: 10_000,
+        };
+        let r = store().evaluate(&q);
+        assert_eq!(r.len(), 1);
+        assert_eq!(r[0].points, vec![(0, 1000.0), (10_000, 1000.0), (20_000, 1000.0)]);
+        assert!(r[0].labels.is_empty());
+    }
+
+    #[test]
+    fn a_sample_older_than_the_lookback_is_not_seen() {
+        let mut s = SeriesStore::new();
+        s.push("m", &[], 0, 1.0);
+        let q =
+            |t| Query::Range { selector: Selector::metric("m"), aggregation: None, start_ms: t, end_ms: t, step_ms: 1 };
+        assert_eq!(s.evaluate(&q(LOOKBACK_DELTA_MS - 1)).len(), 1);
+        assert!(s.evaluate(&q(LOOKBACK_DELTA_MS)).is_empty());
+    }
+
+    #[test]
+    fn max_ignores_nan_unless_all_values_are_nan() {
+        let v = vec![(BTreeMap::new(), f64::NAN), (BTreeMap::new(), 3.0)];
+        assert_eq!(aggregate(v, Some(&Aggregation::new(Agg::Max, &[])))[0].1, 3.0);
+        let v = vec![(BTreeMap::new(), f64::NAN), (BTreeMap::new(), 3.0)];
+        assert!(aggregate(v, Some(&Aggregation::new(Agg::Sum, &[])))[0].1.is_nan());
+    }
+
+    #[test]
+    fn an_openmetrics_recording_cut_before_eof_is_an_error_naming_the_last_line() {
+        let text = "# TYPE m gauge\nm 1 1795948507.780\nm 2 1795948512.780\n";
+        let err = SeriesStore::new().read_from(text.as_bytes(), "cut.om", None).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "cut.om:3: the OpenMetrics recording ends without `# EOF`: it was cut short here, and what followed is missing"
+        );
+        let whole = format!("{text}# EOF\n");
+        assert!(SeriesStore::new().read_from(whole.as_bytes(), "whole.om", None).is_ok());
+    }
+
+    #[test]
+    fn out_of_order_samples_are_sorted_on_finish() {
+        let mut s = SeriesStore::new();
+        s.push("m", &[], 2000, 2.0);
+        s.push("m", &[], 1000, 1.0);
+        s.finish();
+        let q = Query::OverTime {
+            selector: Selector::metric("m"),
+            func: OverTime::Last,
+            range_ms: 5000,
+            at_ms: 2000,
+            aggregation: None,
+        };
+        assert_eq!(s.evaluate(&q)[0].points[0].1, 2.0);
+    }
+}
