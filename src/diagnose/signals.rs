@@ -1,0 +1,443 @@
+//! Derived signals: per-vertex aggregates over the snapshot's per-subtask values.
+//!
+//! Units: ratios in [0, 1] (busy b, backpressured p, idle i), rates in records/s.
+//! b = 1 − min(i + p, 1) when Flink reports busy as NaN (legacy sources) and i and p are
+//! known; otherwise an unknown b stays unknown, never 0. Values that add up to slightly
+//! more than 1 (seen: p 1.0 with i 0.055) are clamped, not rejected.
+//!
+//! Pure.
+
+use std::collections::BTreeMap;
+
+use crate::collect::snapshot::{Snapshot, SubtaskMetrics};
+use crate::config::{DiagnosisConfig, OperatorKind};
+use crate::diagnose::graph::{Edge, JobGraph};
+
+/// One subtask's signals.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SubtaskSignals {
+    pub subtask: u32,
+    /// Busy ratio, clamped to [0, 1]; inferred as 1 − min(i + p, 1) when Flink reports NaN.
+    pub busy: Option<f64>,
+    /// True when `busy` was inferred from idle and backpressured.
+    pub busy_inferred: bool,
+    /// Backpressured ratio, clamped to [0, 1].
+    pub backpressured: Option<f64>,
+    /// Idle ratio, clamped to [0, 1].
+    pub idle: Option<f64>,
+    /// Records in, records/s.
+    pub records_in_per_s: Option<f64>,
+    /// Records out, records/s.
+    pub records_out_per_s: Option<f64>,
+    pub tm_id: Option<String>,
+    pub host: Option<String>,
+}
+
+/// One vertex's signals.
+#[derive(Debug, Clone, PartialEq)]
+pub struct VertexSignals {
+    pub id: String,
+    /// Display name (chained operators joined by ` -> `).
+    pub name: String,
+    pub operators: Vec<String>,
+    pub parallelism: u32,
+    /// Subtasks with metrics, by index.
+    pub subtasks: Vec<SubtaskSignals>,
+    pub is_source: bool,
+    pub is_sink: bool,
+    /// An input edge is `HASH` (keyBy).
+    pub keyed_input: bool,
+    pub kind: OperatorKind,
+    /// The chain holds an async I/O or lookup operator.
+    pub has_async: bool,
+}
+
+fn clamp01(v: f64) -> f64 {
+    v.clamp(0.0, 1.0)
+}
+
+fn median(mut v: Vec<f64>) -> Option<f64> {
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    Some(if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 })
+}
+
+impl VertexSignals {
+    fn busy_values(&self) -> Vec<f64> {
+        self.subtasks.iter().filter_map(|s| s.busy).collect()
+    }
+
+    /// `b_max`: max busy ratio over subtasks.
+    pub fn busy_max(&self) -> Option<f64> {
+        self.busy_values().into_iter().reduce(f64::max)
+    }
+
+    /// `b_median` over subtasks.
+    pub fn busy_median(&self) -> Option<f64> {
+        median(self.busy_values())
+    }
+
+    /// Utilisation ρ: mean busy ratio over subtasks.
+    pub fn utilisation(&self) -> Option<f64> {
+        let v = self.busy_values();
+        (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
+    }
+
+    /// `p_max`: max backpressured ratio over subtasks.
+    pub fn backpressured_max(&self) -> Option<f64> {
+        self.subtasks.iter().filter_map(|s| s.backpressured).reduce(f64::max)
+    }
+
+    /// Mean idle ratio over subtasks.
+    pub fn idle_avg(&self) -> Option<f64> {
+        let v: Vec<f64> = self.subtasks.iter().filter_map(|s| s.idle).collect();
+        (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
+    }
+
+    /// The subtask with the highest busy ratio.
+    pub fn hottest(&self) -> Option<&SubtaskSignals> {
+        self.subtasks.iter().filter(|s| s.busy.is_some()).max_by(|a, b| a.busy.unwrap().total_cmp(&b.busy.unwrap()))
+    }
+
+    /// The throughput a subtask handles, records/s: records in, or records out for a
+    /// source (whose records come from outside the job).
+    pub fn throughput_of(&self, s: &SubtaskSignals) -> Option<f64> {
+        if self.is_source { s.records_out_per_s } else { s.records_in_per_s }
+    }
+
+    /// Total throughput over subtasks, records/s; `None` when any subtask lacks it.
+    pub fn throughput(&self) -> Option<f64> {
+        let v: Option<Vec<f64>> = self.subtasks.iter().map(|s| self.throughput_of(s)).collect();
+        v.filter(|v| !v.is_empty()).map(|v| v.iter().sum())
+    }
+
+    /// True processing rate (capacity), records/s: Σ throughput / busy over subtasks — what
+    /// the vertex could do at 100 % busy (the Flink autoscaler's and DS2's estimate).
+    /// `None` when a subtask lacks either number or is not busy at all.
+    pub fn capacity(&self) -> Option<f64> {
+        let mut total = 0.0;
+        for s in &self.subtasks {
+            let (rate, busy) = (self.throughput_of(s)?, s.busy?);
+            if busy <= 0.0 {
+                return None;
+            }
+            total += rate / busy;
+        }
+        (!self.subtasks.is_empty()).then_some(total)
+    }
+
+    /// Whether the vertex keeps keyed state in practice.
+    pub fn is_stateful(&self) -> bool {
+        self.keyed_input
+            || matches!(
+                self.kind,
+                OperatorKind::Aggregate | OperatorKind::Join | OperatorKind::Window | OperatorKind::OrderDependent
+            )
+    }
+
+    /// `name[3]` for subtask 3.
+    pub fn subtask_name(&self, subtask: u32) -> String {
+        format!("{}[{}]", self.name, subtask)
+    }
+}
+
+/// The signals of every vertex, in topological order, with the edges.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobSignals {
+    pub vertices: Vec<VertexSignals>,
+    pub edges: Vec<Edge>,
+    /// No job graph: vertices come from the metrics and there are no edges.
+    pub graph_free: bool,
+    /// Vertices with metrics that the plan does not know (plan from another job version).
+    pub unknown_vertices: Vec<String>,
+}
+
+impl JobSignals {
+    /// Derives the signals of a snapshot.
+    pub fn derive(snapshot: &Snapshot, cfg: &DiagnosisConfig) -> JobSignals {
+        let mut by_vertex: BTreeMap<&str, Vec<&SubtaskMetrics>> = BTreeMap::new();
+        for s in &snapshot.subtasks {
+            by_vertex.entry(s.vertex_id.as_str()).or_default().push(s);
+        }
+        match &snapshot.graph {
+            Some(graph) => Self::with_graph(graph, &by_vertex, cfg),
+            None => Self::graph_free(&by_vertex, cfg),
+        }
+    }
+
+    fn with_graph(
+        graph: &JobGraph,
+        by_vertex: &BTreeMap<&str, Vec<&SubtaskMetrics>>,
+        cfg: &DiagnosisConfig,
+    ) -> JobSignals {
+        let vertices = graph
+            .vertices
+            .iter()
+            .map(|v| {
+                let subtasks = by_vertex.get(v.id.as_str()).map(|s| subtask_signals(s)).unwrap_or_default();
+                let (kind, has_async) = classify(&v.name, &v.operators, cfg);
+                VertexSignals {
+                    id: v.id.clone(),
+                    name: v.name.clone(),
+                    operators: v.operators.clone(),
+                    parallelism: v.parallelism,
+                    subtasks,
+                    is_source: graph.is_source(&v.id),
+                    is_sink: graph.is_sink(&v.id),
+                    keyed_input: graph.has_keyed_input(&v.id),
+                    kind,
+                    has_async,
+                }
+            })
+            .collect();
+        let unknown_vertices =
+            by_vertex.keys().filter(|id| graph.vertex(id).is_none()).map(|id| id.to_string()).collect();
+        JobSignals { vertices, edges: graph.edges.clone(), graph_free: false, unknown_vertices }
+    }
+
+    fn graph_free(by_vertex: &BTreeMap<&str, Vec<&SubtaskMetrics>>, cfg: &DiagnosisConfig) -> JobSignals {
+        let vertices = by_vertex
+            .iter()
+            .map(|(id, subs)| {
+                let name = subs[0].task_name.clone();
+                let operators = vec![name.clone()];
+                let (kind, has_async) = classify(&name, &operators, cfg);
+                VertexSignals {
+                    id: id.to_string(),
+                    name,
+                    operators,
+                    parallelism: subs.len() as u32,
+                    subtasks: subtask_signals(subs),
+                    is_source: false,
+                    is_sink: false,
+                    keyed_input: false,
+                    kind,
+                    has_async,
+                }
+            })
+            .collect();
+        JobSignals { vertices, edges: Vec::new(), graph_free: true, unknown_vertices: Vec::new() }
+    }
+
+    pub fn vertex(&self, id: &str) -> Option<&VertexSignals> {
+        self.vertices.iter().find(|v| v.id == id)
+    }
+
+    /// Direct upstream vertices.
+    pub fn upstream(&self, id: &str) -> Vec<&VertexSignals> {
+        self.edges.iter().filter(|e| e.to == id).filter_map(|e| self.vertex(&e.from)).collect()
+    }
+
+    /// Direct downstream vertices.
+    pub fn downstream(&self, id: &str) -> Vec<&VertexSignals> {
+        self.edges.iter().filter(|e| e.from == id).filter_map(|e| self.vertex(&e.to)).collect()
+    }
+
+    /// Vertices upstream of `id` reachable through vertices for which `keep` holds.
+    pub fn upstream_region(&self, id: &str, keep: impl Fn(&VertexSignals) -> bool) -> Vec<&VertexSignals> {
+        let mut seen: Vec<&VertexSignals> = Vec::new();
+        let mut stack: Vec<&VertexSignals> = self.upstream(id).into_iter().filter(|v| keep(v)).collect();
+        while let Some(v) = stack.pop() {
+            if seen.iter().any(|s| s.id == v.id) {
+                continue;
+            }
+            seen.push(v);
+            stack.extend(self.upstream(&v.id).into_iter().filter(|u| keep(u)));
+        }
+        // Topological order, sources first.
+        seen.sort_by_key(|v| self.vertices.iter().position(|x| x.id == v.id));
+        seen
+    }
+}
+
+fn subtask_signals(subs: &[&SubtaskMetrics]) -> Vec<SubtaskSignals> {
+    let mut out: Vec<SubtaskSignals> = subs
+        .iter()
+        .map(|s| {
+            let backpressured = s.backpressured_ratio.map(clamp01);
+            let idle = s.idle_ratio.map(clamp01);
+            let (busy, busy_inferred) = match (s.busy_ratio, idle, backpressured) {
+                (Some(b), _, _) => (Some(clamp01(b)), false),
+                (None, Some(i), Some(p)) => (Some(1.0 - (i + p).min(1.0)), true),
+                _ => (None, false),
+            };
+            SubtaskSignals {
+                subtask: s.subtask,
+                busy,
+                busy_inferred,
+                backpressured,
+                idle,
+                records_in_per_s: s.records_in_per_s.map(|r| r.max(0.0)),
+                records_out_per_s: s.records_out_per_s.map(|r| r.max(0.0)),
+                tm_id: s.tm_id.clone(),
+                host: s.host.clone(),
+            }
+        })
+        .collect();
+    out.sort_by_key(|s| s.subtask);
+    out
+}
+
+/// Operator kind from configuration (by vertex or operator name), else from Flink's names
+/// (SQL: `GroupAggregate`, `Join`, `Rank`, …; DataStream: `Window(…)`, `KeyedProcess`, …),
+/// and whether the chain holds an async I/O or lookup operator.
+pub fn classify(name: &str, operators: &[String], cfg: &DiagnosisConfig) -> (OperatorKind, bool) {
+    let has_async = operators.iter().chain(std::iter::once(&name.to_string())).any(|op| {
+        let lower = op.to_ascii_lowercase();
+        op.contains("AsyncWaitOperator") || lower.contains("async") || op.contains("LookupJoin")
+    });
+    if let Some(kind) =
+        cfg.operator_kinds.get(name).or_else(|| operators.iter().find_map(|op| cfg.operator_kinds.get(op)))
+    {
+        return (*kind, has_async || *kind == OperatorKind::AsyncIo);
+    }
+    let any = |needles: &[&str]| operators.iter().any(|op| needles.iter().any(|n| op.contains(n)));
+    let kind = if any(&["Join", "CoProcess", "CoFlatMap", "CoMap", "join"]) {
+        OperatorKind::Join
+    } else if any(&["Rank", "Deduplicate", "OverAggregate", "Sort", "Limit", "MatchRecognize"]) {
+        OperatorKind::OrderDependent
+    } else if any(&["GroupAggregate", "WindowAggregate", "Keyed Aggregation", "GroupWindowAggregate"]) {
+        OperatorKind::Aggregate
+    } else if any(&["Window(", "WindowOperator", "TumblingEventTimeWindows", "SlidingEventTimeWindows", "Windows"]) {
+        OperatorKind::Window
+    } else if has_async {
+        OperatorKind::AsyncIo
+    } else {
+        OperatorKind::Unknown
+    };
+    (kind, has_async)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sub(i: u32, busy: Option<f64>, bp: Option<f64>, idle: Option<f64>, rate: Option<f64>) -> SubtaskSignals {
+        SubtaskSignals {
+            subtask: i,
+            busy,
+            busy_inferred: false,
+            backpressured: bp,
+            idle,
+            records_in_per_s: rate,
+            records_out_per_s: None,
+            tm_id: None,
+            host: None,
+        }
+    }
+
+    fn vertex(subtasks: Vec<SubtaskSignals>) -> VertexSignals {
+        VertexSignals {
+            id: "v".into(),
+            name: "v".into(),
+            operators: vec!["v".into()],
+            parallelism: subtasks.len() as u32,
+            subtasks,
+            is_source: false,
+            is_sink: false,
+            keyed_input: false,
+            kind: OperatorKind::Unknown,
+            has_async: false,
+        }
+    }
+
+    #[test]
+    fn a_nan_busy_is_inferred_from_idle_and_backpressure() {
+        let m = SubtaskMetrics {
+            vertex_id: "v".into(),
+            subtask: 0,
+            task_name: "v".into(),
+            tm_id: None,
+            host: None,
+            busy_ratio: None,
+            backpressured_ratio: Some(0.3),
+            idle_ratio: Some(0.5),
+            records_in_per_s: None,
+            records_out_per_s: None,
+            checkpoint_start_delay_ms: None,
+            checkpoint_alignment_ms: None,
+        };
+        let s = &subtask_signals(&[&m])[0];
+        // b = 1 − min(0.5 + 0.3, 1) = 0.2
+        assert!((s.busy.unwrap() - 0.2).abs() < 1e-12);
+        assert!(s.busy_inferred);
+    }
+
+    #[test]
+    fn an_unknown_busy_without_idle_stays_unknown_not_zero() {
+        let m = SubtaskMetrics {
+            vertex_id: "v".into(),
+            subtask: 0,
+            task_name: "v".into(),
+            tm_id: None,
+            host: None,
+            busy_ratio: None,
+            backpressured_ratio: Some(0.3),
+            idle_ratio: None,
+            records_in_per_s: None,
+            records_out_per_s: None,
+            checkpoint_start_delay_ms: None,
+            checkpoint_alignment_ms: None,
+        };
+        assert_eq!(subtask_signals(&[&m])[0].busy, None);
+    }
+
+    #[test]
+    fn ratios_over_one_are_clamped() {
+        let m = SubtaskMetrics {
+            vertex_id: "v".into(),
+            subtask: 0,
+            task_name: "v".into(),
+            tm_id: None,
+            host: None,
+            busy_ratio: None,
+            backpressured_ratio: Some(1.0),
+            idle_ratio: Some(0.055),
+            records_in_per_s: None,
+            records_out_per_s: None,
+            checkpoint_start_delay_ms: None,
+            checkpoint_alignment_ms: None,
+        };
+        let s = &subtask_signals(&[&m])[0];
+        // i + p = 1.055 → min(…, 1) = 1 → b = 0
+        assert_eq!(s.busy, Some(0.0));
+        assert_eq!(s.backpressured, Some(1.0));
+    }
+
+    #[test]
+    fn capacity_is_throughput_over_busy_summed_over_subtasks() {
+        // 900 records/s at 90 % busy and 400 at 50 % → 1000 + 800 = 1800 records/s.
+        let v = vertex(vec![sub(0, Some(0.9), None, None, Some(900.0)), sub(1, Some(0.5), None, None, Some(400.0))]);
+        assert!((v.capacity().unwrap() - 1800.0).abs() < 1e-9);
+        // ρ = (0.9 + 0.5) / 2 = 0.7
+        assert!((v.utilisation().unwrap() - 0.7).abs() < 1e-12);
+        assert_eq!(v.busy_median(), Some(0.7));
+    }
+
+    #[test]
+    fn flink_names_give_the_operator_kind() {
+        let cfg = DiagnosisConfig::default();
+        let k = |ops: &[&str]| {
+            let ops: Vec<String> = ops.iter().map(|s| s.to_string()).collect();
+            classify(&ops.join(" -> "), &ops, &cfg)
+        };
+        assert_eq!(k(&["GroupAggregate(groupBy=[user], select=[user, COUNT(*)])"]).0, OperatorKind::Aggregate);
+        assert_eq!(k(&["Join(joinType=[InnerJoin])"]).0, OperatorKind::Join);
+        assert_eq!(k(&["LookupJoin(table=[dim])"]), (OperatorKind::Join, true));
+        assert_eq!(k(&["Rank(strategy=[AppendFastStrategy])"]).0, OperatorKind::OrderDependent);
+        assert_eq!(k(&["Window(TumblingEventTimeWindows(60000), EventTimeTrigger, Agg)"]).0, OperatorKind::Window);
+        assert_eq!(k(&["fraud-score"]).0, OperatorKind::Unknown);
+        assert_eq!(k(&["enrich", "AsyncWaitOperator"]), (OperatorKind::AsyncIo, true));
+    }
+
+    #[test]
+    fn configuration_overrides_the_kind_by_vertex_or_operator_name() {
+        let mut cfg = DiagnosisConfig::default();
+        cfg.operator_kinds.insert("score".into(), OperatorKind::Aggregate);
+        let ops = vec!["enrich".to_string(), "score".to_string()];
+        assert_eq!(classify("enrich -> score", &ops, &cfg).0, OperatorKind::Aggregate);
+    }
+}

@@ -1,0 +1,11 @@
+//! The runbook's steps and hazards, one file each. The order they run in lives in
+//! [`crate::diagnose::runbook`] and only there.
+
+pub mod checkpoints;
+pub mod headroom;
+pub mod hot_key;
+pub mod locate;
+pub mod retention;
+pub mod sink;
+pub mod skew;
+pub mod state_backend;
