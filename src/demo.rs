@@ -1,0 +1,88 @@
+//! `culprit demo`: real Flink 2.3 recordings bundled into the binary, replayed offline.
+//!
+//! Each capture is one run of a real cluster with one operator made slow on purpose
+//! (see `examples/captures/README.md`): the recording Prometheus exported, the job plan
+//! and the checkpoint configuration from Flink REST.
+
+use crate::collect::catalog::MetricCatalog;
+use crate::collect::collector::{CollectInput, collect};
+use crate::collect::snapshot::CheckpointConfig;
+use crate::collect::store::SeriesStore;
+use crate::config::Config;
+use crate::diagnose::diagnose;
+use crate::diagnose::graph::JobGraph;
+use crate::request::DiagnosisRequest;
+use crate::verdict::Verdict;
+
+/// One bundled capture.
+pub struct Capture {
+    /// Folder name under `examples/captures/`.
+    pub name: &'static str,
+    /// What happens in it.
+    pub what: &'static str,
+    /// `recording.om.gz`: OpenMetrics with timestamps, gzip.
+    pub recording: &'static [u8],
+    /// `plan.json`: Flink REST `GET /jobs/:id/plan`.
+    pub plan: &'static str,
+    /// `rest/checkpoints-config.json`: Flink REST `GET /jobs/:id/checkpoints/config`.
+    pub checkpoint_config: &'static str,
+}
+
+macro_rules! capture {
+    ($name:literal, $what:literal) => {
+        Capture {
+            name: $name,
+            what: $what,
+            recording: include_bytes!(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/examples/captures/",
+                $name,
+                "/recording.om.gz"
+            )),
+            plan: include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/examples/captures/", $name, "/plan.json")),
+            checkpoint_config: include_str!(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/examples/captures/",
+                $name,
+                "/rest/checkpoints-config.json"
+            )),
+        }
+    };
+}
+
+/// The bundled captures, in the order the demo shows them.
+pub static CAPTURES: &[Capture] = &[
+    capture!("slow-sink", "the sink writes slowly"),
+    capture!("hard-backpressure", "a fan-out operator feeds a slow sink"),
+    capture!("slow-middle", "a stateless map in the middle is slow on every subtask"),
+    capture!("checkpoint-slowdown", "healthy for 3 min, then a middle map slows; checkpoints grow"),
+    capture!("chained-culprit", "the slow operator sits inside the chain enrich -> score"),
+    capture!("hot-key", "~40% of records share one key of a keyed operator"),
+    capture!("slow-instance", "keys are even, but one subtask of a keyed operator is slow"),
+    capture!("rocksdb-stall", "a RocksDB-backed keyed operator whose backend stalls writes"),
+    capture!("rocksdb-bound", "a RocksDB-backed keyed operator at capacity, backend healthy"),
+    capture!("rocksdb", "a healthy RocksDB job"),
+    capture!("healthy", "a healthy job"),
+];
+
+/// Diagnoses a bundled capture with the default configuration.
+pub fn verdict(capture: &Capture) -> Result<Verdict, String> {
+    let mut store = SeriesStore::new();
+    store.read_from(capture.recording, capture.name, None).map_err(|e| e.to_string())?;
+    store.finish();
+    let graph = JobGraph::from_plan_json(capture.plan).map_err(|e| e.to_string())?;
+    let config = Config::default();
+    let request = DiagnosisRequest::default();
+    let snapshot = crate::cli::block_on(collect(
+        &store,
+        CollectInput {
+            request: &request,
+            graph: Some(graph),
+            checkpoint_config: CheckpointConfig::from_rest_json(capture.checkpoint_config),
+            config: &config,
+            catalog: &MetricCatalog::default(),
+        },
+    ))
+    .map_err(|e| e.to_string())?;
+    Ok(diagnose(&snapshot, &config.diagnosis))
+}

@@ -1,0 +1,15 @@
+//! The `culprit` binary: a thin shim over the library.
+
+use clap::Parser;
+
+fn main() {
+    let cli = culprit::cli::Cli::parse();
+    let mut out = std::io::stdout().lock();
+    match culprit::cli::run(cli, &mut out) {
+        Ok(()) => std::process::exit(culprit::cli::EXIT_OK),
+        Err(e) => {
+            eprintln!("culprit: {}", e.message);
+            std::process::exit(e.code);
+        }
+    }
+}

@@ -1,0 +1,306 @@
+//! The verdict: schema `culprit.verdict/v1`, the one value every interface renders.
+//!
+//! Field names are fixed by the spec (§4); fields may be added, never renamed. Fields
+//! added here beyond the spec: `window_start`, `culprits`, `advice`, `notes`.
+//!
+//! Pure data.
+
+use serde::{Deserialize, Serialize};
+
+/// The schema id written in every verdict.
+pub const SCHEMA: &str = "culprit.verdict/v1";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    CulpritFound,
+    NoSingleCulprit,
+    NoBackpressure,
+    Inconclusive,
+}
+
+impl Status {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::CulpritFound => "culprit_found",
+            Status::NoSingleCulprit => "no_single_culprit",
+            Status::NoBackpressure => "no_backpressure",
+            Status::Inconclusive => "inconclusive",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Finding {
+    Sink,
+    HotKey,
+    SlowInstance,
+    StateBackend,
+    Checkpoints,
+    Headroom,
+    Source,
+    Network,
+    AsyncIo,
+    WatermarkStall,
+    None,
+}
+
+impl Finding {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Finding::Sink => "sink",
+            Finding::HotKey => "hot_key",
+            Finding::SlowInstance => "slow_instance",
+            Finding::StateBackend => "state_backend",
+            Finding::Checkpoints => "checkpoints",
+            Finding::Headroom => "headroom",
+            Finding::Source => "source",
+            Finding::Network => "network",
+            Finding::AsyncIo => "async_io",
+            Finding::WatermarkStall => "watermark_stall",
+            Finding::None => "none",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    Source,
+    Operator,
+    Sink,
+}
+
+/// The job the verdict is about.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JobRef {
+    pub name: String,
+    pub id: String,
+}
+
+/// The culprit vertex.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Culprit {
+    pub vertex_id: String,
+    pub vertex_name: String,
+    /// Operators chained in the vertex, in chain order.
+    pub operators: Vec<String>,
+    pub role: Role,
+    pub parallelism: u32,
+    /// The subtasks that carry the problem (all of them when it is uniform).
+    pub subtasks: Vec<u32>,
+}
+
+/// The runbook steps, in order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StepName {
+    Locate,
+    Sink,
+    HotKey,
+    StateBackend,
+    Checkpoints,
+    Headroom,
+}
+
+impl StepName {
+    pub const ALL: [StepName; 6] = [
+        StepName::Locate,
+        StepName::Sink,
+        StepName::HotKey,
+        StepName::StateBackend,
+        StepName::Checkpoints,
+        StepName::Headroom,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StepName::Locate => "locate",
+            StepName::Sink => "sink",
+            StepName::HotKey => "hot_key",
+            StepName::StateBackend => "state_backend",
+            StepName::Checkpoints => "checkpoints",
+            StepName::Headroom => "headroom",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    Hit,
+    Clear,
+    NoData,
+    Skipped,
+}
+
+impl Outcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Hit => "hit",
+            Outcome::Clear => "clear",
+            Outcome::NoData => "no_data",
+            Outcome::Skipped => "skipped",
+        }
+    }
+}
+
+/// One runbook step's outcome.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Step {
+    pub step: StepName,
+    pub outcome: Outcome,
+    pub detail: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HazardKind {
+    Retention,
+    CheckpointsStalled,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Severity {
+    Warning,
+    Critical,
+}
+
+/// A risk reported whatever the finding.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Hazard {
+    pub kind: HazardKind,
+    pub severity: Severity,
+    /// Seconds until data is lost; 0 when it is already being lost; absent when unknown.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub time_to_loss_seconds: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub topic: Option<String>,
+    pub detail: String,
+}
+
+/// A number the verdict rests on.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Evidence {
+    /// Vertex (`fraud-score`) or subtask (`fraud-score[0]`), TaskManager or job.
+    pub subject: String,
+    /// The Flink metric (or derived signal) the value comes from.
+    pub metric: String,
+    pub value: f64,
+    /// `ratio`, `records/s`, `ms`, `bytes`, `bytes/s`, `s`, `count`.
+    pub unit: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub threshold: Option<f64>,
+    /// The PromQL that gives the value.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub query: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum VertexState {
+    Culprit,
+    Backpressured,
+    Ok,
+    Unknown,
+}
+
+impl VertexState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            VertexState::Culprit => "culprit",
+            VertexState::Backpressured => "backpressured",
+            VertexState::Ok => "ok",
+            VertexState::Unknown => "unknown",
+        }
+    }
+}
+
+/// A vertex as the verdict shows it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GraphVertex {
+    pub id: String,
+    pub name: String,
+    pub parallelism: u32,
+    /// Max over subtasks of the busy ratio; absent when unknown.
+    pub busy_max: Option<f64>,
+    /// Max over subtasks of the backpressured ratio.
+    pub backpressured_max: Option<f64>,
+    /// Mean over subtasks of the idle ratio.
+    pub idle_avg: Option<f64>,
+    pub state: VertexState,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GraphEdge {
+    pub from: String,
+    pub to: String,
+    pub ship_strategy: String,
+}
+
+/// The job graph, vertices in topological order.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Graph {
+    pub vertices: Vec<GraphVertex>,
+    pub edges: Vec<GraphEdge>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Confidence {
+    High,
+    Medium,
+    Low,
+}
+
+impl Confidence {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Confidence::High => "high",
+            Confidence::Medium => "medium",
+            Confidence::Low => "low",
+        }
+    }
+}
+
+/// `culprit.verdict/v1`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Verdict {
+    /// Always [`SCHEMA`].
+    pub schema: String,
+    pub job: JobRef,
+    /// RFC 3339, UTC.
+    pub at: String,
+    /// Length of the window the averages cover, s.
+    pub window_seconds: i64,
+    /// Start of that window, RFC 3339 (added field).
+    pub window_start: String,
+    pub status: Status,
+    pub finding: Finding,
+    /// `null` when there is none.
+    pub culprit: Option<Culprit>,
+    /// Every culprit when several independent red regions have one, ranked; the first is
+    /// `culprit` (added field).
+    pub culprits: Vec<Culprit>,
+    /// One line a person reads first.
+    pub summary: String,
+    /// Why it is slow, with the numbers.
+    pub cause: String,
+    /// The changes that belong to the culprit.
+    pub fix: Vec<String>,
+    /// What would not help, and why.
+    pub not_the_fix: Vec<String>,
+    /// Secondary advice that does not change the finding (added field).
+    pub advice: Vec<String>,
+    pub steps: Vec<Step>,
+    pub hazards: Vec<Hazard>,
+    pub evidence: Vec<Evidence>,
+    pub graph: Graph,
+    pub confidence: Confidence,
+    /// Metrics or sources that were absent.
+    pub missing: Vec<String>,
+    /// How the data was chosen (job runs, plan mismatches, short windows) (added field).
+    pub notes: Vec<String>,
+}
