@@ -1,0 +1,116 @@
+//! Every real Flink capture in `examples/captures/` gives the culprit and finding its
+//! `EXPECTED.json` names — from the recording and the plan alone, as a user runs
+//! `culprit diagnose --recording … --plan …`.
+
+use std::path::{Path, PathBuf};
+
+use culprit::cli::{DiagnoseArgs, diagnose_command};
+use culprit::render::Format;
+use culprit::verdict::Verdict;
+use serde_json::Value;
+
+fn captures() -> Vec<PathBuf> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/captures");
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(&root)
+        .expect("examples/captures exists")
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.join("EXPECTED.json").exists())
+        .collect();
+    dirs.sort();
+    assert!(dirs.len() >= 11, "expected the 11 bundled captures, found {}", dirs.len());
+    dirs
+}
+
+fn args(dir: &Path) -> DiagnoseArgs {
+    DiagnoseArgs {
+        recording: Some(dir.join("recording.om.gz")),
+        metrics: Vec::new(),
+        plan: Some(dir.join("plan.json")),
+        job: None,
+        at: None,
+        window: None,
+        config: None,
+        checkpoint_config: None,
+        format: Format::Json,
+    }
+}
+
+fn expected(dir: &Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(dir.join("EXPECTED.json")).unwrap()).unwrap()
+}
+
+fn assert_matches(dir: &Path, v: &Verdict, how: &str) {
+    let e = expected(dir);
+    let name = dir.file_name().unwrap().to_string_lossy();
+    let json: Value = serde_json::to_value(v).unwrap();
+    assert_eq!(json["status"], e["status"], "{name} ({how}): status; summary: {}", v.summary);
+    assert_eq!(json["finding"], e["finding"], "{name} ({how}): finding; summary: {}", v.summary);
+    assert_eq!(
+        v.culprit.as_ref().map(|c| c.vertex_id.clone()),
+        e["culprit_vertex_id"].as_str().map(str::to_string),
+        "{name} ({how}): culprit vertex"
+    );
+    assert_eq!(
+        v.culprit.as_ref().map(|c| c.vertex_name.clone()),
+        e["culprit_vertex_name"].as_str().map(str::to_string),
+        "{name} ({how}): culprit name"
+    );
+    assert_eq!(v.job.id, e["job_id"].as_str().unwrap(), "{name} ({how}): job id");
+    assert_eq!(json["hazards"], e["hazards"], "{name} ({how}): hazards");
+}
+
+#[test]
+fn every_capture_gives_its_expected_culprit_and_finding_from_recording_and_plan() {
+    for dir in captures() {
+        let v = diagnose_command(&args(&dir), 0).unwrap_or_else(|e| panic!("{}: {}", dir.display(), e.message));
+        assert_matches(&dir, &v, "recording + plan");
+    }
+}
+
+#[test]
+fn the_checkpoint_configuration_from_flink_rest_does_not_change_any_finding() {
+    for dir in captures() {
+        let mut a = args(&dir);
+        a.checkpoint_config = Some(dir.join("rest/checkpoints-config.json"));
+        let v = diagnose_command(&a, 0).unwrap_or_else(|e| panic!("{}: {}", dir.display(), e.message));
+        assert_matches(&dir, &v, "with checkpoint config");
+    }
+}
+
+#[test]
+fn the_end_of_run_scrape_dumps_give_the_same_finding_as_the_recording() {
+    // Plain reporter scrapes (no timestamps, `,}` label endings) at the end of each run.
+    for dir in captures() {
+        let mut a = args(&dir);
+        a.recording = None;
+        a.metrics = ["jm", "tm1", "tm2"].iter().map(|f| dir.join(format!("metrics/{f}.prom"))).collect();
+        let v = diagnose_command(&a, 1_795_960_000_000).unwrap_or_else(|e| panic!("{}: {}", dir.display(), e.message));
+        assert_matches(&dir, &v, "scrape dumps");
+    }
+}
+
+#[test]
+fn the_job_can_be_named_as_flink_shows_it_as_the_reporter_writes_it_or_by_id() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/captures/slow-sink");
+    for job in ["bp-lab-slow-sink", "bp_lab_slow_sink", "da23ad9af4e7326542c9a70eac958f42"] {
+        let mut a = args(&dir);
+        a.job = Some(job.into());
+        let v = diagnose_command(&a, 0).unwrap();
+        assert_eq!(v.job.id, "da23ad9af4e7326542c9a70eac958f42", "{job}");
+    }
+}
+
+#[test]
+fn the_episode_window_keeps_a_healthy_prefix_from_diluting_the_verdict() {
+    // checkpoint-slowdown is healthy for ~3 minutes, then enrich slows. The 5-minute window
+    // before the last sample reaches into the healthy part; averaged whole, enrich would be
+    // ~69% busy and not at capacity. The window starts at the episode instead.
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/captures/checkpoint-slowdown");
+    let v = diagnose_command(&args(&dir), 0).unwrap();
+    assert!(v.window_seconds < 300, "window {} s", v.window_seconds);
+    assert_eq!(v.finding.as_str(), "headroom");
+    // The slowdown shows as evidence and advice, not as the finding.
+    assert!(v.advice.iter().any(|a| a.contains("execution.checkpointing.unaligned.enabled")), "{:?}", v.advice);
+    let step = v.steps.iter().find(|s| s.step.as_str() == "checkpoints").unwrap();
+    assert_eq!(step.outcome.as_str(), "clear", "{}", step.detail);
+}
