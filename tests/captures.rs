@@ -114,3 +114,19 @@ fn the_episode_window_keeps_a_healthy_prefix_from_diluting_the_verdict() {
     let step = v.steps.iter().find(|s| s.step.as_str() == "checkpoints").unwrap();
     assert_eq!(step.outcome.as_str(), "clear", "{}", step.detail);
 }
+
+#[test]
+fn without_the_episode_window_the_healthy_prefix_dilutes_the_checkpoint_slowdown_verdict() {
+    // The control for the test above: averaging the whole 5 minutes, enrich is ~69% busy
+    // (60 s healthy at ~0%, 60 s ramping, 180 s at 100%), under the 0.9 headroom threshold.
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/captures/checkpoint-slowdown");
+    let cfg = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(cfg.path(), "[diagnosis]\nepisode_window = false\n").unwrap();
+    let mut a = args(&dir);
+    a.config = Some(cfg.path().to_path_buf());
+    let v = diagnose_command(&a, 0).unwrap();
+    assert_eq!(v.window_seconds, 300);
+    assert_ne!(v.finding.as_str(), "headroom");
+    let busy = v.graph.vertices.iter().find(|x| x.name == "enrich").unwrap().busy_max.unwrap();
+    assert!((0.6..0.8).contains(&busy), "enrich busy over the whole window: {busy}");
+}

@@ -1,0 +1,189 @@
+//! The `culprit` binary as a user meets it: help, exit codes, one-sentence errors.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn culprit(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_culprit")).args(args).output().expect("the binary runs")
+}
+
+fn capture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/captures").join(name)
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+/// Bad input: exit code 2 and exactly one line on stderr, no panic, no backtrace.
+fn assert_one_sentence_error(out: &Output, must_contain: &[&str]) {
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "stderr: {stderr}");
+    assert_eq!(stderr.trim_end().lines().count(), 1, "one line expected: {stderr}");
+    assert!(!stderr.contains("panicked") && !stderr.contains("backtrace"), "{stderr}");
+    for needle in must_contain {
+        assert!(stderr.contains(needle), "`{needle}` missing from: {stderr}");
+    }
+    assert!(out.stdout.is_empty(), "nothing on stdout on error");
+}
+
+#[test]
+fn diagnose_help_explains_every_flag_and_the_exit_codes() {
+    let out = culprit(&["diagnose", "--help"]);
+    assert!(out.status.success());
+    let help = String::from_utf8(out.stdout).unwrap();
+    for flag in [
+        "--recording",
+        "--metrics",
+        "--plan",
+        "--job",
+        "--at",
+        "--window",
+        "--config",
+        "--checkpoint-config",
+        "--format",
+    ] {
+        assert!(help.contains(flag), "{flag} missing from help");
+    }
+    assert!(help.contains("Exit codes") && help.contains("0  a verdict was produced") && help.contains("2  bad usage"));
+}
+
+#[test]
+fn a_missing_recording_is_one_sentence_naming_the_path() {
+    let out = culprit(&[
+        "diagnose",
+        "--recording",
+        "/nope/recording.om.gz",
+        "--plan",
+        s(&capture("slow-sink").join("plan.json")),
+    ]);
+    assert_one_sentence_error(&out, &["/nope/recording.om.gz", "cannot open"]);
+}
+
+#[test]
+fn a_malformed_line_is_one_sentence_naming_file_and_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bad.prom");
+    std::fs::write(&path, "# TYPE m gauge\nm{a=\"1\"} 1\nm{a=\"2\" 2\n").unwrap();
+    let out = culprit(&["diagnose", "--metrics", s(&path)]);
+    assert_one_sentence_error(&out, &["bad.prom:3:"]);
+}
+
+#[test]
+fn a_broken_plan_is_one_sentence_naming_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = dir.path().join("plan.json");
+    std::fs::write(&plan, "{\"plan\": {\"nodes\": [").unwrap();
+    let out =
+        culprit(&["diagnose", "--recording", s(&capture("slow-sink").join("recording.om.gz")), "--plan", s(&plan)]);
+    assert_one_sentence_error(&out, &["plan.json", "not a Flink job plan"]);
+}
+
+#[test]
+fn a_bad_time_or_window_is_a_usage_error() {
+    let rec = capture("slow-sink").join("recording.om.gz");
+    assert_one_sentence_error(
+        &culprit(&["diagnose", "--recording", s(&rec), "--at", "yesterday"]),
+        &["--at", "RFC 3339"],
+    );
+    assert_one_sentence_error(&culprit(&["diagnose", "--recording", s(&rec), "--window", "soon"]), &["--window"]);
+}
+
+#[test]
+fn an_unknown_job_lists_the_jobs_in_the_recording() {
+    let rec = capture("slow-sink").join("recording.om.gz");
+    let out = culprit(&["diagnose", "--recording", s(&rec), "--job", "payments"]);
+    assert_one_sentence_error(&out, &["payments", "bp_lab_slow_sink"]);
+}
+
+#[test]
+fn a_verdict_exits_zero_whatever_it_says() {
+    let dir = capture("healthy");
+    let out =
+        culprit(&["diagnose", "--recording", s(&dir.join("recording.om.gz")), "--plan", s(&dir.join("plan.json"))]);
+    assert_eq!(out.status.code(), Some(0));
+    assert!(String::from_utf8(out.stdout).unwrap().contains("NO BACKPRESSURE"));
+}
+
+#[test]
+fn every_format_renders_the_same_verdict() {
+    let dir = capture("hot-key");
+    let args = |f: &str| {
+        culprit(&[
+            "diagnose",
+            "--recording",
+            s(&dir.join("recording.om.gz")),
+            "--plan",
+            s(&dir.join("plan.json")),
+            "--format",
+            f,
+        ])
+    };
+    let json: serde_json::Value = serde_json::from_slice(&args("json").stdout).unwrap();
+    assert_eq!(json["schema"], "culprit.verdict/v1");
+    assert_eq!(json["finding"], "hot_key");
+    let text = String::from_utf8(args("text").stdout).unwrap();
+    assert!(text.contains(">> fraud-score") && text.contains("subtask 0"), "{text}");
+    let md = String::from_utf8(args("markdown").stdout).unwrap();
+    assert!(md.contains("| fraud-score | 4 | 100% | 0% | **culprit** |"), "{md}");
+}
+
+#[test]
+fn the_demo_replays_every_bundled_capture_offline() {
+    let out = culprit(&["demo"]);
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8(out.stdout).unwrap();
+    for name in ["slow-sink", "hard-backpressure", "hot-key", "slow-instance", "rocksdb-stall", "healthy"] {
+        assert!(text.contains(&format!("━━ {name} —")), "{name} missing");
+    }
+    assert_eq!(text.matches("CULPRIT FOUND").count(), 9);
+    assert_eq!(text.matches("NO BACKPRESSURE").count(), 2);
+}
+
+/// Joins two OpenMetrics recordings into one (dropping the first `# EOF`).
+fn joined(a: &Path, b: &Path, out: &Path) {
+    let read = |p: &Path| {
+        let mut s = String::new();
+        std::io::Read::read_to_string(&mut flate2::read::GzDecoder::new(std::fs::File::open(p).unwrap()), &mut s)
+            .unwrap();
+        s
+    };
+    let first = read(a);
+    let first = first.trim_end().strip_suffix("# EOF").unwrap();
+    let mut f = std::fs::File::create(out).unwrap();
+    f.write_all(first.as_bytes()).unwrap();
+    f.write_all(read(b).as_bytes()).unwrap();
+}
+
+#[test]
+fn with_two_runs_of_one_job_name_the_newest_job_id_wins_and_the_verdict_says_so() {
+    // slow-sink (10:35) and hard-backpressure (10:48) both ran as bp-lab-slow-sink.
+    let dir = tempfile::tempdir().unwrap();
+    let both = dir.path().join("both.om");
+    joined(&capture("slow-sink").join("recording.om.gz"), &capture("hard-backpressure").join("recording.om.gz"), &both);
+    let out = culprit(&["diagnose", "--recording", s(&both), "--job", "bp-lab-slow-sink", "--format", "json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["job"]["id"], "1cd3b48d0be42fe317d2a4ac91801fc4");
+    let notes = v["notes"].to_string();
+    assert!(notes.contains("newest") && notes.contains("da23ad9af4e7326542c9a70eac958f42"), "{notes}");
+    // Graph-free (no plan) still finds the sink vertex as the busy non-backpressured one.
+    assert_eq!(v["culprit"]["vertex_id"], "2e588ce1c86a9d46e2e85186773ce4fd");
+    assert_eq!(v["confidence"], "low");
+
+    // An older --at picks the run that was alive then: the first one.
+    let out = culprit(&[
+        "diagnose",
+        "--recording",
+        s(&both),
+        "--job",
+        "bp_lab_slow_sink",
+        "--at",
+        "2026-11-29T10:36:20Z",
+        "--format",
+        "json",
+    ]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["job"]["id"], "da23ad9af4e7326542c9a70eac958f42");
+}
