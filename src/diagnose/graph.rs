@@ -125,6 +125,11 @@ impl JobGraph {
             }
         }
         let order = topological_order(vertices.keys().map(String::as_str), &edges)?;
+        // Edges in the order of their ends, so the graph is the same however the plan
+        // listed its nodes.
+        let position: BTreeMap<&str, usize> = order.iter().enumerate().map(|(i, id)| (id.as_str(), i)).collect();
+        let mut edges = edges;
+        edges.sort_by_key(|e| (position[e.from.as_str()], position[e.to.as_str()]));
         let vertices = order.into_iter().map(|id| vertices.remove(&id).expect("id from the same map")).collect();
         Ok(JobGraph { job_id: wire.jid, job_name: wire.name, vertices, edges })
     }

@@ -8,6 +8,8 @@ pub mod graph;
 pub mod runbook;
 pub mod signals;
 pub mod steps;
+#[cfg(test)]
+pub mod testkit;
 
 use std::collections::BTreeSet;
 

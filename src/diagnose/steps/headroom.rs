@@ -53,7 +53,7 @@ pub fn parallelism_needed(ctx: &Context, v: &VertexSignals) -> Option<Needed> {
     }
     let factor = offered_factor(ctx);
     let offered = observed * factor.unwrap_or(1.0);
-    let p = v.subtasks.len().max(1) as f64;
+    let p = v.subtask_count().max(1) as f64;
     let target = ctx.cfg.thresholds.target_utilisation;
     let parallelism = (p * offered / (capacity * target)).ceil().max(1.0) as u32;
     Some(Needed { parallelism, offered_per_s: offered, capacity_per_s: capacity, offered_known: factor.is_some() })
@@ -102,7 +102,7 @@ pub fn run(ctx: &Context, culprit: Option<&VertexSignals>) -> HeadroomResult {
                 "{} ({role}) runs at ρ = {:.2} (mean busy over {} subtasks), below {:.2}.",
                 subject.name,
                 rho,
-                subject.subtasks.len(),
+                subject.subtask_count(),
                 t.headroom_utilisation
             )),
             subject: Some(subject.id.clone()),
@@ -130,12 +130,12 @@ pub fn run(ctx: &Context, culprit: Option<&VertexSignals>) -> HeadroomResult {
     );
     let busy_min = subject.subtasks.iter().filter_map(|s| s.busy).reduce(f64::min).unwrap_or(rho);
     let per_record_ms =
-        subject.throughput().filter(|r| *r > 0.0).map(|rate| rho * 1000.0 * subject.subtasks.len() as f64 / rate);
+        subject.throughput().filter(|r| *r > 0.0).map(|rate| rho * 1000.0 * subject.subtask_count() as f64 / rate);
     r.cause.push(format!(
         "{} runs at ρ = {} (mean busy over {} subtasks, {}–{}){}: it is at capacity{}. Response time grows as 1/(1−ρ): at ρ = 0.95 every burst waits 20× longer than on an idle job, so bursts turn into growing lag.",
         subject.name,
         pct(rho),
-        subject.subtasks.len(),
+        subject.subtask_count(),
         pct(busy_min),
         pct(subject.busy_max().unwrap_or(rho)),
         if culprit.is_some() { " and no earlier step explains it (no sink, no hot key, no state-backend or checkpoint trouble)" } else { "" },
@@ -146,9 +146,9 @@ pub fn run(ctx: &Context, culprit: Option<&VertexSignals>) -> HeadroomResult {
             r.fix.push(format!(
                 "Raise {}'s parallelism from {} to {}: ceil({} × offered {} records/s / (capacity {} records/s × {})){}. Here, unlike for backpressured vertices, parallelism helps.",
                 subject.name,
-                subject.subtasks.len(),
-                n.parallelism.max(subject.subtasks.len() as u32 + 1),
-                subject.subtasks.len(),
+                subject.subtask_count(),
+                n.parallelism.max(subject.subtask_count() as u32 + 1),
+                subject.subtask_count(),
                 num(n.offered_per_s),
                 num(n.capacity_per_s),
                 t.target_utilisation,
@@ -175,7 +175,7 @@ pub fn run(ctx: &Context, culprit: Option<&VertexSignals>) -> HeadroomResult {
             r.fix.push(format!(
                 "Raise {}'s parallelism (now {}) so it runs below {} busy; records rates are missing, so the exact number is unknown.",
                 subject.name,
-                subject.subtasks.len(),
+                subject.subtask_count(),
                 pct(t.target_utilisation)
             ));
             r.missing.push("numRecordsIn".into());
@@ -200,8 +200,8 @@ pub fn run(ctx: &Context, culprit: Option<&VertexSignals>) -> HeadroomResult {
             "{} is the culprit: it runs at {} of its capacity; raise its parallelism from {} to {}.",
             subject.name,
             pct(rho),
-            subject.subtasks.len(),
-            n.parallelism.max(subject.subtasks.len() as u32 + 1)
+            subject.subtask_count(),
+            n.parallelism.max(subject.subtask_count() as u32 + 1)
         ),
         (Some(_), None) => format!("{} is the culprit: it runs at {} of its capacity.", subject.name, pct(rho)),
         (None, _) => format!(
@@ -247,15 +247,15 @@ fn no_single_culprit(
             Some(n) => r.fix.push(format!(
                 "{}: parallelism {} → {} (capacity {} records/s, offered {} records/s).",
                 v.name,
-                v.subtasks.len(),
-                n.parallelism.max(v.subtasks.len() as u32 + 1),
+                v.subtask_count(),
+                n.parallelism.max(v.subtask_count() as u32 + 1),
                 num(n.capacity_per_s),
                 num(n.offered_per_s)
             )),
             None => r.fix.push(format!(
                 "{}: more parallelism (now {}); records rates are missing.",
                 v.name,
-                v.subtasks.len()
+                v.subtask_count()
             )),
         }
         r.evidence.push(ctx.evidence(
@@ -331,4 +331,207 @@ fn async_io(ctx: &Context, v: &VertexSignals, rho: f64) -> Option<StepReport> {
     r.summary =
         Some(format!("{} is the culprit: its async I/O waits on the service it calls (CPU {}).", v.name, pct(cpu)));
     Some(r)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::diagnose::testkit::*;
+    use crate::verdict::{Outcome, Status};
+
+    /// Source (red, emitting 950 records/s per subtask) → score (0.95 busy, 950 records/s
+    /// per subtask) → sink; two subtasks each.
+    fn job() -> SnapshotBuilder {
+        SnapshotBuilder::new()
+            .vertex("src", "Source: txn", 2)
+            .vertex("score", "score", 2)
+            .vertex("sink", "Sink: out", 2)
+            .edge("src", "score", "REBALANCE")
+            .edge("score", "sink", "FORWARD")
+            .all_subtasks("src", 0.05, 0.9, 0.05, None)
+            .records_out("src", 0, 950.0)
+            .records_out("src", 1, 950.0)
+            .all_subtasks("score", 0.95, 0.0, 0.05, 950.0)
+            .all_subtasks("sink", 0.1, 0.0, 0.9, 950.0)
+    }
+
+    fn on_score(snap: &crate::collect::snapshot::Snapshot) -> HeadroomResult {
+        with_context(snap, |ctx| run(ctx, ctx.signals.vertex("score")))
+    }
+
+    #[test]
+    fn a_culprit_at_capacity_needs_the_parallelism_for_the_offered_rate_from_source_lag() {
+        // Source lag grows 190 records/s per subtask = 380 records/s; the sources emit
+        // 2 × 950 = 1900. Offered factor = (1900 + 380) / 1900 = 1.2.
+        // score: capacity = 950/0.95 + 950/0.95 = 2000 records/s; observed 1900;
+        // offered = 1900 × 1.2 = 2280 records/s.
+        // parallelism_needed = ceil(2 × 2280 / (2000 × 0.7)) = ceil(4560 / 1400)
+        //                    = ceil(3.257) = 4.
+        let snap = job()
+            .pending_records("src", 0, line(-295, 0, 5, 0.0, 190.0))
+            .pending_records("src", 1, line(-295, 0, 5, 0.0, 190.0))
+            .build();
+        let needed = on_vertex(&snap, "score", parallelism_needed).unwrap();
+        assert_eq!(needed.parallelism, 4);
+        assert_close(needed.offered_per_s, 2280.0, 1e-6);
+        assert_close(needed.capacity_per_s, 2000.0, 1e-9);
+        assert!(needed.offered_known);
+
+        let h = on_score(&snap);
+        assert!(!h.no_single_culprit);
+        assert_eq!((h.report.outcome, h.report.finding), (Outcome::Hit, Some(Finding::Headroom)));
+        assert!(h.report.fix[0].contains("from 2 to 4"), "{:?}", h.report.fix);
+        assert!(!h.report.fix[0].contains("lower bound"), "{:?}", h.report.fix);
+        assert_close(evidence(&h.report.evidence, "offered rate").value, 2280.0, 1e-6);
+        // Busy time per record = ρ × 1000 ms × 2 / 1900 records/s = 0.95 × 2000 / 1900 = 1.00 ms.
+        assert!(h.report.fix[1].contains("1.00 ms of busy time per record"), "{:?}", h.report.fix);
+        assert_close(evidence(&h.report.evidence, "utilisation ρ (mean busyTimeMsPerSecond)").value, 0.95, 1e-9);
+    }
+
+    #[test]
+    fn without_source_lag_the_observed_rate_gives_a_lower_bound() {
+        // offered = observed 1900: ceil(2 × 1900 / (2000 × 0.7)) = ceil(3800 / 1400)
+        //                        = ceil(2.714) = 3.
+        let snap = job().build();
+        let needed = on_vertex(&snap, "score", parallelism_needed).unwrap();
+        assert_eq!(needed.parallelism, 3);
+        assert_close(needed.offered_per_s, 1900.0, 1e-9);
+        assert!(!needed.offered_known);
+        let h = on_score(&snap);
+        assert!(
+            h.report.fix[0].contains("from 2 to 3") && h.report.fix[0].contains("lower bound"),
+            "{:?}",
+            h.report.fix
+        );
+    }
+
+    #[test]
+    fn a_culprit_below_ninety_percent_is_clear() {
+        // ρ = (0.95 + 0.75) / 2 = 0.85 < 0.9, although b_max is 0.95.
+        let snap = job().subtask("score", 1, 0.75, 0.0, 0.25, 950.0).build();
+        let h = on_score(&snap);
+        assert_eq!((h.report.outcome, h.report.finding), (Outcome::Clear, None));
+        assert!(h.report.detail.contains("ρ = 0.85"), "{}", h.report.detail);
+    }
+
+    #[test]
+    fn a_culprit_that_stands_out_from_the_next_near_capacity_vertex_is_the_one_to_scale() {
+        // score 0.95, sink 0.80 (near capacity): 0.95 − 0.80 = 0.15 > 0.1 → it stands out.
+        let snap = job().all_subtasks("sink", 0.8, 0.0, 0.2, 950.0).build();
+        let h = on_score(&snap);
+        assert!(!h.no_single_culprit);
+        assert_eq!(h.report.finding, Some(Finding::Headroom));
+        assert_eq!(h.subject.as_deref(), Some("score"));
+    }
+
+    #[test]
+    fn several_vertices_near_capacity_have_no_single_culprit() {
+        // src (red) → a (ρ 0.92) → b (ρ 0.88) → sink. a is the first non-red busy vertex,
+        // but 0.92 − 0.88 = 0.04 ≤ 0.1: the whole job is at capacity.
+        // a: capacity = 2 × 500 / 0.92 = 1086.96; ceil(2 × 1000 / (1086.96 × 0.7))
+        //    = ceil(2.629) = 3. b: capacity = 2 × 500 / 0.88 = 1136.36;
+        //    ceil(2 × 1000 / (1136.36 × 0.7)) = ceil(2.514) = 3.
+        let snap = SnapshotBuilder::new()
+            .vertex("src", "Source: txn", 2)
+            .vertex("a", "a", 2)
+            .vertex("b", "b", 2)
+            .vertex("sink", "Sink: out", 2)
+            .edge("src", "a", "REBALANCE")
+            .edge("a", "b", "FORWARD")
+            .edge("b", "sink", "FORWARD")
+            .all_subtasks("src", 0.05, 0.6, 0.35, None)
+            .all_subtasks("a", 0.92, 0.0, 0.08, 500.0)
+            .all_subtasks("b", 0.88, 0.05, 0.07, 500.0)
+            .all_subtasks("sink", 0.1, 0.0, 0.9, 500.0)
+            .build();
+        let h = with_context(&snap, |ctx| run(ctx, ctx.signals.vertex("a")));
+        assert!(h.no_single_culprit);
+        assert_eq!(h.subject, None);
+        assert_eq!(
+            h.report.fix,
+            [
+                "a: parallelism 2 → 3 (capacity 1087 records/s, offered 1000 records/s).",
+                "b: parallelism 2 → 3 (capacity 1136 records/s, offered 1000 records/s)."
+            ]
+        );
+
+        let v = verdict(&snap);
+        assert_eq!(v.status, Status::NoSingleCulprit);
+        assert_eq!(v.finding, Finding::Headroom);
+        assert!(v.culprit.is_none() && v.culprits.is_empty());
+        assert!(
+            v.summary.starts_with("No single culprit: 2 vertices run near capacity (a 92%, b 88%)"),
+            "{}",
+            v.summary
+        );
+        let json = serde_json::to_value(&v).unwrap();
+        assert!(json["culprit"].is_null());
+        // Not "a is the culprit": locate's cause and fix are left out.
+        assert!(!v.cause.contains("it is the slowest vertex"), "{}", v.cause);
+    }
+
+    #[test]
+    fn with_no_culprit_the_busiest_vertex_is_judged() {
+        // Nothing red; score at 0.95 is the busiest: headroom hits on it.
+        let snap = job().all_subtasks("src", 0.05, 0.0, 0.95, None).build();
+        let h = with_context(&snap, |ctx| run(ctx, None));
+        assert_eq!(h.report.finding, Some(Finding::Headroom));
+        assert_eq!(h.subject.as_deref(), Some("score"));
+        assert!(h.report.summary.as_deref().unwrap().starts_with("No backpressure yet, but score runs at 95%"));
+    }
+
+    /// Source (red) → lookup chain (0.95 busy) on tm-1 and tm-2 with CPU `cpu_1`, `cpu_2`
+    /// → sink.
+    fn async_job(cpu_1: f64, cpu_2: f64) -> crate::collect::snapshot::Snapshot {
+        SnapshotBuilder::new()
+            .vertex("src", "Source: orders", 2)
+            .vertex("enrich", "parse -> AsyncWaitOperator", 2)
+            .vertex("sink", "Sink: out", 2)
+            .edge("src", "enrich", "FORWARD")
+            .edge("enrich", "sink", "FORWARD")
+            .all_subtasks("src", 0.0, 0.9, 0.1, None)
+            .all_subtasks("enrich", 0.95, 0.0, 0.05, 200.0)
+            .all_subtasks("sink", 0.05, 0.0, 0.95, 200.0)
+            .on_taskmanager("enrich", 0, "tm-1", "node-1")
+            .on_taskmanager("enrich", 1, "tm-2", "node-2")
+            .taskmanager("tm-1", 5.0, cpu_1)
+            .taskmanager("tm-2", 5.0, cpu_2)
+            .build()
+    }
+
+    #[test]
+    fn a_busy_async_io_chain_on_idle_cpus_waits_on_its_service() {
+        // TaskManager CPU (0.15 + 0.25) / 2 = 0.2 < 0.5 while ρ = 0.95.
+        let snap = async_job(0.15, 0.25);
+        let h = with_context(&snap, |ctx| run(ctx, ctx.signals.vertex("enrich")));
+        assert_eq!(h.report.finding, Some(Finding::AsyncIo));
+        assert_close(evidence(&h.report.evidence, "Status.JVM.CPU.Load").value, 0.2, 1e-9);
+        assert!(h.report.cause[0].contains("(Little's law); now 400 records/s"), "{:?}", h.report.cause);
+        assert_eq!(verdict(&snap).finding, Finding::AsyncIo);
+    }
+
+    #[test]
+    fn a_busy_async_io_chain_on_busy_cpus_is_plain_headroom() {
+        // CPU (0.7 + 0.9) / 2 = 0.8 ≥ 0.5: it computes, it does not wait.
+        let snap = async_job(0.7, 0.9);
+        let h = with_context(&snap, |ctx| run(ctx, ctx.signals.vertex("enrich")));
+        assert_eq!(h.report.finding, Some(Finding::Headroom));
+    }
+
+    #[test]
+    fn an_async_io_chain_shows_even_with_no_backpressure_anywhere() {
+        // Everything chained into one vertex: no edge, nothing red, the source is busy but
+        // its lag is unknown, so locate is clear; headroom finds the async wait.
+        let snap = SnapshotBuilder::new()
+            .vertex("all", "Source: orders -> AsyncWaitOperator -> Sink: out", 2)
+            .all_subtasks("all", 0.95, 0.0, 0.05, None)
+            .records_out("all", 0, 100.0)
+            .records_out("all", 1, 100.0)
+            .on_taskmanager("all", 0, "tm-1", "node-1")
+            .on_taskmanager("all", 1, "tm-1", "node-1")
+            .taskmanager("tm-1", 5.0, 0.1)
+            .build();
+        let v = verdict(&snap);
+        assert_eq!((v.status, v.finding), (Status::NoBackpressure, Finding::AsyncIo));
+    }
 }

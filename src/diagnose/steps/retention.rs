@@ -231,3 +231,212 @@ pub fn checkpoint_age_s(ctx: &Context) -> Option<f64> {
         ctx.snapshot.checkpoints.series.iter().rev().find_map(|p| p.last_completed_at_ms).filter(|t| *t > 0.0)?;
     Some(((ctx.snapshot.at_ms as f64 - last) / 1000.0).max(0.0))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::collect::snapshot::{CheckpointPoint, Snapshot};
+    use crate::diagnose::testkit::*;
+    use crate::verdict::{Hazard, HazardKind, Severity};
+
+    /// Source (red) → score → sink.
+    fn job() -> SnapshotBuilder {
+        SnapshotBuilder::new()
+            .vertex("src", "Source: payments", 2)
+            .vertex("score", "score", 2)
+            .vertex("sink", "Sink: out", 2)
+            .edge("src", "score", "REBALANCE")
+            .edge("score", "sink", "FORWARD")
+            .all_subtasks("src", 0.0, 0.9, 0.1, None)
+            .all_subtasks("score", 0.95, 0.0, 0.05, 450.0)
+            .all_subtasks("sink", 0.1, 0.0, 0.9, 450.0)
+    }
+
+    /// Lag of topic `payments`: 3480 s at −240 s, aging 0.5 s per s → 3600 s at `at`.
+    fn aging_lag() -> PartitionLag {
+        PartitionLag { lag_seconds: line(-240, 0, 60, 3480.0, 0.5), ..partition("payments", "0") }
+    }
+
+    fn hazards(snap: &Snapshot) -> (Vec<Hazard>, Vec<String>) {
+        with_context(snap, evaluate)
+    }
+
+    #[test]
+    fn lag_aging_toward_retention_within_a_day_is_a_warning() {
+        // (7200 s retention − 3600 s lag) / 0.5 s per s = 7200 s = 2 h: over 1 h, under 24 h.
+        let snap = job().partition(aging_lag()).retention("payments", Some(7200)).build();
+        let (h, missing) = hazards(&snap);
+        assert_eq!(h.len(), 1, "{h:?}");
+        assert_eq!((h[0].kind, h[0].severity), (HazardKind::Retention, Severity::Warning));
+        assert_eq!(h[0].time_to_loss_seconds, Some(7200));
+        assert_eq!(h[0].topic.as_deref(), Some("payments"));
+        assert!(h[0].detail.contains("ages 0.50 s per s"), "{}", h[0].detail);
+        assert!(missing.is_empty(), "{missing:?}");
+    }
+
+    #[test]
+    fn lag_reaching_retention_within_the_hour_is_critical() {
+        // (5000 − 3600) / 0.5 = 2800 s ≈ 47 min ≤ 1 h.
+        let snap = job().partition(aging_lag()).retention("payments", Some(5000)).build();
+        let (h, _) = hazards(&snap);
+        assert_eq!(h[0].severity, Severity::Critical);
+        assert_eq!(h[0].time_to_loss_seconds, Some(2800));
+    }
+
+    #[test]
+    fn lag_reaching_retention_beyond_a_day_is_no_hazard() {
+        // (604 800 − 3600) / 0.5 = 1 202 400 s ≈ 13.9 days > 24 h.
+        let snap = job().partition(aging_lag()).retention("payments", Some(7 * 86_400)).build();
+        assert!(hazards(&snap).0.is_empty());
+    }
+
+    #[test]
+    fn lag_that_does_not_grow_never_reaches_retention() {
+        let p = PartitionLag { lag_seconds: line(-240, 0, 60, 3600.0, 0.0), ..partition("payments", "0") };
+        let snap = job().partition(p).retention("payments", Some(5000)).build();
+        assert!(hazards(&snap).0.is_empty());
+    }
+
+    #[test]
+    fn lag_at_or_over_retention_is_already_losing_data() {
+        // 7300 s ≥ 7200 s.
+        let p = PartitionLag { lag_seconds: line(-240, 0, 60, 7180.0, 0.5), ..partition("payments", "3") };
+        let snap = job().partition(aging_lag()).partition(p).retention("payments", Some(7200)).build();
+        let (h, _) = hazards(&snap);
+        // The worst partition (3) stands for the topic: one hazard.
+        assert_eq!(h.len(), 1, "{h:?}");
+        assert_eq!((h[0].severity, h[0].time_to_loss_seconds), (Severity::Critical, Some(0)));
+        assert!(h[0].detail.starts_with("Already losing data on payments"), "{}", h[0].detail);
+    }
+
+    #[test]
+    fn a_consumer_offset_below_the_log_start_is_already_losing_data() {
+        let p = PartitionLag {
+            consumer_offset: line(-60, 0, 30, 1000.0, 0.0),
+            log_start_offset: line(-60, 0, 30, 4000.0, 1000.0 / 60.0),
+            ..partition("payments", "1")
+        };
+        let snap = job().partition(p).retention("payments", Some(86_400)).build();
+        let (h, _) = hazards(&snap);
+        assert_eq!(
+            (h[0].kind, h[0].severity, h[0].time_to_loss_seconds),
+            (HazardKind::Retention, Severity::Critical, Some(0))
+        );
+    }
+
+    #[test]
+    fn a_log_start_overtaking_the_consumer_gives_the_time_to_loss_from_offsets() {
+        // Produce (log end) 200 records/s; lag 60 000 records → 60 000 / 200 = 300 s old,
+        // growing 100 / 200 = 0.5 s per s: by lag (3600 − 300) / 0.5 = 6600 s.
+        // Offsets: consumer at 500 000 reading 100/s, log start at 440 000 advancing 150/s:
+        // (500 000 − 440 000) / (150 − 100) = 1200 s. The sooner wins: 1200 s → critical.
+        let p = PartitionLag {
+            log_end_offset: line(-240, 0, 60, 560_000.0 - 240.0 * 200.0, 200.0),
+            lag_records: line(-240, 0, 60, 60_000.0 - 240.0 * 100.0, 100.0),
+            consumer_offset: line(-240, 0, 60, 500_000.0 - 240.0 * 100.0, 100.0),
+            log_start_offset: line(-240, 0, 60, 440_000.0 - 240.0 * 150.0, 150.0),
+            ..partition("payments", "0")
+        };
+        let snap = job().partition(p).retention("payments", Some(3600)).build();
+        let (h, _) = hazards(&snap);
+        assert_eq!((h[0].severity, h[0].time_to_loss_seconds), (Severity::Critical, Some(1200)));
+    }
+
+    #[test]
+    fn an_unknown_retention_is_listed_as_missing() {
+        let snap = job().partition(aging_lag()).build();
+        let (h, missing) = hazards(&snap);
+        assert!(h.is_empty());
+        assert_eq!(missing, ["retention.ms of topic payments ([kafka.retention] or KMinion topic info)"]);
+    }
+
+    #[test]
+    fn an_unlimited_retention_is_no_hazard_and_not_missing() {
+        let snap = job().partition(aging_lag()).retention("payments", None).build();
+        assert_eq!(hazards(&snap), (Vec::new(), Vec::new()));
+    }
+
+    #[test]
+    fn flinks_own_pending_records_give_the_lag_when_no_exporter_covers_the_job() {
+        // Source emits 2 × 450 = 900 records/s; pendingRecords grows 2 × 50 = 100 records/s
+        // to 2 × 900 000 = 1 800 000. Produced = 900 + 100 = 1000 records/s.
+        // Lag age = 1 800 000 / 1000 = 1800 s, aging 100 / 1000 = 0.1 s per s.
+        // (7200 − 1800) / 0.1 = 54 000 s = 15 h → warning.
+        let snap = job()
+            .records_out("src", 0, 450.0)
+            .records_out("src", 1, 450.0)
+            .pending_records("src", 0, line(-240, 0, 60, 888_000.0, 50.0))
+            .pending_records("src", 1, line(-240, 0, 60, 888_000.0, 50.0))
+            .job_topics(&["payments"])
+            .retention("payments", Some(7200))
+            .build();
+        let (h, missing) = hazards(&snap);
+        assert_eq!(h.len(), 1, "{h:?} {missing:?}");
+        assert_eq!((h[0].severity, h[0].time_to_loss_seconds), (Severity::Warning, Some(54_000)));
+        assert!(
+            h[0].detail.contains("pendingRecords 1800000 at 1000 records/s produced (900 consumed)"),
+            "{}",
+            h[0].detail
+        );
+    }
+
+    #[test]
+    fn flinks_pending_records_without_a_known_topic_retention_are_listed_as_missing() {
+        let snap = job()
+            .records_out("src", 0, 450.0)
+            .records_out("src", 1, 450.0)
+            .pending_records("src", 0, line(-240, 0, 60, 888_000.0, 50.0))
+            .build();
+        let (h, missing) = hazards(&snap);
+        assert!(h.is_empty());
+        assert_eq!(missing.len(), 1);
+        assert!(missing[0].starts_with("retention.ms of the topic that Source: payments reads"), "{missing:?}");
+    }
+
+    /// Steady lag of 3600 s on a 7200 s retention (room: 3600 s); last checkpoint completed
+    /// `age_s` before `at`.
+    fn steady_lag_with_checkpoint_age(age_s: i64) -> Snapshot {
+        let p = PartitionLag { lag_seconds: line(-240, 0, 60, 3600.0, 0.0), ..partition("payments", "0") };
+        job()
+            .partition(p)
+            .retention("payments", Some(7200))
+            .checkpoint_point(CheckpointPoint { last_completed_at_ms: Some(t(-age_s) as f64), ..cp(0) })
+            .build()
+    }
+
+    #[test]
+    fn a_recovery_point_older_than_the_room_left_in_the_log_is_a_checkpoints_stalled_hazard() {
+        // 4000 s > 7200 − 3600 = 3600 s: a restart would resume from offsets out of retention.
+        let (h, _) = hazards(&steady_lag_with_checkpoint_age(4000));
+        assert_eq!(h.len(), 1, "{h:?}");
+        assert_eq!(
+            (h[0].kind, h[0].severity, h[0].time_to_loss_seconds),
+            (HazardKind::CheckpointsStalled, Severity::Critical, Some(0))
+        );
+        assert!(
+            h[0].detail.contains("67 min old, more than the 60 min of lag payments can still hold"),
+            "{}",
+            h[0].detail
+        );
+    }
+
+    #[test]
+    fn a_recovery_point_younger_than_the_room_left_in_the_log_is_no_hazard() {
+        // 3000 s ≤ 3600 s.
+        assert!(hazards(&steady_lag_with_checkpoint_age(3000)).0.is_empty());
+    }
+
+    #[test]
+    fn critical_hazards_come_before_warnings() {
+        // payments: warning (7200 s); refunds: critical (2800 s).
+        let snap = job()
+            .partition(aging_lag())
+            .partition(PartitionLag { topic: "refunds".into(), ..aging_lag() })
+            .retention("payments", Some(7200))
+            .retention("refunds", Some(5000))
+            .build();
+        let (h, _) = hazards(&snap);
+        let order: Vec<_> = h.iter().map(|h| (h.topic.as_deref().unwrap(), h.severity)).collect();
+        assert_eq!(order, [("refunds", Severity::Critical), ("payments", Severity::Warning)]);
+    }
+}

@@ -23,7 +23,7 @@ pub fn run(ctx: &Context, culprit: &VertexSignals) -> StepReport {
     let mut r = StepReport::hit(Finding::Sink, format!("{} is a sink vertex (no downstream consumers).", culprit.name));
     let throughput = culprit.throughput();
     let per_record_ms = match (culprit.utilisation(), throughput) {
-        (Some(rho), Some(rate)) if rate > 0.0 => Some(rho * 1000.0 * culprit.subtasks.len() as f64 / rate),
+        (Some(rho), Some(rate)) if rate > 0.0 => Some(rho * 1000.0 * culprit.subtask_count() as f64 / rate),
         _ => None,
     };
     match skew::find(culprit, t) {
@@ -72,7 +72,7 @@ pub fn run(ctx: &Context, culprit: &VertexSignals) -> StepReport {
             let busy_min = culprit.subtasks.iter().filter_map(|s| s.busy).reduce(f64::min).unwrap_or(0.0);
             r.cause.push(format!(
                 "{} of the sink are busy ({}–{}): the system it writes to accepts only about {} records/s in total{}.",
-                match culprit.subtasks.len() {
+                match culprit.subtask_count() {
                     1 => "The one subtask".to_string(),
                     2 => "Both subtasks".to_string(),
                     n => format!("All {n} subtasks"),
@@ -122,4 +122,97 @@ pub fn run(ctx: &Context, culprit: &VertexSignals) -> StepReport {
         r.evidence.push(ctx.evidence(&culprit.name, "busy time per record", ms, "ms", None, "busy"));
     }
     r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::diagnose::testkit::*;
+    use crate::verdict::Outcome;
+
+    /// Source → map → sink; the sink gets its subtasks per test.
+    fn job(sink_parallelism: u32, ship: &str) -> SnapshotBuilder {
+        SnapshotBuilder::new()
+            .vertex("src", "Source: orders", 2)
+            .vertex("map", "map", 2)
+            .vertex("sink", "Sink: billing", sink_parallelism)
+            .edge("src", "map", "FORWARD")
+            .edge("map", "sink", ship)
+            .all_subtasks("src", 0.0, 0.9, 0.1, None)
+            .all_subtasks("map", 0.05, 0.9, 0.05, 300.0)
+    }
+
+    #[test]
+    fn a_uniformly_slow_sink_is_the_culprit_with_its_time_per_record() {
+        // Two writers, busy 0.95 and 0.85 (ρ = 0.9), 300 records/s each (600 in total).
+        // Busy time per record per writer = ρ × 1000 ms × 2 subtasks / 600 records/s
+        //                                 = 0.9 × 2000 / 600 = 3.0 ms.
+        let snap = job(2, "REBALANCE")
+            .subtask("sink", 0, 0.95, 0.0, 0.05, 300.0)
+            .subtask("sink", 1, 0.85, 0.0, 0.15, 300.0)
+            .build();
+        let r = on_vertex(&snap, "sink", run);
+        assert_eq!((r.outcome, r.finding), (Outcome::Hit, Some(Finding::Sink)));
+        assert_close(evidence(&r.evidence, "busy time per record").value, 3.0, 1e-9);
+        assert_close(evidence(&r.evidence, "numRecordsIn rate").value, 600.0, 1e-9);
+        assert!(r.cause[0].contains("Both subtasks of the sink are busy (85%–95%)"), "{:?}", r.cause);
+        assert!(r.cause[0].contains("3.00 ms per record per writer"), "{:?}", r.cause);
+        assert!(r.fix[0].contains("3.00 ms"), "{:?}", r.fix);
+        // Capacity = 300/0.95 + 300/0.85 = 315.79 + 352.94 = 668.73 records/s; offered =
+        // observed 600 (no source lag). ceil(2 × 600 / (668.73 × 0.7)) = ceil(2.564) = 3.
+        assert!(r.fix.iter().any(|f| f.contains("from 2 to 3")), "{:?}", r.fix);
+        // Uniform: no particular subtask.
+        assert_eq!(r.subtasks, None);
+    }
+
+    #[test]
+    fn one_hot_sink_subtask_with_even_records_is_a_stuck_writer() {
+        // Busy 0.98 vs 0.2, 0.25, 0.2 (others' median 0.2 ≤ 0.5); records 250 each: share
+        // 250/1000 = 0.25 < 2/4 = 0.5 → not a key: that writer is slow.
+        let snap = job(4, "REBALANCE")
+            .subtask("sink", 0, 0.2, 0.0, 0.8, 250.0)
+            .subtask("sink", 1, 0.98, 0.0, 0.02, 250.0)
+            .subtask("sink", 2, 0.25, 0.0, 0.75, 250.0)
+            .subtask("sink", 3, 0.2, 0.0, 0.8, 250.0)
+            .on_taskmanager("sink", 1, "tm-7", "node-7")
+            .build();
+        let r = on_vertex(&snap, "sink", run);
+        assert_eq!(r.finding, Some(Finding::Sink));
+        assert_eq!(r.subtasks, Some(vec![1]));
+        assert!(r.cause[0].contains("One sink writer is slow"), "{:?}", r.cause);
+        assert!(r.cause[0].contains("(share 0.25)"), "{:?}", r.cause);
+        assert!(r.fix[0].contains("TaskManager (tm-7)"), "{:?}", r.fix);
+    }
+
+    #[test]
+    fn one_hot_sink_subtask_with_most_records_is_a_hot_key_at_the_destination() {
+        // Records 700, 100, 100, 100: share 700/1000 = 0.7 ≥ 2/4 = 0.5, and 700 ≥ 1.5 ×
+        // 100 (the next busiest, subtask 2 at 0.3) → a hot key at the destination.
+        let snap = job(4, "HASH")
+            .subtask("sink", 0, 0.97, 0.0, 0.03, 700.0)
+            .subtask("sink", 1, 0.2, 0.0, 0.8, 100.0)
+            .subtask("sink", 2, 0.3, 0.0, 0.7, 100.0)
+            .subtask("sink", 3, 0.1, 0.0, 0.9, 100.0)
+            .build();
+        let r = on_vertex(&snap, "sink", run);
+        assert_eq!(r.finding, Some(Finding::Sink));
+        assert_eq!(r.subtasks, Some(vec![0]));
+        assert!(r.cause[0].contains("a hot key or document at the destination"), "{:?}", r.cause);
+        assert!(r.cause[0].contains("share 0.70 at parallelism 4"), "{:?}", r.cause);
+    }
+
+    #[test]
+    fn a_culprit_with_downstream_consumers_is_not_a_sink() {
+        let snap = job(2, "FORWARD").all_subtasks("sink", 0.1, 0.0, 0.9, 300.0).build();
+        let r = on_vertex(&snap, "map", run);
+        assert_eq!((r.outcome, r.finding), (Outcome::Clear, None));
+    }
+
+    #[test]
+    fn without_the_graph_whether_it_is_a_sink_is_unknown() {
+        let snap = job(2, "FORWARD").all_subtasks("sink", 0.95, 0.0, 0.05, 300.0).without_graph().build();
+        let r = on_vertex(&snap, "sink", run);
+        assert_eq!(r.outcome, Outcome::NoData);
+        assert_eq!(r.missing, ["job graph (Flink REST /jobs/:id/plan)"]);
+    }
 }
