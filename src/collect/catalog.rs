@@ -78,6 +78,23 @@ pub struct MetricCatalog {
     pub rocksdb_stall_micros_suffix: String,
 }
 
+impl MetricCatalog {
+    /// Every name must be a valid Prometheus metric name (suffixes: its tail).
+    pub fn validate(&self, problems: &mut Vec<String>) {
+        let value = serde_json::to_value(self).expect("plain strings");
+        for (key, v) in value.as_object().expect("a struct").iter() {
+            let name = v.as_str().unwrap_or_default();
+            let tail = name.trim_start_matches('_');
+            let ok = !name.is_empty()
+                && tail.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':')
+                && (key.ends_with("_suffix") || !name.starts_with(|c: char| c.is_ascii_digit()));
+            if !ok {
+                problems.push(format!("metrics.{key} = `{name}` is not a valid Prometheus metric name"));
+            }
+        }
+    }
+}
+
 impl Default for MetricCatalog {
     fn default() -> Self {
         let task = |m: &str| format!("flink_taskmanager_job_task_{m}");

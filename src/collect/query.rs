@@ -151,6 +151,10 @@ pub enum Agg {
     Max,
     Min,
     Avg,
+    /// The number of series.
+    Count,
+    /// `quantile(0.5, …)`: the median, interpolated between the two middle values.
+    Median,
 }
 
 /// An aggregation and the labels it keeps (`<agg> by (<by>)`).
@@ -205,8 +209,11 @@ fn wrap_aggregation(aggregation: Option<&Aggregation>, inner: String) -> String 
                 Agg::Max => "max",
                 Agg::Min => "min",
                 Agg::Avg => "avg",
+                Agg::Count => "count",
+                Agg::Median => "quantile",
             };
-            format!("{name} by ({}) ({inner})", a.by.join(", "))
+            let param = if a.agg == Agg::Median { "0.5, " } else { "" };
+            format!("{name} by ({}) ({param}{inner})", a.by.join(", "))
         }
     }
 }

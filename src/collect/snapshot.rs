@@ -89,6 +89,33 @@ pub struct SubtaskMetrics {
     pub checkpoint_alignment_ms: Option<f64>,
 }
 
+/// One vertex's task metrics aggregated over its subtasks, for every vertex of the job.
+///
+/// Ratios are the Flink `…TimeMsPerSecond` gauges divided by 1000, averaged over the window
+/// per subtask, then aggregated across subtasks. `None`: absent, or NaN for every subtask
+/// (a legacy source's busy time: its subtasks are then in [`Snapshot::subtasks`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct VertexAggregate {
+    /// Vertex id (`task_id`).
+    pub vertex_id: String,
+    /// `task_name` as the reporter wrote it.
+    pub task_name: String,
+    /// Subtasks reporting.
+    pub subtask_count: u32,
+    pub busy_max: Option<f64>,
+    pub busy_min: Option<f64>,
+    pub busy_mean: Option<f64>,
+    pub busy_median: Option<f64>,
+    pub backpressured_max: Option<f64>,
+    pub idle_mean: Option<f64>,
+    /// Records in per second, summed over subtasks, records/s.
+    pub records_in_per_s: Option<f64>,
+    /// Records out per second, summed over subtasks, records/s.
+    pub records_out_per_s: Option<f64>,
+    /// Max over subtasks of the mean `checkpointStartDelayNanos`, in ms.
+    pub checkpoint_start_delay_ms_max: Option<f64>,
+}
+
 /// Job-level checkpoint gauges at one evaluation time (`flink_jobmanager_job_*`).
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
 pub struct CheckpointPoint {
@@ -247,6 +274,10 @@ pub struct Snapshot {
     pub job_start_ms: Option<i64>,
     /// The job graph; `None` in graph-free mode.
     pub graph: Option<JobGraph>,
+    /// Every vertex, aggregated over its subtasks.
+    pub vertex_aggregates: Vec<VertexAggregate>,
+    /// Per-subtask detail, for the vertices the diagnosis looks into (culprit candidates,
+    /// vertices near capacity, vertices whose busy time needs inferring).
     pub subtasks: Vec<SubtaskMetrics>,
     pub checkpoints: Checkpoints,
     pub rocksdb: Vec<RocksDbSubtask>,

@@ -385,38 +385,45 @@ fn aggregate(
     aggregation: Option<&Aggregation>,
 ) -> Vec<(BTreeMap<String, String>, f64)> {
     let Some(aggregation) = aggregation else { return values };
-    let mut groups: BTreeMap<BTreeMap<String, String>, (f64, usize)> = BTreeMap::new();
+    let mut groups: BTreeMap<BTreeMap<String, String>, Vec<f64>> = BTreeMap::new();
     for (labels, v) in values {
         let key: BTreeMap<String, String> = aggregation
             .by
             .iter()
             .filter_map(|l| labels.get(l).filter(|v| !v.is_empty()).map(|v| (l.clone(), v.clone())))
             .collect();
-        let entry = groups.entry(key).or_insert((f64::NAN, 0));
-        entry.0 = if entry.1 == 0 {
-            v
-        } else {
-            match aggregation.agg {
-                Agg::Sum | Agg::Avg => entry.0 + v,
-                Agg::Max => {
-                    if v > entry.0 || entry.0.is_nan() {
-                        v
-                    } else {
-                        entry.0
-                    }
-                }
-                Agg::Min => {
-                    if v < entry.0 || entry.0.is_nan() {
-                        v
-                    } else {
-                        entry.0
-                    }
-                }
-            }
-        };
-        entry.1 += 1;
+        groups.entry(key).or_default().push(v);
     }
-    groups.into_iter().map(|(k, (v, n))| (k, if aggregation.agg == Agg::Avg { v / n as f64 } else { v })).collect()
+    groups.into_iter().map(|(k, vs)| (k, aggregate_values(aggregation.agg, vs))).collect()
+}
+
+/// One group's value, with Prometheus' NaN rules: `max`/`min` take a number over NaN,
+/// `sum`/`avg` propagate NaN, `quantile` sorts NaN first.
+fn aggregate_values(agg: Agg, mut vs: Vec<f64>) -> f64 {
+    let pick = |better: fn(f64, f64) -> bool| {
+        vs.iter().copied().fold(f64::NAN, |m, v| if m.is_nan() || better(v, m) { v } else { m })
+    };
+    match agg {
+        Agg::Sum => vs.iter().sum(),
+        Agg::Avg => vs.iter().sum::<f64>() / vs.len() as f64,
+        Agg::Max => pick(|v, m| v > m),
+        Agg::Min => pick(|v, m| v < m),
+        Agg::Count => vs.len() as f64,
+        Agg::Median => {
+            // Prometheus' quantile: rank φ·(n−1), linear interpolation between neighbours.
+            vs.sort_by(|a, b| match (a.is_nan(), b.is_nan()) {
+                (true, true) => std::cmp::Ordering::Equal,
+                (true, false) => std::cmp::Ordering::Less,
+                (false, true) => std::cmp::Ordering::Greater,
+                _ => a.total_cmp(b),
+            });
+            let rank = 0.5 * (vs.len() - 1) as f64;
+            let lower = rank.floor() as usize;
+            let upper = (lower + 1).min(vs.len() - 1);
+            let weight = rank - rank.floor();
+            vs[lower] * (1.0 - weight) + vs[upper] * weight
+        }
+    }
 }
 
 #[cfg(test)]
@@ -527,6 +534,15 @@ mod tests {
         );
         let whole = format!("{text}# EOF\n");
         assert!(SeriesStore::new().read_from(whole.as_bytes(), "whole.om", None).is_ok());
+    }
+
+    #[test]
+    fn the_median_interpolates_like_prometheus_quantile() {
+        // Sorted 1, 2, 4, 10: rank 0.5 × 3 = 1.5 → halfway between 2 and 4 = 3.
+        assert_eq!(aggregate_values(Agg::Median, vec![10.0, 1.0, 4.0, 2.0]), 3.0);
+        // Odd count: the middle value.
+        assert_eq!(aggregate_values(Agg::Median, vec![5.0, 1.0, 3.0]), 3.0);
+        assert_eq!(aggregate_values(Agg::Count, vec![5.0, f64::NAN]), 2.0);
     }
 
     #[test]

@@ -9,7 +9,8 @@
 
 use std::collections::BTreeMap;
 
-use crate::collect::snapshot::{Snapshot, SubtaskMetrics};
+use crate::collect::snapshot::{Snapshot, SubtaskMetrics, VertexAggregate};
+use crate::config::Thresholds;
 use crate::config::{DiagnosisConfig, OperatorKind};
 use crate::diagnose::graph::{Edge, JobGraph};
 
@@ -41,8 +42,11 @@ pub struct VertexSignals {
     pub name: String,
     pub operators: Vec<String>,
     pub parallelism: u32,
-    /// Subtasks with metrics, by index.
+    /// Per-subtask detail, by index; empty for vertices known only by their aggregate.
     pub subtasks: Vec<SubtaskSignals>,
+    /// The vertex aggregated over its subtasks (every vertex with metrics has one when
+    /// collected live or from a recording).
+    pub aggregate: Option<VertexAggregate>,
     pub is_source: bool,
     pub is_sink: bool,
     /// An input edge is `HASH` (keyBy).
@@ -65,36 +69,80 @@ fn median(mut v: Vec<f64>) -> Option<f64> {
     Some(if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 })
 }
 
+/// Each accessor reads the per-subtask detail when the vertex has it, else its aggregate.
 impl VertexSignals {
     fn busy_values(&self) -> Vec<f64> {
         self.subtasks.iter().filter_map(|s| s.busy).collect()
     }
 
+    fn detailed(&self) -> bool {
+        !self.subtasks.is_empty()
+    }
+
+    /// Subtasks reporting metrics.
+    pub fn subtask_count(&self) -> usize {
+        if self.detailed() {
+            self.subtasks.len()
+        } else {
+            self.aggregate.as_ref().map(|a| a.subtask_count as usize).unwrap_or(0)
+        }
+    }
+
+    /// True when the vertex has no metrics at all.
+    pub fn has_no_metrics(&self) -> bool {
+        !self.detailed() && self.aggregate.is_none()
+    }
+
     /// `b_max`: max busy ratio over subtasks.
     pub fn busy_max(&self) -> Option<f64> {
-        self.busy_values().into_iter().reduce(f64::max)
+        if self.detailed() {
+            self.busy_values().into_iter().reduce(f64::max)
+        } else {
+            self.aggregate.as_ref()?.busy_max.map(clamp01)
+        }
+    }
+
+    /// Min busy ratio over subtasks.
+    pub fn busy_min(&self) -> Option<f64> {
+        if self.detailed() {
+            self.busy_values().into_iter().reduce(f64::min)
+        } else {
+            self.aggregate.as_ref()?.busy_min.map(clamp01)
+        }
     }
 
     /// `b_median` over subtasks.
     pub fn busy_median(&self) -> Option<f64> {
-        median(self.busy_values())
+        if self.detailed() { median(self.busy_values()) } else { self.aggregate.as_ref()?.busy_median.map(clamp01) }
     }
 
     /// Utilisation ρ: mean busy ratio over subtasks.
     pub fn utilisation(&self) -> Option<f64> {
-        let v = self.busy_values();
-        (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
+        if self.detailed() {
+            let v = self.busy_values();
+            (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
+        } else {
+            self.aggregate.as_ref()?.busy_mean.map(clamp01)
+        }
     }
 
     /// `p_max`: max backpressured ratio over subtasks.
     pub fn backpressured_max(&self) -> Option<f64> {
-        self.subtasks.iter().filter_map(|s| s.backpressured).reduce(f64::max)
+        if self.detailed() {
+            self.subtasks.iter().filter_map(|s| s.backpressured).reduce(f64::max)
+        } else {
+            self.aggregate.as_ref()?.backpressured_max.map(clamp01)
+        }
     }
 
     /// Mean idle ratio over subtasks.
     pub fn idle_avg(&self) -> Option<f64> {
-        let v: Vec<f64> = self.subtasks.iter().filter_map(|s| s.idle).collect();
-        (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
+        if self.detailed() {
+            let v: Vec<f64> = self.subtasks.iter().filter_map(|s| s.idle).collect();
+            (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
+        } else {
+            self.aggregate.as_ref()?.idle_mean.map(clamp01)
+        }
     }
 
     /// The subtask with the highest busy ratio.
@@ -110,6 +158,10 @@ impl VertexSignals {
 
     /// Total throughput over subtasks, records/s; `None` when any subtask lacks it.
     pub fn throughput(&self) -> Option<f64> {
+        if !self.detailed() {
+            let a = self.aggregate.as_ref()?;
+            return if self.is_source { a.records_out_per_s } else { a.records_in_per_s }.map(|r| r.max(0.0));
+        }
         let v: Option<Vec<f64>> = self.subtasks.iter().map(|s| self.throughput_of(s)).collect();
         v.filter(|v| !v.is_empty()).map(|v| v.iter().sum())
     }
@@ -162,15 +214,18 @@ impl JobSignals {
         for s in &snapshot.subtasks {
             by_vertex.entry(s.vertex_id.as_str()).or_default().push(s);
         }
+        let aggregates: BTreeMap<&str, &VertexAggregate> =
+            snapshot.vertex_aggregates.iter().map(|a| (a.vertex_id.as_str(), a)).collect();
         match &snapshot.graph {
-            Some(graph) => Self::with_graph(graph, &by_vertex, cfg),
-            None => Self::graph_free(&by_vertex, cfg),
+            Some(graph) => Self::with_graph(graph, &by_vertex, &aggregates, cfg),
+            None => Self::graph_free(&by_vertex, &aggregates, cfg),
         }
     }
 
     fn with_graph(
         graph: &JobGraph,
         by_vertex: &BTreeMap<&str, Vec<&SubtaskMetrics>>,
+        aggregates: &BTreeMap<&str, &VertexAggregate>,
         cfg: &DiagnosisConfig,
     ) -> JobSignals {
         let vertices = graph
@@ -185,6 +240,7 @@ impl JobSignals {
                     operators: v.operators.clone(),
                     parallelism: v.parallelism,
                     subtasks,
+                    aggregate: aggregates.get(v.id.as_str()).map(|a| (*a).clone()),
                     is_source: graph.is_source(&v.id),
                     is_sink: graph.is_sink(&v.id),
                     keyed_input: graph.has_keyed_input(&v.id),
@@ -193,24 +249,44 @@ impl JobSignals {
                 }
             })
             .collect();
-        let unknown_vertices =
-            by_vertex.keys().filter(|id| graph.vertex(id).is_none()).map(|id| id.to_string()).collect();
+        let unknown_vertices: Vec<String> = by_vertex
+            .keys()
+            .chain(aggregates.keys())
+            .filter(|id| graph.vertex(id).is_none())
+            .map(|id| id.to_string())
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .collect();
         JobSignals { vertices, edges: graph.edges.clone(), graph_free: false, unknown_vertices }
     }
 
-    fn graph_free(by_vertex: &BTreeMap<&str, Vec<&SubtaskMetrics>>, cfg: &DiagnosisConfig) -> JobSignals {
-        let vertices = by_vertex
-            .iter()
-            .map(|(id, subs)| {
-                let name = subs[0].task_name.clone();
+    fn graph_free(
+        by_vertex: &BTreeMap<&str, Vec<&SubtaskMetrics>>,
+        aggregates: &BTreeMap<&str, &VertexAggregate>,
+        cfg: &DiagnosisConfig,
+    ) -> JobSignals {
+        let ids: std::collections::BTreeSet<&str> = by_vertex.keys().chain(aggregates.keys()).copied().collect();
+        let vertices = ids
+            .into_iter()
+            .map(|id| {
+                let subs: &[&SubtaskMetrics] = by_vertex.get(id).map(|v| v.as_slice()).unwrap_or(&[]);
+                let aggregate = aggregates.get(id).map(|a| (*a).clone());
+                let name = subs
+                    .first()
+                    .map(|s| s.task_name.clone())
+                    .or_else(|| aggregate.as_ref().map(|a| a.task_name.clone()))
+                    .unwrap_or_else(|| id.to_string());
                 let operators = vec![name.clone()];
                 let (kind, has_async) = classify(&name, &operators, cfg);
+                let parallelism =
+                    aggregate.as_ref().map(|a| a.subtask_count).unwrap_or(subs.len() as u32).max(subs.len() as u32);
                 VertexSignals {
                     id: id.to_string(),
                     name,
                     operators,
-                    parallelism: subs.len() as u32,
+                    parallelism,
                     subtasks: subtask_signals(subs),
+                    aggregate,
                     is_source: false,
                     is_sink: false,
                     keyed_input: false,
@@ -281,6 +357,40 @@ fn subtask_signals(subs: &[&SubtaskMetrics]) -> Vec<SubtaskSignals> {
     out
 }
 
+/// The vertices whose per-subtask detail the diagnosis needs, from the aggregates: culprit
+/// candidates (not backpressured, downstream of a backpressured vertex; without a graph,
+/// not backpressured and busy), vertices near capacity, the busiest vertex, and vertices
+/// whose busy time is unknown in aggregate (legacy sources report NaN: it is inferred per
+/// subtask). Everything else is judged by its aggregate.
+pub fn detail_vertices(graph: Option<&JobGraph>, aggregates: &[VertexAggregate], t: &Thresholds) -> Vec<String> {
+    let red = |a: &VertexAggregate| a.backpressured_max.is_some_and(|p| p > t.backpressured_ratio);
+    let by_id: BTreeMap<&str, &VertexAggregate> = aggregates.iter().map(|a| (a.vertex_id.as_str(), a)).collect();
+    let mut out: std::collections::BTreeSet<String> = std::collections::BTreeSet::new();
+    for a in aggregates {
+        let candidate = if red(a) {
+            false
+        } else {
+            match graph {
+                Some(g) => g.upstream(&a.vertex_id).iter().any(|u| by_id.get(u).is_some_and(|ua| red(ua))),
+                None => a.busy_max.is_some_and(|b| b >= t.busy_ratio),
+            }
+        };
+        let near_capacity = a.busy_mean.is_some_and(|b| b >= t.near_capacity_utilisation);
+        let unknown_busy = a.busy_max.is_none();
+        if candidate || near_capacity || unknown_busy {
+            out.insert(a.vertex_id.clone());
+        }
+    }
+    if let Some(busiest) = aggregates
+        .iter()
+        .filter(|a| a.busy_mean.is_some())
+        .max_by(|a, b| a.busy_mean.unwrap().total_cmp(&b.busy_mean.unwrap()))
+    {
+        out.insert(busiest.vertex_id.clone());
+    }
+    out.into_iter().collect()
+}
+
 /// Operator kind from configuration (by vertex or operator name), else from Flink's names
 /// (SQL: `GroupAggregate`, `Join`, `Rank`, …; DataStream: `Window(…)`, `KeyedProcess`, …),
 /// and whether the chain holds an async I/O or lookup operator.
@@ -336,6 +446,7 @@ mod tests {
             operators: vec!["v".into()],
             parallelism: subtasks.len() as u32,
             subtasks,
+            aggregate: None,
             is_source: false,
             is_sink: false,
             keyed_input: false,
