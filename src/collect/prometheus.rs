@@ -1,0 +1,531 @@
+//! The Prometheus HTTP API client (`/api/v1/query`, `/api/v1/query_range`), and the live
+//! [`MetricSource`] over it.
+//!
+//! Works with any PromQL-compatible store that speaks this API: Prometheus, Thanos, Mimir,
+//! Cortex, VictoriaMetrics. Requests are `POST` forms with the `timeout` parameter; the
+//! answer's envelope (`status`, `data`, `errorType`, `error`, `warnings`) is read whole;
+//! values may be `NaN` or `±Inf`. Errors are classified once, in [`PromError::retryable`]:
+//! 400 and 422 (a bad or unprocessable query) and other 4xx are final; 429, 503, other 5xx,
+//! timeouts and network errors are retried with backoff until the deadline.
+//!
+//! [`PromSource`] answers the collector's [`Query`] batches in as few requests as it can:
+//! queries evaluated at the same time (or over the same range) are merged into one
+//! expression, `label_replace(q0, "culprit_query", "0", "", "") or …`, and split again by
+//! that label. So the number of requests of a diagnosis does not grow with the job graph.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use backon::{ExponentialBuilder, Retryable};
+use reqwest::StatusCode;
+use secrecy::{ExposeSecret, SecretString};
+use serde::Deserialize;
+
+use crate::collect::collector::{MetricSource, QueryError};
+use crate::collect::query::{Query, QueryResult, ResultSeries};
+use crate::config::{HttpAuth, PrometheusConfig};
+
+/// The label that tags each part of a merged query.
+pub const MERGE_LABEL: &str = "culprit_query";
+
+/// A failed request. The message names the backend and the cause, never a credential.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{message}")]
+pub struct PromError {
+    pub message: String,
+    /// HTTP status, when the backend answered.
+    pub status: Option<u16>,
+    /// Whether trying again may succeed.
+    pub retryable: bool,
+}
+
+impl PromError {
+    fn new(message: impl Into<String>, status: Option<u16>, retryable: bool) -> Self {
+        PromError { message: message.into(), status, retryable }
+    }
+}
+
+/// Whether an HTTP status is worth retrying: 429, 5xx (503 included). 400 and 422 mean the
+/// query is wrong and other 4xx mean the request is; retrying changes nothing.
+pub fn retryable_status(status: u16) -> bool {
+    status == 429 || (500..600).contains(&status)
+}
+
+enum Auth {
+    Bearer(SecretString),
+    Basic(String, SecretString),
+}
+
+/// A Prometheus API client.
+pub struct Prometheus {
+    client: reqwest::Client,
+    base: String,
+    timeout: Duration,
+    deadline: Duration,
+    auth: Option<Auth>,
+    tenant: Option<String>,
+    requests: AtomicU64,
+    durations: Mutex<Vec<Duration>>,
+}
+
+impl std::fmt::Debug for Prometheus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Prometheus")
+            .field("base", &self.base)
+            .field("auth", &self.auth.as_ref().map(|_| "***"))
+            .finish()
+    }
+}
+
+#[derive(Deserialize)]
+struct Envelope {
+    status: String,
+    #[serde(default)]
+    data: Option<Data>,
+    #[serde(default, rename = "errorType")]
+    error_type: Option<String>,
+    #[serde(default)]
+    error: Option<String>,
+    #[serde(default)]
+    warnings: Vec<String>,
+}
+
+#[derive(Deserialize)]
+struct Data {
+    #[serde(rename = "resultType")]
+    result_type: String,
+    result: serde_json::Value,
+}
+
+#[derive(Deserialize)]
+struct WireSeries {
+    #[serde(default)]
+    metric: BTreeMap<String, String>,
+    #[serde(default)]
+    value: Option<(f64, String)>,
+    #[serde(default)]
+    values: Option<Vec<(f64, String)>>,
+}
+
+/// An answer: the series and the backend's warnings.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Answer {
+    pub series: QueryResult,
+    pub warnings: Vec<String>,
+}
+
+fn parse_value(s: &str) -> f64 {
+    match s {
+        "NaN" => f64::NAN,
+        "+Inf" | "Inf" => f64::INFINITY,
+        "-Inf" => f64::NEG_INFINITY,
+        other => other.parse().unwrap_or(f64::NAN),
+    }
+}
+
+fn seconds_to_ms(t: f64) -> i64 {
+    (t * 1000.0).round() as i64
+}
+
+fn ms_to_seconds(ms: i64) -> String {
+    format!("{}.{:03}", ms.div_euclid(1000), ms.rem_euclid(1000))
+}
+
+/// Parses an API answer body (pure; used by tests).
+pub fn parse_answer(body: &[u8], what: &str) -> Result<Answer, PromError> {
+    let env: Envelope = serde_json::from_slice(body).map_err(|e| {
+        PromError::new(format!("{what}: the answer is not a Prometheus API response: {e}"), None, false)
+    })?;
+    if env.status != "success" {
+        return Err(PromError::new(
+            format!(
+                "{what}: {}: {}",
+                env.error_type.unwrap_or_else(|| "error".into()),
+                env.error.unwrap_or_else(|| "no message".into())
+            ),
+            None,
+            false,
+        ));
+    }
+    let data = env.data.ok_or_else(|| PromError::new(format!("{what}: a success without data"), None, false))?;
+    let series = match data.result_type.as_str() {
+        "vector" | "matrix" => {
+            let wire: Vec<WireSeries> = serde_json::from_value(data.result).map_err(|e| {
+                PromError::new(format!("{what}: unexpected {} shape: {e}", data.result_type), None, false)
+            })?;
+            wire.into_iter()
+                .map(|w| {
+                    let points = match (w.value, w.values) {
+                        (Some((t, v)), _) => vec![(seconds_to_ms(t), parse_value(&v))],
+                        (None, Some(vs)) => vs.into_iter().map(|(t, v)| (seconds_to_ms(t), parse_value(&v))).collect(),
+                        (None, None) => Vec::new(),
+                    };
+                    ResultSeries { labels: w.metric, points }
+                })
+                .collect()
+        }
+        "scalar" => {
+            let (t, v): (f64, String) = serde_json::from_value(data.result)
+                .map_err(|e| PromError::new(format!("{what}: unexpected scalar shape: {e}"), None, false))?;
+            vec![ResultSeries { labels: BTreeMap::new(), points: vec![(seconds_to_ms(t), parse_value(&v))] }]
+        }
+        other => return Err(PromError::new(format!("{what}: unsupported result type {other}"), None, false)),
+    };
+    Ok(Answer { series, warnings: env.warnings })
+}
+
+impl Prometheus {
+    /// A client for one backend; resolves the credentials (env or file) now.
+    pub fn new(cfg: &PrometheusConfig) -> Result<Self, PromError> {
+        let auth = match &cfg.auth {
+            None => None,
+            Some(HttpAuth::Bearer { token }) => Some(Auth::Bearer(
+                token.resolve().map_err(|e| PromError::new(format!("prometheus auth: {e}"), None, false))?,
+            )),
+            Some(HttpAuth::Basic { username, password }) => Some(Auth::Basic(
+                username.clone(),
+                password.resolve().map_err(|e| PromError::new(format!("prometheus auth: {e}"), None, false))?,
+            )),
+        };
+        let timeout = Duration::from_millis(cfg.timeout.as_ms() as u64);
+        let client = reqwest::Client::builder()
+            .timeout(timeout + Duration::from_secs(1))
+            .connect_timeout(timeout)
+            .user_agent(concat!("culprit/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| PromError::new(format!("cannot build the HTTP client: {e}"), None, false))?;
+        let base = cfg.url.trim_end_matches('/').to_string();
+        Ok(Prometheus {
+            client,
+            base,
+            timeout,
+            deadline: Duration::from_millis(cfg.deadline.as_ms() as u64),
+            auth,
+            tenant: cfg.tenant.clone(),
+            requests: AtomicU64::new(0),
+            durations: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// HTTP requests sent so far (retries count).
+    pub fn requests(&self) -> u64 {
+        self.requests.load(Ordering::Relaxed)
+    }
+
+    /// How long each request took, in order sent.
+    pub fn request_durations(&self) -> Vec<Duration> {
+        self.durations.lock().expect("not poisoned").clone()
+    }
+
+    /// `POST /api/v1/query`: an instant query at `at_ms`.
+    pub async fn instant(&self, expr: &str, at_ms: i64) -> Result<Answer, PromError> {
+        let form = vec![("query", expr.to_string()), ("time", ms_to_seconds(at_ms))];
+        self.call("api/v1/query", form).await
+    }
+
+    /// `POST /api/v1/query_range`: evaluations at `start_ms, start_ms + step_ms, … ≤ end_ms`.
+    pub async fn range(&self, expr: &str, start_ms: i64, end_ms: i64, step_ms: i64) -> Result<Answer, PromError> {
+        let form = vec![
+            ("query", expr.to_string()),
+            ("start", ms_to_seconds(start_ms)),
+            ("end", ms_to_seconds(end_ms)),
+            ("step", ms_to_seconds(step_ms.max(1))),
+        ];
+        self.call("api/v1/query_range", form).await
+    }
+
+    async fn call(&self, path: &str, mut form: Vec<(&'static str, String)>) -> Result<Answer, PromError> {
+        form.push(("timeout", format!("{}ms", self.timeout.as_millis())));
+        let url = format!("{}/{path}", self.base);
+        let attempt = || async { self.send_once(&url, &form).await };
+        let retried = attempt
+            .retry(
+                ExponentialBuilder::default()
+                    .with_min_delay(Duration::from_millis(100))
+                    .with_max_delay(Duration::from_secs(2))
+                    .with_max_times(usize::MAX)
+                    .with_jitter(),
+            )
+            .sleep(tokio::time::sleep)
+            .when(|e: &PromError| e.retryable)
+            .notify(|e: &PromError, wait: Duration| {
+                tracing::warn!(backend = %self.base, error = %e, retry_in_ms = wait.as_millis() as u64, "prometheus query failed; retrying");
+            });
+        match tokio::time::timeout(self.deadline, retried).await {
+            Ok(result) => result,
+            Err(_) => Err(PromError::new(
+                format!("{}: no answer within the {} s deadline", self.base, self.deadline.as_secs()),
+                None,
+                true,
+            )),
+        }
+    }
+
+    async fn send_once(&self, url: &str, form: &[(&'static str, String)]) -> Result<Answer, PromError> {
+        self.requests.fetch_add(1, Ordering::Relaxed);
+        let started = Instant::now();
+        let mut req = self.client.post(url).form(form);
+        match &self.auth {
+            Some(Auth::Bearer(token)) => req = req.bearer_auth(token.expose_secret()),
+            Some(Auth::Basic(user, password)) => req = req.basic_auth(user, Some(password.expose_secret())),
+            None => {}
+        }
+        if let Some(tenant) = &self.tenant {
+            req = req.header("X-Scope-OrgID", tenant);
+        }
+        let result = req.send().await;
+        let outcome = match result {
+            Err(e) => Err(PromError::new(
+                format!("{}: {}", self.base, if e.is_timeout() { "timed out".to_string() } else { without_url(&e) }),
+                None,
+                true,
+            )),
+            Ok(resp) => {
+                let status = resp.status();
+                let body = resp
+                    .bytes()
+                    .await
+                    .map_err(|e| PromError::new(format!("{}: {}", self.base, without_url(&e)), None, true))?;
+                if status.is_success() {
+                    parse_answer(&body, &self.base)
+                } else {
+                    Err(status_error(&self.base, status, &body))
+                }
+            }
+        };
+        self.durations.lock().expect("not poisoned").push(started.elapsed());
+        tracing::debug!(backend = %self.base, elapsed_ms = started.elapsed().as_millis() as u64, ok = outcome.is_ok(), "prometheus request");
+        outcome
+    }
+}
+
+/// reqwest errors print the URL, which may carry credentials in its user info; ours names
+/// the backend already. The cause chain says what happened (connection refused, …).
+fn without_url(e: &reqwest::Error) -> String {
+    let mut parts = Vec::new();
+    let mut source: Option<&dyn std::error::Error> = std::error::Error::source(e);
+    while let Some(s) = source {
+        parts.push(s.to_string());
+        source = s.source();
+    }
+    let head = if e.is_connect() {
+        "cannot connect"
+    } else if e.is_decode() {
+        "cannot read the answer"
+    } else {
+        "request failed"
+    };
+    match parts.last() {
+        Some(cause) => format!("{head}: {cause}"),
+        None => head.to_string(),
+    }
+}
+
+fn status_error(base: &str, status: StatusCode, body: &[u8]) -> PromError {
+    let detail = serde_json::from_slice::<Envelope>(body)
+        .ok()
+        .and_then(|e| e.error)
+        .unwrap_or_else(|| String::from_utf8_lossy(&body[..body.len().min(200)]).trim().to_string());
+    let code = status.as_u16();
+    let what = match code {
+        400 => "bad query",
+        401 | 403 => "not authorized (check prometheus.auth)",
+        404 => "no Prometheus API at this URL (check prometheus.url and its path prefix)",
+        422 => "the query cannot be executed",
+        429 => "rate limited",
+        503 => "unavailable",
+        _ => "error",
+    };
+    PromError::new(format!("{base}: HTTP {code} {what}: {detail}"), Some(code), retryable_status(code))
+}
+
+/// The live metric source: a client and the time "now" stands for.
+pub struct PromSource<'a> {
+    pub client: &'a Prometheus,
+    /// Unix ms used when a request gives no time.
+    pub now_ms: i64,
+    warnings: Mutex<Vec<String>>,
+}
+
+impl<'a> PromSource<'a> {
+    pub fn new(client: &'a Prometheus, now_ms: i64) -> Self {
+        PromSource { client, now_ms, warnings: Mutex::new(Vec::new()) }
+    }
+
+    /// Warnings the backend attached to its answers (deduplicated).
+    pub fn warnings(&self) -> Vec<String> {
+        let mut w = self.warnings.lock().expect("not poisoned").clone();
+        w.sort();
+        w.dedup();
+        w
+    }
+}
+
+/// Ranges as sent to the backend: Prometheus 2 selects `[t − r, t]` (closed), Prometheus 3
+/// and VictoriaMetrics `(t − r, t]`. Asking for `r − 1 ms` makes both select what the
+/// recording store does, `(t − r, t]` in whole milliseconds.
+fn for_backend(q: &Query) -> Query {
+    match q {
+        Query::OverTime { selector, func, range_ms, at_ms, aggregation } => Query::OverTime {
+            selector: selector.clone(),
+            func: *func,
+            range_ms: (range_ms - 1).max(1),
+            at_ms: *at_ms,
+            aggregation: aggregation.clone(),
+        },
+        other => other.clone(),
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Eval {
+    Instant(i64),
+    Range(i64, i64, i64),
+}
+
+fn eval_of(q: &Query) -> Eval {
+    match q {
+        Query::OverTime { at_ms, .. } => Eval::Instant(*at_ms),
+        Query::Range { start_ms, end_ms, step_ms, .. } => Eval::Range(*start_ms, *end_ms, *step_ms),
+    }
+}
+
+/// One expression for several queries evaluated alike, each part tagged with its index.
+pub fn merged_expr(parts: &[(usize, &Query)]) -> String {
+    parts
+        .iter()
+        .map(|(i, q)| format!("label_replace({}, \"{MERGE_LABEL}\", \"{i}\", \"\", \"\")", for_backend(q).to_promql()))
+        .collect::<Vec<_>>()
+        .join(" or ")
+}
+
+impl MetricSource for PromSource<'_> {
+    async fn run(&self, queries: &[Query]) -> Vec<Result<QueryResult, QueryError>> {
+        let mut groups: BTreeMap<Eval, Vec<usize>> = BTreeMap::new();
+        for (i, q) in queries.iter().enumerate() {
+            groups.entry(eval_of(q)).or_default().push(i);
+        }
+        let runs = groups
+            .into_iter()
+            .map(|(eval, idx)| async move { (idx.clone(), self.run_group(eval, queries, &idx).await) });
+        let mut out: Vec<Option<Result<QueryResult, QueryError>>> = vec![None; queries.len()];
+        for (idx, results) in futures::future::join_all(runs).await {
+            for (i, r) in idx.into_iter().zip(results) {
+                out[i] = Some(r);
+            }
+        }
+        out.into_iter().map(|r| r.expect("every query answered")).collect()
+    }
+
+    fn latest_ms(&self) -> Option<i64> {
+        Some(self.now_ms)
+    }
+}
+
+impl PromSource<'_> {
+    async fn request(&self, eval: Eval, expr: &str) -> Result<Answer, PromError> {
+        let answer = match eval {
+            Eval::Instant(at) => self.client.instant(expr, at).await,
+            Eval::Range(start, end, step) => self.client.range(expr, start, end, step).await,
+        }?;
+        if !answer.warnings.is_empty() {
+            self.warnings.lock().expect("not poisoned").extend(answer.warnings.iter().cloned());
+        }
+        Ok(answer)
+    }
+
+    async fn run_group(&self, eval: Eval, queries: &[Query], idx: &[usize]) -> Vec<Result<QueryResult, QueryError>> {
+        if idx.len() == 1 {
+            let q = for_backend(&queries[idx[0]]);
+            return vec![self.request(eval, &q.to_promql()).await.map(|a| a.series).map_err(|e| QueryError(e.message))];
+        }
+        let parts: Vec<(usize, &Query)> = idx.iter().map(|i| (*i, &queries[*i])).collect();
+        match self.request(eval, &merged_expr(&parts)).await {
+            Ok(answer) => {
+                let mut by_part: BTreeMap<usize, QueryResult> = idx.iter().map(|i| (*i, Vec::new())).collect();
+                for mut s in answer.series {
+                    let Some(tag) = s.labels.remove(MERGE_LABEL).and_then(|t| t.parse::<usize>().ok()) else {
+                        continue;
+                    };
+                    if let Some(v) = by_part.get_mut(&tag) {
+                        v.push(s);
+                    }
+                }
+                idx.iter().map(|i| Ok(by_part.remove(i).unwrap_or_default())).collect()
+            }
+            // One bad part fails the whole merged query: ask each part alone.
+            Err(e) if !e.retryable => {
+                let singles = idx.iter().map(|i| {
+                    let q = for_backend(&queries[*i]);
+                    async move {
+                        self.request(eval, &q.to_promql()).await.map(|a| a.series).map_err(|e| QueryError(e.message))
+                    }
+                });
+                futures::future::join_all(singles).await
+            }
+            Err(e) => idx.iter().map(|_| Err(QueryError(e.message.clone()))).collect(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::collect::query::{OverTime, Selector};
+
+    #[test]
+    fn vector_and_matrix_answers_parse_with_nan_and_infinities() {
+        let body = br#"{"status":"success","data":{"resultType":"vector","result":[
+            {"metric":{"task_id":"a"},"value":[1795948672.771,"NaN"]},
+            {"metric":{"task_id":"b"},"value":[1795948672.771,"+Inf"]},
+            {"metric":{"task_id":"c"},"value":[1795948672.771,"1.5156E10"]}]},"warnings":["partial"]}"#;
+        let a = parse_answer(body, "p").unwrap();
+        assert!(a.series[0].points[0].1.is_nan());
+        assert_eq!(a.series[1].points[0].1, f64::INFINITY);
+        assert_eq!(a.series[2].points[0], (1_795_948_672_771, 1.5156e10));
+        assert_eq!(a.warnings, ["partial"]);
+        let body = br#"{"status":"success","data":{"resultType":"matrix","result":[
+            {"metric":{},"values":[[1.5,"1"],[2.5,"-Inf"]]}]}}"#;
+        assert_eq!(parse_answer(body, "p").unwrap().series[0].points, vec![(1500, 1.0), (2500, f64::NEG_INFINITY)]);
+    }
+
+    #[test]
+    fn an_error_envelope_is_a_final_error_with_its_type_and_message() {
+        let body = br#"{"status":"error","errorType":"bad_data","error":"parse error at char 4"}"#;
+        let e = parse_answer(body, "http://p").unwrap_err();
+        assert_eq!(e.message, "http://p: bad_data: parse error at char 4");
+        assert!(!e.retryable);
+    }
+
+    #[test]
+    fn statuses_are_classified_once() {
+        for (code, retry) in
+            [(400, false), (401, false), (404, false), (422, false), (429, true), (500, true), (502, true), (503, true)]
+        {
+            assert_eq!(retryable_status(code), retry, "{code}");
+        }
+    }
+
+    #[test]
+    fn merged_queries_tag_each_part_and_ask_for_a_range_one_millisecond_shorter() {
+        let q = Query::OverTime {
+            selector: Selector::metric("m").with("job_id", "j"),
+            func: OverTime::Avg,
+            range_ms: 300_000,
+            at_ms: 0,
+            aggregation: None,
+        };
+        assert_eq!(
+            merged_expr(&[(0, &q), (3, &q)]),
+            r#"label_replace(avg_over_time({__name__="m", job_id="j"}[299999ms]), "culprit_query", "0", "", "") or label_replace(avg_over_time({__name__="m", job_id="j"}[299999ms]), "culprit_query", "3", "", "")"#
+        );
+    }
+
+    #[test]
+    fn times_go_out_as_seconds_with_milliseconds() {
+        assert_eq!(ms_to_seconds(1_795_948_587_780), "1795948587.780");
+        assert_eq!(ms_to_seconds(5), "0.005");
+    }
+}
