@@ -1,0 +1,719 @@
+//! A client for Flink's REST API (the JobManager's `rest_url`): the job list, job plans and
+//! checkpoint configuration of one cluster.
+//!
+//! IO lives in [`FlinkRest`]; everything that can be decided without the network is a small
+//! pure function next to it ([`parse_jobs_overview`], [`pick_job`], [`validate_job_id`],
+//! [`endpoint_url`], [`error_detail`], [`FlinkError::is_retryable`]).
+//!
+//! Every call has a per-request timeout (`flink.timeout`, cut to the time left before the
+//! deadline) and is retried with exponential backoff (100 ms doubling to 2 s, with jitter)
+//! while `flink.deadline` allows, for the failures that pass by themselves: HTTP 5xx (young
+//! jobs answer 500 on some endpoints), connection failures and timeouts. Retries stop when
+//! the next pause would end after the deadline, so a call never takes longer than the
+//! deadline (plus scheduling slack). Other answers are final. Job ids come from alerts and are untrusted: they are checked to be 32
+//! hexadecimal digits before they reach a URL.
+//!
+//! Credentials are resolved once, in [`FlinkRest::new`], and never appear in `Debug`
+//! output, errors or logs.
+
+use std::fmt;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::time::Duration;
+
+use backon::{ExponentialBuilder, Retryable};
+use reqwest::Url;
+use secrecy::{ExposeSecret, SecretString};
+use serde::Deserialize;
+use tokio::time::Instant;
+
+use crate::collect::snapshot::CheckpointConfig;
+use crate::config::{FlinkCluster, FlinkConfig, HttpAuth, Millis};
+use crate::diagnose::graph::{JobGraph, sanitize_label_value};
+
+/// The first pause between two attempts; it doubles (with jitter) up to [`MAX_BACKOFF`].
+const MIN_BACKOFF: Duration = Duration::from_millis(100);
+/// The longest pause between two attempts.
+const MAX_BACKOFF: Duration = Duration::from_secs(2);
+/// Error details quoted from Flink's answers are cut to this many characters.
+const DETAIL_CHARS: usize = 200;
+/// Untrusted job ids are quoted in errors up to this many characters.
+const QUOTED_ID_CHARS: usize = 64;
+
+/// One job as `GET /jobs/overview` lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobOverview {
+    /// Job id (`jid`): 32 hexadecimal digits.
+    pub id: String,
+    /// Job name as Flink shows it (`name`), e.g. `bp-lab-slow-sink`.
+    pub name: String,
+    /// Job status (`state`): `RUNNING`, `CANCELED`, `FAILED`, `FINISHED`, `RESTARTING`, …
+    pub state: String,
+    /// When the job was submitted (`start-time`), Unix ms.
+    pub start_time_ms: i64,
+}
+
+/// A Flink REST call that gave no usable answer. Every message is one sentence naming the
+/// cluster and the request path; none contains a credential.
+#[derive(Debug, thiserror::Error)]
+pub enum FlinkError {
+    /// The cluster's settings cannot be used: `rest_url` is not an http(s) URL or carries
+    /// credentials, an auth secret cannot be read, or a timeout is not positive. Nothing
+    /// was sent.
+    #[error("Flink cluster `{cluster}` cannot be used: {reason}")]
+    Config {
+        /// Cluster name (`flink.clusters[].name`).
+        cluster: String,
+        /// What is wrong; names the setting, variable or file, never a secret value.
+        reason: String,
+    },
+    /// A job id that is not 32 hexadecimal digits; nothing was sent.
+    #[error(
+        "Flink cluster `{cluster}`: {job_id:?} is not a Flink job id (32 hexadecimal digits), so no request was sent"
+    )]
+    InvalidJobId {
+        /// Cluster name.
+        cluster: String,
+        /// The id as given, cut to 64 characters.
+        job_id: String,
+    },
+    /// `GET /jobs/:id/plan` answered 404: the cluster does not know the job.
+    #[error("there is no job {job_id} on Flink cluster `{cluster}` (GET {path} answered 404 Not Found)")]
+    NoSuchJob {
+        /// Cluster name.
+        cluster: String,
+        /// The (valid) job id asked for.
+        job_id: String,
+        /// The URL path requested, with any path prefix of `rest_url`.
+        path: String,
+    },
+    /// A non-2xx HTTP answer. 5xx is retryable, 4xx is final.
+    #[error("Flink cluster `{cluster}` answered HTTP {status} to GET {path}{}", detail_suffix(.detail))]
+    Status {
+        /// Cluster name.
+        cluster: String,
+        /// The URL path requested, with any path prefix of `rest_url`.
+        path: String,
+        /// HTTP status code.
+        status: u16,
+        /// Flink's own message (`errors[0]`, first line), or the start of the body; may be
+        /// empty.
+        detail: String,
+    },
+    /// One attempt took longer than the per-request timeout (or the time left before the
+    /// deadline). Retryable.
+    #[error("Flink cluster `{cluster}` did not answer GET {path} within {timeout}")]
+    Timeout {
+        /// Cluster name.
+        cluster: String,
+        /// The URL path requested, with any path prefix of `rest_url`.
+        path: String,
+        /// The time the attempt was given.
+        timeout: Millis,
+    },
+    /// The connection failed: refused, reset, closed before the answer was complete, DNS.
+    /// Retryable.
+    #[error("Flink cluster `{cluster}` could not be reached for GET {path}: {reason}")]
+    Network {
+        /// Cluster name.
+        cluster: String,
+        /// The URL path requested, with any path prefix of `rest_url`.
+        path: String,
+        /// The transport error, without the URL.
+        reason: String,
+    },
+    /// The request could not be made at all (too many redirects, a client error). Final.
+    #[error("GET {path} toward Flink cluster `{cluster}` failed: {reason}")]
+    Request {
+        /// Cluster name.
+        cluster: String,
+        /// The URL path requested, with any path prefix of `rest_url`.
+        path: String,
+        /// The client error, without the URL.
+        reason: String,
+    },
+    /// A 2xx answer whose body is not what the endpoint returns. Final.
+    #[error("Flink cluster `{cluster}` answered GET {path} with a body that cannot be read: {reason}")]
+    Parse {
+        /// Cluster name.
+        cluster: String,
+        /// The URL path requested, with any path prefix of `rest_url`.
+        path: String,
+        /// Why the body was rejected.
+        reason: String,
+    },
+    /// Every attempt within `flink.deadline` failed with a retryable error; `last` is the
+    /// last of them.
+    #[error(
+        "Flink cluster `{cluster}` gave no usable answer to GET {path} in {attempts} attempt(s) within the {deadline} deadline; the last: {last}"
+    )]
+    GaveUp {
+        /// Cluster name.
+        cluster: String,
+        /// The URL path requested, with any path prefix of `rest_url`.
+        path: String,
+        /// Requests sent.
+        attempts: u32,
+        /// `flink.deadline`.
+        deadline: Millis,
+        /// The last (retryable) error.
+        last: Box<FlinkError>,
+    },
+}
+
+fn detail_suffix(detail: &str) -> String {
+    if detail.is_empty() { String::new() } else { format!(": {detail}") }
+}
+
+impl FlinkError {
+    /// Whether another attempt may succeed: HTTP 5xx, timeouts and network failures are
+    /// retryable; 404 and every other 4xx, bad ids, bad settings, unreadable bodies and an
+    /// exhausted deadline are final. The one place that decides retries.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            FlinkError::Status { status, .. } => (500..=599).contains(status),
+            FlinkError::Timeout { .. } | FlinkError::Network { .. } => true,
+            FlinkError::Config { .. }
+            | FlinkError::InvalidJobId { .. }
+            | FlinkError::NoSuchJob { .. }
+            | FlinkError::Request { .. }
+            | FlinkError::Parse { .. }
+            | FlinkError::GaveUp { .. } => false,
+        }
+    }
+
+    /// The HTTP status of the answer behind this error (404 for [`FlinkError::NoSuchJob`];
+    /// the last attempt's status for [`FlinkError::GaveUp`]), `None` when there was no
+    /// HTTP answer. E.g. `checkpoint_config` of a job without checkpointing gives 404.
+    pub fn status(&self) -> Option<u16> {
+        match self {
+            FlinkError::Status { status, .. } => Some(*status),
+            FlinkError::NoSuchJob { .. } => Some(404),
+            FlinkError::GaveUp { last, .. } => last.status(),
+            _ => None,
+        }
+    }
+}
+
+/// Credentials resolved from [`HttpAuth`]; `Debug` never shows the secret.
+enum Auth {
+    Bearer(SecretString),
+    Basic { username: String, password: SecretString },
+}
+
+impl Auth {
+    fn secret(&self) -> &str {
+        match self {
+            Auth::Bearer(token) => token.expose_secret(),
+            Auth::Basic { password, .. } => password.expose_secret(),
+        }
+    }
+}
+
+impl fmt::Debug for Auth {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Auth::Bearer(_) => f.write_str("Bearer([REDACTED])"),
+            Auth::Basic { username, .. } => write!(f, "Basic({username:?}, [REDACTED])"),
+        }
+    }
+}
+
+/// The REST API of one Flink cluster: base URL (with any path prefix), an HTTP client, the
+/// per-request timeout, the per-call deadline and resolved credentials.
+///
+/// Cheap to share by reference; every method takes `&self`. `Debug` shows no secret.
+pub struct FlinkRest {
+    cluster: String,
+    base: Url,
+    client: reqwest::Client,
+    timeout: Duration,
+    deadline: Duration,
+    auth: Option<Auth>,
+    requests: AtomicU64,
+}
+
+impl fmt::Debug for FlinkRest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FlinkRest")
+            .field("cluster", &self.cluster)
+            .field("base", &self.base.as_str())
+            .field("timeout", &self.timeout)
+            .field("deadline", &self.deadline)
+            .field("auth", &self.auth)
+            .field("requests", &self.requests())
+            .finish()
+    }
+}
+
+impl FlinkRest {
+    /// A client for `cluster` with the timeout and deadline of `flink` (`flink.clusters` is
+    /// not read). Resolves the auth secret now (environment variable or file).
+    ///
+    /// Errors ([`FlinkError::Config`]): `rest_url` is not an http(s) URL or carries
+    /// credentials (they belong in `auth`), the secret cannot be read, `flink.timeout` or
+    /// `flink.deadline` is not positive, or the HTTP client cannot be built.
+    pub fn new(cluster: &FlinkCluster, flink: &FlinkConfig) -> Result<FlinkRest, FlinkError> {
+        let config_error = |reason: String| FlinkError::Config { cluster: cluster.name.clone(), reason };
+        let base = Url::parse(&cluster.rest_url)
+            .ok()
+            .filter(|u| u.scheme() == "http" || u.scheme() == "https")
+            .ok_or_else(|| config_error("rest_url is not an http(s) URL".into()))?;
+        if !base.username().is_empty() || base.password().is_some() {
+            return Err(config_error("rest_url carries credentials; put them in `auth` instead".into()));
+        }
+        if flink.timeout.as_ms() <= 0 || flink.deadline.as_ms() <= 0 {
+            return Err(config_error("flink.timeout and flink.deadline must be longer than 0".into()));
+        }
+        let auth = match &cluster.auth {
+            None => None,
+            Some(HttpAuth::Bearer { token }) => {
+                Some(Auth::Bearer(token.resolve().map_err(|e| config_error(format!("bearer token: {e}")))?))
+            }
+            Some(HttpAuth::Basic { username, password }) => Some(Auth::Basic {
+                username: username.clone(),
+                password: password.resolve().map_err(|e| config_error(format!("basic auth password: {e}")))?,
+            }),
+        };
+        let client = reqwest::Client::builder()
+            .user_agent(concat!("culprit/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| config_error(format!("the HTTP client cannot be built: {}", error_chain(&e))))?;
+        Ok(FlinkRest {
+            cluster: cluster.name.clone(),
+            base,
+            client,
+            timeout: millis_to_duration(flink.timeout),
+            deadline: millis_to_duration(flink.deadline),
+            auth,
+            requests: AtomicU64::new(0),
+        })
+    }
+
+    /// The cluster's name, as in messages.
+    pub fn cluster(&self) -> &str {
+        &self.cluster
+    }
+
+    /// `GET /jobs/overview`: every job the cluster knows (running and finished), in Flink's
+    /// order.
+    ///
+    /// Errors: see [`FlinkError`]; a body without `jobs[].jid`, `name`, `state` and
+    /// `start-time` is [`FlinkError::Parse`].
+    pub async fn jobs(&self) -> Result<Vec<JobOverview>, FlinkError> {
+        let segments = ["jobs", "overview"];
+        let body = self.get(&segments).await?;
+        parse_jobs_overview(&body).map_err(|reason| self.parse_error(&self.request_path(&segments), reason))
+    }
+
+    /// `GET /jobs/:id/plan`: the job graph, via [`JobGraph::from_plan_json`].
+    ///
+    /// Errors: [`FlinkError::InvalidJobId`] (no request sent), [`FlinkError::NoSuchJob`] on
+    /// 404, [`FlinkError::Parse`] when the plan cannot be read, else see [`FlinkError`].
+    pub async fn plan(&self, job_id: &str) -> Result<JobGraph, FlinkError> {
+        self.check_job_id(job_id)?;
+        let segments = ["jobs", job_id, "plan"];
+        let body = self.get(&segments).await.map_err(|e| match e {
+            FlinkError::Status { status: 404, cluster, path, .. } => {
+                FlinkError::NoSuchJob { cluster, job_id: job_id.to_string(), path }
+            }
+            other => other,
+        })?;
+        JobGraph::from_plan_json(&body).map_err(|e| self.parse_error(&self.request_path(&segments), e.to_string()))
+    }
+
+    /// `GET /jobs/:id/checkpoints/config`: interval and timeout (ms), unaligned, state
+    /// backend, via [`CheckpointConfig::from_rest_json`].
+    ///
+    /// Errors: [`FlinkError::InvalidJobId`] (no request sent); [`FlinkError::Status`] with
+    /// 404 when the job is unknown or has checkpointing disabled (Flink's message is in
+    /// `detail`); [`FlinkError::Parse`] when `interval` or `timeout` is missing; else see
+    /// [`FlinkError`].
+    pub async fn checkpoint_config(&self, job_id: &str) -> Result<CheckpointConfig, FlinkError> {
+        self.check_job_id(job_id)?;
+        let segments = ["jobs", job_id, "checkpoints", "config"];
+        let body = self.get(&segments).await?;
+        CheckpointConfig::from_rest_json(&body).ok_or_else(|| {
+            self.parse_error(
+                &self.request_path(&segments),
+                "not a checkpoint configuration (no numeric `interval` and `timeout`)".into(),
+            )
+        })
+    }
+
+    /// Number of HTTP requests sent so far by this client, retries included.
+    pub fn requests(&self) -> u64 {
+        self.requests.load(Ordering::Relaxed)
+    }
+
+    fn check_job_id(&self, job_id: &str) -> Result<(), FlinkError> {
+        if validate_job_id(job_id) {
+            Ok(())
+        } else {
+            Err(FlinkError::InvalidJobId {
+                cluster: self.cluster.clone(),
+                job_id: job_id.chars().take(QUOTED_ID_CHARS).collect(),
+            })
+        }
+    }
+
+    /// The URL path of `segments` below the base, as messages show it.
+    fn request_path(&self, segments: &[&str]) -> String {
+        endpoint_url(&self.base, segments).path().to_string()
+    }
+
+    fn parse_error(&self, path: &str, reason: String) -> FlinkError {
+        FlinkError::Parse { cluster: self.cluster.clone(), path: path.to_string(), reason: self.redact(reason) }
+    }
+
+    /// Removes the secret from text that came from outside (bodies, transport errors).
+    fn redact(&self, text: String) -> String {
+        match &self.auth {
+            Some(auth) if !auth.secret().is_empty() && text.contains(auth.secret()) => {
+                text.replace(auth.secret(), "[REDACTED]")
+            }
+            _ => text,
+        }
+    }
+
+    /// GET of `segments` below the base URL, with retries until the deadline; the body of
+    /// the 2xx answer.
+    async fn get(&self, segments: &[&str]) -> Result<String, FlinkError> {
+        let url = endpoint_url(&self.base, segments);
+        let path = url.path().to_string();
+        let deadline = Instant::now() + self.deadline;
+        let attempts = AtomicU32::new(0);
+        let backoff = ExponentialBuilder::default()
+            .with_min_delay(MIN_BACKOFF)
+            .with_max_delay(MAX_BACKOFF)
+            .with_factor(2.0)
+            .with_jitter()
+            .without_max_times();
+        let result = (|| async {
+            let attempt = attempts.fetch_add(1, Ordering::Relaxed) + 1;
+            self.attempt(&url, &path, deadline, attempt).await
+        })
+        .retry(backoff)
+        .sleep(tokio::time::sleep)
+        .when(FlinkError::is_retryable)
+        .adjust(|_, delay| {
+            // Sleep only when an attempt can still start before the deadline.
+            let left = deadline.saturating_duration_since(Instant::now());
+            delay.filter(|d| *d < left)
+        })
+        .notify(|err, delay| {
+            tracing::warn!(
+                cluster = %self.cluster,
+                path = %path,
+                attempt = attempts.load(Ordering::Relaxed),
+                retry_in_ms = delay.as_millis() as u64,
+                error = %err,
+                "Flink REST request failed; retrying"
+            );
+        })
+        .await;
+        result.map_err(|err| {
+            if err.is_retryable() {
+                FlinkError::GaveUp {
+                    cluster: self.cluster.clone(),
+                    path: path.clone(),
+                    attempts: attempts.load(Ordering::Relaxed),
+                    deadline: duration_to_millis(self.deadline),
+                    last: Box::new(err),
+                }
+            } else {
+                err
+            }
+        })
+    }
+
+    /// One request, bounded by the per-request timeout and the time left before `deadline`.
+    async fn attempt(&self, url: &Url, path: &str, deadline: Instant, attempt: u32) -> Result<String, FlinkError> {
+        let timeout = self.timeout.min(deadline.saturating_duration_since(Instant::now()));
+        let timeout_error = || FlinkError::Timeout {
+            cluster: self.cluster.clone(),
+            path: path.to_string(),
+            timeout: duration_to_millis(timeout),
+        };
+        if timeout.is_zero() {
+            return Err(timeout_error());
+        }
+        let mut request = self.client.get(url.clone()).header(reqwest::header::ACCEPT, "application/json");
+        request = match &self.auth {
+            None => request,
+            Some(Auth::Bearer(token)) => request.bearer_auth(token.expose_secret()),
+            Some(Auth::Basic { username, password }) => request.basic_auth(username, Some(password.expose_secret())),
+        };
+        self.requests.fetch_add(1, Ordering::Relaxed);
+        tracing::debug!(
+            cluster = %self.cluster,
+            path = %path,
+            attempt,
+            timeout_ms = timeout.as_millis() as u64,
+            "Flink REST request"
+        );
+        let started = Instant::now();
+        let exchange = async {
+            let response = request.send().await?;
+            let status = response.status();
+            let body = response.text().await?;
+            Ok::<_, reqwest::Error>((status, body))
+        };
+        let (status, body) = match tokio::time::timeout(timeout, exchange).await {
+            Err(_) => return Err(timeout_error()),
+            Ok(Err(e)) if e.is_timeout() => return Err(timeout_error()),
+            Ok(Err(e)) => return Err(self.transport_error(path, e)),
+            Ok(Ok(answer)) => answer,
+        };
+        tracing::debug!(
+            cluster = %self.cluster,
+            path = %path,
+            attempt,
+            status = status.as_u16(),
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            "Flink REST answer"
+        );
+        if status.is_success() {
+            Ok(body)
+        } else {
+            Err(FlinkError::Status {
+                cluster: self.cluster.clone(),
+                path: path.to_string(),
+                status: status.as_u16(),
+                detail: self.redact(error_detail(&body)),
+            })
+        }
+    }
+
+    fn transport_error(&self, path: &str, e: reqwest::Error) -> FlinkError {
+        let e = e.without_url();
+        let cluster = self.cluster.clone();
+        let path = path.to_string();
+        let reason = self.redact(error_chain(&e));
+        if e.is_decode() {
+            FlinkError::Parse { cluster, path, reason }
+        } else if e.is_connect() || e.is_request() || e.is_body() {
+            FlinkError::Network { cluster, path, reason }
+        } else {
+            FlinkError::Request { cluster, path, reason }
+        }
+    }
+}
+
+/// An error and its sources joined by `: `, repeats left out. Callers strip URLs first
+/// (`reqwest::Error::without_url`).
+fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut next = Some(e);
+    while let Some(err) = next {
+        let text = err.to_string();
+        if !parts.iter().any(|p| p.contains(&text)) {
+            parts.push(text);
+        }
+        next = err.source();
+    }
+    parts.join(": ")
+}
+
+fn millis_to_duration(m: Millis) -> Duration {
+    Duration::from_millis(m.as_ms().max(0) as u64)
+}
+
+fn duration_to_millis(d: Duration) -> Millis {
+    Millis(i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+/// Whether `job_id` is a Flink job id: exactly 32 ASCII hexadecimal digits (either case).
+/// Ids from alerts are untrusted; only these reach a URL.
+pub fn validate_job_id(job_id: &str) -> bool {
+    job_id.len() == 32 && job_id.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+/// `base` with `segments` appended as path segments (each percent-encoded), keeping any
+/// path prefix of `base` whether or not it ends with `/`: `http://h/flink` and
+/// `http://h/flink/` with `["jobs", "overview"]` both give `http://h/flink/jobs/overview`.
+/// The query of `base` is kept; its fragment is dropped.
+pub fn endpoint_url(base: &Url, segments: &[&str]) -> Url {
+    let mut url = base.clone();
+    url.set_fragment(None);
+    if let Ok(mut path) = url.path_segments_mut() {
+        path.pop_if_empty().extend(segments);
+    }
+    url
+}
+
+/// Parses the body of `GET /jobs/overview` (`{"jobs": [{"jid", "name", "state",
+/// "start-time", …}]}`) into jobs in Flink's order; other fields are ignored.
+///
+/// Errors: a one-sentence reason when the body is not JSON or a job lacks one of the four
+/// fields (or `start-time` is not an integer).
+pub fn parse_jobs_overview(text: &str) -> Result<Vec<JobOverview>, String> {
+    #[derive(Deserialize)]
+    struct Wire {
+        jobs: Vec<WireJob>,
+    }
+    #[derive(Deserialize)]
+    struct WireJob {
+        jid: String,
+        name: String,
+        state: String,
+        #[serde(rename = "start-time")]
+        start_time: i64,
+    }
+    let wire: Wire = serde_json::from_str(text).map_err(|e| {
+        format!("not a Flink job overview (expected `jobs` with `jid`, `name`, `state`, `start-time`): {e}")
+    })?;
+    Ok(wire
+        .jobs
+        .into_iter()
+        .map(|j| JobOverview { id: j.jid, name: j.name, state: j.state, start_time_ms: j.start_time })
+        .collect())
+}
+
+/// The job `wanted` designates: a job id, a Flink job name (`bp-lab-slow-sink`) or the name
+/// as the Prometheus reporter sanitizes it (`bp_lab_slow_sink`, see
+/// [`sanitize_label_value`]).
+///
+/// An exact id wins (case-insensitive). Otherwise the jobs whose name equals `wanted`, or,
+/// when none does, whose sanitized name equals the sanitized `wanted`; among them the
+/// `RUNNING` one, else the newest `start_time_ms` (newest first among several running).
+/// `None` when nothing matches. Pure.
+pub fn pick_job<'a>(jobs: &'a [JobOverview], wanted: &str) -> Option<&'a JobOverview> {
+    if let Some(job) = jobs.iter().find(|j| j.id.eq_ignore_ascii_case(wanted)) {
+        return Some(job);
+    }
+    let exact: Vec<&JobOverview> = jobs.iter().filter(|j| j.name == wanted).collect();
+    let candidates = if exact.is_empty() {
+        let sanitized = sanitize_label_value(wanted);
+        jobs.iter().filter(|j| sanitize_label_value(&j.name) == sanitized).collect()
+    } else {
+        exact
+    };
+    candidates.into_iter().max_by_key(|j| (j.state == "RUNNING", j.start_time_ms))
+}
+
+/// Flink's explanation in an error answer: the first line of `errors[0]` of
+/// `{"errors": ["…"]}`, else the first non-empty line of the body; whitespace collapsed and
+/// cut to 200 characters. Empty for an empty body.
+pub fn error_detail(body: &str) -> String {
+    let from_json = serde_json::from_str::<serde_json::Value>(body).ok().and_then(|v| {
+        v.get("errors")?
+            .as_array()?
+            .iter()
+            .filter_map(|e| e.as_str())
+            .find(|s| !s.trim().is_empty())
+            .map(str::to_string)
+    });
+    let text = from_json.unwrap_or_else(|| body.to_string());
+    let line = text.lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or("");
+    let collapsed = line.split_whitespace().collect::<Vec<_>>().join(" ");
+    if collapsed.chars().count() > DETAIL_CHARS {
+        collapsed.chars().take(DETAIL_CHARS).collect::<String>() + "…"
+    } else {
+        collapsed
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn status(code: u16) -> FlinkError {
+        FlinkError::Status { cluster: "c".into(), path: "/p".into(), status: code, detail: String::new() }
+    }
+
+    #[test]
+    fn server_errors_timeouts_and_network_failures_are_retryable() {
+        for code in [500, 502, 503, 504] {
+            assert!(status(code).is_retryable(), "{code}");
+        }
+        assert!(FlinkError::Timeout { cluster: "c".into(), path: "/p".into(), timeout: Millis(5) }.is_retryable());
+        assert!(
+            FlinkError::Network { cluster: "c".into(), path: "/p".into(), reason: "refused".into() }.is_retryable()
+        );
+    }
+
+    #[test]
+    fn client_errors_and_local_failures_are_final() {
+        for code in [400, 401, 403, 404, 405, 429] {
+            assert!(!status(code).is_retryable(), "{code}");
+        }
+        let finals = [
+            FlinkError::Config { cluster: "c".into(), reason: "r".into() },
+            FlinkError::InvalidJobId { cluster: "c".into(), job_id: "x".into() },
+            FlinkError::NoSuchJob { cluster: "c".into(), job_id: "a".repeat(32), path: "/p".into() },
+            FlinkError::Request { cluster: "c".into(), path: "/p".into(), reason: "r".into() },
+            FlinkError::Parse { cluster: "c".into(), path: "/p".into(), reason: "r".into() },
+            FlinkError::GaveUp {
+                cluster: "c".into(),
+                path: "/p".into(),
+                attempts: 3,
+                deadline: Millis(1000),
+                last: Box::new(status(500)),
+            },
+        ];
+        for e in finals {
+            assert!(!e.is_retryable(), "{e}");
+        }
+    }
+
+    #[test]
+    fn only_32_hex_digits_make_a_job_id() {
+        assert!(validate_job_id("da23ad9af4e7326542c9a70eac958f42"));
+        assert!(validate_job_id("DA23AD9AF4E7326542C9A70EAC958F42"));
+        for bad in [
+            "",
+            "../../x",
+            "a b",
+            "da23ad9af4e7326542c9a70eac958f4",
+            "da23ad9af4e7326542c9a70eac958f42/",
+            "g".repeat(32).as_str(),
+        ] {
+            assert!(!validate_job_id(bad), "{bad:?}");
+        }
+        assert!(!validate_job_id("da23ad9af4e7326542c9a70eac958f4é"));
+    }
+
+    #[test]
+    fn endpoint_paths_join_below_the_base_with_or_without_trailing_slash() {
+        let cases = [
+            ("http://jm:8081", "http://jm:8081/jobs/overview"),
+            ("http://jm:8081/", "http://jm:8081/jobs/overview"),
+            ("http://host/flink", "http://host/flink/jobs/overview"),
+            ("http://host/flink/", "http://host/flink/jobs/overview"),
+            ("https://host/a/b/#frag", "https://host/a/b/jobs/overview"),
+        ];
+        for (base, want) in cases {
+            let url = endpoint_url(&Url::parse(base).unwrap(), &["jobs", "overview"]);
+            assert_eq!(url.as_str(), want, "{base}");
+        }
+    }
+
+    #[test]
+    fn a_job_overview_gives_id_name_state_and_start_time() {
+        let jobs = parse_jobs_overview(
+            r#"{"jobs":[{"jid":"da23ad9af4e7326542c9a70eac958f42","name":"bp-lab-slow-sink","state":"RUNNING","start-time":1795948509664,"end-time":-1}]}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            jobs,
+            [JobOverview {
+                id: "da23ad9af4e7326542c9a70eac958f42".into(),
+                name: "bp-lab-slow-sink".into(),
+                state: "RUNNING".into(),
+                start_time_ms: 1795948509664,
+            }]
+        );
+        assert!(parse_jobs_overview(r#"{"jobs":[{"jid":"x","name":"n"}]}"#).is_err());
+        assert!(parse_jobs_overview("<html>").is_err());
+    }
+
+    #[test]
+    fn flink_error_bodies_give_their_first_line() {
+        let body =
+            r#"{"errors":["org.apache.flink.runtime.rest.NotFoundException: Job 1 not found\n\tat x.y(Z.java:1)"]}"#;
+        assert_eq!(error_detail(body), "org.apache.flink.runtime.rest.NotFoundException: Job 1 not found");
+        assert_eq!(error_detail("\n  Bad   gateway \nmore"), "Bad gateway");
+        assert_eq!(error_detail(""), "");
+        assert_eq!(error_detail(&"x".repeat(500)).chars().count(), DETAIL_CHARS + 1);
+    }
+}

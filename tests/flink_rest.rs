@@ -1,0 +1,404 @@
+//! The Flink REST client against a real local HTTP server (wiremock) serving the answers
+//! recorded from Flink 2.3 in `examples/captures/*/rest/`.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use culprit::collect::flink_rest::{FlinkError, FlinkRest, JobOverview, parse_jobs_overview, pick_job};
+use culprit::config::{FlinkCluster, FlinkConfig, HttpAuth, Millis, SecretSource};
+use wiremock::matchers::{header, method, path};
+use wiremock::{Mock, MockServer, ResponseTemplate};
+
+const SLOW_SINK_ID: &str = "da23ad9af4e7326542c9a70eac958f42";
+
+fn capture(name: &str, file: &str) -> String {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/captures").join(name).join("rest").join(file);
+    std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+}
+
+fn flink(timeout_ms: i64, deadline_ms: i64) -> FlinkConfig {
+    FlinkConfig { timeout: Millis(timeout_ms), deadline: Millis(deadline_ms), ..FlinkConfig::default() }
+}
+
+fn cluster(url: &str, auth: Option<HttpAuth>) -> FlinkCluster {
+    FlinkCluster { name: "lab".into(), rest_url: url.into(), r#match: Default::default(), auth }
+}
+
+fn client(server: &MockServer) -> FlinkRest {
+    FlinkRest::new(&cluster(&server.uri(), None), &flink(1000, 2000)).unwrap()
+}
+
+fn json(body: String) -> ResponseTemplate {
+    ResponseTemplate::new(200).set_body_raw(body, "application/json")
+}
+
+/// A secret in a temporary file, as a mounted Kubernetes Secret would be.
+fn secret_file(secret: &str) -> (tempfile::NamedTempFile, PathBuf) {
+    let mut f = tempfile::NamedTempFile::new().unwrap();
+    writeln!(f, "{secret}").unwrap();
+    let p = f.path().to_path_buf();
+    (f, p)
+}
+
+#[tokio::test]
+async fn the_recorded_job_overview_lists_every_run_with_state_and_start_time() {
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .and(path("/jobs/overview"))
+        .respond_with(json(capture("hard-backpressure", "jobs-overview.json")))
+        .mount(&server)
+        .await;
+    let rest = client(&server);
+    let jobs = rest.jobs().await.unwrap();
+    assert_eq!(jobs.len(), 8);
+    assert_eq!(
+        jobs[0],
+        JobOverview {
+            id: "1cd3b48d0be42fe317d2a4ac91801fc4".into(),
+            name: "bp-lab-slow-sink".into(),
+            state: "RUNNING".into(),
+            start_time_ms: 1795949277706,
+        }
+    );
+    assert_eq!(jobs.iter().filter(|j| j.state == "CANCELED").count(), 7);
+    assert_eq!(rest.requests(), 1);
+}
+
+#[tokio::test]
+async fn the_recorded_plan_of_the_slow_sink_job_has_four_vertices() {
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .and(path(format!("/jobs/{SLOW_SINK_ID}/plan")))
+        .respond_with(json(capture("slow-sink", "plan.json")))
+        .mount(&server)
+        .await;
+    let graph = client(&server).plan(SLOW_SINK_ID).await.unwrap();
+    assert_eq!(graph.vertices.len(), 4);
+    assert_eq!(graph.job_id.as_deref(), Some(SLOW_SINK_ID));
+    assert_eq!(graph.job_name.as_deref(), Some("bp-lab-slow-sink"));
+    let sink = graph.vertices.last().unwrap();
+    assert!(graph.is_sink(&sink.id), "{sink:?}");
+    assert_eq!(sink.id, "2e588ce1c86a9d46e2e85186773ce4fd");
+}
+
+#[tokio::test]
+async fn the_recorded_checkpoint_config_of_the_slow_sink_job_is_read() {
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .and(path(format!("/jobs/{SLOW_SINK_ID}/checkpoints/config")))
+        .respond_with(json(capture("slow-sink", "checkpoints-config.json")))
+        .mount(&server)
+        .await;
+    let config = client(&server).checkpoint_config(SLOW_SINK_ID).await.unwrap();
+    assert_eq!(config.interval_ms, 10_000);
+    assert_eq!(config.timeout_ms, 600_000);
+    assert!(!config.unaligned);
+    assert_eq!(config.state_backend.as_deref(), Some("HashMapStateBackend"));
+}
+
+#[tokio::test]
+async fn every_recorded_rest_answer_is_read() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/captures");
+    let mut dirs: Vec<_> = std::fs::read_dir(&root).unwrap().map(|e| e.unwrap().path()).collect();
+    dirs.retain(|d| d.join("rest/plan.json").exists());
+    dirs.sort();
+    assert!(dirs.len() >= 11, "{} captures", dirs.len());
+    for dir in dirs {
+        let name = dir.file_name().unwrap().to_str().unwrap();
+        let jobs = parse_jobs_overview(&capture(name, "jobs-overview.json")).unwrap();
+        let running = jobs.iter().find(|j| j.state == "RUNNING").unwrap_or_else(|| panic!("{name}"));
+        let server = MockServer::start().await;
+        Mock::given(method("GET"))
+            .and(path("/jobs/overview"))
+            .respond_with(json(capture(name, "jobs-overview.json")))
+            .mount(&server)
+            .await;
+        Mock::given(method("GET"))
+            .and(path(format!("/jobs/{}/plan", running.id)))
+            .respond_with(json(capture(name, "plan.json")))
+            .mount(&server)
+            .await;
+        Mock::given(method("GET"))
+            .and(path(format!("/jobs/{}/checkpoints/config", running.id)))
+            .respond_with(json(capture(name, "checkpoints-config.json")))
+            .mount(&server)
+            .await;
+        let rest = client(&server);
+        let jobs = rest.jobs().await.unwrap();
+        let job = pick_job(&jobs, &running.name).unwrap();
+        assert_eq!(job.id, running.id, "{name}");
+        let graph = rest.plan(&job.id).await.unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(graph.job_id.as_deref(), Some(job.id.as_str()), "{name}");
+        assert!(!graph.vertices.is_empty(), "{name}");
+        let config = rest.checkpoint_config(&job.id).await.unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert!(config.interval_ms > 0 && config.timeout_ms > 0, "{name}: {config:?}");
+        assert_eq!(rest.requests(), 3, "{name}");
+    }
+}
+
+#[tokio::test]
+async fn two_server_errors_then_success_gives_the_answer_after_three_requests() {
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .and(path("/jobs/overview"))
+        .respond_with(ResponseTemplate::new(500).set_body_string(r#"{"errors":["Internal server error."]}"#))
+        .up_to_n_times(2)
+        .with_priority(1)
+        .mount(&server)
+        .await;
+    Mock::given(method("GET"))
+        .and(path("/jobs/overview"))
+        .respond_with(json(capture("slow-sink", "jobs-overview.json")))
+        .with_priority(2)
+        .mount(&server)
+        .await;
+    let rest = client(&server);
+    let jobs = rest.jobs().await.unwrap();
+    assert_eq!(jobs[0].id, SLOW_SINK_ID);
+    assert_eq!(rest.requests(), 3);
+    assert_eq!(server.received_requests().await.unwrap().len(), 3);
+}
+
+#[tokio::test]
+async fn a_plan_answered_404_is_a_final_no_such_job_error_after_one_request() {
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .respond_with(ResponseTemplate::new(404).set_body_string(r#"{"errors":["Job could not be found."]}"#))
+        .mount(&server)
+        .await;
+    let rest = client(&server);
+    let err = rest.plan(SLOW_SINK_ID).await.unwrap_err();
+    assert!(matches!(err, FlinkError::NoSuchJob { .. }), "{err:?}");
+    let text = err.to_string();
+    assert!(text.contains(SLOW_SINK_ID) && text.contains("`lab`") && text.contains("/plan"), "{text}");
+    assert_eq!(err.status(), Some(404));
+    assert_eq!(rest.requests(), 1);
+}
+
+#[tokio::test]
+async fn a_checkpoint_config_answered_404_keeps_flinks_reason_and_is_not_retried() {
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .respond_with(ResponseTemplate::new(404).set_body_string(
+            r#"{"errors":["Checkpointing is not enabled for this job (da23ad9af4e7326542c9a70eac958f42)."]}"#,
+        ))
+        .mount(&server)
+        .await;
+    let rest = client(&server);
+    let err = rest.checkpoint_config(SLOW_SINK_ID).await.unwrap_err();
+    assert_eq!(err.status(), Some(404));
+    assert!(err.to_string().contains("Checkpointing is not enabled"), "{err}");
+    assert_eq!(rest.requests(), 1);
+}
+
+#[tokio::test]
+async fn a_server_that_never_answers_fails_within_about_the_deadline() {
+    let server = MockServer::start().await;
+    Mock::given(method("GET")).respond_with(json("{}".into()).set_delay(Duration::from_secs(30))).mount(&server).await;
+    let rest = FlinkRest::new(&cluster(&server.uri(), None), &flink(300, 2000)).unwrap();
+    let started = Instant::now();
+    let err = rest.jobs().await.unwrap_err();
+    let elapsed = started.elapsed();
+    // Retries stop when the next pause would end after the deadline, so the call ends
+    // between ~1.2 s (three timed-out attempts and their pauses) and the 2 s deadline.
+    assert!(elapsed >= Duration::from_millis(1000) && elapsed < Duration::from_millis(2600), "{elapsed:?}");
+    match &err {
+        FlinkError::GaveUp { attempts, last, .. } => {
+            assert!(*attempts >= 2, "{err}");
+            assert!(matches!(**last, FlinkError::Timeout { .. }), "{err}");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(rest.requests() >= 2);
+    assert!(err.to_string().contains("2s deadline"), "{err}");
+}
+
+#[tokio::test]
+async fn a_refused_connection_is_retried_until_the_deadline() {
+    let port = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap().port()
+    };
+    let rest = FlinkRest::new(&cluster(&format!("http://127.0.0.1:{port}"), None), &flink(300, 1000)).unwrap();
+    let started = Instant::now();
+    let err = rest.jobs().await.unwrap_err();
+    assert!(started.elapsed() < Duration::from_millis(1800), "{:?}", started.elapsed());
+    match &err {
+        FlinkError::GaveUp { last, .. } => assert!(matches!(**last, FlinkError::Network { .. }), "{err}"),
+        other => panic!("{other:?}"),
+    }
+    assert!(rest.requests() >= 2, "{}", rest.requests());
+}
+
+#[tokio::test]
+async fn a_path_prefix_in_the_base_url_is_kept_with_or_without_trailing_slash() {
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .and(path("/flink/jobs/overview"))
+        .respond_with(json(capture("slow-sink", "jobs-overview.json")))
+        .mount(&server)
+        .await;
+    Mock::given(method("GET"))
+        .and(path(format!("/flink/jobs/{SLOW_SINK_ID}/checkpoints/config")))
+        .respond_with(json(capture("slow-sink", "checkpoints-config.json")))
+        .mount(&server)
+        .await;
+    for base in [format!("{}/flink/", server.uri()), format!("{}/flink", server.uri())] {
+        let rest = FlinkRest::new(&cluster(&base, None), &flink(1000, 2000)).unwrap();
+        assert_eq!(rest.jobs().await.unwrap().len(), 1, "{base}");
+        assert_eq!(rest.checkpoint_config(SLOW_SINK_ID).await.unwrap().interval_ms, 10_000, "{base}");
+    }
+}
+
+#[tokio::test]
+async fn a_bearer_token_is_sent_in_the_authorization_header() {
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .and(path("/jobs/overview"))
+        .and(header("authorization", "Bearer tok-123"))
+        .respond_with(json(capture("slow-sink", "jobs-overview.json")))
+        .mount(&server)
+        .await;
+    let (_keep, file) = secret_file("tok-123");
+    let auth = HttpAuth::Bearer { token: SecretSource::File(file) };
+    let rest = FlinkRest::new(&cluster(&server.uri(), Some(auth)), &flink(1000, 2000)).unwrap();
+    assert_eq!(rest.jobs().await.unwrap()[0].id, SLOW_SINK_ID);
+}
+
+#[tokio::test]
+async fn basic_credentials_are_sent_in_the_authorization_header() {
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .and(path("/jobs/overview"))
+        // base64("flink:hunter2")
+        .and(header("authorization", "Basic Zmxpbms6aHVudGVyMg=="))
+        .respond_with(json(capture("slow-sink", "jobs-overview.json")))
+        .mount(&server)
+        .await;
+    let (_keep, file) = secret_file("hunter2");
+    let auth = HttpAuth::Basic { username: "flink".into(), password: SecretSource::File(file) };
+    let rest = FlinkRest::new(&cluster(&server.uri(), Some(auth)), &flink(1000, 2000)).unwrap();
+    assert_eq!(rest.jobs().await.unwrap()[0].id, SLOW_SINK_ID);
+}
+
+#[tokio::test]
+async fn the_secret_never_appears_in_errors_or_debug_output() {
+    const SECRET: &str = "s3cr3t-flink-token-42";
+    let server = MockServer::start().await;
+    // A hostile or careless proxy that echoes the credentials in its error page.
+    Mock::given(method("GET"))
+        .and(path("/jobs/overview"))
+        .respond_with(ResponseTemplate::new(401).set_body_string(format!("bad token Bearer {SECRET}")))
+        .mount(&server)
+        .await;
+    Mock::given(method("GET"))
+        .and(path(format!("/jobs/{SLOW_SINK_ID}/plan")))
+        .respond_with(ResponseTemplate::new(503).set_body_string(format!("{{\"errors\":[\"{SECRET}\"]}}")))
+        .mount(&server)
+        .await;
+    let (_keep, file) = secret_file(SECRET);
+    let auth = HttpAuth::Bearer { token: SecretSource::File(file) };
+    let rest = FlinkRest::new(&cluster(&server.uri(), Some(auth)), &flink(200, 600)).unwrap();
+    assert!(!format!("{rest:?}").contains(SECRET), "{rest:?}");
+
+    let unauthorized = rest.jobs().await.unwrap_err();
+    assert_eq!(unauthorized.status(), Some(401));
+    let gave_up = rest.plan(SLOW_SINK_ID).await.unwrap_err();
+    assert!(matches!(gave_up, FlinkError::GaveUp { .. }), "{gave_up:?}");
+    for err in [unauthorized, gave_up] {
+        let (display, debug) = (err.to_string(), format!("{err:?}"));
+        assert!(!display.contains(SECRET) && !debug.contains(SECRET), "{display}\n{debug}");
+        assert!(display.contains("`lab`"), "{display}");
+        assert!(display.contains("[REDACTED]"), "the echoed secret is masked: {display}");
+    }
+}
+
+#[tokio::test]
+async fn an_unreadable_secret_fails_at_construction_naming_the_file_not_a_value() {
+    let missing = std::env::temp_dir().join("culprit-no-such-secret-file");
+    let auth = HttpAuth::Basic { username: "flink".into(), password: SecretSource::File(missing.clone()) };
+    let err = FlinkRest::new(&cluster("http://127.0.0.1:1", Some(auth)), &flink(1000, 2000)).unwrap_err();
+    assert!(matches!(err, FlinkError::Config { .. }), "{err:?}");
+    assert!(err.to_string().contains(&missing.display().to_string()), "{err}");
+}
+
+#[tokio::test]
+async fn credentials_inside_the_rest_url_are_refused_without_echoing_them() {
+    let err = FlinkRest::new(&cluster("http://flink:pw-in-url@jm:8081", None), &flink(1000, 2000)).unwrap_err();
+    assert!(matches!(err, FlinkError::Config { .. }), "{err:?}");
+    assert!(!err.to_string().contains("pw-in-url") && !format!("{err:?}").contains("pw-in-url"), "{err}");
+}
+
+#[tokio::test]
+async fn hostile_job_ids_are_rejected_without_a_request() {
+    let server = MockServer::start().await;
+    Mock::given(method("GET")).respond_with(json("{}".into())).mount(&server).await;
+    let rest = client(&server);
+    for bad in ["../../x", "a b", "", "da23ad9af4e7326542c9a70eac958f42/../../jobs", "da23ad9af4e7326542c9a70eac958f4%"]
+    {
+        let err = rest.plan(bad).await.unwrap_err();
+        assert!(matches!(err, FlinkError::InvalidJobId { .. }), "{bad:?}: {err:?}");
+        let err = rest.checkpoint_config(bad).await.unwrap_err();
+        assert!(matches!(err, FlinkError::InvalidJobId { .. }), "{bad:?}: {err:?}");
+        assert!(err.to_string().contains("no request was sent"), "{err}");
+    }
+    assert_eq!(rest.requests(), 0);
+    assert!(server.received_requests().await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn a_success_answer_that_is_not_a_plan_is_a_final_parse_error() {
+    let server = MockServer::start().await;
+    Mock::given(method("GET")).respond_with(json("<html>login</html>".into())).mount(&server).await;
+    let rest = client(&server);
+    let err = rest.plan(SLOW_SINK_ID).await.unwrap_err();
+    assert!(matches!(err, FlinkError::Parse { .. }), "{err:?}");
+    let err = rest.checkpoint_config(SLOW_SINK_ID).await.unwrap_err();
+    assert!(matches!(err, FlinkError::Parse { .. }), "{err:?}");
+    assert_eq!(rest.requests(), 2);
+}
+
+fn job(id: &str, name: &str, state: &str, start_time_ms: i64) -> JobOverview {
+    JobOverview { id: id.into(), name: name.into(), state: state.into(), start_time_ms }
+}
+
+#[test]
+fn among_runs_with_the_same_name_the_running_one_wins() {
+    let jobs = parse_jobs_overview(&capture("hard-backpressure", "jobs-overview.json")).unwrap();
+    assert_eq!(pick_job(&jobs, "bp-lab-slow-sink").unwrap().id, "1cd3b48d0be42fe317d2a4ac91801fc4");
+    // Running wins even over a newer run that is not running.
+    let jobs = [
+        job("11111111111111111111111111111111", "etl", "RUNNING", 1_000),
+        job("22222222222222222222222222222222", "etl", "FAILED", 2_000),
+    ];
+    assert_eq!(pick_job(&jobs, "etl").unwrap().id, "11111111111111111111111111111111");
+}
+
+#[test]
+fn when_no_run_is_running_the_newest_start_wins() {
+    let jobs = parse_jobs_overview(&capture("hard-backpressure", "jobs-overview.json")).unwrap();
+    // Two canceled runs of bp-lab-rocksdb.
+    assert_eq!(pick_job(&jobs, "bp-lab-rocksdb").unwrap().id, "8c17cf9d2b8c253747de287bb8def048");
+}
+
+#[test]
+fn the_reporter_sanitized_name_finds_the_job() {
+    let jobs = parse_jobs_overview(&capture("chained-culprit", "jobs-overview.json")).unwrap();
+    assert_eq!(pick_job(&jobs, "bp_lab_chained_culprit").unwrap().id, "f60c9c5e4aed970136f76a329a615e6f");
+    // An exact name is preferred over a name that only sanitizes alike.
+    let jobs = [
+        job("11111111111111111111111111111111", "a_b", "RUNNING", 2_000),
+        job("22222222222222222222222222222222", "a-b", "CANCELED", 1_000),
+    ];
+    assert_eq!(pick_job(&jobs, "a-b").unwrap().id, "22222222222222222222222222222222");
+}
+
+#[test]
+fn an_exact_job_id_wins_over_names_and_unknown_names_give_none() {
+    let jobs = parse_jobs_overview(&capture("hard-backpressure", "jobs-overview.json")).unwrap();
+    // A canceled run, picked by id although a running run has the same name.
+    assert_eq!(pick_job(&jobs, SLOW_SINK_ID).unwrap().state, "CANCELED");
+    assert!(pick_job(&jobs, "no-such-job").is_none());
+    assert!(pick_job(&[], "bp-lab-slow-sink").is_none());
+}
