@@ -1,0 +1,1025 @@
+//! Kafka lag and retention of a job's input topics, from the Kafka exporters' series.
+//!
+//! The collector calls this module in two rounds (diagnosis.md §6, hazard `retention` §2):
+//!
+//! 1. [`job_inputs`] says which consumer group (and, optionally, topics) belong to the job;
+//!    [`lag_queries`] asks every supported exporter for that group's per-partition lag and
+//!    committed offsets.
+//! 2. [`topics_seen`] reads the topics the group was seen reading from round 1's answers;
+//!    [`offset_queries`] asks for those topics' log-start / log-end offsets and KMinion's
+//!    topic info (whose `retention_ms` label carries the topic's `retention.ms`).
+//!
+//! [`assemble`] then turns both rounds' answers into the snapshot's
+//! [`PartitionLag`]s and [`TopicRetention`]s.
+//!
+//! Supported exporters and the series read (label names as each exporter writes them):
+//!
+//! | exporter | lag (records) | lag (s) | committed offset | log start | log end |
+//! |---|---|---|---|---|---|
+//! | `kafka_exporter` (danielqsj) | `kafka_consumergroup_lag` | – | `kafka_consumergroup_current_offset` | `kafka_topic_partition_oldest_offset` | `kafka_topic_partition_current_offset` |
+//! | `kminion` | `kminion_kafka_consumer_group_topic_partition_lag` | – | – | `kminion_kafka_topic_partition_low_water_mark` | `kminion_kafka_topic_partition_high_water_mark` |
+//! | `kafka_lag_exporter` (seglo) | `kafka_consumergroup_group_lag` | `kafka_consumergroup_group_lag_seconds` | `kafka_consumergroup_group_offset` | `kafka_partition_earliest_offset` | `kafka_partition_latest_offset` |
+//!
+//! Group / topic / partition labels: `consumergroup` / `topic` / `partition`
+//! (kafka_exporter), `group_id` / `topic_name` / `partition_id` (KMinion), `group` /
+//! `topic` / `partition` (kafka-lag-exporter). Every query is
+//! `max by (<topic label>, <partition label>) (…)`, so extra labels (`instance`,
+//! `cluster_name`, `member_host`, `consumer_id`, `client_id`) and exporter replicas do not
+//! split a partition into several series.
+//!
+//! Pure: no IO, no clock.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::collect::query::{Agg, Aggregation, Query, QueryResult, ResultSeries, Selector};
+use crate::collect::snapshot::{PartitionLag, Point, TopicRetention};
+use crate::config::{KafkaConfig, Millis};
+
+/// The consumer group and topics that feed one Flink job.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KafkaInputs {
+    /// Consumer group id of the job's Kafka source (`group.id`).
+    pub consumer_group: String,
+    /// Topics the job reads, sorted, without duplicates or empty names. Empty: every topic
+    /// the group is seen reading.
+    pub topics: Vec<String>,
+}
+
+/// [`PartitionLag::exporter`] of series from danielqsj/kafka_exporter.
+pub const KAFKA_EXPORTER: &str = "kafka_exporter";
+/// [`PartitionLag::exporter`] of series from redpanda-data/kminion.
+pub const KMINION: &str = "kminion";
+/// [`PartitionLag::exporter`] of series from seglo/kafka-lag-exporter.
+pub const KAFKA_LAG_EXPORTER: &str = "kafka_lag_exporter";
+
+/// KMinion's topic info series: value 1, topic config in labels.
+pub const KMINION_TOPIC_INFO: &str = "kminion_kafka_topic_info";
+/// The label of [`KMINION_TOPIC_INFO`] holding `retention.ms` (KMinion turns the config
+/// key's dots into underscores; it is there when `minion.topics.infoMetric.configKeys`
+/// lists `retention.ms`). A string: milliseconds, `-1` for unlimited.
+pub const KMINION_RETENTION_LABEL: &str = "retention_ms";
+/// KMinion's topic label.
+const KMINION_TOPIC_LABEL: &str = "topic_name";
+
+/// The name of the topic-info query in round B.
+const TOPIC_INFO_QUERY: &str = "kafka/kminion/topic_info";
+
+/// A per-partition quantity an exporter may report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Quantity {
+    /// Lag in records.
+    Lag,
+    /// Lag in seconds.
+    LagSeconds,
+    /// The group's committed offset.
+    ConsumerOffset,
+    /// The partition's log-start (oldest retained) offset.
+    LogStart,
+    /// The partition's log-end (high-water mark) offset.
+    LogEnd,
+}
+
+impl Quantity {
+    /// Quantities of a consumer group (round A).
+    const GROUP: [Quantity; 3] = [Quantity::Lag, Quantity::LagSeconds, Quantity::ConsumerOffset];
+    /// Quantities of a topic partition, whoever reads it (round B).
+    const LOG: [Quantity; 2] = [Quantity::LogStart, Quantity::LogEnd];
+
+    fn key(self) -> &'static str {
+        match self {
+            Quantity::Lag => "lag_records",
+            Quantity::LagSeconds => "lag_seconds",
+            Quantity::ConsumerOffset => "consumer_offset",
+            Quantity::LogStart => "log_start_offset",
+            Quantity::LogEnd => "log_end_offset",
+        }
+    }
+}
+
+/// One exporter's series and label names.
+struct Exporter {
+    name: &'static str,
+    group_label: &'static str,
+    topic_label: &'static str,
+    partition_label: &'static str,
+    lag: Option<&'static str>,
+    lag_seconds: Option<&'static str>,
+    consumer_offset: Option<&'static str>,
+    log_start: Option<&'static str>,
+    log_end: Option<&'static str>,
+    /// The value the exporter writes into lag and committed offset when the group has no
+    /// committed offset on the partition: left out.
+    no_committed_offset: Option<f64>,
+}
+
+impl Exporter {
+    fn metric(&self, q: Quantity) -> Option<&'static str> {
+        match q {
+            Quantity::Lag => self.lag,
+            Quantity::LagSeconds => self.lag_seconds,
+            Quantity::ConsumerOffset => self.consumer_offset,
+            Quantity::LogStart => self.log_start,
+            Quantity::LogEnd => self.log_end,
+        }
+    }
+
+    /// `max by (<topic>, <partition>)`.
+    fn by_partition(&self) -> Aggregation {
+        Aggregation::new(Agg::Max, &[self.topic_label, self.partition_label])
+    }
+}
+
+/// The supported exporters; also the order in which a partition's log offsets are borrowed
+/// from another exporter (see [`assemble`]).
+const EXPORTERS: [Exporter; 3] = [
+    Exporter {
+        name: KAFKA_EXPORTER,
+        group_label: "consumergroup",
+        topic_label: "topic",
+        partition_label: "partition",
+        lag: Some("kafka_consumergroup_lag"),
+        lag_seconds: None,
+        consumer_offset: Some("kafka_consumergroup_current_offset"),
+        log_start: Some("kafka_topic_partition_oldest_offset"),
+        log_end: Some("kafka_topic_partition_current_offset"),
+        no_committed_offset: Some(-1.0),
+    },
+    Exporter {
+        name: KMINION,
+        group_label: "group_id",
+        topic_label: KMINION_TOPIC_LABEL,
+        partition_label: "partition_id",
+        lag: Some("kminion_kafka_consumer_group_topic_partition_lag"),
+        lag_seconds: None,
+        consumer_offset: None,
+        log_start: Some("kminion_kafka_topic_partition_low_water_mark"),
+        log_end: Some("kminion_kafka_topic_partition_high_water_mark"),
+        no_committed_offset: None,
+    },
+    Exporter {
+        name: KAFKA_LAG_EXPORTER,
+        group_label: "group",
+        topic_label: "topic",
+        partition_label: "partition",
+        lag: Some("kafka_consumergroup_group_lag"),
+        lag_seconds: Some("kafka_consumergroup_group_lag_seconds"),
+        consumer_offset: Some("kafka_consumergroup_group_offset"),
+        log_start: Some("kafka_partition_earliest_offset"),
+        log_end: Some("kafka_partition_latest_offset"),
+        no_committed_offset: None,
+    },
+];
+
+/// `kafka/<exporter>/<quantity>`, e.g. `kafka/kminion/lag_records`.
+fn query_name(exporter: &str, q: Quantity) -> String {
+    format!("kafka/{exporter}/{}", q.key())
+}
+
+/// Non-empty names, sorted, once each.
+fn clean_topics(topics: &[String]) -> Vec<String> {
+    let set: BTreeSet<&String> = topics.iter().filter(|t| !t.is_empty()).collect();
+    set.into_iter().cloned().collect()
+}
+
+/// Which consumer group and topics to look at for a job.
+///
+/// The `[[kafka.jobs]]` entry of the job (matched by Flink name, sanitized name or job id,
+/// see [`KafkaConfig::job`]) gives its `consumer_group` and `topics`; an entry without a
+/// consumer group, or no entry, means a consumer group named like the job (`job_name`, the
+/// Flink name). Topics come only from configuration (empty: all the group reads). Pure.
+pub fn job_inputs(config: &KafkaConfig, job_name: &str, job_id: &str) -> KafkaInputs {
+    match config.job(job_name, job_id) {
+        Some(entry) => KafkaInputs {
+            consumer_group: entry
+                .consumer_group
+                .clone()
+                .filter(|g| !g.is_empty())
+                .unwrap_or_else(|| job_name.to_string()),
+            topics: clean_topics(&entry.topics),
+        },
+        None => KafkaInputs { consumer_group: job_name.to_string(), topics: Vec::new() },
+    }
+}
+
+fn range(selector: Selector, aggregation: Aggregation, start_ms: i64, end_ms: i64, step_ms: i64) -> Query {
+    Query::Range { selector, aggregation: Some(aggregation), start_ms, end_ms, step_ms }
+}
+
+/// Round A: the consumer group's per-partition series from every supported exporter.
+///
+/// Returns `(name, query)` pairs, one per exporter and quantity it reports: names
+/// `kafka/<exporter>/lag_records`, `…/lag_seconds` (kafka-lag-exporter only) and
+/// `…/consumer_offset` (not KMinion), with `<exporter>` one of [`KAFKA_EXPORTER`],
+/// [`KMINION`], [`KAFKA_LAG_EXPORTER`]. Each is a [`Query::Range`] over
+/// `[start_ms, end_ms]` (Unix ms) every `step_ms` ms, e.g.
+/// `max by (topic, partition) ({__name__="kafka_consumergroup_lag", consumergroup="orders-job", topic=~"orders"})`;
+/// the topic matcher is there only when `inputs.topics` is not empty. Values: records,
+/// seconds, offsets. No queries when the consumer group is empty. Pure.
+pub fn lag_queries(inputs: &KafkaInputs, start_ms: i64, end_ms: i64, step_ms: i64) -> Vec<(String, Query)> {
+    if inputs.consumer_group.is_empty() {
+        return Vec::new();
+    }
+    let topics = clean_topics(&inputs.topics);
+    let mut out = Vec::new();
+    for e in &EXPORTERS {
+        for q in Quantity::GROUP {
+            let Some(metric) = e.metric(q) else { continue };
+            let mut selector = Selector::metric(metric).with(e.group_label, &inputs.consumer_group);
+            if !topics.is_empty() {
+                selector = selector.with_one_of(e.topic_label, &topics);
+            }
+            out.push((query_name(e.name, q), range(selector, e.by_partition(), start_ms, end_ms, step_ms)));
+        }
+    }
+    out
+}
+
+/// The topics the group was seen reading: the topic labels of round A's answers (keyed by
+/// the names [`lag_queries`] gave), together with the configured `inputs.topics`. Sorted,
+/// once each, no empty name. Pure.
+pub fn topics_seen(inputs: &KafkaInputs, answers: &BTreeMap<String, QueryResult>) -> Vec<String> {
+    let mut topics: BTreeSet<String> = clean_topics(&inputs.topics).into_iter().collect();
+    for e in &EXPORTERS {
+        for q in Quantity::GROUP {
+            for s in answers.get(&query_name(e.name, q)).into_iter().flatten() {
+                let topic = s.label(e.topic_label);
+                if !topic.is_empty() {
+                    topics.insert(topic.to_string());
+                }
+            }
+        }
+    }
+    topics.into_iter().collect()
+}
+
+/// Round B: per-partition log offsets of these topics from every exporter, and KMinion's
+/// topic info.
+///
+/// Names `kafka/<exporter>/log_start_offset` and `…/log_end_offset` (offsets), each
+/// `max by (<topic>, <partition>) ({__name__="…", <topic>=~"t1|t2"})`; and
+/// `kafka/kminion/topic_info`:
+/// `max by (topic_name, retention_ms) ({__name__="kminion_kafka_topic_info", topic_name=~"t1|t2"})`,
+/// whose result series carry the `retention_ms` label (value 1). All [`Query::Range`] over
+/// `[start_ms, end_ms]` (Unix ms) every `step_ms` ms. No queries for no topics. Pure.
+pub fn offset_queries(topics: &[String], start_ms: i64, end_ms: i64, step_ms: i64) -> Vec<(String, Query)> {
+    let topics = clean_topics(topics);
+    if topics.is_empty() {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    for e in &EXPORTERS {
+        for q in Quantity::LOG {
+            let Some(metric) = e.metric(q) else { continue };
+            let selector = Selector::metric(metric).with_one_of(e.topic_label, &topics);
+            out.push((query_name(e.name, q), range(selector, e.by_partition(), start_ms, end_ms, step_ms)));
+        }
+    }
+    let selector = Selector::metric(KMINION_TOPIC_INFO).with_one_of(KMINION_TOPIC_LABEL, &topics);
+    let by = Aggregation::new(Agg::Max, &[KMINION_TOPIC_LABEL, KMINION_RETENTION_LABEL]);
+    out.push((TOPIC_INFO_QUERY.to_string(), range(selector, by, start_ms, end_ms, step_ms)));
+    out
+}
+
+/// KMinion's `retention_ms` label: `Some(Some(ms))` for a whole number of ms ≥ 0,
+/// `Some(None)` for `-1` (unlimited), `None` for anything else (`N/A` when the config key is
+/// missing, `nil`, garbage, other negatives, overflow).
+fn parse_retention_label(value: &str) -> Option<Option<i64>> {
+    match value.trim().parse::<i64>() {
+        Ok(-1) => Some(None),
+        Ok(ms) if ms >= 0 => Some(Some(ms)),
+        _ => None,
+    }
+}
+
+/// Points by `(topic, partition)`.
+type ByPartition = BTreeMap<(String, String), Vec<Point>>;
+
+/// One answer's series by `(topic, partition)`, points kept only when finite and not the
+/// exporter's "no committed offset" value (`sentinel`).
+fn by_partition(series: Option<&QueryResult>, e: &Exporter, sentinel: Option<f64>) -> ByPartition {
+    let mut out = ByPartition::new();
+    for s in series.into_iter().flatten() {
+        let (topic, partition) = (s.label(e.topic_label), s.label(e.partition_label));
+        if topic.is_empty() || partition.is_empty() {
+            continue;
+        }
+        let points: Vec<Point> =
+            s.points.iter().copied().filter(|&(_, v)| v.is_finite() && Some(v) != sentinel).collect();
+        if !points.is_empty() {
+            out.entry((topic.to_string(), partition.to_string())).or_default().extend(points);
+        }
+    }
+    for points in out.values_mut() {
+        points.sort_by_key(|p| p.0);
+    }
+    out
+}
+
+/// Builds the snapshot's Kafka part from both rounds' answers (keyed by the names
+/// [`lag_queries`] and [`offset_queries`] gave).
+///
+/// Partitions: one [`PartitionLag`] per (exporter, topic, partition) on which the group has
+/// at least one lag or committed-offset point, sorted by topic, partition (numerically),
+/// exporter; two exporters reporting the same partition give two entries. Series are per
+/// step, Unix ms, oldest first: lag in records, lag in seconds (kafka-lag-exporter only),
+/// committed offset (not KMinion), log-start and log-end offsets. An exporter's own log
+/// offsets are used; when it has none for the partition they are borrowed from the first
+/// exporter, in the order kafka_exporter, KMinion, kafka-lag-exporter, that has them (they
+/// describe the topic, not the exporter). Non-finite values and kafka_exporter's `-1`
+/// (no committed offset) are left out; vectors are empty where nothing is reported.
+///
+/// Retention: every topic of `config_retention` (`from: "config"`), then KMinion's
+/// `retention_ms` label for the other topics (`from: "kminion"`; `-1` gives
+/// `retention_ms: None`, unlimited; unparsable values are ignored). When the label changed
+/// during the range, the series seen last (then the one that appeared last) wins; a tie goes
+/// to the shorter retention. Sorted by topic. Pure.
+pub fn assemble(
+    inputs: &KafkaInputs,
+    answers: &BTreeMap<String, QueryResult>,
+    config_retention: &BTreeMap<String, Millis>,
+) -> (Vec<PartitionLag>, Vec<TopicRetention>) {
+    // [exporter][LogStart, LogEnd] → (topic, partition) → points.
+    let logs: Vec<[ByPartition; 2]> = EXPORTERS
+        .iter()
+        .map(|e| Quantity::LOG.map(|q| by_partition(answers.get(&query_name(e.name, q)), e, None)))
+        .collect();
+
+    let mut partitions = Vec::new();
+    for (i, e) in EXPORTERS.iter().enumerate() {
+        let [lag, lag_seconds, consumer_offset] =
+            Quantity::GROUP.map(|q| by_partition(answers.get(&query_name(e.name, q)), e, e.no_committed_offset));
+        let keys: BTreeSet<&(String, String)> =
+            lag.keys().chain(lag_seconds.keys()).chain(consumer_offset.keys()).collect();
+        for key in keys {
+            let log = |which: usize| -> Vec<Point> {
+                std::iter::once(i)
+                    .chain(0..EXPORTERS.len())
+                    .find_map(|j| logs[j][which].get(key))
+                    .cloned()
+                    .unwrap_or_default()
+            };
+            let own = |m: &ByPartition| m.get(key).cloned().unwrap_or_default();
+            partitions.push(PartitionLag {
+                topic: key.0.clone(),
+                partition: key.1.clone(),
+                consumer_group: inputs.consumer_group.clone(),
+                exporter: e.name.to_string(),
+                lag_records: own(&lag),
+                lag_seconds: own(&lag_seconds),
+                consumer_offset: own(&consumer_offset),
+                log_start_offset: log(0),
+                log_end_offset: log(1),
+            });
+        }
+    }
+    partitions.sort_by(|a, b| {
+        let numeric = |p: &PartitionLag| p.partition.parse::<u64>().unwrap_or(u64::MAX);
+        (a.topic.as_str(), numeric(a), a.partition.as_str(), a.exporter.as_str()).cmp(&(
+            b.topic.as_str(),
+            numeric(b),
+            b.partition.as_str(),
+            b.exporter.as_str(),
+        ))
+    });
+
+    let mut retention: BTreeMap<String, TopicRetention> = config_retention
+        .iter()
+        .map(|(topic, ms)| {
+            (
+                topic.clone(),
+                TopicRetention { topic: topic.clone(), retention_ms: Some(ms.as_ms()), from: "config".into() },
+            )
+        })
+        .collect();
+    for (topic, retention_ms) in kminion_retention(answers.get(TOPIC_INFO_QUERY)) {
+        retention.entry(topic.clone()).or_insert(TopicRetention { topic, retention_ms, from: KMINION.into() });
+    }
+    (partitions, retention.into_values().collect())
+}
+
+/// `retention.ms` per topic from KMinion's topic info series (see [`assemble`]).
+fn kminion_retention(series: Option<&QueryResult>) -> BTreeMap<String, Option<i64>> {
+    // Per topic: (last point, first point, retention) of the winning series.
+    let mut best: BTreeMap<String, (i64, i64, Option<i64>)> = BTreeMap::new();
+    for s in series.into_iter().flatten() {
+        let topic = s.label(KMINION_TOPIC_LABEL);
+        let Some(parsed) = parse_retention_label(s.label(KMINION_RETENTION_LABEL)) else { continue };
+        let (Some(first), Some(last)) = (first_t(s), s.points.last().map(|p| p.0)) else { continue };
+        if topic.is_empty() {
+            continue;
+        }
+        let candidate = (last, first, parsed);
+        let shorter = |a: Option<i64>, b: Option<i64>| a.unwrap_or(i64::MAX) < b.unwrap_or(i64::MAX);
+        best.entry(topic.to_string())
+            .and_modify(|held| {
+                let newer = (candidate.0, candidate.1) > (held.0, held.1);
+                let tie = (candidate.0, candidate.1) == (held.0, held.1);
+                if newer || (tie && shorter(candidate.2, held.2)) {
+                    *held = candidate;
+                }
+            })
+            .or_insert(candidate);
+    }
+    best.into_iter().map(|(topic, (_, _, ms))| (topic, ms)).collect()
+}
+
+fn first_t(s: &ResultSeries) -> Option<i64> {
+    s.points.first().map(|p| p.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::collect::store::SeriesStore;
+    use crate::config::KafkaJob;
+    use crate::diagnose::slope_per_s;
+
+    /// Start of every test range, Unix ms.
+    const T0: i64 = 1_800_000_000_000;
+    /// Scrape interval of the hand-built exporters, ms.
+    const SCRAPE: i64 = 30_000;
+    /// Step of the range queries, ms: two scrapes.
+    const STEP: i64 = 60_000;
+    /// The range is [T0, T0 + 5 min]: evaluation points k = 0..=5 at T0 + k min.
+    const END: i64 = T0 + 5 * STEP;
+    const GROUP: &str = "orders-job";
+
+    /// Evaluation point k (0..=5), Unix ms.
+    fn at(k: i64) -> i64 {
+        T0 + k * STEP
+    }
+
+    /// The expected series at the 6 evaluation points.
+    fn expect(f: impl Fn(i64) -> f64) -> Vec<Point> {
+        (0..=5).map(|k| (at(k), f(k))).collect()
+    }
+
+    /// Scrapes i = 0..=10 at T0 + 30 s · i with value f(i). A range query at evaluation
+    /// point k takes the latest scrape at or before it: scrape i = 2k.
+    fn scrape(store: &mut SeriesStore, name: &str, labels: &[(&str, &str)], f: impl Fn(i64) -> f64) {
+        scrape_between(store, name, labels, 0, 10, f);
+    }
+
+    fn scrape_between(
+        store: &mut SeriesStore,
+        name: &str,
+        labels: &[(&str, &str)],
+        from: i64,
+        to: i64,
+        f: impl Fn(i64) -> f64,
+    ) {
+        for i in from..=to {
+            store.push(name, labels, T0 + SCRAPE * i, f(i));
+        }
+    }
+
+    fn inputs(group: &str, topics: &[&str]) -> KafkaInputs {
+        KafkaInputs { consumer_group: group.into(), topics: topics.iter().map(|t| t.to_string()).collect() }
+    }
+
+    /// Both rounds as the collector runs them, evaluated over the store.
+    fn answers(store: &SeriesStore, inputs: &KafkaInputs) -> BTreeMap<String, QueryResult> {
+        let mut answers: BTreeMap<String, QueryResult> =
+            lag_queries(inputs, T0, END, STEP).into_iter().map(|(name, q)| (name, store.evaluate(&q))).collect();
+        let topics = topics_seen(inputs, &answers);
+        for (name, q) in offset_queries(&topics, T0, END, STEP) {
+            answers.insert(name, store.evaluate(&q));
+        }
+        answers
+    }
+
+    fn run(
+        store: &SeriesStore,
+        inputs: &KafkaInputs,
+        config_retention: &BTreeMap<String, Millis>,
+    ) -> (Vec<PartitionLag>, Vec<TopicRetention>) {
+        assemble(inputs, &answers(store, inputs), config_retention)
+    }
+
+    fn no_config() -> BTreeMap<String, Millis> {
+        BTreeMap::new()
+    }
+
+    fn find<'a>(partitions: &'a [PartitionLag], exporter: &str, topic: &str, partition: &str) -> &'a PartitionLag {
+        partitions
+            .iter()
+            .find(|p| p.exporter == exporter && p.topic == topic && p.partition == partition)
+            .unwrap_or_else(|| panic!("no {exporter} {topic}/{partition} in {partitions:#?}"))
+    }
+
+    fn kafka_exporter_labels<'a>(group: &'a str, partition: &'a str, instance: &'a str) -> Vec<(&'a str, &'a str)> {
+        vec![
+            ("consumergroup", group),
+            ("topic", "orders"),
+            ("partition", partition),
+            ("instance", instance),
+            ("job", "kafka-exporter"),
+        ]
+    }
+
+    #[test]
+    fn kafka_exporter_series_become_one_partition_lag_per_partition_without_the_no_offset_sentinel() {
+        let mut s = SeriesStore::new();
+        // Partition 0, scraped by two exporter replicas; max keeps the higher one.
+        scrape(&mut s, "kafka_consumergroup_lag", &kafka_exporter_labels(GROUP, "0", "ke-1:9308"), |i| {
+            1000.0 + 100.0 * i as f64
+        });
+        scrape(&mut s, "kafka_consumergroup_lag", &kafka_exporter_labels(GROUP, "0", "ke-2:9308"), |i| {
+            990.0 + 100.0 * i as f64
+        });
+        scrape(&mut s, "kafka_consumergroup_current_offset", &kafka_exporter_labels(GROUP, "0", "ke-1:9308"), |i| {
+            5000.0 + 50.0 * i as f64
+        });
+        let topic_p0 = [("topic", "orders"), ("partition", "0"), ("instance", "ke-1:9308")];
+        scrape(&mut s, "kafka_topic_partition_oldest_offset", &topic_p0, |i| 4000.0 + 80.0 * i as f64);
+        scrape(&mut s, "kafka_topic_partition_current_offset", &topic_p0, |i| 6000.0 + 150.0 * i as f64);
+        // Partition 1: the group never committed (-1 throughout).
+        scrape(&mut s, "kafka_consumergroup_lag", &kafka_exporter_labels(GROUP, "1", "ke-1:9308"), |_| -1.0);
+        scrape(&mut s, "kafka_consumergroup_current_offset", &kafka_exporter_labels(GROUP, "1", "ke-1:9308"), |_| -1.0);
+        let topic_p1 = [("topic", "orders"), ("partition", "1"), ("instance", "ke-1:9308")];
+        scrape(&mut s, "kafka_topic_partition_oldest_offset", &topic_p1, |_| 0.0);
+        scrape(&mut s, "kafka_topic_partition_current_offset", &topic_p1, |_| 0.0);
+        // Partition 2: first commit between scrape 3 and 4.
+        let p2 = |i: i64, v: f64| if i < 4 { -1.0 } else { v };
+        scrape(&mut s, "kafka_consumergroup_lag", &kafka_exporter_labels(GROUP, "2", "ke-1:9308"), |i| p2(i, 50.0));
+        scrape(&mut s, "kafka_consumergroup_current_offset", &kafka_exporter_labels(GROUP, "2", "ke-1:9308"), |i| {
+            p2(i, 700.0)
+        });
+        // Another group on the same topic.
+        scrape(
+            &mut s,
+            "kafka_consumergroup_lag",
+            &kafka_exporter_labels("orders-job-replay", "0", "ke-1:9308"),
+            |_| 999_999.0,
+        );
+        s.finish();
+
+        let (partitions, retention) = run(&s, &inputs(GROUP, &[]), &no_config());
+
+        // Partition 1 has no committed offset at all: left out.
+        assert_eq!(partitions.len(), 2, "{partitions:#?}");
+        let p0 = find(&partitions, KAFKA_EXPORTER, "orders", "0");
+        assert_eq!(p0.consumer_group, GROUP);
+        // Evaluation point k reads scrape 2k: lag 1000 + 100·2k = 1000 + 200k (the replica
+        // at 990 + 200k is lower; the other group's 999 999 is not selected).
+        assert_eq!(p0.lag_records, expect(|k| 1000.0 + 200.0 * k as f64));
+        // 5000 + 50·2k.
+        assert_eq!(p0.consumer_offset, expect(|k| 5000.0 + 100.0 * k as f64));
+        // 4000 + 80·2k and 6000 + 150·2k (= committed + lag: 5000 + 100k + 1000 + 200k).
+        assert_eq!(p0.log_start_offset, expect(|k| 4000.0 + 160.0 * k as f64));
+        assert_eq!(p0.log_end_offset, expect(|k| 6000.0 + 300.0 * k as f64));
+        assert!(p0.lag_seconds.is_empty());
+        // Partition 2: k = 0, 1 read scrapes 0 and 2 (-1, left out); k = 2..=5 read 4..=10.
+        let p2 = find(&partitions, KAFKA_EXPORTER, "orders", "2");
+        assert_eq!(p2.lag_records, (2..=5).map(|k| (at(k), 50.0)).collect::<Vec<_>>());
+        assert_eq!(p2.consumer_offset, (2..=5).map(|k| (at(k), 700.0)).collect::<Vec<_>>());
+        assert!(p2.log_start_offset.is_empty(), "no log offsets were scraped for partition 2");
+        // No KMinion topic info, no configuration: no retention.
+        assert!(retention.is_empty());
+    }
+
+    #[test]
+    fn kminion_series_give_lag_and_watermarks_and_the_retention_label() {
+        let mut s = SeriesStore::new();
+        let lag = [("group_id", GROUP), ("topic_name", "orders"), ("partition_id", "0"), ("instance", "kminion:8080")];
+        scrape(&mut s, "kminion_kafka_consumer_group_topic_partition_lag", &lag, |i| 2000.0 + 10.0 * i as f64);
+        let other = [("group_id", "billing"), ("topic_name", "orders"), ("partition_id", "0")];
+        scrape(&mut s, "kminion_kafka_consumer_group_topic_partition_lag", &other, |_| 5.0);
+        let wm = [("topic_name", "orders"), ("partition_id", "0"), ("instance", "kminion:8080")];
+        scrape(&mut s, "kminion_kafka_topic_partition_low_water_mark", &wm, |i| 100.0 + 5.0 * i as f64);
+        scrape(&mut s, "kminion_kafka_topic_partition_high_water_mark", &wm, |i| 9000.0 + 30.0 * i as f64);
+        let info = [
+            ("topic_name", "orders"),
+            ("partition_count", "3"),
+            ("replication_factor", "3"),
+            ("cleanup_policy", "delete"),
+            ("retention_ms", "604800000"),
+            ("instance", "kminion:8080"),
+        ];
+        scrape(&mut s, KMINION_TOPIC_INFO, &info, |_| 1.0);
+        s.finish();
+
+        let (partitions, retention) = run(&s, &inputs(GROUP, &[]), &no_config());
+
+        assert_eq!(partitions.len(), 1, "{partitions:#?}");
+        let p = find(&partitions, KMINION, "orders", "0");
+        // 2000 + 10·2k; watermarks 100 + 5·2k and 9000 + 30·2k.
+        assert_eq!(p.lag_records, expect(|k| 2000.0 + 20.0 * k as f64));
+        assert_eq!(p.log_start_offset, expect(|k| 100.0 + 10.0 * k as f64));
+        assert_eq!(p.log_end_offset, expect(|k| 9000.0 + 60.0 * k as f64));
+        // KMinion reports neither lag in seconds nor per-partition committed offsets.
+        assert!(p.lag_seconds.is_empty() && p.consumer_offset.is_empty());
+        // 7 d = 7 × 86 400 000 ms.
+        assert_eq!(
+            retention,
+            vec![TopicRetention { topic: "orders".into(), retention_ms: Some(604_800_000), from: "kminion".into() }]
+        );
+    }
+
+    #[test]
+    fn kafka_lag_exporter_series_are_not_split_by_a_member_change_or_the_cluster_name() {
+        let mut s = SeriesStore::new();
+        let member = |host: &'static str, consumer: &'static str, partition: &'static str| {
+            vec![
+                ("cluster_name", "prod"),
+                ("group", GROUP),
+                ("topic", "orders"),
+                ("partition", partition),
+                ("member_host", host),
+                ("consumer_id", consumer),
+                ("client_id", "consumer-1"),
+            ]
+        };
+        // The partition moves to another member at scrape 6 (T0 + 3 min): two raw series.
+        let before = member("/10.0.0.7", "consumer-1-abc", "0");
+        let after = member("/10.0.0.8", "consumer-1-def", "0");
+        for (labels, from, to) in [(&before, 0, 5), (&after, 6, 10)] {
+            scrape_between(&mut s, "kafka_consumergroup_group_lag", labels, from, to, |i| 5000.0 + 300.0 * i as f64);
+            scrape_between(&mut s, "kafka_consumergroup_group_lag_seconds", labels, from, to, |i| {
+                600.0 + 30.0 * i as f64
+            });
+            scrape_between(&mut s, "kafka_consumergroup_group_offset", labels, from, to, |i| {
+                20_000.0 + 100.0 * i as f64
+            });
+        }
+        // Partition 1: lag in seconds not estimable yet (NaN), lag in records known.
+        let p1 = member("/10.0.0.7", "consumer-1-abc", "1");
+        scrape(&mut s, "kafka_consumergroup_group_lag", &p1, |_| 10.0);
+        scrape(&mut s, "kafka_consumergroup_group_lag_seconds", &p1, |_| f64::NAN);
+        let topic = [("cluster_name", "prod"), ("topic", "orders"), ("partition", "0")];
+        scrape(&mut s, "kafka_partition_earliest_offset", &topic, |i| 15_000.0 + 150.0 * i as f64);
+        scrape(&mut s, "kafka_partition_latest_offset", &topic, |i| 25_000.0 + 400.0 * i as f64);
+        s.finish();
+
+        let (partitions, _) = run(&s, &inputs(GROUP, &[]), &no_config());
+
+        assert_eq!(partitions.len(), 2, "{partitions:#?}");
+        let p0 = find(&partitions, KAFKA_LAG_EXPORTER, "orders", "0");
+        // After the move both raw series are within the 5 min lookback; max keeps the newer
+        // (higher) value, so each quantity reads scrape 2k: 5000 + 300·2k records,
+        // 600 + 30·2k s, committed 20 000 + 100·2k.
+        assert_eq!(p0.lag_records, expect(|k| 5000.0 + 600.0 * k as f64));
+        assert_eq!(p0.lag_seconds, expect(|k| 600.0 + 60.0 * k as f64));
+        assert_eq!(p0.consumer_offset, expect(|k| 20_000.0 + 200.0 * k as f64));
+        // 15 000 + 150·2k and 25 000 + 400·2k (= committed + lag).
+        assert_eq!(p0.log_start_offset, expect(|k| 15_000.0 + 300.0 * k as f64));
+        assert_eq!(p0.log_end_offset, expect(|k| 25_000.0 + 800.0 * k as f64));
+        let p1 = find(&partitions, KAFKA_LAG_EXPORTER, "orders", "1");
+        assert_eq!(p1.lag_records, expect(|_| 10.0));
+        assert!(p1.lag_seconds.is_empty(), "NaN is left out");
+    }
+
+    #[test]
+    fn two_exporters_on_one_partition_give_two_entries_and_log_offsets_are_borrowed_when_missing() {
+        let mut s = SeriesStore::new();
+        scrape(&mut s, "kafka_consumergroup_lag", &kafka_exporter_labels(GROUP, "0", "ke"), |_| 300.0);
+        let topic = [("topic", "orders"), ("partition", "0")];
+        scrape(&mut s, "kafka_topic_partition_oldest_offset", &topic, |_| 10.0);
+        scrape(&mut s, "kafka_topic_partition_current_offset", &topic, |_| 900.0);
+        // KMinion runs with its lag only (no watermarks scraped).
+        let lag = [("group_id", GROUP), ("topic_name", "orders"), ("partition_id", "0")];
+        scrape(&mut s, "kminion_kafka_consumer_group_topic_partition_lag", &lag, |_| 310.0);
+        s.finish();
+
+        let (partitions, _) = run(&s, &inputs(GROUP, &[]), &no_config());
+
+        let order: Vec<(&str, &str)> = partitions.iter().map(|p| (p.exporter.as_str(), p.partition.as_str())).collect();
+        assert_eq!(order, vec![(KAFKA_EXPORTER, "0"), (KMINION, "0")]);
+        let kminion = find(&partitions, KMINION, "orders", "0");
+        assert_eq!(kminion.lag_records, expect(|_| 310.0));
+        assert_eq!(kminion.log_start_offset, expect(|_| 10.0));
+        assert_eq!(kminion.log_end_offset, expect(|_| 900.0));
+    }
+
+    #[test]
+    fn partitions_are_ordered_by_number_not_by_text() {
+        let mut s = SeriesStore::new();
+        for p in ["10", "2", "1"] {
+            scrape(&mut s, "kafka_consumergroup_lag", &kafka_exporter_labels(GROUP, p, "ke"), |_| 1.0);
+        }
+        s.finish();
+        let (partitions, _) = run(&s, &inputs(GROUP, &[]), &no_config());
+        let order: Vec<&str> = partitions.iter().map(|p| p.partition.as_str()).collect();
+        assert_eq!(order, vec!["1", "2", "10"]);
+    }
+
+    #[test]
+    fn kminion_retention_labels_parse_minus_one_as_unlimited_and_ignore_garbage() {
+        assert_eq!(parse_retention_label("604800000"), Some(Some(604_800_000)));
+        assert_eq!(parse_retention_label(" 3600000 "), Some(Some(3_600_000)));
+        assert_eq!(parse_retention_label("0"), Some(Some(0)));
+        assert_eq!(parse_retention_label("-1"), Some(None));
+        for garbage in ["", "N/A", "nil", "7d", "1.5", "6.048e+08", "-2", "99999999999999999999", "١٢"] {
+            assert_eq!(parse_retention_label(garbage), None, "{garbage:?}");
+        }
+    }
+
+    /// KMinion lag for `group` on each topic, and a topic info series per (topic, label).
+    fn kminion_topics(group: &str, infos: &[(&'static str, &'static str)]) -> SeriesStore {
+        let mut s = SeriesStore::new();
+        for &(topic, retention_ms) in infos {
+            let lag = [("group_id", group), ("topic_name", topic), ("partition_id", "0")];
+            scrape(&mut s, "kminion_kafka_consumer_group_topic_partition_lag", &lag, |_| 1.0);
+            let info = [("topic_name", topic), ("cleanup_policy", "delete"), ("retention_ms", retention_ms)];
+            scrape(&mut s, KMINION_TOPIC_INFO, &info, |_| 1.0);
+        }
+        s.finish();
+        s
+    }
+
+    #[test]
+    fn configured_retention_overrides_kminion_and_kminion_fills_the_rest() {
+        let s = kminion_topics(GROUP, &[("orders", "604800000"), ("payments", "-1"), ("audit", "N/A")]);
+        let config: BTreeMap<String, Millis> =
+            [("orders".to_string(), "1d".parse().unwrap()), ("unrelated".to_string(), "12h".parse().unwrap())].into();
+
+        let (_, retention) = run(&s, &inputs(GROUP, &[]), &config);
+
+        assert_eq!(
+            retention,
+            vec![
+                // audit: "N/A" is no retention at all.
+                // orders: configured 1 d = 86 400 000 ms wins over KMinion's 7 d.
+                TopicRetention { topic: "orders".into(), retention_ms: Some(86_400_000), from: "config".into() },
+                // payments: KMinion's -1 means unlimited.
+                TopicRetention { topic: "payments".into(), retention_ms: None, from: "kminion".into() },
+                // Configured topics are kept even when not seen: 12 h = 43 200 000 ms.
+                TopicRetention { topic: "unrelated".into(), retention_ms: Some(43_200_000), from: "config".into() },
+            ]
+        );
+    }
+
+    #[test]
+    fn a_retention_label_changed_during_the_range_gives_the_newest_value() {
+        let mut s = SeriesStore::new();
+        let lag = [("group_id", GROUP), ("topic_name", "orders"), ("partition_id", "0")];
+        scrape(&mut s, "kminion_kafka_consumer_group_topic_partition_lag", &lag, |_| 1.0);
+        // retention.ms raised from 1 d to 2 d at scrape 5. Without staleness markers the old
+        // series stays visible for the 5 min lookback, to the end of the range; the new one
+        // appeared later, so it wins.
+        scrape_between(
+            &mut s,
+            KMINION_TOPIC_INFO,
+            &[("topic_name", "orders"), ("retention_ms", "86400000")],
+            0,
+            4,
+            |_| 1.0,
+        );
+        scrape_between(
+            &mut s,
+            KMINION_TOPIC_INFO,
+            &[("topic_name", "orders"), ("retention_ms", "172800000")],
+            5,
+            10,
+            |_| 1.0,
+        );
+        s.finish();
+        let (_, retention) = run(&s, &inputs(GROUP, &[]), &no_config());
+        assert_eq!(retention.len(), 1);
+        assert_eq!(retention[0].retention_ms, Some(172_800_000));
+    }
+
+    #[test]
+    fn a_hostile_group_name_is_escaped_and_selects_only_its_own_series() {
+        let hostile = r#"a"} or vector(1) or {""#;
+        let mut s = SeriesStore::new();
+        scrape(&mut s, "kafka_consumergroup_lag", &kafka_exporter_labels(hostile, "0", "ke"), |_| 7.0);
+        scrape(&mut s, "kafka_consumergroup_lag", &kafka_exporter_labels("a", "0", "ke"), |_| 1000.0);
+        let kminion = |g| [("group_id", g), ("topic_name", "orders"), ("partition_id", "0")];
+        scrape(&mut s, "kminion_kafka_consumer_group_topic_partition_lag", &kminion(hostile), |_| 8.0);
+        scrape(&mut s, "kminion_kafka_consumer_group_topic_partition_lag", &kminion("a"), |_| 2000.0);
+        let lag_exporter = |g| [("cluster_name", "prod"), ("group", g), ("topic", "orders"), ("partition", "0")];
+        scrape(&mut s, "kafka_consumergroup_group_lag", &lag_exporter(hostile), |_| 9.0);
+        scrape(&mut s, "kafka_consumergroup_group_lag", &lag_exporter("a"), |_| 3000.0);
+        s.finish();
+        let inputs = inputs(hostile, &[]);
+
+        let queries = lag_queries(&inputs, T0, END, STEP);
+        let promql: BTreeMap<&str, String> = queries.iter().map(|(n, q)| (n.as_str(), q.to_promql())).collect();
+        assert_eq!(
+            promql["kafka/kafka_exporter/lag_records"],
+            r#"max by (topic, partition) ({__name__="kafka_consumergroup_lag", consumergroup="a\"} or vector(1) or {\""})"#
+        );
+        for (name, text) in &promql {
+            assert!(text.contains(r#"="a\"} or vector(1) or {\""}"#), "{name}: {text}");
+            assert!(!text.contains(r#"="a"}"#), "{name}: {text}");
+        }
+        for (name, q) in &queries {
+            for series in s.evaluate(q) {
+                assert!(series.points.iter().all(|p| p.1 < 10.0), "{name} selected the decoy group: {series:?}");
+            }
+        }
+        let (partitions, _) = run(&s, &inputs, &no_config());
+        let lags: Vec<(&str, f64)> =
+            partitions.iter().map(|p| (p.exporter.as_str(), p.lag_records.last().unwrap().1)).collect();
+        // One partition, three exporters, ordered by exporter name.
+        assert_eq!(lags, vec![(KAFKA_EXPORTER, 7.0), (KAFKA_LAG_EXPORTER, 9.0), (KMINION, 8.0)]);
+        assert!(partitions.iter().all(|p| p.consumer_group == hostile));
+    }
+
+    #[test]
+    fn configured_topics_narrow_every_query_and_are_matched_literally() {
+        let mut s = SeriesStore::new();
+        for topic in ["orders.v1", "ordersXv1"] {
+            let labels = [("consumergroup", GROUP), ("topic", topic), ("partition", "0")];
+            scrape(&mut s, "kafka_consumergroup_lag", &labels, |_| 1.0);
+            scrape(&mut s, "kafka_topic_partition_oldest_offset", &[("topic", topic), ("partition", "0")], |_| 0.0);
+        }
+        s.finish();
+        let inputs = inputs(GROUP, &["orders.v1"]);
+
+        let lag = lag_queries(&inputs, T0, END, STEP);
+        assert_eq!(
+            lag[0].1.to_promql(),
+            r#"max by (topic, partition) ({__name__="kafka_consumergroup_lag", consumergroup="orders-job", topic=~"orders\\.v1"})"#
+        );
+        let offsets = offset_queries(&inputs.topics, T0, END, STEP);
+        let names: Vec<&str> = offsets.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(
+            names,
+            vec![
+                "kafka/kafka_exporter/log_start_offset",
+                "kafka/kafka_exporter/log_end_offset",
+                "kafka/kminion/log_start_offset",
+                "kafka/kminion/log_end_offset",
+                "kafka/kafka_lag_exporter/log_start_offset",
+                "kafka/kafka_lag_exporter/log_end_offset",
+                "kafka/kminion/topic_info",
+            ]
+        );
+        assert_eq!(
+            offsets[6].1.to_promql(),
+            r#"max by (topic_name, retention_ms) ({__name__="kminion_kafka_topic_info", topic_name=~"orders\\.v1"})"#
+        );
+        let (partitions, _) = run(&s, &inputs, &no_config());
+        assert_eq!(partitions.len(), 1);
+        assert_eq!(partitions[0].topic, "orders.v1");
+        assert_eq!(partitions[0].log_start_offset, expect(|_| 0.0));
+    }
+
+    #[test]
+    fn no_group_or_no_topics_means_no_queries() {
+        assert!(lag_queries(&inputs("", &["orders"]), T0, END, STEP).is_empty());
+        assert!(offset_queries(&[], T0, END, STEP).is_empty());
+        assert!(offset_queries(&[String::new()], T0, END, STEP).is_empty());
+        // Every exporter's lag, kafka-lag-exporter's lag in seconds, and the committed
+        // offsets of the two exporters that report them: 3 + 1 + 2 = 6 queries.
+        let names: Vec<String> = lag_queries(&inputs(GROUP, &[]), T0, END, STEP).into_iter().map(|(n, _)| n).collect();
+        assert_eq!(
+            names,
+            vec![
+                "kafka/kafka_exporter/lag_records",
+                "kafka/kafka_exporter/consumer_offset",
+                "kafka/kminion/lag_records",
+                "kafka/kafka_lag_exporter/lag_records",
+                "kafka/kafka_lag_exporter/lag_seconds",
+                "kafka/kafka_lag_exporter/consumer_offset",
+            ]
+        );
+    }
+
+    fn kafka_config() -> KafkaConfig {
+        KafkaConfig {
+            jobs: vec![
+                KafkaJob {
+                    job: "Orders Enrichment".into(),
+                    consumer_group: Some("orders-enricher".into()),
+                    topics: vec!["orders".into(), "customers".into(), "orders".into(), String::new()],
+                },
+                KafkaJob {
+                    job: "a1b2c3d4e5f60718293a4b5c6d7e8f90".into(),
+                    consumer_group: Some("by-id-group".into()),
+                    topics: Vec::new(),
+                },
+                KafkaJob { job: "payments".into(), consumer_group: None, topics: vec!["payments".into()] },
+            ],
+            retention: BTreeMap::new(),
+        }
+    }
+
+    #[test]
+    fn job_inputs_come_from_the_entry_matched_by_name_sanitized_name_or_id() {
+        let config = kafka_config();
+        let enricher =
+            KafkaInputs { consumer_group: "orders-enricher".into(), topics: vec!["customers".into(), "orders".into()] };
+        assert_eq!(job_inputs(&config, "Orders Enrichment", "ffff"), enricher);
+        // The reporter's sanitized job name (space → _) finds the same entry.
+        assert_eq!(job_inputs(&config, "Orders_Enrichment", "ffff"), enricher);
+        assert_eq!(
+            job_inputs(&config, "renamed-job", "a1b2c3d4e5f60718293a4b5c6d7e8f90"),
+            KafkaInputs { consumer_group: "by-id-group".into(), topics: Vec::new() }
+        );
+    }
+
+    #[test]
+    fn job_inputs_fall_back_to_a_group_named_like_the_job() {
+        let config = kafka_config();
+        // An entry without a consumer group keeps its topics.
+        assert_eq!(
+            job_inputs(&config, "payments", "eeee"),
+            KafkaInputs { consumer_group: "payments".into(), topics: vec!["payments".into()] }
+        );
+        // No entry at all.
+        assert_eq!(
+            job_inputs(&config, "fraud-scoring", "dddd"),
+            KafkaInputs { consumer_group: "fraud-scoring".into(), topics: Vec::new() }
+        );
+        assert_eq!(
+            job_inputs(&KafkaConfig::default(), "fraud-scoring", "dddd"),
+            KafkaInputs { consumer_group: "fraud-scoring".into(), topics: Vec::new() }
+        );
+    }
+
+    #[test]
+    fn topics_seen_joins_every_exporter_and_the_configured_topics() {
+        let mut s = SeriesStore::new();
+        scrape(
+            &mut s,
+            "kafka_consumergroup_lag",
+            &[("consumergroup", GROUP), ("topic", "orders"), ("partition", "0")],
+            |_| 1.0,
+        );
+        let kminion = |topic| [("group_id", GROUP), ("topic_name", topic), ("partition_id", "3")];
+        scrape(&mut s, "kminion_kafka_consumer_group_topic_partition_lag", &kminion("orders"), |_| 1.0);
+        scrape(&mut s, "kminion_kafka_consumer_group_topic_partition_lag", &kminion("refunds"), |_| 1.0);
+        scrape(
+            &mut s,
+            "kafka_consumergroup_group_lag_seconds",
+            &[("group", GROUP), ("topic", "returns"), ("partition", "0")],
+            |_| 1.0,
+        );
+        // Another group's topic.
+        scrape(
+            &mut s,
+            "kafka_consumergroup_lag",
+            &[("consumergroup", "other"), ("topic", "audit"), ("partition", "0")],
+            |_| 1.0,
+        );
+        s.finish();
+        let round_a = |inputs: &KafkaInputs| -> BTreeMap<String, QueryResult> {
+            lag_queries(inputs, T0, END, STEP).into_iter().map(|(n, q)| (n, s.evaluate(&q))).collect()
+        };
+
+        let all = inputs(GROUP, &[]);
+        assert_eq!(topics_seen(&all, &round_a(&all)), vec!["orders", "refunds", "returns"]);
+        // Configured topics narrow round A and are kept even with no series yet.
+        let configured = inputs(GROUP, &["orders", "customers"]);
+        assert_eq!(topics_seen(&configured, &round_a(&configured)), vec!["customers", "orders"]);
+        assert!(topics_seen(&all, &BTreeMap::new()).is_empty());
+    }
+
+    #[test]
+    fn a_growing_lag_assembles_into_the_series_the_retention_hazard_reads() {
+        // Producers write 200 records/s, the job commits 100 records/s: the lag grows by
+        // 100 records/s, and the oldest unconsumed record ages 100 / 200 = 0.5 s per s.
+        // Retention deletes old segments at 150 records/s.
+        let mut s = SeriesStore::new();
+        let ke = kafka_exporter_labels(GROUP, "0", "ke");
+        // Per 30 s scrape: committed +3000, log end +6000, log start +4500.
+        scrape(&mut s, "kafka_consumergroup_current_offset", &ke, |i| 30_000.0 + 3000.0 * i as f64);
+        scrape(&mut s, "kafka_consumergroup_lag", &ke, |i| 90_000.0 + 3000.0 * i as f64);
+        let topic = [("topic", "orders"), ("partition", "0")];
+        scrape(&mut s, "kafka_topic_partition_oldest_offset", &topic, |i| 4500.0 * i as f64);
+        scrape(&mut s, "kafka_topic_partition_current_offset", &topic, |i| 120_000.0 + 6000.0 * i as f64);
+        let kle = [("cluster_name", "prod"), ("group", GROUP), ("topic", "orders"), ("partition", "0")];
+        scrape(&mut s, "kafka_consumergroup_group_lag", &kle, |i| 90_000.0 + 3000.0 * i as f64);
+        // 90 000 records at 200 records/s = 450 s, +15 s per 30 s scrape.
+        scrape(&mut s, "kafka_consumergroup_group_lag_seconds", &kle, |i| 450.0 + 15.0 * i as f64);
+        s.finish();
+        let config: BTreeMap<String, Millis> = [("orders".to_string(), "1h".parse().unwrap())].into();
+
+        let (partitions, retention) = run(&s, &inputs(GROUP, &[]), &config);
+
+        // retention.rs looks up retention by topic: 1 h = 3 600 000 ms, from configuration.
+        assert_eq!(
+            retention,
+            vec![TopicRetention { topic: "orders".into(), retention_ms: Some(3_600_000), from: "config".into() }]
+        );
+        // Lag in seconds (kafka-lag-exporter): the last is 450 + 15 · 10 = 600 s, growing
+        // 0.5 s per s, so (retention − lag) / growth = (3600 − 600) / 0.5 = 6000 s to loss.
+        let by_time = find(&partitions, KAFKA_LAG_EXPORTER, "orders", "0");
+        assert_eq!(by_time.lag_seconds.last(), Some(&(END, 600.0)));
+        let growth = slope_per_s(&by_time.lag_seconds).unwrap();
+        assert!((growth - 0.5).abs() < 1e-9, "{growth}");
+        assert!(((3600.0 - 600.0) / growth - 6000.0).abs() < 1e-6);
+        // kafka-lag-exporter scraped no log offsets here: kafka_exporter's are borrowed.
+        assert_eq!(by_time.log_start_offset.last(), Some(&(END, 45_000.0)));
+        // Offsets (kafka_exporter): committed 30 000 + 3000 · 10 = 60 000, log start
+        // 4500 · 10 = 45 000, still above it; the log start gains 150 − 100 = 50 records/s on
+        // the consumer, so (60 000 − 45 000) / 50 = 300 s to loss — the sooner of the two,
+        // which the hazard reports.
+        let by_offsets = find(&partitions, KAFKA_EXPORTER, "orders", "0");
+        assert!(by_offsets.lag_seconds.is_empty());
+        assert_eq!(by_offsets.consumer_offset.last(), Some(&(END, 60_000.0)));
+        assert_eq!(by_offsets.log_start_offset.last(), Some(&(END, 45_000.0)));
+        let start_rate = slope_per_s(&by_offsets.log_start_offset).unwrap();
+        let consume_rate = slope_per_s(&by_offsets.consumer_offset).unwrap();
+        assert!(
+            (start_rate - 150.0).abs() < 1e-9 && (consume_rate - 100.0).abs() < 1e-9,
+            "{start_rate} {consume_rate}"
+        );
+        assert!(((60_000.0 - 45_000.0) / (start_rate - consume_rate) - 300.0).abs() < 1e-6);
+        // Produce rate from the log end: 6000 per 30 s = 200 records/s.
+        assert!((slope_per_s(&by_offsets.log_end_offset).unwrap() - 200.0).abs() < 1e-9);
+    }
+}
