@@ -6,7 +6,6 @@ use std::path::{Path, PathBuf};
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::collect::catalog::MetricCatalog;
 use crate::collect::collector::{CollectInput, collect};
 use crate::collect::snapshot::CheckpointConfig;
 use crate::collect::store::SeriesStore;
@@ -39,22 +38,41 @@ pub enum Command {
     /// Diagnose one job from a recording or scrape dumps and its job plan.
     #[command(after_help = EXIT_CODES)]
     Diagnose(DiagnoseArgs),
+    /// Write a recording of one job from Prometheus (and its plan from Flink REST): a bundle
+    /// from which `diagnose --recording` gives the same verdict, to attach to a bug report.
+    #[command(after_help = EXIT_CODES)]
+    Record(RecordArgs),
     /// Replay the real Flink recordings bundled with culprit and print each verdict.
     /// Needs no network, Prometheus or Flink.
     #[command(after_help = EXIT_CODES)]
     Demo(DemoArgs),
 }
 
+/// `culprit diagnose`. The metrics come from exactly one of: --recording, --metrics,
+/// --scrape, or (with none of them) the Prometheus in the configuration.
 #[derive(Debug, Args)]
+#[command(group = clap::ArgGroup::new("source").args(["recording", "metrics", "scrape"]).multiple(false))]
 pub struct DiagnoseArgs {
     /// A recording: Prometheus text exposition or OpenMetrics with timestamps, plain or
     /// gzip (e.g. exported from Prometheus, or written by `culprit record`).
-    #[arg(long, value_name = "FILE", conflicts_with = "metrics")]
+    #[arg(long, value_name = "FILE")]
     pub recording: Option<PathBuf>,
     /// A plain scrape dump of a Flink reporter endpoint (no timestamps); repeat for the
     /// JobManager and every TaskManager. Samples are taken to be from --at, else now.
     #[arg(long, value_name = "FILE")]
     pub metrics: Vec<PathBuf>,
+    /// A Flink Prometheus reporter endpoint to read now, with no Prometheus at all
+    /// (`http://taskmanager-1:9249/metrics`); repeat for the JobManager and every
+    /// TaskManager. Flink's busy and backpressured times are already 60 s averages.
+    #[arg(long, value_name = "URL")]
+    pub scrape: Vec<String>,
+    /// Flink REST endpoint (`http://jobmanager:8081`) for the job graph and checkpoint
+    /// configuration, with --scrape or live; overrides the configured clusters.
+    #[arg(long, value_name = "URL")]
+    pub flink: Option<String>,
+    /// The configured Flink cluster to ask (by name), live.
+    #[arg(long, value_name = "NAME")]
+    pub cluster: Option<String>,
     /// The job graph: the JSON of Flink REST `GET /jobs/:id/plan` (with or without the
     /// `{"plan": …}` wrapper). Without it, culprit ranks busy vertices that are not
     /// backpressured and lowers its confidence.
@@ -86,6 +104,37 @@ pub struct DiagnoseArgs {
 }
 
 #[derive(Debug, Args)]
+pub struct RecordArgs {
+    /// The job: its name as Flink shows it, as the reporter writes it, or its job id.
+    #[arg(long, value_name = "NAME_OR_ID")]
+    pub job: String,
+    /// How far back the recording reaches (the trend lookback), e.g. `1h`.
+    #[arg(long, value_name = "DURATION", default_value = "1h")]
+    pub lookback: String,
+    /// The time to record up to, RFC 3339. Default: now.
+    #[arg(long, value_name = "RFC3339")]
+    pub at: Option<String>,
+    /// The diagnosis window, e.g. `5m`. Default: from the configuration.
+    #[arg(long, value_name = "DURATION")]
+    pub window: Option<String>,
+    /// The configuration with the [prometheus] to read from (and [flink] clusters).
+    #[arg(long, value_name = "FILE")]
+    pub config: PathBuf,
+    /// The configured Flink cluster to ask (by name).
+    #[arg(long, value_name = "NAME")]
+    pub cluster: Option<String>,
+    /// Where to write the recording (gzip OpenMetrics), e.g. `job.om.gz`.
+    #[arg(long, value_name = "FILE")]
+    pub out: PathBuf,
+    /// Where to write the job plan JSON (when Flink REST gives it).
+    #[arg(long, value_name = "FILE")]
+    pub plan_out: Option<PathBuf>,
+    /// Where to write the checkpoint configuration JSON (when Flink REST gives it).
+    #[arg(long, value_name = "FILE")]
+    pub checkpoint_config_out: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
 pub struct DemoArgs {
     /// Output format.
     #[arg(long, value_enum, default_value = "text")]
@@ -109,8 +158,16 @@ impl CliError {
 pub fn run(cli: Cli, out: &mut dyn Write) -> Result<(), CliError> {
     match cli.command {
         Command::Diagnose(args) => {
-            let verdict = diagnose_command(&args, now_ms())?;
+            let verdict = if args.recording.is_some() || !args.metrics.is_empty() {
+                diagnose_command(&args, now_ms())?
+            } else {
+                runtime()?.block_on(diagnose_live_command(&args, now_ms()))?
+            };
             write_out(out, &render(&verdict, args.format))
+        }
+        Command::Record(args) => {
+            let summary = runtime()?.block_on(record_command(&args, now_ms()))?;
+            write_out(out, &summary)
         }
         Command::Demo(args) => {
             for (i, capture) in crate::demo::CAPTURES.iter().enumerate() {
@@ -146,6 +203,220 @@ fn now_ms() -> i64 {
     jiff::Timestamp::now().as_millisecond()
 }
 
+fn runtime() -> Result<tokio::runtime::Runtime, CliError> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| CliError { code: EXIT_INTERNAL, message: format!("cannot start the runtime: {e}") })
+}
+
+fn load_config(path: Option<&Path>) -> Result<Config, CliError> {
+    match path {
+        Some(path) => Config::load(path).map_err(|e| CliError::usage(e.to_string())),
+        None => Ok(Config::default()),
+    }
+}
+
+fn parse_window(window: Option<&str>) -> Result<Option<i64>, CliError> {
+    let w = window
+        .map(|w| w.parse::<Millis>().map_err(|e| CliError::usage(format!("--window {e}"))))
+        .transpose()?
+        .map(|m| m.as_ms());
+    if w.is_some_and(|w| w <= 0) {
+        return Err(CliError::usage("--window must be longer than 0"));
+    }
+    Ok(w)
+}
+
+fn cluster_labels(cluster: Option<&str>) -> std::collections::BTreeMap<String, String> {
+    cluster.map(|c| [("cluster".to_string(), c.to_string())].into_iter().collect()).unwrap_or_default()
+}
+
+/// An ad-hoc Flink REST client for `--flink URL`.
+fn flink_from_url(url: &str, config: &Config) -> Result<crate::collect::flink_rest::FlinkRest, CliError> {
+    let cluster = crate::config::FlinkCluster {
+        name: url.to_string(),
+        rest_url: url.to_string(),
+        r#match: Default::default(),
+        auth: None,
+    };
+    crate::collect::flink_rest::FlinkRest::new(&cluster, &config.flink)
+        .map_err(|e| CliError::usage(format!("--flink {url}: {e}")))
+}
+
+/// `culprit diagnose` live (Prometheus from the configuration) or over `--scrape`.
+pub async fn diagnose_live_command(args: &DiagnoseArgs, now_ms: i64) -> Result<Verdict, CliError> {
+    let mut config = load_config(args.config.as_deref())?;
+    if let Some(url) = &args.flink {
+        config.flink.clusters = vec![crate::config::FlinkCluster {
+            name: url.clone(),
+            rest_url: url.clone(),
+            r#match: Default::default(),
+            auth: None,
+        }];
+    }
+    let at_ms = args.at.as_deref().map(parse_at).transpose()?;
+    let window_ms = parse_window(args.window.as_deref())?;
+    let request = DiagnosisRequest { job: args.job.clone(), at_ms, window_ms };
+    if !args.scrape.is_empty() {
+        return scrape_command(args, &config, &request, now_ms).await;
+    }
+    if config.prometheus.is_none() {
+        return Err(CliError::usage(
+            "nothing to diagnose: give --recording FILE, --metrics FILE or --scrape URL, or a --config with a [prometheus] section",
+        ));
+    }
+    if args.job.is_none() {
+        return Err(CliError::usage("a live diagnosis needs --job NAME_OR_ID"));
+    }
+    let live = crate::pipeline::Live::new(config).map_err(|e| CliError::usage(e.to_string()))?;
+    let mut labels = cluster_labels(args.cluster.as_deref());
+    if let Some(url) = &args.flink {
+        labels.insert("cluster".into(), url.clone());
+    }
+    live.diagnose(&request, &labels, now_ms).await.map_err(|e| CliError::usage(e.to_string()))
+}
+
+/// Reads Flink reporter endpoints now and diagnoses from that one scrape.
+async fn scrape_command(
+    args: &DiagnoseArgs,
+    config: &Config,
+    request: &DiagnosisRequest,
+    now_ms: i64,
+) -> Result<Verdict, CliError> {
+    let client = reqwest::Client::builder()
+        .timeout(std::time::Duration::from_millis(config.flink.timeout.as_ms() as u64))
+        .build()
+        .map_err(|e| CliError { code: EXIT_INTERNAL, message: e.to_string() })?;
+    let stamp = request.at_ms.unwrap_or(now_ms);
+    let mut store = SeriesStore::new();
+    for url in &args.scrape {
+        let body = client
+            .get(url)
+            .send()
+            .await
+            .and_then(|r| r.error_for_status())
+            .map_err(|e| CliError::usage(format!("--scrape {url}: {}", e.without_url())))?
+            .bytes()
+            .await
+            .map_err(|e| CliError::usage(format!("--scrape {url}: {}", e.without_url())))?;
+        store.read_from(&body[..], url, Some(stamp)).map_err(|e| CliError::usage(e.to_string()))?;
+    }
+    store.finish();
+    let mut graph = match &args.plan {
+        Some(path) => Some(
+            JobGraph::from_plan_json(&read_text(path, "job plan")?)
+                .map_err(|e| CliError::usage(format!("{}: {e}", path.display())))?,
+        ),
+        None => None,
+    };
+    let mut checkpoint_config = None;
+    let mut notes = Vec::new();
+    let mut request = request.clone();
+    if let Some(url) = &args.flink {
+        let rest = flink_from_url(url, config)?;
+        let wanted = request.job.clone();
+        match wanted {
+            Some(wanted) => match rest.jobs().await {
+                Ok(jobs) => {
+                    if let Some(job) = crate::collect::flink_rest::pick_job(&jobs, &wanted) {
+                        request.job = Some(job.id.clone());
+                        if graph.is_none() {
+                            match rest.plan(&job.id).await {
+                                Ok(g) => graph = Some(g),
+                                Err(e) => notes.push(format!("no job graph from Flink REST: {e}")),
+                            }
+                        }
+                        checkpoint_config = rest.checkpoint_config(&job.id).await.ok();
+                    }
+                }
+                Err(e) => notes.push(format!("Flink REST did not list the jobs: {e}")),
+            },
+            None => notes.push("no --job given: Flink REST not asked".into()),
+        }
+    }
+    let snapshot =
+        collect(&store, CollectInput { request: &request, graph, checkpoint_config, config, catalog: &config.metrics })
+            .await
+            .map_err(|e| CliError::usage(e.to_string()))?;
+    let mut snapshot = snapshot;
+    snapshot.notes.extend(notes);
+    Ok(diagnose(&snapshot, &config.diagnosis))
+}
+
+/// `culprit record`: a live diagnosis whose series are written as a recording.
+pub async fn record_command(args: &RecordArgs, now_ms: i64) -> Result<String, CliError> {
+    let mut config = load_config(Some(&args.config))?;
+    let lookback = args.lookback.parse::<Millis>().map_err(|e| CliError::usage(format!("--lookback {e}")))?;
+    config.diagnosis.trend_lookback = lookback;
+    let window_ms = parse_window(args.window.as_deref())?;
+    if window_ms.unwrap_or(config.diagnosis.window.as_ms()) > lookback.as_ms() {
+        return Err(CliError::usage("--lookback must be at least the window"));
+    }
+    let at_ms = args.at.as_deref().map(parse_at).transpose()?.unwrap_or(now_ms);
+    let live = crate::pipeline::Live::new(config.clone()).map_err(|e| CliError::usage(e.to_string()))?;
+    let prometheus = live
+        .prometheus()
+        .ok_or_else(|| CliError::usage(format!("{}: no [prometheus] section", args.config.display())))?;
+    let labels = cluster_labels(args.cluster.as_deref());
+    let (job_id, graph, checkpoint_config, _notes) = live.job_context(Some(&args.job), &labels).await;
+    let request =
+        DiagnosisRequest { job: Some(job_id.unwrap_or_else(|| args.job.clone())), at_ms: Some(at_ms), window_ms };
+    let source =
+        crate::collect::recorder::RecordingSource::new(crate::collect::prometheus::PromSource::new(prometheus, at_ms));
+    let snapshot = collect(
+        &source,
+        CollectInput {
+            request: &request,
+            graph: graph.clone(),
+            checkpoint_config: checkpoint_config.clone(),
+            config: &config,
+            catalog: &config.metrics,
+        },
+    )
+    .await
+    .map_err(|e| CliError::usage(e.to_string()))?;
+    let verdict = diagnose(&snapshot, &config.diagnosis);
+    let file = std::fs::File::create(&args.out)
+        .map_err(|e| CliError::usage(format!("{}: cannot create: {e}", args.out.display())))?;
+    let marker = [("job_id", snapshot.job.id.as_str()), ("job_name", snapshot.job.name.as_str())];
+    let (series, samples) = source
+        .write_recording(std::io::BufWriter::new(file), at_ms, &marker)
+        .await
+        .map_err(|e| CliError::usage(e.message))?;
+    let mut lines =
+        vec![format!("wrote {} ({series} series, {samples} samples up to {})", args.out.display(), verdict.at)];
+    if let (Some(path), Some(graph)) = (&args.plan_out, &graph) {
+        let json = serde_json::json!({ "plan": {
+            "jid": graph.job_id, "name": graph.job_name,
+            "nodes": graph.vertices.iter().map(|v| serde_json::json!({
+                "id": v.id, "parallelism": v.parallelism, "description": v.operators.join("<br/>+- "),
+                "inputs": graph.edges.iter().filter(|e| e.to == v.id).map(|e| serde_json::json!({"id": e.from, "ship_strategy": e.ship_strategy})).collect::<Vec<_>>(),
+            })).collect::<Vec<_>>(),
+        }});
+        std::fs::write(path, serde_json::to_string_pretty(&json).expect("json"))
+            .map_err(|e| CliError::usage(format!("{}: {e}", path.display())))?;
+        lines.push(format!("wrote {}", path.display()));
+    }
+    if let (Some(path), Some(c)) = (&args.checkpoint_config_out, &checkpoint_config) {
+        let json = serde_json::json!({"interval": c.interval_ms, "timeout": c.timeout_ms, "unaligned_checkpoints": c.unaligned, "state_backend": c.state_backend});
+        std::fs::write(path, serde_json::to_string_pretty(&json).expect("json"))
+            .map_err(|e| CliError::usage(format!("{}: {e}", path.display())))?;
+        lines.push(format!("wrote {}", path.display()));
+    }
+    lines.push(format!("verdict: {}", verdict.summary));
+    let mut replay = format!("replay: culprit diagnose --recording {}", args.out.display());
+    if let (Some(p), Some(_)) = (&args.plan_out, &graph) {
+        replay.push_str(&format!(" --plan {}", p.display()));
+    }
+    if let (Some(p), Some(_)) = (&args.checkpoint_config_out, &checkpoint_config) {
+        replay.push_str(&format!(" --checkpoint-config {}", p.display()));
+    }
+    lines.push(replay);
+    Ok(lines.join("\n") + "\n")
+}
+
 /// Parses an RFC 3339 time into Unix ms.
 pub fn parse_at(s: &str) -> Result<i64, CliError> {
     s.parse::<jiff::Timestamp>()
@@ -160,20 +431,9 @@ fn read_text(path: &Path, what: &str) -> Result<String, CliError> {
 
 /// `culprit diagnose` over files. `now_ms` stamps scrape dumps without --at.
 pub fn diagnose_command(args: &DiagnoseArgs, now_ms: i64) -> Result<Verdict, CliError> {
-    let config = match &args.config {
-        Some(path) => Config::load(path).map_err(|e| CliError::usage(e.to_string()))?,
-        None => Config::default(),
-    };
+    let config = load_config(args.config.as_deref())?;
     let at_ms = args.at.as_deref().map(parse_at).transpose()?;
-    let window_ms = args
-        .window
-        .as_deref()
-        .map(|w| w.parse::<Millis>().map_err(|e| CliError::usage(format!("--window {e}"))))
-        .transpose()?
-        .map(|m| m.as_ms());
-    if window_ms.is_some_and(|w| w <= 0) {
-        return Err(CliError::usage("--window must be longer than 0"));
-    }
+    let window_ms = parse_window(args.window.as_deref())?;
     let graph = match &args.plan {
         Some(path) => Some(
             JobGraph::from_plan_json(&read_text(path, "job plan")?)
@@ -210,10 +470,9 @@ pub fn diagnose_command(args: &DiagnoseArgs, now_ms: i64) -> Result<Verdict, Cli
     }
     store.finish();
     let request = DiagnosisRequest { job: args.job.clone(), at_ms, window_ms };
-    let catalog = MetricCatalog::default();
     let snapshot = block_on(collect(
         &store,
-        CollectInput { request: &request, graph, checkpoint_config, config: &config, catalog: &catalog },
+        CollectInput { request: &request, graph, checkpoint_config, config: &config, catalog: &config.metrics },
     ))
     .map_err(|e| {
         let source =

@@ -61,6 +61,11 @@ impl Serialize for Millis {
 pub struct Config {
     pub diagnosis: DiagnosisConfig,
     pub kafka: KafkaConfig,
+    /// The PromQL-compatible backend for live diagnoses; absent: recordings only.
+    pub prometheus: Option<PrometheusConfig>,
+    pub flink: FlinkConfig,
+    /// Metric names, overriding the Flink 1.15+/2.x reporter defaults.
+    pub metrics: crate::collect::catalog::MetricCatalog,
 }
 
 /// A configuration that cannot be used: every problem found, one per line.
@@ -98,6 +103,11 @@ impl Config {
     pub fn validate(&self) -> Vec<String> {
         let mut problems = Vec::new();
         self.diagnosis.validate(&mut problems);
+        if let Some(p) = &self.prometheus {
+            p.validate(&mut problems);
+        }
+        self.flink.validate(&mut problems);
+        self.metrics.validate(&mut problems);
         problems
     }
 }
@@ -325,6 +335,157 @@ impl Thresholds {
             problems.push("diagnosis.thresholds.retention_warning must be at least retention_critical".into());
         }
     }
+}
+
+/// Where a secret comes from: an environment variable or a file (trailing newline
+/// trimmed). Never the configuration file itself.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "snake_case")]
+pub enum SecretSource {
+    /// The name of an environment variable.
+    Env(String),
+    /// A file path (e.g. a mounted Kubernetes Secret).
+    File(std::path::PathBuf),
+}
+
+impl SecretSource {
+    /// Reads the secret. The error names the variable or file, never the value.
+    pub fn resolve(&self) -> Result<secrecy::SecretString, String> {
+        match self {
+            SecretSource::Env(name) => std::env::var(name)
+                .map(secrecy::SecretString::from)
+                .map_err(|_| format!("the environment variable {name} is not set")),
+            SecretSource::File(path) => std::fs::read_to_string(path)
+                .map(|s| secrecy::SecretString::from(s.trim_end_matches(['\n', '\r']).to_string()))
+                .map_err(|e| format!("cannot read the secret file {}: {e}", path.display())),
+        }
+    }
+}
+
+/// HTTP authentication toward a backend.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "snake_case", tag = "type")]
+pub enum HttpAuth {
+    /// `Authorization: Bearer <token>`.
+    Bearer { token: SecretSource },
+    /// `Authorization: Basic …`.
+    Basic { username: String, password: SecretSource },
+}
+
+/// A Prometheus-compatible query API (Prometheus, Thanos, Mimir, Cortex, VictoriaMetrics).
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct PrometheusConfig {
+    /// Base URL including any path prefix, without `/api/v1`:
+    /// `http://prometheus:9090`, `https://mimir.example.com/prometheus`.
+    pub url: String,
+    /// Per-request timeout, also sent as the `timeout` parameter. Default 10s.
+    #[serde(default = "default_prometheus_timeout")]
+    pub timeout: Millis,
+    /// Total time one query may take with its retries (503, other 5xx, network errors).
+    /// Default 30s.
+    #[serde(default = "default_prometheus_deadline")]
+    pub deadline: Millis,
+    /// Optional authentication.
+    #[serde(default)]
+    pub auth: Option<HttpAuth>,
+    /// Tenant for multi-tenant stores, sent as `X-Scope-OrgID` (Mimir, Cortex, Loki-style).
+    #[serde(default)]
+    pub tenant: Option<String>,
+}
+
+fn default_prometheus_timeout() -> Millis {
+    Millis::from_secs(10)
+}
+
+fn default_prometheus_deadline() -> Millis {
+    Millis::from_secs(30)
+}
+
+impl PrometheusConfig {
+    fn validate(&self, problems: &mut Vec<String>) {
+        match reqwest::Url::parse(&self.url) {
+            Ok(u) if u.scheme() == "http" || u.scheme() == "https" => {}
+            _ => problems.push(format!("prometheus.url `{}` is not an http(s) URL", self.url)),
+        }
+        if self.timeout.0 <= 0 || self.deadline < self.timeout {
+            problems.push("prometheus.timeout must be positive and at most prometheus.deadline".into());
+        }
+    }
+}
+
+/// Flink clusters whose REST API gives job graphs and checkpoint configuration.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct FlinkConfig {
+    /// Per-request timeout toward Flink REST. Default 5s.
+    pub timeout: Millis,
+    /// Total time one REST call may take with retries (young jobs answer 500 on some
+    /// endpoints). Default 15s.
+    pub deadline: Millis,
+    /// The clusters. A request or alert picks the first cluster whose `match` labels all
+    /// equal its labels; a cluster without `match` is the default.
+    pub clusters: Vec<FlinkCluster>,
+    /// Job plans to use when Flink REST is not reachable: job name (as Flink shows it) →
+    /// file holding the JSON of `GET /jobs/:id/plan`.
+    pub plans: BTreeMap<String, std::path::PathBuf>,
+}
+
+impl Default for FlinkConfig {
+    fn default() -> Self {
+        FlinkConfig {
+            timeout: Millis::from_secs(5),
+            deadline: Millis::from_secs(15),
+            clusters: Vec::new(),
+            plans: BTreeMap::new(),
+        }
+    }
+}
+
+impl FlinkConfig {
+    fn validate(&self, problems: &mut Vec<String>) {
+        for c in &self.clusters {
+            match reqwest::Url::parse(&c.rest_url) {
+                Ok(u) if u.scheme() == "http" || u.scheme() == "https" => {}
+                _ => problems
+                    .push(format!("flink.clusters `{}`: rest_url `{}` is not an http(s) URL", c.name, c.rest_url)),
+            }
+        }
+        let defaults = self.clusters.iter().filter(|c| c.r#match.is_empty()).count();
+        if defaults > 1 {
+            problems.push("flink.clusters: at most one cluster may have no `match` (the default)".into());
+        }
+    }
+
+    /// The cluster for a request carrying these labels (alert labels, or `cluster=name`).
+    pub fn cluster_for(&self, labels: &BTreeMap<String, String>) -> Option<&FlinkCluster> {
+        if let Some(name) = labels.get("cluster") {
+            if let Some(c) = self.clusters.iter().find(|c| &c.name == name) {
+                return Some(c);
+            }
+        }
+        self.clusters
+            .iter()
+            .find(|c| !c.r#match.is_empty() && c.r#match.iter().all(|(k, v)| labels.get(k) == Some(v)))
+            .or_else(|| self.clusters.iter().find(|c| c.r#match.is_empty()))
+    }
+}
+
+/// One Flink cluster.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct FlinkCluster {
+    /// A name for messages and `cluster=` selection.
+    pub name: String,
+    /// The REST endpoint (JobManager), e.g. `http://flink-jobmanager:8081`.
+    pub rest_url: String,
+    /// Labels (on the alert or request) that select this cluster, e.g.
+    /// `{ flink_cluster = "prod" }` or `{ namespace = "payments" }`.
+    #[serde(default)]
+    pub r#match: BTreeMap<String, String>,
+    /// Optional authentication (e.g. behind an ingress).
+    #[serde(default)]
+    pub auth: Option<HttpAuth>,
 }
 
 /// Which Kafka consumer group and topics belong to which Flink job, and topic retention.

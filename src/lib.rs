@@ -26,6 +26,7 @@ pub mod collect;
 pub mod config;
 pub mod demo;
 pub mod diagnose;
+pub mod pipeline;
 pub mod render;
 pub mod request;
 pub mod synthetic;

@@ -25,6 +25,9 @@ fn args(dir: &Path) -> DiagnoseArgs {
     DiagnoseArgs {
         recording: Some(dir.join("recording.om.gz")),
         metrics: Vec::new(),
+        scrape: Vec::new(),
+        flink: None,
+        cluster: None,
         plan: Some(dir.join("plan.json")),
         job: None,
         at: None,

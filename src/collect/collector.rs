@@ -10,10 +10,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 
 use crate::collect::catalog::{MetricCatalog, labels as l};
+use crate::collect::kafka;
 use crate::collect::query::{Agg, Aggregation, OverTime, Query, QueryResult, ResultSeries, Selector};
 use crate::collect::snapshot::{
     CheckpointConfig, CheckpointPoint, Checkpoints, JobIdentity, Missing, RocksDbSubtask, Snapshot, SourceSubtaskLag,
-    SubtaskMetrics, TaskManagerMetrics, TopicRetention, VertexWatermark, Window, WindowBound,
+    SubtaskMetrics, TaskManagerMetrics, VertexAggregate, VertexWatermark, Window, WindowBound,
 };
 use crate::config::Config;
 use crate::diagnose::graph::{JobGraph, sanitize_label_value};
@@ -207,12 +208,12 @@ pub async fn collect<S: MetricSource>(source: &S, input: CollectInput<'_>) -> Re
         at_ms: at,
         aggregation: Some(Aggregation::new(Agg::Max, &[l::JOB_ID, l::JOB_NAME])),
     };
-    let mut answers = source.run(&[lookup, fallback_lookup]).await.into_iter();
-    let uptime = answers.next().expect("one answer per query").map_err(|e| CollectError::Source(e.0))?;
+    let uptime = source.run(&[lookup]).await.pop().expect("one answer").map_err(|e| CollectError::Source(e.0))?;
     let mut runs = job_runs(&uptime);
     if runs.is_empty() {
         // No JobManager metrics (e.g. only TaskManager scrapes): jobs from task metrics.
-        let busy = answers.next().expect("one answer per query").map_err(|e| CollectError::Source(e.0))?;
+        let busy =
+            source.run(&[fallback_lookup]).await.pop().expect("one answer").map_err(|e| CollectError::Source(e.0))?;
         runs = busy
             .iter()
             .filter(|s| !s.label(l::JOB_ID).is_empty())
@@ -289,194 +290,252 @@ pub async fn collect<S: MetricSource>(source: &S, input: CollectInput<'_>) -> Re
         }
     }
 
-    // Round 3: everything else, at once.
-    let trend_start = at - lookback;
-    let queries = vec![
-        over_time(job(&cat.busy), OverTime::Avg, &window, None),
-        over_time(job(&cat.backpressured), OverTime::Avg, &window, None),
-        over_time(job(&cat.idle), OverTime::Avg, &window, None),
-        over_time(job(&cat.records_in), OverTime::Rate, &window, None),
-        over_time(job(&cat.records_in_per_second), OverTime::Avg, &window, None),
-        over_time(job(&cat.records_out), OverTime::Rate, &window, None),
-        over_time(job(&cat.records_out_per_second), OverTime::Avg, &window, None),
-        over_time(job(&cat.checkpoint_start_delay), OverTime::Avg, &window, None),
-        over_time(job(&cat.checkpoint_alignment), OverTime::Avg, &window, None),
-        Query::Range {
-            selector: Selector::metrics(&[
-                &cat.uptime,
-                &cat.last_checkpoint_duration,
-                &cat.completed_checkpoints,
-                &cat.failed_checkpoints,
-                &cat.in_progress_checkpoints,
-                &cat.last_checkpoint_completed_timestamp,
-            ])
-            .with(l::JOB_ID, &run.id),
-            aggregation: None,
-            start_ms: trend_start,
-            end_ms: at,
-            step_ms: step,
-        },
-        over_time(job_suffix(&cat.rocksdb_is_write_stopped_suffix), OverTime::Max, &window, by_subtask(Agg::Max)),
-        over_time(
-            job_suffix(&cat.rocksdb_actual_delayed_write_rate_suffix),
-            OverTime::Max,
-            &window,
-            by_subtask(Agg::Max),
-        ),
-        over_time(job_suffix(&cat.rocksdb_compaction_pending_suffix), OverTime::Avg, &window, by_subtask(Agg::Max)),
-        over_time(
-            job_suffix(&cat.rocksdb_mem_table_flush_pending_suffix),
-            OverTime::Avg,
-            &window,
-            by_subtask(Agg::Max),
-        ),
-        Query::Range {
-            selector: job_suffix(&cat.rocksdb_estimate_pending_compaction_bytes_suffix),
-            aggregation: by_subtask(Agg::Sum),
-            start_ms: window.start_ms,
-            end_ms: at,
-            step_ms: step,
-        },
-        over_time(job_suffix(&cat.rocksdb_stall_micros_suffix), OverTime::Rate, &window, by_subtask(Agg::Sum)),
-        Query::Range {
-            selector: job(&cat.pending_records),
-            aggregation: by_subtask(Agg::Sum),
-            start_ms: trend_start,
-            end_ms: at,
-            step_ms: step,
-        },
-        over_time(job(&cat.emit_event_time_lag), OverTime::Avg, &window, by_subtask(Agg::Max)),
-        over_time(
-            Selector::metric(&cat.gc_time),
-            OverTime::Rate,
-            &window,
-            Some(Aggregation::new(Agg::Sum, &[l::TM_ID, l::HOST])),
-        ),
-        over_time(
-            Selector::metric(&cat.cpu_load),
-            OverTime::Avg,
-            &window,
-            Some(Aggregation::new(Agg::Max, &[l::TM_ID, l::HOST])),
-        ),
-        Query::Range {
-            selector: job(&cat.input_watermark),
-            aggregation: Some(Aggregation::new(Agg::Min, &[l::TASK_ID])),
-            start_ms: window.start_ms,
-            end_ms: at,
-            step_ms: step,
-        },
-        over_time(job(&cat.busy), OverTime::Count, &window, Some(Aggregation::new(Agg::Max, &[]))),
-    ];
-    const SIGNALS: [&str; 22] = [
-        "busy",
-        "backpressured",
-        "idle",
-        "records_in",
-        "records_in_meter",
-        "records_out",
-        "records_out_meter",
-        "checkpoint_start_delay",
-        "checkpoint_alignment",
-        "checkpoints",
-        "rocksdb_is_write_stopped",
-        "rocksdb_actual_delayed_write_rate",
-        "rocksdb_compaction_pending",
-        "rocksdb_mem_table_flush_pending",
-        "rocksdb_estimate_pending_compaction_bytes",
-        "rocksdb_stall_micros",
-        "pending_records",
-        "emit_event_time_lag",
-        "gc_time",
-        "cpu_load",
-        "input_watermark",
-        "samples_in_window",
-    ];
-    let promql: std::collections::BTreeMap<String, String> =
-        SIGNALS.iter().zip(&queries).map(|(s, q)| (s.to_string(), q.to_promql())).collect();
-    let answers = source.run(&queries).await;
-    let mut results: Vec<QueryResult> = Vec::with_capacity(answers.len());
-    for (q, a) in queries.iter().zip(answers) {
-        match a {
-            Ok(r) => results.push(r),
-            Err(e) => {
-                missing.push(Missing { metric: q.to_promql(), detail: format!("query failed: {e}") });
-                results.push(Vec::new());
-            }
-        }
-    }
-    let [
-        busy,
-        bp,
-        idle,
-        in_rate,
-        in_mean,
-        out_rate,
-        out_mean,
-        cp_delay,
-        cp_align,
-        ckpt,
-        rdb_stop,
-        rdb_delay,
-        rdb_cpend,
-        rdb_fpend,
-        rdb_bytes,
-        rdb_stall,
-        pending,
-        emit_lag,
-        gc,
-        cpu,
-        watermarks,
-        sample_count,
-    ]: [QueryResult; 22] = results.try_into().expect("22 queries");
-
-    for (name, r) in [(&cat.busy, &busy), (&cat.backpressured, &bp), (&cat.idle, &idle)] {
-        if r.is_empty() {
-            missing.push(Missing { metric: name.clone(), detail: "no samples for this job in the window".into() });
-        }
-    }
-    if in_rate.is_empty() && in_mean.is_empty() {
-        missing.push(Missing {
-            metric: cat.records_in.clone(),
-            detail: "no records-in counter or meter: records shares and capacities are unknown".into(),
-        });
-    }
-
-    let subtasks =
-        assemble_subtasks([&busy, &bp, &idle, &in_rate, &in_mean, &out_rate, &out_mean, &cp_delay, &cp_align]);
-    let checkpoints = Checkpoints { series: assemble_checkpoints(&ckpt, cat), config: input.checkpoint_config };
-    if checkpoints.series.iter().all(|p| p.last_duration_ms.is_none()) {
-        missing.push(Missing {
-            metric: cat.last_checkpoint_duration.clone(),
-            detail: "no checkpoint metrics for this job (checkpointing off, or JobManager not scraped)".into(),
-        });
-    }
-    let rocksdb = assemble_rocksdb(&rdb_stop, &rdb_delay, &rdb_cpend, &rdb_fpend, &rdb_bytes, &rdb_stall);
-    let source_lag = assemble_source_lag(&pending, &emit_lag);
-    let job_tms: BTreeSet<&str> = subtasks.iter().filter_map(|s| s.tm_id.as_deref()).collect();
-    let taskmanagers = assemble_taskmanagers(&gc, &cpu, &job_tms);
-    let watermarks = watermarks
-        .iter()
-        .filter(|s| !s.label(l::TASK_ID).is_empty())
-        .map(|s| VertexWatermark { vertex_id: s.label(l::TASK_ID).into(), input_watermark: s.points.clone() })
-        .collect();
-
+    // The name as Flink shows it when the plan belongs to this job, else the reporter's.
     let name = input
         .graph
         .as_ref()
         .and_then(|g| g.job_name.clone())
         .filter(|n| sanitize_label_value(n) == run.name_label || run.name_label.is_empty())
         .unwrap_or_else(|| run.name_label.clone());
-    let retention = input
-        .config
-        .kafka
-        .retention
+    let kafka_inputs = kafka::job_inputs(&input.config.kafka, &name, &run.id);
+
+    // Round 3: every vertex aggregated over its subtasks, the job-level signals, and the
+    // lag of the job's consumer group.
+    let trend_start = at - lookback;
+    let by_vertex = |agg: Agg| Some(Aggregation::new(agg, &[l::TASK_ID, l::TASK_NAME]));
+    let named: Vec<(&str, Query)> = vec![
+        ("backpressured", over_time(job(&cat.backpressured), OverTime::Avg, &window, by_vertex(Agg::Max))),
+        ("busy", over_time(job(&cat.busy), OverTime::Avg, &window, by_vertex(Agg::Max))),
+        ("busy_min", over_time(job(&cat.busy), OverTime::Avg, &window, by_vertex(Agg::Min))),
+        ("busy_mean", over_time(job(&cat.busy), OverTime::Avg, &window, by_vertex(Agg::Avg))),
+        ("busy_median", over_time(job(&cat.busy), OverTime::Avg, &window, by_vertex(Agg::Median))),
+        ("subtask_count", over_time(job(&cat.busy), OverTime::Avg, &window, by_vertex(Agg::Count))),
+        ("idle", over_time(job(&cat.idle), OverTime::Avg, &window, by_vertex(Agg::Avg))),
+        ("records_in", over_time(job(&cat.records_in), OverTime::Rate, &window, by_vertex(Agg::Sum))),
+        ("records_in_meter", over_time(job(&cat.records_in_per_second), OverTime::Avg, &window, by_vertex(Agg::Sum))),
+        ("records_out", over_time(job(&cat.records_out), OverTime::Rate, &window, by_vertex(Agg::Sum))),
+        ("records_out_meter", over_time(job(&cat.records_out_per_second), OverTime::Avg, &window, by_vertex(Agg::Sum))),
+        (
+            "checkpoint_start_delay",
+            over_time(job(&cat.checkpoint_start_delay), OverTime::Avg, &window, by_vertex(Agg::Max)),
+        ),
+        (
+            "checkpoints",
+            Query::Range {
+                selector: Selector::metrics(&[
+                    &cat.uptime,
+                    &cat.last_checkpoint_duration,
+                    &cat.completed_checkpoints,
+                    &cat.failed_checkpoints,
+                    &cat.in_progress_checkpoints,
+                    &cat.last_checkpoint_completed_timestamp,
+                ])
+                .with(l::JOB_ID, &run.id),
+                aggregation: None,
+                start_ms: trend_start,
+                end_ms: at,
+                step_ms: step,
+            },
+        ),
+        (
+            "rocksdb_is_write_stopped",
+            over_time(job_suffix(&cat.rocksdb_is_write_stopped_suffix), OverTime::Max, &window, by_subtask(Agg::Max)),
+        ),
+        (
+            "rocksdb_actual_delayed_write_rate",
+            over_time(
+                job_suffix(&cat.rocksdb_actual_delayed_write_rate_suffix),
+                OverTime::Max,
+                &window,
+                by_subtask(Agg::Max),
+            ),
+        ),
+        (
+            "rocksdb_compaction_pending",
+            over_time(job_suffix(&cat.rocksdb_compaction_pending_suffix), OverTime::Avg, &window, by_subtask(Agg::Max)),
+        ),
+        (
+            "rocksdb_mem_table_flush_pending",
+            over_time(
+                job_suffix(&cat.rocksdb_mem_table_flush_pending_suffix),
+                OverTime::Avg,
+                &window,
+                by_subtask(Agg::Max),
+            ),
+        ),
+        (
+            "rocksdb_estimate_pending_compaction_bytes",
+            Query::Range {
+                selector: job_suffix(&cat.rocksdb_estimate_pending_compaction_bytes_suffix),
+                aggregation: by_subtask(Agg::Sum),
+                start_ms: window.start_ms,
+                end_ms: at,
+                step_ms: step,
+            },
+        ),
+        (
+            "rocksdb_stall_micros",
+            over_time(job_suffix(&cat.rocksdb_stall_micros_suffix), OverTime::Rate, &window, by_subtask(Agg::Sum)),
+        ),
+        (
+            "pending_records",
+            Query::Range {
+                selector: job(&cat.pending_records),
+                aggregation: by_subtask(Agg::Sum),
+                start_ms: trend_start,
+                end_ms: at,
+                step_ms: step,
+            },
+        ),
+        ("emit_event_time_lag", over_time(job(&cat.emit_event_time_lag), OverTime::Avg, &window, by_subtask(Agg::Max))),
+        (
+            "gc_time",
+            over_time(
+                Selector::metric(&cat.gc_time),
+                OverTime::Rate,
+                &window,
+                Some(Aggregation::new(Agg::Sum, &[l::TM_ID, l::HOST])),
+            ),
+        ),
+        (
+            "cpu_load",
+            over_time(
+                Selector::metric(&cat.cpu_load),
+                OverTime::Avg,
+                &window,
+                Some(Aggregation::new(Agg::Max, &[l::TM_ID, l::HOST])),
+            ),
+        ),
+        (
+            "input_watermark",
+            Query::Range {
+                selector: job(&cat.input_watermark),
+                aggregation: Some(Aggregation::new(Agg::Min, &[l::TASK_ID])),
+                start_ms: window.start_ms,
+                end_ms: at,
+                step_ms: step,
+            },
+        ),
+        (
+            "samples_in_window",
+            over_time(job(&cat.busy), OverTime::Count, &window, Some(Aggregation::new(Agg::Max, &[]))),
+        ),
+    ];
+    let mut named: Vec<(String, Query)> = named.into_iter().map(|(n, q)| (n.to_string(), q)).collect();
+    named.extend(kafka::lag_queries(&kafka_inputs, trend_start, at, step));
+    let mut promql: BTreeMap<String, String> = named.iter().map(|(n, q)| (n.clone(), q.to_promql())).collect();
+    let queries: Vec<Query> = named.iter().map(|(_, q)| q.clone()).collect();
+    let mut results: BTreeMap<String, QueryResult> = BTreeMap::new();
+    for ((name, q), answer) in named.iter().zip(source.run(&queries).await) {
+        match answer {
+            Ok(r) => {
+                results.insert(name.clone(), r);
+            }
+            Err(e) => missing.push(Missing { metric: q.to_promql(), detail: format!("query failed: {e}") }),
+        }
+    }
+    let empty: QueryResult = Vec::new();
+    let r = |name: &str| results.get(name).unwrap_or(&empty);
+
+    for (name, key) in [(&cat.busy, "busy"), (&cat.backpressured, "backpressured"), (&cat.idle, "idle")] {
+        if r(key).is_empty() {
+            missing.push(Missing { metric: name.clone(), detail: "no samples for this job in the window".into() });
+        }
+    }
+    if r("records_in").is_empty() && r("records_in_meter").is_empty() {
+        missing.push(Missing {
+            metric: cat.records_in.clone(),
+            detail: "no records-in counter or meter: records shares and capacities are unknown".into(),
+        });
+    }
+    let vertex_aggregates = assemble_aggregates(&r);
+
+    // Round 4: per-subtask detail for the vertices the diagnosis looks into.
+    let detail_ids = crate::diagnose::signals::detail_vertices(
+        input.graph.as_ref(),
+        &vertex_aggregates,
+        &input.config.diagnosis.thresholds,
+    );
+    let detail = |m: &str| Selector::metric(m).with(l::JOB_ID, &run.id).with_one_of(l::TASK_ID, &detail_ids);
+    let identity = || {
+        Some(Aggregation::new(
+            Agg::Max,
+            &[l::TASK_ID, l::SUBTASK_INDEX, l::TASK_NAME, l::TM_ID, l::HOST, "task_attempt_num"],
+        ))
+    };
+    const DETAIL: [&str; 9] = [
+        "busy_per_subtask",
+        "backpressured_per_subtask",
+        "idle_per_subtask",
+        "records_in_per_subtask",
+        "records_in_meter_per_subtask",
+        "records_out_per_subtask",
+        "records_out_meter_per_subtask",
+        "checkpoint_start_delay_per_subtask",
+        "checkpoint_alignment_per_subtask",
+    ];
+    let mut round4: Vec<(String, Query)> = Vec::new();
+    if !detail_ids.is_empty() {
+        let metrics = [
+            (&cat.busy, OverTime::Avg),
+            (&cat.backpressured, OverTime::Avg),
+            (&cat.idle, OverTime::Avg),
+            (&cat.records_in, OverTime::Rate),
+            (&cat.records_in_per_second, OverTime::Avg),
+            (&cat.records_out, OverTime::Rate),
+            (&cat.records_out_per_second, OverTime::Avg),
+            (&cat.checkpoint_start_delay, OverTime::Avg),
+            (&cat.checkpoint_alignment, OverTime::Avg),
+        ];
+        for (name, (metric, func)) in DETAIL.iter().zip(metrics) {
+            round4.push((name.to_string(), over_time(detail(metric), func, &window, identity())));
+        }
+    }
+    let topics = kafka::topics_seen(&kafka_inputs, &results);
+    round4.extend(kafka::offset_queries(&topics, trend_start, at, step));
+    if !round4.is_empty() {
+        let queries: Vec<Query> = round4.iter().map(|(_, q)| q.clone()).collect();
+        for ((name, q), answer) in round4.iter().zip(source.run(&queries).await) {
+            promql.insert(name.clone(), q.to_promql());
+            match answer {
+                Ok(r) => {
+                    results.insert(name.clone(), r);
+                }
+                Err(e) => missing.push(Missing { metric: q.to_promql(), detail: format!("query failed: {e}") }),
+            }
+        }
+    }
+    let r = |name: &str| results.get(name).unwrap_or(&empty);
+    let subtasks = assemble_subtasks(DETAIL.map(r));
+    let (partitions, retention) = kafka::assemble(&kafka_inputs, &results, &input.config.kafka.retention);
+
+    let checkpoints =
+        Checkpoints { series: assemble_checkpoints(r("checkpoints"), cat), config: input.checkpoint_config };
+    if checkpoints.series.iter().all(|p| p.last_duration_ms.is_none()) {
+        missing.push(Missing {
+            metric: cat.last_checkpoint_duration.clone(),
+            detail: "no checkpoint metrics for this job (checkpointing off, or JobManager not scraped)".into(),
+        });
+    }
+    let rocksdb = assemble_rocksdb(
+        r("rocksdb_is_write_stopped"),
+        r("rocksdb_actual_delayed_write_rate"),
+        r("rocksdb_compaction_pending"),
+        r("rocksdb_mem_table_flush_pending"),
+        r("rocksdb_estimate_pending_compaction_bytes"),
+        r("rocksdb_stall_micros"),
+    );
+    let source_lag = assemble_source_lag(r("pending_records"), r("emit_event_time_lag"));
+    let job_tms: BTreeSet<&str> = subtasks.iter().filter_map(|s: &SubtaskMetrics| s.tm_id.as_deref()).collect();
+    let taskmanagers = assemble_taskmanagers(r("gc_time"), r("cpu_load"), &job_tms);
+    let watermarks = r("input_watermark")
         .iter()
-        .map(|(topic, ms)| TopicRetention {
-            topic: topic.clone(),
-            retention_ms: Some(ms.as_ms()),
-            from: "config".into(),
-        })
+        .filter(|s| !s.label(l::TASK_ID).is_empty())
+        .map(|s| VertexWatermark { vertex_id: s.label(l::TASK_ID).into(), input_watermark: s.points.clone() })
         .collect();
+    let samples_in_window =
+        r("samples_in_window").first().and_then(|s| s.last_value()).filter(|v| v.is_finite()).map(|v| v as u32);
+
     missing.sort();
     missing.dedup();
     Ok(Snapshot {
@@ -485,25 +544,65 @@ pub async fn collect<S: MetricSource>(source: &S, input: CollectInput<'_>) -> Re
         window,
         job_start_ms: run.start_ms,
         graph: input.graph,
+        vertex_aggregates,
         subtasks,
         checkpoints,
         rocksdb,
         source_lag,
-        partitions: Vec::new(),
+        partitions,
         retention,
-        job_topics: input.config.kafka.job(&name, &run.id).map(|j| j.topics.clone()).unwrap_or_default(),
+        job_topics: kafka_inputs.topics.clone(),
         taskmanagers,
         watermarks,
         step_ms: step,
-        samples_in_window: sample_count
-            .first()
-            .and_then(|s| s.last_value())
-            .filter(|v| v.is_finite())
-            .map(|v| v as u32),
+        samples_in_window,
         queries: promql,
         missing,
         notes,
     })
+}
+
+/// Per-vertex aggregates from round 3's answers.
+fn assemble_aggregates<'a>(r: &impl Fn(&str) -> &'a QueryResult) -> Vec<VertexAggregate> {
+    let by_task = |name: &str| -> BTreeMap<String, &'a ResultSeries> {
+        r(name)
+            .iter()
+            .filter(|s| !s.label(l::TASK_ID).is_empty())
+            .map(|s| (s.label(l::TASK_ID).to_string(), s))
+            .collect()
+    };
+    let keys = ["backpressured", "busy", "busy_min", "busy_mean", "busy_median", "subtask_count", "idle"];
+    let maps: BTreeMap<&str, BTreeMap<String, &ResultSeries>> = keys
+        .iter()
+        .chain(["records_in", "records_in_meter", "records_out", "records_out_meter", "checkpoint_start_delay"].iter())
+        .map(|k| (*k, by_task(k)))
+        .collect();
+    let ids: BTreeSet<&String> = keys.iter().flat_map(|k| maps[k].keys()).collect();
+    ids.into_iter()
+        .map(|id| {
+            let value = |k: &str| maps[k].get(id).and_then(|s| s.last_value()).and_then(finite);
+            let ratio = |k: &str| value(k).map(|v| v / 1000.0);
+            let name = keys
+                .iter()
+                .find_map(|k| maps[k].get(id))
+                .map(|s| s.label(l::TASK_NAME).to_string())
+                .unwrap_or_default();
+            VertexAggregate {
+                vertex_id: id.clone(),
+                task_name: name,
+                subtask_count: value("subtask_count").unwrap_or(0.0) as u32,
+                busy_max: ratio("busy"),
+                busy_min: ratio("busy_min"),
+                busy_mean: ratio("busy_mean"),
+                busy_median: ratio("busy_median"),
+                backpressured_max: ratio("backpressured"),
+                idle_mean: ratio("idle"),
+                records_in_per_s: value("records_in").or_else(|| value("records_in_meter")),
+                records_out_per_s: value("records_out").or_else(|| value("records_out_meter")),
+                checkpoint_start_delay_ms_max: value("checkpoint_start_delay").map(|ns| ns / 1e6),
+            }
+        })
+        .collect()
 }
 
 fn subtask_key(s: &ResultSeries) -> Option<(String, u32)> {

@@ -11,6 +11,10 @@
 pub mod catalog;
 pub mod collector;
 pub mod exposition;
+pub mod flink_rest;
+pub mod kafka;
+pub mod prometheus;
 pub mod query;
+pub mod recorder;
 pub mod snapshot;
 pub mod store;

@@ -1,0 +1,177 @@
+//! The one place that wires collection to live systems: Prometheus for metrics, Flink REST
+//! for the job graph and checkpoint configuration, then the pure diagnosis.
+//!
+//! Failures of Flink REST are outcomes, not errors: without a plan the diagnosis runs
+//! graph-free (or with a plan file from configuration) and the verdict says why. Only a
+//! missing or unreachable Prometheus, or a job nobody knows, stops a diagnosis.
+
+use std::collections::BTreeMap;
+
+use crate::collect::collector::{CollectError, CollectInput, collect};
+use crate::collect::flink_rest::{FlinkRest, pick_job};
+use crate::collect::prometheus::{PromSource, Prometheus};
+use crate::collect::snapshot::CheckpointConfig;
+use crate::config::Config;
+use crate::diagnose::diagnose;
+use crate::diagnose::graph::{JobGraph, sanitize_label_value};
+use crate::request::DiagnosisRequest;
+use crate::verdict::Verdict;
+
+/// Why a live diagnosis could not run. One sentence each, without credentials.
+#[derive(Debug, thiserror::Error)]
+pub enum PipelineError {
+    #[error("no Prometheus is configured: add a [prometheus] section with its url")]
+    NoPrometheus,
+    #[error("{0}")]
+    Setup(String),
+    #[error(transparent)]
+    Collect(#[from] CollectError),
+}
+
+/// Live backends, built once from the configuration.
+pub struct Live {
+    config: Config,
+    prometheus: Option<Prometheus>,
+    clusters: Vec<(String, FlinkRest)>,
+}
+
+impl Live {
+    /// Clients for the configured backends; credentials are resolved now.
+    pub fn new(config: Config) -> Result<Live, PipelineError> {
+        let prometheus = match &config.prometheus {
+            Some(p) => Some(Prometheus::new(p).map_err(|e| PipelineError::Setup(e.message))?),
+            None => None,
+        };
+        let mut clusters = Vec::new();
+        for c in &config.flink.clusters {
+            let rest = FlinkRest::new(c, &config.flink).map_err(|e| PipelineError::Setup(e.to_string()))?;
+            clusters.push((c.name.clone(), rest));
+        }
+        Ok(Live { config, prometheus, clusters })
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// The Prometheus client, when configured.
+    pub fn prometheus(&self) -> Option<&Prometheus> {
+        self.prometheus.as_ref()
+    }
+
+    /// The Flink REST client for a request with these labels (`cluster` names one).
+    pub fn flink_for(&self, labels: &BTreeMap<String, String>) -> Option<&FlinkRest> {
+        let cluster = self.config.flink.cluster_for(labels)?;
+        self.clusters.iter().find(|(name, _)| *name == cluster.name).map(|(_, r)| r)
+    }
+
+    /// Graph, checkpoint configuration and the exact job id from Flink REST, as far as it
+    /// answers; notes say what failed.
+    pub async fn job_context(
+        &self,
+        wanted: Option<&str>,
+        labels: &BTreeMap<String, String>,
+    ) -> (Option<String>, Option<JobGraph>, Option<CheckpointConfig>, Vec<String>) {
+        let mut notes = Vec::new();
+        let mut job_id = None;
+        let mut graph = None;
+        let mut checkpoint_config = None;
+        match (self.flink_for(labels), wanted) {
+            (Some(rest), Some(wanted)) => {
+                match rest.jobs().await {
+                    Ok(jobs) => match pick_job(&jobs, wanted) {
+                        Some(job) => {
+                            job_id = Some(job.id.clone());
+                            if jobs
+                                .iter()
+                                .filter(|j| sanitize_label_value(&j.name) == sanitize_label_value(&job.name))
+                                .count()
+                                > 1
+                            {
+                                notes.push(format!(
+                                    "several runs of {} on Flink cluster {}; using job_id {} ({})",
+                                    job.name,
+                                    rest.cluster(),
+                                    job.id,
+                                    job.state
+                                ));
+                            }
+                        }
+                        None => {
+                            notes.push(format!("Flink cluster {} has no job named or with id {wanted}", rest.cluster()))
+                        }
+                    },
+                    Err(e) => notes.push(format!("Flink REST did not list the jobs: {e}")),
+                }
+                if let Some(id) = &job_id {
+                    let (plan, config) = futures::join!(rest.plan(id), rest.checkpoint_config(id));
+                    match plan {
+                        Ok(g) => graph = Some(g),
+                        Err(e) => notes.push(format!("no job graph from Flink REST: {e}")),
+                    }
+                    match config {
+                        Ok(c) => checkpoint_config = Some(c),
+                        Err(e) => notes.push(format!("no checkpoint configuration from Flink REST: {e}")),
+                    }
+                }
+            }
+            (None, _) if !self.clusters.is_empty() => {
+                notes.push("no Flink cluster matches this request's labels; diagnosing without Flink REST".into())
+            }
+            _ => {}
+        }
+        if graph.is_none() {
+            if let Some(path) = wanted.and_then(|w| self.plan_file_for(w)) {
+                match std::fs::read_to_string(path)
+                    .map_err(|e| e.to_string())
+                    .and_then(|t| JobGraph::from_plan_json(&t).map_err(|e| e.to_string()))
+                {
+                    Ok(g) => {
+                        notes.push(format!("job graph from {}", path.display()));
+                        graph = Some(g);
+                    }
+                    Err(e) => notes.push(format!("the configured plan {} is unusable: {e}", path.display())),
+                }
+            }
+        }
+        (job_id, graph, checkpoint_config, notes)
+    }
+
+    fn plan_file_for(&self, wanted: &str) -> Option<&std::path::Path> {
+        let s = sanitize_label_value(wanted);
+        self.config
+            .flink
+            .plans
+            .iter()
+            .find(|(name, _)| **name == wanted || sanitize_label_value(name) == s)
+            .map(|(_, p)| p.as_path())
+    }
+
+    /// Diagnoses one job live. `labels` choose the Flink cluster; `now_ms` is the time the
+    /// request's "now" stands for.
+    pub async fn diagnose(
+        &self,
+        request: &DiagnosisRequest,
+        labels: &BTreeMap<String, String>,
+        now_ms: i64,
+    ) -> Result<Verdict, PipelineError> {
+        let prometheus = self.prometheus.as_ref().ok_or(PipelineError::NoPrometheus)?;
+        let (job_id, graph, checkpoint_config, mut notes) = self.job_context(request.job.as_deref(), labels).await;
+        let request = DiagnosisRequest { job: job_id.or_else(|| request.job.clone()), ..request.clone() };
+        let source = PromSource::new(prometheus, now_ms);
+        let mut snapshot = collect(
+            &source,
+            CollectInput {
+                request: &request,
+                graph,
+                checkpoint_config,
+                config: &self.config,
+                catalog: &self.config.metrics,
+            },
+        )
+        .await?;
+        notes.extend(source.warnings().into_iter().map(|w| format!("Prometheus warning: {w}")));
+        snapshot.notes.extend(notes);
+        Ok(diagnose(&snapshot, &self.config.diagnosis))
+    }
+}

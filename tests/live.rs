@@ -1,0 +1,301 @@
+//! Live diagnosis against real backends: for every capture, Prometheus (backfilled with
+//! promtool) and VictoriaMetrics (imported) give the verdict the recording gives.
+
+mod support;
+
+use std::path::Path;
+
+use culprit::cli::block_on;
+use culprit::collect::collector::{CollectInput, collect};
+use culprit::collect::prometheus::{PromSource, Prometheus};
+use culprit::collect::store::SeriesStore;
+use culprit::config::{Config, Millis, PrometheusConfig};
+use culprit::diagnose::diagnose;
+use culprit::diagnose::graph::JobGraph;
+use culprit::request::DiagnosisRequest;
+use culprit::verdict::Verdict;
+use serde_json::Value;
+
+fn recording_verdict(dir: &Path) -> Verdict {
+    let mut store = SeriesStore::new();
+    store.read_path(&dir.join("recording.om.gz"), None).unwrap();
+    store.finish();
+    let config = Config::default();
+    let graph = JobGraph::from_plan_json(&std::fs::read_to_string(dir.join("plan.json")).unwrap()).unwrap();
+    let snapshot = block_on(collect(
+        &store,
+        CollectInput {
+            request: &DiagnosisRequest::default(),
+            graph: Some(graph),
+            checkpoint_config: None,
+            config: &config,
+            catalog: &config.metrics,
+        },
+    ))
+    .unwrap();
+    diagnose(&snapshot, &config.diagnosis)
+}
+
+async fn live_verdict(url: &str, dir: &Path, at_ms: i64, job: &str) -> (Verdict, u64) {
+    let config = Config::default();
+    let prom = Prometheus::new(&PrometheusConfig {
+        url: url.to_string(),
+        timeout: Millis::from_secs(10),
+        deadline: Millis::from_secs(20),
+        auth: None,
+        tenant: None,
+    })
+    .unwrap();
+    let source = PromSource::new(&prom, at_ms);
+    let graph = JobGraph::from_plan_json(&std::fs::read_to_string(dir.join("plan.json")).unwrap()).unwrap();
+    let request = DiagnosisRequest { job: Some(job.to_string()), at_ms: Some(at_ms), window_ms: None };
+    let snapshot = collect(
+        &source,
+        CollectInput {
+            request: &request,
+            graph: Some(graph),
+            checkpoint_config: None,
+            config: &config,
+            catalog: &config.metrics,
+        },
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+    (diagnose(&snapshot, &config.diagnosis), prom.requests())
+}
+
+fn at_of(v: &Verdict) -> i64 {
+    v.at.parse::<jiff::Timestamp>().unwrap().as_millisecond()
+}
+
+/// Equal JSON, numbers within a relative 1e-3 (Prometheus' float sums differ in the last
+/// bits), strings equal.
+fn assert_same(a: &Value, b: &Value, path: &str) {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => {
+            let (x, y) = (x.as_f64().unwrap(), y.as_f64().unwrap());
+            assert!((x - y).abs() <= 1e-3 * x.abs().max(y.abs()).max(1e-9), "{path}: {x} vs {y}");
+        }
+        (Value::Array(x), Value::Array(y)) => {
+            assert_eq!(x.len(), y.len(), "{path}: lengths\n{a:#}\nvs\n{b:#}");
+            for (i, (x, y)) in x.iter().zip(y).enumerate() {
+                assert_same(x, y, &format!("{path}[{i}]"));
+            }
+        }
+        (Value::Object(x), Value::Object(y)) => {
+            assert_eq!(x.keys().collect::<Vec<_>>(), y.keys().collect::<Vec<_>>(), "{path}: keys");
+            for (k, v) in x {
+                assert_same(v, &y[k], &format!("{path}.{k}"));
+            }
+        }
+        _ => assert_eq!(a, b, "{path}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prometheus_gives_every_capture_the_verdict_of_its_recording() {
+    for dir in support::captures() {
+        let expected = recording_verdict(&dir);
+        let server = support::prometheus_with(&dir.join("recording.om.gz"));
+        let (live, requests) = live_verdict(&server.url, &dir, at_of(&expected), &expected.job.id).await;
+        assert_same(
+            &serde_json::to_value(&expected).unwrap(),
+            &serde_json::to_value(&live).unwrap(),
+            &dir.display().to_string(),
+        );
+        eprintln!("{}: {requests} requests", dir.display());
+        assert!(requests <= 12, "{}: {requests} requests", dir.display());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn victoria_metrics_gives_every_capture_the_finding_of_its_recording() {
+    // VictoriaMetrics computes rate() without extrapolation, so rates differ a little;
+    // the decision must not.
+    for dir in support::captures() {
+        let expected = recording_verdict(&dir);
+        let server = support::victoria_metrics_with(&dir.join("recording.om.gz"));
+        let (live, _) = live_verdict(&server.url, &dir, at_of(&expected), &expected.job.id).await;
+        let name = dir.display();
+        assert_eq!(live.status, expected.status, "{name}: {}", live.summary);
+        assert_eq!(live.finding, expected.finding, "{name}: {}", live.summary);
+        assert_eq!(
+            live.culprit.as_ref().map(|c| &c.vertex_id),
+            expected.culprit.as_ref().map(|c| &c.vertex_id),
+            "{name}"
+        );
+        let outcomes = |v: &Verdict| v.steps.iter().map(|s| s.outcome).collect::<Vec<_>>();
+        assert_eq!(outcomes(&live), outcomes(&expected), "{name}");
+        assert_eq!(live.hazards.len(), expected.hazards.len(), "{name}");
+    }
+}
+
+/// A Flink REST stand-in serving a capture's real answers.
+async fn flink_rest_for(dir: &Path) -> wiremock::MockServer {
+    use wiremock::matchers::{method, path, path_regex};
+    use wiremock::{Mock, ResponseTemplate};
+    let server = wiremock::MockServer::start().await;
+    let file = |f: &str| std::fs::read_to_string(dir.join(f)).unwrap();
+    Mock::given(method("GET"))
+        .and(path("/jobs/overview"))
+        .respond_with(ResponseTemplate::new(200).set_body_raw(file("rest/jobs-overview.json"), "application/json"))
+        .mount(&server)
+        .await;
+    Mock::given(method("GET"))
+        .and(path_regex("^/jobs/[0-9a-f]{32}/plan$"))
+        .respond_with(ResponseTemplate::new(200).set_body_raw(file("plan.json"), "application/json"))
+        .mount(&server)
+        .await;
+    Mock::given(method("GET"))
+        .and(path_regex("^/jobs/[0-9a-f]{32}/checkpoints/config$"))
+        .respond_with(ResponseTemplate::new(200).set_body_raw(file("rest/checkpoints-config.json"), "application/json"))
+        .mount(&server)
+        .await;
+    server
+}
+
+fn write_config(dir: &Path, prometheus: &str, flink: &str) -> std::path::PathBuf {
+    let path = dir.join("culprit.toml");
+    std::fs::write(
+        &path,
+        format!("[prometheus]\nurl = \"{prometheus}\"\n\n[[flink.clusters]]\nname = \"lab\"\nrest_url = \"{flink}\"\n"),
+    )
+    .unwrap();
+    path
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_live_diagnosis_by_job_name_uses_flink_rest_for_the_graph_and_checkpoint_configuration() {
+    let dir = support::capture("slow-instance");
+    let expected = recording_verdict(&dir);
+    let prom = support::prometheus_with(&dir.join("recording.om.gz"));
+    let flink = flink_rest_for(&dir).await;
+    let tmp = tempfile::tempdir().unwrap();
+    let config = Config::load(&write_config(tmp.path(), &prom.url, &flink.uri())).unwrap();
+    let live = culprit::pipeline::Live::new(config).unwrap();
+    let request =
+        DiagnosisRequest { job: Some("bp-lab-slow-instance".into()), at_ms: Some(at_of(&expected)), window_ms: None };
+    let v = live.diagnose(&request, &Default::default(), at_of(&expected)).await.unwrap();
+    assert_eq!(v.finding, expected.finding, "{}", v.summary);
+    assert_eq!(v.culprit.unwrap().vertex_id, "b6178eccb258469b79a723c7c5e49988");
+    assert_eq!(v.job.name, "bp-lab-slow-instance");
+    assert_eq!(v.confidence.as_str(), "high");
+    // Flink REST answered: checkpoint interval from it, not estimated.
+    let ckpt = v.steps.iter().find(|s| s.step.as_str() == "checkpoints").unwrap();
+    assert!(!ckpt.detail.contains("estimated"), "{}", ckpt.detail);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_flink_rest_the_live_diagnosis_runs_graph_free_and_says_so() {
+    let dir = support::capture("slow-sink");
+    let expected = recording_verdict(&dir);
+    let prom = support::prometheus_with(&dir.join("recording.om.gz"));
+    let tmp = tempfile::tempdir().unwrap();
+    // A Flink REST address where nothing listens.
+    let dead = format!("http://127.0.0.1:{}", support::free_port());
+    let mut config = Config::load(&write_config(tmp.path(), &prom.url, &dead)).unwrap();
+    config.flink.deadline = Millis::from_secs(1);
+    config.flink.timeout = Millis::from_secs(1);
+    let live = culprit::pipeline::Live::new(config).unwrap();
+    let request =
+        DiagnosisRequest { job: Some("bp_lab_slow_sink".into()), at_ms: Some(at_of(&expected)), window_ms: None };
+    let v = live.diagnose(&request, &Default::default(), at_of(&expected)).await.unwrap();
+    assert_eq!(v.culprit.as_ref().unwrap().vertex_id, "2e588ce1c86a9d46e2e85186773ce4fd", "{}", v.summary);
+    assert_eq!(v.confidence.as_str(), "low");
+    let notes = v.notes.join(" | ");
+    assert!(notes.contains("Flink REST did not list the jobs") && notes.contains("No job graph"), "{notes}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_recording_written_by_record_replays_to_the_live_verdict() {
+    let dir = support::capture("rocksdb-stall");
+    let expected = recording_verdict(&dir);
+    let at = at_of(&expected);
+    let prom = support::prometheus_with(&dir.join("recording.om.gz"));
+    let flink = flink_rest_for(&dir).await;
+    let tmp = tempfile::tempdir().unwrap();
+    let config_path = write_config(tmp.path(), &prom.url, &flink.uri());
+    let out = tmp.path().join("bundle.om.gz");
+    let plan = tmp.path().join("plan.json");
+    let ckpt = tmp.path().join("checkpoints-config.json");
+    let args = culprit::cli::RecordArgs {
+        job: "bp-lab-rocksdb-stall".into(),
+        lookback: "1h".into(),
+        at: Some(expected.at.clone()),
+        window: None,
+        config: config_path.clone(),
+        cluster: None,
+        out: out.clone(),
+        plan_out: Some(plan.clone()),
+        checkpoint_config_out: Some(ckpt.clone()),
+    };
+    let summary = culprit::cli::record_command(&args, at).await.unwrap_or_else(|e| panic!("{}", e.message));
+    assert!(summary.contains("replay: culprit diagnose --recording"), "{summary}");
+
+    let live = culprit::pipeline::Live::new(Config::load(&config_path).unwrap()).unwrap();
+    let request = DiagnosisRequest { job: Some("bp-lab-rocksdb-stall".into()), at_ms: Some(at), window_ms: None };
+    let live_verdict = live.diagnose(&request, &Default::default(), at).await.unwrap();
+
+    let replay = culprit::cli::diagnose_command(
+        &culprit::cli::DiagnoseArgs {
+            recording: Some(out),
+            metrics: Vec::new(),
+            scrape: Vec::new(),
+            flink: None,
+            cluster: None,
+            plan: Some(plan),
+            job: None,
+            at: None,
+            window: None,
+            config: None,
+            checkpoint_config: Some(ckpt),
+            format: culprit::render::Format::Json,
+        },
+        0,
+    )
+    .unwrap_or_else(|e| panic!("{}", e.message));
+    let mut a = serde_json::to_value(&live_verdict).unwrap();
+    let mut b = serde_json::to_value(&replay).unwrap();
+    // Notes say how each was taken (REST, file); everything else must match.
+    a["notes"] = Value::Null;
+    b["notes"] = Value::Null;
+    assert_same(&a, &b, "record → replay");
+    assert_eq!(replay.finding.as_str(), "state_backend");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scraping_the_reporters_directly_finds_the_culprit_without_prometheus() {
+    use wiremock::matchers::{method, path};
+    use wiremock::{Mock, ResponseTemplate};
+    let dir = support::capture("hot-key");
+    let flink = flink_rest_for(&dir).await;
+    let reporters = wiremock::MockServer::start().await;
+    for f in ["jm", "tm1", "tm2"] {
+        Mock::given(method("GET"))
+            .and(path(format!("/{f}/metrics")))
+            .respond_with(
+                ResponseTemplate::new(200)
+                    .set_body_raw(std::fs::read(dir.join(format!("metrics/{f}.prom"))).unwrap(), "text/plain"),
+            )
+            .mount(&reporters)
+            .await;
+    }
+    let args = culprit::cli::DiagnoseArgs {
+        recording: None,
+        metrics: Vec::new(),
+        scrape: ["jm", "tm1", "tm2"].iter().map(|f| format!("{}/{f}/metrics", reporters.uri())).collect(),
+        flink: Some(flink.uri()),
+        cluster: None,
+        plan: None,
+        job: Some("bp-lab-hot-key".into()),
+        at: None,
+        window: None,
+        config: None,
+        checkpoint_config: None,
+        format: culprit::render::Format::Json,
+    };
+    let v =
+        culprit::cli::diagnose_live_command(&args, 1_795_960_000_000).await.unwrap_or_else(|e| panic!("{}", e.message));
+    assert_eq!(v.finding.as_str(), "hot_key", "{}", v.summary);
+    assert_eq!(v.culprit.unwrap().subtasks, vec![0]);
+}
