@@ -459,10 +459,10 @@ impl FlinkConfig {
 
     /// The cluster for a request carrying these labels (alert labels, or `cluster=name`).
     pub fn cluster_for(&self, labels: &BTreeMap<String, String>) -> Option<&FlinkCluster> {
-        if let Some(name) = labels.get("cluster") {
-            if let Some(c) = self.clusters.iter().find(|c| &c.name == name) {
-                return Some(c);
-            }
+        if let Some(name) = labels.get("cluster")
+            && let Some(c) = self.clusters.iter().find(|c| &c.name == name)
+        {
+            return Some(c);
         }
         self.clusters
             .iter()

@@ -120,18 +120,18 @@ impl Live {
             }
             _ => {}
         }
-        if graph.is_none() {
-            if let Some(path) = wanted.and_then(|w| self.plan_file_for(w)) {
-                match std::fs::read_to_string(path)
-                    .map_err(|e| e.to_string())
-                    .and_then(|t| JobGraph::from_plan_json(&t).map_err(|e| e.to_string()))
-                {
-                    Ok(g) => {
-                        notes.push(format!("job graph from {}", path.display()));
-                        graph = Some(g);
-                    }
-                    Err(e) => notes.push(format!("the configured plan {} is unusable: {e}", path.display())),
+        if graph.is_none()
+            && let Some(path) = wanted.and_then(|w| self.plan_file_for(w))
+        {
+            match std::fs::read_to_string(path)
+                .map_err(|e| e.to_string())
+                .and_then(|t| JobGraph::from_plan_json(&t).map_err(|e| e.to_string()))
+            {
+                Ok(g) => {
+                    notes.push(format!("job graph from {}", path.display()));
+                    graph = Some(g);
                 }
+                Err(e) => notes.push(format!("the configured plan {} is unusable: {e}", path.display())),
             }
         }
         (job_id, graph, checkpoint_config, notes)

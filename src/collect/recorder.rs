@@ -57,7 +57,9 @@ impl<'a> RecordingSource<'a> {
             // A range selector in an instant query returns the raw samples in the range.
             self.inner.client.instant(&format!("{}[{span}ms]", selector.to_promql()), *end).await
         });
-        let mut series: BTreeMap<(String, Vec<(String, String)>), BTreeMap<i64, f64>> = BTreeMap::new();
+        // (metric name, labels) → samples by time.
+        type SeriesSamples = BTreeMap<(String, Vec<(String, String)>), BTreeMap<i64, f64>>;
+        let mut series: SeriesSamples = BTreeMap::new();
         for answer in futures::future::join_all(fetches).await {
             for s in answer?.series {
                 let mut labels = s.labels.clone();

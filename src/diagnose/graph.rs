@@ -97,7 +97,7 @@ impl JobGraph {
             return Err(PlanError("the job plan has no nodes".into()));
         }
         let mut vertices: BTreeMap<String, Vertex> = BTreeMap::new();
-        let mut edges = Vec::new();
+        let mut edges: Vec<Edge> = Vec::new();
         for node in &wire.nodes {
             let operators =
                 operators_from_description(node.description.as_deref().or(node.operator.as_deref()).unwrap_or(""));
@@ -128,7 +128,6 @@ impl JobGraph {
         // Edges in the order of their ends, so the graph is the same however the plan
         // listed its nodes.
         let position: BTreeMap<&str, usize> = order.iter().enumerate().map(|(i, id)| (id.as_str(), i)).collect();
-        let mut edges = edges;
         edges.sort_by_key(|e| (position[e.from.as_str()], position[e.to.as_str()]));
         let vertices = order.into_iter().map(|id| vertices.remove(&id).expect("id from the same map")).collect();
         Ok(JobGraph { job_id: wire.jid, job_name: wire.name, vertices, edges })

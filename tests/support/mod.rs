@@ -64,10 +64,10 @@ fn wait_ready(url: &str, child: &mut Child, log: &Path) {
         if let Ok(Some(status)) = child.try_wait() {
             panic!("{url}: the server exited ({status}): {}", std::fs::read_to_string(log).unwrap_or_default());
         }
-        if let Ok(resp) = reqwest::blocking_get(url) {
-            if resp {
-                return;
-            }
+        if let Ok(resp) = reqwest::blocking_get(url)
+            && resp
+        {
+            return;
         }
         std::thread::sleep(Duration::from_millis(100));
     }

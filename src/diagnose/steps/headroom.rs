@@ -11,7 +11,7 @@
 //! waits on its in-flight queue, not on CPU (Little's law), and needs a different fix.
 
 use crate::diagnose::signals::VertexSignals;
-use crate::diagnose::steps::locate::sum_lag;
+use crate::diagnose::steps::locate::{exporter_lag, sum_lag};
 use crate::diagnose::{Context, StepReport, num, pct, slope_per_s};
 use crate::verdict::Finding;
 
@@ -27,21 +27,16 @@ pub struct Needed {
     pub offered_known: bool,
 }
 
-/// How much more the sources are offered than they emit: Σ (emitted + lag growth) / Σ
-/// emitted, from Flink's `pendingRecords`. `None` without lag data.
+/// How much more the sources are offered than they emit: (Σ emitted + lag growth) /
+/// Σ emitted, the lag from Flink's `pendingRecords` or else a Kafka exporter's consumer-group
+/// lag. `None` without lag data.
 pub fn offered_factor(ctx: &Context) -> Option<f64> {
-    let mut emitted = 0.0;
-    let mut offered = 0.0;
-    let mut any = false;
-    for v in ctx.signals.vertices.iter().filter(|v| v.is_source) {
-        let Some(out) = v.throughput() else { continue };
-        let lag = sum_lag(ctx, &v.id);
-        let Some(growth) = slope_per_s(&lag) else { continue };
-        any = true;
-        emitted += out;
-        offered += out + growth.max(0.0);
-    }
-    (any && emitted > 0.0).then(|| offered / emitted)
+    let sources: Vec<&VertexSignals> = ctx.signals.vertices.iter().filter(|v| v.is_source).collect();
+    let emitted: f64 = sources.iter().filter_map(|v| v.throughput()).sum();
+    // Flink's own pendingRecords per source, or else the job's consumer-group lag once.
+    let own: Vec<f64> = sources.iter().filter_map(|v| slope_per_s(&sum_lag(ctx, &v.id))).collect();
+    let growth = if own.is_empty() { slope_per_s(&exporter_lag(ctx))? } else { own.iter().map(|g| g.max(0.0)).sum() };
+    (emitted > 0.0).then(|| (emitted + growth.max(0.0)) / emitted)
 }
 
 /// `ceil(p × offered / (capacity × target))` for `v`, or `None` without rates.

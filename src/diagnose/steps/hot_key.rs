@@ -169,7 +169,7 @@ pub fn run(ctx: &Context, culprit: &VertexSignals) -> StepReport {
                     (false, Some(o)) => format!("Garbage collection is not the reason: {mine:.0} ms/s there, {o:.0} ms/s on the job's other TaskManagers."),
                     (false, None) => unreachable!("no comparison means it stands out"),
                 });
-                r.evidence.push(ctx.evidence(
+                evidence.push(ctx.evidence(
                     &tm,
                     "Status.JVM.GarbageCollector.All.Time rate",
                     mine,
@@ -381,7 +381,6 @@ mod tests {
     }
 
     #[test]
-    #[ignore = "bug: slow_instance pushes the GC evidence into r.evidence, then `r.evidence = evidence` overwrites it"]
     fn a_slow_instance_shows_its_gc_time_as_evidence() {
         let snap = slow_instance_job(120.0).build();
         let r = on_vertex(&snap, "agg", run);

@@ -154,7 +154,8 @@ pub fn evaluate(ctx: &Context) -> (Vec<Hazard>, Vec<String>) {
                 hazards.push(Hazard {
                     kind: HazardKind::CheckpointsStalled,
                     severity: Severity::Critical,
-                    time_to_loss_seconds: Some(0),
+                    // Nothing is lost until the job restarts; then it is at once.
+                    time_to_loss_seconds: None,
                     topic: Some(e.topic.clone()),
                     detail: format!(
                         "The last completed checkpoint is {} old, more than the {} of lag {} can still hold: a restart now would resume from offsets already out of retention.",
@@ -411,7 +412,8 @@ mod tests {
         assert_eq!(h.len(), 1, "{h:?}");
         assert_eq!(
             (h[0].kind, h[0].severity, h[0].time_to_loss_seconds),
-            (HazardKind::CheckpointsStalled, Severity::Critical, Some(0))
+            // No time to loss: nothing is lost until the job restarts.
+            (HazardKind::CheckpointsStalled, Severity::Critical, None)
         );
         assert!(
             h[0].detail.contains("67 min old, more than the 60 min of lag payments can still hold"),
