@@ -534,6 +534,53 @@ mod tests {
     }
 
     #[test]
+    fn a_metric_name_override_is_validated_at_load() {
+        let err = Config::from_toml("[metrics]\nbusy = \"busy time{x}\"\n", "c.toml").unwrap_err();
+        assert!(err.to_string().contains("metrics.busy"), "{err}");
+        let ok = Config::from_toml("[metrics]\nbusy = \"my_flink_busy\"\n", "c.toml").unwrap();
+        assert_eq!(ok.metrics.busy, "my_flink_busy");
+        assert_eq!(ok.metrics.idle, crate::collect::catalog::MetricCatalog::default().idle);
+    }
+
+    #[test]
+    fn prometheus_and_flink_sections_read_urls_auth_and_clusters() {
+        let c = Config::from_toml(
+            r#"
+            [prometheus]
+            url = "https://mimir.example.com/prometheus"
+            tenant = "team-a"
+            auth = { type = "bearer", token = { env = "PROM_TOKEN" } }
+            [[flink.clusters]]
+            name = "prod"
+            rest_url = "http://jm:8081"
+            match = { flink_cluster = "prod" }
+            [[flink.clusters]]
+            name = "default"
+            rest_url = "http://jm-default:8081"
+            "#,
+            "c.toml",
+        )
+        .unwrap();
+        let p = c.prometheus.as_ref().unwrap();
+        assert_eq!(p.tenant.as_deref(), Some("team-a"));
+        assert_eq!(p.auth, Some(HttpAuth::Bearer { token: SecretSource::Env("PROM_TOKEN".into()) }));
+        let labels = |k: &str, v: &str| [(k.to_string(), v.to_string())].into_iter().collect::<BTreeMap<_, _>>();
+        assert_eq!(c.flink.cluster_for(&labels("flink_cluster", "prod")).unwrap().name, "prod");
+        assert_eq!(c.flink.cluster_for(&labels("flink_cluster", "dev")).unwrap().name, "default");
+        assert_eq!(c.flink.cluster_for(&labels("cluster", "prod")).unwrap().name, "prod");
+    }
+
+    #[test]
+    fn a_bad_url_and_a_second_default_cluster_are_both_reported() {
+        let err = Config::from_toml(
+            "[prometheus]\nurl = \"prometheus:9090\"\n[[flink.clusters]]\nname = \"a\"\nrest_url = \"http://a\"\n[[flink.clusters]]\nname = \"b\"\nrest_url = \"http://b\"\n",
+            "c.toml",
+        )
+        .unwrap_err();
+        assert_eq!(err.problems.len(), 2, "{err}");
+    }
+
+    #[test]
     fn durations_read_the_friendly_forms_and_days() {
         assert_eq!("5m".parse::<Millis>().unwrap(), Millis(300_000));
         assert_eq!("7d".parse::<Millis>().unwrap(), Millis(7 * 86_400_000));

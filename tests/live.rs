@@ -299,3 +299,104 @@ async fn scraping_the_reporters_directly_finds_the_culprit_without_prometheus() 
     assert_eq!(v.finding.as_str(), "hot_key", "{}", v.summary);
     assert_eq!(v.culprit.unwrap().subtasks, vec![0]);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_diagnosis_of_a_100_vertex_64_subtask_job_sends_at_most_12_requests() {
+    use culprit::synthetic::SyntheticJob;
+    // 100 vertices × 64 subtasks × 4 task metrics × 12 samples, backfilled.
+    let job = SyntheticJob { vertices: 100, subtasks: 64, samples: 12, start_ms: 1_795_000_000_000 };
+    let tmp = tempfile::tempdir().unwrap();
+    let rec = tmp.path().join("job.om");
+    job.write_openmetrics(std::fs::File::create(&rec).unwrap()).unwrap();
+    let server = support::prometheus_with(&rec);
+    let config = Config::default();
+    let prom = Prometheus::new(&PrometheusConfig {
+        url: server.url.clone(),
+        timeout: Millis::from_secs(30),
+        deadline: Millis::from_secs(60),
+        auth: None,
+        tenant: None,
+    })
+    .unwrap();
+    // The last sample is at start + 11 × 5 s.
+    let at = job.start_ms + 55_000;
+    let source = PromSource::new(&prom, at);
+    let request = DiagnosisRequest { job: Some("synthetic-job".into()), at_ms: Some(at), window_ms: None };
+    let snapshot = collect(
+        &source,
+        CollectInput {
+            request: &request,
+            graph: Some(JobGraph::from_plan_json(&job.plan_json()).unwrap()),
+            checkpoint_config: None,
+            config: &config,
+            catalog: &config.metrics,
+        },
+    )
+    .await
+    .unwrap();
+    let v = diagnose(&snapshot, &config.diagnosis);
+    assert_eq!(v.culprit.unwrap().vertex_id, SyntheticJob::vertex_id(50), "{}", v.summary);
+    let requests = prom.requests();
+    assert!(requests <= 12, "{requests} requests");
+    // Only the vertices the steps look into have per-subtask detail: the culprit (and the
+    // busiest, the same vertex here), not the 99 others.
+    let detailed: std::collections::BTreeSet<&str> = snapshot.subtasks.iter().map(|s| s.vertex_id.as_str()).collect();
+    assert_eq!(detailed.len(), 1, "{detailed:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_names_reach_promql_escaped_and_select_only_their_own_series() {
+    use culprit::synthetic::SyntheticJob;
+    let hostile = r#"g"} or vector(1) or {job_id=~".+"#;
+    let job = SyntheticJob { vertices: 3, subtasks: 2, samples: 12, start_ms: 1_795_000_000_000 };
+    let mut text = String::from_utf8(job.write_openmetrics(Vec::new()).unwrap()).unwrap();
+    text.truncate(text.rfind("# EOF").unwrap());
+    text.push_str("# TYPE kafka_consumergroup_lag gauge\n");
+    let escaped = hostile.replace('\\', "\\\\").replace('"', "\\\"");
+    for k in 0..12 {
+        let t = (job.start_ms + k * 5_000) as f64 / 1000.0;
+        text.push_str(&format!("kafka_consumergroup_lag{{consumergroup=\"{escaped}\",topic=\"t\",partition=\"0\"}} {} {t:.3}\n", 100 + k));
+        text.push_str(&format!("kafka_consumergroup_lag{{consumergroup=\"decoy\",topic=\"decoy-topic\",partition=\"0\"}} {} {t:.3}\n", 9000 + k));
+    }
+    text.push_str("# EOF\n");
+    let tmp = tempfile::tempdir().unwrap();
+    let rec = tmp.path().join("job.om");
+    std::fs::write(&rec, text).unwrap();
+    let server = support::prometheus_with(&rec);
+
+    let mut config = Config::default();
+    config.kafka.jobs.push(culprit::config::KafkaJob {
+        job: "synthetic-job".into(),
+        consumer_group: Some(hostile.into()),
+        topics: Vec::new(),
+    });
+    let prom = Prometheus::new(&PrometheusConfig {
+        url: server.url.clone(),
+        timeout: Millis::from_secs(10),
+        deadline: Millis::from_secs(20),
+        auth: None,
+        tenant: None,
+    })
+    .unwrap();
+    let at = job.start_ms + 55_000;
+    let source = PromSource::new(&prom, at);
+    let graph = Some(JobGraph::from_plan_json(&job.plan_json()).unwrap());
+    let request = DiagnosisRequest { job: Some("synthetic-job".into()), at_ms: Some(at), window_ms: None };
+    let snapshot = collect(
+        &source,
+        CollectInput { request: &request, graph: graph.clone(), checkpoint_config: None, config: &config, catalog: &config.metrics },
+    )
+    .await
+    .unwrap();
+    assert!(snapshot.missing.iter().all(|m| !m.detail.contains("query failed")), "{:?}", snapshot.missing);
+    let topics: Vec<&str> = snapshot.partitions.iter().map(|p| p.topic.as_str()).collect();
+    assert_eq!(topics, ["t"], "only the hostile group's own partition");
+    assert_eq!(snapshot.partitions[0].consumer_group, hostile);
+
+    // A hostile job name given directly selects nothing and says so.
+    let request = DiagnosisRequest { job: Some(r#"x"} or vector(1) or {""#.into()), at_ms: Some(at), window_ms: None };
+    let err = collect(&source, CollectInput { request: &request, graph, checkpoint_config: None, config: &config, catalog: &config.metrics })
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("no Flink job named"), "{err}");
+}

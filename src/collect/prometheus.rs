@@ -263,6 +263,18 @@ impl Prometheus {
         }
     }
 
+    fn redact(&self, mut text: String) -> String {
+        let secret = match &self.auth {
+            Some(Auth::Bearer(token)) => token.expose_secret(),
+            Some(Auth::Basic(_, password)) => password.expose_secret(),
+            None => return text,
+        };
+        if !secret.is_empty() {
+            text = text.replace(secret, "[REDACTED]");
+        }
+        text
+    }
+
     async fn send_once(&self, url: &str, form: &[(&'static str, String)]) -> Result<Answer, PromError> {
         self.requests.fetch_add(1, Ordering::Relaxed);
         let started = Instant::now();
@@ -295,6 +307,11 @@ impl Prometheus {
                 }
             }
         };
+        // A backend may echo credentials back in an error body: never pass them on.
+        let outcome = outcome.map_err(|mut e| {
+            e.message = self.redact(e.message);
+            e
+        });
         self.durations.lock().expect("not poisoned").push(started.elapsed());
         tracing::debug!(backend = %self.base, elapsed_ms = started.elapsed().as_millis() as u64, ok = outcome.is_ok(), "prometheus request");
         outcome

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Runs the whole test suite. The integration tests start real Prometheus,
+# VictoriaMetrics and Alertmanager processes on free loopback ports; this script
+# installs them from Debian's packages when they are missing (with sudo when not root).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+missing=()
+command -v prometheus >/dev/null && command -v promtool >/dev/null || missing+=(prometheus)
+command -v victoria-metrics >/dev/null || missing+=(victoria-metrics)
+command -v prometheus-alertmanager >/dev/null || missing+=(prometheus-alertmanager)
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "installing ${missing[*]} (Debian packages used by the integration tests)" >&2
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo apt-get update -qq
+  $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+cargo test "$@"

@@ -1,0 +1,125 @@
+//! The Prometheus client against a local HTTP server: envelope, retries, classification,
+//! auth headers, tenant header, and secrets that never show.
+
+use std::time::{Duration, Instant};
+
+use culprit::collect::prometheus::Prometheus;
+use culprit::config::{HttpAuth, Millis, PrometheusConfig, SecretSource};
+use wiremock::matchers::{body_string_contains, header, method, path};
+use wiremock::{Mock, MockServer, ResponseTemplate};
+
+const OK: &str = r#"{"status":"success","data":{"resultType":"vector","result":[{"metric":{"job_id":"j"},"value":[1795948587.78,"997"]}]},"warnings":["some data was dropped"]}"#;
+
+fn config(url: &str) -> PrometheusConfig {
+    PrometheusConfig { url: url.into(), timeout: Millis(500), deadline: Millis::from_secs(3), auth: None, tenant: None }
+}
+
+#[tokio::test]
+async fn an_instant_query_posts_the_form_with_time_and_timeout_and_reads_warnings() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/prefix/api/v1/query"))
+        .and(body_string_contains("time=1795948587.780"))
+        .and(body_string_contains("timeout=500ms"))
+        .respond_with(ResponseTemplate::new(200).set_body_raw(OK, "application/json"))
+        .expect(1)
+        .mount(&server)
+        .await;
+    let p = Prometheus::new(&config(&format!("{}/prefix/", server.uri()))).unwrap();
+    let a = p.instant("up", 1_795_948_587_780).await.unwrap();
+    assert_eq!(a.series[0].points, vec![(1_795_948_587_780, 997.0)]);
+    assert_eq!(a.warnings, ["some data was dropped"]);
+}
+
+#[tokio::test]
+async fn a_503_then_success_is_retried_and_counted() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(503).set_body_string("overloaded"))
+        .up_to_n_times(1)
+        .mount(&server)
+        .await;
+    Mock::given(method("POST")).respond_with(ResponseTemplate::new(200).set_body_raw(OK, "application/json")).mount(&server).await;
+    let p = Prometheus::new(&config(&server.uri())).unwrap();
+    assert!(p.instant("up", 0).await.is_ok());
+    assert_eq!(p.requests(), 2);
+}
+
+#[tokio::test]
+async fn a_bad_query_answered_400_is_final_after_one_request() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(
+            ResponseTemplate::new(400).set_body_raw(r#"{"status":"error","errorType":"bad_data","error":"parse error"}"#, "application/json"),
+        )
+        .mount(&server)
+        .await;
+    let p = Prometheus::new(&config(&server.uri())).unwrap();
+    let e = p.instant("up{", 0).await.unwrap_err();
+    assert!(!e.retryable && e.status == Some(400), "{e:?}");
+    assert!(e.message.contains("bad query: parse error"), "{}", e.message);
+    assert_eq!(p.requests(), 1);
+}
+
+#[tokio::test]
+async fn a_422_is_final_too() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST")).respond_with(ResponseTemplate::new(422).set_body_string("{}")).mount(&server).await;
+    let p = Prometheus::new(&config(&server.uri())).unwrap();
+    assert!(!p.instant("up", 0).await.unwrap_err().retryable);
+    assert_eq!(p.requests(), 1);
+}
+
+#[tokio::test]
+async fn an_unreachable_backend_is_retried_until_the_deadline_then_says_so() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let p = Prometheus::new(&PrometheusConfig { deadline: Millis::from_secs(1), ..config(&format!("http://127.0.0.1:{port}")) }).unwrap();
+    let started = Instant::now();
+    let e = p.instant("up", 0).await.unwrap_err();
+    assert!(started.elapsed() < Duration::from_secs(3), "{:?}", started.elapsed());
+    assert!(e.retryable && p.requests() > 1, "{e:?} after {} requests", p.requests());
+}
+
+#[tokio::test]
+async fn bearer_auth_and_the_tenant_header_are_sent_and_the_token_never_shows() {
+    let server = MockServer::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let token_file = dir.path().join("token");
+    std::fs::write(&token_file, "s3cr3t-t0ken\n").unwrap();
+    Mock::given(method("POST"))
+        .and(header("authorization", "Bearer s3cr3t-t0ken"))
+        .and(header("x-scope-orgid", "team-a"))
+        .respond_with(ResponseTemplate::new(401).set_body_string("token s3cr3t-t0ken rejected"))
+        .expect(1)
+        .mount(&server)
+        .await;
+    let p = Prometheus::new(&PrometheusConfig {
+        auth: Some(HttpAuth::Bearer { token: SecretSource::File(token_file) }),
+        tenant: Some("team-a".into()),
+        ..config(&server.uri())
+    })
+    .unwrap();
+    let e = p.instant("up", 0).await.unwrap_err();
+    assert!(!e.retryable);
+    assert!(!format!("{e} {e:?} {p:?}").contains("s3cr3t"), "{e} {e:?} {p:?}");
+}
+
+#[tokio::test]
+async fn basic_auth_is_sent() {
+    let server = MockServer::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let pw = dir.path().join("pw");
+    std::fs::write(&pw, "hunter2").unwrap();
+    // base64("culprit:hunter2") = Y3VscHJpdDpodW50ZXIy
+    Mock::given(header("authorization", "Basic Y3VscHJpdDpodW50ZXIy"))
+        .respond_with(ResponseTemplate::new(200).set_body_raw(OK, "application/json"))
+        .expect(1)
+        .mount(&server)
+        .await;
+    let p = Prometheus::new(&PrometheusConfig {
+        auth: Some(HttpAuth::Basic { username: "culprit".into(), password: SecretSource::File(pw) }),
+        ..config(&server.uri())
+    })
+    .unwrap();
+    assert!(p.instant("up", 0).await.is_ok());
+}
