@@ -355,8 +355,14 @@ async fn hostile_names_reach_promql_escaped_and_select_only_their_own_series() {
     let escaped = hostile.replace('\\', "\\\\").replace('"', "\\\"");
     for k in 0..12 {
         let t = (job.start_ms + k * 5_000) as f64 / 1000.0;
-        text.push_str(&format!("kafka_consumergroup_lag{{consumergroup=\"{escaped}\",topic=\"t\",partition=\"0\"}} {} {t:.3}\n", 100 + k));
-        text.push_str(&format!("kafka_consumergroup_lag{{consumergroup=\"decoy\",topic=\"decoy-topic\",partition=\"0\"}} {} {t:.3}\n", 9000 + k));
+        text.push_str(&format!(
+            "kafka_consumergroup_lag{{consumergroup=\"{escaped}\",topic=\"t\",partition=\"0\"}} {} {t:.3}\n",
+            100 + k
+        ));
+        text.push_str(&format!(
+            "kafka_consumergroup_lag{{consumergroup=\"decoy\",topic=\"decoy-topic\",partition=\"0\"}} {} {t:.3}\n",
+            9000 + k
+        ));
     }
     text.push_str("# EOF\n");
     let tmp = tempfile::tempdir().unwrap();
@@ -384,7 +390,13 @@ async fn hostile_names_reach_promql_escaped_and_select_only_their_own_series() {
     let request = DiagnosisRequest { job: Some("synthetic-job".into()), at_ms: Some(at), window_ms: None };
     let snapshot = collect(
         &source,
-        CollectInput { request: &request, graph: graph.clone(), checkpoint_config: None, config: &config, catalog: &config.metrics },
+        CollectInput {
+            request: &request,
+            graph: graph.clone(),
+            checkpoint_config: None,
+            config: &config,
+            catalog: &config.metrics,
+        },
     )
     .await
     .unwrap();
@@ -395,8 +407,11 @@ async fn hostile_names_reach_promql_escaped_and_select_only_their_own_series() {
 
     // A hostile job name given directly selects nothing and says so.
     let request = DiagnosisRequest { job: Some(r#"x"} or vector(1) or {""#.into()), at_ms: Some(at), window_ms: None };
-    let err = collect(&source, CollectInput { request: &request, graph, checkpoint_config: None, config: &config, catalog: &config.metrics })
-        .await
-        .unwrap_err();
+    let err = collect(
+        &source,
+        CollectInput { request: &request, graph, checkpoint_config: None, config: &config, catalog: &config.metrics },
+    )
+    .await
+    .unwrap_err();
     assert!(err.to_string().contains("no Flink job named"), "{err}");
 }

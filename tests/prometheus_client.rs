@@ -39,7 +39,10 @@ async fn a_503_then_success_is_retried_and_counted() {
         .up_to_n_times(1)
         .mount(&server)
         .await;
-    Mock::given(method("POST")).respond_with(ResponseTemplate::new(200).set_body_raw(OK, "application/json")).mount(&server).await;
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(200).set_body_raw(OK, "application/json"))
+        .mount(&server)
+        .await;
     let p = Prometheus::new(&config(&server.uri())).unwrap();
     assert!(p.instant("up", 0).await.is_ok());
     assert_eq!(p.requests(), 2);
@@ -50,7 +53,8 @@ async fn a_bad_query_answered_400_is_final_after_one_request() {
     let server = MockServer::start().await;
     Mock::given(method("POST"))
         .respond_with(
-            ResponseTemplate::new(400).set_body_raw(r#"{"status":"error","errorType":"bad_data","error":"parse error"}"#, "application/json"),
+            ResponseTemplate::new(400)
+                .set_body_raw(r#"{"status":"error","errorType":"bad_data","error":"parse error"}"#, "application/json"),
         )
         .mount(&server)
         .await;
@@ -73,7 +77,11 @@ async fn a_422_is_final_too() {
 #[tokio::test]
 async fn an_unreachable_backend_is_retried_until_the_deadline_then_says_so() {
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let p = Prometheus::new(&PrometheusConfig { deadline: Millis::from_secs(1), ..config(&format!("http://127.0.0.1:{port}")) }).unwrap();
+    let p = Prometheus::new(&PrometheusConfig {
+        deadline: Millis::from_secs(1),
+        ..config(&format!("http://127.0.0.1:{port}"))
+    })
+    .unwrap();
     let started = Instant::now();
     let e = p.instant("up", 0).await.unwrap_err();
     assert!(started.elapsed() < Duration::from_secs(3), "{:?}", started.elapsed());
