@@ -1,0 +1,142 @@
+//! Alertmanager API v2: culprit's own alert (`FlinkBackpressureCulprit` by default), next to
+//! the source alert, never replacing it.
+//!
+//! `POST {url}/api/v2/alerts` with a JSON array of alerts rendered by
+//! [`crate::render::alertmanager`]:
+//!
+//! * [`NoticeKind::Verdict`], [`NoticeKind::CouldNotDiagnose`]: the alert with `startsAt`
+//!   the notice time and an explicit `endsAt` = notice time + `ends_after` (the service
+//!   re-posts while the source alert fires; if culprit stops, the alert ends by itself). A
+//!   notice for a group that no longer fires posts the alert already ended. When the labels
+//!   differ from the alert posted last for the group (the culprit or finding changed), that
+//!   earlier alert is resolved in the same request, so one group never leaves two culprit
+//!   alerts firing.
+//! * [`NoticeKind::Resolved`]: the alert posted last for the group (same labels), with
+//!   `endsAt` = notice time, which resolves it. Without such an alert (no state and no
+//!   verdict in the notice) nothing is posted: no label set would match.
+//!
+//! `Ok` keeps `{"alert": <the alert posted>}` as the group's state (none after a
+//! resolution). Answers: 2xx (200) is delivered; 408, 429 and 5xx are retryable (with
+//! `Retry-After`); 400 and any other status are final. Optional bearer or basic auth.
+
+use std::fmt;
+
+use serde_json::{Value, json};
+
+use crate::config::AlertmanagerConfig;
+use crate::notify::webhook::{Auth, http_client, parse_url, read_answer, redact};
+use crate::notify::{Notice, NoticeKind, NotifyError, Sent, status_error, transport_error};
+use crate::render::alertmanager::{culprit_alert, ended};
+
+/// The path of the alerts endpoint, after the configured base URL (and any path prefix).
+pub const ALERTS_PATH: &str = "api/v2/alerts";
+
+/// Alertmanager API v2. `Debug` shows no secret.
+pub struct Alertmanager {
+    alerts_url: reqwest::Url,
+    alertname: String,
+    ends_after_ms: i64,
+    auth: Option<Auth>,
+    client: reqwest::Client,
+}
+
+impl fmt::Debug for Alertmanager {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Alertmanager")
+            .field("alerts_url", &self.alerts_url.as_str())
+            .field("alertname", &self.alertname)
+            .field("ends_after_ms", &self.ends_after_ms)
+            .field("auth", &self.auth)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Alertmanager {
+    /// The notifier from its configuration; resolves the auth secret now. The alerts URL is
+    /// `{url}/api/v2/alerts` (a trailing `/` in `url` is fine; a path prefix is kept).
+    ///
+    /// Errors (never showing a secret): the URL is not http(s) or carries credentials,
+    /// `alertname` is empty, `ends_after` is not positive, the secret cannot be read, or the
+    /// HTTP client cannot be built.
+    pub fn new(cfg: &AlertmanagerConfig) -> Result<Self, String> {
+        let base = parse_url("alertmanager", &cfg.url)?;
+        let alerts_url = parse_url("alertmanager", &format!("{}/{ALERTS_PATH}", base.as_str().trim_end_matches('/')))?;
+        if cfg.alertname.trim().is_empty() {
+            return Err("alertmanager: `alertname` is empty".into());
+        }
+        if cfg.ends_after.as_ms() <= 0 {
+            return Err("alertmanager: `ends_after` must be longer than 0".into());
+        }
+        Ok(Alertmanager {
+            alerts_url,
+            alertname: cfg.alertname.clone(),
+            ends_after_ms: cfg.ends_after.as_ms(),
+            auth: cfg.auth.as_ref().map(|a| Auth::resolve(a, "alertmanager")).transpose()?,
+            client: http_client("alertmanager")?,
+        })
+    }
+
+    /// Verdicts, resolutions and failures to diagnose.
+    pub fn wants(&self, notice: &Notice) -> bool {
+        matches!(notice.kind, NoticeKind::Verdict | NoticeKind::Resolved | NoticeKind::CouldNotDiagnose)
+    }
+
+    /// The alerts one send posts, first the notice's own, then an earlier alert it ends;
+    /// empty when there is nothing to post (see the module docs). Pure.
+    pub fn alerts(&self, notice: &Notice, state: Option<&Value>) -> Vec<Value> {
+        let previous = state.and_then(|s| s.get("alert")).filter(|a| a.get("labels").is_some_and(Value::is_object));
+        match notice.kind {
+            NoticeKind::Resolved => match previous {
+                Some(p) => vec![ended(p, notice.at_ms)],
+                None if notice.verdict.is_some() => vec![culprit_alert(notice, &self.alertname, notice.at_ms)],
+                None => vec![],
+            },
+            NoticeKind::Verdict | NoticeKind::CouldNotDiagnose => {
+                let ends_at =
+                    if notice.firing { notice.at_ms.saturating_add(self.ends_after_ms) } else { notice.at_ms };
+                let alert = culprit_alert(notice, &self.alertname, ends_at);
+                let mut alerts = vec![];
+                if let Some(p) = previous.filter(|p| p["labels"] != alert["labels"]) {
+                    alerts.push(ended(p, notice.at_ms));
+                }
+                alerts.insert(0, alert);
+                alerts
+            }
+        }
+    }
+
+    /// Posts once (see the module docs).
+    ///
+    /// Errors: a verdict notice without a verdict (final, nothing sent); a non-2xx answer
+    /// ([`status_error`]: 408/429/5xx retryable, others final); a transport failure
+    /// (retryable). `state` is what the last successful send for the group returned.
+    pub async fn send(&self, notice: &Notice, state: Option<&Value>) -> Result<Sent, NotifyError> {
+        if notice.kind == NoticeKind::Verdict && notice.verdict.is_none() {
+            return Err(NotifyError::fatal("alertmanager: a verdict notice without a verdict"));
+        }
+        let alerts = self.alerts(notice, state);
+        if alerts.is_empty() {
+            tracing::debug!(destination = "alertmanager", group_key = %notice.group_key, "alertmanager: nothing of culprit's to resolve");
+            return Ok(Sent::default());
+        }
+        let request = self.client.post(self.alerts_url.clone()).json(&alerts);
+        let request = match &self.auth {
+            Some(a) => a.apply(request),
+            None => request,
+        };
+        let response = request.send().await.map_err(|e| transport_error("alertmanager", &e))?;
+        let (status, headers, answer) = read_answer(response).await;
+        if (200..300).contains(&status) {
+            tracing::debug!(destination = "alertmanager", status, alerts = alerts.len(), kind = ?notice.kind, "alertmanager: posted");
+            let state = match notice.kind {
+                NoticeKind::Resolved => None,
+                _ => Some(json!({ "alert": alerts[0] })),
+            };
+            return Ok(Sent { state });
+        }
+        let secrets: Vec<&str> = self.auth.iter().map(Auth::secret).collect();
+        let e = status_error("alertmanager", status, &headers, &redact(&answer, &secrets), &secrets);
+        tracing::debug!(destination = "alertmanager", status, retryable = e.retryable, "alertmanager: refused");
+        Err(e)
+    }
+}

@@ -1,0 +1,150 @@
+//! PagerDuty Events API v2: one `trigger` event per verdict, on the incident the page opened.
+//!
+//! <https://developer.pagerduty.com/docs/events-api-v2/trigger-events/>
+//!
+//! The event (rendered by [`crate::render::pagerduty::event`]) carries as `dedup_key` the
+//! SHA-256 of the Alertmanager group key, the key Alertmanager's own PagerDuty integration
+//! uses: PagerDuty applies it to the open alert of that page instead of opening another.
+//! culprit only triggers, and only while the group fires; resolving is Alertmanager's.
+//!
+//! Answers (<https://developer.pagerduty.com/docs/events-api-v2/overview/>, "Response Codes
+//! & Retry Logic"): 2xx (202) is delivered; 400 is final, with PagerDuty's `message` and
+//! `errors` in the error; 429 and 5xx are retryable (with `Retry-After`); anything else is
+//! final.
+//!
+//! The routing key is a secret: it is never in `Debug`, errors or logs.
+
+use std::fmt;
+
+use secrecy::{ExposeSecret, SecretString};
+use serde_json::Value;
+
+use crate::config::PagerDutyConfig;
+use crate::notify::webhook::{http_client, parse_url, read_answer, redact};
+use crate::notify::{Notice, NoticeKind, NotifyError, Sent, status_error, transport_error};
+use crate::render::pagerduty::{dedup_key, event};
+
+/// The severities PagerDuty accepts in `payload.severity`.
+pub const SEVERITIES: [&str; 4] = ["critical", "error", "warning", "info"];
+
+/// PagerDuty Events API v2. `Debug` shows no secret.
+pub struct PagerDuty {
+    url: reqwest::Url,
+    routing_key: SecretString,
+    severity: String,
+    client: reqwest::Client,
+}
+
+impl fmt::Debug for PagerDuty {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PagerDuty")
+            .field("url", &self.url.as_str())
+            .field("routing_key", &"[REDACTED]")
+            .field("severity", &self.severity)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PagerDuty {
+    /// The notifier from its configuration; reads the routing key now.
+    ///
+    /// Errors (never showing the key): the routing key cannot be read or is empty, the
+    /// severity is not one of [`SEVERITIES`], the URL is not http(s) or carries
+    /// credentials, or the HTTP client cannot be built.
+    pub fn new(cfg: &PagerDutyConfig) -> Result<Self, String> {
+        let routing_key = cfg.routing_key.resolve().map_err(|e| format!("pagerduty: routing key: {e}"))?;
+        if routing_key.expose_secret().trim().is_empty() {
+            return Err("pagerduty: the routing key is empty".into());
+        }
+        if !SEVERITIES.contains(&cfg.severity.as_str()) {
+            return Err(format!("pagerduty: severity `{}` is not one of {}", cfg.severity, SEVERITIES.join(", ")));
+        }
+        Ok(PagerDuty {
+            url: parse_url("pagerduty", &cfg.url)?,
+            routing_key,
+            severity: cfg.severity.clone(),
+            client: http_client("pagerduty")?,
+        })
+    }
+
+    /// A verdict or a failure to diagnose, while the group fires. Never a resolution, and
+    /// nothing for a group that no longer fires: culprit must not open or re-open an
+    /// incident for a page that is over.
+    pub fn wants(&self, notice: &Notice) -> bool {
+        notice.firing && matches!(notice.kind, NoticeKind::Verdict | NoticeKind::CouldNotDiagnose)
+    }
+
+    /// Sends the trigger event once.
+    ///
+    /// `Ok` carries the state `{"dedup_key": "<key>"}` (PagerDuty's answer, else the key
+    /// sent). Errors: a notice [`PagerDuty::wants`] refuses, or a verdict notice without a
+    /// verdict (final, nothing sent); a non-2xx answer, classified as in the module docs;
+    /// a transport failure (retryable). `state` is not used.
+    pub async fn send(&self, notice: &Notice, _state: Option<&Value>) -> Result<Sent, NotifyError> {
+        if !self.wants(notice) {
+            return Err(NotifyError::fatal(format!(
+                "pagerduty: not sent: culprit triggers only for verdicts and failures to diagnose of a firing group (this notice: {:?}, firing: {})",
+                notice.kind, notice.firing
+            )));
+        }
+        if notice.kind == NoticeKind::Verdict && notice.verdict.is_none() {
+            return Err(NotifyError::fatal("pagerduty: a verdict notice without a verdict"));
+        }
+        let key = self.routing_key.expose_secret();
+        let body = event(notice, key, &self.severity);
+        let response = self
+            .client
+            .post(self.url.clone())
+            .json(&body)
+            .send()
+            .await
+            .map_err(|e| transport_error("pagerduty", &e))?;
+        let (status, headers, answer) = read_answer(response).await;
+        if (200..300).contains(&status) {
+            let dedup = serde_json::from_str::<Value>(&answer)
+                .ok()
+                .and_then(|a| a.get("dedup_key").and_then(Value::as_str).map(str::to_string))
+                .unwrap_or_else(|| dedup_key(&notice.group_key));
+            tracing::debug!(destination = "pagerduty", status, dedup_key = %dedup, "pagerduty: event accepted");
+            return Ok(Sent { state: Some(serde_json::json!({ "dedup_key": dedup })) });
+        }
+        let e = status_error("pagerduty", status, &headers, &redact(&error_detail(&answer), &[key]), &[key]);
+        tracing::debug!(destination = "pagerduty", status, retryable = e.retryable, error = %e, "pagerduty: event refused");
+        Err(e)
+    }
+}
+
+/// PagerDuty's error answer `{"status", "message", "errors": [..]}` as `message: error; error`,
+/// else the answer as it is.
+fn error_detail(answer: &str) -> String {
+    let Ok(v) = serde_json::from_str::<Value>(answer) else {
+        return answer.to_string();
+    };
+    let message = v.get("message").and_then(Value::as_str).unwrap_or_default();
+    let errors: Vec<&str> = v
+        .get("errors")
+        .and_then(Value::as_array)
+        .map(|a| a.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    match (message.is_empty(), errors.is_empty()) {
+        (true, true) => answer.to_string(),
+        (false, true) => message.to_string(),
+        (true, false) => errors.join("; "),
+        (false, false) => format!("{message}: {}", errors.join("; ")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pagerduty_errors_read_message_and_errors() {
+        let a = r#"{"status":"invalid event","message":"Event object is invalid","errors":["Length of 'routing_key' is incorrect (should be 32 characters)"]}"#;
+        assert_eq!(
+            error_detail(a),
+            "Event object is invalid: Length of 'routing_key' is incorrect (should be 32 characters)"
+        );
+        assert_eq!(error_detail("<html>bad gateway</html>"), "<html>bad gateway</html>");
+    }
+}

@@ -1,0 +1,271 @@
+//! A generic webhook: `POST` of JSON to a configured URL.
+//!
+//! * [`NoticeKind::Verdict`]: the body is the verdict itself, `culprit.verdict/v1`.
+//! * [`NoticeKind::Resolved`] and [`NoticeKind::CouldNotDiagnose`]: the body is a
+//!   `culprit.notice/v1` value (see [`notice_body`]).
+//!
+//! Headers: `Content-Type: application/json`, `Idempotency-Key: <notice.idempotency_key>`
+//! (the receiver drops repeats: the delivery loop may send a notice more than once),
+//! `X-Culprit-Group-Key: <notice.group_key>`, and `Authorization` when `auth` is configured.
+//! Header values keep printable ASCII as is; any other byte, and `%`, is written `%XX`.
+//!
+//! Answers: 2xx is delivered; 408, 429 and 5xx are retryable (with `Retry-After`); any
+//! other status is final. Redirects are not followed (a 3xx is final).
+//!
+//! This module also holds the HTTP plumbing the PagerDuty and Alertmanager notifiers share:
+//! the client, resolved credentials and reading a bounded excerpt of an answer.
+
+use std::fmt;
+use std::time::Duration;
+
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
+use secrecy::{ExposeSecret, SecretString};
+use serde_json::{Value, json};
+
+use crate::config::{HttpAuth, WebhookConfig};
+use crate::notify::{Notice, NoticeKind, NotifyError, Sent, status_error, transport_error};
+
+/// The schema id of the body of a [`NoticeKind::Resolved`] or
+/// [`NoticeKind::CouldNotDiagnose`] notice.
+pub const NOTICE_SCHEMA: &str = "culprit.notice/v1";
+
+/// The header carrying [`Notice::idempotency_key`].
+pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
+
+/// The header carrying [`Notice::group_key`].
+pub const GROUP_KEY: &str = "x-culprit-group-key";
+
+/// Time one delivery may take, connection included.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Time to open the connection.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Most bytes of an answer read (the rest is dropped; errors quote at most 200 characters).
+pub const MAX_ANSWER_BYTES: usize = 64 * 1024;
+
+/// A generic webhook destination. `Debug` shows no secret.
+pub struct Webhook {
+    name: String,
+    url: reqwest::Url,
+    client: reqwest::Client,
+    auth: Option<Auth>,
+}
+
+impl fmt::Debug for Webhook {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // The URL is left out: like a Slack incoming webhook, it may hold a token.
+        f.debug_struct("Webhook").field("name", &self.name).field("auth", &self.auth).finish_non_exhaustive()
+    }
+}
+
+impl Webhook {
+    /// A webhook from its configuration; resolves the auth secret now.
+    ///
+    /// Errors (naming the webhook, never a secret): the name is empty, the URL is not
+    /// http(s) or carries credentials, the secret cannot be read, or the HTTP client cannot
+    /// be built.
+    pub fn new(cfg: &WebhookConfig) -> Result<Self, String> {
+        if cfg.name.trim().is_empty() {
+            return Err("webhook: `name` is empty".into());
+        }
+        let what = format!("webhook:{}", cfg.name);
+        Ok(Webhook {
+            name: cfg.name.clone(),
+            url: parse_url(&what, &cfg.url)?,
+            client: http_client(&what)?,
+            auth: cfg.auth.as_ref().map(|a| Auth::resolve(a, &what)).transpose()?,
+        })
+    }
+
+    /// The configured name (the destination is `webhook:<name>` in metrics and logs).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Every notice: verdicts, resolutions and failures to diagnose.
+    pub fn wants(&self, notice: &Notice) -> bool {
+        matches!(notice.kind, NoticeKind::Verdict | NoticeKind::Resolved | NoticeKind::CouldNotDiagnose)
+    }
+
+    /// Posts the notice once (see the module docs for body, headers and classification).
+    ///
+    /// Errors: a [`NoticeKind::Verdict`] notice without a verdict (final); a non-2xx answer
+    /// ([`status_error`]); a transport failure (retryable). Messages name `webhook:<name>`,
+    /// never the URL or a secret. `state` is not used; nothing is kept.
+    pub async fn send(&self, notice: &Notice, _state: Option<&Value>) -> Result<Sent, NotifyError> {
+        let what = format!("webhook:{}", self.name);
+        let body = match (notice.kind, &notice.verdict) {
+            (NoticeKind::Verdict, Some(v)) => serde_json::to_value(v).expect("a verdict always serializes"),
+            (NoticeKind::Verdict, None) => {
+                return Err(NotifyError::fatal(format!("{what}: a verdict notice without a verdict")));
+            }
+            _ => notice_body(notice),
+        };
+        let mut headers = HeaderMap::new();
+        headers.insert(HeaderName::from_static(IDEMPOTENCY_KEY), header_value(&notice.idempotency_key));
+        headers.insert(HeaderName::from_static(GROUP_KEY), header_value(&notice.group_key));
+        let request = self.client.post(self.url.clone()).headers(headers).json(&body);
+        let request = match &self.auth {
+            Some(a) => a.apply(request),
+            None => request,
+        };
+        let response = request.send().await.map_err(|e| transport_error(&what, &e))?;
+        let (status, headers, answer) = read_answer(response).await;
+        if (200..300).contains(&status) {
+            tracing::debug!(destination = %what, status, kind = ?notice.kind, "webhook: delivered");
+            return Ok(Sent::default());
+        }
+        let secrets: Vec<&str> = self.auth.iter().map(Auth::secret).collect();
+        let e = status_error(&what, status, &headers, &redact(&answer, &secrets), &secrets);
+        tracing::debug!(destination = %what, status, retryable = e.retryable, "webhook: not delivered");
+        Err(e)
+    }
+}
+
+/// The `culprit.notice/v1` body of a notice without a verdict:
+///
+/// ```json
+/// { "schema": "culprit.notice/v1", "kind": "resolved" | "could_not_diagnose" | "verdict",
+///   "group_key": "…", "job": { "name": "…", "id": "…" }, "reason": "…" | null }
+/// ```
+pub fn notice_body(notice: &Notice) -> Value {
+    json!({
+        "schema": NOTICE_SCHEMA,
+        "kind": notice.kind,
+        "group_key": notice.group_key,
+        "job": notice.job,
+        "reason": notice.reason,
+    })
+}
+
+/// A header value: printable ASCII (space to `~`) as is, except `%`; every other byte as
+/// `%XX` (uppercase hex), so any string fits and the original can be recovered.
+pub fn header_value(s: &str) -> HeaderValue {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if (b' '..=b'~').contains(&b) && b != b'%' {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    HeaderValue::from_str(&out).expect("printable ASCII is a valid header value")
+}
+
+/// Credentials resolved from [`HttpAuth`]; `Debug` never shows the secret.
+pub(crate) enum Auth {
+    Bearer(SecretString),
+    Basic { username: String, password: SecretString },
+}
+
+impl Auth {
+    /// Reads the secret now. The error names `what` and the source, never the value.
+    pub(crate) fn resolve(auth: &HttpAuth, what: &str) -> Result<Auth, String> {
+        match auth {
+            HttpAuth::Bearer { token } => {
+                Ok(Auth::Bearer(token.resolve().map_err(|e| format!("{what}: bearer token: {e}"))?))
+            }
+            HttpAuth::Basic { username, password } => Ok(Auth::Basic {
+                username: username.clone(),
+                password: password.resolve().map_err(|e| format!("{what}: basic auth password: {e}"))?,
+            }),
+        }
+    }
+
+    /// The secret, to remove it from error messages.
+    pub(crate) fn secret(&self) -> &str {
+        match self {
+            Auth::Bearer(token) => token.expose_secret(),
+            Auth::Basic { password, .. } => password.expose_secret(),
+        }
+    }
+
+    /// Adds `Authorization` (reqwest marks it sensitive).
+    pub(crate) fn apply(&self, request: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+        match self {
+            Auth::Bearer(token) => request.bearer_auth(token.expose_secret()),
+            Auth::Basic { username, password } => request.basic_auth(username, Some(password.expose_secret())),
+        }
+    }
+}
+
+impl fmt::Debug for Auth {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Auth::Bearer(_) => f.write_str("Bearer([REDACTED])"),
+            Auth::Basic { username, .. } => write!(f, "Basic({username:?}, [REDACTED])"),
+        }
+    }
+}
+
+/// The HTTP client of a notifier: [`REQUEST_TIMEOUT`], [`CONNECT_TIMEOUT`], no redirects,
+/// `User-Agent: culprit/<version>`.
+pub(crate) fn http_client(what: &str) -> Result<reqwest::Client, String> {
+    reqwest::Client::builder()
+        .user_agent(concat!("culprit/", env!("CARGO_PKG_VERSION")))
+        .timeout(REQUEST_TIMEOUT)
+        .connect_timeout(CONNECT_TIMEOUT)
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .map_err(|e| format!("{what}: the HTTP client cannot be built: {e}"))
+}
+
+/// An http(s) URL without credentials (they belong in `auth`). The error does not repeat
+/// the URL (it may hold a token).
+pub(crate) fn parse_url(what: &str, url: &str) -> Result<reqwest::Url, String> {
+    let u = reqwest::Url::parse(url).map_err(|_| format!("{what}: the URL is not a valid URL"))?;
+    if u.scheme() != "http" && u.scheme() != "https" {
+        return Err(format!("{what}: the URL is not http(s)"));
+    }
+    if !u.username().is_empty() || u.password().is_some() {
+        return Err(format!("{what}: the URL carries credentials; put them in `auth` instead"));
+    }
+    Ok(u)
+}
+
+/// Status, headers and the first [`MAX_ANSWER_BYTES`] of the body (lossy UTF-8; empty when
+/// the body cannot be read).
+pub(crate) async fn read_answer(mut response: reqwest::Response) -> (u16, HeaderMap, String) {
+    let status = response.status().as_u16();
+    let headers = response.headers().clone();
+    let mut body = Vec::new();
+    while body.len() < MAX_ANSWER_BYTES {
+        match response.chunk().await {
+            Ok(Some(chunk)) => body.extend_from_slice(&chunk),
+            _ => break,
+        }
+    }
+    body.truncate(MAX_ANSWER_BYTES);
+    (status, headers, String::from_utf8_lossy(&body).into_owned())
+}
+
+/// `text` with every non-empty secret replaced by `[REDACTED]` (before any truncation, so a
+/// cut can never leave part of a secret).
+pub(crate) fn redact(text: &str, secrets: &[&str]) -> String {
+    let mut text = text.to_string();
+    for s in secrets.iter().filter(|s| !s.is_empty()) {
+        text = text.replace(s, "[REDACTED]");
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn header_values_keep_printable_ascii_and_escape_the_rest() {
+        let g = "{}:{alertname=\"FlinkJobBackpressured\", job_name=\"bp_lab_slow_sink\"}";
+        assert_eq!(header_value(g).to_str().unwrap(), g);
+        assert_eq!(header_value("a%b\nç").to_str().unwrap(), "a%25b%0A%C3%A7");
+    }
+
+    #[test]
+    fn urls_with_credentials_or_other_schemes_are_refused_without_being_repeated() {
+        let e = parse_url("webhook:x", "https://user:s3cret@example.com/hook").unwrap_err();
+        assert!(e.contains("credentials") && !e.contains("s3cret"));
+        assert!(parse_url("webhook:x", "ftp://example.com").is_err());
+        assert!(parse_url("webhook:x", "http://example.com/hook?token=t").is_ok());
+    }
+}

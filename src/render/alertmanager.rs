@@ -1,0 +1,225 @@
+//! culprit's own alert for the Alertmanager API v2 (`POST /api/v2/alerts`, a JSON array of
+//! these). Pure.
+//!
+//! <https://github.com/prometheus/alertmanager/blob/main/api/v2/openapi.yaml> (`postableAlert`)
+//!
+//! ```json
+//! {
+//!   "labels": {
+//!     "alertname": "FlinkBackpressureCulprit", "job_name": "bp-lab-slow-sink",
+//!     "job_id": "da23…", "culprit_vertex": "slow-sink: Writer", "finding": "sink",
+//!     "status": "culprit_found", "culprit": "true"
+//!   },
+//!   "annotations": { "summary": "…", "fix": "<first fix line>", "description": "<cause>", "verdict_url": "…" },
+//!   "startsAt": "<notice time>",
+//!   "endsAt": "<notice time + ends_after, or the notice time to resolve>",
+//!   "generatorURL": "<verdict URL>"
+//! }
+//! ```
+//!
+//! The labels come from the verdict only (never from the source alert's labels), and
+//! `culprit="true"` is always there, so culprit's alert never has the source alert's
+//! identity and never overwrites it. Empty label values are left out (Alertmanager treats
+//! an empty label as an absent one).
+
+use std::collections::BTreeMap;
+
+use serde_json::{Map, Value};
+
+use crate::notify::{Notice, NoticeKind};
+use crate::render::pagerduty::rfc3339;
+
+/// The default `alertname` of culprit's alert.
+pub const DEFAULT_ALERTNAME: &str = "FlinkBackpressureCulprit";
+
+/// The `summary` prefix of a [`NoticeKind::CouldNotDiagnose`] alert.
+pub const COULD_NOT_DIAGNOSE: &str = "could not diagnose: ";
+
+/// The labels of culprit's alert for `notice`: `alertname`, `job_name`, `job_id` (the
+/// verdict's job, else the notice's), `culprit_vertex` (the culprit's vertex name),
+/// `finding` (`none` for [`NoticeKind::CouldNotDiagnose`]), `status` (the verdict status),
+/// `culprit="true"`. Empty values are left out.
+pub fn labels(notice: &Notice, alertname: &str) -> BTreeMap<String, String> {
+    let job = notice.verdict.as_ref().map_or(&notice.job, |v| &v.job);
+    let verdict = notice.verdict.as_ref().filter(|_| notice.kind != NoticeKind::CouldNotDiagnose);
+    let finding = match (notice.kind, verdict) {
+        (NoticeKind::CouldNotDiagnose, _) => Some("none"),
+        (_, Some(v)) => Some(v.finding.as_str()),
+        (_, None) => None,
+    };
+    let pairs = [
+        ("alertname", Some(alertname)),
+        ("job_name", Some(job.name.as_str())),
+        ("job_id", Some(job.id.as_str())),
+        ("culprit_vertex", verdict.and_then(|v| v.culprit.as_ref()).map(|c| c.vertex_name.as_str())),
+        ("finding", finding),
+        ("status", verdict.map(|v| v.status.as_str())),
+        ("culprit", Some("true")),
+    ];
+    pairs.into_iter().filter_map(|(k, v)| v.filter(|v| !v.is_empty()).map(|v| (k.to_string(), v.to_string()))).collect()
+}
+
+/// The annotations: `summary` (the verdict's, or `could not diagnose: <reason>`), `fix`
+/// (the first fix line), `description` (the verdict's cause), `verdict_url`. Empty values
+/// are left out.
+pub fn annotations(notice: &Notice) -> BTreeMap<String, String> {
+    let verdict = notice.verdict.as_ref().filter(|_| notice.kind != NoticeKind::CouldNotDiagnose);
+    let summary = match (notice.kind, verdict) {
+        (NoticeKind::CouldNotDiagnose, _) => {
+            Some(format!("{COULD_NOT_DIAGNOSE}{}", notice.reason.as_deref().unwrap_or("no reason given")))
+        }
+        (_, Some(v)) => Some(v.summary.clone()),
+        (NoticeKind::Resolved, None) => Some("resolved".to_string()),
+        (NoticeKind::Verdict, None) => None,
+    };
+    let pairs = [
+        ("summary", summary),
+        ("fix", verdict.and_then(|v| v.fix.first().cloned())),
+        ("description", verdict.map(|v| v.cause.clone())),
+        ("verdict_url", notice.verdict_url.clone()),
+    ];
+    pairs.into_iter().filter_map(|(k, v)| v.filter(|v| !v.is_empty()).map(|v| (k.to_string(), v))).collect()
+}
+
+/// culprit's alert for `notice` (see the module docs): `startsAt` the notice time,
+/// `endsAt` `ends_at_ms` (always explicit: the notice time plus `ends_after` to keep it
+/// firing, the notice time itself to resolve it), `generatorURL` the verdict URL when there
+/// is one.
+pub fn culprit_alert(notice: &Notice, alertname: &str, ends_at_ms: i64) -> Value {
+    let mut alert = Map::new();
+    alert.insert("labels".into(), to_object(labels(notice, alertname)));
+    alert.insert("annotations".into(), to_object(annotations(notice)));
+    alert.insert("startsAt".into(), rfc3339(notice.at_ms).into());
+    alert.insert("endsAt".into(), rfc3339(ends_at_ms).into());
+    if let Some(url) = notice.verdict_url.as_ref().filter(|u| !u.is_empty()) {
+        alert.insert("generatorURL".into(), url.clone().into());
+    }
+    Value::Object(alert)
+}
+
+/// A copy of an alert posted earlier (same labels, so the same alert for Alertmanager) with
+/// `startsAt` and `endsAt` both `at_ms`: posting it resolves that alert.
+pub fn ended(alert: &Value, at_ms: i64) -> Value {
+    let mut alert = alert.clone();
+    if let Some(o) = alert.as_object_mut() {
+        o.insert("startsAt".into(), rfc3339(at_ms).into());
+        o.insert("endsAt".into(), rfc3339(at_ms).into());
+    }
+    alert
+}
+
+fn to_object(map: BTreeMap<String, String>) -> Value {
+    Value::Object(map.into_iter().map(|(k, v)| (k, Value::String(v))).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::verdict::{Confidence, Culprit, Finding, Graph, JobRef, Role, SCHEMA, Status, Verdict};
+    use serde_json::json;
+
+    fn verdict() -> Verdict {
+        Verdict {
+            schema: SCHEMA.into(),
+            job: JobRef { name: "bp-lab-slow-sink".into(), id: "da23".into() },
+            at: "2026-11-29T10:36:27.78Z".into(),
+            window_seconds: 57,
+            window_start: "2026-11-29T10:35:30.462Z".into(),
+            status: Status::CulpritFound,
+            finding: Finding::Sink,
+            culprit: Some(Culprit {
+                vertex_id: "2e58".into(),
+                vertex_name: "slow-sink: Writer".into(),
+                operators: vec!["slow-sink: Writer".into()],
+                role: Role::Sink,
+                parallelism: 2,
+                subtasks: vec![0, 1],
+            }),
+            culprits: vec![],
+            summary: "the sink is slow".into(),
+            cause: "busy 99%".into(),
+            fix: vec!["fix the sink".into(), "batch".into()],
+            not_the_fix: vec![],
+            advice: vec![],
+            steps: vec![],
+            hazards: vec![],
+            evidence: vec![],
+            graph: Graph { vertices: vec![], edges: vec![] },
+            confidence: Confidence::High,
+            missing: vec![],
+            notes: vec![],
+        }
+    }
+
+    fn notice(kind: NoticeKind, verdict: Option<Verdict>) -> Notice {
+        Notice {
+            kind,
+            group_key: "{}:{alertname=\"FlinkJobBackpressured\"}".into(),
+            labels: [("alertname".to_string(), "FlinkJobBackpressured".to_string())].into(),
+            job: JobRef { name: "bp_lab_slow_sink".into(), id: "da23".into() },
+            verdict,
+            verdict_id: Some(7),
+            verdict_url: Some("http://culprit:8080/api/v1/verdicts/7".into()),
+            reason: Some("Prometheus is unreachable".into()),
+            firing: true,
+            changed: false,
+            idempotency_key: "k".into(),
+            at_ms: 1_795_948_587_780,
+        }
+    }
+
+    #[test]
+    fn a_verdict_becomes_an_alert_with_the_verdicts_labels_and_an_explicit_end() {
+        let a = culprit_alert(&notice(NoticeKind::Verdict, Some(verdict())), DEFAULT_ALERTNAME, 1_795_949_487_780);
+        assert_eq!(
+            a,
+            json!({
+                "labels": {
+                    "alertname": "FlinkBackpressureCulprit", "job_name": "bp-lab-slow-sink", "job_id": "da23",
+                    "culprit_vertex": "slow-sink: Writer", "finding": "sink", "status": "culprit_found",
+                    "culprit": "true"
+                },
+                "annotations": {
+                    "summary": "the sink is slow", "fix": "fix the sink", "description": "busy 99%",
+                    "verdict_url": "http://culprit:8080/api/v1/verdicts/7"
+                },
+                "startsAt": "2026-11-29T10:36:27.78Z",
+                "endsAt": "2026-11-29T10:51:27.78Z",
+                "generatorURL": "http://culprit:8080/api/v1/verdicts/7"
+            })
+        );
+    }
+
+    #[test]
+    fn could_not_diagnose_is_an_alert_with_finding_none_and_the_reason() {
+        let n = notice(NoticeKind::CouldNotDiagnose, None);
+        let a = culprit_alert(&n, DEFAULT_ALERTNAME, n.at_ms);
+        assert_eq!(
+            a["labels"],
+            json!({"alertname": "FlinkBackpressureCulprit", "job_name": "bp_lab_slow_sink", "job_id": "da23",
+                   "finding": "none", "culprit": "true"})
+        );
+        assert_eq!(a["annotations"]["summary"], "could not diagnose: Prometheus is unreachable");
+        assert!(a["annotations"].get("fix").is_none());
+    }
+
+    #[test]
+    fn empty_label_values_are_left_out_and_source_labels_never_copied() {
+        let mut v = verdict();
+        v.culprit = None;
+        v.job.name = String::new();
+        let l = labels(&notice(NoticeKind::Verdict, Some(v)), "X");
+        assert_eq!(l.keys().collect::<Vec<_>>(), ["alertname", "culprit", "finding", "job_id", "status"]);
+        assert_eq!(l["alertname"], "X");
+    }
+
+    #[test]
+    fn ending_an_alert_keeps_its_labels_and_sets_both_times() {
+        let n = notice(NoticeKind::Verdict, Some(verdict()));
+        let a = culprit_alert(&n, DEFAULT_ALERTNAME, n.at_ms + 900_000);
+        let e = ended(&a, n.at_ms + 60_000);
+        assert_eq!(e["labels"], a["labels"]);
+        assert_eq!(e["startsAt"], "2026-11-29T10:37:27.78Z");
+        assert_eq!(e["endsAt"], "2026-11-29T10:37:27.78Z");
+    }
+}

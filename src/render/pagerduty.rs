@@ -1,0 +1,296 @@
+//! The PagerDuty Events API v2 trigger event for a [`Notice`]. Pure.
+//!
+//! <https://developer.pagerduty.com/docs/events-api-v2/trigger-events/>
+//!
+//! ```json
+//! {
+//!   "routing_key": "<integration key>",
+//!   "event_action": "trigger",
+//!   "dedup_key": "<lowercase hex SHA-256 of the group key>",
+//!   "payload": {
+//!     "summary": "<job>: <verdict summary>",      // ≤ 1024 characters
+//!     "source": "<job name>",
+//!     "severity": "critical | error | warning | info",
+//!     "timestamp": "<notice time, RFC 3339>",
+//!     "component": "<culprit vertex>",             // left out without a culprit
+//!     "group": "flink",
+//!     "class": "<finding> | could_not_diagnose",
+//!     "custom_details": { "verdict": { … culprit.verdict/v1 … }, "group_key": "…", "idempotency_key": "…" }
+//!   },
+//!   "client": "culprit",
+//!   "client_url": "<verdict URL>",                 // both only with a verdict URL
+//!   "links": [{ "href": "<verdict URL>", "text": "culprit verdict" }]
+//! }
+//! ```
+
+use std::borrow::Cow;
+
+use serde_json::{Map, Value, json};
+use sha2::{Digest, Sha256};
+
+use crate::notify::{Notice, NoticeKind};
+use crate::verdict::JobRef;
+
+/// Longest `payload.summary`, in characters: "The maximum permitted length of this property is
+/// 1024 characters." <https://developer.pagerduty.com/docs/events-api-v2/trigger-events/>
+pub const MAX_SUMMARY_CHARS: usize = 1024;
+
+/// Largest event PagerDuty accepts: "Events API payloads are limited to 512 KB".
+/// <https://developer.pagerduty.com/docs/events-api-v2/overview/> ("Size Limits").
+/// Alertmanager's own PagerDuty integration uses the same 512 000 bytes. Beyond it, the
+/// verdict in `custom_details` is cut down to its summary, cause and fix.
+pub const MAX_EVENT_BYTES: usize = 512_000;
+
+/// The `client` of every event.
+pub const CLIENT: &str = "culprit";
+
+/// The `payload.group` of every event: the sources (jobs) are Flink jobs.
+pub const GROUP: &str = "flink";
+
+/// The text of the link to the verdict.
+pub const LINK_TEXT: &str = "culprit verdict";
+
+/// The `dedup_key` for an Alertmanager group: the lowercase hex SHA-256 of its `groupKey`
+/// (64 characters, within PagerDuty's 255).
+///
+/// It is exactly the key Alertmanager's own PagerDuty integration sends for the group, so
+/// culprit's event lands on the incident the page opened: in prometheus/alertmanager,
+/// `notify/pagerduty/pagerduty.go` (commit 94d875f1227b29abece661db1a68c001122d1da5, line
+/// 181, in `notifyV2`) sets `DedupKey: key.Hash(),` where `key` is the group key, and
+/// `notify/util.go` (commit bef850ac905cade91423789615de31b9d0288b3d, line 118) defines
+/// `func (k Key) Hash() string` as `sha256` of the key's bytes, formatted `%x`.
+pub fn dedup_key(group_key: &str) -> String {
+    hex::encode(Sha256::digest(group_key.as_bytes()))
+}
+
+/// `s` cut to at most `max_chars` characters (Unicode scalar values), the last one `…` when
+/// anything was cut.
+pub fn truncate(s: &str, max_chars: usize) -> Cow<'_, str> {
+    if s.chars().count() <= max_chars {
+        return Cow::Borrowed(s);
+    }
+    let mut out: String = s.chars().take(max_chars.saturating_sub(1)).collect();
+    if max_chars > 0 {
+        out.push('…');
+    }
+    Cow::Owned(out)
+}
+
+/// The job a notice is about: the verdict's when there is one (as Flink names it), else the
+/// notice's.
+fn job(notice: &Notice) -> &JobRef {
+    notice.verdict.as_ref().map_or(&notice.job, |v| &v.job)
+}
+
+/// The job as a person reads it: its name, else its id, else `unknown job`.
+fn job_label(job: &JobRef) -> &str {
+    if !job.name.is_empty() {
+        &job.name
+    } else if !job.id.is_empty() {
+        &job.id
+    } else {
+        "unknown job"
+    }
+}
+
+/// The summary before truncation: `<job>: <verdict summary>` (`<job>: verdict changed: …`
+/// when it replaces an earlier one), `<job>: could not diagnose: <reason>`, or
+/// `<job>: resolved`.
+pub fn summary(notice: &Notice) -> String {
+    let job = job_label(job(notice));
+    match (notice.kind, &notice.verdict) {
+        (NoticeKind::Verdict, Some(v)) if notice.changed => format!("{job}: verdict changed: {}", v.summary),
+        (NoticeKind::Verdict, Some(v)) => format!("{job}: {}", v.summary),
+        (NoticeKind::Verdict, None) => format!("{job}: no verdict"),
+        (NoticeKind::CouldNotDiagnose, _) => {
+            format!("{job}: could not diagnose: {}", notice.reason.as_deref().unwrap_or("no reason given"))
+        }
+        (NoticeKind::Resolved, _) => format!("{job}: resolved"),
+    }
+}
+
+/// RFC 3339 (UTC) of Unix milliseconds; the epoch when out of range.
+pub(crate) fn rfc3339(ms: i64) -> String {
+    jiff::Timestamp::from_millisecond(ms).unwrap_or(jiff::Timestamp::UNIX_EPOCH).to_string()
+}
+
+/// The trigger event for `notice` (see the module docs for the shape).
+///
+/// * `summary`: [`summary`], cut to [`MAX_SUMMARY_CHARS`].
+/// * `source`: the job name (its id when the name is empty); `component`: the culprit
+///   vertex's name, left out without a culprit; `class`: the finding (`sink`, `hot_key`, …)
+///   or `could_not_diagnose`.
+/// * `custom_details`: `verdict` (the `culprit.verdict/v1` value) or `reason`, plus
+///   `group_key`, `idempotency_key` and `verdict_url` when there is one. When the whole event
+///   would exceed [`MAX_EVENT_BYTES`], `verdict` is replaced by its `schema`, `status`,
+///   `finding`, `summary`, `cause` and `fix` and a `truncated` note.
+/// * `client_url` and `links`: the verdict URL, only when the notice has one.
+///
+/// `severity` is written as given (configuration checks it).
+pub fn event(notice: &Notice, routing_key: &str, severity: &str) -> Value {
+    let job = job(notice);
+    let mut payload = Map::new();
+    payload.insert("summary".into(), truncate(&summary(notice), MAX_SUMMARY_CHARS).into_owned().into());
+    payload.insert("source".into(), job_label(job).into());
+    payload.insert("severity".into(), severity.into());
+    payload.insert("timestamp".into(), rfc3339(notice.at_ms).into());
+    if let Some(c) = notice.verdict.as_ref().and_then(|v| v.culprit.as_ref()) {
+        payload.insert("component".into(), c.vertex_name.clone().into());
+    }
+    payload.insert("group".into(), GROUP.into());
+    let class = match (&notice.verdict, notice.kind) {
+        (_, NoticeKind::CouldNotDiagnose) => "could_not_diagnose",
+        (_, NoticeKind::Resolved) => "resolved",
+        (Some(v), NoticeKind::Verdict) => v.finding.as_str(),
+        (None, NoticeKind::Verdict) => "none",
+    };
+    payload.insert("class".into(), class.into());
+
+    let mut details = Map::new();
+    match &notice.verdict {
+        Some(v) => {
+            details.insert("verdict".into(), serde_json::to_value(v).expect("a verdict always serializes"));
+        }
+        None => {
+            details.insert("reason".into(), notice.reason.clone().map_or(Value::Null, Value::from));
+            details.insert("job".into(), json!({ "name": job.name, "id": job.id }));
+        }
+    }
+    details.insert("group_key".into(), notice.group_key.clone().into());
+    details.insert("idempotency_key".into(), notice.idempotency_key.clone().into());
+    if let Some(url) = &notice.verdict_url {
+        details.insert("verdict_url".into(), url.clone().into());
+    }
+    payload.insert("custom_details".into(), Value::Object(details));
+
+    let mut event = Map::new();
+    event.insert("routing_key".into(), routing_key.into());
+    event.insert("event_action".into(), "trigger".into());
+    event.insert("dedup_key".into(), dedup_key(&notice.group_key).into());
+    event.insert("payload".into(), Value::Object(payload));
+    event.insert("client".into(), CLIENT.into());
+    if let Some(url) = &notice.verdict_url {
+        event.insert("client_url".into(), url.clone().into());
+        event.insert("links".into(), json!([{ "href": url, "text": LINK_TEXT }]));
+    }
+    let mut event = Value::Object(event);
+
+    let size = serde_json::to_vec(&event).map_or(0, |b| b.len());
+    if size > MAX_EVENT_BYTES
+        && let Some(v) = &notice.verdict
+    {
+        event["payload"]["custom_details"]["verdict"] = json!({
+            "schema": v.schema,
+            "status": v.status,
+            "finding": v.finding,
+            "summary": truncate(&v.summary, 4096),
+            "cause": truncate(&v.cause, 16_384),
+            "fix": v.fix.iter().take(20).map(|f| truncate(f, 4096)).collect::<Vec<_>>(),
+            "truncated": format!(
+                "the verdict ({size} bytes as an event) exceeds PagerDuty's {MAX_EVENT_BYTES}-byte limit; the full verdict is at the link"
+            ),
+        });
+    }
+    event
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::verdict::{Confidence, Finding, Graph, SCHEMA, Status, Verdict};
+
+    fn verdict(summary: &str) -> Verdict {
+        Verdict {
+            schema: SCHEMA.into(),
+            job: JobRef { name: "bp-lab-slow-sink".into(), id: "da23ad9af4e7326542c9a70eac958f42".into() },
+            at: "2026-11-29T10:36:27.78Z".into(),
+            window_seconds: 57,
+            window_start: "2026-11-29T10:35:30.462Z".into(),
+            status: Status::NoSingleCulprit,
+            finding: Finding::None,
+            culprit: None,
+            culprits: vec![],
+            summary: summary.into(),
+            cause: "cause".into(),
+            fix: vec!["fix it".into()],
+            not_the_fix: vec![],
+            advice: vec![],
+            steps: vec![],
+            hazards: vec![],
+            evidence: vec![],
+            graph: Graph { vertices: vec![], edges: vec![] },
+            confidence: Confidence::Low,
+            missing: vec![],
+            notes: vec![],
+        }
+    }
+
+    fn notice(kind: NoticeKind, verdict: Option<Verdict>) -> Notice {
+        Notice {
+            kind,
+            group_key: "{}:{alertname=\"FlinkJobBackpressured\"}".into(),
+            labels: Default::default(),
+            job: JobRef { name: "bp_lab_slow_sink".into(), id: "da23ad9af4e7326542c9a70eac958f42".into() },
+            verdict,
+            verdict_id: None,
+            verdict_url: None,
+            reason: Some("Prometheus is unreachable".into()),
+            firing: true,
+            changed: false,
+            idempotency_key: "k1".into(),
+            at_ms: 1_795_948_587_780,
+        }
+    }
+
+    #[test]
+    fn the_dedup_key_is_the_lowercase_hex_sha256_of_the_group_key() {
+        // sha256("") and sha256("abc"), the FIPS 180-2 test vectors.
+        assert_eq!(dedup_key(""), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+        assert_eq!(dedup_key("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+    }
+
+    #[test]
+    fn truncation_counts_characters_and_ends_with_an_ellipsis() {
+        assert_eq!(truncate("héllo", 5), "héllo");
+        assert_eq!(truncate("héllo wörld", 5), "héll…");
+        assert_eq!(truncate("abc", 1), "…");
+        assert_eq!(truncate("abc", 0), "");
+    }
+
+    #[test]
+    fn a_long_summary_is_cut_to_1024_characters() {
+        let e = event(&notice(NoticeKind::Verdict, Some(verdict(&"é".repeat(3000)))), "rk", "error");
+        let s = e["payload"]["summary"].as_str().unwrap();
+        assert_eq!(s.chars().count(), MAX_SUMMARY_CHARS);
+        assert!(s.starts_with("bp-lab-slow-sink: éé") && s.ends_with('…'));
+    }
+
+    #[test]
+    fn a_verdict_too_big_for_pagerduty_is_cut_down_to_summary_cause_and_fix() {
+        let mut v = verdict("slow sink");
+        v.notes = vec!["n".repeat(1000); 600];
+        let e = event(&notice(NoticeKind::Verdict, Some(v)), "rk", "error");
+        assert!(serde_json::to_vec(&e).unwrap().len() <= MAX_EVENT_BYTES);
+        let d = &e["payload"]["custom_details"]["verdict"];
+        assert_eq!(d["summary"], "slow sink");
+        assert_eq!(d["fix"], json!(["fix it"]));
+        assert!(d["truncated"].as_str().unwrap().contains("512000-byte limit"));
+        assert!(d.get("notes").is_none());
+    }
+
+    #[test]
+    fn could_not_diagnose_carries_the_reason_and_no_component() {
+        let e = event(&notice(NoticeKind::CouldNotDiagnose, None), "rk", "warning");
+        assert_eq!(e["payload"]["summary"], "bp_lab_slow_sink: could not diagnose: Prometheus is unreachable");
+        assert_eq!(e["payload"]["class"], "could_not_diagnose");
+        assert_eq!(e["payload"]["severity"], "warning");
+        assert_eq!(e["payload"]["custom_details"]["reason"], "Prometheus is unreachable");
+        assert!(e["payload"].get("component").is_none());
+        assert!(e.get("links").is_none() && e.get("client_url").is_none());
+    }
+
+    #[test]
+    fn the_timestamp_is_rfc3339_utc() {
+        assert_eq!(rfc3339(1_795_948_587_780), "2026-11-29T10:36:27.78Z");
+    }
+}
