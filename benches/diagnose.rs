@@ -24,7 +24,7 @@ fn sizes() -> Vec<SyntheticJob> {
     spec.split(',')
         .map(|s| {
             let n: Vec<usize> = s.split('x').map(|x| x.trim().parse().expect("VxSxN")).collect();
-            SyntheticJob { vertices: n[0], subtasks: n[1], samples: n[2], start_ms: 1_795_000_000_000 }
+            SyntheticJob { vertices: n[0], subtasks: n[1], samples: n[2], start_ms: 1_795_000_000_000, job: 0 }
         })
         .collect()
 }

@@ -46,6 +46,18 @@ pub enum Command {
     /// Needs no network, Prometheus or Flink.
     #[command(after_help = EXIT_CODES)]
     Demo(DemoArgs),
+    /// Run the service: Alertmanager webhooks in, verdicts out to Slack, PagerDuty,
+    /// Alertmanager and webhooks; the HTTP API; until SIGTERM. Logs go to stderr
+    /// (RUST_LOG=debug for more).
+    #[command(after_help = EXIT_CODES)]
+    Serve(ServeArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// The configuration (TOML; see config/culprit.example.toml).
+    #[arg(long, value_name = "FILE")]
+    pub config: PathBuf,
 }
 
 /// `culprit diagnose`. The metrics come from exactly one of: --recording, --metrics,
@@ -169,6 +181,15 @@ pub fn run(cli: Cli, out: &mut dyn Write) -> Result<(), CliError> {
             let summary = runtime()?.block_on(record_command(&args, now_ms()))?;
             write_out(out, &summary)
         }
+        Command::Serve(args) => {
+            let config = load_config(Some(&args.config))?;
+            init_logging();
+            runtime()?.block_on(async {
+                let app = crate::server::Application::build(config).await.map_err(CliError::usage)?;
+                app.run_until_stopped().await;
+                Ok::<(), CliError>(())
+            })
+        }
         Command::Demo(args) => {
             for (i, capture) in crate::demo::CAPTURES.iter().enumerate() {
                 let verdict = crate::demo::verdict(capture).map_err(|e| CliError {
@@ -201,6 +222,12 @@ fn write_out(out: &mut dyn Write, s: &str) -> Result<(), CliError> {
 
 fn now_ms() -> i64 {
     jiff::Timestamp::now().as_millisecond()
+}
+
+/// Logs to stderr; `RUST_LOG` filters (default `info`).
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
 }
 
 fn runtime() -> Result<tokio::runtime::Runtime, CliError> {

@@ -66,6 +66,14 @@ pub struct Config {
     pub flink: FlinkConfig,
     /// Metric names, overriding the Flink 1.15+/2.x reporter defaults.
     pub metrics: crate::collect::catalog::MetricCatalog,
+    /// `culprit serve`: HTTP listener and its protection.
+    pub server: ServerConfig,
+    /// The durable queue and outbox.
+    pub store: StoreConfig,
+    /// From alerts to diagnoses.
+    pub service: ServiceConfig,
+    /// Where verdicts go.
+    pub notify: NotifyConfig,
 }
 
 /// A configuration that cannot be used: every problem found, one per line.
@@ -108,6 +116,8 @@ impl Config {
         }
         self.flink.validate(&mut problems);
         self.metrics.validate(&mut problems);
+        self.server.validate(&mut problems);
+        self.notify.validate(&mut problems);
         problems
     }
 }
@@ -484,6 +494,278 @@ pub struct FlinkCluster {
     #[serde(default)]
     pub r#match: BTreeMap<String, String>,
     /// Optional authentication (e.g. behind an ingress).
+    #[serde(default)]
+    pub auth: Option<HttpAuth>,
+}
+
+/// `culprit serve`'s HTTP side.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ServerConfig {
+    /// Address to listen on. Default `0.0.0.0:9187`.
+    pub listen: String,
+    /// Base URL users reach culprit at, for links to verdicts (`https://culprit.example.com`).
+    pub external_url: Option<String>,
+    /// Largest request body accepted, bytes; larger bodies get 413. Default 1 MiB.
+    pub body_limit_bytes: usize,
+    /// Time a request may take before 408/503. Default 30s (a live `/api/v1/diagnose`
+    /// runs a whole diagnosis).
+    pub request_timeout: Millis,
+    /// Authentication required on `/webhook/*` and `/api/*` (bearer or basic, compared in
+    /// constant time). `/healthz`, `/readyz` and `/metrics` stay open.
+    pub auth: Option<HttpAuth>,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            listen: "0.0.0.0:9187".into(),
+            external_url: None,
+            body_limit_bytes: 1024 * 1024,
+            request_timeout: Millis::from_secs(30),
+            auth: None,
+        }
+    }
+}
+
+impl ServerConfig {
+    fn validate(&self, problems: &mut Vec<String>) {
+        if self.listen.parse::<std::net::SocketAddr>().is_err() {
+            problems.push(format!("server.listen `{}` is not an address such as 0.0.0.0:9187", self.listen));
+        }
+        if let Some(u) = &self.external_url
+            && reqwest::Url::parse(u).is_err()
+        {
+            problems.push(format!("server.external_url `{u}` is not a URL"));
+        }
+        if self.body_limit_bytes < 1024 {
+            problems.push("server.body_limit_bytes must be at least 1024".into());
+        }
+    }
+}
+
+/// How hard the store syncs to disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Synchronous {
+    /// Every commit reaches the disk: survives power loss (SQLite `synchronous=FULL`).
+    Full,
+    /// Commits survive a crash of the process, not of the machine (`synchronous=NORMAL`).
+    Normal,
+}
+
+/// The embedded SQLite store (WAL) of accepted work and pending notifications.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct StoreConfig {
+    /// Database file. Default `culprit.db` in the working directory.
+    pub path: std::path::PathBuf,
+    /// Default `full`.
+    pub synchronous: Synchronous,
+    /// Most diagnoses waiting; beyond it webhooks get 503 (Alertmanager retries). Default
+    /// 10000.
+    pub max_queue: usize,
+    /// Verdicts kept for `/api/v1/verdicts`. Default 1000.
+    pub verdicts_kept: usize,
+}
+
+impl Default for StoreConfig {
+    fn default() -> Self {
+        StoreConfig { path: "culprit.db".into(), synchronous: Synchronous::Full, max_queue: 10_000, verdicts_kept: 1000 }
+    }
+}
+
+/// From Alertmanager alerts to diagnoses.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ServiceConfig {
+    /// Alert label naming the Flink job id (preferred). Default `job_id`.
+    pub job_id_label: String,
+    /// Alert label naming the Flink job (as the reporter writes it). Default `job_name`.
+    pub job_name_label: String,
+    /// Alerts and webhooks for one job within this window give one diagnosis. Default 10s.
+    pub coalesce: Millis,
+    /// While the metrics backend fails, retry for this long, then post "could not
+    /// diagnose". Default 5m.
+    pub diagnose_retry_for: Millis,
+    /// Diagnoses run at once. Default 4.
+    pub concurrency: usize,
+    /// Post a short "resolved" follow-up when a group resolves. Default true.
+    pub notify_resolved: bool,
+    /// Alerts with these alertnames are culprit's own and are ignored (no loops). Default
+    /// `["FlinkBackpressureCulprit"]`.
+    pub ignore_alertnames: Vec<String>,
+}
+
+impl Default for ServiceConfig {
+    fn default() -> Self {
+        ServiceConfig {
+            job_id_label: "job_id".into(),
+            job_name_label: "job_name".into(),
+            coalesce: Millis::from_secs(10),
+            diagnose_retry_for: Millis::from_secs(300),
+            concurrency: 4,
+            notify_resolved: true,
+            ignore_alertnames: vec!["FlinkBackpressureCulprit".into()],
+        }
+    }
+}
+
+/// Where verdicts are posted. Every destination is optional.
+#[derive(Debug, Clone, PartialEq, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct NotifyConfig {
+    pub slack: Option<SlackConfig>,
+    pub pagerduty: Option<PagerDutyConfig>,
+    pub alertmanager: Option<AlertmanagerConfig>,
+    pub webhook: Vec<WebhookConfig>,
+    /// Retry of failed deliveries (one place for every destination).
+    pub retry: RetryConfig,
+}
+
+impl NotifyConfig {
+    fn validate(&self, problems: &mut Vec<String>) {
+        let urls = self
+            .slack
+            .iter()
+            .map(|s| ("notify.slack.api_url", s.api_url.clone()))
+            .chain(self.pagerduty.iter().map(|p| ("notify.pagerduty.url", p.url.clone())))
+            .chain(self.alertmanager.iter().map(|a| ("notify.alertmanager.url", a.url.clone())))
+            .chain(self.webhook.iter().map(|w| ("notify.webhook.url", w.url.clone())));
+        for (key, url) in urls {
+            match reqwest::Url::parse(&url) {
+                Ok(u) if u.scheme() == "http" || u.scheme() == "https" => {}
+                _ => problems.push(format!("{key} `{url}` is not an http(s) URL")),
+            }
+        }
+        if let Some(s) = &self.slack {
+            match s.mode {
+                SlackMode::WebApi if s.token.is_none() || s.channel.is_none() => {
+                    problems.push("notify.slack: mode web_api needs `token` and `channel`".into())
+                }
+                SlackMode::IncomingWebhook if s.webhook_url.is_none() => {
+                    problems.push("notify.slack: mode incoming_webhook needs `webhook_url`".into())
+                }
+                _ => {}
+            }
+        }
+        let mut names = std::collections::BTreeSet::new();
+        for w in &self.webhook {
+            if !names.insert(&w.name) {
+                problems.push(format!("notify.webhook: the name `{}` is used twice", w.name));
+            }
+        }
+    }
+}
+
+/// Backoff of failed deliveries: `min` doubling to `max`, honouring `Retry-After`, until
+/// `give_up_after` since the first attempt.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RetryConfig {
+    /// Default 1s.
+    pub min: Millis,
+    /// Default 60s.
+    pub max: Millis,
+    /// Default 1h.
+    pub give_up_after: Millis,
+}
+
+impl Default for RetryConfig {
+    fn default() -> Self {
+        RetryConfig { min: Millis::from_secs(1), max: Millis::from_secs(60), give_up_after: Millis::from_secs(3600) }
+    }
+}
+
+/// How culprit posts to Slack.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum SlackMode {
+    /// `chat.postMessage` with a bot token: threads and updates.
+    #[default]
+    WebApi,
+    /// An incoming webhook URL: plain posts, no threads.
+    IncomingWebhook,
+}
+
+/// Slack.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct SlackConfig {
+    #[serde(default)]
+    pub mode: SlackMode,
+    /// Bot token (`xoxb-…`), web_api mode.
+    #[serde(default)]
+    pub token: Option<SecretSource>,
+    /// Channel id or name, web_api mode.
+    #[serde(default)]
+    pub channel: Option<String>,
+    /// Incoming webhook URL (a secret: it holds a token), incoming_webhook mode.
+    #[serde(default)]
+    pub webhook_url: Option<SecretSource>,
+    /// Web API base URL. Default `https://slack.com/api`.
+    #[serde(default = "default_slack_api")]
+    pub api_url: String,
+}
+
+fn default_slack_api() -> String {
+    "https://slack.com/api".into()
+}
+
+/// PagerDuty Events API v2.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct PagerDutyConfig {
+    /// The integration's routing key (the same service Alertmanager pages).
+    pub routing_key: SecretSource,
+    /// Default `https://events.pagerduty.com/v2/enqueue`.
+    #[serde(default = "default_pagerduty_url")]
+    pub url: String,
+    /// Event severity: `critical`, `error`, `warning` or `info`. Default `error`.
+    #[serde(default = "default_pagerduty_severity")]
+    pub severity: String,
+}
+
+fn default_pagerduty_url() -> String {
+    "https://events.pagerduty.com/v2/enqueue".into()
+}
+
+fn default_pagerduty_severity() -> String {
+    "error".into()
+}
+
+/// Alertmanager API v2, for culprit's own `FlinkBackpressureCulprit` alert.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct AlertmanagerConfig {
+    /// Alertmanager base URL (`http://alertmanager:9093`).
+    pub url: String,
+    /// The alert's `endsAt` is this far after each (re-)post; it is re-posted while the
+    /// source alert fires. Default 15m.
+    #[serde(default = "default_am_ends_after")]
+    pub ends_after: Millis,
+    /// Default `FlinkBackpressureCulprit`.
+    #[serde(default = "default_am_alertname")]
+    pub alertname: String,
+    #[serde(default)]
+    pub auth: Option<HttpAuth>,
+}
+
+fn default_am_ends_after() -> Millis {
+    Millis::from_secs(900)
+}
+
+fn default_am_alertname() -> String {
+    "FlinkBackpressureCulprit".into()
+}
+
+/// A generic webhook receiving the verdict JSON.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct WebhookConfig {
+    /// A name for metrics and logs.
+    pub name: String,
+    pub url: String,
     #[serde(default)]
     pub auth: Option<HttpAuth>,
 }

@@ -20,16 +20,28 @@ pub struct SyntheticJob {
     pub samples: usize,
     /// Time of the first sample, Unix ms.
     pub start_ms: i64,
+    /// Which job (several can share one recording): 0 is [`JOB_ID`] / [`JOB_NAME`].
+    pub job: u32,
 }
 
-/// The job id every synthetic recording uses.
+/// The job id of job 0.
 pub const JOB_ID: &str = "5e1ec7ed000000000000000000000001";
-/// The job name (as Flink shows it; the reporter writes `synthetic_job`).
+/// The job name of job 0 (as Flink shows it; the reporter writes `synthetic_job`).
 pub const JOB_NAME: &str = "synthetic-job";
 /// Scrape interval, ms.
 pub const INTERVAL_MS: i64 = 5_000;
 
 impl SyntheticJob {
+    /// This job's id (32 hex digits).
+    pub fn job_id(&self) -> String {
+        if self.job == 0 { JOB_ID.into() } else { format!("5e1ec7ed{:024x}", self.job as u64 + 1) }
+    }
+
+    /// This job's name as Flink shows it.
+    pub fn job_name(&self) -> String {
+        if self.job == 0 { JOB_NAME.into() } else { format!("{JOB_NAME}-{}", self.job) }
+    }
+
     /// The vertex id of vertex `i` (32 hex digits, like Flink's).
     pub fn vertex_id(i: usize) -> String {
         format!("{:032x}", 0xfeed_0000_0000u64 + i as u64)
@@ -53,8 +65,11 @@ impl SyntheticJob {
 
     /// The JSON of `GET /jobs/:id/plan`.
     pub fn plan_json(&self) -> String {
-        let mut s =
-            format!("{{\"plan\":{{\"jid\":\"{JOB_ID}\",\"name\":\"{JOB_NAME}\",\"type\":\"STREAMING\",\"nodes\":[");
+        let mut s = format!(
+            "{{\"plan\":{{\"jid\":\"{}\",\"name\":\"{}\",\"type\":\"STREAMING\",\"nodes\":[",
+            self.job_id(),
+            self.job_name()
+        );
         for i in 0..self.vertices {
             if i > 0 {
                 s.push(',');
@@ -93,10 +108,12 @@ impl SyntheticJob {
     /// Writes the recording as OpenMetrics text with timestamps, ending with `# EOF`.
     pub fn write_openmetrics<W: Write>(&self, out: W) -> io::Result<W> {
         let mut w = OpenMetricsWriter::new(io::BufWriter::with_capacity(1 << 20, out));
-        let job_name = "synthetic_job";
+        let job_id = self.job_id();
+        let job_name_owned = crate::diagnose::graph::sanitize_label_value(&self.job_name());
+        let job_name = job_name_owned.as_str();
         let t = |k: usize| self.start_ms + k as i64 * INTERVAL_MS;
 
-        let jm = [("job", "flink"), ("job_id", JOB_ID), ("job_name", job_name)];
+        let jm = [("job", "flink"), ("job_id", job_id.as_str()), ("job_name", job_name)];
         w.metric_type("flink_jobmanager_job_uptime", MetricType::Gauge)?;
         for k in 0..self.samples {
             w.sample("flink_jobmanager_job_uptime", &jm, 60_000.0 + (k as i64 * INTERVAL_MS) as f64, Some(t(k)))?;
@@ -135,11 +152,11 @@ impl SyntheticJob {
                     let subtask = sub.to_string();
                     let tm = format!("10_0_{}_{}:6122_{:06x}", sub / 250, sub % 250, sub);
                     let host = format!("10_0_{}_{}", sub / 250, sub % 250);
-                    let attempt = format!("{JOB_ID}_{task_id}_{sub}_0");
+                    let attempt = format!("{job_id}_{task_id}_{sub}_0");
                     let labels = [
                         ("host", host.as_str()),
                         ("job", "flink"),
-                        ("job_id", JOB_ID),
+                        ("job_id", job_id.as_str()),
                         ("job_name", job_name),
                         ("subtask_index", subtask.as_str()),
                         ("task_attempt_id", attempt.as_str()),
@@ -182,7 +199,7 @@ mod tests {
 
     #[test]
     fn the_synthetic_bottleneck_is_found_in_the_middle() {
-        let job = SyntheticJob { vertices: 9, subtasks: 3, samples: 30, start_ms: 1_795_000_000_000 };
+        let job = SyntheticJob { vertices: 9, subtasks: 3, samples: 30, start_ms: 1_795_000_000_000, job: 0 };
         let text = job.write_openmetrics(Vec::new()).unwrap();
         let mut store = SeriesStore::new();
         store.read_from(&text[..], "synthetic", None).unwrap();

@@ -130,30 +130,6 @@ async fn victoria_metrics_gives_every_capture_the_finding_of_its_recording() {
     }
 }
 
-/// A Flink REST stand-in serving a capture's real answers.
-async fn flink_rest_for(dir: &Path) -> wiremock::MockServer {
-    use wiremock::matchers::{method, path, path_regex};
-    use wiremock::{Mock, ResponseTemplate};
-    let server = wiremock::MockServer::start().await;
-    let file = |f: &str| std::fs::read_to_string(dir.join(f)).unwrap();
-    Mock::given(method("GET"))
-        .and(path("/jobs/overview"))
-        .respond_with(ResponseTemplate::new(200).set_body_raw(file("rest/jobs-overview.json"), "application/json"))
-        .mount(&server)
-        .await;
-    Mock::given(method("GET"))
-        .and(path_regex("^/jobs/[0-9a-f]{32}/plan$"))
-        .respond_with(ResponseTemplate::new(200).set_body_raw(file("plan.json"), "application/json"))
-        .mount(&server)
-        .await;
-    Mock::given(method("GET"))
-        .and(path_regex("^/jobs/[0-9a-f]{32}/checkpoints/config$"))
-        .respond_with(ResponseTemplate::new(200).set_body_raw(file("rest/checkpoints-config.json"), "application/json"))
-        .mount(&server)
-        .await;
-    server
-}
-
 fn write_config(dir: &Path, prometheus: &str, flink: &str) -> std::path::PathBuf {
     let path = dir.join("culprit.toml");
     std::fs::write(
@@ -169,7 +145,7 @@ async fn a_live_diagnosis_by_job_name_uses_flink_rest_for_the_graph_and_checkpoi
     let dir = support::capture("slow-instance");
     let expected = recording_verdict(&dir);
     let prom = support::prometheus_with(&dir.join("recording.om.gz"));
-    let flink = flink_rest_for(&dir).await;
+    let flink = support::flink_rest_for(&dir).await;
     let tmp = tempfile::tempdir().unwrap();
     let config = Config::load(&write_config(tmp.path(), &prom.url, &flink.uri())).unwrap();
     let live = culprit::pipeline::Live::new(config).unwrap();
@@ -212,7 +188,7 @@ async fn a_recording_written_by_record_replays_to_the_live_verdict() {
     let expected = recording_verdict(&dir);
     let at = at_of(&expected);
     let prom = support::prometheus_with(&dir.join("recording.om.gz"));
-    let flink = flink_rest_for(&dir).await;
+    let flink = support::flink_rest_for(&dir).await;
     let tmp = tempfile::tempdir().unwrap();
     let config_path = write_config(tmp.path(), &prom.url, &flink.uri());
     let out = tmp.path().join("bundle.om.gz");
@@ -268,7 +244,7 @@ async fn scraping_the_reporters_directly_finds_the_culprit_without_prometheus() 
     use wiremock::matchers::{method, path};
     use wiremock::{Mock, ResponseTemplate};
     let dir = support::capture("hot-key");
-    let flink = flink_rest_for(&dir).await;
+    let flink = support::flink_rest_for(&dir).await;
     let reporters = wiremock::MockServer::start().await;
     for f in ["jm", "tm1", "tm2"] {
         Mock::given(method("GET"))
@@ -304,7 +280,7 @@ async fn scraping_the_reporters_directly_finds_the_culprit_without_prometheus() 
 async fn a_diagnosis_of_a_100_vertex_64_subtask_job_sends_at_most_12_requests() {
     use culprit::synthetic::SyntheticJob;
     // 100 vertices × 64 subtasks × 4 task metrics × 12 samples, backfilled.
-    let job = SyntheticJob { vertices: 100, subtasks: 64, samples: 12, start_ms: 1_795_000_000_000 };
+    let job = SyntheticJob { vertices: 100, subtasks: 64, samples: 12, start_ms: 1_795_000_000_000, job: 0 };
     let tmp = tempfile::tempdir().unwrap();
     let rec = tmp.path().join("job.om");
     job.write_openmetrics(std::fs::File::create(&rec).unwrap()).unwrap();
@@ -348,7 +324,7 @@ async fn a_diagnosis_of_a_100_vertex_64_subtask_job_sends_at_most_12_requests() 
 async fn hostile_names_reach_promql_escaped_and_select_only_their_own_series() {
     use culprit::synthetic::SyntheticJob;
     let hostile = r#"g"} or vector(1) or {job_id=~".+"#;
-    let job = SyntheticJob { vertices: 3, subtasks: 2, samples: 12, start_ms: 1_795_000_000_000 };
+    let job = SyntheticJob { vertices: 3, subtasks: 2, samples: 12, start_ms: 1_795_000_000_000, job: 0 };
     let mut text = String::from_utf8(job.write_openmetrics(Vec::new()).unwrap()).unwrap();
     text.truncate(text.rfind("# EOF").unwrap());
     text.push_str("# TYPE kafka_consumergroup_lag gauge\n");

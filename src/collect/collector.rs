@@ -97,14 +97,18 @@ pub fn job_runs(uptime: &QueryResult) -> Vec<JobRun> {
         .iter()
         .filter(|s| !s.label(l::JOB_ID).is_empty())
         .filter_map(|s| {
-            let &(t, u) = s.points.iter().rev().find(|p| p.1.is_finite())?;
-            let first = s.points.iter().find(|p| p.1.is_finite()).map(|p| p.0).unwrap_or(t);
+            let finite: Vec<(i64, f64)> = s.points.iter().copied().filter(|p| p.1.is_finite()).collect();
+            let &(t, u) = finite.last()?;
+            // A step evaluation repeats the newest sample until the next one: the step where
+            // the value last changed is within one step of that sample's own time, however
+            // stale the data is (a job that stopped reporting).
+            let sampled_at = finite.windows(2).rev().find(|w| w[1].1 != w[0].1).map(|w| w[1].0).unwrap_or(finite[0].0);
             Some(JobRun {
                 id: s.label(l::JOB_ID).to_string(),
                 name_label: s.label(l::JOB_NAME).to_string(),
                 last_seen_ms: t,
-                start_ms: Some(t - u as i64),
-                first_seen_ms: first,
+                start_ms: Some(sampled_at - u as i64),
+                first_seen_ms: finite[0].0,
             })
         })
         .collect()

@@ -219,6 +219,16 @@ impl Prometheus {
         self.durations.lock().expect("not poisoned").clone()
     }
 
+    /// One quick request (no retries) that proves the backend answers queries, within
+    /// `timeout`: for readiness probes, which must answer fast.
+    pub async fn ping(&self, timeout: Duration) -> Result<(), PromError> {
+        let form = vec![("query", "vector(1)".to_string()), ("timeout", format!("{}ms", timeout.as_millis()))];
+        match tokio::time::timeout(timeout, self.send_once(&format!("{}/api/v1/query", self.base), &form)).await {
+            Ok(r) => r.map(|_| ()),
+            Err(_) => Err(PromError::new(format!("{}: no answer within {} ms", self.base, timeout.as_millis()), None, true)),
+        }
+    }
+
     /// `POST /api/v1/query`: an instant query at `at_ms`.
     pub async fn instant(&self, expr: &str, at_ms: i64) -> Result<Answer, PromError> {
         let form = vec![("query", expr.to_string()), ("time", ms_to_seconds(at_ms))];
@@ -238,6 +248,7 @@ impl Prometheus {
 
     async fn call(&self, path: &str, mut form: Vec<(&'static str, String)>) -> Result<Answer, PromError> {
         form.push(("timeout", format!("{}ms", self.timeout.as_millis())));
+        let form = form;
         let url = format!("{}/{path}", self.base);
         let attempt = || async { self.send_once(&url, &form).await };
         let retried = attempt

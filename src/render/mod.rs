@@ -1,6 +1,9 @@
 //! Pure renderers of a [`Verdict`]: JSON, a terminal view, Markdown.
 
+pub mod alertmanager;
 pub mod markdown;
+pub mod pagerduty;
+pub mod slack;
 pub mod text;
 
 use crate::verdict::Verdict;

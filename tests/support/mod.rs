@@ -8,6 +8,8 @@
 
 #![allow(dead_code)]
 
+pub mod capture;
+
 use std::io::Read;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
@@ -186,4 +188,234 @@ fn request(host: &str, method: &str, path: &str, body: &str) {
     let mut answer = String::new();
     let _ = s.read_to_string(&mut answer);
     assert!(answer.starts_with("HTTP/1.0 2") || answer.starts_with("HTTP/1.1 2"), "{path}: {answer}");
+}
+
+/// A recording's text with every timestamp shifted so the last sample is at `end_ms`.
+pub fn shifted(recording: &Path, end_ms: i64) -> String {
+    let tmp = tempfile::NamedTempFile::new().unwrap();
+    gunzip(recording, tmp.path());
+    let text = std::fs::read_to_string(tmp.path()).unwrap();
+    let last = text
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .map(|l| l.rsplit_once(' ').unwrap().1.parse::<f64>().unwrap())
+        .fold(f64::MIN, f64::max);
+    let shift = end_ms as f64 / 1000.0 - last;
+    let mut out = String::with_capacity(text.len());
+    for line in text.lines() {
+        if line.starts_with('#') || line.trim().is_empty() {
+            out.push_str(line);
+        } else {
+            let (head, ts) = line.rsplit_once(' ').unwrap();
+            let t = ts.parse::<f64>().unwrap() + shift;
+            // Metrics whose value is a time (lastCheckpointCompletedTimestamp, in ms) move too.
+            let (name_and_labels, value) = head.rsplit_once(' ').unwrap();
+            let name = name_and_labels.split('{').next().unwrap();
+            let value = match value.parse::<f64>() {
+                Ok(v) if name.ends_with("Timestamp") && v > 1e12 => format!("{}", (v + shift * 1000.0).round()),
+                _ => value.to_string(),
+            };
+            out.push_str(&format!("{name_and_labels} {value} {t:.3}"));
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// Prometheus on `port` holding `recording` (OpenMetrics text), evaluating `rules` every
+/// second and sending alerts to `alertmanager`.
+pub fn prometheus_alerting(recording_text: &str, rules: &Path, alertmanager: &str, port: u16) -> Server {
+    let prometheus = require("prometheus", "prometheus");
+    let promtool = require("promtool", "prometheus");
+    let dir = tempfile::tempdir().unwrap();
+    let om = dir.path().join("recording.om");
+    std::fs::write(&om, recording_text).unwrap();
+    let data = dir.path().join("data");
+    let out = Command::new(&promtool).args(["tsdb", "create-blocks-from", "openmetrics"]).arg(&om).arg(&data).output().unwrap();
+    assert!(out.status.success(), "promtool: {}", String::from_utf8_lossy(&out.stderr));
+    let config = dir.path().join("prometheus.yml");
+    let am = alertmanager.trim_start_matches("http://");
+    std::fs::write(
+        &config,
+        format!(
+            "global:\n  scrape_interval: 1h\n  evaluation_interval: 1s\nrule_files:\n  - {}\nalerting:\n  alertmanagers:\n    - static_configs:\n        - targets: ['{am}']\n",
+            rules.display()
+        ),
+    )
+    .unwrap();
+    let log = dir.path().join("prometheus.log");
+    let mut child = Command::new(prometheus)
+        .arg(format!("--config.file={}", config.display()))
+        .arg(format!("--storage.tsdb.path={}", data.display()))
+        .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+        .arg("--storage.tsdb.retention.time=100y")
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let url = format!("http://127.0.0.1:{port}");
+    wait_ready(&format!("{url}/-/ready"), &mut child, &log);
+    Server { url, child, _dir: dir }
+}
+
+/// Alertmanager on `port` with this configuration (YAML), no HA gossip.
+pub fn alertmanager(config_yaml: &str, port: u16) -> Server {
+    let binary = require("prometheus-alertmanager", "prometheus-alertmanager");
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("alertmanager.yml");
+    std::fs::write(&config, config_yaml).unwrap();
+    let log = dir.path().join("alertmanager.log");
+    let mut child = Command::new(binary)
+        .arg(format!("--config.file={}", config.display()))
+        .arg(format!("--storage.path={}", dir.path().join("data").display()))
+        .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+        .arg("--cluster.listen-address=")
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let url = format!("http://127.0.0.1:{port}");
+    wait_ready(&format!("{url}/-/ready"), &mut child, &log);
+    Server { url, child, _dir: dir }
+}
+
+/// A Flink REST stand-in serving a capture's real answers.
+pub async fn flink_rest_for(dir: &Path) -> wiremock::MockServer {
+    use wiremock::matchers::{method, path, path_regex};
+    use wiremock::{Mock, ResponseTemplate};
+    let server = wiremock::MockServer::start().await;
+    let file = |f: &str| std::fs::read_to_string(dir.join(f)).unwrap();
+    Mock::given(method("GET"))
+        .and(path("/jobs/overview"))
+        .respond_with(ResponseTemplate::new(200).set_body_raw(file("rest/jobs-overview.json"), "application/json"))
+        .mount(&server)
+        .await;
+    Mock::given(method("GET"))
+        .and(path_regex("^/jobs/[0-9a-f]{32}/plan$"))
+        .respond_with(ResponseTemplate::new(200).set_body_raw(file("plan.json"), "application/json"))
+        .mount(&server)
+        .await;
+    Mock::given(method("GET"))
+        .and(path_regex("^/jobs/[0-9a-f]{32}/checkpoints/config$"))
+        .respond_with(ResponseTemplate::new(200).set_body_raw(file("rest/checkpoints-config.json"), "application/json"))
+        .mount(&server)
+        .await;
+    server
+}
+
+
+/// Prometheus (no rules) on `port` holding several recordings (OpenMetrics texts), each
+/// backfilled as its own blocks into one TSDB.
+pub fn prometheus_with_texts(texts: &[String], port: u16) -> Server {
+    let prometheus = require("prometheus", "prometheus");
+    let promtool = require("promtool", "prometheus");
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    for (i, text) in texts.iter().enumerate() {
+        let om = dir.path().join(format!("recording-{i}.om"));
+        std::fs::write(&om, text).unwrap();
+        let out = Command::new(&promtool).args(["tsdb", "create-blocks-from", "openmetrics"]).arg(&om).arg(&data).output().unwrap();
+        assert!(out.status.success(), "promtool: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    let config = dir.path().join("prometheus.yml");
+    std::fs::write(&config, "global:\n  scrape_interval: 1h\n").unwrap();
+    let log = dir.path().join("prometheus.log");
+    let mut child = Command::new(prometheus)
+        .arg(format!("--config.file={}", config.display()))
+        .arg(format!("--storage.tsdb.path={}", data.display()))
+        .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+        .arg("--storage.tsdb.retention.time=100y")
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let url = format!("http://127.0.0.1:{port}");
+    wait_ready(&format!("{url}/-/ready"), &mut child, &log);
+    Server { url, child, _dir: dir }
+}
+
+/// Synthetic jobs `1..=n` (3 vertices × 2 subtasks, 24 samples every 5 s) ending at
+/// `end_ms`, as OpenMetrics texts.
+pub fn synthetic_jobs(n: u32, end_ms: i64) -> Vec<(culprit::synthetic::SyntheticJob, String)> {
+    (1..=n)
+        .map(|job| {
+            let j = culprit::synthetic::SyntheticJob { vertices: 3, subtasks: 2, samples: 24, start_ms: end_ms - 23 * 5_000, job };
+            let text = String::from_utf8(j.write_openmetrics(Vec::new()).unwrap()).unwrap();
+            (j, text)
+        })
+        .collect()
+}
+
+/// An Alertmanager webhook (v4) for one job with these alert fingerprints firing.
+pub fn webhook_for(job_id: &str, job_name: &str, fingerprints: &[String]) -> serde_json::Value {
+    let group_key = format!("{{}}:{{alertname=\"FlinkJobBackpressured\", job_id=\"{job_id}\"}}");
+    let alerts: Vec<serde_json::Value> = fingerprints
+        .iter()
+        .map(|f| {
+            serde_json::json!({
+                "status": "firing",
+                "labels": {"alertname": "FlinkJobBackpressured", "job_id": job_id, "job_name": job_name, "severity": "warning", "replica": f},
+                "annotations": {"summary": format!("Flink job {job_name} is backpressured")},
+                "startsAt": "2026-11-29T10:35:53.562Z",
+                "endsAt": "0001-01-01T00:00:00Z",
+                "generatorURL": "http://prometheus/graph",
+                "fingerprint": f
+            })
+        })
+        .collect();
+    serde_json::json!({
+        "receiver": "culprit", "status": "firing", "alerts": alerts,
+        "groupLabels": {"alertname": "FlinkJobBackpressured", "job_id": job_id},
+        "commonLabels": {"alertname": "FlinkJobBackpressured", "job_id": job_id, "job_name": job_name},
+        "commonAnnotations": {}, "externalURL": "http://alertmanager:9093", "version": "4",
+        "groupKey": group_key, "truncatedAlerts": 0
+    })
+}
+
+/// A culprit configuration posting to capture servers (Slack Web API at `slack`,
+/// PagerDuty at `pagerduty`), reading `prometheus`, storing in `dir`.
+pub fn culprit_config(dir: &Path, prometheus: &str, slack: &str, pagerduty: &str, extra: &str) -> String {
+    std::fs::write(dir.join("slack-token"), "xoxb-test-token").unwrap();
+    std::fs::write(dir.join("routing-key"), "R0UTINGKEY0000000000000000000000").unwrap();
+    format!(
+        r#"
+[prometheus]
+url = "{prometheus}"
+timeout = "2s"
+deadline = "4s"
+[server]
+listen = "127.0.0.1:0"
+[store]
+path = "{store}"
+[notify.slack]
+token = {{ file = "{token}" }}
+channel = "C0NCALL"
+api_url = "{slack}/api"
+[notify.pagerduty]
+routing_key = {{ file = "{key}" }}
+url = "{pagerduty}/v2/enqueue"
+[notify.retry]
+min = "200ms"
+max = "2s"
+{extra}
+"#,
+        store = dir.join("culprit.db").display(),
+        token = dir.join("slack-token").display(),
+        key = dir.join("routing-key").display(),
+    )
+}
+
+/// Polls `done` every 200 ms until it holds, or panics after `timeout`.
+pub async fn wait_for(what: &str, timeout: std::time::Duration, mut done: impl FnMut() -> bool) {
+    let started = Instant::now();
+    while !done() {
+        assert!(started.elapsed() < timeout, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Logs of the code under test, shown for failing tests (`RUST_LOG` filters; default info).
+pub fn init_logs() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_test_writer().try_init();
 }

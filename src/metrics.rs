@@ -1,0 +1,175 @@
+//! culprit's own metrics, in Prometheus text format on `GET /metrics`.
+//!
+//! * `culprit_webhooks_total{outcome}`: accepted, ignored, bad_request, unauthorized,
+//!   too_large, queue_full, error.
+//! * `culprit_diagnoses_total{status, finding}` and `culprit_diagnosis_failures_total{reason}`.
+//! * `culprit_notifications_total{destination, outcome}`: sent, retry, failed, recovered.
+//! * `culprit_queue_depth{queue}`: work (diagnoses waiting) and outbox (notices waiting).
+//! * Latency histograms, seconds: `culprit_webhook_duration_seconds`,
+//!   `culprit_diagnosis_duration_seconds`, `culprit_notification_duration_seconds{destination}`.
+
+use std::sync::atomic::AtomicI64;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct Outcome {
+    pub outcome: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct DiagnosisLabels {
+    pub status: String,
+    pub finding: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct Reason {
+    pub reason: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct Notification {
+    pub destination: String,
+    pub outcome: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct Destination {
+    pub destination: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct Queue {
+    pub queue: String,
+}
+
+/// Every metric culprit exports.
+pub struct Metrics {
+    registry: Registry,
+    pub webhooks: Family<Outcome, Counter>,
+    pub diagnoses: Family<DiagnosisLabels, Counter>,
+    pub diagnosis_failures: Family<Reason, Counter>,
+    pub notifications: Family<Notification, Counter>,
+    pub queue_depth: Family<Queue, Gauge<i64, AtomicI64>>,
+    pub webhook_duration: Histogram,
+    pub diagnosis_duration: Histogram,
+    pub notification_duration: Family<Destination, Histogram>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Self {
+        let mut registry = Registry::with_prefix("culprit");
+        let webhooks = Family::<Outcome, Counter>::default();
+        registry.register("webhooks", "Alertmanager webhooks received, by outcome", webhooks.clone());
+        let diagnoses = Family::<DiagnosisLabels, Counter>::default();
+        registry.register("diagnoses", "Diagnoses completed, by verdict status and finding", diagnoses.clone());
+        let diagnosis_failures = Family::<Reason, Counter>::default();
+        registry.register("diagnosis_failures", "Diagnosis attempts that failed, by reason", diagnosis_failures.clone());
+        let notifications = Family::<Notification, Counter>::default();
+        registry.register("notifications", "Notification attempts, by destination and outcome", notifications.clone());
+        let queue_depth = Family::<Queue, Gauge<i64, AtomicI64>>::default();
+        registry.register("queue_depth", "Items waiting: diagnoses (work) and notices (outbox)", queue_depth.clone());
+        let webhook_duration = Histogram::new(exponential_buckets(0.0005, 2.0, 14));
+        registry.register(
+            "webhook_duration_seconds",
+            "Time to answer a webhook (parse, durable enqueue), seconds",
+            webhook_duration.clone(),
+        );
+        let diagnosis_duration = Histogram::new(exponential_buckets(0.01, 2.0, 14));
+        registry.register("diagnosis_duration_seconds", "Time to diagnose one job live, seconds", diagnosis_duration.clone());
+        let notification_duration = Family::<Destination, Histogram>::new_with_constructor(|| {
+            Histogram::new(exponential_buckets(0.005, 2.0, 14))
+        });
+        registry.register(
+            "notification_duration_seconds",
+            "Time of one delivery attempt, seconds",
+            notification_duration.clone(),
+        );
+        Metrics {
+            registry,
+            webhooks,
+            diagnoses,
+            diagnosis_failures,
+            notifications,
+            queue_depth,
+            webhook_duration,
+            diagnosis_duration,
+            notification_duration,
+        }
+    }
+
+    pub fn webhook(&self, outcome: &str) {
+        self.webhooks.get_or_create(&Outcome { outcome: outcome.into() }).inc();
+    }
+
+    pub fn notification(&self, destination: &str, outcome: &str) {
+        self.notifications.get_or_create(&Notification { destination: destination.into(), outcome: outcome.into() }).inc();
+    }
+
+    pub fn set_queue(&self, queue: &str, depth: i64) {
+        self.queue_depth.get_or_create(&Queue { queue: queue.into() }).set(depth);
+    }
+
+    /// The Prometheus text exposition (format 0.0.4), which every scraper and
+    /// `promtool check metrics` read.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        prometheus_client::encoding::text::encode(&mut out, &self.registry).expect("writing to a String");
+        openmetrics_to_text(&out)
+    }
+}
+
+/// OpenMetrics names a counter family without `_total` (its samples carry it); the text
+/// format 0.0.4 names the family like its samples. This renames counter families, and
+/// drops `# EOF` and `# UNIT`, which the text format does not have.
+pub fn openmetrics_to_text(om: &str) -> String {
+    let counters: std::collections::BTreeSet<&str> = om
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .filter_map(|l| l.strip_suffix(" counter"))
+        .collect();
+    let mut out = String::with_capacity(om.len());
+    for line in om.lines() {
+        if line == "# EOF" || line.starts_with("# UNIT ") {
+            continue;
+        }
+        let renamed = ["# HELP ", "# TYPE "].iter().find_map(|prefix| {
+            let rest = line.strip_prefix(prefix)?;
+            let (name, tail) = rest.split_once(' ')?;
+            counters.contains(name).then(|| format!("{prefix}{name}_total {tail}"))
+        });
+        out.push_str(renamed.as_deref().unwrap_or(line));
+        out.push('\n');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counter_families_take_their_samples_name_in_the_text_format() {
+        let m = Metrics::new();
+        m.webhook("accepted");
+        m.set_queue("work", 3);
+        let text = m.encode();
+        assert!(text.contains("# HELP culprit_webhooks_total Alertmanager webhooks received, by outcome"), "{text}");
+        assert!(text.contains("# TYPE culprit_webhooks_total counter"), "{text}");
+        assert!(text.contains("culprit_webhooks_total{outcome=\"accepted\"} 1"), "{text}");
+        assert!(text.contains("# TYPE culprit_queue_depth gauge"), "{text}");
+        assert!(!text.contains("# EOF"));
+    }
+}

@@ -1,0 +1,391 @@
+//! `culprit serve`: the HTTP side (axum).
+//!
+//! | route | |
+//! |---|---|
+//! | `POST /webhook/alertmanager` | Alertmanager v4 webhook → 202 once durably stored; 400 malformed; 401; 413 over the body limit; 503 queue full (Alertmanager retries 5xx and drops 4xx, so never 429) |
+//! | `GET /api/v1/diagnose?job=&at=&window=&cluster=&format=` | a live verdict: JSON, or text/markdown by `Accept` or `format=` |
+//! | `GET /api/v1/verdicts[?limit=]`, `GET /api/v1/verdicts/{id}` | recent verdicts |
+//! | `GET /healthz` | the process answers |
+//! | `GET /readyz` | the store is writable and Prometheus answers |
+//! | `GET /metrics` | culprit's own metrics |
+//!
+//! Layers: request ids (`x-request-id`, generated or propagated), tracing, a request
+//! timeout, the body limit, and authentication on `/webhook` and `/api` compared in
+//! constant time. Errors log their detail and answer a safe message.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{DefaultBodyLimit, Path, Query, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use secrecy::ExposeSecret;
+use serde::Deserialize;
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
+use tokio::sync::watch;
+use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
+use tower_http::timeout::TimeoutLayer;
+use tower_http::trace::TraceLayer;
+
+use crate::config::{Config, HttpAuth};
+use crate::render::Format;
+use crate::request::DiagnosisRequest;
+use crate::service::{Intake, Service};
+
+/// The expected `Authorization` header, hashed (so comparing takes the same time
+/// whatever the length of what was sent).
+struct ExpectedAuth([u8; 32]);
+
+fn digest(s: &[u8]) -> [u8; 32] {
+    Sha256::digest(s).into()
+}
+
+impl ExpectedAuth {
+    fn from_config(auth: &HttpAuth) -> Result<Self, String> {
+        let header = match auth {
+            HttpAuth::Bearer { token } => format!("Bearer {}", token.resolve()?.expose_secret()),
+            HttpAuth::Basic { username, password } => {
+                use base64::Engine as _;
+                let pair = format!("{username}:{}", password.resolve()?.expose_secret());
+                format!("Basic {}", base64::engine::general_purpose::STANDARD.encode(pair))
+            }
+        };
+        Ok(ExpectedAuth(digest(header.as_bytes())))
+    }
+
+    fn accepts(&self, headers: &HeaderMap) -> bool {
+        let given = headers.get(header::AUTHORIZATION).map(|v| v.as_bytes()).unwrap_or_default();
+        digest(given).ct_eq(&self.0).into()
+    }
+}
+
+/// What the handlers share.
+pub struct AppState {
+    pub service: Arc<Service>,
+    auth: Option<ExpectedAuth>,
+}
+
+fn json_error(status: StatusCode, message: &str) -> Response {
+    (status, axum::Json(serde_json::json!({ "error": message }))).into_response()
+}
+
+async fn require_auth(State(state): State<Arc<AppState>>, headers: HeaderMap, req: axum::extract::Request, next: Next) -> Response {
+    if let Some(expected) = &state.auth
+        && !expected.accepts(&headers)
+    {
+        if req.uri().path().starts_with("/webhook") {
+            state.service.metrics.webhook("unauthorized");
+        }
+        let mut r = json_error(StatusCode::UNAUTHORIZED, "authentication required");
+        r.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        return r;
+    }
+    next.run(req).await
+}
+
+async fn webhook(State(state): State<Arc<AppState>>, body: Result<Bytes, axum::extract::rejection::BytesRejection>) -> Response {
+    let started = Instant::now();
+    let metrics = &state.service.metrics;
+    let body = match body {
+        Ok(b) => b,
+        Err(e) if e.status() == StatusCode::PAYLOAD_TOO_LARGE => {
+            metrics.webhook("too_large");
+            return json_error(StatusCode::PAYLOAD_TOO_LARGE, "the webhook is larger than server.body_limit_bytes");
+        }
+        Err(e) => {
+            metrics.webhook("bad_request");
+            return json_error(StatusCode::BAD_REQUEST, &e.body_text());
+        }
+    };
+    let response = match state.service.accept_webhook(&body).await {
+        Intake::Accepted { jobs } => {
+            metrics.webhook(if jobs == 0 { "ignored" } else { "accepted" });
+            (StatusCode::ACCEPTED, axum::Json(serde_json::json!({ "status": "accepted", "jobs": jobs }))).into_response()
+        }
+        Intake::BadRequest(reason) => {
+            metrics.webhook("bad_request");
+            json_error(StatusCode::BAD_REQUEST, &reason)
+        }
+        Intake::QueueFull => {
+            metrics.webhook("queue_full");
+            let mut r = json_error(StatusCode::SERVICE_UNAVAILABLE, "the diagnosis queue is full; retry later");
+            r.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("10"));
+            r
+        }
+        Intake::Failed(detail) => {
+            metrics.webhook("error");
+            tracing::error!(error = %detail, "cannot store a webhook");
+            json_error(StatusCode::SERVICE_UNAVAILABLE, "the webhook could not be stored; retry later")
+        }
+    };
+    metrics.webhook_duration.observe(started.elapsed().as_secs_f64());
+    response
+}
+
+#[derive(Deserialize)]
+struct DiagnoseParams {
+    job: Option<String>,
+    at: Option<String>,
+    window: Option<String>,
+    cluster: Option<String>,
+    format: Option<String>,
+}
+
+/// The format asked for by `format=` or else `Accept`.
+fn negotiate(format: Option<&str>, headers: &HeaderMap) -> Result<Format, String> {
+    match format {
+        Some("json") => return Ok(Format::Json),
+        Some("text") => return Ok(Format::Text),
+        Some("markdown") | Some("md") => return Ok(Format::Markdown),
+        Some(other) => return Err(format!("format `{other}` is not json, text or markdown")),
+        None => {}
+    }
+    let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()).unwrap_or("");
+    Ok(if accept.contains("text/markdown") {
+        Format::Markdown
+    } else if accept.contains("text/plain") {
+        Format::Text
+    } else {
+        Format::Json
+    })
+}
+
+fn render_response(v: &serde_json::Value, format: Format) -> Response {
+    let content_type = match format {
+        Format::Json => "application/json",
+        Format::Text => "text/plain; charset=utf-8",
+        Format::Markdown => "text/markdown; charset=utf-8",
+    };
+    let body = match format {
+        Format::Json => serde_json::to_string_pretty(v).expect("json"),
+        _ => match serde_json::from_value::<crate::verdict::Verdict>(v.clone()) {
+            Ok(verdict) => crate::render::render(&verdict, format),
+            Err(_) => serde_json::to_string_pretty(v).expect("json"),
+        },
+    };
+    ([(header::CONTENT_TYPE, content_type)], body).into_response()
+}
+
+async fn diagnose(State(state): State<Arc<AppState>>, headers: HeaderMap, Query(p): Query<DiagnoseParams>) -> Response {
+    let format = match negotiate(p.format.as_deref(), &headers) {
+        Ok(f) => f,
+        Err(e) => return json_error(StatusCode::BAD_REQUEST, &e),
+    };
+    let Some(job) = p.job.filter(|j| !j.is_empty()) else {
+        return json_error(StatusCode::BAD_REQUEST, "give the job: ?job=NAME_OR_ID");
+    };
+    let at_ms = match p.at.as_deref().map(|a| a.parse::<jiff::Timestamp>()) {
+        None => None,
+        Some(Ok(t)) => Some(t.as_millisecond()),
+        Some(Err(_)) => return json_error(StatusCode::BAD_REQUEST, "`at` is not an RFC 3339 time"),
+    };
+    let window_ms = match p.window.as_deref().map(|w| w.parse::<crate::config::Millis>()) {
+        None => None,
+        Some(Ok(m)) if m.as_ms() > 0 => Some(m.as_ms()),
+        _ => return json_error(StatusCode::BAD_REQUEST, "`window` is not a duration such as 5m"),
+    };
+    let request = DiagnosisRequest { job: Some(job), at_ms, window_ms };
+    let labels = Service::request_labels(p.cluster.as_deref());
+    let now = jiff::Timestamp::now().as_millisecond();
+    match state.service.live.diagnose(&request, &labels, now).await {
+        Ok(v) => render_response(&serde_json::to_value(&v).expect("json"), format),
+        Err(e) => {
+            use crate::collect::collector::CollectError;
+            use crate::pipeline::PipelineError;
+            let status = match &e {
+                PipelineError::Collect(CollectError::JobNotFound { .. }) => StatusCode::NOT_FOUND,
+                PipelineError::Collect(CollectError::AmbiguousJob { .. }) => StatusCode::BAD_REQUEST,
+                _ => StatusCode::SERVICE_UNAVAILABLE,
+            };
+            json_error(status, &e.to_string())
+        }
+    }
+}
+
+#[derive(Deserialize)]
+struct ListParams {
+    limit: Option<usize>,
+}
+
+async fn verdicts(State(state): State<Arc<AppState>>, Query(p): Query<ListParams>) -> Response {
+    match state.service.store.verdicts(p.limit.unwrap_or(50).min(1000)) {
+        Ok(list) => axum::Json(serde_json::json!({ "verdicts": list })).into_response(),
+        Err(e) => {
+            tracing::error!(error = %e, "cannot list verdicts");
+            json_error(StatusCode::SERVICE_UNAVAILABLE, "the store is unavailable")
+        }
+    }
+}
+
+async fn verdict(
+    State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
+    Path(id): Path<i64>,
+    Query(p): Query<DiagnoseParams>,
+) -> Response {
+    let format = match negotiate(p.format.as_deref(), &headers) {
+        Ok(f) => f,
+        Err(e) => return json_error(StatusCode::BAD_REQUEST, &e),
+    };
+    match state.service.store.verdict(id) {
+        Ok(Some(v)) => render_response(&v.verdict, format),
+        Ok(None) => json_error(StatusCode::NOT_FOUND, "no such verdict"),
+        Err(e) => {
+            tracing::error!(error = %e, "cannot read a verdict");
+            json_error(StatusCode::SERVICE_UNAVAILABLE, "the store is unavailable")
+        }
+    }
+}
+
+async fn healthz() -> &'static str {
+    "ok\n"
+}
+
+async fn readyz(State(state): State<Arc<AppState>>) -> Response {
+    let mut problems = Vec::new();
+    if let Err(e) = state.service.store.touch(jiff::Timestamp::now().as_millisecond()) {
+        problems.push(format!("store not writable: {e}"));
+    }
+    if let Some(p) = state.service.live.prometheus()
+        && let Err(e) = p.ping(Duration::from_secs(2)).await
+    {
+        problems.push(format!("prometheus: {e}"));
+    }
+    if problems.is_empty() {
+        (StatusCode::OK, "ready\n").into_response()
+    } else {
+        (StatusCode::SERVICE_UNAVAILABLE, axum::Json(serde_json::json!({ "ready": false, "problems": problems }))).into_response()
+    }
+}
+
+async fn metrics(State(state): State<Arc<AppState>>) -> Response {
+    if let Ok(depth) = state.service.store.outbox_depth() {
+        state.service.metrics.set_queue("outbox", depth);
+    }
+    state.service.metrics.set_queue("work", state.service.store.queue_depth() as i64);
+    (
+        [(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")],
+        state.service.metrics.encode(),
+    )
+        .into_response()
+}
+
+/// The router, every route and layer.
+pub fn router(state: Arc<AppState>, cfg: &Config) -> Router {
+    let protected = Router::new()
+        .route("/webhook/alertmanager", post(webhook))
+        .route("/api/v1/diagnose", get(diagnose))
+        .route("/api/v1/verdicts", get(verdicts))
+        .route("/api/v1/verdicts/{id}", get(verdict))
+        .route_layer(middleware::from_fn_with_state(state.clone(), require_auth));
+    Router::new()
+        .merge(protected)
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics))
+        .layer(DefaultBodyLimit::max(cfg.server.body_limit_bytes))
+        .layer(TimeoutLayer::with_status_code(
+            StatusCode::SERVICE_UNAVAILABLE,
+            Duration::from_millis(cfg.server.request_timeout.as_ms() as u64),
+        ))
+        .layer(PropagateRequestIdLayer::x_request_id())
+        .layer(TraceLayer::new_for_http())
+        .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid))
+        .with_state(state)
+}
+
+/// A running culprit service.
+pub struct Application {
+    addr: SocketAddr,
+    pub service: Arc<Service>,
+    stop: watch::Sender<bool>,
+    server: tokio::task::JoinHandle<()>,
+    workers: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Application {
+    /// Builds everything and starts listening (`server.listen`; port 0 picks a free port).
+    pub async fn build(config: Config) -> Result<Application, String> {
+        let auth = config.server.auth.as_ref().map(ExpectedAuth::from_config).transpose()?;
+        let listener = tokio::net::TcpListener::bind(&config.server.listen)
+            .await
+            .map_err(|e| format!("cannot listen on {}: {e}", config.server.listen))?;
+        let addr = listener.local_addr().map_err(|e| e.to_string())?;
+        let service = Arc::new(Service::new(config.clone())?);
+        let (stop, stop_rx) = watch::channel(false);
+        let workers = service.spawn(stop_rx.clone());
+        let state = Arc::new(AppState { service: service.clone(), auth });
+        let app = router(state, &config);
+        let mut shutdown = stop_rx;
+        let server = tokio::spawn(async move {
+            let result = axum::serve(listener, app)
+                .with_graceful_shutdown(async move {
+                    let _ = shutdown.wait_for(|s| *s).await;
+                })
+                .await;
+            if let Err(e) = result {
+                tracing::error!(error = %e, "the HTTP server stopped");
+            }
+        });
+        tracing::info!(%addr, "culprit listening");
+        Ok(Application { addr, service, stop, server, workers })
+    }
+
+    /// The bound address.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// `http://host:port`.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Stops accepting, lets requests in flight finish, stops the loops.
+    pub async fn stop(self) {
+        let _ = self.stop.send(true);
+        let _ = self.server.await;
+        for w in self.workers {
+            let _ = tokio::time::timeout(Duration::from_secs(10), w).await;
+        }
+    }
+
+    /// Runs until SIGTERM or SIGINT, then stops gracefully.
+    pub async fn run_until_stopped(self) {
+        let ctrl_c = tokio::signal::ctrl_c();
+        #[cfg(unix)]
+        {
+            let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("signal handler");
+            tokio::select! {
+                _ = ctrl_c => {}
+                _ = term.recv() => {}
+            }
+        }
+        #[cfg(not(unix))]
+        let _ = ctrl_c.await;
+        tracing::info!("shutting down");
+        self.stop().await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn auth_compares_the_whole_header() {
+        let e = ExpectedAuth(digest(b"Bearer abc"));
+        let mut h = HeaderMap::new();
+        h.insert(header::AUTHORIZATION, HeaderValue::from_static("Bearer abc"));
+        assert!(e.accepts(&h));
+        h.insert(header::AUTHORIZATION, HeaderValue::from_static("Bearer abcd"));
+        assert!(!e.accepts(&h));
+        assert!(!e.accepts(&HeaderMap::new()));
+    }
+}

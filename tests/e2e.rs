@@ -1,0 +1,147 @@
+//! End to end with real parts: a real Prometheus holding a capture shifted to end just
+//! before now evaluates the shipped alerting rules; a real Alertmanager routes the alert to
+//! culprit's webhook; culprit diagnoses from that Prometheus (and a Flink REST stand-in
+//! serving the capture's real answers) and posts to capture servers standing in for Slack
+//! and PagerDuty, and back into the Alertmanager.
+
+mod support;
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use culprit::config::Config;
+use culprit::server::Application;
+use support::capture::Capture;
+
+fn secret_file(dir: &Path, name: &str, value: &str) -> String {
+    let p = dir.join(name);
+    std::fs::write(&p, value).unwrap();
+    p.display().to_string()
+}
+
+async fn wait_for(what: &str, timeout: Duration, mut done: impl FnMut() -> bool) {
+    let started = Instant::now();
+    while !done() {
+        assert!(started.elapsed() < timeout, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_backpressure_alert_reaches_slack_and_pagerduty_once_with_the_culprit_and_its_fix() {
+    let dir = support::capture("slow-sink");
+    let now = jiff::Timestamp::now().as_millisecond();
+    let recording = support::shifted(&dir.join("recording.om.gz"), now - 2_000);
+    let tmp = tempfile::tempdir().unwrap();
+    let (prom_port, am_port) = (support::free_port(), support::free_port());
+
+    let slack = Capture::start().await;
+    let pagerduty = Capture::start().await;
+    let group_keys = Capture::start().await;
+    let flink = support::flink_rest_for(&dir).await;
+
+    let config = Config::from_toml(
+        &format!(
+            r#"
+            [prometheus]
+            url = "http://127.0.0.1:{prom_port}"
+            [[flink.clusters]]
+            name = "lab"
+            rest_url = "{flink}"
+            [server]
+            listen = "127.0.0.1:0"
+            external_url = "http://culprit.test"
+            [store]
+            path = "{store}"
+            [service]
+            coalesce = "1s"
+            [notify.slack]
+            token = {{ file = "{slack_token}" }}
+            channel = "C0NCALL"
+            api_url = "{slack}/api"
+            [notify.pagerduty]
+            routing_key = {{ file = "{routing_key}" }}
+            url = "{pagerduty}/v2/enqueue"
+            [notify.alertmanager]
+            url = "http://127.0.0.1:{am_port}"
+            "#,
+            flink = flink.uri(),
+            store = tmp.path().join("culprit.db").display(),
+            slack_token = secret_file(tmp.path(), "slack", "xoxb-test-token"),
+            routing_key = secret_file(tmp.path(), "pd", "R0UTINGKEY0000000000000000000000"),
+            slack = slack.url,
+            pagerduty = pagerduty.url,
+        ),
+        "e2e.toml",
+    )
+    .unwrap();
+    let app = Application::build(config).await.unwrap();
+
+    // Alertmanager: Flink alerts to culprit (and to a recorder of the groupKey sent);
+    // culprit's own alert elsewhere.
+    let _am = support::alertmanager(
+        &format!(
+            r#"
+route:
+  receiver: blackhole
+  group_by: [alertname, job_id]
+  group_wait: 1s
+  group_interval: 5s
+  repeat_interval: 1h
+  routes:
+    - matchers: ['culprit="true"']
+      receiver: blackhole
+    - matchers: ['alertname="FlinkJobBackpressured"']
+      receiver: culprit
+      continue: true
+    - matchers: ['alertname="FlinkJobBackpressured"']
+      receiver: recorder
+receivers:
+  - name: blackhole
+  - name: culprit
+    webhook_configs:
+      - url: '{culprit}/webhook/alertmanager'
+        send_resolved: true
+  - name: recorder
+    webhook_configs:
+      - url: '{recorder}/alertmanager'
+"#,
+            culprit = app.url(),
+            recorder = group_keys.url
+        ),
+        am_port,
+    );
+    let rules = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/prometheus/flink-backpressure.rules.yml");
+    let _prom = support::prometheus_alerting(&recording, &rules, &format!("http://127.0.0.1:{am_port}"), prom_port);
+
+    // The rule holds for 1m before it fires; then Alertmanager, culprit, the destinations.
+    wait_for("the Slack message and the PagerDuty event", Duration::from_secs(180), || {
+        !slack.slack_messages().is_empty() && !pagerduty.pagerduty_events().is_empty()
+    })
+    .await;
+    // Nothing more arrives: one post per destination.
+    tokio::time::sleep(Duration::from_secs(8)).await;
+
+    let messages = slack.slack_messages();
+    assert_eq!(messages.len(), 1, "{messages:#?}");
+    let text = messages[0].to_string();
+    assert!(text.contains("slow-sink: Writer"), "{text}");
+    assert!(text.contains("sink.buffer-flush.max-rows"), "the fix with its config keys: {text}");
+
+    let events = pagerduty.pagerduty_events();
+    assert_eq!(events.len(), 1, "{events:#?}");
+    let sent = group_keys.on("/alertmanager");
+    let group_key = sent[0].body["groupKey"].as_str().unwrap();
+    assert_eq!(events[0]["dedup_key"], culprit::ingest::sha256_hex(group_key), "PagerDuty's dedup_key is SHA-256 of the groupKey");
+    assert_eq!(events[0]["payload"]["custom_details"]["verdict"]["finding"], "sink", "{:#}", events[0]);
+
+    // culprit's own alert is in Alertmanager, beside (not over) the source alert.
+    let alerts: serde_json::Value = reqwest::get(format!("http://127.0.0.1:{am_port}/api/v2/alerts")).await.unwrap().json().await.unwrap();
+    let names: Vec<&str> = alerts.as_array().unwrap().iter().filter_map(|a| a["labels"]["alertname"].as_str()).collect();
+    assert!(names.contains(&"FlinkBackpressureCulprit"), "{names:?}");
+    assert!(names.contains(&"FlinkJobBackpressured"), "{names:?}");
+    let own = alerts.as_array().unwrap().iter().find(|a| a["labels"]["alertname"] == "FlinkBackpressureCulprit").unwrap();
+    assert_eq!(own["labels"]["culprit_vertex"], "slow-sink: Writer");
+
+    app.stop().await;
+}
