@@ -1,0 +1,666 @@
+//! Slack: one message per alert group, updated and threaded in `web_api` mode.
+//!
+//! Messages are built by the pure [`crate::render::slack`]; this module only sends them.
+//!
+//! # `web_api` mode (a bot token)
+//!
+//! * The first notice of a group is a new message: `POST {api_url}/chat.postMessage` with
+//!   `Authorization: Bearer <token>` and the JSON body
+//!   `{channel, text, blocks, metadata, unfurl_links: false, unfurl_media: false, parse:
+//!   "none", link_names: false}` (no previews, no mentions made from names) where
+//!   `metadata` is `{event_type: "culprit_verdict", event_payload: {idempotency_key,
+//!   group_key}}`. Slack's answer (`channel`, `ts`) is the group's state:
+//!   `Sent { state: Some({"channel": "C…", "ts": "1700000000.000100"}) }`.
+//! * A later verdict of the group (state given) updates that message (`chat.update`, same
+//!   `channel` and `ts`, new metadata) and posts a short reply in its thread (`thread_ts`)
+//!   saying what it says now. If the message is gone (`message_not_found`,
+//!   `cant_update_message`) the verdict is posted as a new message, which becomes the state.
+//! * [`NoticeKind::Resolved`] and [`NoticeKind::CouldNotDiagnose`] are replies in the
+//!   thread; without a state they are new messages (and their message becomes the state).
+//! * Posts to one channel are at least [`MIN_POST_INTERVAL`] apart: the notifier keeps the
+//!   time of the last post per channel and waits before the next one.
+//!
+//! Slack answers most failures with HTTP 200 and `{"ok": false, "error": "<code>"}`:
+//!
+//! * [`FINAL_ERRORS`] (token, scopes, channel): final, logged as such;
+//! * [`RETRYABLE_ERRORS`] (`ratelimited`, Slack-side failures): retryable, with
+//!   `Retry-After` when given;
+//! * [`BLOCK_ERRORS`] (`invalid_blocks`, `msg_too_long`, …): sent again at once, once,
+//!   as [`crate::render::slack::text_only`] without blocks; only that failing fails;
+//! * anything else: final.
+//!
+//! HTTP 429 (with `Retry-After`) and 5xx are retryable, other non-2xx final
+//! ([`crate::notify::status_error`]); transport failures are retryable
+//! ([`crate::notify::transport_error`]).
+//!
+//! # `incoming_webhook` mode (a webhook URL)
+//!
+//! Every notice is a new message (`POST <url>` of `{text, blocks}`): no threads, no
+//! updates, no state. Slack answers `ok` on 200; 400 with `invalid_blocks` (or another of
+//! [`BLOCK_ERRORS`]) is sent again once as text alone; 429 and 5xx are retryable; anything
+//! else (403 `invalid_token`, 404 `no_service`, `channel_not_found`, …) final.
+//!
+//! # Secrets
+//!
+//! The token and the webhook URL (it holds a token) are never in `Debug`, errors or logs:
+//! errors quote Slack's answer with them removed, and never a URL.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use reqwest::header::{CONTENT_TYPE, HeaderMap};
+use secrecy::{ExposeSecret, SecretString};
+use serde_json::{Value, json};
+use tokio::time::Instant;
+
+use crate::config::{SlackConfig, SlackMode};
+use crate::notify::{Notice, NoticeKind, NotifyError, Sent, retry_after, status_error, transport_error};
+use crate::render::slack::{SlackMessage, changed_reply, message, text_only};
+
+/// Least time between two posts to one channel: Slack allows about one message per second
+/// per channel.
+/// <https://api.slack.com/docs/rate-limits#rate-limits__limits-when-posting-messages>
+pub const MIN_POST_INTERVAL: Duration = Duration::from_secs(1);
+
+/// Messages `already_sent` reads from the channel's history (`conversations.history`
+/// `limit`; Slack's recommended maximum page).
+/// <https://api.slack.com/methods/conversations.history>
+pub const HISTORY_LIMIT: u32 = 100;
+
+/// `metadata.event_type` of every message culprit posts.
+/// <https://api.slack.com/metadata/using>
+pub const EVENT_TYPE: &str = "culprit_verdict";
+
+/// Time one request may take, connection included.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Time to open the connection.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Most bytes of an answer read; the rest is dropped (history pages are the largest).
+pub const MAX_ANSWER_BYTES: usize = 4 * 1024 * 1024;
+
+/// `ok: false` errors that trying again cannot fix: the token, its scopes or the channel
+/// must change. <https://api.slack.com/methods/chat.postMessage#errors>
+pub const FINAL_ERRORS: &[&str] = &[
+    "invalid_auth",
+    "not_authed",
+    "account_inactive",
+    "token_revoked",
+    "token_expired",
+    "no_permission",
+    "missing_scope",
+    "not_in_channel",
+    "channel_not_found",
+    "is_archived",
+];
+
+/// `ok: false` errors worth retrying (with `Retry-After` when Slack gives one).
+/// <https://api.slack.com/methods/chat.postMessage#errors>
+pub const RETRYABLE_ERRORS: &[&str] =
+    &["ratelimited", "internal_error", "fatal_error", "service_unavailable", "request_timeout"];
+
+/// Errors about the blocks or the size of a message: it is sent again once, as text alone.
+/// <https://api.slack.com/methods/chat.postMessage#errors>
+pub const BLOCK_ERRORS: &[&str] = &["invalid_blocks", "invalid_blocks_format", "msg_too_long", "too_many_blocks"];
+
+/// `chat.update` errors meaning the message to update is gone: a new one is posted.
+/// <https://api.slack.com/methods/chat.update#errors>
+const GONE_ERRORS: &[&str] = &["message_not_found", "cant_update_message"];
+
+/// The pacing key of the incoming webhook's (single) channel.
+const WEBHOOK_CHANNEL: &str = "incoming_webhook";
+
+/// The Slack notifier. `Debug` shows no secret.
+pub struct Slack {
+    mode: Mode,
+    client: reqwest::Client,
+    pacer: Pacer,
+}
+
+enum Mode {
+    WebApi { api_url: String, token: SecretString, channel: String },
+    Webhook { url: SecretString },
+}
+
+impl fmt::Debug for Slack {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.mode {
+            Mode::WebApi { api_url, channel, .. } => f
+                .debug_struct("Slack")
+                .field("mode", &"web_api")
+                .field("api_url", api_url)
+                .field("channel", channel)
+                .field("token", &"[REDACTED]")
+                .finish_non_exhaustive(),
+            Mode::Webhook { .. } => f
+                .debug_struct("Slack")
+                .field("mode", &"incoming_webhook")
+                .field("webhook_url", &"[REDACTED]")
+                .finish_non_exhaustive(),
+        }
+    }
+}
+
+/// The message a group's notices thread under: the state of `web_api` mode.
+#[derive(Debug, Clone, PartialEq)]
+struct Parent {
+    channel: String,
+    ts: String,
+}
+
+impl Parent {
+    fn from_state(state: Option<&Value>) -> Option<Parent> {
+        let s = state?;
+        let channel = s.get("channel")?.as_str()?.to_string();
+        let ts = s.get("ts")?.as_str()?.to_string();
+        (!channel.is_empty() && !ts.is_empty()).then_some(Parent { channel, ts })
+    }
+
+    fn from_answer(answer: &Value) -> Option<Parent> {
+        Parent::from_state(Some(answer))
+    }
+
+    fn state(&self) -> Value {
+        json!({ "channel": self.channel, "ts": self.ts })
+    }
+}
+
+/// Why a Slack call failed, before classification.
+enum Failure {
+    /// HTTP 200 with `ok: false`.
+    Api { code: String, retry_after: Option<Duration> },
+    /// Anything else, already classified.
+    Other(NotifyError),
+}
+
+/// Spaces posts per channel by [`MIN_POST_INTERVAL`]. A channel posted to by name
+/// (`#alerts`) and answered with its id (`C…`) shares one slot once the id is known.
+#[derive(Default)]
+struct Pacer {
+    inner: Mutex<PacerState>,
+}
+
+#[derive(Default)]
+struct PacerState {
+    /// The time of the last post (or the reserved slot of the next) per channel.
+    last: HashMap<String, Instant>,
+    /// Channel name → id.
+    alias: HashMap<String, String>,
+}
+
+impl Pacer {
+    /// Reserves the next slot of `channel` and waits for it.
+    async fn wait(&self, channel: &str) {
+        let slot = {
+            let mut st = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+            let key = st.alias.get(channel).cloned().unwrap_or_else(|| channel.to_string());
+            let now = Instant::now();
+            let slot = st.last.get(&key).map_or(now, |t| (*t + MIN_POST_INTERVAL).max(now));
+            st.last.insert(key, slot);
+            slot
+        };
+        tokio::time::sleep_until(slot).await;
+    }
+
+    /// Records that a post to `channel` has just been answered: the next one waits
+    /// [`MIN_POST_INTERVAL`] from now, so posts arrive at Slack that far apart however
+    /// long each took.
+    fn done(&self, channel: &str) {
+        let mut st = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        let key = st.alias.get(channel).cloned().unwrap_or_else(|| channel.to_string());
+        let now = Instant::now();
+        let last = st.last.entry(key).or_insert(now);
+        *last = (*last).max(now);
+    }
+
+    /// Records that `name` is the channel `id`.
+    fn learn(&self, name: &str, id: &str) {
+        if name == id {
+            return;
+        }
+        let mut st = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(t) = st.last.remove(name) {
+            let merged = st.last.get(id).map_or(t, |u| t.max(*u));
+            st.last.insert(id.to_string(), merged);
+        }
+        st.alias.insert(name.to_string(), id.to_string());
+    }
+}
+
+fn metadata(notice: &Notice) -> Value {
+    json!({
+        "event_type": EVENT_TYPE,
+        "event_payload": { "idempotency_key": notice.idempotency_key, "group_key": notice.group_key }
+    })
+}
+
+/// A bounded, lossy UTF-8 read of an answer.
+async fn read_answer(mut response: reqwest::Response) -> Result<String, reqwest::Error> {
+    let mut bytes = Vec::new();
+    while let Some(chunk) = response.chunk().await? {
+        let room = MAX_ANSWER_BYTES - bytes.len();
+        bytes.extend_from_slice(&chunk[..chunk.len().min(room)]);
+        if bytes.len() >= MAX_ANSWER_BYTES {
+            break;
+        }
+    }
+    Ok(String::from_utf8_lossy(&bytes).into_owned())
+}
+
+/// Classifies an `ok: false` code (see the module docs). Block errors are final here: they
+/// reach this point only when the text-only retry failed too.
+fn classify(what: &str, code: &str, retry_after: Option<Duration>) -> NotifyError {
+    if RETRYABLE_ERRORS.contains(&code) {
+        NotifyError::retry(format!("{what}: {code}"), retry_after)
+    } else if FINAL_ERRORS.contains(&code) {
+        NotifyError::fatal(format!("{what}: {code} (final: check the token, its scopes and the channel)"))
+    } else {
+        NotifyError::fatal(format!("{what}: {code}"))
+    }
+}
+
+fn classify_failure(method: &str, failure: Failure) -> NotifyError {
+    match failure {
+        Failure::Api { code, retry_after } => classify(&format!("slack: {method}"), &code, retry_after),
+        Failure::Other(e) => e,
+    }
+}
+
+impl Slack {
+    /// The notifier from its configuration; reads the secret now.
+    ///
+    /// Errors (never showing a secret): `web_api` without `token` or `channel`, an empty
+    /// token, `api_url` not http(s); `incoming_webhook` without `webhook_url`, or one that
+    /// is not an http(s) URL; a secret that cannot be read; an HTTP client that cannot be
+    /// built.
+    pub fn new(cfg: &SlackConfig) -> Result<Slack, String> {
+        let http = |u: &str| reqwest::Url::parse(u).is_ok_and(|u| matches!(u.scheme(), "http" | "https"));
+        let mode = match cfg.mode {
+            SlackMode::WebApi => {
+                let token = cfg.token.as_ref().ok_or("slack: mode web_api needs `token`")?;
+                let token = token.resolve().map_err(|e| format!("slack: token: {e}"))?;
+                if token.expose_secret().trim().is_empty() {
+                    return Err("slack: the token is empty".into());
+                }
+                let channel = cfg.channel.as_deref().map(str::trim).unwrap_or_default();
+                if channel.is_empty() {
+                    return Err("slack: mode web_api needs `channel`".into());
+                }
+                if !http(&cfg.api_url) {
+                    return Err(format!("slack: api_url `{}` is not an http(s) URL", cfg.api_url));
+                }
+                Mode::WebApi {
+                    api_url: cfg.api_url.trim_end_matches('/').to_string(),
+                    token,
+                    channel: channel.to_string(),
+                }
+            }
+            SlackMode::IncomingWebhook => {
+                let url = cfg.webhook_url.as_ref().ok_or("slack: mode incoming_webhook needs `webhook_url`")?;
+                let url = url.resolve().map_err(|e| format!("slack: webhook_url: {e}"))?;
+                if !http(url.expose_secret().trim()) {
+                    return Err("slack: webhook_url is not an http(s) URL".into());
+                }
+                Mode::Webhook { url: SecretString::from(url.expose_secret().trim().to_string()) }
+            }
+        };
+        let client = reqwest::Client::builder()
+            .timeout(REQUEST_TIMEOUT)
+            .connect_timeout(CONNECT_TIMEOUT)
+            .redirect(reqwest::redirect::Policy::none())
+            .user_agent(concat!("culprit/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|_| "slack: cannot build the HTTP client".to_string())?;
+        Ok(Slack { mode, client, pacer: Pacer::default() })
+    }
+
+    /// Slack wants every notice: verdicts (first and changed), resolutions and failures to
+    /// diagnose.
+    pub fn wants(&self, _notice: &Notice) -> bool {
+        true
+    }
+
+    /// Sends the notice once (see the module docs for what each mode and kind does).
+    ///
+    /// `state` is what the last delivery for the group returned. `Ok` carries the group's
+    /// state in `web_api` mode (`{"channel", "ts"}` of the message to update and thread
+    /// under; `None` when Slack's answer lacked them) and `None` in `incoming_webhook` mode.
+    /// Errors are classified as in the module docs; their messages never hold a secret.
+    pub async fn send(&self, notice: &Notice, state: Option<&Value>) -> Result<Sent, NotifyError> {
+        match &self.mode {
+            Mode::WebApi { channel, .. } => self.send_web_api(channel, notice, state).await,
+            Mode::Webhook { url } => self.send_webhook(url, notice).await,
+        }
+    }
+
+    /// After a crash between a post and recording it: looks for the notice's message in
+    /// the channel (the state's, else the configured one) among the last
+    /// [`HISTORY_LIMIT`] messages of `conversations.history` (with
+    /// `include_all_metadata=true`), by `metadata.event_payload.idempotency_key`.
+    ///
+    /// `Ok(Some)` with the found message as state (`{"channel", "ts"}`); `Ok(None)` when it
+    /// is not there, in `incoming_webhook` mode, or when the history cannot be read for a
+    /// reason retrying will not fix (a missing `channels:history` scope, a channel given by
+    /// name: logged). Replies in threads are not in the history: they are not found.
+    /// Errors: retryable failures only (rate limits, 5xx, transport).
+    pub async fn already_sent(&self, notice: &Notice, state: Option<&Value>) -> Result<Option<Sent>, NotifyError> {
+        let Mode::WebApi { channel, .. } = &self.mode else {
+            return Ok(None);
+        };
+        let channel = Parent::from_state(state).map_or_else(|| channel.clone(), |p| p.channel);
+        let limit = HISTORY_LIMIT.to_string();
+        let query = [("channel", channel.as_str()), ("limit", limit.as_str()), ("include_all_metadata", "true")];
+        let method = "conversations.history";
+        let history = match self.call(method, self.request(method, reqwest::Method::GET).query(&query)).await {
+            Ok(h) => h,
+            Err(f) => {
+                let e = classify_failure(method, f);
+                if e.retryable {
+                    return Err(e);
+                }
+                tracing::warn!(destination = "slack", error = %e, "slack: cannot read the channel history; the notice is sent again");
+                return Ok(None);
+            }
+        };
+        let found = history.get("messages").and_then(Value::as_array).into_iter().flatten().find(|m| {
+            let md = &m["metadata"];
+            md["event_type"] == EVENT_TYPE
+                && md["event_payload"]["idempotency_key"].as_str() == Some(notice.idempotency_key.as_str())
+        });
+        let Some(ts) = found.and_then(|m| m["ts"].as_str()) else {
+            return Ok(None);
+        };
+        tracing::info!(destination = "slack", channel = %channel, ts, "slack: the notice was already posted");
+        Ok(Some(Sent { state: Some(Parent { channel, ts: ts.to_string() }.state()) }))
+    }
+
+    async fn send_web_api(&self, channel: &str, notice: &Notice, state: Option<&Value>) -> Result<Sent, NotifyError> {
+        let msg = message(notice);
+        let parent = Parent::from_state(state);
+        if state.is_some() && parent.is_none() {
+            tracing::warn!(
+                destination = "slack",
+                "slack: the group's state has no channel and ts; posting a new message"
+            );
+        }
+        let Some(parent) = parent else {
+            return self.post_new(channel, notice, &msg).await;
+        };
+        if notice.kind == NoticeKind::Verdict {
+            let body = |blocks: &[Value]| {
+                json!({
+                    "channel": parent.channel,
+                    "ts": parent.ts,
+                    "text": msg.text,
+                    "blocks": blocks,
+                    "metadata": metadata(notice),
+                    "parse": "none",
+                    "link_names": false,
+                })
+            };
+            // `blocks: []` clears the old blocks; leaving them out would keep them.
+            match self.write("chat.update", None, body(&msg.blocks), body(&[])).await {
+                Ok(_) => {}
+                Err(Failure::Api { code, .. }) if GONE_ERRORS.contains(&code.as_str()) => {
+                    tracing::warn!(destination = "slack", error = %code, "slack: the group's message is gone; posting a new one");
+                    return self.post_new(channel, notice, &msg).await;
+                }
+                Err(f) => return Err(self.error("chat.update", f)),
+            }
+            self.post_reply(&parent, notice, &changed_reply(notice)).await?;
+        } else {
+            self.post_reply(&parent, notice, &msg).await?;
+        }
+        Ok(Sent { state: Some(parent.state()) })
+    }
+
+    /// A new top-level message; its `channel` and `ts` are the state.
+    async fn post_new(&self, channel: &str, notice: &Notice, msg: &SlackMessage) -> Result<Sent, NotifyError> {
+        let answer = self.post(channel, None, notice, msg).await?;
+        let Some(parent) = Parent::from_answer(&answer) else {
+            tracing::warn!(
+                destination = "slack",
+                "slack: chat.postMessage answered ok without channel and ts; later notices cannot thread"
+            );
+            return Ok(Sent { state: None });
+        };
+        self.pacer.learn(channel, &parent.channel);
+        tracing::info!(destination = "slack", channel = %parent.channel, ts = %parent.ts, kind = ?notice.kind, "slack: posted");
+        Ok(Sent { state: Some(parent.state()) })
+    }
+
+    async fn post_reply(&self, parent: &Parent, notice: &Notice, msg: &SlackMessage) -> Result<(), NotifyError> {
+        self.post(&parent.channel, Some(&parent.ts), notice, msg).await?;
+        tracing::info!(destination = "slack", channel = %parent.channel, thread_ts = %parent.ts, kind = ?notice.kind, "slack: replied in the thread");
+        Ok(())
+    }
+
+    /// `chat.postMessage`, paced, with the text-only retry.
+    async fn post(
+        &self,
+        channel: &str,
+        thread_ts: Option<&str>,
+        notice: &Notice,
+        msg: &SlackMessage,
+    ) -> Result<Value, NotifyError> {
+        let body = |blocks: Option<&[Value]>| {
+            let mut b = json!({
+                "channel": channel,
+                "text": msg.text,
+                "metadata": metadata(notice),
+                "unfurl_links": false,
+                "unfurl_media": false,
+                "parse": "none",
+                "link_names": false,
+            });
+            if let Some(blocks) = blocks {
+                b["blocks"] = json!(blocks);
+            }
+            if let Some(ts) = thread_ts {
+                b["thread_ts"] = json!(ts);
+            }
+            b
+        };
+        let method = "chat.postMessage";
+        self.write(method, Some(channel), body(Some(&msg.blocks)), body(None)).await.map_err(|f| self.error(method, f))
+    }
+
+    /// Calls a write method with `full`; when Slack rejects the blocks, once more with
+    /// `text_only`. Posts (`pace` given) wait for the channel's slot each time.
+    async fn write(&self, method: &str, pace: Option<&str>, full: Value, text_only: Value) -> Result<Value, Failure> {
+        match self.paced_call(method, pace, &full).await {
+            Err(Failure::Api { code, .. }) if BLOCK_ERRORS.contains(&code.as_str()) => {
+                tracing::warn!(destination = "slack", method, error = %code, "slack: blocks refused; sending the text alone");
+                self.paced_call(method, pace, &text_only).await
+            }
+            other => other,
+        }
+    }
+
+    async fn paced_call(&self, method: &str, pace: Option<&str>, body: &Value) -> Result<Value, Failure> {
+        let Some(channel) = pace else {
+            return self.call_json(method, body).await;
+        };
+        self.pacer.wait(channel).await;
+        let result = self.call_json(method, body).await;
+        self.pacer.done(channel);
+        result
+    }
+
+    fn request(&self, method: &str, verb: reqwest::Method) -> reqwest::RequestBuilder {
+        let Mode::WebApi { api_url, token, .. } = &self.mode else {
+            unreachable!("web API calls are made in web_api mode only")
+        };
+        self.client.request(verb, format!("{api_url}/{method}")).bearer_auth(token.expose_secret())
+    }
+
+    async fn call_json(&self, method: &str, body: &Value) -> Result<Value, Failure> {
+        let body = serde_json::to_vec(body).expect("a JSON value serializes");
+        let request = self
+            .request(method, reqwest::Method::POST)
+            .header(CONTENT_TYPE, "application/json; charset=utf-8")
+            .body(body);
+        self.call(method, request).await
+    }
+
+    /// Sends one Web API request; `Ok` is an answer with `ok: true`.
+    async fn call(&self, method: &str, request: reqwest::RequestBuilder) -> Result<Value, Failure> {
+        let what = format!("slack: {method}");
+        let response = request.send().await.map_err(|e| Failure::Other(transport_error(&what, &e)))?;
+        let status = response.status().as_u16();
+        let headers = response.headers().clone();
+        let answer = read_answer(response).await.map_err(|e| Failure::Other(transport_error(&what, &e)))?;
+        if !(200..300).contains(&status) {
+            return Err(Failure::Other(status_error(&what, status, &headers, &self.redact(&answer), &self.secrets())));
+        }
+        let Ok(answer) = serde_json::from_str::<Value>(&answer) else {
+            let excerpt: String = self.redact(&answer).chars().take(200).collect();
+            return Err(Failure::Other(NotifyError::retry(
+                format!("{what}: HTTP {status}: the answer is not JSON: {}", excerpt.trim()),
+                None,
+            )));
+        };
+        if answer.get("ok").and_then(Value::as_bool) == Some(true) {
+            return Ok(answer);
+        }
+        let code = answer.get("error").and_then(Value::as_str).unwrap_or("unknown_error");
+        let code: String = self.redact(code).chars().take(100).collect();
+        Err(Failure::Api { code, retry_after: retry_after(&headers, jiff::Timestamp::now()) })
+    }
+
+    /// Classifies a failure, logging final ones.
+    fn error(&self, method: &str, failure: Failure) -> NotifyError {
+        let e = classify_failure(method, failure);
+        if !e.retryable {
+            tracing::error!(destination = "slack", method, error = %e, "slack: final error, not retrying");
+        }
+        e
+    }
+
+    async fn send_webhook(&self, url: &SecretString, notice: &Notice) -> Result<Sent, NotifyError> {
+        let msg = message(notice);
+        let full = json!({ "text": msg.text, "blocks": msg.blocks, "unfurl_links": false, "unfurl_media": false, "parse": "none", "link_names": false });
+        let result = match self.webhook_post(url, &full).await {
+            Err(Failure::Api { code, .. }) => {
+                tracing::warn!(destination = "slack", error = %code, "slack: incoming webhook refused the blocks; sending the text alone");
+                let text = json!({ "text": text_only(notice), "unfurl_links": false, "unfurl_media": false, "parse": "none", "link_names": false });
+                self.webhook_post(url, &text).await
+            }
+            other => other,
+        };
+        match result {
+            Ok(()) => {
+                tracing::info!(destination = "slack", kind = ?notice.kind, "slack: posted to the incoming webhook");
+                Ok(Sent { state: None })
+            }
+            Err(f) => Err(self.error("incoming webhook", f)),
+        }
+    }
+
+    /// One incoming-webhook post. `Failure::Api` is a 400 naming one of [`BLOCK_ERRORS`].
+    async fn webhook_post(&self, url: &SecretString, body: &Value) -> Result<(), Failure> {
+        self.pacer.wait(WEBHOOK_CHANNEL).await;
+        let result = self.webhook_post_now(url, body).await;
+        self.pacer.done(WEBHOOK_CHANNEL);
+        result
+    }
+
+    async fn webhook_post_now(&self, url: &SecretString, body: &Value) -> Result<(), Failure> {
+        let what = "slack: incoming webhook";
+        let response = self
+            .client
+            .post(url.expose_secret())
+            .header(CONTENT_TYPE, "application/json; charset=utf-8")
+            .body(serde_json::to_vec(body).expect("a JSON value serializes"))
+            .send()
+            .await
+            .map_err(|e| Failure::Other(transport_error(what, &e)))?;
+        let status = response.status().as_u16();
+        let headers: HeaderMap = response.headers().clone();
+        let answer = read_answer(response).await.map_err(|e| Failure::Other(transport_error(what, &e)))?;
+        if (200..300).contains(&status) {
+            return Ok(());
+        }
+        let code = answer.trim();
+        if status == 400 && BLOCK_ERRORS.contains(&code) {
+            return Err(Failure::Api { code: code.to_string(), retry_after: None });
+        }
+        Err(Failure::Other(status_error(what, status, &headers, &self.redact(&answer), &self.secrets())))
+    }
+
+    /// The secret strings to remove from anything quoted: the token; the webhook URL, its
+    /// path and its last segment (Slack may echo any of them).
+    fn secrets(&self) -> Vec<&str> {
+        match &self.mode {
+            Mode::WebApi { token, .. } => vec![token.expose_secret()],
+            Mode::Webhook { url } => {
+                let full = url.expose_secret();
+                let mut out = vec![full];
+                let after_host = full.find("://").map(|i| i + 3).and_then(|i| full[i..].find('/').map(|j| i + j));
+                if let Some(path_start) = after_host {
+                    let path = &full[path_start..];
+                    if path.len() > 1 {
+                        out.push(path);
+                    }
+                    if let Some(last) = path.rsplit('/').next().filter(|s| s.len() >= 8) {
+                        out.push(last);
+                    }
+                }
+                out
+            }
+        }
+    }
+
+    fn redact(&self, text: &str) -> String {
+        let mut out = text.to_string();
+        for s in self.secrets().into_iter().filter(|s| !s.is_empty()) {
+            out = out.replace(s, "[REDACTED]");
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_state_is_read_only_when_it_has_a_channel_and_a_ts() {
+        let p = Parent::from_state(Some(&json!({"channel": "C1", "ts": "1.2"}))).unwrap();
+        assert_eq!(p.state(), json!({"channel": "C1", "ts": "1.2"}));
+        assert_eq!(Parent::from_state(Some(&json!({"channel": "C1"}))), None);
+        assert_eq!(Parent::from_state(Some(&json!({"dedup_key": "x"}))), None);
+        assert_eq!(Parent::from_state(None), None);
+    }
+
+    #[test]
+    fn slack_error_codes_are_classified_as_documented() {
+        let e = classify("slack: chat.postMessage", "invalid_auth", None);
+        assert!(!e.retryable && e.message.contains("final"));
+        let e = classify("slack: chat.postMessage", "ratelimited", Some(Duration::from_secs(3)));
+        assert!(e.retryable && e.retry_after == Some(Duration::from_secs(3)));
+        assert!(classify("x", "internal_error", None).retryable);
+        assert!(classify("x", "service_unavailable", None).retryable);
+        assert!(!classify("x", "invalid_arguments", None).retryable);
+        assert!(!classify("x", "invalid_blocks", None).retryable);
+    }
+
+    #[tokio::test]
+    async fn the_pacer_spaces_posts_per_channel_and_follows_a_name_to_its_id() {
+        let pacer = Pacer::default();
+        let start = Instant::now();
+        pacer.wait("#alerts").await;
+        pacer.learn("#alerts", "C1");
+        pacer.wait("C2").await;
+        assert!(start.elapsed() < MIN_POST_INTERVAL / 2, "another channel does not wait");
+        pacer.wait("C1").await;
+        assert!(start.elapsed() >= MIN_POST_INTERVAL, "the id shares the name's slot");
+        pacer.done("C1");
+        let answered = Instant::now();
+        pacer.wait("#alerts").await;
+        assert!(answered.elapsed() >= MIN_POST_INTERVAL - Duration::from_millis(5), "counted from the answer");
+    }
+}

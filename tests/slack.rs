@@ -1,0 +1,592 @@
+//! The Slack notifier against a local HTTP server (wiremock) standing in for Slack.
+
+use std::collections::BTreeMap;
+use std::io::Write as _;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use culprit::config::{SecretSource, SlackConfig, SlackMode};
+use culprit::notify::slack::Slack;
+use culprit::notify::{Notice, NoticeKind, NotifyError, Sent};
+use culprit::verdict::Verdict;
+use serde_json::{Value, json};
+use tokio::time::Instant;
+use wiremock::matchers::{body_partial_json, header, method, path, query_param};
+use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
+
+const TOKEN: &str = "xoxb-1111-2222-S3CR3TT0K3N";
+const CHANNEL: &str = "C0ALERTS";
+const TS: &str = "1795000000.000100";
+const WEBHOOK_PATH: &str = "/services/T000/B000/W3BH00KS3CR3T";
+
+fn secret_file(value: &str) -> tempfile::NamedTempFile {
+    let mut f = tempfile::NamedTempFile::new().unwrap();
+    writeln!(f, "{value}").unwrap();
+    f
+}
+
+/// A web_api notifier toward `server`; keep the file alive while it is used.
+fn web_api(server: &MockServer) -> (Slack, tempfile::NamedTempFile) {
+    let file = secret_file(TOKEN);
+    let cfg = SlackConfig {
+        mode: SlackMode::WebApi,
+        token: Some(SecretSource::File(file.path().to_path_buf())),
+        channel: Some(CHANNEL.into()),
+        webhook_url: None,
+        api_url: server.uri(),
+    };
+    (Slack::new(&cfg).unwrap(), file)
+}
+
+fn incoming_webhook(server: &MockServer) -> (Slack, tempfile::NamedTempFile, String) {
+    let url = format!("{}{WEBHOOK_PATH}", server.uri());
+    let file = secret_file(&url);
+    let cfg = SlackConfig {
+        mode: SlackMode::IncomingWebhook,
+        token: None,
+        channel: None,
+        webhook_url: Some(SecretSource::File(file.path().to_path_buf())),
+        api_url: "https://slack.com/api".into(),
+    };
+    (Slack::new(&cfg).unwrap(), file, url)
+}
+
+fn verdict(name: &str) -> Verdict {
+    let capture = culprit::demo::CAPTURES.iter().find(|c| c.name == name).unwrap();
+    culprit::demo::verdict(capture).unwrap()
+}
+
+fn notice(kind: NoticeKind, verdict: Option<Verdict>, key: &str) -> Notice {
+    let job = verdict.as_ref().map(|v| v.job.clone()).unwrap_or(culprit::verdict::JobRef {
+        name: "bp-lab-slow-sink".into(),
+        id: "da23ad9af4e7326542c9a70eac958f42".into(),
+    });
+    Notice {
+        kind,
+        group_key: "{}:{alertname=\"FlinkBackpressure\"}".into(),
+        labels: BTreeMap::from([("alertname".to_string(), "FlinkBackpressure".to_string())]),
+        job,
+        verdict,
+        verdict_id: Some(7),
+        verdict_url: Some("https://culprit.example.com/api/v1/verdicts/7".into()),
+        reason: (kind == NoticeKind::CouldNotDiagnose).then(|| "Prometheus timed out".to_string()),
+        firing: kind != NoticeKind::Resolved,
+        changed: false,
+        idempotency_key: key.into(),
+        at_ms: 1_795_000_000_000,
+    }
+}
+
+fn first_verdict() -> Notice {
+    notice(NoticeKind::Verdict, Some(verdict("slow-sink")), "slack:g1:v1")
+}
+
+fn posted(ts: &str) -> ResponseTemplate {
+    ResponseTemplate::new(200).set_body_json(json!({ "ok": true, "channel": CHANNEL, "ts": ts }))
+}
+
+fn slack_error(code: &str) -> ResponseTemplate {
+    ResponseTemplate::new(200).set_body_json(json!({ "ok": false, "error": code }))
+}
+
+fn state() -> Value {
+    json!({ "channel": CHANNEL, "ts": TS })
+}
+
+async fn bodies(server: &MockServer, p: &str) -> Vec<Value> {
+    server
+        .received_requests()
+        .await
+        .unwrap()
+        .iter()
+        .filter(|r| r.url.path() == p)
+        .map(|r| serde_json::from_slice(&r.body).unwrap())
+        .collect()
+}
+
+fn has_blocks(r: &Request) -> bool {
+    serde_json::from_slice::<Value>(&r.body).is_ok_and(|b| b.get("blocks").is_some())
+}
+
+fn without_blocks(r: &Request) -> bool {
+    !has_blocks(r)
+}
+
+#[tokio::test]
+async fn the_first_verdict_of_a_group_is_posted_with_metadata_and_blocks_and_its_message_becomes_the_state() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/chat.postMessage"))
+        .and(header("authorization", format!("Bearer {TOKEN}").as_str()))
+        .respond_with(posted(TS))
+        .expect(1)
+        .mount(&server)
+        .await;
+    let (slack, _f) = web_api(&server);
+    let n = first_verdict();
+    let sent = slack.send(&n, None).await.unwrap();
+    assert_eq!(sent, Sent { state: Some(state()) });
+
+    let body = &bodies(&server, "/chat.postMessage").await[0];
+    assert_eq!(body["channel"], CHANNEL);
+    assert_eq!(
+        body["metadata"],
+        json!({
+            "event_type": "culprit_verdict",
+            "event_payload": { "idempotency_key": "slack:g1:v1", "group_key": n.group_key },
+        })
+    );
+    let blocks = body["blocks"].as_array().unwrap();
+    assert_eq!(blocks[0]["type"], "header");
+    assert!(blocks[1]["text"]["text"].as_str().unwrap().starts_with("slow-sink: Writer (sink) is the culprit"));
+    assert!(body["text"].as_str().unwrap().starts_with("slow-sink: Writer (sink) is the culprit"));
+    assert!(body.get("thread_ts").is_none());
+}
+
+#[tokio::test]
+async fn a_changed_verdict_updates_the_first_message_and_replies_in_its_thread() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST")).and(path("/chat.update")).respond_with(posted(TS)).expect(1).mount(&server).await;
+    Mock::given(method("POST"))
+        .and(path("/chat.postMessage"))
+        .respond_with(posted("1795000060.000200"))
+        .expect(1)
+        .mount(&server)
+        .await;
+    let (slack, _f) = web_api(&server);
+    let mut n = notice(NoticeKind::Verdict, Some(verdict("hot-key")), "slack:g1:v2");
+    n.changed = true;
+    let sent = slack.send(&n, Some(&state())).await.unwrap();
+    assert_eq!(sent.state, Some(state()), "the group keeps threading under its first message");
+
+    let update = &bodies(&server, "/chat.update").await[0];
+    assert_eq!(update["channel"], CHANNEL);
+    assert_eq!(update["ts"], TS);
+    assert!(update["blocks"][0]["text"]["text"].as_str().unwrap().contains("Changed: Backpressure culprit"));
+    assert_eq!(update["metadata"]["event_payload"]["idempotency_key"], "slack:g1:v2");
+    let reply = &bodies(&server, "/chat.postMessage").await[0];
+    assert_eq!(reply["channel"], CHANNEL);
+    assert_eq!(reply["thread_ts"], TS);
+    let said = reply["blocks"][0]["text"]["text"].as_str().unwrap();
+    assert!(said.starts_with(":arrows_counterclockwise: *Verdict changed*"), "{said}");
+    assert!(said.contains("fraud-score (subtask 0 of 4)"), "{said}");
+}
+
+#[tokio::test]
+async fn a_resolved_group_gets_a_threaded_reply() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/chat.postMessage"))
+        .and(body_partial_json(json!({ "channel": CHANNEL, "thread_ts": TS })))
+        .respond_with(posted("1795000120.000300"))
+        .expect(1)
+        .mount(&server)
+        .await;
+    let (slack, _f) = web_api(&server);
+    let n = notice(NoticeKind::Resolved, None, "slack:g1:resolved");
+    let sent = slack.send(&n, Some(&state())).await.unwrap();
+    assert_eq!(sent.state, Some(state()));
+    let reply = &bodies(&server, "/chat.postMessage").await[0];
+    assert!(reply["text"].as_str().unwrap().contains("*Resolved*"));
+}
+
+#[tokio::test]
+async fn could_not_diagnose_is_a_threaded_reply_under_the_first_message_too() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/chat.postMessage"))
+        .and(body_partial_json(json!({ "thread_ts": TS })))
+        .respond_with(posted("1795000120.000300"))
+        .expect(1)
+        .mount(&server)
+        .await;
+    let (slack, _f) = web_api(&server);
+    slack.send(&notice(NoticeKind::CouldNotDiagnose, None, "k"), Some(&state())).await.unwrap();
+    let reply = &bodies(&server, "/chat.postMessage").await[0];
+    assert!(reply["text"].as_str().unwrap().contains("could not diagnose: Prometheus timed out"));
+}
+
+#[tokio::test]
+async fn a_first_message_that_is_gone_is_replaced_by_a_new_one_that_becomes_the_state() {
+    let server = MockServer::start().await;
+    Mock::given(path("/chat.update")).respond_with(slack_error("message_not_found")).expect(1).mount(&server).await;
+    Mock::given(path("/chat.postMessage")).respond_with(posted("1795000300.000400")).expect(1).mount(&server).await;
+    let (slack, _f) = web_api(&server);
+    let mut n = first_verdict();
+    n.changed = true;
+    let sent = slack.send(&n, Some(&state())).await.unwrap();
+    assert_eq!(sent.state, Some(json!({ "channel": CHANNEL, "ts": "1795000300.000400" })));
+    assert!(bodies(&server, "/chat.postMessage").await[0].get("thread_ts").is_none());
+}
+
+#[tokio::test]
+async fn invalid_auth_is_a_final_error() {
+    let server = MockServer::start().await;
+    Mock::given(path("/chat.postMessage")).respond_with(slack_error("invalid_auth")).expect(1).mount(&server).await;
+    let (slack, _f) = web_api(&server);
+    let e = slack.send(&first_verdict(), None).await.unwrap_err();
+    assert!(!e.retryable, "{e:?}");
+    assert!(e.message.contains("invalid_auth"), "{}", e.message);
+}
+
+#[tokio::test]
+async fn every_auth_and_channel_error_is_final() {
+    for code in culprit::notify::slack::FINAL_ERRORS {
+        let server = MockServer::start().await;
+        Mock::given(path("/chat.postMessage")).respond_with(slack_error(code)).expect(1).mount(&server).await;
+        let (slack, _f) = web_api(&server);
+        let e = slack.send(&first_verdict(), None).await.unwrap_err();
+        assert!(!e.retryable, "{code}: {e:?}");
+    }
+}
+
+#[tokio::test]
+async fn http_429_with_retry_after_2_is_retryable_after_2_s() {
+    let server = MockServer::start().await;
+    Mock::given(path("/chat.postMessage"))
+        .respond_with(
+            ResponseTemplate::new(429)
+                .insert_header("retry-after", "2")
+                .set_body_json(json!({ "ok": false, "error": "ratelimited" })),
+        )
+        .expect(1)
+        .mount(&server)
+        .await;
+    let (slack, _f) = web_api(&server);
+    let e = slack.send(&first_verdict(), None).await.unwrap_err();
+    assert!(e.retryable);
+    assert_eq!(e.retry_after, Some(Duration::from_secs(2)));
+    assert!(e.message.starts_with("slack: chat.postMessage: HTTP 429"), "{}", e.message);
+}
+
+#[tokio::test]
+async fn ok_false_ratelimited_is_retryable_with_slacks_retry_after() {
+    let server = MockServer::start().await;
+    Mock::given(path("/chat.postMessage"))
+        .respond_with(slack_error("ratelimited").insert_header("retry-after", "30"))
+        .expect(1)
+        .mount(&server)
+        .await;
+    let (slack, _f) = web_api(&server);
+    let e = slack.send(&first_verdict(), None).await.unwrap_err();
+    assert!(e.retryable);
+    assert_eq!(e.retry_after, Some(Duration::from_secs(30)));
+}
+
+#[tokio::test]
+async fn slack_side_failures_and_http_5xx_are_retryable_and_unknown_errors_final() {
+    for (response, retryable) in [
+        (slack_error("internal_error"), true),
+        (slack_error("fatal_error"), true),
+        (slack_error("service_unavailable"), true),
+        (slack_error("request_timeout"), true),
+        (ResponseTemplate::new(503).set_body_string("upstream down"), true),
+        (ResponseTemplate::new(200).set_body_string("<html>proxy</html>"), true),
+        (slack_error("invalid_arguments"), false),
+        (ResponseTemplate::new(404).set_body_string("not found"), false),
+    ] {
+        let server = MockServer::start().await;
+        Mock::given(path("/chat.postMessage")).respond_with(response).mount(&server).await;
+        let (slack, _f) = web_api(&server);
+        let e = slack.send(&first_verdict(), None).await.unwrap_err();
+        assert_eq!(e.retryable, retryable, "{e:?}");
+    }
+}
+
+#[tokio::test]
+async fn invalid_blocks_is_sent_again_once_without_blocks_and_that_succeeds() {
+    let server = MockServer::start().await;
+    Mock::given(path("/chat.postMessage"))
+        .and(has_blocks)
+        .respond_with(slack_error("invalid_blocks"))
+        .expect(1)
+        .mount(&server)
+        .await;
+    Mock::given(path("/chat.postMessage")).and(without_blocks).respond_with(posted(TS)).expect(1).mount(&server).await;
+    let (slack, _f) = web_api(&server);
+    let n = first_verdict();
+    let sent = slack.send(&n, None).await.unwrap();
+    assert_eq!(sent.state, Some(state()));
+    let requests = bodies(&server, "/chat.postMessage").await;
+    assert_eq!(requests.len(), 2);
+    assert!(requests[1].get("blocks").is_none());
+    assert_eq!(requests[1]["text"], culprit::render::slack::text_only(&n));
+    assert_eq!(requests[1]["metadata"], requests[0]["metadata"]);
+}
+
+#[tokio::test]
+async fn a_text_only_retry_that_fails_too_is_a_final_error_after_two_requests() {
+    let server = MockServer::start().await;
+    Mock::given(path("/chat.postMessage")).respond_with(slack_error("msg_too_long")).expect(2).mount(&server).await;
+    let (slack, _f) = web_api(&server);
+    let e = slack.send(&first_verdict(), None).await.unwrap_err();
+    assert!(!e.retryable);
+    assert!(e.message.contains("msg_too_long"));
+}
+
+#[tokio::test]
+async fn a_changed_verdict_whose_blocks_are_refused_updates_with_empty_blocks() {
+    let server = MockServer::start().await;
+    Mock::given(path("/chat.update"))
+        .and(|r: &Request| serde_json::from_slice::<Value>(&r.body).is_ok_and(|b| b["blocks"] != json!([])))
+        .respond_with(slack_error("invalid_blocks"))
+        .expect(1)
+        .mount(&server)
+        .await;
+    Mock::given(path("/chat.update"))
+        .and(body_partial_json(json!({ "blocks": [] })))
+        .respond_with(posted(TS))
+        .expect(1)
+        .mount(&server)
+        .await;
+    Mock::given(path("/chat.postMessage")).respond_with(posted("1795000060.000200")).expect(1).mount(&server).await;
+    let (slack, _f) = web_api(&server);
+    let mut n = first_verdict();
+    n.changed = true;
+    slack.send(&n, Some(&state())).await.unwrap();
+}
+
+#[tokio::test]
+async fn two_posts_to_one_channel_are_at_least_one_second_apart() {
+    #[derive(Clone, Default)]
+    struct Stamp(Arc<Mutex<Vec<Instant>>>);
+    impl Respond for Stamp {
+        fn respond(&self, _: &Request) -> ResponseTemplate {
+            self.0.lock().unwrap().push(Instant::now());
+            posted(TS)
+        }
+    }
+    let server = MockServer::start().await;
+    let stamps = Stamp::default();
+    Mock::given(path("/chat.postMessage")).respond_with(stamps.clone()).mount(&server).await;
+    let (slack, _f) = web_api(&server);
+    slack.send(&first_verdict(), None).await.unwrap();
+    slack.send(&notice(NoticeKind::Resolved, None, "r"), Some(&state())).await.unwrap();
+    // Another channel has its own slot.
+    let elsewhere = json!({ "channel": "C0OTHER", "ts": TS });
+    let before = Instant::now();
+    slack.send(&notice(NoticeKind::Resolved, None, "r2"), Some(&elsewhere)).await.unwrap();
+    assert!(before.elapsed() < Duration::from_millis(500), "another channel waited {:?}", before.elapsed());
+    let t = stamps.0.lock().unwrap().clone();
+    assert_eq!(t.len(), 3);
+    assert!(t[1] - t[0] >= Duration::from_secs(1), "{:?} apart", t[1] - t[0]);
+}
+
+#[tokio::test]
+async fn already_sent_finds_a_message_by_its_metadata_key_in_the_channel_history() {
+    let server = MockServer::start().await;
+    let history = json!({
+        "ok": true,
+        "messages": [
+            { "type": "message", "ts": "1795000500.000900", "text": "someone else" },
+            {
+                "type": "message", "ts": "1795000400.000800", "text": "another verdict",
+                "metadata": { "event_type": "culprit_verdict", "event_payload": { "idempotency_key": "slack:g0:v1", "group_key": "g0" } }
+            },
+            {
+                "type": "message", "ts": TS, "text": "ours",
+                "metadata": { "event_type": "culprit_verdict", "event_payload": { "idempotency_key": "slack:g1:v1", "group_key": "g1" } }
+            }
+        ],
+        "has_more": false
+    });
+    Mock::given(method("GET"))
+        .and(path("/conversations.history"))
+        .and(query_param("channel", CHANNEL))
+        .and(query_param("limit", "100"))
+        .and(query_param("include_all_metadata", "true"))
+        .and(header("authorization", format!("Bearer {TOKEN}").as_str()))
+        .respond_with(ResponseTemplate::new(200).set_body_json(history))
+        .expect(2)
+        .mount(&server)
+        .await;
+    let (slack, _f) = web_api(&server);
+    let found = slack.already_sent(&first_verdict(), None).await.unwrap();
+    assert_eq!(found, Some(Sent { state: Some(state()) }));
+    let missing = notice(NoticeKind::Verdict, Some(verdict("slow-sink")), "slack:g1:v9");
+    assert_eq!(slack.already_sent(&missing, None).await.unwrap(), None);
+}
+
+#[tokio::test]
+async fn already_sent_says_unknown_when_the_history_cannot_be_read_and_retries_rate_limits() {
+    let server = MockServer::start().await;
+    Mock::given(path("/conversations.history")).respond_with(slack_error("missing_scope")).mount(&server).await;
+    let (slack, _f) = web_api(&server);
+    assert_eq!(slack.already_sent(&first_verdict(), None).await.unwrap(), None);
+
+    let server = MockServer::start().await;
+    Mock::given(path("/conversations.history"))
+        .respond_with(ResponseTemplate::new(429).insert_header("retry-after", "5"))
+        .mount(&server)
+        .await;
+    let (slack, _f) = web_api(&server);
+    let e = slack.already_sent(&first_verdict(), None).await.unwrap_err();
+    assert!(e.retryable);
+    assert_eq!(e.retry_after, Some(Duration::from_secs(5)));
+}
+
+#[tokio::test]
+async fn the_incoming_webhook_mode_posts_text_and_blocks_as_new_messages() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path(WEBHOOK_PATH))
+        .respond_with(ResponseTemplate::new(200).set_body_string("ok"))
+        .expect(2)
+        .mount(&server)
+        .await;
+    let (slack, _f, _url) = incoming_webhook(&server);
+    let sent = slack.send(&first_verdict(), None).await.unwrap();
+    assert_eq!(sent, Sent { state: None });
+    // No threads or updates: a resolution is a new message even with a state.
+    slack.send(&notice(NoticeKind::Resolved, None, "r"), Some(&state())).await.unwrap();
+    let posts = bodies(&server, WEBHOOK_PATH).await;
+    assert!(posts[0]["blocks"].as_array().is_some_and(|b| !b.is_empty()));
+    assert!(posts[0]["text"].as_str().unwrap().starts_with("slow-sink: Writer (sink) is the culprit"));
+    assert!(posts.iter().all(|p| p.get("thread_ts").is_none() && p.get("channel").is_none()));
+    assert!(slack.already_sent(&first_verdict(), None).await.unwrap().is_none());
+}
+
+#[tokio::test]
+async fn the_incoming_webhook_sends_text_alone_once_after_invalid_blocks() {
+    let server = MockServer::start().await;
+    Mock::given(path(WEBHOOK_PATH))
+        .and(has_blocks)
+        .respond_with(ResponseTemplate::new(400).set_body_string("invalid_blocks"))
+        .expect(1)
+        .mount(&server)
+        .await;
+    Mock::given(path(WEBHOOK_PATH))
+        .and(without_blocks)
+        .respond_with(ResponseTemplate::new(200).set_body_string("ok"))
+        .expect(1)
+        .mount(&server)
+        .await;
+    let (slack, _f, _url) = incoming_webhook(&server);
+    slack.send(&first_verdict(), None).await.unwrap();
+}
+
+#[tokio::test]
+async fn the_incoming_webhook_retries_429_and_5xx_and_stops_on_403_and_404_without_leaking_its_url() {
+    for (response, retryable) in [
+        (ResponseTemplate::new(429).insert_header("retry-after", "2").set_body_string("rate_limited"), true),
+        (ResponseTemplate::new(500).set_body_string("internal error"), true),
+        (ResponseTemplate::new(403).set_body_string(format!("invalid_token for {WEBHOOK_PATH}")), false),
+        (ResponseTemplate::new(404).set_body_string("no_service W3BH00KS3CR3T"), false),
+        (ResponseTemplate::new(404).set_body_string("channel_not_found"), false),
+    ] {
+        let server = MockServer::start().await;
+        Mock::given(path(WEBHOOK_PATH)).respond_with(response).mount(&server).await;
+        let (slack, _f, url) = incoming_webhook(&server);
+        let e = slack.send(&first_verdict(), None).await.unwrap_err();
+        assert_eq!(e.retryable, retryable, "{e:?}");
+        assert_no_secret(&e, &[&url, WEBHOOK_PATH, "W3BH00KS3CR3T"]);
+        assert!(!format!("{slack:?}").contains("W3BH00KS3CR3T"));
+    }
+}
+
+#[tokio::test]
+async fn an_unreachable_webhook_is_retryable_and_its_url_is_not_in_the_error() {
+    // A port nothing listens on (wiremock keeps a dropped server alive in its pool).
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let url = format!("http://127.0.0.1:{port}{WEBHOOK_PATH}");
+    let f = secret_file(&url);
+    let cfg = SlackConfig {
+        mode: SlackMode::IncomingWebhook,
+        token: None,
+        channel: None,
+        webhook_url: Some(SecretSource::File(f.path().to_path_buf())),
+        api_url: "https://slack.com/api".into(),
+    };
+    let slack = Slack::new(&cfg).unwrap();
+    let e = slack.send(&first_verdict(), None).await.unwrap_err();
+    assert!(e.retryable);
+    assert_no_secret(&e, &[&url, WEBHOOK_PATH, "W3BH00KS3CR3T"]);
+}
+
+fn assert_no_secret(e: &NotifyError, secrets: &[&str]) {
+    for s in secrets {
+        assert!(!e.message.contains(s), "{s} leaked in {e:?}");
+        assert!(!format!("{e:?}").contains(s));
+    }
+}
+
+/// Answers with what it got: the Authorization header in the error, the body, everything.
+struct Echo {
+    status: u16,
+    json: bool,
+}
+
+impl Respond for Echo {
+    fn respond(&self, r: &Request) -> ResponseTemplate {
+        let auth = r.headers.get("authorization").map(|v| v.to_str().unwrap().to_string()).unwrap_or_default();
+        let echoed = format!("you sent {auth} to {}", r.url);
+        if self.json {
+            ResponseTemplate::new(self.status).set_body_json(json!({ "ok": false, "error": echoed }))
+        } else {
+            ResponseTemplate::new(self.status).set_body_string(echoed)
+        }
+    }
+}
+
+#[tokio::test]
+async fn the_token_is_never_in_debug_or_errors_even_when_slack_echoes_it_back() {
+    for echo in [
+        Echo { status: 200, json: true },
+        Echo { status: 200, json: false },
+        Echo { status: 500, json: false },
+        Echo { status: 401, json: true },
+    ] {
+        let server = MockServer::start().await;
+        Mock::given(wiremock::matchers::any()).respond_with(echo).mount(&server).await;
+        let (slack, _f) = web_api(&server);
+        assert!(!format!("{slack:?}").contains(TOKEN));
+        let e = slack.send(&first_verdict(), None).await.unwrap_err();
+        assert_no_secret(&e, &[TOKEN, "S3CR3TT0K3N"]);
+        assert!(e.message.contains("[REDACTED]"), "{}", e.message);
+        let e = slack.send(&notice(NoticeKind::Resolved, None, "r"), Some(&state())).await.unwrap_err();
+        assert_no_secret(&e, &[TOKEN]);
+    }
+    let server = MockServer::start().await;
+    Mock::given(wiremock::matchers::any()).respond_with(Echo { status: 500, json: true }).mount(&server).await;
+    let (slack, _f, url) = incoming_webhook(&server);
+    let e = slack.send(&first_verdict(), None).await.unwrap_err();
+    assert_no_secret(&e, &[&url, WEBHOOK_PATH, "W3BH00KS3CR3T"]);
+}
+
+#[test]
+fn a_configuration_without_its_secret_is_refused_without_showing_a_url() {
+    let base = SlackConfig {
+        mode: SlackMode::WebApi,
+        token: None,
+        channel: Some(CHANNEL.into()),
+        webhook_url: None,
+        api_url: "https://slack.com/api".into(),
+    };
+    assert!(Slack::new(&base).unwrap_err().contains("token"));
+    let f = secret_file(TOKEN);
+    let no_channel =
+        SlackConfig { token: Some(SecretSource::File(f.path().to_path_buf())), channel: None, ..base.clone() };
+    assert!(Slack::new(&no_channel).unwrap_err().contains("channel"));
+    let webhook = SlackConfig { mode: SlackMode::IncomingWebhook, ..base.clone() };
+    assert!(Slack::new(&webhook).unwrap_err().contains("webhook_url"));
+    let bad = secret_file("ftp://hooks.example/services/W3BH00KS3CR3T");
+    let bad_url = SlackConfig { webhook_url: Some(SecretSource::File(bad.path().to_path_buf())), ..webhook };
+    let e = Slack::new(&bad_url).unwrap_err();
+    assert!(!e.contains("W3BH00KS3CR3T"), "{e}");
+}
+
+#[test]
+fn slack_wants_every_kind_of_notice() {
+    let f = secret_file(TOKEN);
+    let cfg = SlackConfig {
+        mode: SlackMode::WebApi,
+        token: Some(SecretSource::File(f.path().to_path_buf())),
+        channel: Some(CHANNEL.into()),
+        webhook_url: None,
+        api_url: "https://slack.com/api".into(),
+    };
+    let slack = Slack::new(&cfg).unwrap();
+    for kind in [NoticeKind::Verdict, NoticeKind::Resolved, NoticeKind::CouldNotDiagnose] {
+        assert!(slack.wants(&notice(kind, None, "k")));
+    }
+}
