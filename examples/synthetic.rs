@@ -29,8 +29,13 @@ struct Args {
 
 fn main() -> std::io::Result<()> {
     let a = Args::parse();
-    let job =
-        SyntheticJob { vertices: a.vertices, subtasks: a.subtasks, samples: a.samples, start_ms: 1_795_000_000_000, job: 0 };
+    let job = SyntheticJob {
+        vertices: a.vertices,
+        subtasks: a.subtasks,
+        samples: a.samples,
+        start_ms: 1_795_000_000_000,
+        job: 0,
+    };
     std::fs::write(&a.plan_out, job.plan_json())?;
     job.write_openmetrics(std::fs::File::create(&a.out)?)?;
     eprintln!("wrote {} and {}", a.out.display(), a.plan_out.display());

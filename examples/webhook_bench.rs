@@ -26,7 +26,12 @@ struct Args {
 }
 
 /// Sends webhooks from `connections` tasks for `seconds`; returns (requests/s, p50, p99, errors).
-async fn load(url: String, body: Arc<Vec<serde_json::Value>>, seconds: u64, connections: usize) -> (f64, Duration, Duration, usize) {
+async fn load(
+    url: String,
+    body: Arc<Vec<serde_json::Value>>,
+    seconds: u64,
+    connections: usize,
+) -> (f64, Duration, Duration, usize) {
     let client = reqwest::Client::builder().pool_max_idle_per_host(connections).build().unwrap();
     let deadline = Instant::now() + Duration::from_secs(seconds);
     let started = Instant::now();
@@ -75,14 +80,16 @@ async fn main() {
     config.service.coalesce = culprit::config::Millis::from_secs(3600);
     let app = Application::build(config).await.unwrap();
 
-    let bare = axum::Router::new().route("/webhook/alertmanager", post(|_body: axum::body::Bytes| async { axum::http::StatusCode::ACCEPTED }));
+    let bare = axum::Router::new()
+        .route("/webhook/alertmanager", post(|_body: axum::body::Bytes| async { axum::http::StatusCode::ACCEPTED }));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let bare_url = format!("http://{}/webhook/alertmanager", listener.local_addr().unwrap());
     tokio::spawn(async move { axum::serve(listener, bare).await.unwrap() });
 
     // The real webhook of the slow-sink capture, for 1000 different jobs.
     let real: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string("examples/captures/slow-sink/alerts/webhook-0001.json").unwrap()).unwrap();
+        serde_json::from_str(&std::fs::read_to_string("examples/captures/slow-sink/alerts/webhook-0001.json").unwrap())
+            .unwrap();
     let bodies: Vec<serde_json::Value> = (0..1000)
         .map(|i| {
             let mut w = real.clone();
@@ -94,7 +101,9 @@ async fn main() {
         .collect();
     let bodies = Arc::new(bodies);
 
-    for (name, url) in [("bare axum handler", bare_url), ("culprit webhook (durable)", format!("{}/webhook/alertmanager", app.url()))] {
+    for (name, url) in
+        [("bare axum handler", bare_url), ("culprit webhook (durable)", format!("{}/webhook/alertmanager", app.url()))]
+    {
         let _warm = load(url.clone(), bodies.clone(), 1, a.connections).await;
         let (rps, p50, p99, errors) = load(url, bodies.clone(), a.seconds, a.connections).await;
         println!(

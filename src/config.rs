@@ -571,7 +571,12 @@ pub struct StoreConfig {
 
 impl Default for StoreConfig {
     fn default() -> Self {
-        StoreConfig { path: "culprit.db".into(), synchronous: Synchronous::Full, max_queue: 10_000, verdicts_kept: 1000 }
+        StoreConfig {
+            path: "culprit.db".into(),
+            synchronous: Synchronous::Full,
+            max_queue: 10_000,
+            verdicts_kept: 1000,
+        }
     }
 }
 

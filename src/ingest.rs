@@ -149,7 +149,8 @@ mod tests {
     use super::*;
 
     fn real() -> Vec<u8> {
-        std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/examples/captures/slow-sink/alerts/webhook-0001.json")).unwrap()
+        std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/examples/captures/slow-sink/alerts/webhook-0001.json"))
+            .unwrap()
     }
 
     #[test]

@@ -76,7 +76,11 @@ impl Metrics {
         let diagnoses = Family::<DiagnosisLabels, Counter>::default();
         registry.register("diagnoses", "Diagnoses completed, by verdict status and finding", diagnoses.clone());
         let diagnosis_failures = Family::<Reason, Counter>::default();
-        registry.register("diagnosis_failures", "Diagnosis attempts that failed, by reason", diagnosis_failures.clone());
+        registry.register(
+            "diagnosis_failures",
+            "Diagnosis attempts that failed, by reason",
+            diagnosis_failures.clone(),
+        );
         let notifications = Family::<Notification, Counter>::default();
         registry.register("notifications", "Notification attempts, by destination and outcome", notifications.clone());
         let queue_depth = Family::<Queue, Gauge<i64, AtomicI64>>::default();
@@ -88,7 +92,11 @@ impl Metrics {
             webhook_duration.clone(),
         );
         let diagnosis_duration = Histogram::new(exponential_buckets(0.01, 2.0, 14));
-        registry.register("diagnosis_duration_seconds", "Time to diagnose one job live, seconds", diagnosis_duration.clone());
+        registry.register(
+            "diagnosis_duration_seconds",
+            "Time to diagnose one job live, seconds",
+            diagnosis_duration.clone(),
+        );
         let notification_duration = Family::<Destination, Histogram>::new_with_constructor(|| {
             Histogram::new(exponential_buckets(0.005, 2.0, 14))
         });
@@ -115,7 +123,9 @@ impl Metrics {
     }
 
     pub fn notification(&self, destination: &str, outcome: &str) {
-        self.notifications.get_or_create(&Notification { destination: destination.into(), outcome: outcome.into() }).inc();
+        self.notifications
+            .get_or_create(&Notification { destination: destination.into(), outcome: outcome.into() })
+            .inc();
     }
 
     pub fn set_queue(&self, queue: &str, depth: i64) {
@@ -135,11 +145,8 @@ impl Metrics {
 /// format 0.0.4 names the family like its samples. This renames counter families, and
 /// drops `# EOF` and `# UNIT`, which the text format does not have.
 pub fn openmetrics_to_text(om: &str) -> String {
-    let counters: std::collections::BTreeSet<&str> = om
-        .lines()
-        .filter_map(|l| l.strip_prefix("# TYPE "))
-        .filter_map(|l| l.strip_suffix(" counter"))
-        .collect();
+    let counters: std::collections::BTreeSet<&str> =
+        om.lines().filter_map(|l| l.strip_prefix("# TYPE ")).filter_map(|l| l.strip_suffix(" counter")).collect();
     let mut out = String::with_capacity(om.len());
     for line in om.lines() {
         if line == "# EOF" || line.starts_with("# UNIT ") {

@@ -75,7 +75,12 @@ fn json_error(status: StatusCode, message: &str) -> Response {
     (status, axum::Json(serde_json::json!({ "error": message }))).into_response()
 }
 
-async fn require_auth(State(state): State<Arc<AppState>>, headers: HeaderMap, req: axum::extract::Request, next: Next) -> Response {
+async fn require_auth(
+    State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
+    req: axum::extract::Request,
+    next: Next,
+) -> Response {
     if let Some(expected) = &state.auth
         && !expected.accepts(&headers)
     {
@@ -89,7 +94,10 @@ async fn require_auth(State(state): State<Arc<AppState>>, headers: HeaderMap, re
     next.run(req).await
 }
 
-async fn webhook(State(state): State<Arc<AppState>>, body: Result<Bytes, axum::extract::rejection::BytesRejection>) -> Response {
+async fn webhook(
+    State(state): State<Arc<AppState>>,
+    body: Result<Bytes, axum::extract::rejection::BytesRejection>,
+) -> Response {
     let started = Instant::now();
     let metrics = &state.service.metrics;
     let body = match body {
@@ -106,7 +114,8 @@ async fn webhook(State(state): State<Arc<AppState>>, body: Result<Bytes, axum::e
     let response = match state.service.accept_webhook(&body).await {
         Intake::Accepted { jobs } => {
             metrics.webhook(if jobs == 0 { "ignored" } else { "accepted" });
-            (StatusCode::ACCEPTED, axum::Json(serde_json::json!({ "status": "accepted", "jobs": jobs }))).into_response()
+            (StatusCode::ACCEPTED, axum::Json(serde_json::json!({ "status": "accepted", "jobs": jobs })))
+                .into_response()
         }
         Intake::BadRequest(reason) => {
             metrics.webhook("bad_request");
@@ -260,7 +269,8 @@ async fn readyz(State(state): State<Arc<AppState>>) -> Response {
     if problems.is_empty() {
         (StatusCode::OK, "ready\n").into_response()
     } else {
-        (StatusCode::SERVICE_UNAVAILABLE, axum::Json(serde_json::json!({ "ready": false, "problems": problems }))).into_response()
+        (StatusCode::SERVICE_UNAVAILABLE, axum::Json(serde_json::json!({ "ready": false, "problems": problems })))
+            .into_response()
     }
 }
 
@@ -269,10 +279,7 @@ async fn metrics(State(state): State<Arc<AppState>>) -> Response {
         state.service.metrics.set_queue("outbox", depth);
     }
     state.service.metrics.set_queue("work", state.service.store.queue_depth() as i64);
-    (
-        [(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")],
-        state.service.metrics.encode(),
-    )
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], state.service.metrics.encode())
         .into_response()
 }
 
@@ -361,7 +368,8 @@ impl Application {
         let ctrl_c = tokio::signal::ctrl_c();
         #[cfg(unix)]
         {
-            let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("signal handler");
+            let mut term =
+                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("signal handler");
             tokio::select! {
                 _ = ctrl_c => {}
                 _ = term.recv() => {}

@@ -35,11 +35,8 @@ fn now_ms() -> i64 {
 /// between diagnoses (busy 99.1% vs 99.3%) do not.
 pub fn verdict_key(v: &Verdict) -> String {
     let culprit = v.culprit.as_ref().map(|c| (c.vertex_id.as_str(), c.subtasks.clone()));
-    let hazards: Vec<(String, String, Option<&str>)> = v
-        .hazards
-        .iter()
-        .map(|h| (format!("{:?}", h.kind), format!("{:?}", h.severity), h.topic.as_deref()))
-        .collect();
+    let hazards: Vec<(String, String, Option<&str>)> =
+        v.hazards.iter().map(|h| (format!("{:?}", h.kind), format!("{:?}", h.severity), h.topic.as_deref())).collect();
     sha256_hex(
         &serde_json::json!({
             "status": v.status, "finding": v.finding, "culprit": culprit, "hazards": hazards
@@ -56,6 +53,19 @@ pub enum Outcome<'a> {
     CouldNotDiagnose(&'a str),
 }
 
+/// Everything a finished diagnosis hands to [`plan_notices`] besides the last verdicts.
+pub struct NoticePlan<'a> {
+    pub item: &'a WorkItem,
+    pub outcome: Outcome<'a>,
+    pub job: &'a JobRef,
+    /// Destinations by name, with whether they re-post an unchanged verdict (Alertmanager).
+    pub destinations: &'a [(String, bool)],
+    pub verdict_id: Option<i64>,
+    pub verdict_url: Option<String>,
+    pub notify_resolved: bool,
+    pub now_ms: i64,
+}
+
 /// The notices a finished diagnosis gives, per group and destination (pure).
 ///
 /// * firing group, verdict unchanged since the last post to that destination: nothing
@@ -63,17 +73,10 @@ pub enum Outcome<'a> {
 ///   fires);
 /// * firing group, new or changed verdict: a `Verdict` notice;
 /// * resolved group that had a verdict: a `Resolved` notice (when configured).
-pub fn plan_notices(
-    item: &WorkItem,
-    outcome: &Outcome<'_>,
-    job: &JobRef,
-    destinations: &[(String, bool)],
-    last_verdict: &dyn Fn(&str, &str) -> Option<String>,
-    verdict_id: Option<i64>,
-    verdict_url: Option<String>,
-    notify_resolved: bool,
-    now_ms: i64,
-) -> Vec<NewNotice> {
+pub fn plan_notices(plan: &NoticePlan<'_>, last_verdict: &dyn Fn(&str, &str) -> Option<String>) -> Vec<NewNotice> {
+    let (item, outcome, job, destinations) = (plan.item, &plan.outcome, plan.job, plan.destinations);
+    let (verdict_id, verdict_url, notify_resolved, now_ms) =
+        (plan.verdict_id, &plan.verdict_url, plan.notify_resolved, plan.now_ms);
     let mut out = Vec::new();
     let key = match outcome {
         Outcome::Verdict(v) => verdict_key(v),
@@ -134,7 +137,8 @@ pub fn plan_notices(
 /// `Retry-After` when given, else `min · 2^(attempts−1)` capped at `max`.
 pub fn delivery_delay(attempts: i64, retry_after: Option<Duration>, min: Duration, max: Duration) -> Duration {
     if let Some(d) = retry_after {
-        return d.min(max.max(d.min(Duration::from_secs(3600))));
+        // The destination knows best, within reason: at most an hour.
+        return d.min(Duration::from_secs(3600));
     }
     let exp = min.saturating_mul(1u32 << attempts.clamp(1, 20).saturating_sub(1) as u32);
     exp.min(max)
@@ -270,7 +274,13 @@ impl Service {
                 self.metrics.diagnosis_duration.observe(started.elapsed().as_secs_f64());
                 let degraded = v.missing.iter().any(|m| m.contains("query failed"));
                 if degraded && !give_up {
-                    (None, Some(format!("metrics queries failed: {}", v.missing.iter().find(|m| m.contains("query failed")).unwrap())))
+                    (
+                        None,
+                        Some(format!(
+                            "metrics queries failed: {}",
+                            v.missing.iter().find(|m| m.contains("query failed")).unwrap()
+                        )),
+                    )
                 } else {
                     (Some(v), None)
                 }
@@ -302,14 +312,20 @@ impl Service {
         if let Some(v) = &verdict {
             self.metrics
                 .diagnoses
-                .get_or_create(&DiagnosisLabels { status: v.status.as_str().into(), finding: v.finding.as_str().into() })
+                .get_or_create(&DiagnosisLabels {
+                    status: v.status.as_str().into(),
+                    finding: v.finding.as_str().into(),
+                })
                 .inc();
             tracing::info!(job = %v.job.name, status = v.status.as_str(), finding = v.finding.as_str(),
                 culprit = v.culprit.as_ref().map(|c| c.vertex_name.as_str()).unwrap_or(""), "verdict");
         }
         let job = match &verdict {
             Some(v) => v.job.clone(),
-            None => JobRef { name: item.labels.get(&self.config.service.job_name_label).cloned().unwrap_or_else(|| item.job.clone()), id: item.labels.get(&self.config.service.job_id_label).cloned().unwrap_or_default() },
+            None => JobRef {
+                name: item.labels.get(&self.config.service.job_name_label).cloned().unwrap_or_else(|| item.job.clone()),
+                id: item.labels.get(&self.config.service.job_id_label).cloned().unwrap_or_default(),
+            },
         };
         let destinations: Vec<(String, bool)> =
             self.notifiers.iter().map(|n| (n.name(), matches!(n, Notifier::Alertmanager(_)))).collect();
@@ -334,13 +350,24 @@ impl Service {
                     (Some(base), Some(id)) => Some(format!("{}/api/v1/verdicts/{id}", base.trim_end_matches('/'))),
                     _ => None,
                 };
-                let mut planned =
-                    plan_notices(&item, &outcome, &job, &destinations, last, verdict_id, url, notify_resolved, now);
+                let plan = NoticePlan {
+                    item: &item,
+                    outcome,
+                    job: &job,
+                    destinations: &destinations,
+                    verdict_id,
+                    verdict_url: url,
+                    notify_resolved,
+                    now_ms: now,
+                };
+                let mut planned = plan_notices(&plan, last);
                 // Resolved-only work has no outcome: drop the firing notices it cannot have.
                 if verdict.is_none() && reason.is_none() {
                     planned.retain(|n| n.notice.kind == NoticeKind::Resolved);
                 }
-                planned.retain(|n| notifiers.iter().find(|x| x.name() == n.destination).is_some_and(|x| x.wants(&n.notice)));
+                planned.retain(|n| {
+                    notifiers.iter().find(|x| x.name() == n.destination).is_some_and(|x| x.wants(&n.notice))
+                });
                 planned
             },
             now,
@@ -361,7 +388,8 @@ impl Service {
         let notifier = &self.notifiers[index];
         let dest = notifier.name();
         let retry = &self.config.notify.retry;
-        let (min, max) = (Duration::from_millis(retry.min.as_ms() as u64), Duration::from_millis(retry.max.as_ms() as u64));
+        let (min, max) =
+            (Duration::from_millis(retry.min.as_ms() as u64), Duration::from_millis(retry.max.as_ms() as u64));
         loop {
             if *stop.borrow() {
                 break;
@@ -462,7 +490,9 @@ mod tests {
             labels: BTreeMap::new(),
             groups: groups
                 .iter()
-                .map(|(g, f)| (g.to_string(), GroupInfo { firing: *f, firing_set: "s".into(), labels: BTreeMap::new() }))
+                .map(|(g, f)| {
+                    (g.to_string(), GroupInfo { firing: *f, firing_set: "s".into(), labels: BTreeMap::new() })
+                })
                 .collect(),
             created_ms: 0,
             attempts: 0,
@@ -481,7 +511,19 @@ mod tests {
     #[test]
     fn a_first_verdict_goes_to_every_destination_and_is_remembered() {
         let v = verdict();
-        let n = plan_notices(&item(&[("g", true)]), &Outcome::Verdict(&v), &job(), &dests(), &|_, _| None, Some(1), None, true, 0);
+        let n = plan_notices(
+            &NoticePlan {
+                item: &item(&[("g", true)]),
+                outcome: Outcome::Verdict(&v),
+                job: &job(),
+                destinations: &dests(),
+                verdict_id: Some(1),
+                verdict_url: None,
+                notify_resolved: true,
+                now_ms: 0,
+            },
+            &|_, _| None,
+        );
         assert_eq!(n.len(), 2);
         assert!(n.iter().all(|x| x.notice.kind == NoticeKind::Verdict && !x.notice.changed));
         assert_eq!(n[0].remember_verdict.as_deref(), Some(verdict_key(&v).as_str()));
@@ -491,7 +533,19 @@ mod tests {
     fn a_repeat_with_an_unchanged_verdict_posts_nothing_but_refreshes_the_alertmanager_alert() {
         let v = verdict();
         let key = verdict_key(&v);
-        let n = plan_notices(&item(&[("g", true)]), &Outcome::Verdict(&v), &job(), &dests(), &|_, _| Some(key.clone()), None, None, true, 0);
+        let n = plan_notices(
+            &NoticePlan {
+                item: &item(&[("g", true)]),
+                outcome: Outcome::Verdict(&v),
+                job: &job(),
+                destinations: &dests(),
+                verdict_id: None,
+                verdict_url: None,
+                notify_resolved: true,
+                now_ms: 0,
+            },
+            &|_, _| Some(key.clone()),
+        );
         let d: Vec<&str> = n.iter().map(|x| x.destination.as_str()).collect();
         assert_eq!(d, ["alertmanager"]);
     }
@@ -499,9 +553,32 @@ mod tests {
     #[test]
     fn a_changed_verdict_is_posted_as_changed_with_a_new_idempotency_key() {
         let v = verdict();
-        let first = plan_notices(&item(&[("g", true)]), &Outcome::Verdict(&v), &job(), &dests(), &|_, _| None, None, None, true, 0);
-        let changed =
-            plan_notices(&item(&[("g", true)]), &Outcome::Verdict(&v), &job(), &dests(), &|_, _| Some("older".into()), None, None, true, 0);
+        let first = plan_notices(
+            &NoticePlan {
+                item: &item(&[("g", true)]),
+                outcome: Outcome::Verdict(&v),
+                job: &job(),
+                destinations: &dests(),
+                verdict_id: None,
+                verdict_url: None,
+                notify_resolved: true,
+                now_ms: 0,
+            },
+            &|_, _| None,
+        );
+        let changed = plan_notices(
+            &NoticePlan {
+                item: &item(&[("g", true)]),
+                outcome: Outcome::Verdict(&v),
+                job: &job(),
+                destinations: &dests(),
+                verdict_id: None,
+                verdict_url: None,
+                notify_resolved: true,
+                now_ms: 0,
+            },
+            &|_, _| Some("older".into()),
+        );
         assert!(changed[0].notice.changed);
         assert_ne!(first[0].notice.idempotency_key, changed[0].notice.idempotency_key);
     }
@@ -509,7 +586,21 @@ mod tests {
     #[test]
     fn replaying_the_same_diagnosis_gives_the_same_idempotency_keys() {
         let v = verdict();
-        let plan = || plan_notices(&item(&[("g", true)]), &Outcome::Verdict(&v), &job(), &dests(), &|_, _| None, Some(3), None, true, 5);
+        let plan = || {
+            plan_notices(
+                &NoticePlan {
+                    item: &item(&[("g", true)]),
+                    outcome: Outcome::Verdict(&v),
+                    job: &job(),
+                    destinations: &dests(),
+                    verdict_id: Some(3),
+                    verdict_url: None,
+                    notify_resolved: true,
+                    now_ms: 5,
+                },
+                &|_, _| None,
+            )
+        };
         let keys = |n: Vec<NewNotice>| n.into_iter().map(|x| x.notice.idempotency_key).collect::<Vec<_>>();
         assert_eq!(keys(plan()), keys(plan()));
     }
@@ -517,12 +608,47 @@ mod tests {
     #[test]
     fn a_resolved_group_gets_one_resolved_notice_only_if_it_had_a_verdict() {
         let v = verdict();
-        let n = plan_notices(&item(&[("g", false)]), &Outcome::Verdict(&v), &job(), &dests(), &|_, _| Some("k".into()), None, None, true, 0);
+        let n = plan_notices(
+            &NoticePlan {
+                item: &item(&[("g", false)]),
+                outcome: Outcome::Verdict(&v),
+                job: &job(),
+                destinations: &dests(),
+                verdict_id: None,
+                verdict_url: None,
+                notify_resolved: true,
+                now_ms: 0,
+            },
+            &|_, _| Some("k".into()),
+        );
         assert!(n.iter().all(|x| x.notice.kind == NoticeKind::Resolved) && n.len() == 2);
-        let none = plan_notices(&item(&[("g", false)]), &Outcome::Verdict(&v), &job(), &dests(), &|_, _| None, None, None, true, 0);
+        let none = plan_notices(
+            &NoticePlan {
+                item: &item(&[("g", false)]),
+                outcome: Outcome::Verdict(&v),
+                job: &job(),
+                destinations: &dests(),
+                verdict_id: None,
+                verdict_url: None,
+                notify_resolved: true,
+                now_ms: 0,
+            },
+            &|_, _| None,
+        );
         assert!(none.is_empty());
-        let again =
-            plan_notices(&item(&[("g", false)]), &Outcome::Verdict(&v), &job(), &dests(), &|_, _| Some(RESOLVED.into()), None, None, true, 0);
+        let again = plan_notices(
+            &NoticePlan {
+                item: &item(&[("g", false)]),
+                outcome: Outcome::Verdict(&v),
+                job: &job(),
+                destinations: &dests(),
+                verdict_id: None,
+                verdict_url: None,
+                notify_resolved: true,
+                now_ms: 0,
+            },
+            &|_, _| Some(RESOLVED.into()),
+        );
         assert!(again.is_empty());
     }
 

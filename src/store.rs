@@ -128,7 +128,10 @@ fn recover_running(conn: &Connection) -> Result<(), StoreError> {
             Some((pending_id, newer)) => {
                 let mut merged: BTreeMap<String, GroupInfo> = serde_json::from_str(&groups)?;
                 merged.extend(serde_json::from_str::<BTreeMap<String, GroupInfo>>(&newer)?);
-                conn.execute("UPDATE work SET groups = ?2 WHERE id = ?1", params![pending_id, serde_json::to_string(&merged)?])?;
+                conn.execute(
+                    "UPDATE work SET groups = ?2 WHERE id = ?1",
+                    params![pending_id, serde_json::to_string(&merged)?],
+                )?;
                 conn.execute("DELETE FROM work WHERE id = ?1", params![id])?;
             }
             None => {
@@ -267,7 +270,9 @@ impl Store {
                 },
             )
             .optional()?;
-        let Some((id, job_key, job, labels, groups, created_ms, attempts, first_failure_ms)) = row else { return Ok(None) };
+        let Some((id, job_key, job, labels, groups, created_ms, attempts, first_failure_ms)) = row else {
+            return Ok(None);
+        };
         Ok(Some(WorkItem {
             id,
             job_key,
@@ -291,9 +296,11 @@ impl Store {
         let mut conn = self.conn();
         let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
         let newer: Option<(i64, String)> = tx
-            .query_row("SELECT id, groups FROM work WHERE state = 'pending' AND job_key = ?1", params![item.job_key], |r| {
-                Ok((r.get(0)?, r.get(1)?))
-            })
+            .query_row(
+                "SELECT id, groups FROM work WHERE state = 'pending' AND job_key = ?1",
+                params![item.job_key],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
             .optional()?;
         match newer {
             Some((newer_id, groups)) => {
@@ -396,8 +403,10 @@ impl Store {
 
     /// Forgets what was posted for a group at a destination (it resolved).
     pub fn forget_group(&self, destination: &str, group_key: &str) -> Result<(), StoreError> {
-        self.conn()
-            .execute("UPDATE group_state SET verdict_key = NULL WHERE destination = ?1 AND group_key = ?2", params![destination, group_key])?;
+        self.conn().execute(
+            "UPDATE group_state SET verdict_key = NULL WHERE destination = ?1 AND group_key = ?2",
+            params![destination, group_key],
+        )?;
         Ok(())
     }
 
@@ -435,7 +444,8 @@ impl Store {
 
     /// Marks a row as being sent (so a crash mid-send is noticed).
     pub fn mark_sending(&self, id: i64) -> Result<(), StoreError> {
-        self.conn().execute("UPDATE outbox SET state = 'sending', attempts = attempts + 1 WHERE id = ?1", params![id])?;
+        self.conn()
+            .execute("UPDATE outbox SET state = 'sending', attempts = attempts + 1 WHERE id = ?1", params![id])?;
         Ok(())
     }
 
@@ -457,8 +467,10 @@ impl Store {
 
     /// Schedules another attempt.
     pub fn mark_retry(&self, id: i64, next_ms: i64, error: &str) -> Result<(), StoreError> {
-        self.conn()
-            .execute("UPDATE outbox SET state = 'pending', next_ms = ?2, last_error = ?3 WHERE id = ?1", params![id, next_ms, error])?;
+        self.conn().execute(
+            "UPDATE outbox SET state = 'pending', next_ms = ?2, last_error = ?3 WHERE id = ?1",
+            params![id, next_ms, error],
+        )?;
         Ok(())
     }
 
@@ -470,7 +482,9 @@ impl Store {
 
     /// Rows waiting in a destination's outbox.
     pub fn outbox_depth(&self) -> Result<i64, StoreError> {
-        Ok(self.conn().query_row("SELECT COUNT(*) FROM outbox WHERE state IN ('pending', 'sending')", [], |r| r.get(0))?)
+        Ok(self
+            .conn()
+            .query_row("SELECT COUNT(*) FROM outbox WHERE state IN ('pending', 'sending')", [], |r| r.get(0))?)
     }
 
     /// Recent verdicts, newest first.
@@ -478,7 +492,9 @@ impl Store {
         let conn = self.conn();
         let mut stmt = conn.prepare("SELECT id, created_ms, json FROM verdicts ORDER BY id DESC LIMIT ?1")?;
         let rows = stmt
-            .query_map(params![limit as i64], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?, r.get::<_, String>(2)?)))?
+            .query_map(params![limit as i64], |r| {
+                Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?, r.get::<_, String>(2)?))
+            })?
             .collect::<Result<Vec<_>, _>>()?;
         rows.into_iter()
             .map(|(id, created_ms, json)| Ok(StoredVerdict { id, created_ms, verdict: serde_json::from_str(&json)? }))
@@ -489,9 +505,12 @@ impl Store {
     pub fn verdict(&self, id: i64) -> Result<Option<StoredVerdict>, StoreError> {
         let row: Option<(i64, String)> = self
             .conn()
-            .query_row("SELECT created_ms, json FROM verdicts WHERE id = ?1", params![id], |r| Ok((r.get(0)?, r.get(1)?)))
+            .query_row("SELECT created_ms, json FROM verdicts WHERE id = ?1", params![id], |r| {
+                Ok((r.get(0)?, r.get(1)?))
+            })
             .optional()?;
-        row.map(|(created_ms, json)| Ok(StoredVerdict { id, created_ms, verdict: serde_json::from_str(&json)? })).transpose()
+        row.map(|(created_ms, json)| Ok(StoredVerdict { id, created_ms, verdict: serde_json::from_str(&json)? }))
+            .transpose()
     }
 
     /// A write that proves the store is writable (for `/readyz`).

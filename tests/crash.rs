@@ -33,7 +33,11 @@ async fn start(config: &std::path::Path, port: u16, log: &std::path::Path) -> Cu
     let url = format!("http://127.0.0.1:{port}");
     let started = std::time::Instant::now();
     while reqwest::get(format!("{url}/healthz")).await.is_err() {
-        assert!(started.elapsed() < Duration::from_secs(20), "culprit did not start: {}", std::fs::read_to_string(log).unwrap());
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "culprit did not start: {}",
+            std::fs::read_to_string(log).unwrap()
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     Culprit { child, url }
@@ -43,14 +47,16 @@ async fn start(config: &std::path::Path, port: u16, log: &std::path::Path) -> Cu
 async fn a_sigkill_midway_loses_no_alert_and_delivers_no_verdict_twice() {
     let now = jiff::Timestamp::now().as_millisecond();
     let jobs = support::synthetic_jobs(20, now + 30_000);
-    let prom = support::prometheus_with_texts(&jobs.iter().map(|j| j.1.clone()).collect::<Vec<_>>(), support::free_port());
+    let prom =
+        support::prometheus_with_texts(&jobs.iter().map(|j| j.1.clone()).collect::<Vec<_>>(), support::free_port());
     let (slack, pagerduty) = (Capture::start().await, Capture::start().await);
     // Slow destinations widen the window in which the kill lands mid-delivery.
     slack.delay(60);
     pagerduty.delay(60);
     let tmp = tempfile::tempdir().unwrap();
     let port = support::free_port();
-    let mut text = support::culprit_config(tmp.path(), &prom.url, &slack.url, &pagerduty.url, "[service]\ncoalesce = \"300ms\"\n");
+    let mut text =
+        support::culprit_config(tmp.path(), &prom.url, &slack.url, &pagerduty.url, "[service]\ncoalesce = \"300ms\"\n");
     text = text.replace("listen = \"127.0.0.1:0\"", &format!("listen = \"127.0.0.1:{port}\""));
     let config = tmp.path().join("culprit.toml");
     std::fs::write(&config, text).unwrap();
@@ -69,7 +75,8 @@ async fn a_sigkill_midway_loses_no_alert_and_delivers_no_verdict_twice() {
 
     let culprit = start(&config, port, &log).await;
     for w in &webhooks[..100] {
-        let status = client.post(format!("{}/webhook/alertmanager", culprit.url)).json(w).send().await.unwrap().status();
+        let status =
+            client.post(format!("{}/webhook/alertmanager", culprit.url)).json(w).send().await.unwrap().status();
         assert_eq!(status, 202);
     }
     // Kill it while deliveries are under way.
@@ -80,7 +87,8 @@ async fn a_sigkill_midway_loses_no_alert_and_delivers_no_verdict_twice() {
 
     let culprit = start(&config, port, &log).await;
     for w in &webhooks[100..] {
-        let status = client.post(format!("{}/webhook/alertmanager", culprit.url)).json(w).send().await.unwrap().status();
+        let status =
+            client.post(format!("{}/webhook/alertmanager", culprit.url)).json(w).send().await.unwrap().status();
         assert_eq!(status, 202);
     }
     support::wait_for("20 Slack messages and 20 PagerDuty events", Duration::from_secs(120), || {
@@ -95,7 +103,9 @@ async fn a_sigkill_midway_loses_no_alert_and_delivers_no_verdict_twice() {
         v.sort();
         v
     };
-    let slack_groups = groups(slack.slack_messages(), &|m| m["metadata"]["event_payload"]["group_key"].as_str().unwrap_or("?").to_string());
+    let slack_groups = groups(slack.slack_messages(), &|m| {
+        m["metadata"]["event_payload"]["group_key"].as_str().unwrap_or("?").to_string()
+    });
     assert_eq!(slack_groups.len(), 20, "Slack messages: {slack_groups:#?}");
     let mut distinct = slack_groups.clone();
     distinct.dedup();

@@ -132,15 +132,22 @@ receivers:
     assert_eq!(events.len(), 1, "{events:#?}");
     let sent = group_keys.on("/alertmanager");
     let group_key = sent[0].body["groupKey"].as_str().unwrap();
-    assert_eq!(events[0]["dedup_key"], culprit::ingest::sha256_hex(group_key), "PagerDuty's dedup_key is SHA-256 of the groupKey");
+    assert_eq!(
+        events[0]["dedup_key"],
+        culprit::ingest::sha256_hex(group_key),
+        "PagerDuty's dedup_key is SHA-256 of the groupKey"
+    );
     assert_eq!(events[0]["payload"]["custom_details"]["verdict"]["finding"], "sink", "{:#}", events[0]);
 
     // culprit's own alert is in Alertmanager, beside (not over) the source alert.
-    let alerts: serde_json::Value = reqwest::get(format!("http://127.0.0.1:{am_port}/api/v2/alerts")).await.unwrap().json().await.unwrap();
-    let names: Vec<&str> = alerts.as_array().unwrap().iter().filter_map(|a| a["labels"]["alertname"].as_str()).collect();
+    let alerts: serde_json::Value =
+        reqwest::get(format!("http://127.0.0.1:{am_port}/api/v2/alerts")).await.unwrap().json().await.unwrap();
+    let names: Vec<&str> =
+        alerts.as_array().unwrap().iter().filter_map(|a| a["labels"]["alertname"].as_str()).collect();
     assert!(names.contains(&"FlinkBackpressureCulprit"), "{names:?}");
     assert!(names.contains(&"FlinkJobBackpressured"), "{names:?}");
-    let own = alerts.as_array().unwrap().iter().find(|a| a["labels"]["alertname"] == "FlinkBackpressureCulprit").unwrap();
+    let own =
+        alerts.as_array().unwrap().iter().find(|a| a["labels"]["alertname"] == "FlinkBackpressureCulprit").unwrap();
     assert_eq!(own["labels"]["culprit_vertex"], "slow-sink: Writer");
 
     app.stop().await;

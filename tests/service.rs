@@ -27,10 +27,12 @@ async fn a_storm_of_1000_alerts_for_10_jobs_gives_10_diagnoses_and_10_posts_per_
     support::init_logs();
     let now = jiff::Timestamp::now().as_millisecond();
     let jobs = support::synthetic_jobs(10, now - 1_000);
-    let prom = support::prometheus_with_texts(&jobs.iter().map(|j| j.1.clone()).collect::<Vec<_>>(), support::free_port());
+    let prom =
+        support::prometheus_with_texts(&jobs.iter().map(|j| j.1.clone()).collect::<Vec<_>>(), support::free_port());
     let (slack, pagerduty) = (Capture::start().await, Capture::start().await);
     let tmp = tempfile::tempdir().unwrap();
-    let text = support::culprit_config(tmp.path(), &prom.url, &slack.url, &pagerduty.url, "[service]\ncoalesce = \"5s\"\n");
+    let text =
+        support::culprit_config(tmp.path(), &prom.url, &slack.url, &pagerduty.url, "[service]\ncoalesce = \"5s\"\n");
     let app = Application::build(Config::from_toml(&text, "storm.toml").unwrap()).await.unwrap();
 
     // 100 webhooks of 10 alerts each for every job, in a burst: 1000 alerts.
@@ -61,12 +63,14 @@ async fn a_storm_of_1000_alerts_for_10_jobs_gives_10_diagnoses_and_10_posts_per_
 async fn slack_429_and_pagerduty_500_are_retried_and_everything_is_delivered_in_order() {
     let now = jiff::Timestamp::now().as_millisecond();
     let jobs = support::synthetic_jobs(3, now - 1_000);
-    let prom = support::prometheus_with_texts(&jobs.iter().map(|j| j.1.clone()).collect::<Vec<_>>(), support::free_port());
+    let prom =
+        support::prometheus_with_texts(&jobs.iter().map(|j| j.1.clone()).collect::<Vec<_>>(), support::free_port());
     let (slack, pagerduty) = (Capture::start().await, Capture::start().await);
     slack.fail_next("/api/chat.postMessage", 429, Some(1), "");
     pagerduty.fail_next("/v2/enqueue", 500, None, "oops");
     let tmp = tempfile::tempdir().unwrap();
-    let text = support::culprit_config(tmp.path(), &prom.url, &slack.url, &pagerduty.url, "[service]\ncoalesce = \"100ms\"\n");
+    let text =
+        support::culprit_config(tmp.path(), &prom.url, &slack.url, &pagerduty.url, "[service]\ncoalesce = \"100ms\"\n");
     let app = Application::build(Config::from_toml(&text, "faults.toml").unwrap()).await.unwrap();
     for (job, _) in &jobs {
         assert_eq!(post(&app.url(), &support::webhook_for(&job.job_id(), &job.job_name(), &["a".into()])).await, 202);
@@ -81,13 +85,18 @@ async fn slack_429_and_pagerduty_500_are_retried_and_everything_is_delivered_in_
     // The 429, then the retry at least Retry-After (1 s) later, then the other two.
     assert_eq!(posts.len(), 4);
     assert!(posts[1].at.duration_since(posts[0].at) >= Duration::from_millis(950));
-    let order: Vec<String> = posts[1..].iter().map(|p| p.body["text"].as_str().unwrap_or_default().to_string()).collect();
+    let order: Vec<String> =
+        posts[1..].iter().map(|p| p.body["text"].as_str().unwrap_or_default().to_string()).collect();
     // Without a job graph the names are the reporter's (sanitized).
     let name = |job: &culprit::synthetic::SyntheticJob| culprit::diagnose::graph::sanitize_label_value(&job.job_name());
     for (i, (job, _)) in jobs.iter().enumerate() {
         assert!(order[i].contains(&name(job)), "post {i} should be {}: {}", name(job), order[i]);
     }
-    let pd: Vec<String> = pagerduty.pagerduty_events().iter().map(|e| e["payload"]["source"].as_str().unwrap_or_default().to_string()).collect();
+    let pd: Vec<String> = pagerduty
+        .pagerduty_events()
+        .iter()
+        .map(|e| e["payload"]["source"].as_str().unwrap_or_default().to_string())
+        .collect();
     assert_eq!(pagerduty.on("/v2/enqueue").len(), 4, "500 then 202, then two more");
     for (i, (job, _)) in jobs.iter().enumerate() {
         assert_eq!(pd[i], name(job), "{pd:?}");
@@ -138,7 +147,10 @@ async fn the_webhook_answers_what_alertmanager_expects() {
         tmp.path().join("hook-token").display()
     );
     let mut text = support::culprit_config(tmp.path(), &dead, &slack.url, &pagerduty.url, "");
-    text = text.replace("[server]\nlisten = \"127.0.0.1:0\"\n", &format!("[server]\nlisten = \"127.0.0.1:0\"\nbody_limit_bytes = 4096\n"));
+    text = text.replace(
+        "[server]\nlisten = \"127.0.0.1:0\"\n",
+        "[server]\nlisten = \"127.0.0.1:0\"\nbody_limit_bytes = 4096\n",
+    );
     text.push_str(&extra);
     let app = Application::build(Config::from_toml(&text, "http.toml").unwrap()).await.unwrap();
     let c = reqwest::Client::new();
@@ -172,6 +184,11 @@ async fn the_webhook_answers_what_alertmanager_expects() {
         .expect("promtool (Debian package prometheus)");
     std::io::Write::write_all(promtool.stdin.as_mut().unwrap(), metrics.as_bytes()).unwrap();
     let out = promtool.wait_with_output().unwrap();
-    assert!(out.status.success(), "promtool check metrics: {}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "promtool check metrics: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
     app.stop().await;
 }

@@ -225,7 +225,9 @@ impl Prometheus {
         let form = vec![("query", "vector(1)".to_string()), ("timeout", format!("{}ms", timeout.as_millis()))];
         match tokio::time::timeout(timeout, self.send_once(&format!("{}/api/v1/query", self.base), &form)).await {
             Ok(r) => r.map(|_| ()),
-            Err(_) => Err(PromError::new(format!("{}: no answer within {} ms", self.base, timeout.as_millis()), None, true)),
+            Err(_) => {
+                Err(PromError::new(format!("{}: no answer within {} ms", self.base, timeout.as_millis()), None, true))
+            }
         }
     }
 

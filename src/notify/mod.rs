@@ -105,7 +105,13 @@ pub fn retry_after(headers: &reqwest::header::HeaderMap, now: jiff::Timestamp) -
 /// Classifies a non-2xx answer: retryable for 408/429/5xx (with `Retry-After`), final
 /// otherwise. `what` names the destination; `detail` is a short excerpt of the body with
 /// `secrets` removed.
-pub fn status_error(what: &str, status: u16, headers: &reqwest::header::HeaderMap, detail: &str, secrets: &[&str]) -> NotifyError {
+pub fn status_error(
+    what: &str,
+    status: u16,
+    headers: &reqwest::header::HeaderMap,
+    detail: &str,
+    secrets: &[&str],
+) -> NotifyError {
     // Redact before cutting, so a secret that spans the cut cannot leak in part.
     let mut detail = detail.to_string();
     for s in secrets.iter().filter(|s| !s.is_empty()) {
@@ -197,7 +203,11 @@ impl Notifier {
     /// not there; the notice is sent again, which is safe where the destination
     /// deduplicates (PagerDuty's `dedup_key`, Alertmanager's label identity, the webhook's
     /// `Idempotency-Key`).
-    pub async fn already_sent(&self, notice: &Notice, state: Option<&serde_json::Value>) -> Result<Option<Sent>, NotifyError> {
+    pub async fn already_sent(
+        &self,
+        notice: &Notice,
+        state: Option<&serde_json::Value>,
+    ) -> Result<Option<Sent>, NotifyError> {
         match self {
             Notifier::Slack(n) => n.already_sent(notice, state).await,
             _ => Ok(None),

@@ -148,7 +148,9 @@ async fn handle(
             }
             ok(serde_json::json!({"ok": true, "channel": channel, "ts": ts}))
         }
-        p if p.ends_with("/chat.update") => ok(serde_json::json!({"ok": true, "channel": body["channel"], "ts": body["ts"]})),
+        p if p.ends_with("/chat.update") => {
+            ok(serde_json::json!({"ok": true, "channel": body["channel"], "ts": body["ts"]}))
+        }
         p if p.ends_with("/conversations.history") => {
             let channel = query.get("channel").cloned().unwrap_or_default();
             let messages: Vec<serde_json::Value> = g
@@ -161,7 +163,9 @@ async fn handle(
         }
         "/v2/enqueue" => (
             StatusCode::ACCEPTED,
-            axum::Json(serde_json::json!({"status": "success", "message": "Event processed", "dedup_key": body["dedup_key"]})),
+            axum::Json(
+                serde_json::json!({"status": "success", "message": "Event processed", "dedup_key": body["dedup_key"]}),
+            ),
         )
             .into_response(),
         _ => (StatusCode::OK, "ok").into_response(),

@@ -231,7 +231,12 @@ pub fn prometheus_alerting(recording_text: &str, rules: &Path, alertmanager: &st
     let om = dir.path().join("recording.om");
     std::fs::write(&om, recording_text).unwrap();
     let data = dir.path().join("data");
-    let out = Command::new(&promtool).args(["tsdb", "create-blocks-from", "openmetrics"]).arg(&om).arg(&data).output().unwrap();
+    let out = Command::new(&promtool)
+        .args(["tsdb", "create-blocks-from", "openmetrics"])
+        .arg(&om)
+        .arg(&data)
+        .output()
+        .unwrap();
     assert!(out.status.success(), "promtool: {}", String::from_utf8_lossy(&out.stderr));
     let config = dir.path().join("prometheus.yml");
     let am = alertmanager.trim_start_matches("http://");
@@ -303,7 +308,6 @@ pub async fn flink_rest_for(dir: &Path) -> wiremock::MockServer {
     server
 }
 
-
 /// Prometheus (no rules) on `port` holding several recordings (OpenMetrics texts), each
 /// backfilled as its own blocks into one TSDB.
 pub fn prometheus_with_texts(texts: &[String], port: u16) -> Server {
@@ -314,7 +318,12 @@ pub fn prometheus_with_texts(texts: &[String], port: u16) -> Server {
     for (i, text) in texts.iter().enumerate() {
         let om = dir.path().join(format!("recording-{i}.om"));
         std::fs::write(&om, text).unwrap();
-        let out = Command::new(&promtool).args(["tsdb", "create-blocks-from", "openmetrics"]).arg(&om).arg(&data).output().unwrap();
+        let out = Command::new(&promtool)
+            .args(["tsdb", "create-blocks-from", "openmetrics"])
+            .arg(&om)
+            .arg(&data)
+            .output()
+            .unwrap();
         assert!(out.status.success(), "promtool: {}", String::from_utf8_lossy(&out.stderr));
     }
     let config = dir.path().join("prometheus.yml");
@@ -339,7 +348,13 @@ pub fn prometheus_with_texts(texts: &[String], port: u16) -> Server {
 pub fn synthetic_jobs(n: u32, end_ms: i64) -> Vec<(culprit::synthetic::SyntheticJob, String)> {
     (1..=n)
         .map(|job| {
-            let j = culprit::synthetic::SyntheticJob { vertices: 3, subtasks: 2, samples: 24, start_ms: end_ms - 23 * 5_000, job };
+            let j = culprit::synthetic::SyntheticJob {
+                vertices: 3,
+                subtasks: 2,
+                samples: 24,
+                start_ms: end_ms - 23 * 5_000,
+                job,
+            };
             let text = String::from_utf8(j.write_openmetrics(Vec::new()).unwrap()).unwrap();
             (j, text)
         })
@@ -416,6 +431,7 @@ pub async fn wait_for(what: &str, timeout: std::time::Duration, mut done: impl F
 
 /// Logs of the code under test, shown for failing tests (`RUST_LOG` filters; default info).
 pub fn init_logs() {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let _ = tracing_subscriber::fmt().with_env_filter(filter).with_test_writer().try_init();
 }
