@@ -408,6 +408,35 @@ async fn already_sent_finds_a_message_by_its_metadata_key_in_the_channel_history
 }
 
 #[tokio::test]
+async fn already_sent_finds_a_threaded_reply_in_its_thread_and_keeps_the_groups_message() {
+    let server = MockServer::start().await;
+    // The channel history has the group's message, not its replies.
+    Mock::given(method("GET"))
+        .and(path("/conversations.history"))
+        .respond_with(
+            ResponseTemplate::new(200).set_body_json(json!({"ok": true, "messages": [{"type": "message", "ts": TS}]})),
+        )
+        .mount(&server)
+        .await;
+    Mock::given(method("GET"))
+        .and(path("/conversations.replies"))
+        .and(query_param("ts", TS))
+        .and(query_param("include_all_metadata", "true"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(json!({"ok": true, "messages": [
+            {"type": "message", "ts": TS},
+            {"type": "message", "ts": "1795000999.000100", "thread_ts": TS,
+             "metadata": {"event_type": "culprit_verdict", "event_payload": {"idempotency_key": "slack:g1:resolved"}}}
+        ]})))
+        .expect(1)
+        .mount(&server)
+        .await;
+    let (slack, _f) = web_api(&server);
+    let resolved = notice(NoticeKind::Resolved, None, "slack:g1:resolved");
+    // Found in the thread: the state stays the group's message, not the reply.
+    assert_eq!(slack.already_sent(&resolved, Some(&state())).await.unwrap(), Some(Sent { state: Some(state()) }));
+}
+
+#[tokio::test]
 async fn already_sent_says_unknown_when_the_history_cannot_be_read_and_retries_rate_limits() {
     let server = MockServer::start().await;
     Mock::given(path("/conversations.history")).respond_with(slack_error("missing_scope")).mount(&server).await;

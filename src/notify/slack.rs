@@ -350,31 +350,52 @@ impl Slack {
         let Mode::WebApi { channel, .. } = &self.mode else {
             return Ok(None);
         };
-        let channel = Parent::from_state(state).map_or_else(|| channel.clone(), |p| p.channel);
+        let parent = Parent::from_state(state);
+        let channel = parent.as_ref().map_or_else(|| channel.clone(), |p| p.channel.clone());
         let limit = HISTORY_LIMIT.to_string();
-        let query = [("channel", channel.as_str()), ("limit", limit.as_str()), ("include_all_metadata", "true")];
-        let method = "conversations.history";
-        let history = match self.call(method, self.request(method, reqwest::Method::GET).query(&query)).await {
-            Ok(h) => h,
-            Err(f) => {
-                let e = classify_failure(method, f);
-                if e.retryable {
-                    return Err(e);
+        // Top-level messages are in the channel history; replies only in their thread.
+        let mut lookups: Vec<(&str, Vec<(&str, &str)>)> = vec![(
+            "conversations.history",
+            vec![("channel", channel.as_str()), ("limit", limit.as_str()), ("include_all_metadata", "true")],
+        )];
+        if let Some(p) = &parent {
+            lookups.push((
+                "conversations.replies",
+                vec![
+                    ("channel", channel.as_str()),
+                    ("ts", p.ts.as_str()),
+                    ("limit", limit.as_str()),
+                    ("include_all_metadata", "true"),
+                ],
+            ));
+        }
+        for (method, query) in lookups {
+            let history = match self.call(method, self.request(method, reqwest::Method::GET).query(&query)).await {
+                Ok(h) => h,
+                Err(f) => {
+                    let e = classify_failure(method, f);
+                    if e.retryable {
+                        return Err(e);
+                    }
+                    tracing::warn!(destination = "slack", error = %e, "slack: cannot read the channel history; the notice is sent again");
+                    return Ok(None);
                 }
-                tracing::warn!(destination = "slack", error = %e, "slack: cannot read the channel history; the notice is sent again");
-                return Ok(None);
-            }
-        };
-        let found = history.get("messages").and_then(Value::as_array).into_iter().flatten().find(|m| {
-            let md = &m["metadata"];
-            md["event_type"] == EVENT_TYPE
-                && md["event_payload"]["idempotency_key"].as_str() == Some(notice.idempotency_key.as_str())
-        });
-        let Some(ts) = found.and_then(|m| m["ts"].as_str()) else {
-            return Ok(None);
-        };
-        tracing::info!(destination = "slack", channel = %channel, ts, "slack: the notice was already posted");
-        Ok(Some(Sent { state: Some(Parent { channel, ts: ts.to_string() }.state()) }))
+            };
+            let found = history.get("messages").and_then(Value::as_array).into_iter().flatten().find(|m| {
+                let md = &m["metadata"];
+                md["event_type"] == EVENT_TYPE
+                    && md["event_payload"]["idempotency_key"].as_str() == Some(notice.idempotency_key.as_str())
+            });
+            let Some(ts) = found.and_then(|m| m["ts"].as_str()) else { continue };
+            tracing::info!(destination = "slack", channel = %channel, ts, "slack: the notice was already posted");
+            // A reply leaves the group's message (the state) as it was.
+            let state = match (&parent, method) {
+                (Some(p), "conversations.replies") => p.state(),
+                _ => Parent { channel: channel.clone(), ts: ts.to_string() }.state(),
+            };
+            return Ok(Some(Sent { state: Some(state) }));
+        }
+        Ok(None)
     }
 
     async fn send_web_api(&self, channel: &str, notice: &Notice, state: Option<&Value>) -> Result<Sent, NotifyError> {

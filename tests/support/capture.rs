@@ -46,6 +46,8 @@ pub struct Inner {
     next_ts: u64,
     /// Slack messages by channel: (ts, body).
     messages: Vec<(String, String, serde_json::Value)>,
+    /// Slack thread replies: (parent ts, ts, body).
+    replies: Vec<(String, String, serde_json::Value)>,
     delay_ms: u64,
 }
 
@@ -143,10 +145,26 @@ async fn handle(
             g.next_ts += 1;
             let ts = format!("{}.000100", g.next_ts);
             let channel = body["channel"].as_str().unwrap_or("C1").to_string();
-            if body.get("thread_ts").is_none() {
-                g.messages.push((channel.clone(), ts.clone(), body.clone()));
+            match body.get("thread_ts").and_then(|t| t.as_str()) {
+                None => g.messages.push((channel.clone(), ts.clone(), body.clone())),
+                Some(parent) => {
+                    let parent = parent.to_string();
+                    g.replies.push((parent, ts.clone(), body.clone()));
+                }
             }
             ok(serde_json::json!({"ok": true, "channel": channel, "ts": ts}))
+        }
+        p if p.ends_with("/conversations.replies") => {
+            let ts = query.get("ts").cloned().unwrap_or_default();
+            let messages: Vec<serde_json::Value> = g
+                .replies
+                .iter()
+                .filter(|r| r.0 == ts)
+                .map(
+                    |r| serde_json::json!({"type": "message", "ts": r.1, "thread_ts": ts, "metadata": r.2["metadata"]}),
+                )
+                .collect();
+            ok(serde_json::json!({"ok": true, "messages": messages}))
         }
         p if p.ends_with("/chat.update") => {
             ok(serde_json::json!({"ok": true, "channel": body["channel"], "ts": body["ts"]}))
