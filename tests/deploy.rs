@@ -2,15 +2,18 @@
 //! `promtool` (Debian package `prometheus`) for the alerting rules and their unit tests,
 //! `amtool` (Debian package `prometheus-alertmanager`) for the Alertmanager configuration
 //! and its routing, culprit's own loader for every `culprit.toml`, and `kubectl kustomize`
-//! when `kubectl` is installed. The Kubernetes manifests are also read here (a small YAML
-//! reader below, for the subset these files use) so that the names that tie them together
+//! when `kubectl` is installed. The Kubernetes manifests are also read here (with yaml-rust2)
+//! so that the names that tie them together
 //! (volumes, Secret keys, environment variables, ports, paths) are checked without a cluster.
+
+mod support;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use culprit::config::{Config, Millis};
+use support::capture::Capture;
 
 // ---------------------------------------------------------------------------------------
 // Tests
@@ -417,14 +420,11 @@ fn the_dockerfile_builds_the_locked_release_and_runs_culprit_serve_as_the_deploy
     assert_eq!(deployment.at(&["spec", "template", "spec", "securityContext", "runAsUser"]).str(), uid);
 }
 
-#[test]
-fn a_real_alertmanager_sends_culprit_one_group_per_job_run_and_pages_on_the_incident_culprit_will_update() {
-    let binary = find_on_path("prometheus-alertmanager").or_else(|| find_on_path("alertmanager")).unwrap_or_else(|| {
-        panic!("`prometheus-alertmanager` is not installed: `apt-get install -y prometheus-alertmanager` (scripts/test.sh installs it)")
-    });
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_real_alertmanager_sends_culprit_one_group_per_job_run_and_pages_on_the_incident_culprit_will_update() {
     let dir = tempfile::tempdir().unwrap();
-    let capture = Capture::start();
-    let base = format!("http://127.0.0.1:{}", capture.port);
+    let capture = Capture::start().await;
+    let base = capture.url.clone();
 
     // The example config, with its secret files in the temporary directory, culprit and the
     // SaaS endpoints on the capture server, and short waits.
@@ -451,27 +451,8 @@ fn a_real_alertmanager_sends_culprit_one_group_per_job_run_and_pages_on_the_inci
             None => format!("{l}\n"),
         })
         .collect();
-    let config_file = dir.path().join("alertmanager.yml");
-    std::fs::write(&config_file, config).unwrap();
-
-    let port = free_port();
-    let log = std::fs::File::create(dir.path().join("alertmanager.log")).unwrap();
-    let child = Command::new(&binary)
-        .arg(format!("--config.file={}", config_file.display()))
-        .arg(format!("--storage.path={}", dir.path().join("data").display()))
-        .arg(format!("--web.listen-address=127.0.0.1:{port}"))
-        .arg("--cluster.listen-address=")
-        .stdout(log.try_clone().unwrap())
-        .stderr(log)
-        .spawn()
-        .unwrap();
-    let _guard = Kill(child);
-    let am_log = || std::fs::read_to_string(dir.path().join("alertmanager.log")).unwrap_or_default();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while http(port, "GET", "/-/ready", "").0 != 200 {
-        assert!(std::time::Instant::now() < deadline, "Alertmanager not ready within 30 s:\n{}", am_log());
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    }
+    let port = support::free_port();
+    let _am = support::alertmanager(&config, port);
 
     // Two runs of one job name, backpressured; the task alert and the slow checkpoints of
     // the first; culprit's own alert for the first (labels as culprit renders them).
@@ -485,33 +466,31 @@ fn a_real_alertmanager_sends_culprit_one_group_per_job_run_and_pages_on_the_inci
                     "culprit_vertex": "Sink: alerts", "finding": "sink", "status": "culprit_found"},
          "annotations": {"summary": "the sink is slow"}}
     ]);
-    let (status, body) = http(port, "POST", "/api/v2/alerts", &alerts.to_string());
-    assert_eq!(status, 200, "posting alerts: {body}");
+    let answer = reqwest::Client::new()
+        .post(format!("http://127.0.0.1:{port}/api/v2/alerts"))
+        .json(&alerts)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), 200, "posting alerts: {}", answer.text().await.unwrap_or_default());
 
     // Expected: 2 webhooks to culprit, 2 PagerDuty events, 4 Slack messages (two job runs,
     // the task alert, culprit's alert); the checkpoint alert is inhibited.
-    let count = |path: &str| capture.requests().iter().filter(|r| r.path == path).count();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while count("/webhook/alertmanager") < 2 || count("/pagerduty") < 2 || count("/slack") < 4 {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "not every notification came within 30 s: {:?}\n{}",
-            capture.requests().iter().map(|r| &r.path).collect::<Vec<_>>(),
-            am_log()
-        );
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    }
-    std::thread::sleep(std::time::Duration::from_secs(2)); // anything extra would come now
-    let requests = capture.requests();
-    let of = |path: &str| requests.iter().filter(|r| r.path == path).collect::<Vec<_>>();
+    let count = |path: &str| capture.on(path).len();
+    support::wait_for("every notification", std::time::Duration::from_secs(30), || {
+        count("/webhook/alertmanager") >= 2 && count("/pagerduty") >= 2 && count("/slack") >= 4
+    })
+    .await;
+    tokio::time::sleep(std::time::Duration::from_secs(2)).await; // anything extra would come now
 
-    let webhooks = of("/webhook/alertmanager");
+    let webhooks = capture.on("/webhook/alertmanager");
     assert_eq!(webhooks.len(), 2, "one notification per job run");
     let mut job_ids = BTreeSet::new();
     let mut dedup_keys = BTreeSet::new();
     for w in &webhooks {
-        assert_eq!(w.authorization.as_deref(), Some("Bearer test-webhook-token"), "the token from credentials_file");
-        let body: serde_json::Value = serde_json::from_str(&w.body).unwrap();
+        let auth = w.headers.get("authorization").and_then(|v| v.to_str().ok());
+        assert_eq!(auth, Some("Bearer test-webhook-token"), "the token from credentials_file");
+        let body = &w.body;
         assert_eq!(body["version"], "4");
         assert_eq!(body["receiver"], "culprit");
         assert_eq!(body["groupLabels"]["alertname"], "FlinkJobBackpressured");
@@ -524,139 +503,19 @@ fn a_real_alertmanager_sends_culprit_one_group_per_job_run_and_pages_on_the_inci
     }
     assert_eq!(job_ids, BTreeSet::from([run1.to_string(), run2.to_string()]), "two runs of one name, two groups");
 
-    let pages: BTreeSet<String> = of("/pagerduty")
-        .iter()
-        .map(|r| serde_json::from_str::<serde_json::Value>(&r.body).unwrap()["dedup_key"].as_str().unwrap().to_string())
-        .collect();
-    assert_eq!(of("/pagerduty").len(), 2, "one page per job run, none for culprit's own alert");
+    let pages: BTreeSet<String> =
+        capture.on("/pagerduty").iter().map(|r| r.body["dedup_key"].as_str().unwrap().to_string()).collect();
+    assert_eq!(count("/pagerduty"), 2, "one page per job run, none for culprit's own alert");
     assert_eq!(pages, dedup_keys, "culprit's PagerDuty dedup_key (sha256 of its groupKey) must be the page's");
 
-    let slack = of("/slack");
+    let slack = capture.on("/slack");
     assert_eq!(slack.len(), 4, "{:?}", slack.iter().map(|r| &r.body).collect::<Vec<_>>());
-    let mentions = |name: &str| slack.iter().filter(|r| r.body.contains(name)).count();
+    let mentions = |name: &str| slack.iter().filter(|r| r.body.to_string().contains(name)).count();
     assert_eq!(mentions("FlinkJobBackpressured"), 2);
     assert_eq!(mentions("FlinkTaskBackpressured"), 1);
     assert_eq!(mentions(&configured_alertname()), 1);
     assert_eq!(mentions("FlinkCheckpointSlow"), 0, "inhibited while the job run is backpressured");
 }
-
-/// A child process killed when dropped.
-struct Kill(std::process::Child);
-
-impl Drop for Kill {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
-/// A minimal HTTP/1.1 request to 127.0.0.1: (status, body).
-fn http(port: u16, method: &str, path: &str, body: &str) -> (u16, String) {
-    use std::io::{Read, Write};
-    let Ok(mut stream) = std::net::TcpStream::connect(("127.0.0.1", port)) else { return (0, String::new()) };
-    let request = format!(
-        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    );
-    if stream.write_all(request.as_bytes()).is_err() {
-        return (0, String::new());
-    }
-    let mut answer = String::new();
-    let _ = stream.read_to_string(&mut answer);
-    let status = answer.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
-    (status, answer.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default())
-}
-
-/// One request the capture server received.
-#[derive(Debug, Clone)]
-struct Captured {
-    path: String,
-    authorization: Option<String>,
-    body: String,
-}
-
-/// An HTTP server on a free loopback port that answers 200 `ok` and keeps every request.
-struct Capture {
-    port: u16,
-    seen: std::sync::Arc<std::sync::Mutex<Vec<Captured>>>,
-}
-
-impl Capture {
-    fn start() -> Capture {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-        let keep = seen.clone();
-        std::thread::spawn(move || {
-            for stream in listener.incoming().flatten() {
-                let keep = keep.clone();
-                std::thread::spawn(move || {
-                    if let Some(request) = Capture::read(&stream) {
-                        keep.lock().unwrap().push(request);
-                    }
-                    use std::io::Write;
-                    let mut stream = stream;
-                    let _ = stream.write_all(
-                        b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok",
-                    );
-                });
-            }
-        });
-        Capture { port, seen }
-    }
-
-    fn requests(&self) -> Vec<Captured> {
-        self.seen.lock().unwrap().clone()
-    }
-
-    /// Reads one request: head, then a body by Content-Length or chunked encoding.
-    fn read(stream: &std::net::TcpStream) -> Option<Captured> {
-        use std::io::{BufRead, BufReader, Read};
-        let mut reader = BufReader::new(stream);
-        let mut line = String::new();
-        reader.read_line(&mut line).ok()?;
-        let path = line.split(' ').nth(1)?.to_string();
-        let (mut length, mut chunked, mut authorization) = (0usize, false, None);
-        loop {
-            line.clear();
-            reader.read_line(&mut line).ok()?;
-            let header = line.trim_end();
-            if header.is_empty() {
-                break;
-            }
-            let (name, value) = header.split_once(':')?;
-            match name.to_ascii_lowercase().as_str() {
-                "content-length" => length = value.trim().parse().ok()?,
-                "transfer-encoding" => chunked = value.to_ascii_lowercase().contains("chunked"),
-                "authorization" => authorization = Some(value.trim().to_string()),
-                _ => {}
-            }
-        }
-        let mut body = Vec::new();
-        if chunked {
-            loop {
-                line.clear();
-                reader.read_line(&mut line).ok()?;
-                let size = usize::from_str_radix(line.trim().split(';').next()?, 16).ok()?;
-                let mut chunk = vec![0; size + 2];
-                reader.read_exact(&mut chunk).ok()?;
-                if size == 0 {
-                    break;
-                }
-                body.extend_from_slice(&chunk[..size]);
-            }
-        } else {
-            body.resize(length, 0);
-            reader.read_exact(&mut body).ok()?;
-        }
-        Some(Captured { path, authorization, body: String::from_utf8_lossy(&body).into_owned() })
-    }
-}
-
 // ---------------------------------------------------------------------------------------
 // Tools and files
 // ---------------------------------------------------------------------------------------
@@ -833,10 +692,8 @@ fn yaml_file(rel: &str) -> Y {
 }
 
 // ---------------------------------------------------------------------------------------
-// A small YAML reader for the subset deploy/ uses: block mappings and sequences, plain and
-// quoted scalars, flow sequences of scalars, `{}`, block scalars (| |- > >-), comments.
-// Scalars stay strings (`1`, `true` and `0440` included); anything else is an error, so a
-// construct it does not know cannot pass unnoticed.
+// YAML, read with yaml-rust2 into a small tree whose scalars stay strings (`1`, `true` and
+// `0440` included), so tests compare what the files say.
 // ---------------------------------------------------------------------------------------
 
 #[derive(Debug, Clone, PartialEq)]
@@ -877,218 +734,31 @@ impl Y {
     }
 }
 
-struct Reader {
-    lines: Vec<String>,
-    i: usize,
-}
-
 fn parse_yaml(text: &str) -> Result<Y, String> {
-    if text.contains('\t') {
-        return Err("tabs are not YAML indentation".into());
-    }
-    let mut r = Reader { lines: text.lines().map(str::to_string).collect(), i: 0 };
-    r.skip();
-    if r.lines.get(r.i).is_some_and(|l| l.trim() == "---") {
-        r.i += 1;
-        r.skip();
-    }
-    let Some(indent) = r.indent() else { return Ok(Y::Map(Vec::new())) };
-    let doc = r.block(indent)?;
-    r.skip();
-    if r.i < r.lines.len() {
-        return Err(format!("line {}: unexpected `{}`", r.i + 1, r.lines[r.i].trim()));
-    }
-    Ok(doc)
-}
-
-impl Reader {
-    /// Skips blank and comment-only lines.
-    fn skip(&mut self) {
-        while self.i < self.lines.len() {
-            let t = self.lines[self.i].trim();
-            if t.is_empty() || t.starts_with('#') {
-                self.i += 1;
-            } else {
-                break;
-            }
-        }
-    }
-    fn indent(&mut self) -> Option<usize> {
-        self.skip();
-        self.lines.get(self.i).map(|l| l.len() - l.trim_start().len())
-    }
-    fn content(&self) -> String {
-        strip_comment(self.lines[self.i].trim())
-    }
-    fn block(&mut self, indent: usize) -> Result<Y, String> {
-        let c = self.content();
-        if c == "-" || c.starts_with("- ") { self.seq(indent) } else { self.map(indent) }
-    }
-    fn seq(&mut self, indent: usize) -> Result<Y, String> {
-        let mut items = Vec::new();
-        while self.indent() == Some(indent) {
-            let c = self.content();
-            if !(c == "-" || c.starts_with("- ")) {
-                break;
-            }
-            let rest = c[1..].trim_start().to_string();
-            if rest.is_empty() {
-                self.i += 1;
-                match self.indent() {
-                    Some(n) if n > indent => items.push(self.block(n)?),
-                    _ => items.push(Y::Str(String::new())),
-                }
-            } else if key_of(&rest).is_some() || rest.starts_with("- ") {
-                // `- key: value …`: a mapping (or sequence) indented by the dash's width.
-                let line = &mut self.lines[self.i];
-                let dash = line.find('-').unwrap();
-                line.replace_range(dash..dash + 1, " ");
-                let inner = self.indent().unwrap();
-                items.push(self.block(inner)?);
-            } else {
-                items.push(scalar(&rest).map_err(|e| format!("line {}: {e}", self.i + 1))?);
-                self.i += 1;
-            }
-        }
-        Ok(Y::Seq(items))
-    }
-    fn map(&mut self, indent: usize) -> Result<Y, String> {
-        let mut entries: Vec<(String, Y)> = Vec::new();
-        while self.indent() == Some(indent) {
-            let c = self.content();
-            if c.starts_with("- ") {
-                break;
-            }
-            let line_no = self.i + 1;
-            let (key, rest) =
-                key_of(&c).ok_or_else(|| format!("line {line_no}: expected `key: value`, found `{c}`"))?;
-            if entries.iter().any(|(k, _)| *k == key) {
-                return Err(format!("line {line_no}: duplicate key `{key}`"));
-            }
-            self.i += 1;
-            let value = if rest.is_empty() {
-                match self.indent() {
-                    Some(n) if n > indent => self.block(n)?,
-                    Some(n) if n == indent && self.content().starts_with("- ") => self.seq(n)?,
-                    _ => Y::Str(String::new()),
-                }
-            } else if let Some(style) = ["|", "|-", ">", ">-"].into_iter().find(|s| rest == *s) {
-                self.block_scalar(indent, style)
-            } else {
-                scalar(&rest).map_err(|e| format!("line {line_no}: {e}"))?
-            };
-            entries.push((key, value));
-        }
-        Ok(Y::Map(entries))
-    }
-    /// The lines indented deeper than the key, as text (comments in it are content).
-    fn block_scalar(&mut self, indent: usize, style: &str) -> Y {
-        let mut body: Vec<String> = Vec::new();
-        let mut base = None;
-        while self.i < self.lines.len() {
-            let line = &self.lines[self.i];
-            let n = line.len() - line.trim_start().len();
-            if !line.trim().is_empty() && n <= indent {
-                break;
-            }
-            if !line.trim().is_empty() && base.is_none() {
-                base = Some(n);
-            }
-            body.push(line.get(base.unwrap_or(0).min(line.len())..).unwrap_or_default().to_string());
-            self.i += 1;
-        }
-        while body.last().is_some_and(|l| l.trim().is_empty()) {
-            body.pop();
-        }
-        let text = if style.starts_with('>') { body.join(" ") } else { body.join("\n") };
-        Y::Str(if style.ends_with('-') { text } else { text + "\n" })
+    let docs = yaml_rust2::YamlLoader::load_from_str(text).map_err(|e| e.to_string())?;
+    match docs.as_slice() {
+        [] => Ok(Y::Map(Vec::new())),
+        [doc] => from_yaml(doc),
+        _ => Err("one YAML document per file".into()),
     }
 }
 
-/// `key: rest` (rest without its comment), or `key:`; None when the text is not a mapping
-/// entry.
-fn key_of(c: &str) -> Option<(String, String)> {
-    if c.starts_with(['"', '\'', '[', '{']) {
-        return None;
-    }
-    let (key, rest) = if let Some(k) = c.strip_suffix(':') {
-        (k, "")
-    } else {
-        let at = c.find(": ")?;
-        (&c[..at], c[at + 2..].trim())
-    };
-    (!key.is_empty() && !key.contains(' ')).then(|| (key.to_string(), rest.to_string()))
-}
-
-/// Removes a trailing ` # comment` outside quotes.
-fn strip_comment(c: &str) -> String {
-    let mut quote = None;
-    let mut prev = ' ';
-    for (i, ch) in c.char_indices() {
-        match quote {
-            Some(q) if ch == q => quote = None,
-            Some(_) => {}
-            None if ch == '"' || ch == '\'' => quote = Some(ch),
-            None if ch == '#' && (prev == ' ' || i == 0) => return c[..i].trim_end().to_string(),
-            None => {}
+fn from_yaml(y: &yaml_rust2::Yaml) -> Result<Y, String> {
+    use yaml_rust2::Yaml;
+    Ok(match y {
+        Yaml::Hash(h) => {
+            let mut out = Vec::new();
+            for (k, v) in h {
+                let Y::Str(key) = from_yaml(k)? else { return Err(format!("a key that is not a scalar: {k:?}")) };
+                out.push((key, from_yaml(v)?));
+            }
+            Y::Map(out)
         }
-        prev = ch;
-    }
-    c.to_string()
-}
-
-fn scalar(s: &str) -> Result<Y, String> {
-    if s == "{}" {
-        return Ok(Y::Map(Vec::new()));
-    }
-    if let Some(inner) = s.strip_prefix('[') {
-        let inner = inner.strip_suffix(']').ok_or_else(|| format!("unclosed flow sequence `{s}`"))?;
-        if inner.contains(['[', '{']) {
-            return Err(format!("nested flow collections are not read here: `{s}`"));
-        }
-        return inner
-            .split(',')
-            .map(str::trim)
-            .filter(|p| !p.is_empty())
-            .map(quoted)
-            .collect::<Result<_, _>>()
-            .map(Y::Seq);
-    }
-    if s.starts_with(['{', '&', '*', '!', '|', '>']) {
-        return Err(format!("`{s}` is YAML this reader does not know"));
-    }
-    quoted(s)
-}
-
-fn quoted(s: &str) -> Result<Y, String> {
-    if let Some(inner) = s.strip_prefix('\'') {
-        let inner = inner.strip_suffix('\'').ok_or_else(|| format!("unclosed quote in `{s}`"))?;
-        return Ok(Y::Str(inner.replace("''", "'")));
-    }
-    if let Some(inner) = s.strip_prefix('"') {
-        let inner = inner.strip_suffix('"').ok_or_else(|| format!("unclosed quote in `{s}`"))?;
-        if inner.contains('\\') {
-            return Err(format!("escapes in `{s}` are not read here"));
-        }
-        return Ok(Y::Str(inner.to_string()));
-    }
-    Ok(Y::Str(s.to_string()))
-}
-
-#[test]
-fn the_small_yaml_reader_reads_what_deploy_uses_and_refuses_what_it_does_not_know() {
-    let y = parse_yaml(
-        "# c\na: 1 # trailing\nb:\n  - x\n  - k: v\n    l: 'it''s'\nc: [\"p\", q]\nd: |\n  # kept\n  line\ne:\n- s\nf: >-\n  one\n  two\n",
-    )
-    .unwrap();
-    assert_eq!(y.at(&["a"]).str(), "1");
-    assert_eq!(y.at(&["b"]).seq()[0].str(), "x");
-    assert_eq!(y.at(&["b"]).seq()[1].at(&["l"]).str(), "it's");
-    assert_eq!(y.at(&["c"]).seq().iter().map(Y::str).collect::<Vec<_>>(), ["p", "q"]);
-    assert_eq!(y.at(&["d"]).str(), "# kept\nline\n");
-    assert_eq!(y.at(&["e"]).seq()[0].str(), "s");
-    assert_eq!(y.at(&["f"]).str(), "one two");
-    assert!(parse_yaml("a: &anchor 1\n").is_err());
-    assert!(parse_yaml("a: 1\na: 2\n").is_err());
-    assert!(parse_yaml("a: 1\n  b: 2\n").is_err());
+        Yaml::Array(a) => Y::Seq(a.iter().map(from_yaml).collect::<Result<_, _>>()?),
+        Yaml::String(s) | Yaml::Real(s) => Y::Str(s.clone()),
+        Yaml::Integer(i) => Y::Str(i.to_string()),
+        Yaml::Boolean(b) => Y::Str(b.to_string()),
+        Yaml::Null => Y::Str(String::new()),
+        other => return Err(format!("unsupported YAML: {other:?}")),
+    })
 }
