@@ -508,22 +508,32 @@ mod tests {
         JobRef { name: "j".into(), id: "i".into() }
     }
 
+    /// Plans the notices of verdict `v` for one group `g` (firing or not), given the
+    /// last verdict each destination holds.
+    fn plan(
+        v: &Verdict,
+        firing: bool,
+        verdict_id: Option<i64>,
+        last: &dyn Fn(&str, &str) -> Option<String>,
+    ) -> Vec<NewNotice> {
+        let (item, job, dests) = (item(&[("g", firing)]), job(), dests());
+        let plan = NoticePlan {
+            item: &item,
+            outcome: Outcome::Verdict(v),
+            job: &job,
+            destinations: &dests,
+            verdict_id,
+            verdict_url: None,
+            notify_resolved: true,
+            now_ms: 5,
+        };
+        plan_notices(&plan, last)
+    }
+
     #[test]
     fn a_first_verdict_goes_to_every_destination_and_is_remembered() {
         let v = verdict();
-        let n = plan_notices(
-            &NoticePlan {
-                item: &item(&[("g", true)]),
-                outcome: Outcome::Verdict(&v),
-                job: &job(),
-                destinations: &dests(),
-                verdict_id: Some(1),
-                verdict_url: None,
-                notify_resolved: true,
-                now_ms: 0,
-            },
-            &|_, _| None,
-        );
+        let n = plan(&v, true, Some(1), &|_, _| None);
         assert_eq!(n.len(), 2);
         assert!(n.iter().all(|x| x.notice.kind == NoticeKind::Verdict && !x.notice.changed));
         assert_eq!(n[0].remember_verdict.as_deref(), Some(verdict_key(&v).as_str()));
@@ -533,19 +543,7 @@ mod tests {
     fn a_repeat_with_an_unchanged_verdict_posts_nothing_but_refreshes_the_alertmanager_alert() {
         let v = verdict();
         let key = verdict_key(&v);
-        let n = plan_notices(
-            &NoticePlan {
-                item: &item(&[("g", true)]),
-                outcome: Outcome::Verdict(&v),
-                job: &job(),
-                destinations: &dests(),
-                verdict_id: None,
-                verdict_url: None,
-                notify_resolved: true,
-                now_ms: 0,
-            },
-            &|_, _| Some(key.clone()),
-        );
+        let n = plan(&v, true, None, &|_, _| Some(key.clone()));
         let d: Vec<&str> = n.iter().map(|x| x.destination.as_str()).collect();
         assert_eq!(d, ["alertmanager"]);
     }
@@ -553,32 +551,8 @@ mod tests {
     #[test]
     fn a_changed_verdict_is_posted_as_changed_with_a_new_idempotency_key() {
         let v = verdict();
-        let first = plan_notices(
-            &NoticePlan {
-                item: &item(&[("g", true)]),
-                outcome: Outcome::Verdict(&v),
-                job: &job(),
-                destinations: &dests(),
-                verdict_id: None,
-                verdict_url: None,
-                notify_resolved: true,
-                now_ms: 0,
-            },
-            &|_, _| None,
-        );
-        let changed = plan_notices(
-            &NoticePlan {
-                item: &item(&[("g", true)]),
-                outcome: Outcome::Verdict(&v),
-                job: &job(),
-                destinations: &dests(),
-                verdict_id: None,
-                verdict_url: None,
-                notify_resolved: true,
-                now_ms: 0,
-            },
-            &|_, _| Some("older".into()),
-        );
+        let first = plan(&v, true, None, &|_, _| None);
+        let changed = plan(&v, true, None, &|_, _| Some("older".into()));
         assert!(changed[0].notice.changed);
         assert_ne!(first[0].notice.idempotency_key, changed[0].notice.idempotency_key);
     }
@@ -586,21 +560,7 @@ mod tests {
     #[test]
     fn replaying_the_same_diagnosis_gives_the_same_idempotency_keys() {
         let v = verdict();
-        let plan = || {
-            plan_notices(
-                &NoticePlan {
-                    item: &item(&[("g", true)]),
-                    outcome: Outcome::Verdict(&v),
-                    job: &job(),
-                    destinations: &dests(),
-                    verdict_id: Some(3),
-                    verdict_url: None,
-                    notify_resolved: true,
-                    now_ms: 5,
-                },
-                &|_, _| None,
-            )
-        };
+        let plan = || plan(&v, true, Some(3), &|_, _| None);
         let keys = |n: Vec<NewNotice>| n.into_iter().map(|x| x.notice.idempotency_key).collect::<Vec<_>>();
         assert_eq!(keys(plan()), keys(plan()));
     }
@@ -608,47 +568,11 @@ mod tests {
     #[test]
     fn a_resolved_group_gets_one_resolved_notice_only_if_it_had_a_verdict() {
         let v = verdict();
-        let n = plan_notices(
-            &NoticePlan {
-                item: &item(&[("g", false)]),
-                outcome: Outcome::Verdict(&v),
-                job: &job(),
-                destinations: &dests(),
-                verdict_id: None,
-                verdict_url: None,
-                notify_resolved: true,
-                now_ms: 0,
-            },
-            &|_, _| Some("k".into()),
-        );
+        let n = plan(&v, false, None, &|_, _| Some("k".into()));
         assert!(n.iter().all(|x| x.notice.kind == NoticeKind::Resolved) && n.len() == 2);
-        let none = plan_notices(
-            &NoticePlan {
-                item: &item(&[("g", false)]),
-                outcome: Outcome::Verdict(&v),
-                job: &job(),
-                destinations: &dests(),
-                verdict_id: None,
-                verdict_url: None,
-                notify_resolved: true,
-                now_ms: 0,
-            },
-            &|_, _| None,
-        );
+        let none = plan(&v, false, None, &|_, _| None);
         assert!(none.is_empty());
-        let again = plan_notices(
-            &NoticePlan {
-                item: &item(&[("g", false)]),
-                outcome: Outcome::Verdict(&v),
-                job: &job(),
-                destinations: &dests(),
-                verdict_id: None,
-                verdict_url: None,
-                notify_resolved: true,
-                now_ms: 0,
-            },
-            &|_, _| Some(RESOLVED.into()),
-        );
+        let again = plan(&v, false, None, &|_, _| Some(RESOLVED.into()));
         assert!(again.is_empty());
     }
 

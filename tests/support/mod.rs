@@ -108,24 +108,26 @@ impl Drop for Server {
     }
 }
 
-/// Prometheus holding `recording` (OpenMetrics, plain or gzip), backfilled with promtool.
-pub fn prometheus_with(recording: &Path) -> Server {
+/// Prometheus on `port` with this configuration (YAML), holding these recordings
+/// (OpenMetrics texts), each backfilled by promtool as its own blocks into one TSDB.
+fn start_prometheus(texts: &[String], port: u16, config_yaml: &str) -> Server {
     let prometheus = require("prometheus", "prometheus");
     let promtool = require("promtool", "prometheus");
     let dir = tempfile::tempdir().unwrap();
-    let om = dir.path().join("recording.om");
-    gunzip(recording, &om);
     let data = dir.path().join("data");
-    let out = Command::new(&promtool)
-        .args(["tsdb", "create-blocks-from", "openmetrics"])
-        .arg(&om)
-        .arg(&data)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "promtool: {}", String::from_utf8_lossy(&out.stderr));
+    for (i, text) in texts.iter().enumerate() {
+        let om = dir.path().join(format!("recording-{i}.om"));
+        std::fs::write(&om, text).unwrap();
+        let out = Command::new(&promtool)
+            .args(["tsdb", "create-blocks-from", "openmetrics"])
+            .arg(&om)
+            .arg(&data)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "promtool: {}", String::from_utf8_lossy(&out.stderr));
+    }
     let config = dir.path().join("prometheus.yml");
-    std::fs::write(&config, "global:\n  scrape_interval: 1h\n").unwrap();
-    let port = free_port();
+    std::fs::write(&config, config_yaml).unwrap();
     let log = dir.path().join("prometheus.log");
     let mut child = Command::new(prometheus)
         .arg(format!("--config.file={}", config.display()))
@@ -139,6 +141,15 @@ pub fn prometheus_with(recording: &Path) -> Server {
     let url = format!("http://127.0.0.1:{port}");
     wait_ready(&format!("{url}/-/ready"), &mut child, &log);
     Server { url, child, _dir: dir }
+}
+
+const PLAIN_PROMETHEUS: &str = "global:\n  scrape_interval: 1h\n";
+
+/// Prometheus holding `recording` (OpenMetrics, plain or gzip), backfilled with promtool.
+pub fn prometheus_with(recording: &Path) -> Server {
+    let om = tempfile::NamedTempFile::new().unwrap();
+    gunzip(recording, om.path());
+    start_prometheus(&[std::fs::read_to_string(om.path()).unwrap()], free_port(), PLAIN_PROMETHEUS)
 }
 
 /// VictoriaMetrics holding `recording`, imported as Prometheus text with ms timestamps.
@@ -225,42 +236,12 @@ pub fn shifted(recording: &Path, end_ms: i64) -> String {
 /// Prometheus on `port` holding `recording` (OpenMetrics text), evaluating `rules` every
 /// second and sending alerts to `alertmanager`.
 pub fn prometheus_alerting(recording_text: &str, rules: &Path, alertmanager: &str, port: u16) -> Server {
-    let prometheus = require("prometheus", "prometheus");
-    let promtool = require("promtool", "prometheus");
-    let dir = tempfile::tempdir().unwrap();
-    let om = dir.path().join("recording.om");
-    std::fs::write(&om, recording_text).unwrap();
-    let data = dir.path().join("data");
-    let out = Command::new(&promtool)
-        .args(["tsdb", "create-blocks-from", "openmetrics"])
-        .arg(&om)
-        .arg(&data)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "promtool: {}", String::from_utf8_lossy(&out.stderr));
-    let config = dir.path().join("prometheus.yml");
     let am = alertmanager.trim_start_matches("http://");
-    std::fs::write(
-        &config,
-        format!(
-            "global:\n  scrape_interval: 1h\n  evaluation_interval: 1s\nrule_files:\n  - {}\nalerting:\n  alertmanagers:\n    - static_configs:\n        - targets: ['{am}']\n",
-            rules.display()
-        ),
-    )
-    .unwrap();
-    let log = dir.path().join("prometheus.log");
-    let mut child = Command::new(prometheus)
-        .arg(format!("--config.file={}", config.display()))
-        .arg(format!("--storage.tsdb.path={}", data.display()))
-        .arg(format!("--web.listen-address=127.0.0.1:{port}"))
-        .arg("--storage.tsdb.retention.time=100y")
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&log).unwrap())
-        .spawn()
-        .unwrap();
-    let url = format!("http://127.0.0.1:{port}");
-    wait_ready(&format!("{url}/-/ready"), &mut child, &log);
-    Server { url, child, _dir: dir }
+    let config = format!(
+        "global:\n  scrape_interval: 1h\n  evaluation_interval: 1s\nrule_files:\n  - {}\nalerting:\n  alertmanagers:\n    - static_configs:\n        - targets: ['{am}']\n",
+        rules.display()
+    );
+    start_prometheus(&[recording_text.to_string()], port, &config)
 }
 
 /// Alertmanager on `port` with this configuration (YAML), no HA gossip.
@@ -311,36 +292,7 @@ pub async fn flink_rest_for(dir: &Path) -> wiremock::MockServer {
 /// Prometheus (no rules) on `port` holding several recordings (OpenMetrics texts), each
 /// backfilled as its own blocks into one TSDB.
 pub fn prometheus_with_texts(texts: &[String], port: u16) -> Server {
-    let prometheus = require("prometheus", "prometheus");
-    let promtool = require("promtool", "prometheus");
-    let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("data");
-    for (i, text) in texts.iter().enumerate() {
-        let om = dir.path().join(format!("recording-{i}.om"));
-        std::fs::write(&om, text).unwrap();
-        let out = Command::new(&promtool)
-            .args(["tsdb", "create-blocks-from", "openmetrics"])
-            .arg(&om)
-            .arg(&data)
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "promtool: {}", String::from_utf8_lossy(&out.stderr));
-    }
-    let config = dir.path().join("prometheus.yml");
-    std::fs::write(&config, "global:\n  scrape_interval: 1h\n").unwrap();
-    let log = dir.path().join("prometheus.log");
-    let mut child = Command::new(prometheus)
-        .arg(format!("--config.file={}", config.display()))
-        .arg(format!("--storage.tsdb.path={}", data.display()))
-        .arg(format!("--web.listen-address=127.0.0.1:{port}"))
-        .arg("--storage.tsdb.retention.time=100y")
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&log).unwrap())
-        .spawn()
-        .unwrap();
-    let url = format!("http://127.0.0.1:{port}");
-    wait_ready(&format!("{url}/-/ready"), &mut child, &log);
-    Server { url, child, _dir: dir }
+    start_prometheus(texts, port, PLAIN_PROMETHEUS)
 }
 
 /// Synthetic jobs `1..=n` (3 vertices × 2 subtasks, 24 samples every 5 s) ending at
