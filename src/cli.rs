@@ -129,7 +129,7 @@ pub struct RecordArgs {
     /// The diagnosis window, e.g. `5m`. Default: from the configuration.
     #[arg(long, value_name = "DURATION")]
     pub window: Option<String>,
-    /// The configuration with the [prometheus] to read from (and [flink] clusters).
+    /// The configuration with the `[prometheus]` to read from (and `[flink]` clusters).
     #[arg(long, value_name = "FILE")]
     pub config: PathBuf,
     /// The configured Flink cluster to ask (by name).

@@ -1,7 +1,8 @@
 //! Request + metric source → [`Snapshot`].
 //!
 //! One code path for every backend: the collector decides which [`Query`]s to ask, in
-//! three rounds (which job; which window; everything else), and a [`MetricSource`]
+//! four rounds (which job; which window; every vertex aggregated and the job-level signals;
+//! per-subtask detail where the runbook looks), and a [`MetricSource`]
 //! answers them — a recording in memory, or Prometheus over HTTP. A query that fails or
 //! finds nothing becomes a [`Missing`] entry, never an error: only "no such job" stops a
 //! diagnosis.

@@ -1,4 +1,4 @@
-//! The diagnosis: a pure function from a [`Snapshot`] to a [`Verdict`].
+//! The diagnosis: a pure function from a [`Snapshot`] to a [`crate::verdict::Verdict`].
 //!
 //! [`runbook`] holds the ordered list of steps (and only it); each step lives in its own
 //! file under [`steps`] and reports a [`StepReport`]. No IO, no clock, no logging: the

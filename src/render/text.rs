@@ -8,7 +8,8 @@ use std::fmt::Write as _;
 
 use crate::verdict::{Severity, Status, Verdict, VertexState};
 
-const WIDTH: usize = 100;
+/// Line width of the terminal view, columns.
+pub const WIDTH: usize = 100;
 
 fn pct(v: Option<f64>) -> String {
     v.map(|r| format!("{:.0}%", r * 100.0)).unwrap_or_else(|| "?".into())
