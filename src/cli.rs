@@ -303,7 +303,9 @@ pub async fn diagnose_live_command(args: &DiagnoseArgs, now_ms: i64) -> Result<V
     if let Some(url) = &args.flink {
         labels.insert("cluster".into(), url.clone());
     }
-    live.diagnose(&request, &labels, now_ms).await.map_err(|e| CliError::usage(e.to_string()))
+    let overrides =
+        crate::pipeline::Overrides { graph: read_plan(args)?, checkpoint_config: read_checkpoint_config(args)? };
+    live.diagnose_with(&request, &labels, now_ms, overrides).await.map_err(|e| CliError::usage(e.to_string()))
 }
 
 /// Reads Flink reporter endpoints now and diagnoses from that one scrape.
@@ -332,14 +334,8 @@ async fn scrape_command(
         store.read_from(&body[..], url, Some(stamp)).map_err(|e| CliError::usage(e.to_string()))?;
     }
     store.finish();
-    let mut graph = match &args.plan {
-        Some(path) => Some(
-            JobGraph::from_plan_json(&read_text(path, "job plan")?)
-                .map_err(|e| CliError::usage(format!("{}: {e}", path.display())))?,
-        ),
-        None => None,
-    };
-    let mut checkpoint_config = None;
+    let mut graph = read_plan(args)?;
+    let mut checkpoint_config = read_checkpoint_config(args)?;
     let mut notes = Vec::new();
     let mut request = request.clone();
     if let Some(url) = &args.flink {
@@ -356,7 +352,9 @@ async fn scrape_command(
                                 Err(e) => notes.push(format!("no job graph from Flink REST: {e}")),
                             }
                         }
-                        checkpoint_config = rest.checkpoint_config(&job.id).await.ok();
+                        if checkpoint_config.is_none() {
+                            checkpoint_config = rest.checkpoint_config(&job.id).await.ok();
+                        }
                     }
                 }
                 Err(e) => notes.push(format!("Flink REST did not list the jobs: {e}")),
@@ -368,6 +366,7 @@ async fn scrape_command(
         collect(&store, CollectInput { request: &request, graph, checkpoint_config, config, catalog: &config.metrics })
             .await
             .map_err(|e| CliError::usage(e.to_string()))?;
+    refuse_plan_mismatch(args, &snapshot)?;
     let mut snapshot = snapshot;
     snapshot.notes.extend(notes);
     Ok(diagnose(&snapshot, &config.diagnosis))
@@ -457,27 +456,40 @@ fn read_text(path: &Path, what: &str) -> Result<String, CliError> {
         .map_err(|e| CliError::usage(format!("{}: cannot read the {what}: {e}", path.display())))
 }
 
+/// The `--plan` file, parsed.
+fn read_plan(args: &DiagnoseArgs) -> Result<Option<JobGraph>, CliError> {
+    let Some(path) = &args.plan else { return Ok(None) };
+    JobGraph::from_plan_json(&read_text(path, "job plan")?)
+        .map(Some)
+        .map_err(|e| CliError::usage(format!("{}: {e}", path.display())))
+}
+
+/// The `--checkpoint-config` file, parsed.
+fn read_checkpoint_config(args: &DiagnoseArgs) -> Result<Option<CheckpointConfig>, CliError> {
+    let Some(path) = &args.checkpoint_config else { return Ok(None) };
+    CheckpointConfig::from_rest_json(&read_text(path, "checkpoint configuration")?).map(Some).ok_or_else(|| {
+        CliError::usage(format!(
+            "{}: not a Flink checkpoint configuration (expected `interval` and `timeout` from /jobs/:id/checkpoints/config)",
+            path.display()
+        ))
+    })
+}
+
+/// A `--plan` the user gave that belongs to another job is bad input, not a note.
+fn refuse_plan_mismatch(args: &DiagnoseArgs, snapshot: &crate::collect::snapshot::Snapshot) -> Result<(), CliError> {
+    match (&args.plan, &snapshot.plan_mismatch) {
+        (Some(path), Some(why)) => Err(CliError::usage(format!("{}: {why}", path.display()))),
+        _ => Ok(()),
+    }
+}
+
 /// `culprit diagnose` over files. `now_ms` stamps scrape dumps without --at.
 pub fn diagnose_command(args: &DiagnoseArgs, now_ms: i64) -> Result<Verdict, CliError> {
     let config = load_config(args.config.as_deref())?;
     let at_ms = args.at.as_deref().map(parse_at).transpose()?;
     let window_ms = parse_window(args.window.as_deref())?;
-    let graph = match &args.plan {
-        Some(path) => Some(
-            JobGraph::from_plan_json(&read_text(path, "job plan")?)
-                .map_err(|e| CliError::usage(format!("{}: {e}", path.display())))?,
-        ),
-        None => None,
-    };
-    let checkpoint_config = match &args.checkpoint_config {
-        Some(path) => Some(CheckpointConfig::from_rest_json(&read_text(path, "checkpoint configuration")?).ok_or_else(|| {
-            CliError::usage(format!(
-                "{}: not a Flink checkpoint configuration (expected `interval` and `timeout` from /jobs/:id/checkpoints/config)",
-                path.display()
-            ))
-        })?),
-        None => None,
-    };
+    let graph = read_plan(args)?;
+    let checkpoint_config = read_checkpoint_config(args)?;
 
     let mut store = SeriesStore::new();
     let stamp = at_ms.unwrap_or(now_ms);
@@ -507,6 +519,7 @@ pub fn diagnose_command(args: &DiagnoseArgs, now_ms: i64) -> Result<Verdict, Cli
             args.recording.as_ref().or(args.metrics.first()).map(|p| p.display().to_string()).unwrap_or_default();
         CliError::usage(format!("{source}: {e}"))
     })?;
+    refuse_plan_mismatch(args, &snapshot)?;
     Ok(diagnose(&snapshot, &config.diagnosis))
 }
 

@@ -26,6 +26,15 @@ pub enum PipelineError {
     Setup(String),
     #[error(transparent)]
     Collect(#[from] CollectError),
+    #[error("no Flink cluster named `{0}` is configured ([[flink.clusters]] names: {1})")]
+    UnknownCluster(String, String),
+}
+
+/// What a caller knows better than Flink REST (files given on the command line).
+#[derive(Debug, Clone, Default)]
+pub struct Overrides {
+    pub graph: Option<JobGraph>,
+    pub checkpoint_config: Option<CheckpointConfig>,
 }
 
 /// Live backends, built once from the configuration.
@@ -147,6 +156,17 @@ impl Live {
             .map(|(_, p)| p.as_path())
     }
 
+    /// Fails when `labels` name a cluster (`cluster=…`) that is not configured.
+    pub fn check_cluster(&self, labels: &BTreeMap<String, String>) -> Result<(), PipelineError> {
+        match labels.get("cluster") {
+            Some(name) if !self.clusters.iter().any(|(n, _)| n == name) => Err(PipelineError::UnknownCluster(
+                name.clone(),
+                self.clusters.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>().join(", "),
+            )),
+            _ => Ok(()),
+        }
+    }
+
     /// Diagnoses one job live. `labels` choose the Flink cluster; `now_ms` is the time the
     /// request's "now" stands for.
     pub async fn diagnose(
@@ -155,8 +175,24 @@ impl Live {
         labels: &BTreeMap<String, String>,
         now_ms: i64,
     ) -> Result<Verdict, PipelineError> {
+        self.diagnose_with(request, labels, now_ms, Overrides::default()).await
+    }
+
+    /// [`Self::diagnose`] with a job graph or checkpoint configuration given by the caller,
+    /// which win over Flink REST's.
+    pub async fn diagnose_with(
+        &self,
+        request: &DiagnosisRequest,
+        labels: &BTreeMap<String, String>,
+        now_ms: i64,
+        overrides: Overrides,
+    ) -> Result<Verdict, PipelineError> {
         let prometheus = self.prometheus.as_ref().ok_or(PipelineError::NoPrometheus)?;
+        self.check_cluster(labels)?;
         let (job_id, graph, checkpoint_config, mut notes) = self.job_context(request.job.as_deref(), labels).await;
+        let plan_given = overrides.graph.is_some();
+        let graph = overrides.graph.or(graph);
+        let checkpoint_config = overrides.checkpoint_config.or(checkpoint_config);
         let request = DiagnosisRequest { job: job_id.or_else(|| request.job.clone()), ..request.clone() };
         let source = PromSource::new(prometheus, now_ms);
         let mut snapshot = collect(
@@ -170,6 +206,9 @@ impl Live {
             },
         )
         .await?;
+        if let (true, Some(why)) = (plan_given, &snapshot.plan_mismatch) {
+            return Err(PipelineError::Setup(why.clone()));
+        }
         notes.extend(source.warnings().into_iter().map(|w| format!("Prometheus warning: {w}")));
         snapshot.notes.extend(notes);
         Ok(diagnose(&snapshot, &self.config.diagnosis))

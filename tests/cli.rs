@@ -81,6 +81,20 @@ fn a_broken_plan_is_one_sentence_naming_the_file() {
 }
 
 #[test]
+fn a_plan_of_another_job_is_refused_instead_of_mislabelling_the_vertices() {
+    // The hot-key and slow-sink jobs share a topology, so their vertex ids match; the plan
+    // still names another job (id and name), and its parallelism (2) is not the metrics' (4).
+    let out = culprit(&[
+        "diagnose",
+        "--recording",
+        s(&capture("hot-key").join("recording.om.gz")),
+        "--plan",
+        s(&capture("slow-sink").join("plan.json")),
+    ]);
+    assert_one_sentence_error(&out, &["slow-sink/plan.json", "bp-lab-slow-sink", "bp_lab_hot_key"]);
+}
+
+#[test]
 fn a_bad_time_or_window_is_a_usage_error() {
     let rec = capture("slow-sink").join("recording.om.gz");
     assert_one_sentence_error(

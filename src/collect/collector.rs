@@ -455,9 +455,62 @@ pub async fn collect<S: MetricSource>(source: &S, input: CollectInput<'_>) -> Re
     }
     let vertex_aggregates = assemble_aggregates(&r);
 
+    // A plan of another job (its vertex ids are hashes of the topology) shares no vertex
+    // with the metrics: diagnosing with it would name vertices the job does not have.
+    let mut graph = input.graph;
+    let mut plan_mismatch = None;
+    if let Some(g) = &graph {
+        let known = vertex_aggregates.iter().filter(|a| g.vertex(&a.vertex_id).is_some()).count();
+        let plan_label = g.job_name.clone().or_else(|| g.job_id.clone()).unwrap_or_else(|| "unnamed".into());
+        // Jobs built from one topology share vertex ids, so a matching id alone does not
+        // prove the plan is this job's; another job id under another name does disprove it.
+        // Another id under the same name is an earlier run of this job: usable, with a note.
+        let other_id = g.job_id.as_deref().is_some_and(|id| id != run.id);
+        let other_name = g
+            .job_name
+            .as_deref()
+            .is_some_and(|n| !run.name_label.is_empty() && sanitize_label_value(n) != run.name_label);
+        let why = if !vertex_aggregates.is_empty() && known == 0 {
+            Some(format!("the job plan ({plan_label}) shares no vertex with the metrics of job_id {}", run.id))
+        } else if other_id && other_name {
+            Some(format!(
+                "the job plan is of job {plan_label} ({}), not of the diagnosed job {} ({})",
+                g.job_id.as_deref().unwrap_or_default(),
+                run.name_label,
+                run.id
+            ))
+        } else {
+            None
+        };
+        if let Some(why) = why {
+            notes.push(format!("{why}; diagnosing without the job graph"));
+            plan_mismatch = Some(why);
+            graph = None;
+        } else {
+            if other_id {
+                notes.push(format!(
+                    "the job plan is of job_id {}, an earlier run of {}; the metrics are of job_id {}",
+                    g.job_id.as_deref().unwrap_or_default(),
+                    plan_label,
+                    run.id
+                ));
+            }
+            for a in &vertex_aggregates {
+                if let Some(v) = g.vertex(&a.vertex_id)
+                    && a.subtask_count > v.parallelism
+                {
+                    notes.push(format!(
+                        "{} reports {} subtasks but the job plan says parallelism {}: the plan is older than the metrics",
+                        v.name, a.subtask_count, v.parallelism
+                    ));
+                }
+            }
+        }
+    }
+
     // Round 4: per-subtask detail for the vertices the diagnosis looks into.
     let detail_ids = crate::diagnose::signals::detail_vertices(
-        input.graph.as_ref(),
+        graph.as_ref(),
         &vertex_aggregates,
         &input.config.diagnosis.thresholds,
     );
@@ -548,7 +601,8 @@ pub async fn collect<S: MetricSource>(source: &S, input: CollectInput<'_>) -> Re
         at_ms: at,
         window,
         job_start_ms: run.start_ms,
-        graph: input.graph,
+        graph,
+        plan_mismatch,
         vertex_aggregates,
         subtasks,
         checkpoints,

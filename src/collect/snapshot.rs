@@ -274,6 +274,9 @@ pub struct Snapshot {
     pub job_start_ms: Option<i64>,
     /// The job graph; `None` in graph-free mode.
     pub graph: Option<JobGraph>,
+    /// Set when a job graph was given but shares no vertex with the metrics (a plan of
+    /// another job): the graph was dropped; says why.
+    pub plan_mismatch: Option<String>,
     /// Every vertex, aggregated over its subtasks.
     pub vertex_aggregates: Vec<VertexAggregate>,
     /// Per-subtask detail, for the vertices the diagnosis looks into (culprit candidates,

@@ -186,6 +186,18 @@ pub fn diagnose(snapshot: &Snapshot, cfg: &DiagnosisConfig) -> Verdict {
     if signals.graph_free {
         notes.push("No job graph: vertices come from the metrics and the culprit is the busiest vertex that is not backpressured; confidence is lowered.".into());
     }
+    let incomplete: Vec<String> = signals
+        .vertices
+        .iter()
+        .filter(|v| v.missing_subtasks() > 0)
+        .map(|v| format!("{} ({} of {})", v.name, v.subtask_count(), v.parallelism))
+        .collect();
+    if !incomplete.is_empty() {
+        notes.push(format!(
+            "Some subtasks report no metrics (a TaskManager not scraped, or subtasks not running): {}.",
+            crate::diagnose::limited_list(&incomplete, 8)
+        ));
+    }
     if !signals.unknown_vertices.is_empty() {
         notes.push(format!(
             "Metrics name vertices the plan does not have ({}): the plan may be from another version of the job.",
@@ -295,6 +307,15 @@ fn confidence(
     missing: &[String],
 ) -> Confidence {
     if ctx.signals.graph_free || status == Status::Inconclusive || located.outcome == Outcome::NoData {
+        return Confidence::Low;
+    }
+    // Judgements across subtasks of a vertex the runbook looked into rest on part of it.
+    let examined_incomplete = ctx
+        .signals
+        .vertices
+        .iter()
+        .any(|v| v.missing_subtasks() > 0 && (!v.subtasks.is_empty() || ctx.red.contains(&v.id)));
+    if examined_incomplete {
         return Confidence::Low;
     }
     let no_data_before_finding = reports.iter().any(|(_, r)| r.outcome == Outcome::NoData);

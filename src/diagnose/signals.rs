@@ -181,6 +181,13 @@ impl VertexSignals {
         (!self.subtasks.is_empty()).then_some(total)
     }
 
+    /// Subtasks the plan has that report no metrics (a TaskManager not scraped, a
+    /// subtask not running): judgements across subtasks are then unreliable.
+    pub fn missing_subtasks(&self) -> usize {
+        let seen = self.subtask_count();
+        if seen == 0 { 0 } else { (self.parallelism as usize).saturating_sub(seen) }
+    }
+
     /// Whether the vertex keeps keyed state in practice.
     pub fn is_stateful(&self) -> bool {
         self.keyed_input

@@ -112,6 +112,7 @@ impl SnapshotBuilder {
                 },
                 job_start_ms: Some(t(-3600)),
                 graph: None,
+                plan_mismatch: None,
                 vertex_aggregates: Vec::new(),
                 subtasks: Vec::new(),
                 checkpoints: Checkpoints::default(),

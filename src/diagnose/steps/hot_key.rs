@@ -14,6 +14,21 @@ use crate::verdict::Finding;
 
 pub fn run(ctx: &Context, culprit: &VertexSignals) -> StepReport {
     let t = &ctx.cfg.thresholds;
+    if culprit.missing_subtasks() > 0 {
+        return StepReport::no_data(
+            format!(
+                "Only {} of {}'s {} subtasks report metrics: a hot key or a slow instance cannot be judged without the others.",
+                culprit.subtask_count(),
+                culprit.name,
+                culprit.parallelism
+            ),
+            vec![format!(
+                "metrics of {} subtasks of {} (a TaskManager not scraped?)",
+                culprit.missing_subtasks(),
+                culprit.name
+            )],
+        );
+    }
     if culprit.subtasks.len() < 2 {
         return StepReport::clear(format!("{} has one subtask; there is no skew to look at.", culprit.name));
     }
@@ -288,6 +303,21 @@ mod tests {
         // An aggregate: pre-aggregate / two-phase aggregation applies.
         assert!(r.fix.iter().any(|f| f.contains("TWO_PHASE")), "{:?}", r.fix);
         assert!(r.not_the_fix[0].contains("More parallelism"), "{:?}", r.not_the_fix);
+    }
+
+    #[test]
+    fn a_vertex_with_a_subtask_not_reporting_cannot_be_judged_for_skew() {
+        // Subtasks 0, 1, 2 of 4 report; with subtask 3 unseen, neither the share
+        // s = 1920 / (1920 + 160 + 160) nor the others' median busy means anything.
+        let snap = job("agg", 4)
+            .subtask("agg", 0, 0.96, 0.0, 0.04, 1920.0)
+            .subtask("agg", 1, 0.3, 0.0, 0.7, 160.0)
+            .subtask("agg", 2, 0.2, 0.0, 0.8, 160.0)
+            .build();
+        let r = on_vertex(&snap, "agg", run);
+        assert_eq!((r.outcome, r.finding), (Outcome::NoData, None));
+        assert!(r.detail.contains("Only 3 of agg's 4 subtasks"), "{}", r.detail);
+        assert_eq!(verdict(&snap).confidence, crate::verdict::Confidence::Low);
     }
 
     #[test]

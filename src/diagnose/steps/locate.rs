@@ -70,6 +70,8 @@ pub fn run(ctx: &Context) -> Located {
                     let region = ctx.signals.upstream_region(&v.id, |u| ctx.is_red(u)).len();
                     culprits.push((v, region));
                 }
+                // A busy subtask may be among those not reporting: no conclusion.
+                Some(_) if v.missing_subtasks() > 0 => unknown.push(v),
                 Some(_) => network.extend(red_upstream.iter().map(|u| (u.id.clone(), v.id.clone()))),
                 None => unknown.push(v),
             }
@@ -198,10 +200,16 @@ pub fn run(ctx: &Context) -> Located {
             ));
         }
     } else {
-        let names: Vec<&str> = unknown.iter().map(|v| v.name.as_str()).collect();
+        let names: Vec<String> = unknown
+            .iter()
+            .map(|v| match v.missing_subtasks() {
+                0 => v.name.clone(),
+                _ => format!("{}: {} of {} subtasks report", v.name, v.subtask_count(), v.parallelism),
+            })
+            .collect();
         report = StepReport::no_data(
             format!(
-                "Backpressured: {red_list}, but the vertices downstream of them have no metrics ({}).",
+                "Backpressured: {red_list}, but the vertices downstream of them have no or partial metrics ({}).",
                 if names.is_empty() { "none found".to_string() } else { names.join(", ") }
             ),
             vec!["busyTimeMsPerSecond".into(), "backPressuredTimeMsPerSecond".into()],
@@ -382,6 +390,25 @@ mod tests {
             .all_subtasks("sink", 0.0, 0.0, 1.0, 100.0)
             .build();
         assert_eq!(with_context(&snap, run).culprits, ["score"]);
+    }
+
+    #[test]
+    fn a_candidate_with_subtasks_missing_is_unknown_not_a_slow_exchange() {
+        // score has parallelism 2 but only subtask 1 reports (busy 0.2 < 0.5, not red): the
+        // missing subtask 0 may be the busy one, so nothing is concluded about the exchange.
+        let snap = line_job()
+            .all_subtasks("src", 0.1, 0.8, 0.1, None)
+            .all_subtasks("parse", 0.1, 0.8, 0.1, 500.0)
+            .subtask("score", 1, 0.2, 0.05, 0.75, 250.0)
+            .all_subtasks("sink", 0.05, 0.0, 0.95, 500.0)
+            .build();
+        let located = with_context(&snap, run);
+        assert_eq!(located.report.outcome, Outcome::NoData);
+        assert!(located.network.is_empty() && located.culprits.is_empty());
+        assert!(located.report.detail.contains("score: 1 of 2 subtasks report"), "{}", located.report.detail);
+        let v = verdict(&snap);
+        assert_eq!(v.status, Status::Inconclusive);
+        assert!(v.notes.iter().any(|n| n.contains("score (1 of 2)")), "{:?}", v.notes);
     }
 
     #[test]
