@@ -349,13 +349,49 @@ impl Thresholds {
 
 /// Where a secret comes from: an environment variable or a file (trailing newline
 /// trimmed). Never the configuration file itself.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
-#[serde(deny_unknown_fields, rename_all = "snake_case")]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
 pub enum SecretSource {
     /// The name of an environment variable.
     Env(String),
     /// A file path (e.g. a mounted Kubernetes Secret).
     File(std::path::PathBuf),
+}
+
+/// By hand rather than derived: serde's errors quote the offending value, and a secret
+/// written inline (`token = "xoxb-…"`) must not reach an error message or a log.
+impl<'de> Deserialize<'de> for SecretSource {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        const EXPECTED: &str = "a secret reference: { env = \"VARIABLE\" } or { file = \"/path\" }";
+        impl<'de> serde::de::Visitor<'de> for Visitor {
+            type Value = SecretSource;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str(EXPECTED)
+            }
+            fn visit_str<E: serde::de::Error>(self, _: &str) -> Result<SecretSource, E> {
+                Err(E::custom(format!(
+                    "a secret is never written inline in the configuration; give {EXPECTED} (the value is not shown)"
+                )))
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<SecretSource, A::Error> {
+                use serde::de::Error;
+                let mut found = None;
+                while let Some(key) = map.next_key::<String>()? {
+                    if found.is_some() {
+                        return Err(A::Error::custom(format!("give exactly one of `env` or `file`: {EXPECTED}")));
+                    }
+                    found = Some(match key.as_str() {
+                        "env" => SecretSource::Env(map.next_value()?),
+                        "file" => SecretSource::File(map.next_value()?),
+                        _ => return Err(A::Error::custom(format!("unknown key `{key}`; expected {EXPECTED}"))),
+                    });
+                }
+                found.ok_or_else(|| A::Error::custom(format!("empty; expected {EXPECTED}")))
+            }
+        }
+        deserializer.deserialize_any(Visitor)
+    }
 }
 
 impl SecretSource {
@@ -414,13 +450,30 @@ fn default_prometheus_deadline() -> Millis {
 
 impl PrometheusConfig {
     fn validate(&self, problems: &mut Vec<String>) {
-        match reqwest::Url::parse(&self.url) {
-            Ok(u) if u.scheme() == "http" || u.scheme() == "https" => {}
-            _ => problems.push(format!("prometheus.url `{}` is not an http(s) URL", self.url)),
-        }
+        check_backend_url("prometheus.url", &self.url, "[prometheus.auth]", problems);
         if self.timeout.0 <= 0 || self.deadline < self.timeout {
             problems.push("prometheus.timeout must be positive and at most prometheus.deadline".into());
         }
+    }
+}
+
+/// A backend URL must be http(s) and carry no credentials: userinfo and query strings end
+/// up in logs and error messages, so they are refused (and not echoed); auth has its own key.
+fn check_backend_url(key: &str, url: &str, auth_key: &str, problems: &mut Vec<String>) {
+    match reqwest::Url::parse(url) {
+        Ok(u) if u.scheme() == "http" || u.scheme() == "https" => {
+            if !u.username().is_empty() || u.password().is_some() {
+                problems.push(format!(
+                    "{key} holds a user or password: remove it and use {auth_key} with a secret reference (the URL is not shown)"
+                ));
+            } else if u.query().is_some() || u.fragment().is_some() {
+                problems.push(format!(
+                    "{key} has a query string or fragment: give the base URL only (path prefix allowed; the URL is not shown)"
+                ));
+            }
+        }
+        _ => problems
+            .push(format!("{key} is not an http(s) URL such as http://prometheus:9090 (the value is not shown)")),
     }
 }
 
@@ -455,11 +508,7 @@ impl Default for FlinkConfig {
 impl FlinkConfig {
     fn validate(&self, problems: &mut Vec<String>) {
         for c in &self.clusters {
-            match reqwest::Url::parse(&c.rest_url) {
-                Ok(u) if u.scheme() == "http" || u.scheme() == "https" => {}
-                _ => problems
-                    .push(format!("flink.clusters `{}`: rest_url `{}` is not an http(s) URL", c.name, c.rest_url)),
-            }
+            check_backend_url(&format!("flink.clusters `{}`: rest_url", c.name), &c.rest_url, "`auth`", problems);
         }
         let defaults = self.clusters.iter().filter(|c| c.r#match.is_empty()).count();
         if defaults > 1 {
@@ -640,7 +689,8 @@ impl NotifyConfig {
         for (key, url) in urls {
             match reqwest::Url::parse(&url) {
                 Ok(u) if u.scheme() == "http" || u.scheme() == "https" => {}
-                _ => problems.push(format!("{key} `{url}` is not an http(s) URL")),
+                // A notification URL may carry a token: it is not echoed.
+                _ => problems.push(format!("{key} is not an http(s) URL (the value is not shown)")),
             }
         }
         if let Some(s) = &self.slack {
@@ -865,6 +915,47 @@ mod tests {
         )
         .unwrap_err();
         assert_eq!(err.problems.len(), 2, "{err}");
+    }
+
+    #[test]
+    fn a_secret_written_inline_is_refused_without_echoing_it() {
+        for text in [
+            "[notify.slack]\nmode = \"web_api\"\nchannel = \"#c\"\ntoken = \"xoxb-SECRET-1\"\n",
+            "[prometheus]\nurl = \"http://p:9090\"\nauth = { type = \"bearer\", token = \"SECRET-2\" }\n",
+            "[prometheus]\nurl = \"http://p:9090\"\nauth = { type = \"bearer\", token = { value = \"SECRET-3\" } }\n",
+        ] {
+            let err = Config::from_toml(text, "c.toml").unwrap_err().to_string();
+            assert!(!err.contains("SECRET"), "{err}");
+            assert!(err.contains("env = ") || err.contains("unknown key `value`"), "{err}");
+        }
+        let ok = Config::from_toml(
+            "[prometheus]\nurl = \"http://p:9090\"\nauth = { type = \"basic\", username = \"u\", password = { file = \"/run/secrets/p\" } }\n",
+            "c.toml",
+        )
+        .unwrap();
+        let auth = ok.prometheus.unwrap().auth.unwrap();
+        assert_eq!(
+            auth,
+            HttpAuth::Basic { username: "u".into(), password: SecretSource::File("/run/secrets/p".into()) }
+        );
+    }
+
+    #[test]
+    fn backend_urls_with_credentials_or_a_query_are_refused_without_echoing_them() {
+        for (url, why) in [
+            ("http://admin:hunter2@p:9090", "user or password"),
+            ("http://p:9090/?token=hunter2", "query string"),
+            ("p:hunter2@9090", "not an http(s) URL"),
+        ] {
+            let text =
+                format!("[prometheus]\nurl = \"{url}\"\n[[flink.clusters]]\nname = \"a\"\nrest_url = \"{url}\"\n");
+            let err = Config::from_toml(&text, "c.toml").unwrap_err();
+            assert_eq!(err.problems.len(), 2, "{err}");
+            let err = err.to_string();
+            assert!(!err.contains("hunter2") && err.contains(why), "{err}");
+        }
+        // A path prefix is fine (Mimir, Thanos behind a proxy).
+        assert!(Config::from_toml("[prometheus]\nurl = \"https://mimir/prometheus\"\n", "c.toml").is_ok());
     }
 
     #[test]
