@@ -493,9 +493,11 @@ pub fn diagnose_command(args: &DiagnoseArgs, now_ms: i64) -> Result<Verdict, Cli
 
     let mut store = SeriesStore::new();
     let stamp = at_ms.unwrap_or(now_ms);
+    let mut untimed = 0;
     match (&args.recording, args.metrics.as_slice()) {
         (Some(path), _) => {
-            store.read_path(path, Some(stamp)).map_err(|e| CliError::usage(e.to_string()))?;
+            let read = store.read_path(path, Some(stamp)).map_err(|e| CliError::usage(e.to_string()))?;
+            untimed += read.samples - read.with_timestamp;
         }
         (None, []) => {
             return Err(CliError::usage(
@@ -504,7 +506,8 @@ pub fn diagnose_command(args: &DiagnoseArgs, now_ms: i64) -> Result<Verdict, Cli
         }
         (None, files) => {
             for path in files {
-                store.read_path(path, Some(stamp)).map_err(|e| CliError::usage(e.to_string()))?;
+                let read = store.read_path(path, Some(stamp)).map_err(|e| CliError::usage(e.to_string()))?;
+                untimed += read.samples - read.with_timestamp;
             }
         }
     }
@@ -520,6 +523,14 @@ pub fn diagnose_command(args: &DiagnoseArgs, now_ms: i64) -> Result<Verdict, Cli
         CliError::usage(format!("{source}: {e}"))
     })?;
     refuse_plan_mismatch(args, &snapshot)?;
+    let mut snapshot = snapshot;
+    if untimed > 0 && at_ms.is_none() {
+        // Ages (time since the last checkpoint, Kafka lag age) are measured from this stamp.
+        snapshot.notes.push(format!(
+            "{untimed} samples carry no timestamp and are taken as sampled now ({}); give --at with the time of the scrape if it was earlier",
+            crate::verdict::rfc3339(stamp)
+        ));
+    }
     Ok(diagnose(&snapshot, &config.diagnosis))
 }
 

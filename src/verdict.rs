@@ -304,3 +304,9 @@ pub struct Verdict {
     /// How the data was chosen (job runs, plan mismatches, short windows) (added field).
     pub notes: Vec<String>,
 }
+
+/// RFC 3339 (UTC) of Unix milliseconds, as verdicts and notifications write times; the
+/// epoch when out of range.
+pub fn rfc3339(ms: i64) -> String {
+    jiff::Timestamp::from_millisecond(ms).unwrap_or(jiff::Timestamp::UNIX_EPOCH).to_string()
+}

@@ -85,6 +85,9 @@ pub struct JobRun {
     pub name_label: String,
     /// Time of the newest sample, Unix ms.
     pub last_seen_ms: i64,
+    /// When the newest sample was taken, Unix ms: the last step at which the uptime
+    /// changed (a step evaluation repeats a sample for up to the lookback delta).
+    pub sampled_at_ms: i64,
     /// Start of the run (evaluation time minus uptime), Unix ms, when uptime is known.
     pub start_ms: Option<i64>,
     /// The first evaluation time with data for this run (a recording may begin after the
@@ -108,6 +111,7 @@ pub fn job_runs(uptime: &QueryResult) -> Vec<JobRun> {
                 id: s.label(l::JOB_ID).to_string(),
                 name_label: s.label(l::JOB_NAME).to_string(),
                 last_seen_ms: t,
+                sampled_at_ms: sampled_at,
                 start_ms: Some(sampled_at - u as i64),
                 first_seen_ms: finite[0].0,
             })
@@ -194,7 +198,7 @@ fn by_subtask(agg: Agg) -> Option<Aggregation> {
 pub async fn collect<S: MetricSource>(source: &S, input: CollectInput<'_>) -> Result<Snapshot, CollectError> {
     let cfg = &input.config.diagnosis;
     let cat = input.catalog;
-    let at = input.request.at_ms.or_else(|| source.latest_ms()).ok_or(CollectError::NoData)?;
+    let mut at = input.request.at_ms.or_else(|| source.latest_ms()).ok_or(CollectError::NoData)?;
     let step = cfg.step.as_ms();
     let lookback = cfg.trend_lookback.as_ms();
 
@@ -226,6 +230,7 @@ pub async fn collect<S: MetricSource>(source: &S, input: CollectInput<'_>) -> Re
                 id: s.label(l::JOB_ID).into(),
                 name_label: s.label(l::JOB_NAME).into(),
                 last_seen_ms: at,
+                sampled_at_ms: at,
                 start_ms: None,
                 first_seen_ms: at,
             })
@@ -242,11 +247,30 @@ pub async fn collect<S: MetricSource>(source: &S, input: CollectInput<'_>) -> Re
             run.id
         ));
     }
+    // A job that stopped reporting (finished, cancelled, its TaskManagers gone) has no
+    // sample in a window ending now. Without a time asked for, diagnose its last moments;
+    // with one, say that the window is past the job's data.
+    let requested = input.request.window_ms.unwrap_or(cfg.window.as_ms());
+    if at - run.sampled_at_ms > requested {
+        let when = crate::verdict::rfc3339(run.sampled_at_ms);
+        if input.request.at_ms.is_none() {
+            notes.push(format!(
+                "the newest metrics of job_id {} are from {when}, {} s before now: the job stopped reporting; diagnosed as of then",
+                run.id,
+                (at - run.sampled_at_ms) / 1000
+            ));
+            at = run.sampled_at_ms;
+        } else {
+            notes.push(format!(
+                "the newest metrics of job_id {} are from {when}, before the window: the diagnosis has little or no data",
+                run.id
+            ));
+        }
+    }
     let job = |m: &str| Selector::metric(m).with(l::JOB_ID, &run.id);
     let job_suffix = |m: &str| Selector::metric_suffix(m).with(l::JOB_ID, &run.id);
 
     // Round 2: which window.
-    let requested = input.request.window_ms.unwrap_or(cfg.window.as_ms());
     let min_window = cfg.min_window.as_ms().min(requested);
     let mut window =
         Window { start_ms: at - requested, end_ms: at, requested_ms: requested, bound: WindowBound::Requested };
@@ -816,12 +840,15 @@ fn assemble_taskmanagers(gc: &QueryResult, cpu: &QueryResult, job_tms: &BTreeSet
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::Config;
+    use crate::request::DiagnosisRequest;
 
     fn run(id: &str, name: &str, last: i64, start: i64) -> JobRun {
         JobRun {
             id: id.into(),
             name_label: name.into(),
             last_seen_ms: last,
+            sampled_at_ms: last,
             start_ms: Some(start),
             first_seen_ms: start,
         }
@@ -855,6 +882,73 @@ mod tests {
         let runs = [run("a", "x", 1, 0), run("b", "y", 1, 0)];
         assert!(matches!(resolve_job(&runs, None, None), Err(CollectError::AmbiguousJob { .. })));
         assert_eq!(resolve_job(&runs, None, Some("b")).unwrap().0.id, "b");
+    }
+
+    /// Two jobs in one store: `done` reports until t = 300 s, `live` until t = 900 s. Each
+    /// sample (OpenMetrics, timestamps in seconds): uptime (ms, growing) and the busy time
+    /// of one vertex.
+    fn two_jobs_one_stopped() -> crate::collect::store::SeriesStore {
+        let mut text = String::new();
+        for (job, until_s) in [("done", 300), ("live", 900)] {
+            for t in (0..=until_s).step_by(15) {
+                let ms = t * 1000;
+                text.push_str(&format!(
+                    "flink_jobmanager_job_uptime{{job_id=\"{job}\",job_name=\"{job}\"}} {} {t}\n",
+                    ms + 3_600_000
+                ));
+                text.push_str(&format!(
+                    "flink_taskmanager_job_task_busyTimeMsPerSecond{{job_id=\"{job}\",job_name=\"{job}\",task_id=\"v\",task_name=\"v\",subtask_index=\"0\"}} 500 {t}\n"
+                ));
+            }
+        }
+        text.push_str("# EOF\n");
+        let mut store = crate::collect::store::SeriesStore::new();
+        store.read_from(text.as_bytes(), "two-jobs", None).unwrap();
+        store.finish();
+        store
+    }
+
+    fn collect_job(store: &crate::collect::store::SeriesStore, job: &str, at_ms: Option<i64>) -> Snapshot {
+        let config = Config::default();
+        let request = DiagnosisRequest { job: Some(job.into()), at_ms, window_ms: None };
+        let input = CollectInput {
+            request: &request,
+            graph: None,
+            checkpoint_config: None,
+            config: &config,
+            catalog: &config.metrics,
+        };
+        crate::cli::block_on(collect(store, input)).unwrap()
+    }
+
+    #[test]
+    fn a_job_that_stopped_reporting_is_diagnosed_as_of_its_last_sample() {
+        // The store's newest sample is at 900 s; `done`'s at 300 s, 600 s earlier, more than
+        // the default 300 s window: the window [0 s, 300 s] is its last 5 minutes, and a
+        // note says so.
+        let store = two_jobs_one_stopped();
+        let snap = collect_job(&store, "done", None);
+        assert_eq!(snap.at_ms, 300_000);
+        assert_eq!(snap.window.start_ms, 0);
+        assert!(
+            snap.notes.iter().any(|n| n.contains("600 s before now") && n.contains("stopped reporting")),
+            "{:?}",
+            snap.notes
+        );
+        // 500 ms/s of busy time = 0.5 busy, read inside the shifted window.
+        assert_eq!(snap.vertex_aggregates[0].busy_max, Some(0.5));
+        // The job still reporting is diagnosed at the newest data, without that note.
+        let snap = collect_job(&store, "live", None);
+        assert_eq!(snap.at_ms, 900_000);
+        assert!(!snap.notes.iter().any(|n| n.contains("stopped reporting")), "{:?}", snap.notes);
+    }
+
+    #[test]
+    fn a_time_asked_for_is_kept_even_past_the_jobs_data() {
+        let store = two_jobs_one_stopped();
+        let snap = collect_job(&store, "done", Some(900_000));
+        assert_eq!(snap.at_ms, 900_000);
+        assert!(snap.notes.iter().any(|n| n.contains("before the window")), "{:?}", snap.notes);
     }
 
     #[test]

@@ -18,10 +18,6 @@ use crate::verdict::{
     Status, Step, StepName, Verdict, VertexState,
 };
 
-fn rfc3339(ms: i64) -> String {
-    jiff::Timestamp::from_millisecond(ms).map(|t| t.to_string()).unwrap_or_else(|_| ms.to_string())
-}
-
 /// Diagnoses one snapshot. Pure: the same snapshot and configuration always give the same
 /// verdict.
 pub fn diagnose(snapshot: &Snapshot, cfg: &DiagnosisConfig) -> Verdict {
@@ -239,9 +235,9 @@ pub fn diagnose(snapshot: &Snapshot, cfg: &DiagnosisConfig) -> Verdict {
     Verdict {
         schema: SCHEMA.to_string(),
         job: JobRef { name: snapshot.job.name.clone(), id: snapshot.job.id.clone() },
-        at: rfc3339(snapshot.at_ms),
+        at: crate::verdict::rfc3339(snapshot.at_ms),
         window_seconds: (snapshot.window.len_ms() as f64 / 1000.0).round() as i64,
-        window_start: rfc3339(snapshot.window.start_ms),
+        window_start: crate::verdict::rfc3339(snapshot.window.start_ms),
         status,
         finding,
         culprit: culprit_out,

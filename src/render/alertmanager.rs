@@ -27,7 +27,7 @@ use std::collections::BTreeMap;
 use serde_json::{Map, Value};
 
 use crate::notify::{Notice, NoticeKind};
-use crate::render::pagerduty::rfc3339;
+use crate::verdict::rfc3339;
 
 /// The default `alertname` of culprit's alert.
 pub const DEFAULT_ALERTNAME: &str = "FlinkBackpressureCulprit";

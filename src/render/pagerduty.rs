@@ -109,11 +109,6 @@ pub fn summary(notice: &Notice) -> String {
     }
 }
 
-/// RFC 3339 (UTC) of Unix milliseconds; the epoch when out of range.
-pub(crate) fn rfc3339(ms: i64) -> String {
-    jiff::Timestamp::from_millisecond(ms).unwrap_or(jiff::Timestamp::UNIX_EPOCH).to_string()
-}
-
 /// The trigger event for `notice` (see the module docs for the shape).
 ///
 /// * `summary`: [`summary`], cut to [`MAX_SUMMARY_CHARS`].
@@ -133,7 +128,7 @@ pub fn event(notice: &Notice, routing_key: &str, severity: &str) -> Value {
     payload.insert("summary".into(), truncate(&summary(notice), MAX_SUMMARY_CHARS).into_owned().into());
     payload.insert("source".into(), job_label(job).into());
     payload.insert("severity".into(), severity.into());
-    payload.insert("timestamp".into(), rfc3339(notice.at_ms).into());
+    payload.insert("timestamp".into(), crate::verdict::rfc3339(notice.at_ms).into());
     if let Some(c) = notice.verdict.as_ref().and_then(|v| v.culprit.as_ref()) {
         payload.insert("component".into(), c.vertex_name.clone().into());
     }
@@ -291,6 +286,6 @@ mod tests {
 
     #[test]
     fn the_timestamp_is_rfc3339_utc() {
-        assert_eq!(rfc3339(1_795_948_587_780), "2026-11-29T10:36:27.78Z");
+        assert_eq!(crate::verdict::rfc3339(1_795_948_587_780), "2026-11-29T10:36:27.78Z");
     }
 }
