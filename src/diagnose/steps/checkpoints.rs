@@ -160,6 +160,24 @@ pub fn run(ctx: &Context, culprit: Option<&VertexSignals>) -> StepReport {
         "Unaligned checkpoints, so barriers overtake the backlog: execution.checkpointing.unaligned.enabled: true, optionally execution.checkpointing.aligned-checkpoint-timeout: 30 s (start aligned, switch when alignment takes longer), and buffer debloating (taskmanager.network.memory.buffer-debloat.enabled: true); the cost is in-flight data written into each checkpoint.".to_string()
     };
     let barrier_wait = barrier_wait(ctx);
+    if !reasons.is_empty() && ctx.red.is_empty() {
+        // No backpressure: the barriers are not stuck behind data, so unaligned
+        // checkpoints would change nothing; the checkpoint itself is slow or failing.
+        r.detail = format!("The recovery point is in trouble: {}.", reasons.join("; "));
+        r.cause.push(format!(
+            "No vertex is backpressured, so barriers are not held up by data: {}. The time goes into the checkpoint itself: the synchronous snapshot, uploading state to checkpoint storage, or a sink's pre-commit (two-phase commit, e.g. Kafka transactions).",
+            reasons.join("; ")
+        ));
+        r.fix.push(format!(
+            "In the Flink UI (Checkpoints → History → per subtask) find the subtasks whose sync or async duration dominates, then: incremental RocksDB checkpoints (execution.checkpointing.incremental: true) for large state; execution.checkpointing.timeout (now {}) above the longest healthy duration; execution.checkpointing.min-pause so checkpoints do not run back to back; and the checkpoint storage's throughput (S3/HDFS throttling).",
+            ms(timeout_ms as f64)
+        ));
+        r.not_the_fix.push(
+            "Unaligned checkpoints: they let barriers overtake buffered data, and there is no backpressure here to overtake.".into(),
+        );
+        r.summary = Some(format!("Checkpoints are in trouble: {}.", reasons[0]));
+        return r;
+    }
     if !reasons.is_empty() {
         r.detail = format!("The recovery point is in trouble: {}.", reasons.join("; "));
         r.cause.push(format!(
@@ -289,6 +307,36 @@ mod tests {
             failed: Some(0.0),
             ..cp(offset_s)
         }
+    }
+
+    #[test]
+    fn failing_checkpoints_without_backpressure_do_not_blame_backpressure() {
+        // No vertex is backpressured (all p = 0); 2 checkpoints failed in the window
+        // (1 → 3). Unaligned checkpoints would not help: they are named as not the fix.
+        let snap = SnapshotBuilder::new()
+            .vertex("src", "Source: txn", 2)
+            .vertex("sink", "Sink: out", 2)
+            .edge("src", "sink", "FORWARD")
+            .all_subtasks("src", 0.2, 0.0, 0.8, None)
+            .all_subtasks("sink", 0.3, 0.0, 0.7, 1000.0)
+            .checkpoint_config(10, 600, false, None)
+            .checkpoint_point(CheckpointPoint { failed: Some(1.0), ..done(-290, -292, 500.0) })
+            .checkpoint_point(CheckpointPoint { failed: Some(3.0), ..done(-5, -7, 500.0) })
+            .build();
+        let r = with_context(&snap, |ctx| run(ctx, None));
+        assert_eq!((r.outcome, r.finding), (Outcome::Hit, Some(Finding::Checkpoints)));
+        assert_eq!(
+            r.summary.as_deref(),
+            Some("Checkpoints are in trouble: 2 checkpoint(s) failed or expired in the window.")
+        );
+        assert!(r.cause[0].starts_with("No vertex is backpressured"), "{:?}", r.cause);
+        assert!(!r.cause[0].contains("the backpressure slows"), "{:?}", r.cause);
+        assert!(
+            r.fix[0].contains("execution.checkpointing.incremental") && r.fix[0].contains("(now 10 min)"),
+            "{:?}",
+            r.fix
+        );
+        assert!(r.not_the_fix[0].starts_with("Unaligned checkpoints"), "{:?}", r.not_the_fix);
     }
 
     #[test]
