@@ -387,7 +387,9 @@ pub async fn record_command(args: &RecordArgs, now_ms: i64) -> Result<String, Cl
         .prometheus()
         .ok_or_else(|| CliError::usage(format!("{}: no [prometheus] section", args.config.display())))?;
     let labels = cluster_labels(args.cluster.as_deref());
-    let (job_id, graph, checkpoint_config, _notes) = live.job_context(Some(&args.job), &labels).await;
+    let (job_id, graph, checkpoint_config, context_notes) = live.job_context(Some(&args.job), &labels).await;
+    let why_missing =
+        if context_notes.is_empty() { "no Flink cluster configured".into() } else { context_notes.join("; ") };
     let request =
         DiagnosisRequest { job: Some(job_id.unwrap_or_else(|| args.job.clone())), at_ms: Some(at_ms), window_ms };
     let source =
@@ -425,6 +427,15 @@ pub async fn record_command(args: &RecordArgs, now_ms: i64) -> Result<String, Cl
         std::fs::write(path, serde_json::to_string_pretty(&json).expect("json"))
             .map_err(|e| CliError::usage(format!("{}: {e}", path.display())))?;
         lines.push(format!("wrote {}", path.display()));
+    }
+    if let (Some(path), None) = (&args.plan_out, &graph) {
+        lines.push(format!("{} not written: no job plan from Flink REST ({why_missing})", path.display()));
+    }
+    if let (Some(path), None) = (&args.checkpoint_config_out, &checkpoint_config) {
+        lines.push(format!(
+            "{} not written: no checkpoint configuration from Flink REST ({why_missing})",
+            path.display()
+        ));
     }
     if let (Some(path), Some(c)) = (&args.checkpoint_config_out, &checkpoint_config) {
         let json = serde_json::json!({"interval": c.interval_ms, "timeout": c.timeout_ms, "unaligned_checkpoints": c.unaligned, "state_backend": c.state_backend});

@@ -183,11 +183,18 @@ async fn without_flink_rest_the_live_diagnosis_runs_graph_free_and_says_so() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_recording_written_by_record_replays_to_the_live_verdict() {
+async fn a_recording_written_by_record_replays_to_the_live_verdict_and_holds_only_its_job() {
     let dir = support::capture("rocksdb-stall");
     let expected = recording_verdict(&dir);
     let at = at_of(&expected);
-    let prom = support::prometheus_with(&dir.join("recording.om.gz"));
+    // rocksdb-bound ran ~55 min earlier: its series are inside the 1 h lookback of the job
+    // lookup, and must not end up in rocksdb-stall's bundle.
+    let text = |name: &str| {
+        let om = tempfile::NamedTempFile::new().unwrap();
+        support::gunzip(&support::capture(name).join("recording.om.gz"), om.path());
+        std::fs::read_to_string(om.path()).unwrap()
+    };
+    let prom = support::prometheus_with_texts(&[text("rocksdb-stall"), text("rocksdb-bound")], support::free_port());
     let flink = support::flink_rest_for(&dir).await;
     let tmp = tempfile::tempdir().unwrap();
     let config_path = write_config(tmp.path(), &prom.url, &flink.uri());
@@ -207,6 +214,13 @@ async fn a_recording_written_by_record_replays_to_the_live_verdict() {
     };
     let summary = culprit::cli::record_command(&args, at).await.unwrap_or_else(|e| panic!("{}", e.message));
     assert!(summary.contains("replay: culprit diagnose --recording"), "{summary}");
+    let bundle = tempfile::NamedTempFile::new().unwrap();
+    support::gunzip(&out, bundle.path());
+    let bundle = std::fs::read_to_string(bundle.path()).unwrap();
+    let job_ids: std::collections::BTreeSet<&str> =
+        bundle.match_indices("job_id=\"").map(|(i, m)| &bundle[i + m.len()..i + m.len() + 32]).collect();
+    assert_eq!(job_ids.len(), 1, "one job in the bundle: {job_ids:?}");
+    assert!(bundle.contains("bp_lab_rocksdb_stall") && !bundle.contains("bp_lab_rocksdb_bound"));
 
     let live = culprit::pipeline::Live::new(Config::load(&config_path).unwrap()).unwrap();
     let request = DiagnosisRequest { job: Some("bp-lab-rocksdb-stall".into()), at_ms: Some(at), window_ms: None };

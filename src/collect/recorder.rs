@@ -43,14 +43,16 @@ impl<'a> RecordingSource<'a> {
     }
 
     /// Fetches the raw samples of every remembered selector over the span it needed and
-    /// writes them, with the marker at `at_ms`, as gzip OpenMetrics. Returns the number of
-    /// series and samples written.
+    /// writes them, with the marker at `at_ms`, as gzip OpenMetrics. Series of other jobs
+    /// (a `job_id` other than the marker's) are left out; series without `job_id`
+    /// (TaskManager, Kafka) are kept. Returns the number of series and samples written.
     pub async fn write_recording<W: Write>(
         &self,
         out: W,
         at_ms: i64,
         marker_labels: &[(&str, &str)],
     ) -> Result<(usize, usize), PromError> {
+        let job_id = marker_labels.iter().find(|(k, _)| *k == "job_id").map(|(_, v)| *v);
         let wanted: Vec<(Selector, i64, i64)> = self.seen.lock().expect("not poisoned").values().cloned().collect();
         let fetches = wanted.iter().map(|(selector, start, end)| async move {
             let span = (end - start).max(1);
@@ -62,6 +64,11 @@ impl<'a> RecordingSource<'a> {
         let mut series: SeriesSamples = BTreeMap::new();
         for answer in futures::future::join_all(fetches).await {
             for s in answer?.series {
+                // The job lookup saw every job: another job's series do not belong in this
+                // job's bug-report bundle (they may be someone else's data).
+                if s.labels.get("job_id").is_some_and(|id| Some(id.as_str()) != job_id) {
+                    continue;
+                }
                 let mut labels = s.labels.clone();
                 let name = labels.remove("__name__").unwrap_or_default();
                 let samples = series.entry((name, labels.into_iter().collect())).or_default();
