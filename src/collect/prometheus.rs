@@ -30,6 +30,20 @@ use crate::config::{HttpAuth, PrometheusConfig};
 /// The label that tags each part of a merged query.
 pub const MERGE_LABEL: &str = "culprit_query";
 
+/// Evaluations one range query may ask for. Prometheus refuses more than 11,000 points per
+/// series ("exceeded maximum resolution of 11,000 points per timeseries. Try decreasing
+/// the query resolution (?step=XX)"; `web/api/v1/api.go`,
+/// <https://prometheus.io/docs/prometheus/latest/querying/api/#range-queries>); a margin
+/// below it keeps a long `trend_lookback` at a short `step` answerable.
+pub const MAX_RANGE_POINTS: i64 = 10_000;
+
+/// The step for a range query: the one asked for, or wider so that the range holds at
+/// most [`MAX_RANGE_POINTS`] evaluations. At least 1 ms.
+pub fn range_step_ms(start_ms: i64, end_ms: i64, step_ms: i64) -> i64 {
+    let span = (end_ms - start_ms).max(0);
+    step_ms.max(1).max((span + MAX_RANGE_POINTS - 1) / MAX_RANGE_POINTS)
+}
+
 /// A failed request. The message names the backend and the cause, never a credential.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[error("{message}")]
@@ -238,12 +252,13 @@ impl Prometheus {
     }
 
     /// `POST /api/v1/query_range`: evaluations at `start_ms, start_ms + step_ms, … ≤ end_ms`.
+    /// The step is widened when the range would exceed [`MAX_RANGE_POINTS`] evaluations.
     pub async fn range(&self, expr: &str, start_ms: i64, end_ms: i64, step_ms: i64) -> Result<Answer, PromError> {
         let form = vec![
             ("query", expr.to_string()),
             ("start", ms_to_seconds(start_ms)),
             ("end", ms_to_seconds(end_ms)),
-            ("step", ms_to_seconds(step_ms.max(1))),
+            ("step", ms_to_seconds(range_step_ms(start_ms, end_ms, step_ms))),
         ];
         self.call("api/v1/query_range", form).await
     }
@@ -504,6 +519,19 @@ impl PromSource<'_> {
 mod tests {
     use super::*;
     use crate::collect::query::{OverTime, Selector};
+
+    #[test]
+    fn a_long_range_widens_the_step_to_stay_under_the_point_limit() {
+        // 1 h at 5 s = 721 evaluations: the step stays 5 s.
+        assert_eq!(range_step_ms(0, 3_600_000, 5_000), 5_000);
+        // 30 days at 5 s would be 518,401: the step becomes ceil(2,592,000,000 / 10,000)
+        // = 259,200 ms, i.e. 10,001 evaluations, under Prometheus' 11,000.
+        let step = range_step_ms(0, 30 * 86_400_000, 5_000);
+        assert_eq!(step, 259_200);
+        assert!(30 * 86_400_000 / step + 1 <= 11_000);
+        // A step of 0 is 1 ms; an empty range keeps the step.
+        assert_eq!(range_step_ms(10, 10, 0), 1);
+    }
 
     #[test]
     fn vector_and_matrix_answers_parse_with_nan_and_infinities() {
