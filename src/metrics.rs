@@ -24,6 +24,8 @@ pub struct Outcome {
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct DiagnosisLabels {
+    /// `alert` (a webhook) or `api` (`GET /api/v1/diagnose`).
+    pub trigger: String,
     pub status: String,
     pub finding: String,
 }
@@ -74,7 +76,11 @@ impl Metrics {
         let webhooks = Family::<Outcome, Counter>::default();
         registry.register("webhooks", "Alertmanager webhooks received, by outcome", webhooks.clone());
         let diagnoses = Family::<DiagnosisLabels, Counter>::default();
-        registry.register("diagnoses", "Diagnoses completed, by verdict status and finding", diagnoses.clone());
+        registry.register(
+            "diagnoses",
+            "Diagnoses completed, by trigger (alert, api), verdict status and finding",
+            diagnoses.clone(),
+        );
         let diagnosis_failures = Family::<Reason, Counter>::default();
         registry.register(
             "diagnosis_failures",
@@ -120,6 +126,17 @@ impl Metrics {
 
     pub fn webhook(&self, outcome: &str) {
         self.webhooks.get_or_create(&Outcome { outcome: outcome.into() }).inc();
+    }
+
+    /// Counts a verdict produced for `trigger` (`alert` or `api`).
+    pub fn diagnosis(&self, trigger: &str, v: &crate::verdict::Verdict) {
+        self.diagnoses
+            .get_or_create(&DiagnosisLabels {
+                trigger: trigger.into(),
+                status: v.status.as_str().into(),
+                finding: v.finding.as_str().into(),
+            })
+            .inc();
     }
 
     pub fn notification(&self, destination: &str, outcome: &str) {

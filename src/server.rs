@@ -202,13 +202,22 @@ async fn diagnose(State(state): State<Arc<AppState>>, headers: HeaderMap, Query(
     let request = DiagnosisRequest { job: Some(job), at_ms, window_ms };
     let labels = Service::request_labels(p.cluster.as_deref());
     let now = jiff::Timestamp::now().as_millisecond();
+    let started = std::time::Instant::now();
     match state.service.live.diagnose(&request, &labels, now).await {
-        Ok(v) => render_response(&serde_json::to_value(&v).expect("json"), format),
+        Ok(v) => {
+            state.service.metrics.diagnosis_duration.observe(started.elapsed().as_secs_f64());
+            state.service.metrics.diagnosis("api", &v);
+            render_response(&serde_json::to_value(&v).expect("json"), format)
+        }
         Err(e) => {
             use crate::collect::collector::CollectError;
             use crate::pipeline::PipelineError;
             let status = match &e {
-                PipelineError::Collect(CollectError::JobNotFound { .. }) => StatusCode::NOT_FOUND,
+                // Nothing to diagnose at that time is the answer, not an outage.
+                PipelineError::Collect(
+                    CollectError::JobNotFound { .. } | CollectError::NoJobs { .. } | CollectError::NoData,
+                ) => StatusCode::NOT_FOUND,
+                PipelineError::UnknownCluster(..) => StatusCode::BAD_REQUEST,
                 PipelineError::Collect(CollectError::AmbiguousJob { .. }) => StatusCode::BAD_REQUEST,
                 _ => StatusCode::SERVICE_UNAVAILABLE,
             };
@@ -219,11 +228,19 @@ async fn diagnose(State(state): State<Arc<AppState>>, headers: HeaderMap, Query(
 
 #[derive(Deserialize)]
 struct ListParams {
-    limit: Option<usize>,
+    limit: Option<String>,
 }
 
+/// Verdicts `GET /api/v1/verdicts` lists at most.
+const MAX_LIST: usize = 1000;
+
 async fn verdicts(State(state): State<Arc<AppState>>, Query(p): Query<ListParams>) -> Response {
-    match state.service.store.verdicts(p.limit.unwrap_or(50).min(1000)) {
+    let limit = match p.limit.as_deref().map(str::parse::<usize>) {
+        None => 50,
+        Some(Ok(n)) if (1..=MAX_LIST).contains(&n) => n,
+        _ => return json_error(StatusCode::BAD_REQUEST, "`limit` is a number from 1 to 1000"),
+    };
+    match state.service.store.verdicts(limit) {
         Ok(list) => axum::Json(serde_json::json!({ "verdicts": list })).into_response(),
         Err(e) => {
             tracing::error!(error = %e, "cannot list verdicts");

@@ -20,7 +20,7 @@ use tokio::sync::{Notify, Semaphore, watch};
 use crate::collect::collector::CollectError;
 use crate::config::Config;
 use crate::ingest::{self, sha256_hex};
-use crate::metrics::{DiagnosisLabels, Reason};
+use crate::metrics::Reason;
 use crate::notify::{Notice, NoticeKind, Notifier};
 use crate::pipeline::{Live, PipelineError};
 use crate::request::DiagnosisRequest;
@@ -310,13 +310,7 @@ impl Service {
             tracing::warn!(job = %item.job, error = %reason_owned, "could not diagnose");
         }
         if let Some(v) = &verdict {
-            self.metrics
-                .diagnoses
-                .get_or_create(&DiagnosisLabels {
-                    status: v.status.as_str().into(),
-                    finding: v.finding.as_str().into(),
-                })
-                .inc();
+            self.metrics.diagnosis("alert", v);
             tracing::info!(job = %v.job.name, status = v.status.as_str(), finding = v.finding.as_str(),
                 culprit = v.culprit.as_ref().map(|c| c.vertex_name.as_str()).unwrap_or(""), "verdict");
         }

@@ -192,3 +192,60 @@ async fn the_webhook_answers_what_alertmanager_expects() {
     );
     app.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_diagnose_api_answers_a_verdict_in_each_format_and_404_when_there_is_nothing_to_diagnose() {
+    let dir = support::capture("slow-sink");
+    let prom = support::prometheus_with(&dir.join("recording.om.gz"));
+    let flink = support::flink_rest_for(&dir).await;
+    let (slack, pagerduty) = (Capture::start().await, Capture::start().await);
+    let tmp = tempfile::tempdir().unwrap();
+    let extra = format!("[[flink.clusters]]\nname = \"lab\"\nrest_url = \"{}\"\n", flink.uri());
+    let text = support::culprit_config(tmp.path(), &prom.url, &slack.url, &pagerduty.url, &extra);
+    let app = Application::build(Config::from_toml(&text, "api.toml").unwrap()).await.unwrap();
+    let c = reqwest::Client::new();
+    let api = |q: &str| format!("{}/api/v1/{q}", app.url());
+    // The recording's last sample (the verdict time `diagnose --recording` uses).
+    let at = "2026-11-29T10:36:27.780Z";
+
+    let r = c.get(api(&format!("diagnose?job=bp-lab-slow-sink&at={at}"))).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(r.headers()["content-type"], "application/json");
+    let v: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(v["schema"], "culprit.verdict/v1");
+    assert_eq!(v["culprit"]["vertex_name"], "slow-sink: Writer");
+    assert_eq!(v["finding"], "sink");
+
+    let r = c
+        .get(api(&format!("diagnose?job=bp_lab_slow_sink&at={at}")))
+        .header("accept", "text/plain")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    assert!(r.text().await.unwrap().contains("CULPRIT FOUND"));
+    let md = c.get(api(&format!("diagnose?job=bp-lab-slow-sink&at={at}&format=markdown"))).send().await.unwrap();
+    assert!(md.text().await.unwrap().contains("slow-sink: Writer"));
+
+    // Nothing to diagnose is an answer (404), not an outage (503).
+    let unknown = c.get(api(&format!("diagnose?job=nope&at={at}"))).send().await.unwrap();
+    assert_eq!(unknown.status(), 404);
+    assert!(unknown.text().await.unwrap().contains("jobs seen: bp_lab_slow_sink"));
+    let before = c.get(api("diagnose?job=bp-lab-slow-sink&at=2020-01-01T00:00:00Z")).send().await.unwrap();
+    assert_eq!(before.status(), 404);
+    assert!(before.text().await.unwrap().contains("between 2019-12-31T23:00:00Z and 2020-01-01T00:00:00Z"));
+    // Bad parameters: 400 with a reason.
+    for q in ["diagnose", "diagnose?job=x&format=xml", "diagnose?job=x&at=yesterday", "verdicts?limit=0"] {
+        assert_eq!(c.get(api(q)).send().await.unwrap().status(), 400, "{q}");
+    }
+    assert_eq!(c.get(api("verdicts?limit=5")).send().await.unwrap().status(), 200);
+    assert_eq!(c.get(format!("{}/readyz", app.url())).send().await.unwrap().status(), 200);
+    // The three verdicts are counted as API diagnoses; no webhook was involved.
+    let metrics = c.get(format!("{}/metrics", app.url())).send().await.unwrap().text().await.unwrap();
+    assert!(
+        metrics.contains("culprit_diagnoses_total{trigger=\"api\",status=\"culprit_found\",finding=\"sink\"} 3"),
+        "{metrics}"
+    );
+    assert_eq!(slack.all().len() + pagerduty.all().len(), 0, "the API notifies nobody");
+    app.stop().await;
+}

@@ -56,8 +56,10 @@ pub enum CollectError {
     JobNotFound { wanted: String, known: Vec<String> },
     #[error("several jobs have metrics here ({}); choose one with --job", .names.join(", "))]
     AmbiguousJob { names: Vec<String> },
-    #[error("no Flink job metrics (`{metric}`) here; is this a Flink reporter's output?")]
-    NoJobs { metric: String },
+    #[error(
+        "no Flink job metrics (`{metric}`) between {from} and {to}; is this a Flink reporter's output, and is that the time to look at?"
+    )]
+    NoJobs { metric: String, from: String, to: String },
     #[error("could not look up the job: {0}")]
     Source(String),
 }
@@ -237,7 +239,11 @@ pub async fn collect<S: MetricSource>(source: &S, input: CollectInput<'_>) -> Re
             .collect();
     }
     if runs.is_empty() {
-        return Err(CollectError::NoJobs { metric: cat.uptime.clone() });
+        return Err(CollectError::NoJobs {
+            metric: cat.uptime.clone(),
+            from: crate::verdict::rfc3339(at - lookback),
+            to: crate::verdict::rfc3339(at),
+        });
     }
     let plan_job_id = input.graph.as_ref().and_then(|g| g.job_id.clone());
     let (run, mut notes) = resolve_job(&runs, input.request.job.as_deref(), plan_job_id.as_deref())?;
