@@ -118,6 +118,12 @@ impl Config {
         self.metrics.validate(&mut problems);
         self.server.validate(&mut problems);
         self.notify.validate(&mut problems);
+        if self.store.max_queue == 0 {
+            problems.push("store.max_queue must be at least 1 (0 would answer every webhook with 503)".into());
+        }
+        if self.store.verdicts_kept == 0 {
+            problems.push("store.verdicts_kept must be at least 1 (verdict links would lead nowhere)".into());
+        }
         problems
     }
 }

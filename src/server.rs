@@ -48,11 +48,19 @@ fn digest(s: &[u8]) -> [u8; 32] {
 
 impl ExpectedAuth {
     fn from_config(auth: &HttpAuth) -> Result<Self, String> {
+        // An empty secret (an unset file, a blank variable) would accept `Bearer ` alone.
+        let non_empty = |secret: secrecy::SecretString, what: &str| {
+            if secret.expose_secret().trim().is_empty() {
+                Err(format!("server.auth: the {what} is empty; refusing to serve with an empty secret"))
+            } else {
+                Ok(secret)
+            }
+        };
         let header = match auth {
-            HttpAuth::Bearer { token } => format!("Bearer {}", token.resolve()?.expose_secret()),
+            HttpAuth::Bearer { token } => format!("Bearer {}", non_empty(token.resolve()?, "token")?.expose_secret()),
             HttpAuth::Basic { username, password } => {
                 use base64::Engine as _;
-                let pair = format!("{username}:{}", password.resolve()?.expose_secret());
+                let pair = format!("{username}:{}", non_empty(password.resolve()?, "password")?.expose_secret());
                 format!("Basic {}", base64::engine::general_purpose::STANDARD.encode(pair))
             }
         };
@@ -336,6 +344,9 @@ pub struct Application {
 impl Application {
     /// Builds everything and starts listening (`server.listen`; port 0 picks a free port).
     pub async fn build(config: Config) -> Result<Application, String> {
+        if config.prometheus.is_none() {
+            return Err("the service diagnoses live: the configuration needs a [prometheus] section with `url`".into());
+        }
         let auth = config.server.auth.as_ref().map(ExpectedAuth::from_config).transpose()?;
         let listener = tokio::net::TcpListener::bind(&config.server.listen)
             .await

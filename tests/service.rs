@@ -249,3 +249,24 @@ async fn the_diagnose_api_answers_a_verdict_in_each_format_and_404_when_there_is
     assert_eq!(slack.all().len() + pagerduty.all().len(), 0, "the API notifies nobody");
     app.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_refuses_to_start_without_prometheus_or_with_an_empty_auth_secret() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = tmp.path().join("c.db");
+    let no_prometheus = format!("[server]\nlisten = \"127.0.0.1:0\"\n[store]\npath = \"{}\"\n", store.display());
+    let err = Application::build(Config::from_toml(&no_prometheus, "a.toml").unwrap()).await.err().unwrap();
+    assert!(err.contains("[prometheus]"), "{err}");
+
+    std::fs::write(tmp.path().join("empty"), "\n").unwrap();
+    let empty_token = format!(
+        "[prometheus]\nurl = \"http://127.0.0.1:1\"\n[server]\nlisten = \"127.0.0.1:0\"\n[server.auth]\ntype = \"bearer\"\ntoken = {{ file = \"{}\" }}\n[store]\npath = \"{}\"\n",
+        tmp.path().join("empty").display(),
+        store.display()
+    );
+    let err = Application::build(Config::from_toml(&empty_token, "b.toml").unwrap()).await.err().unwrap();
+    assert!(err.contains("token is empty"), "{err}");
+
+    let err = Config::from_toml("[store]\nmax_queue = 0\n", "c.toml").unwrap_err().to_string();
+    assert!(err.contains("store.max_queue must be at least 1"), "{err}");
+}
