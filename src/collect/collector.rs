@@ -285,14 +285,9 @@ pub async fn collect<S: MetricSource>(source: &S, input: CollectInput<'_>) -> Re
         if settled > window.start_ms {
             // Never shorter than min_window, never before the job started.
             window.start_ms = settled.min(at - min_window).max(start);
+            // When the job is younger than startup_exclusion + min_window, start-up stays in
+            // the window; the diagnosis says so and lowers its confidence.
             window.bound = WindowBound::StartupExcluded;
-            if settled > window.start_ms {
-                notes.push(format!(
-                    "the job has run only {} s; its first {} s are not representative and the window includes some",
-                    (at - start) / 1000,
-                    cfg.startup_exclusion.as_ms() / 1000
-                ));
-            }
         }
     }
     // Rates over a range that starts before the data would be diluted: begin with the data.

@@ -182,6 +182,15 @@ pub fn diagnose(snapshot: &Snapshot, cfg: &DiagnosisConfig) -> Verdict {
     if signals.graph_free {
         notes.push("No job graph: vertices come from the metrics and the culprit is the busiest vertex that is not backpressured; confidence is lowered.".into());
     }
+    let startup_ms = startup_in_window_ms(snapshot, cfg);
+    if startup_ms > 0 {
+        notes.push(format!(
+            "The job has run only {} s: {} s of the window fall in its first {} s of uptime, whose warm-up is not representative; confidence is lowered.",
+            snapshot.job_start_ms.map_or(0, |s| (snapshot.at_ms - s) / 1000),
+            startup_ms / 1000,
+            cfg.startup_exclusion.as_ms() / 1000
+        ));
+    }
     let incomplete: Vec<String> = signals
         .vertices
         .iter()
@@ -316,10 +325,26 @@ fn confidence(
     }
     let no_data_before_finding = reports.iter().any(|(_, r)| r.outcome == Outcome::NoData);
     let records_missing = missing.iter().any(|m| m.contains("numRecordsIn"));
-    if (status == Status::CulpritFound && finding == Finding::None) || no_data_before_finding || records_missing {
+    if (status == Status::CulpritFound && finding == Finding::None)
+        || no_data_before_finding
+        || records_missing
+        || startup_in_window_ms(ctx.snapshot, ctx.cfg) > 0
+    {
         return Confidence::Medium;
     }
     Confidence::High
+}
+
+/// How much of the window lies in the job's first `startup_exclusion` of uptime (ms; 0
+/// when none): the collector keeps at least `min_window`, so a young job's window
+/// reaches into its start-up, whose warm-up skews the averages.
+fn startup_in_window_ms(snapshot: &Snapshot, cfg: &DiagnosisConfig) -> i64 {
+    snapshot
+        .job_start_ms
+        .map_or(0, |start| {
+            (start + cfg.startup_exclusion.as_ms()).min(snapshot.window.end_ms) - snapshot.window.start_ms.max(start)
+        })
+        .max(0)
 }
 
 fn dedup(v: Vec<String>) -> Vec<String> {
@@ -377,6 +402,22 @@ mod tests {
         assert_eq!(v.confidence, Confidence::High);
         let states: Vec<_> = v.graph.vertices.iter().map(|g| g.state).collect();
         assert_eq!(states, [VertexState::Backpressured, VertexState::Backpressured, VertexState::Culprit]);
+    }
+
+    #[test]
+    fn a_window_reaching_into_start_up_lowers_the_confidence_and_says_how_much() {
+        // Started 40 s before `at`; start-up is its first 20 s, up to −20 s. The window
+        // (−30 s, 0] keeps the 30 s minimum, so −30 … −20 s = 10 s of it are start-up.
+        let v = verdict(&slow_sink().job_started(-40).window_from(-30).build());
+        assert_eq!((v.status, v.confidence), (Status::CulpritFound, Confidence::Medium));
+        assert!(
+            v.notes.iter().any(|n| n.starts_with("The job has run only 40 s: 10 s of the window")),
+            "{:?}",
+            v.notes
+        );
+        // Started 50 s before: start-up ends at −30 s, where the window begins: no overlap.
+        let v = verdict(&slow_sink().job_started(-50).window_from(-30).build());
+        assert_eq!(v.confidence, Confidence::High);
     }
 
     #[test]
