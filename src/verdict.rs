@@ -1,7 +1,7 @@
 //! The verdict: schema `culprit.verdict/v1`, the one value every interface renders.
 //!
 //! Field names are fixed by the spec (§4); fields may be added, never renamed. Fields
-//! added here beyond the spec: `window_start`, `culprits`, `advice`, `notes`.
+//! added here beyond the spec: `window_start`, `culprits`, `advice`, `notes`, `graph.from_plan`.
 //!
 //! Pure data.
 
@@ -245,6 +245,15 @@ pub struct GraphEdge {
 pub struct Graph {
     pub vertices: Vec<GraphVertex>,
     pub edges: Vec<GraphEdge>,
+    /// False when no job plan was available (graph-free mode): the vertices come from the
+    /// metrics in no meaningful order, and there are no edges. An additional field (spec
+    /// §4 allows them); absent in older verdicts, which always had a plan.
+    #[serde(default = "from_plan_default")]
+    pub from_plan: bool,
+}
+
+fn from_plan_default() -> bool {
+    true
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -239,6 +239,7 @@ pub fn diagnose(snapshot: &Snapshot, cfg: &DiagnosisConfig) -> Verdict {
             .iter()
             .map(|e| GraphEdge { from: e.from.clone(), to: e.to.clone(), ship_strategy: e.ship_strategy.clone() })
             .collect(),
+        from_plan: !signals.graph_free,
     };
 
     Verdict {
@@ -672,7 +673,8 @@ mod tests {
         let busy = json["evidence"].as_array().unwrap().iter().find(|e| e["metric"] == "busyTimeMsPerSecond").unwrap();
         assert_eq!(keys(busy), set(&["subject", "metric", "value", "unit", "threshold", "query"]));
         assert_eq!(busy["unit"], "ratio");
-        assert_eq!(keys(&json["graph"]), set(&["vertices", "edges"]));
+        assert_eq!(keys(&json["graph"]), set(&["vertices", "edges", "from_plan"]));
+        assert_eq!(json["graph"]["from_plan"], true);
         assert_eq!(
             keys(&json["graph"]["vertices"][0]),
             set(&["id", "name", "parallelism", "busy_max", "backpressured_max", "idle_avg", "state"])

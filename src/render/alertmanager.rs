@@ -144,7 +144,7 @@ mod tests {
             steps: vec![],
             hazards: vec![],
             evidence: vec![],
-            graph: Graph { vertices: vec![], edges: vec![] },
+            graph: Graph { vertices: vec![], edges: vec![], from_plan: true },
             confidence: Confidence::High,
             missing: vec![],
             notes: vec![],

@@ -48,7 +48,12 @@ pub fn render(v: &Verdict) -> String {
             let _ = writeln!(s, "- **{sev}**: {}", escape(&h.detail));
         }
     }
-    s.push_str("\n### Job graph\n\n| vertex | parallelism | busy max | backpressured max | state |\n|---|---:|---:|---:|---|\n");
+    s.push_str(if v.graph.from_plan {
+        "\n### Job graph\n"
+    } else {
+        "\n### Vertices (no job graph: order and edges unknown)\n"
+    });
+    s.push_str("\n| vertex | parallelism | busy max | backpressured max | state |\n|---|---:|---:|---:|---|\n");
     for vertex in &v.graph.vertices {
         let state = match vertex.state {
             VertexState::Culprit => "**culprit**",

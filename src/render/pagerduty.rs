@@ -213,7 +213,7 @@ mod tests {
             steps: vec![],
             hazards: vec![],
             evidence: vec![],
-            graph: Graph { vertices: vec![], edges: vec![] },
+            graph: Graph { vertices: vec![], edges: vec![], from_plan: true },
             confidence: Confidence::Low,
             missing: vec![],
             notes: vec![],

@@ -758,6 +758,7 @@ mod tests {
                 })
                 .collect(),
             edges: Vec::new(),
+            from_plan: true,
         };
         v.cause = "The cause & <its numbers>. ".repeat(400);
         assert!(v.cause.len() >= 10_000);

@@ -63,7 +63,11 @@ pub fn render(v: &Verdict) -> String {
         }
     }
 
-    s.push_str("\nJob graph (sources first)\n");
+    s.push_str(if v.graph.from_plan {
+        "\nJob graph (sources first)\n"
+    } else {
+        "\nVertices (no job graph: order and edges unknown)\n"
+    });
     let name_width = v.graph.vertices.iter().map(|x| x.name.chars().count()).max().unwrap_or(4).clamp(4, 44);
     let _ = writeln!(s, "     {:<name_width$}  {:>4}  {:>5}  {:>7}  state", "vertex", "par", "busy", "backpr.");
     for vertex in &v.graph.vertices {

@@ -133,7 +133,11 @@ pub fn run(ctx: &Context, culprit: Option<&VertexSignals>) -> HeadroomResult {
         subject.subtask_count(),
         pct(busy_min),
         pct(subject.busy_max().unwrap_or(rho)),
-        if culprit.is_some() { " and no earlier step explains it (no sink, no hot key, no state-backend or checkpoint trouble)" } else { "" },
+        match (culprit.is_some(), ctx.signals.graph_free) {
+            (true, false) => " and no earlier step explains it (no sink, no hot key, no state-backend or checkpoint trouble)",
+            (true, true) => " and no earlier step explains it (no hot key, no state-backend or checkpoint trouble; whether it is a sink is unknown)",
+            (false, _) => "",
+        },
         subject.capacity().map(|c| format!(", ~{} records/s", num(c))).unwrap_or_default()
     ));
     match parallelism_needed(ctx, subject) {
@@ -180,6 +184,13 @@ pub fn run(ctx: &Context, culprit: Option<&VertexSignals>) -> HeadroomResult {
         r.fix.push(format!(
             "Or make {} cheaper per record: it spends {:.2} ms of busy time per record now.",
             subject.name, ms
+        ));
+    }
+    if ctx.signals.graph_free {
+        // The sink step could not run: a sink waiting on its external system looks the same.
+        r.fix.push(format!(
+            "Without the job graph it is unknown whether {} is a sink: if it writes to an external system, check that system's latency and the sink's batching first (the sink step's checks), since more parallelism adds load to a system that is already slow.",
+            subject.name
         ));
     }
     r.evidence.push(ctx.evidence(

@@ -108,15 +108,27 @@ pub fn run(ctx: &Context) -> Located {
             )
         };
         report = StepReport::new(Outcome::Hit, detail);
-        report.cause.push(format!(
-            "{} is busy {} of the time (max over {} subtasks) and not backpressured ({}), while {} upstream of it {} backpressured: it is the slowest vertex, and credit-based flow control slows everything before it.",
-            first.name,
-            pct(b),
-            first.subtask_count(),
-            pct(p),
-            plural(upstream_red.len(), "vertex", "vertices"),
-            if upstream_red.len() == 1 { "is" } else { "are" },
-        ));
+        report.cause.push(if ctx.signals.graph_free {
+            format!(
+                "{} is busy {} of the time (max over {} subtasks) and not backpressured ({}), while {} {} backpressured. Without the job graph it is assumed, not known, that they are upstream of it: then it is the slowest vertex, and credit-based flow control slows everything before it.",
+                first.name,
+                pct(b),
+                first.subtask_count(),
+                pct(p),
+                plural(upstream_red.len(), "other vertex", "other vertices"),
+                if upstream_red.len() == 1 { "is" } else { "are" },
+            )
+        } else {
+            format!(
+                "{} is busy {} of the time (max over {} subtasks) and not backpressured ({}), while {} upstream of it {} backpressured: it is the slowest vertex, and credit-based flow control slows everything before it.",
+                first.name,
+                pct(b),
+                first.subtask_count(),
+                pct(p),
+                plural(upstream_red.len(), "vertex", "vertices"),
+                if upstream_red.len() == 1 { "is" } else { "are" },
+            )
+        });
         if !upstream_red.is_empty() {
             report.not_the_fix.push(format!(
                 "More parallelism or resources for the backpressured {} ({}): they wait on {}; the job's throughput is the minimum over its vertices.",
