@@ -204,7 +204,8 @@ fn with_two_runs_of_one_job_name_the_newest_job_id_wins_and_the_verdict_says_so(
 
 #[test]
 fn without_a_plan_the_text_view_says_the_vertex_order_is_unknown() {
-    let out = culprit(&["diagnose", "--recording", s(&capture("slow-sink").join("recording.om.gz")), "--format", "text"]);
+    let out =
+        culprit(&["diagnose", "--recording", s(&capture("slow-sink").join("recording.om.gz")), "--format", "text"]);
     assert_eq!(out.status.code(), Some(0));
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(text.contains("Vertices (no job graph: order and edges unknown)"), "{text}");

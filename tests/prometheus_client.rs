@@ -86,6 +86,9 @@ async fn an_unreachable_backend_is_retried_until_the_deadline_then_says_so() {
     let e = p.instant("up", 0).await.unwrap_err();
     assert!(started.elapsed() < Duration::from_secs(3), "{:?}", started.elapsed());
     assert!(e.retryable && p.requests() > 1, "{e:?} after {} requests", p.requests());
+    // The last failure is kept: the message says why, not only that time ran out.
+    assert!(e.message.ends_with("(retried for the 1 s deadline)"), "{}", e.message);
+    assert!(e.message.contains("onnect"), "{}", e.message);
 }
 
 #[tokio::test]

@@ -267,6 +267,8 @@ impl Prometheus {
         form.push(("timeout", format!("{}ms", self.timeout.as_millis())));
         let form = form;
         let url = format!("{}/{path}", self.base);
+        // The last failure, so that running out of time still says why (refused, 503, …).
+        let last_error: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(None);
         let attempt = || async { self.send_once(&url, &form).await };
         let retried = attempt
             .retry(
@@ -279,12 +281,16 @@ impl Prometheus {
             .sleep(tokio::time::sleep)
             .when(|e: &PromError| e.retryable)
             .notify(|e: &PromError, wait: Duration| {
+                *last_error.lock().expect("not poisoned") = Some(e.message.clone());
                 tracing::warn!(backend = %self.base, error = %e, retry_in_ms = wait.as_millis() as u64, "prometheus query failed; retrying");
             });
         match tokio::time::timeout(self.deadline, retried).await {
             Ok(result) => result,
             Err(_) => Err(PromError::new(
-                format!("{}: no answer within the {} s deadline", self.base, self.deadline.as_secs()),
+                match last_error.lock().expect("not poisoned").take() {
+                    Some(last) => format!("{last} (retried for the {} s deadline)", self.deadline.as_secs()),
+                    None => format!("{}: no answer within the {} s deadline", self.base, self.deadline.as_secs()),
+                },
                 None,
                 true,
             )),
