@@ -191,18 +191,24 @@ pub fn run(cli: Cli, out: &mut dyn Write) -> Result<(), CliError> {
             })
         }
         Command::Demo(args) => {
-            for (i, capture) in crate::demo::CAPTURES.iter().enumerate() {
-                let verdict = crate::demo::verdict(capture).map_err(|e| CliError {
+            let verdicts = crate::demo::CAPTURES.iter().map(|capture| {
+                crate::demo::verdict(capture).map(|v| (capture, v)).map_err(|e| CliError {
                     code: EXIT_INTERNAL,
                     message: format!("bundled capture {}: {e}", capture.name),
-                })?;
+                })
+            });
+            if args.format == Format::Json {
+                // One JSON document (an array of verdicts), so that `| jq` reads it.
+                let all = verdicts.map(|r| r.map(|(_, v)| v)).collect::<Result<Vec<_>, _>>()?;
+                return write_out(out, &(serde_json::to_string_pretty(&all).expect("json") + "\n"));
+            }
+            for (i, r) in verdicts.enumerate() {
+                let (capture, verdict) = r?;
                 let mut text = String::new();
-                if args.format != Format::Json {
-                    if i > 0 {
-                        text.push('\n');
-                    }
-                    text.push_str(&format!("━━ {} — {}\n", capture.name, capture.what));
+                if i > 0 {
+                    text.push('\n');
                 }
+                text.push_str(&format!("━━ {} — {}\n", capture.name, capture.what));
                 text.push_str(&render(&verdict, args.format));
                 write_out(out, &text)?;
             }
@@ -228,7 +234,9 @@ fn now_ms() -> i64 {
 fn init_logging() {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
+    // Colour codes only on a terminal: a log file or journald would store them as noise.
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi).try_init();
 }
 
 fn runtime() -> Result<tokio::runtime::Runtime, CliError> {

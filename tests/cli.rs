@@ -155,6 +155,15 @@ fn the_demo_replays_every_bundled_capture_offline() {
     assert_eq!(text.matches("NO BACKPRESSURE").count(), 2);
 }
 
+#[test]
+fn the_demo_in_json_is_one_array_of_verdicts() {
+    let out = culprit(&["demo", "--format", "json"]);
+    assert_eq!(out.status.code(), Some(0));
+    let all: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).expect("one JSON array");
+    assert_eq!(all.len(), 11);
+    assert!(all.iter().all(|v| v["schema"] == "culprit.verdict/v1"));
+}
+
 /// Joins two OpenMetrics recordings into one (dropping the first `# EOF`).
 fn joined(a: &Path, b: &Path, out: &Path) {
     let read = |p: &Path| {
