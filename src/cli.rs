@@ -259,8 +259,9 @@ fn parse_window(window: Option<&str>) -> Result<Option<i64>, CliError> {
         .map(|w| w.parse::<Millis>().map_err(|e| CliError::usage(format!("--window {e}"))))
         .transpose()?
         .map(|m| m.as_ms());
-    if w.is_some_and(|w| w <= 0) {
-        return Err(CliError::usage("--window must be longer than 0"));
+    // Below a second no scrape can land in the window (and `0.5ms` is a typo).
+    if w.is_some_and(|w| w < 1000) {
+        return Err(CliError::usage("--window must be at least 1s (e.g. 5m)"));
     }
     Ok(w)
 }
@@ -330,15 +331,30 @@ async fn scrape_command(
     let stamp = request.at_ms.unwrap_or(now_ms);
     let mut store = SeriesStore::new();
     for url in &args.scrape {
+        match reqwest::Url::parse(url) {
+            Ok(u) if u.scheme() == "http" || u.scheme() == "https" => {}
+            _ => {
+                return Err(CliError::usage(format!(
+                    "--scrape {url}: not an http(s) URL such as http://taskmanager:9249/metrics"
+                )));
+            }
+        }
+        let failed = |e: reqwest::Error| {
+            let why = match e.status() {
+                Some(status) => format!("the endpoint answered {status}"),
+                None => crate::collect::prometheus::without_url(&e),
+            };
+            CliError::usage(format!("--scrape {url}: {why}"))
+        };
         let body = client
             .get(url)
             .send()
             .await
             .and_then(|r| r.error_for_status())
-            .map_err(|e| CliError::usage(format!("--scrape {url}: {}", e.without_url())))?
+            .map_err(failed)?
             .bytes()
             .await
-            .map_err(|e| CliError::usage(format!("--scrape {url}: {}", e.without_url())))?;
+            .map_err(failed)?;
         store.read_from(&body[..], url, Some(stamp)).map_err(|e| CliError::usage(e.to_string()))?;
     }
     store.finish();

@@ -204,8 +204,8 @@ async fn diagnose(State(state): State<Arc<AppState>>, headers: HeaderMap, Query(
     };
     let window_ms = match p.window.as_deref().map(|w| w.parse::<crate::config::Millis>()) {
         None => None,
-        Some(Ok(m)) if m.as_ms() > 0 => Some(m.as_ms()),
-        _ => return json_error(StatusCode::BAD_REQUEST, "`window` is not a duration such as 5m"),
+        Some(Ok(m)) if m.as_ms() >= 1000 => Some(m.as_ms()),
+        _ => return json_error(StatusCode::BAD_REQUEST, "`window` is not a duration of at least 1s, such as 5m"),
     };
     let request = DiagnosisRequest { job: Some(job), at_ms, window_ms };
     let labels = Service::request_labels(p.cluster.as_deref());

@@ -102,6 +102,18 @@ fn a_bad_time_or_window_is_a_usage_error() {
         &["--at", "RFC 3339"],
     );
     assert_one_sentence_error(&culprit(&["diagnose", "--recording", s(&rec), "--window", "soon"]), &["--window"]);
+    assert_one_sentence_error(
+        &culprit(&["diagnose", "--recording", s(&rec), "--window", "0.5ms"]),
+        &["--window must be at least 1s"],
+    );
+}
+
+#[test]
+fn a_scrape_target_that_is_not_a_url_or_does_not_answer_says_why() {
+    assert_one_sentence_error(&culprit(&["diagnose", "--scrape", "localhost:9249"]), &["not an http(s) URL"]);
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let url = format!("http://127.0.0.1:{port}/metrics");
+    assert_one_sentence_error(&culprit(&["diagnose", "--scrape", &url]), &["cannot connect", "refused"]);
 }
 
 #[test]

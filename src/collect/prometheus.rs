@@ -354,7 +354,9 @@ impl Prometheus {
 
 /// reqwest errors print the URL, which may carry credentials in its user info; ours names
 /// the backend already. The cause chain says what happened (connection refused, …).
-fn without_url(e: &reqwest::Error) -> String {
+/// A reqwest error as one line with its root cause (e.g. "cannot connect: Connection
+/// refused"), without the URL (which may carry credentials).
+pub(crate) fn without_url(e: &reqwest::Error) -> String {
     let mut parts = Vec::new();
     let mut source: Option<&dyn std::error::Error> = std::error::Error::source(e);
     while let Some(s) = source {
