@@ -90,6 +90,9 @@ pub struct JobRun {
     /// When the newest sample was taken, Unix ms: the last step at which the uptime
     /// changed (a step evaluation repeats a sample for up to the lookback delta).
     pub sampled_at_ms: i64,
+    /// How often the job's metrics are scraped, ms, as the uptime gauge's changes show it
+    /// (median spacing); None with fewer than three changes.
+    pub scrape_interval_ms: Option<i64>,
     /// Start of the run (evaluation time minus uptime), Unix ms, when uptime is known.
     pub start_ms: Option<i64>,
     /// The first evaluation time with data for this run (a recording may begin after the
@@ -109,11 +112,17 @@ pub fn job_runs(uptime: &QueryResult) -> Vec<JobRun> {
             // the value last changed is within one step of that sample's own time, however
             // stale the data is (a job that stopped reporting).
             let sampled_at = finite.windows(2).rev().find(|w| w[1].1 != w[0].1).map(|w| w[1].0).unwrap_or(finite[0].0);
+            // The scrape interval: the median spacing of the steps where the value changed.
+            let changes: Vec<i64> = finite.windows(2).filter(|w| w[1].1 != w[0].1).map(|w| w[1].0).collect();
+            let mut spacings: Vec<i64> = changes.windows(2).map(|c| c[1] - c[0]).collect();
+            spacings.sort_unstable();
+            let scrape_interval_ms = spacings.get(spacings.len() / 2).copied();
             Some(JobRun {
                 id: s.label(l::JOB_ID).to_string(),
                 name_label: s.label(l::JOB_NAME).to_string(),
                 last_seen_ms: t,
                 sampled_at_ms: sampled_at,
+                scrape_interval_ms,
                 start_ms: Some(sampled_at - u as i64),
                 first_seen_ms: finite[0].0,
             })
@@ -196,6 +205,11 @@ fn by_subtask(agg: Agg) -> Option<Aggregation> {
     Some(Aggregation::new(agg, &[l::TASK_ID, l::SUBTASK_INDEX]))
 }
 
+/// When the scrape interval is unknown: a job whose newest sample is older than this (ms)
+/// before the diagnosis time is judged as of that sample (a 60 s scrape interval, its
+/// jitter and an evaluation step fit within it).
+pub const STALE_AFTER_MS: i64 = 90_000;
+
 /// Takes a snapshot of one job.
 pub async fn collect<S: MetricSource>(source: &S, input: CollectInput<'_>) -> Result<Snapshot, CollectError> {
     let cfg = &input.config.diagnosis;
@@ -233,6 +247,7 @@ pub async fn collect<S: MetricSource>(source: &S, input: CollectInput<'_>) -> Re
                 name_label: s.label(l::JOB_NAME).into(),
                 last_seen_ms: at,
                 sampled_at_ms: at,
+                scrape_interval_ms: None,
                 start_ms: None,
                 first_seen_ms: at,
             })
@@ -253,25 +268,23 @@ pub async fn collect<S: MetricSource>(source: &S, input: CollectInput<'_>) -> Re
             run.id
         ));
     }
-    // A job that stopped reporting (finished, cancelled, its TaskManagers gone) has no
-    // sample in a window ending now. Without a time asked for, diagnose its last moments;
-    // with one, say that the window is past the job's data.
+    // A window that runs past the job's newest sample dilutes every rate with empty time
+    // (and ages such as "time since the last checkpoint" keep growing): the window ends at
+    // that sample instead. The job stopped reporting, stopped running (its uptime gauge no
+    // longer advances: finished, failed, restarting), or the time asked for is later than
+    // the data. A gap up to two scrape intervals (plus a step) is ordinary scrape lag.
     let requested = input.request.window_ms.unwrap_or(cfg.window.as_ms());
-    if at - run.sampled_at_ms > requested {
-        let when = crate::verdict::rfc3339(run.sampled_at_ms);
-        if input.request.at_ms.is_none() {
-            notes.push(format!(
-                "the newest metrics of job_id {} are from {when}, {} s before now: the job stopped reporting; diagnosed as of then",
-                run.id,
-                (at - run.sampled_at_ms) / 1000
-            ));
-            at = run.sampled_at_ms;
-        } else {
-            notes.push(format!(
-                "the newest metrics of job_id {} are from {when}, before the window: the diagnosis has little or no data",
-                run.id
-            ));
-        }
+    let gap = at - run.sampled_at_ms;
+    let stale_after = run.scrape_interval_ms.map_or(STALE_AFTER_MS, |i| 2 * i + step);
+    if gap > stale_after {
+        notes.push(format!(
+            "job_id {} has no newer samples than {} ({} s before {}): it stopped reporting or running (finished, failed, restarting), so the diagnosis is as of its last sample",
+            run.id,
+            crate::verdict::rfc3339(run.sampled_at_ms),
+            gap / 1000,
+            if input.request.at_ms.is_some() { "the time asked for" } else { "the newest data" },
+        ));
+        at = run.sampled_at_ms;
     }
     let job = |m: &str| Selector::metric(m).with(l::JOB_ID, &run.id);
     let job_suffix = |m: &str| Selector::metric_suffix(m).with(l::JOB_ID, &run.id);
@@ -850,6 +863,7 @@ mod tests {
             name_label: name.into(),
             last_seen_ms: last,
             sampled_at_ms: last,
+            scrape_interval_ms: None,
             start_ms: Some(start),
             first_seen_ms: start,
         }
@@ -924,32 +938,35 @@ mod tests {
 
     #[test]
     fn a_job_that_stopped_reporting_is_diagnosed_as_of_its_last_sample() {
-        // The store's newest sample is at 900 s; `done`'s at 300 s, 600 s earlier, more than
-        // the default 300 s window: the window [0 s, 300 s] is its last 5 minutes, and a
-        // note says so.
+        // The store's newest sample is at 900 s; `done`'s at 300 s, 600 s earlier (far more
+        // than scrape lag): the window [0 s, 300 s] is its last 5 minutes (the default
+        // window), and a note says so.
         let store = two_jobs_one_stopped();
         let snap = collect_job(&store, "done", None);
         assert_eq!(snap.at_ms, 300_000);
         assert_eq!(snap.window.start_ms, 0);
-        assert!(
-            snap.notes.iter().any(|n| n.contains("600 s before now") && n.contains("stopped reporting")),
-            "{:?}",
-            snap.notes
-        );
+        let note = snap.notes.iter().find(|n| n.contains("no newer samples")).expect("a note");
+        assert!(note.contains("(600 s before the newest data)"), "{note}");
         // 500 ms/s of busy time = 0.5 busy, read inside the shifted window.
         assert_eq!(snap.vertex_aggregates[0].busy_max, Some(0.5));
         // The job still reporting is diagnosed at the newest data, without that note.
         let snap = collect_job(&store, "live", None);
         assert_eq!(snap.at_ms, 900_000);
-        assert!(!snap.notes.iter().any(|n| n.contains("stopped reporting")), "{:?}", snap.notes);
+        assert!(!snap.notes.iter().any(|n| n.contains("no newer samples")), "{:?}", snap.notes);
     }
 
     #[test]
-    fn a_time_asked_for_is_kept_even_past_the_jobs_data() {
+    fn a_time_asked_for_past_the_jobs_data_ends_the_window_at_its_last_sample() {
+        // Scraped every 15 s: a gap over 2 × 15 + 5 (the step) = 35 s is not scrape lag.
+        // Asked for 360 s: 60 s after `done`'s last sample (300 s) → as of 300 s.
         let store = two_jobs_one_stopped();
-        let snap = collect_job(&store, "done", Some(900_000));
-        assert_eq!(snap.at_ms, 900_000);
-        assert!(snap.notes.iter().any(|n| n.contains("before the window")), "{:?}", snap.notes);
+        let snap = collect_job(&store, "done", Some(360_000));
+        assert_eq!(snap.at_ms, 300_000);
+        assert!(snap.notes.iter().any(|n| n.contains("(60 s before the time asked for)")), "{:?}", snap.notes);
+        // 30 s after the last sample is scrape lag: the time asked for is kept.
+        let snap = collect_job(&store, "done", Some(330_000));
+        assert_eq!(snap.at_ms, 330_000);
+        assert!(!snap.notes.iter().any(|n| n.contains("no newer samples")), "{:?}", snap.notes);
     }
 
     #[test]
