@@ -95,6 +95,20 @@ fn a_plan_of_another_job_is_refused_instead_of_mislabelling_the_vertices() {
 }
 
 #[test]
+fn a_plan_of_another_run_with_another_topology_is_refused() {
+    // hard-backpressure ran under the name bp-lab-slow-sink too, with a fifth vertex
+    // (explode): its plan would show a vertex that never ran here.
+    let out = culprit(&[
+        "diagnose",
+        "--recording",
+        s(&capture("slow-sink").join("recording.om.gz")),
+        "--plan",
+        s(&capture("hard-backpressure").join("plan.json")),
+    ]);
+    assert_one_sentence_error(&out, &["another run of bp-lab-slow-sink", "5 in the plan, 4 with metrics"]);
+}
+
+#[test]
 fn a_bad_time_or_window_is_a_usage_error() {
     let rec = capture("slow-sink").join("recording.om.gz");
     assert_one_sentence_error(

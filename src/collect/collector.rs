@@ -262,12 +262,6 @@ pub async fn collect<S: MetricSource>(source: &S, input: CollectInput<'_>) -> Re
     }
     let plan_job_id = input.graph.as_ref().and_then(|g| g.job_id.clone());
     let (run, mut notes) = resolve_job(&runs, input.request.job.as_deref(), plan_job_id.as_deref())?;
-    if let Some(plan_id) = plan_job_id.as_deref().filter(|id| *id != run.id) {
-        notes.push(format!(
-            "the job plan is from job_id {plan_id}, the metrics from job_id {}; vertices are joined by id",
-            run.id
-        ));
-    }
     // A window that runs past the job's newest sample dilutes every rate with empty time
     // (and ages such as "time since the last checkpoint" keep growing): the window ends at
     // that sample instead. The job stopped reporting, stopped running (its uptime gauge no
@@ -501,21 +495,30 @@ pub async fn collect<S: MetricSource>(source: &S, input: CollectInput<'_>) -> Re
         let known = vertex_aggregates.iter().filter(|a| g.vertex(&a.vertex_id).is_some()).count();
         let plan_label = g.job_name.clone().or_else(|| g.job_id.clone()).unwrap_or_else(|| "unnamed".into());
         // Jobs built from one topology share vertex ids, so a matching id alone does not
-        // prove the plan is this job's; another job id under another name does disprove it.
-        // Another id under the same name is an earlier run of this job: usable, with a note.
+        // prove the plan is this job's. A plan of another job id is used only when it is
+        // another run of the same job (same name) with exactly the vertices the metrics
+        // show; a redeploy with a changed topology would mislabel or drop vertices.
         let other_id = g.job_id.as_deref().is_some_and(|id| id != run.id);
         let other_name = g
             .job_name
             .as_deref()
             .is_some_and(|n| !run.name_label.is_empty() && sanitize_label_value(n) != run.name_label);
+        let plan_ids: BTreeSet<&str> = g.vertices.iter().map(|v| v.id.as_str()).collect();
+        let metric_ids: BTreeSet<&str> = vertex_aggregates.iter().map(|a| a.vertex_id.as_str()).collect();
+        let plan_id = g.job_id.as_deref().unwrap_or_default();
         let why = if !vertex_aggregates.is_empty() && known == 0 {
             Some(format!("the job plan ({plan_label}) shares no vertex with the metrics of job_id {}", run.id))
         } else if other_id && other_name {
             Some(format!(
-                "the job plan is of job {plan_label} ({}), not of the diagnosed job {} ({})",
-                g.job_id.as_deref().unwrap_or_default(),
-                run.name_label,
-                run.id
+                "the job plan is of job {plan_label} ({plan_id}), not of the diagnosed job {} ({})",
+                run.name_label, run.id
+            ))
+        } else if other_id && !metric_ids.is_empty() && plan_ids != metric_ids {
+            Some(format!(
+                "the job plan is of another run of {plan_label} (job_id {plan_id}) whose vertices differ from those of job_id {} ({} in the plan, {} with metrics): the topology changed",
+                run.id,
+                plan_ids.len(),
+                metric_ids.len()
             ))
         } else {
             None
@@ -527,9 +530,7 @@ pub async fn collect<S: MetricSource>(source: &S, input: CollectInput<'_>) -> Re
         } else {
             if other_id {
                 notes.push(format!(
-                    "the job plan is of job_id {}, an earlier run of {}; the metrics are of job_id {}",
-                    g.job_id.as_deref().unwrap_or_default(),
-                    plan_label,
+                    "the job plan is of job_id {plan_id}, another run of {plan_label} with the same vertices; the metrics are of job_id {}",
                     run.id
                 ));
             }
@@ -538,7 +539,7 @@ pub async fn collect<S: MetricSource>(source: &S, input: CollectInput<'_>) -> Re
                     && a.subtask_count > v.parallelism
                 {
                     notes.push(format!(
-                        "{} reports {} subtasks but the job plan says parallelism {}: the plan is older than the metrics",
+                        "{} reports {} subtasks but the job plan says parallelism {}: the plan is not of this run",
                         v.name, a.subtask_count, v.parallelism
                     ));
                 }
