@@ -402,15 +402,24 @@ impl<'de> Deserialize<'de> for SecretSource {
 
 impl SecretSource {
     /// Reads the secret. The error names the variable or file, never the value.
+    /// An empty (or blank) secret is an error: it would send, or accept, `Bearer ` alone.
     pub fn resolve(&self) -> Result<secrecy::SecretString, String> {
-        match self {
-            SecretSource::Env(name) => std::env::var(name)
-                .map(secrecy::SecretString::from)
-                .map_err(|_| format!("the environment variable {name} is not set")),
-            SecretSource::File(path) => std::fs::read_to_string(path)
-                .map(|s| secrecy::SecretString::from(s.trim_end_matches(['\n', '\r']).to_string()))
-                .map_err(|e| format!("cannot read the secret file {}: {e}", path.display())),
+        let (value, origin) = match self {
+            SecretSource::Env(name) => (
+                std::env::var(name).map_err(|_| format!("the environment variable {name} is not set"))?,
+                format!("the environment variable {name}"),
+            ),
+            SecretSource::File(path) => (
+                std::fs::read_to_string(path)
+                    .map(|s| s.trim_end_matches(['\n', '\r']).to_string())
+                    .map_err(|e| format!("cannot read the secret file {}: {e}", path.display()))?,
+                format!("the secret file {}", path.display()),
+            ),
+        };
+        if value.trim().is_empty() {
+            return Err(format!("{origin} is empty"));
         }
+        Ok(secrecy::SecretString::from(value))
     }
 }
 
@@ -693,11 +702,8 @@ impl NotifyConfig {
             .chain(self.alertmanager.iter().map(|a| ("notify.alertmanager.url", a.url.clone())))
             .chain(self.webhook.iter().map(|w| ("notify.webhook.url", w.url.clone())));
         for (key, url) in urls {
-            match reqwest::Url::parse(&url) {
-                Ok(u) if u.scheme() == "http" || u.scheme() == "https" => {}
-                // A notification URL may carry a token: it is not echoed.
-                _ => problems.push(format!("{key} is not an http(s) URL (the value is not shown)")),
-            }
+            // A notification URL may carry a token: refused, never echoed.
+            check_backend_url(key, &url, "its `auth`", problems);
         }
         if let Some(s) = &self.slack {
             match s.mode {
@@ -808,6 +814,7 @@ pub struct AlertmanagerConfig {
     /// Default `FlinkBackpressureCulprit`.
     #[serde(default = "default_am_alertname")]
     pub alertname: String,
+    /// Optional authentication (an Alertmanager behind a proxy).
     #[serde(default)]
     pub auth: Option<HttpAuth>,
 }
@@ -953,10 +960,11 @@ mod tests {
             ("http://p:9090/?token=hunter2", "query string"),
             ("p:hunter2@9090", "not an http(s) URL"),
         ] {
-            let text =
-                format!("[prometheus]\nurl = \"{url}\"\n[[flink.clusters]]\nname = \"a\"\nrest_url = \"{url}\"\n");
+            let text = format!(
+                "[prometheus]\nurl = \"{url}\"\n[[flink.clusters]]\nname = \"a\"\nrest_url = \"{url}\"\n[[notify.webhook]]\nname = \"w\"\nurl = \"{url}\"\n[notify.alertmanager]\nurl = \"{url}\"\n"
+            );
             let err = Config::from_toml(&text, "c.toml").unwrap_err();
-            assert_eq!(err.problems.len(), 2, "{err}");
+            assert_eq!(err.problems.len(), 4, "{err}");
             let err = err.to_string();
             assert!(!err.contains("hunter2") && err.contains(why), "{err}");
         }

@@ -48,19 +48,14 @@ fn digest(s: &[u8]) -> [u8; 32] {
 
 impl ExpectedAuth {
     fn from_config(auth: &HttpAuth) -> Result<Self, String> {
-        // An empty secret (an unset file, a blank variable) would accept `Bearer ` alone.
-        let non_empty = |secret: secrecy::SecretString, what: &str| {
-            if secret.expose_secret().trim().is_empty() {
-                Err(format!("server.auth: the {what} is empty; refusing to serve with an empty secret"))
-            } else {
-                Ok(secret)
-            }
+        let resolve = |secret: &crate::config::SecretSource, what: &str| {
+            secret.resolve().map_err(|e| format!("server.auth {what}: {e}"))
         };
         let header = match auth {
-            HttpAuth::Bearer { token } => format!("Bearer {}", non_empty(token.resolve()?, "token")?.expose_secret()),
+            HttpAuth::Bearer { token } => format!("Bearer {}", resolve(token, "token")?.expose_secret()),
             HttpAuth::Basic { username, password } => {
                 use base64::Engine as _;
-                let pair = format!("{username}:{}", non_empty(password.resolve()?, "password")?.expose_secret());
+                let pair = format!("{username}:{}", resolve(password, "password")?.expose_secret());
                 format!("Basic {}", base64::engine::general_purpose::STANDARD.encode(pair))
             }
         };

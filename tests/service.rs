@@ -265,7 +265,15 @@ async fn serve_refuses_to_start_without_prometheus_or_with_an_empty_auth_secret(
         store.display()
     );
     let err = Application::build(Config::from_toml(&empty_token, "b.toml").unwrap()).await.err().unwrap();
-    assert!(err.contains("token is empty"), "{err}");
+    assert!(err.contains("server.auth token") && err.contains("is empty"), "{err}");
+    // The same for a secret toward Prometheus (an empty variable would send `Bearer `).
+    let empty_prometheus_token = format!(
+        "[prometheus]\nurl = \"http://127.0.0.1:1\"\nauth = {{ type = \"bearer\", token = {{ file = \"{}\" }} }}\n[server]\nlisten = \"127.0.0.1:0\"\n[store]\npath = \"{}\"\n",
+        tmp.path().join("empty").display(),
+        store.display()
+    );
+    let err = Application::build(Config::from_toml(&empty_prometheus_token, "d.toml").unwrap()).await.err().unwrap();
+    assert!(err.contains("prometheus auth") && err.contains("is empty"), "{err}");
 
     let err = Config::from_toml("[store]\nmax_queue = 0\n", "c.toml").unwrap_err().to_string();
     assert!(err.contains("store.max_queue must be at least 1"), "{err}");
