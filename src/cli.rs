@@ -24,6 +24,8 @@ pub const EXIT_INTERNAL: i32 = 1;
 pub const EXIT_USAGE: i32 = 2;
 
 const EXIT_CODES: &str = "Exit codes:\n  0  a verdict was produced (whatever it says)\n  1  internal error\n  2  bad usage or bad input; the message names the file and line";
+const RECORD_EXIT_CODES: &str = "Exit codes:\n  0  the recording was written\n  1  internal error\n  2  bad usage, bad configuration, or Prometheus could not be read";
+const SERVE_EXIT_CODES: &str = "Exit codes:\n  0  stopped by SIGTERM or Ctrl-C after draining\n  1  internal error\n  2  bad configuration, or the listen address could not be bound";
 
 /// Finds the Apache Flink operator that really slows a backpressured job, why, and the fix.
 #[derive(Debug, Parser)]
@@ -40,7 +42,7 @@ pub enum Command {
     Diagnose(DiagnoseArgs),
     /// Write a recording of one job from Prometheus (and its plan from Flink REST): a bundle
     /// from which `diagnose --recording` gives the same verdict, to attach to a bug report.
-    #[command(after_help = EXIT_CODES)]
+    #[command(after_help = RECORD_EXIT_CODES)]
     Record(RecordArgs),
     /// Replay the real Flink recordings bundled with culprit and print each verdict.
     /// Needs no network, Prometheus or Flink.
@@ -49,7 +51,7 @@ pub enum Command {
     /// Run the service: Alertmanager webhooks in, verdicts out to Slack, PagerDuty,
     /// Alertmanager and webhooks; the HTTP API; until SIGTERM. Logs go to stderr
     /// (RUST_LOG=debug for more).
-    #[command(after_help = EXIT_CODES)]
+    #[command(after_help = SERVE_EXIT_CODES)]
     Serve(ServeArgs),
 }
 
@@ -266,6 +268,13 @@ fn parse_window(window: Option<&str>) -> Result<Option<i64>, CliError> {
     Ok(w)
 }
 
+fn check_job(job: Option<&str>) -> Result<(), CliError> {
+    match job {
+        Some(j) if j.trim().is_empty() => Err(CliError::usage("--job is empty: give the job's name or id")),
+        _ => Ok(()),
+    }
+}
+
 fn cluster_labels(cluster: Option<&str>) -> std::collections::BTreeMap<String, String> {
     cluster.map(|c| [("cluster".to_string(), c.to_string())].into_iter().collect()).unwrap_or_default()
 }
@@ -295,6 +304,7 @@ pub async fn diagnose_live_command(args: &DiagnoseArgs, now_ms: i64) -> Result<V
     }
     let at_ms = args.at.as_deref().map(parse_at).transpose()?;
     let window_ms = parse_window(args.window.as_deref())?;
+    check_job(args.job.as_deref())?;
     let request = DiagnosisRequest { job: args.job.clone(), at_ms, window_ms };
     if !args.scrape.is_empty() {
         return scrape_command(args, &config, &request, now_ms).await;
@@ -523,6 +533,7 @@ pub fn diagnose_command(args: &DiagnoseArgs, now_ms: i64) -> Result<Verdict, Cli
     let config = load_config(args.config.as_deref())?;
     let at_ms = args.at.as_deref().map(parse_at).transpose()?;
     let window_ms = parse_window(args.window.as_deref())?;
+    check_job(args.job.as_deref())?;
     let graph = read_plan(args)?;
     let checkpoint_config = read_checkpoint_config(args)?;
 

@@ -180,15 +180,20 @@ impl Default for DiagnosisConfig {
 
 impl DiagnosisConfig {
     fn validate(&self, problems: &mut Vec<String>) {
-        let positive = [
-            ("diagnosis.window", self.window),
-            ("diagnosis.trend_lookback", self.trend_lookback),
-            ("diagnosis.step", self.step),
-            ("diagnosis.min_window", self.min_window),
+        // Windows below a second hold no scrape (as for --window and the API's window=).
+        let at_least = [
+            ("diagnosis.window", self.window, 1000),
+            ("diagnosis.trend_lookback", self.trend_lookback, 1000),
+            ("diagnosis.step", self.step, 1),
+            ("diagnosis.min_window", self.min_window, 1000),
         ];
-        for (key, value) in positive {
-            if value.0 <= 0 {
-                problems.push(format!("{key} must be longer than 0"));
+        for (key, value, min_ms) in at_least {
+            if value.0 < min_ms {
+                problems.push(if min_ms == 1 {
+                    format!("{key} must be longer than 0")
+                } else {
+                    format!("{key} must be at least 1s")
+                });
             }
         }
         if self.trend_lookback < self.window {

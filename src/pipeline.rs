@@ -161,7 +161,10 @@ impl Live {
         match labels.get("cluster") {
             Some(name) if !self.clusters.iter().any(|(n, _)| n == name) => Err(PipelineError::UnknownCluster(
                 name.clone(),
-                self.clusters.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>().join(", "),
+                match self.clusters.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>().join(", ") {
+                    names if names.is_empty() => "none".into(),
+                    names => names,
+                },
             )),
             _ => Ok(()),
         }

@@ -224,6 +224,13 @@ async fn diagnose(State(state): State<Arc<AppState>>, headers: HeaderMap, Query(
                 PipelineError::Collect(CollectError::AmbiguousJob { .. }) => StatusCode::BAD_REQUEST,
                 _ => StatusCode::SERVICE_UNAVAILABLE,
             };
+            let reason = if status == StatusCode::SERVICE_UNAVAILABLE { "api_backend" } else { "api_request" };
+            state
+                .service
+                .metrics
+                .diagnosis_failures
+                .get_or_create(&crate::metrics::Reason { reason: reason.into() })
+                .inc();
             json_error(status, &e.to_string())
         }
     }
@@ -255,9 +262,12 @@ async fn verdicts(State(state): State<Arc<AppState>>, Query(p): Query<ListParams
 async fn verdict(
     State(state): State<Arc<AppState>>,
     headers: HeaderMap,
-    Path(id): Path<i64>,
+    Path(id): Path<String>,
     Query(p): Query<DiagnoseParams>,
 ) -> Response {
+    let Ok(id) = id.parse::<i64>() else {
+        return json_error(StatusCode::NOT_FOUND, "no such verdict (ids are numbers, as /api/v1/verdicts lists them)");
+    };
     let format = match negotiate(p.format.as_deref(), &headers) {
         Ok(f) => f,
         Err(e) => return json_error(StatusCode::BAD_REQUEST, &e),

@@ -239,6 +239,9 @@ async fn the_diagnose_api_answers_a_verdict_in_each_format_and_404_when_there_is
         assert_eq!(c.get(api(q)).send().await.unwrap().status(), 400, "{q}");
     }
     assert_eq!(c.get(api("verdicts?limit=5")).send().await.unwrap().status(), 200);
+    let nope = c.get(api("verdicts/nope")).send().await.unwrap();
+    assert_eq!(nope.status(), 404);
+    assert!(nope.json::<serde_json::Value>().await.unwrap()["error"].as_str().unwrap().contains("no such verdict"));
     assert_eq!(c.get(format!("{}/readyz", app.url())).send().await.unwrap().status(), 200);
     // The three verdicts are counted as API diagnoses; no webhook was involved.
     let metrics = c.get(format!("{}/metrics", app.url())).send().await.unwrap().text().await.unwrap();
@@ -246,6 +249,8 @@ async fn the_diagnose_api_answers_a_verdict_in_each_format_and_404_when_there_is
         metrics.contains("culprit_diagnoses_total{trigger=\"api\",status=\"culprit_found\",finding=\"sink\"} 3"),
         "{metrics}"
     );
+    // The two 404s are counted as failed API requests.
+    assert!(metrics.contains("culprit_diagnosis_failures_total{reason=\"api_request\"} 2"), "{metrics}");
     assert_eq!(slack.all().len() + pagerduty.all().len(), 0, "the API notifies nobody");
     app.stop().await;
 }

@@ -42,7 +42,11 @@ pub fn diagnose(snapshot: &Snapshot, cfg: &DiagnosisConfig) -> Verdict {
             (StepName::HotKey, Some(c)) => hot_key::run(&ctx, c),
             (StepName::StateBackend, Some(c)) => state_backend::run(&ctx, c),
             (StepName::Sink | StepName::HotKey | StepName::StateBackend, None) => {
-                StepReport::clear("No culprit vertex to examine: nothing is backpressured.")
+                StepReport::clear(if ctx.red.is_empty() {
+                    "No culprit vertex to examine: nothing is backpressured."
+                } else {
+                    "No culprit vertex to examine: locate found none (see its outcome)."
+                })
             }
             (StepName::Checkpoints, c) => checkpoints::run(&ctx, c),
             (StepName::Headroom, c) => {
