@@ -7,25 +7,11 @@
 mod support;
 
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use culprit::config::Config;
 use culprit::server::Application;
 use support::capture::Capture;
-
-fn secret_file(dir: &Path, name: &str, value: &str) -> String {
-    let p = dir.join(name);
-    std::fs::write(&p, value).unwrap();
-    p.display().to_string()
-}
-
-async fn wait_for(what: &str, timeout: Duration, mut done: impl FnMut() -> bool) {
-    let started = Instant::now();
-    while !done() {
-        assert!(started.elapsed() < timeout, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_backpressure_alert_reaches_slack_and_pagerduty_once_with_the_culprit_and_its_fix() {
@@ -40,41 +26,22 @@ async fn a_backpressure_alert_reaches_slack_and_pagerduty_once_with_the_culprit_
     let group_keys = Capture::start().await;
     let flink = support::flink_rest_for(&dir).await;
 
-    let config = Config::from_toml(
-        &format!(
-            r#"
-            [prometheus]
-            url = "http://127.0.0.1:{prom_port}"
-            [[flink.clusters]]
-            name = "lab"
-            rest_url = "{flink}"
-            [server]
-            listen = "127.0.0.1:0"
-            external_url = "http://culprit.test"
-            [store]
-            path = "{store}"
-            [service]
-            coalesce = "1s"
-            [notify.slack]
-            token = {{ file = "{slack_token}" }}
-            channel = "C0NCALL"
-            api_url = "{slack}/api"
-            [notify.pagerduty]
-            routing_key = {{ file = "{routing_key}" }}
-            url = "{pagerduty}/v2/enqueue"
-            [notify.alertmanager]
-            url = "http://127.0.0.1:{am_port}"
-            "#,
-            flink = flink.uri(),
-            store = tmp.path().join("culprit.db").display(),
-            slack_token = secret_file(tmp.path(), "slack", "xoxb-test-token"),
-            routing_key = secret_file(tmp.path(), "pd", "R0UTINGKEY0000000000000000000000"),
-            slack = slack.url,
-            pagerduty = pagerduty.url,
-        ),
-        "e2e.toml",
+    let extra = format!(
+        "[[flink.clusters]]\nname = \"lab\"\nrest_url = \"{}\"\n[service]\ncoalesce = \"1s\"\n[notify.alertmanager]\nurl = \"http://127.0.0.1:{am_port}\"\n",
+        flink.uri()
+    );
+    let text = support::culprit_config(
+        tmp.path(),
+        &format!("http://127.0.0.1:{prom_port}"),
+        &slack.url,
+        &pagerduty.url,
+        &extra,
     )
-    .unwrap();
+    .replace(
+        "[server]\nlisten = \"127.0.0.1:0\"\n",
+        "[server]\nlisten = \"127.0.0.1:0\"\nexternal_url = \"http://culprit.test\"\n",
+    );
+    let config = Config::from_toml(&text, "e2e.toml").unwrap();
     let app = Application::build(config).await.unwrap();
 
     // Alertmanager: Flink alerts to culprit (and to a recorder of the groupKey sent);
@@ -115,7 +82,7 @@ receivers:
     let _prom = support::prometheus_alerting(&recording, &rules, &format!("http://127.0.0.1:{am_port}"), prom_port);
 
     // The rule holds for 1m before it fires; then Alertmanager, culprit, the destinations.
-    wait_for("the Slack message and the PagerDuty event", Duration::from_secs(180), || {
+    support::wait_for("the Slack message and the PagerDuty event", Duration::from_secs(180), || {
         !slack.slack_messages().is_empty() && !pagerduty.pagerduty_events().is_empty()
     })
     .await;

@@ -128,12 +128,20 @@ fn start_prometheus(texts: &[String], port: u16, config_yaml: &str) -> Server {
     }
     let config = dir.path().join("prometheus.yml");
     std::fs::write(&config, config_yaml).unwrap();
-    let log = dir.path().join("prometheus.log");
-    let mut child = Command::new(prometheus)
+    let mut command = Command::new(prometheus);
+    command
         .arg(format!("--config.file={}", config.display()))
         .arg(format!("--storage.tsdb.path={}", data.display()))
+        .arg("--storage.tsdb.retention.time=100y");
+    serve(command, port, dir, "prometheus.log")
+}
+
+/// Starts `command` listening on `port` (`--web.listen-address`), its stderr in `log_name`
+/// inside `dir`, and waits for `/-/ready` (both Prometheus and Alertmanager answer it).
+fn serve(mut command: Command, port: u16, dir: tempfile::TempDir, log_name: &str) -> Server {
+    let log = dir.path().join(log_name);
+    let mut child = command
         .arg(format!("--web.listen-address=127.0.0.1:{port}"))
-        .arg("--storage.tsdb.retention.time=100y")
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(&log).unwrap())
         .spawn()
@@ -250,19 +258,12 @@ pub fn alertmanager(config_yaml: &str, port: u16) -> Server {
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("alertmanager.yml");
     std::fs::write(&config, config_yaml).unwrap();
-    let log = dir.path().join("alertmanager.log");
-    let mut child = Command::new(binary)
+    let mut command = Command::new(binary);
+    command
         .arg(format!("--config.file={}", config.display()))
         .arg(format!("--storage.path={}", dir.path().join("data").display()))
-        .arg(format!("--web.listen-address=127.0.0.1:{port}"))
-        .arg("--cluster.listen-address=")
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&log).unwrap())
-        .spawn()
-        .unwrap();
-    let url = format!("http://127.0.0.1:{port}");
-    wait_ready(&format!("{url}/-/ready"), &mut child, &log);
-    Server { url, child, _dir: dir }
+        .arg("--cluster.listen-address=");
+    serve(command, port, dir, "alertmanager.log")
 }
 
 /// A Flink REST stand-in serving a capture's real answers.
