@@ -139,6 +139,11 @@ impl Metrics {
             .inc();
     }
 
+    /// Counts a failed diagnosis: `backend`, `gave_up` (alerts), `api_request`, `api_backend`.
+    pub fn diagnosis_failure(&self, reason: &str) {
+        self.diagnosis_failures.get_or_create(&Reason { reason: reason.into() }).inc();
+    }
+
     pub fn notification(&self, destination: &str, outcome: &str) {
         self.notifications
             .get_or_create(&Notification { destination: destination.into(), outcome: outcome.into() })

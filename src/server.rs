@@ -225,12 +225,7 @@ async fn diagnose(State(state): State<Arc<AppState>>, headers: HeaderMap, Query(
                 _ => StatusCode::SERVICE_UNAVAILABLE,
             };
             let reason = if status == StatusCode::SERVICE_UNAVAILABLE { "api_backend" } else { "api_request" };
-            state
-                .service
-                .metrics
-                .diagnosis_failures
-                .get_or_create(&crate::metrics::Reason { reason: reason.into() })
-                .inc();
+            state.service.metrics.diagnosis_failure(reason);
             json_error(status, &e.to_string())
         }
     }

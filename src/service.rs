@@ -20,7 +20,6 @@ use tokio::sync::{Notify, Semaphore, watch};
 use crate::collect::collector::CollectError;
 use crate::config::Config;
 use crate::ingest::{self, sha256_hex};
-use crate::metrics::Reason;
 use crate::notify::{Notice, NoticeKind, Notifier};
 use crate::pipeline::{Live, PipelineError};
 use crate::request::DiagnosisRequest;
@@ -296,7 +295,7 @@ impl Service {
             }
         };
         if let Some(why) = failure {
-            self.metrics.diagnosis_failures.get_or_create(&Reason { reason: "backend".into() }).inc();
+            self.metrics.diagnosis_failure("backend");
             let backoff = (1_000i64 << item.attempts.clamp(0, 5)).min(30_000);
             tracing::warn!(job = %item.job, attempt = item.attempts + 1, error = %why, retry_in_ms = backoff, "diagnosis failed; retrying");
             if let Err(e) = self.store.retry_later(&item, now + backoff, first_failure) {
@@ -306,7 +305,7 @@ impl Service {
         }
         let could_not = verdict.is_none() && firing;
         if could_not {
-            self.metrics.diagnosis_failures.get_or_create(&Reason { reason: "gave_up".into() }).inc();
+            self.metrics.diagnosis_failure("gave_up");
             tracing::warn!(job = %item.job, error = %reason_owned, "could not diagnose");
         }
         if let Some(v) = &verdict {
