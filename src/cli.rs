@@ -408,6 +408,7 @@ async fn scrape_command(
 
 /// `culprit record`: a live diagnosis whose series are written as a recording.
 pub async fn record_command(args: &RecordArgs, now_ms: i64) -> Result<String, CliError> {
+    check_job(Some(&args.job))?;
     let mut config = load_config(Some(&args.config))?;
     let lookback = args.lookback.parse::<Millis>().map_err(|e| CliError::usage(format!("--lookback {e}")))?;
     config.diagnosis.trend_lookback = lookback;
