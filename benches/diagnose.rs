@@ -9,15 +9,15 @@ use std::hint::black_box;
 use std::time::Duration;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use culprit::cli::block_on;
-use culprit::collect::catalog::MetricCatalog;
+use culprit::collect::block_on;
 use culprit::collect::collector::{CollectInput, collect};
 use culprit::collect::store::SeriesStore;
 use culprit::config::Config;
 use culprit::diagnose::diagnose;
-use culprit::diagnose::graph::JobGraph;
-use culprit::request::DiagnosisRequest;
-use culprit::synthetic::SyntheticJob;
+use culprit::model::catalog::MetricCatalog;
+use culprit::model::graph::JobGraph;
+use culprit::model::request::DiagnosisRequest;
+use culprit::samples::synthetic::SyntheticJob;
 
 fn sizes() -> Vec<SyntheticJob> {
     let spec = std::env::var("CULPRIT_BENCH_SIZES").unwrap_or_else(|_| "100x64x60".into());

@@ -14,8 +14,8 @@ use culprit::collect::collector::{CollectInput, collect};
 use culprit::collect::prometheus::{PromSource, Prometheus};
 use culprit::config::{Config, Millis, PrometheusConfig};
 use culprit::diagnose::diagnose;
-use culprit::diagnose::graph::JobGraph;
-use culprit::request::DiagnosisRequest;
+use culprit::model::graph::JobGraph;
+use culprit::model::request::DiagnosisRequest;
 
 #[derive(Parser)]
 struct Args {

@@ -9,7 +9,7 @@
 use std::path::PathBuf;
 
 use clap::Parser;
-use culprit::synthetic::SyntheticJob;
+use culprit::samples::synthetic::SyntheticJob;
 
 #[derive(Parser)]
 struct Args {

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use axum::routing::post;
 use clap::Parser;
 use culprit::config::{Config, Synchronous};
-use culprit::server::Application;
+use culprit::service::server::Application;
 
 #[derive(Parser)]
 struct Args {

@@ -65,7 +65,7 @@ pub struct Config {
     pub prometheus: Option<PrometheusConfig>,
     pub flink: FlinkConfig,
     /// Metric names, overriding the Flink 1.15+/2.x reporter defaults.
-    pub metrics: crate::collect::catalog::MetricCatalog,
+    pub metrics: crate::model::catalog::MetricCatalog,
     /// `culprit serve`: HTTP listener and its protection.
     pub server: ServerConfig,
     /// The durable queue and outbox.
@@ -871,10 +871,10 @@ pub struct KafkaJob {
 impl KafkaConfig {
     /// The entry for a job, by Flink name, sanitized name or id.
     pub fn job(&self, name: &str, id: &str) -> Option<&KafkaJob> {
-        let sanitized = crate::diagnose::graph::sanitize_label_value(name);
+        let sanitized = crate::model::graph::sanitize_label_value(name);
         self.jobs
             .iter()
-            .find(|j| j.job == name || j.job == id || crate::diagnose::graph::sanitize_label_value(&j.job) == sanitized)
+            .find(|j| j.job == name || j.job == id || crate::model::graph::sanitize_label_value(&j.job) == sanitized)
     }
 }
 
@@ -894,7 +894,7 @@ mod tests {
         assert!(err.to_string().contains("metrics.busy"), "{err}");
         let ok = Config::from_toml("[metrics]\nbusy = \"my_flink_busy\"\n", "c.toml").unwrap();
         assert_eq!(ok.metrics.busy, "my_flink_busy");
-        assert_eq!(ok.metrics.idle, crate::collect::catalog::MetricCatalog::default().idle);
+        assert_eq!(ok.metrics.idle, crate::model::catalog::MetricCatalog::default().idle);
     }
 
     #[test]

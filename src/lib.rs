@@ -5,35 +5,37 @@
 //! backpressure. The red vertices are the victims; culprit names the vertex that holds
 //! them back, why it is slow, and the fix that belongs to it.
 //!
-//! The modules follow the data, one way:
+//! The modules follow the data, one way; every import points down this list:
 //!
 //! ```text
-//! CLI / HTTP / webhook ─► request ─► collect (recording | Prometheus) ─► Snapshot
-//!        ─► diagnose (pure) ─► Verdict ─► render (pure: json, text, markdown, …) ─► notify
+//! cli ─► service (serve: server, intake, store, pipeline, metrics) ─► samples
+//!     ─► notify ─► render ─► collect ─► diagnose ─► config ─► model
+//!
+//! CLI / HTTP / webhook ─► DiagnosisRequest ─► collect (recording | Prometheus | Flink REST)
+//!        ─► Snapshot ─► diagnose (pure) ─► Verdict ─► render (pure) ─► notify
 //! ```
 //!
+//! * [`model`]: the values every layer shares (request, job graph, metric names,
+//!   snapshot, verdict, notice); pure data that imports no other module.
 //! * [`config`]: typed settings (thresholds at the spec's defaults).
-//! * [`request`]: the one input every entry point builds.
-//! * [`collect`]: turns a request into a [`collect::snapshot::Snapshot`]: the exposition
-//!   reader, the in-memory series store and the query evaluation over it.
 //! * [`diagnose`]: the pure runbook over a snapshot.
-//! * [`verdict`]: the `culprit.verdict/v1` value every interface renders.
-//! * [`render`]: pure renderers.
+//! * [`collect`]: turns a request into a [`model::snapshot::Snapshot`]: the exposition
+//!   reader, the in-memory series store, the query shapes, Prometheus, Flink REST, Kafka.
+//! * [`render`]: pure renderers (json, text, markdown, Slack, PagerDuty, Alertmanager).
+//! * [`notify`]: one module per destination; sends what the renderers build.
+//! * [`samples`]: jobs to run without a cluster (the bundled real recordings of `demo`,
+//!   synthetic jobs for benchmarks).
+//! * [`service`]: `culprit serve`, the one module that wires collection to notification.
 //! * [`cli`]: the `culprit` command line.
+//!
+//! `docs/architecture.md` draws the layers and says where new code goes.
 
 pub mod cli;
 pub mod collect;
 pub mod config;
-pub mod demo;
 pub mod diagnose;
-pub mod ingest;
-pub mod metrics;
+pub mod model;
 pub mod notify;
-pub mod pipeline;
 pub mod render;
-pub mod request;
-pub mod server;
+pub mod samples;
 pub mod service;
-pub mod store;
-pub mod synthetic;
-pub mod verdict;

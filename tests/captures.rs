@@ -5,8 +5,8 @@
 use std::path::{Path, PathBuf};
 
 use culprit::cli::{DiagnoseArgs, diagnose_command};
+use culprit::model::verdict::Verdict;
 use culprit::render::Format;
-use culprit::verdict::Verdict;
 use serde_json::Value;
 
 fn captures() -> Vec<PathBuf> {

@@ -10,7 +10,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use culprit::config::Config;
-use culprit::server::Application;
+use culprit::service::server::Application;
 use support::capture::Capture;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -101,7 +101,7 @@ receivers:
     let group_key = sent[0].body["groupKey"].as_str().unwrap();
     assert_eq!(
         events[0]["dedup_key"],
-        culprit::ingest::sha256_hex(group_key),
+        culprit::service::intake::sha256_hex(group_key),
         "PagerDuty's dedup_key is SHA-256 of the groupKey"
     );
     assert_eq!(events[0]["payload"]["custom_details"]["verdict"]["finding"], "sink", "{:#}", events[0]);

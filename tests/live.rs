@@ -5,15 +5,15 @@ mod support;
 
 use std::path::Path;
 
-use culprit::cli::block_on;
+use culprit::collect::block_on;
 use culprit::collect::collector::{CollectInput, collect};
 use culprit::collect::prometheus::{PromSource, Prometheus};
 use culprit::collect::store::SeriesStore;
 use culprit::config::{Config, Millis, PrometheusConfig};
 use culprit::diagnose::diagnose;
-use culprit::diagnose::graph::JobGraph;
-use culprit::request::DiagnosisRequest;
-use culprit::verdict::Verdict;
+use culprit::model::graph::JobGraph;
+use culprit::model::request::DiagnosisRequest;
+use culprit::model::verdict::Verdict;
 use serde_json::Value;
 
 fn recording_verdict(dir: &Path) -> Verdict {
@@ -148,7 +148,7 @@ async fn a_live_diagnosis_by_job_name_uses_flink_rest_for_the_graph_and_checkpoi
     let flink = support::flink_rest_for(&dir).await;
     let tmp = tempfile::tempdir().unwrap();
     let config = Config::load(&write_config(tmp.path(), &prom.url, &flink.uri())).unwrap();
-    let live = culprit::pipeline::Live::new(config).unwrap();
+    let live = culprit::service::pipeline::Live::new(config).unwrap();
     let request =
         DiagnosisRequest { job: Some("bp-lab-slow-instance".into()), at_ms: Some(at_of(&expected)), window_ms: None };
     let v = live.diagnose(&request, &Default::default(), at_of(&expected)).await.unwrap();
@@ -172,7 +172,7 @@ async fn without_flink_rest_the_live_diagnosis_runs_graph_free_and_says_so() {
     let mut config = Config::load(&write_config(tmp.path(), &prom.url, &dead)).unwrap();
     config.flink.deadline = Millis::from_secs(1);
     config.flink.timeout = Millis::from_secs(1);
-    let live = culprit::pipeline::Live::new(config).unwrap();
+    let live = culprit::service::pipeline::Live::new(config).unwrap();
     let request =
         DiagnosisRequest { job: Some("bp_lab_slow_sink".into()), at_ms: Some(at_of(&expected)), window_ms: None };
     let v = live.diagnose(&request, &Default::default(), at_of(&expected)).await.unwrap();
@@ -222,7 +222,7 @@ async fn a_recording_written_by_record_replays_to_the_live_verdict_and_holds_onl
     assert_eq!(job_ids.len(), 1, "one job in the bundle: {job_ids:?}");
     assert!(bundle.contains("bp_lab_rocksdb_stall") && !bundle.contains("bp_lab_rocksdb_bound"));
 
-    let live = culprit::pipeline::Live::new(Config::load(&config_path).unwrap()).unwrap();
+    let live = culprit::service::pipeline::Live::new(Config::load(&config_path).unwrap()).unwrap();
     let request = DiagnosisRequest { job: Some("bp-lab-rocksdb-stall".into()), at_ms: Some(at), window_ms: None };
     let live_verdict = live.diagnose(&request, &Default::default(), at).await.unwrap();
 
@@ -292,7 +292,7 @@ async fn scraping_the_reporters_directly_finds_the_culprit_without_prometheus() 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_diagnosis_of_a_100_vertex_64_subtask_job_sends_at_most_12_requests() {
-    use culprit::synthetic::SyntheticJob;
+    use culprit::samples::synthetic::SyntheticJob;
     // 100 vertices × 64 subtasks × 4 task metrics × 12 samples, backfilled.
     let job = SyntheticJob { vertices: 100, subtasks: 64, samples: 12, start_ms: 1_795_000_000_000, job: 0 };
     let tmp = tempfile::tempdir().unwrap();
@@ -336,7 +336,7 @@ async fn a_diagnosis_of_a_100_vertex_64_subtask_job_sends_at_most_12_requests() 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hostile_names_reach_promql_escaped_and_select_only_their_own_series() {
-    use culprit::synthetic::SyntheticJob;
+    use culprit::samples::synthetic::SyntheticJob;
     let hostile = r#"g"} or vector(1) or {job_id=~".+"#;
     let job = SyntheticJob { vertices: 3, subtasks: 2, samples: 12, start_ms: 1_795_000_000_000, job: 0 };
     let mut text = String::from_utf8(job.write_openmetrics(Vec::new()).unwrap()).unwrap();

@@ -10,11 +10,12 @@ use std::sync::LazyLock;
 use std::time::{Duration, Instant};
 
 use culprit::config::{AlertmanagerConfig, HttpAuth, Millis, PagerDutyConfig, SecretSource, WebhookConfig};
+use culprit::model::notice::{Notice, NoticeKind};
+use culprit::model::verdict::Verdict;
+use culprit::notify::Notifier;
 use culprit::notify::alertmanager::Alertmanager;
 use culprit::notify::pagerduty::PagerDuty;
 use culprit::notify::webhook::Webhook;
-use culprit::notify::{Notice, NoticeKind, Notifier};
-use culprit::verdict::Verdict;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use wiremock::matchers::{header, method, path};
@@ -31,8 +32,8 @@ static WEBHOOK: LazyLock<Value> = LazyLock::new(|| {
 
 /// culprit's verdict for the slow-sink capture.
 static VERDICT: LazyLock<Verdict> = LazyLock::new(|| {
-    let capture = culprit::demo::CAPTURES.iter().find(|c| c.name == "slow-sink").unwrap();
-    culprit::demo::verdict(capture).unwrap()
+    let capture = culprit::samples::captures::CAPTURES.iter().find(|c| c.name == "slow-sink").unwrap();
+    culprit::samples::captures::verdict(capture).unwrap()
 });
 
 fn group_key() -> String {

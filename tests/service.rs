@@ -7,7 +7,7 @@ mod support;
 use std::time::Duration;
 
 use culprit::config::Config;
-use culprit::server::Application;
+use culprit::service::server::Application;
 use support::capture::Capture;
 
 async fn post(url: &str, body: &serde_json::Value) -> reqwest::StatusCode {
@@ -88,7 +88,8 @@ async fn slack_429_and_pagerduty_500_are_retried_and_everything_is_delivered_in_
     let order: Vec<String> =
         posts[1..].iter().map(|p| p.body["text"].as_str().unwrap_or_default().to_string()).collect();
     // Without a job graph the names are the reporter's (sanitized).
-    let name = |job: &culprit::synthetic::SyntheticJob| culprit::diagnose::graph::sanitize_label_value(&job.job_name());
+    let name =
+        |job: &culprit::samples::synthetic::SyntheticJob| culprit::model::graph::sanitize_label_value(&job.job_name());
     for (i, (job, _)) in jobs.iter().enumerate() {
         assert!(order[i].contains(&name(job)), "post {i} should be {}: {}", name(job), order[i]);
     }

@@ -6,9 +6,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use culprit::config::{SecretSource, SlackConfig, SlackMode};
+use culprit::model::notice::{Notice, NoticeKind};
+use culprit::model::verdict::Verdict;
 use culprit::notify::slack::Slack;
-use culprit::notify::{Notice, NoticeKind, NotifyError, Sent};
-use culprit::verdict::Verdict;
+use culprit::notify::{NotifyError, Sent};
 use serde_json::{Value, json};
 use tokio::time::Instant;
 use wiremock::matchers::{body_partial_json, header, method, path, query_param};
@@ -52,12 +53,12 @@ fn incoming_webhook(server: &MockServer) -> (Slack, tempfile::NamedTempFile, Str
 }
 
 fn verdict(name: &str) -> Verdict {
-    let capture = culprit::demo::CAPTURES.iter().find(|c| c.name == name).unwrap();
-    culprit::demo::verdict(capture).unwrap()
+    let capture = culprit::samples::captures::CAPTURES.iter().find(|c| c.name == name).unwrap();
+    culprit::samples::captures::verdict(capture).unwrap()
 }
 
 fn notice(kind: NoticeKind, verdict: Option<Verdict>, key: &str) -> Notice {
-    let job = verdict.as_ref().map(|v| v.job.clone()).unwrap_or(culprit::verdict::JobRef {
+    let job = verdict.as_ref().map(|v| v.job.clone()).unwrap_or(culprit::model::verdict::JobRef {
         name: "bp-lab-slow-sink".into(),
         id: "da23ad9af4e7326542c9a70eac958f42".into(),
     });

@@ -10,16 +10,16 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 
-use crate::collect::catalog::{MetricCatalog, labels as l};
 use crate::collect::kafka;
 use crate::collect::query::{Agg, Aggregation, OverTime, Query, QueryResult, ResultSeries, Selector};
-use crate::collect::snapshot::{
+use crate::config::Config;
+use crate::model::catalog::{MetricCatalog, labels as l};
+use crate::model::graph::{JobGraph, sanitize_label_value};
+use crate::model::request::DiagnosisRequest;
+use crate::model::snapshot::{
     CheckpointConfig, CheckpointPoint, Checkpoints, JobIdentity, Missing, RocksDbSubtask, Snapshot, SourceSubtaskLag,
     SubtaskMetrics, TaskManagerMetrics, VertexAggregate, VertexWatermark, Window, WindowBound,
 };
-use crate::config::Config;
-use crate::diagnose::graph::{JobGraph, sanitize_label_value};
-use crate::request::DiagnosisRequest;
 
 /// A query that could not be answered (network, HTTP status, bad answer). The message
 /// never contains credentials.
@@ -256,8 +256,8 @@ pub async fn collect<S: MetricSource>(source: &S, input: CollectInput<'_>) -> Re
     if runs.is_empty() {
         return Err(CollectError::NoJobs {
             metric: cat.uptime.clone(),
-            from: crate::verdict::rfc3339(at - lookback),
-            to: crate::verdict::rfc3339(at),
+            from: crate::model::verdict::rfc3339(at - lookback),
+            to: crate::model::verdict::rfc3339(at),
         });
     }
     let plan_job_id = input.graph.as_ref().and_then(|g| g.job_id.clone());
@@ -274,7 +274,7 @@ pub async fn collect<S: MetricSource>(source: &S, input: CollectInput<'_>) -> Re
         notes.push(format!(
             "job_id {} has no newer samples than {} ({} s before {}): it stopped reporting or running (finished, failed, restarting), so the diagnosis is as of its last sample",
             run.id,
-            crate::verdict::rfc3339(run.sampled_at_ms),
+            crate::model::verdict::rfc3339(run.sampled_at_ms),
             gap / 1000,
             if input.request.at_ms.is_some() { "the time asked for" } else { "the newest data" },
         ));
@@ -856,7 +856,7 @@ fn assemble_taskmanagers(gc: &QueryResult, cpu: &QueryResult, job_tms: &BTreeSet
 mod tests {
     use super::*;
     use crate::config::Config;
-    use crate::request::DiagnosisRequest;
+    use crate::model::request::DiagnosisRequest;
 
     fn run(id: &str, name: &str, last: i64, start: i64) -> JobRun {
         JobRun {
@@ -934,7 +934,7 @@ mod tests {
             config: &config,
             catalog: &config.metrics,
         };
-        crate::cli::block_on(collect(store, input)).unwrap()
+        crate::collect::block_on(collect(store, input)).unwrap()
     }
 
     #[test]

@@ -26,9 +26,9 @@ use secrecy::{ExposeSecret, SecretString};
 use serde::Deserialize;
 use tokio::time::Instant;
 
-use crate::collect::snapshot::CheckpointConfig;
 use crate::config::{FlinkCluster, FlinkConfig, HttpAuth, Millis};
-use crate::diagnose::graph::{JobGraph, sanitize_label_value};
+use crate::model::graph::{JobGraph, sanitize_label_value};
+use crate::model::snapshot::CheckpointConfig;
 
 /// The first pause between two attempts; it doubles (with jitter) up to [`MAX_BACKOFF`].
 const MIN_BACKOFF: Duration = Duration::from_millis(100);

@@ -32,8 +32,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::collect::query::{Agg, Aggregation, Query, QueryResult, ResultSeries, Selector};
-use crate::collect::snapshot::{PartitionLag, Point, TopicRetention};
 use crate::config::{KafkaConfig, Millis};
+use crate::model::snapshot::{PartitionLag, Point, TopicRetention};
 
 /// The consumer group and topics that feed one Flink job.
 #[derive(Debug, Clone, PartialEq, Eq)]

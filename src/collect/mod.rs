@@ -1,14 +1,12 @@
-//! Collection: everything that turns a request into a [`snapshot::Snapshot`].
+//! Collection: everything that turns a request into a [`Snapshot`](crate::model::snapshot::Snapshot).
 //!
 //! * [`exposition`]: the Prometheus text / OpenMetrics reader and writer (never drops a
 //!   sample silently).
 //! * [`store`]: an in-memory series store filled by the reader.
 //! * [`query`]: the few query shapes the diagnosis needs, evaluated with PromQL semantics
 //!   over the store (and, live, by Prometheus itself).
-//! * [`snapshot`]: the pure, serializable value the diagnosis reads.
 //! * [`collector`]: request + metric source → snapshot.
 
-pub mod catalog;
 pub mod collector;
 pub mod exposition;
 pub mod flink_rest;
@@ -16,5 +14,15 @@ pub mod kafka;
 pub mod prometheus;
 pub mod query;
 pub mod recorder;
-pub mod snapshot;
 pub mod store;
+
+/// Drives a collection over a source that never waits on IO (the in-memory
+/// [`store::SeriesStore`] answers at once) without an async runtime.
+pub fn block_on<F: std::future::Future>(fut: F) -> F::Output {
+    let mut fut = std::pin::pin!(fut);
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    match fut.as_mut().poll(&mut cx) {
+        std::task::Poll::Ready(v) => v,
+        std::task::Poll::Pending => unreachable!("an in-memory metric source never waits"),
+    }
+}

@@ -1,10 +1,9 @@
-//! The diagnosis: a pure function from a [`Snapshot`] to a [`crate::verdict::Verdict`].
+//! The diagnosis: a pure function from a [`Snapshot`] to a [`crate::model::verdict::Verdict`].
 //!
 //! [`runbook`] holds the ordered list of steps (and only it); each step lives in its own
 //! file under [`steps`] and reports a [`StepReport`]. No IO, no clock, no logging: the
 //! same snapshot always gives the same verdict.
 
-pub mod graph;
 pub mod runbook;
 pub mod signals;
 pub mod steps;
@@ -13,10 +12,10 @@ pub mod testkit;
 
 use std::collections::BTreeSet;
 
-use crate::collect::snapshot::Snapshot;
 use crate::config::DiagnosisConfig;
 use crate::diagnose::signals::{JobSignals, VertexSignals};
-use crate::verdict::{Evidence, Finding, Outcome};
+use crate::model::snapshot::Snapshot;
+use crate::model::verdict::{Evidence, Finding, Outcome};
 
 pub use runbook::diagnose;
 

@@ -8,12 +8,12 @@
 
 use std::collections::BTreeSet;
 
-use crate::collect::snapshot::Snapshot;
 use crate::config::DiagnosisConfig;
 use crate::diagnose::signals::{JobSignals, VertexSignals};
 use crate::diagnose::steps::{checkpoints, headroom, hot_key, locate, retention, sink, state_backend};
 use crate::diagnose::{Context, StepReport, pct};
-use crate::verdict::{
+use crate::model::snapshot::Snapshot;
+use crate::model::verdict::{
     Confidence, Culprit, Evidence, Finding, Graph, GraphEdge, GraphVertex, JobRef, Outcome, Role, SCHEMA, Severity,
     Status, Step, StepName, Verdict, VertexState,
 };
@@ -173,7 +173,7 @@ pub fn diagnose(snapshot: &Snapshot, cfg: &DiagnosisConfig) -> Verdict {
     if let Some(h) = hazards.iter().find(|h| h.severity == Severity::Critical) {
         let on = h.topic.as_ref().map(|t| format!(" on {t}")).unwrap_or_default();
         let lead = match (h.kind, h.time_to_loss_seconds) {
-            (crate::verdict::HazardKind::CheckpointsStalled, _) => {
+            (crate::model::verdict::HazardKind::CheckpointsStalled, _) => {
                 format!("DATA LOSS RISK{on}: a restart now would resume from offsets already out of retention")
             }
             (_, Some(0)) => format!("DATA LOSS: already losing data{on}"),
@@ -249,9 +249,9 @@ pub fn diagnose(snapshot: &Snapshot, cfg: &DiagnosisConfig) -> Verdict {
     Verdict {
         schema: SCHEMA.to_string(),
         job: JobRef { name: snapshot.job.name.clone(), id: snapshot.job.id.clone() },
-        at: crate::verdict::rfc3339(snapshot.at_ms),
+        at: crate::model::verdict::rfc3339(snapshot.at_ms),
         window_seconds: (snapshot.window.len_ms() as f64 / 1000.0).round() as i64,
-        window_start: crate::verdict::rfc3339(snapshot.window.start_ms),
+        window_start: crate::model::verdict::rfc3339(snapshot.window.start_ms),
         status,
         finding,
         culprit: culprit_out,
@@ -361,9 +361,9 @@ fn dedup(v: Vec<String>) -> Vec<String> {
 mod tests {
     use std::collections::BTreeSet;
 
-    use crate::collect::snapshot::{CheckpointPoint, PartitionLag};
     use crate::diagnose::testkit::*;
-    use crate::verdict::{Confidence, Finding, HazardKind, Outcome, Status, StepName, VertexState};
+    use crate::model::snapshot::{CheckpointPoint, PartitionLag};
+    use crate::model::verdict::{Confidence, Finding, HazardKind, Outcome, Status, StepName, VertexState};
 
     /// Source (red) → map (red) → `last` vertex "Sink: db" (busy 0.9 on both subtasks,
     /// 300 records/s each).
@@ -379,7 +379,7 @@ mod tests {
             .all_subtasks("sink", 0.9, 0.0, 0.1, 300.0)
     }
 
-    fn outcomes(v: &crate::verdict::Verdict) -> Vec<(StepName, Outcome)> {
+    fn outcomes(v: &crate::model::verdict::Verdict) -> Vec<(StepName, Outcome)> {
         v.steps.iter().map(|s| (s.step, s.outcome)).collect()
     }
 
@@ -402,7 +402,7 @@ mod tests {
         let c = v.culprit.as_ref().unwrap();
         assert_eq!(
             (c.vertex_id.as_str(), c.role, c.subtasks.as_slice()),
-            ("sink", crate::verdict::Role::Sink, &[0, 1][..])
+            ("sink", crate::model::verdict::Role::Sink, &[0, 1][..])
         );
         assert_eq!(v.confidence, Confidence::High);
         let states: Vec<_> = v.graph.vertices.iter().map(|g| g.state).collect();

@@ -9,10 +9,10 @@
 
 use std::collections::BTreeMap;
 
-use crate::collect::snapshot::{Snapshot, SubtaskMetrics, VertexAggregate};
 use crate::config::Thresholds;
 use crate::config::{DiagnosisConfig, OperatorKind};
-use crate::diagnose::graph::{Edge, JobGraph};
+use crate::model::graph::{Edge, JobGraph};
+use crate::model::snapshot::{Snapshot, SubtaskMetrics, VertexAggregate};
 
 /// One subtask's signals.
 #[derive(Debug, Clone, PartialEq)]

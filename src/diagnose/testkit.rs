@@ -17,16 +17,16 @@
 //! Declare vertices sources first: the declaration order is the graph's topological order.
 //! Ratios and rates take `f64` or `None` (absent, as Flink's NaN busy of legacy sources).
 
-use crate::collect::snapshot::{
+use crate::config::DiagnosisConfig;
+use crate::diagnose::signals::{JobSignals, VertexSignals};
+use crate::diagnose::{Context, diagnose};
+use crate::model::graph::{Edge, JobGraph, Vertex, sanitize_label_value};
+use crate::model::snapshot::{
     CheckpointConfig, CheckpointPoint, Checkpoints, JobIdentity, PartitionLag, Point, RocksDbSubtask, Snapshot,
     SourceSubtaskLag, SubtaskMetrics, TaskManagerMetrics, TopicRetention, VertexAggregate, VertexWatermark, Window,
     WindowBound,
 };
-use crate::config::DiagnosisConfig;
-use crate::diagnose::graph::{Edge, JobGraph, Vertex, sanitize_label_value};
-use crate::diagnose::signals::{JobSignals, VertexSignals};
-use crate::diagnose::{Context, diagnose};
-use crate::verdict::{Evidence, Verdict};
+use crate::model::verdict::{Evidence, Verdict};
 
 /// The time every hand-built verdict is about: 2027-01-15T08:00:00Z, Unix ms.
 pub const AT_MS: i64 = 1_800_000_000_000;
@@ -344,7 +344,7 @@ impl SnapshotBuilder {
 
     /// A metric the collector looked for and did not find.
     pub fn missing(mut self, metric: &str, detail: &str) -> Self {
-        self.snapshot.missing.push(crate::collect::snapshot::Missing { metric: metric.into(), detail: detail.into() });
+        self.snapshot.missing.push(crate::model::snapshot::Missing { metric: metric.into(), detail: detail.into() });
         self
     }
 

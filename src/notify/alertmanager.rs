@@ -24,8 +24,9 @@ use std::fmt;
 use serde_json::{Value, json};
 
 use crate::config::AlertmanagerConfig;
+use crate::model::notice::{Notice, NoticeKind};
 use crate::notify::webhook::{Auth, http_client, parse_url, read_answer, redact};
-use crate::notify::{Notice, NoticeKind, NotifyError, Sent, status_error, transport_error};
+use crate::notify::{NotifyError, Sent, status_error, transport_error};
 use crate::render::alertmanager::{culprit_alert, ended};
 
 /// The path of the alerts endpoint, after the configured base URL (and any path prefix).

@@ -20,8 +20,9 @@ use secrecy::{ExposeSecret, SecretString};
 use serde_json::Value;
 
 use crate::config::PagerDutyConfig;
+use crate::model::notice::{Notice, NoticeKind};
 use crate::notify::webhook::{http_client, parse_url, read_answer, redact};
-use crate::notify::{Notice, NoticeKind, NotifyError, Sent, status_error, transport_error};
+use crate::notify::{NotifyError, Sent, status_error, transport_error};
 use crate::render::pagerduty::{dedup_key, event};
 
 /// The severities PagerDuty accepts in `payload.severity`.

@@ -56,7 +56,8 @@ use serde_json::{Value, json};
 use tokio::time::Instant;
 
 use crate::config::{SlackConfig, SlackMode};
-use crate::notify::{Notice, NoticeKind, NotifyError, Sent, retry_after, status_error, transport_error};
+use crate::model::notice::{Notice, NoticeKind};
+use crate::notify::{NotifyError, Sent, retry_after, status_error, transport_error};
 use crate::render::slack::{SlackMessage, changed_reply, message, text_only};
 
 /// Least time between two posts to one channel: Slack allows about one message per second

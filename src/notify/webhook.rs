@@ -23,7 +23,8 @@ use secrecy::{ExposeSecret, SecretString};
 use serde_json::{Value, json};
 
 use crate::config::{HttpAuth, WebhookConfig};
-use crate::notify::{Notice, NoticeKind, NotifyError, Sent, status_error, transport_error};
+use crate::model::notice::{Notice, NoticeKind};
+use crate::notify::{NotifyError, Sent, status_error, transport_error};
 
 /// The schema id of the body of a [`NoticeKind::Resolved`] or
 /// [`NoticeKind::CouldNotDiagnose`] notice.

@@ -26,8 +26,8 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value};
 
-use crate::notify::{Notice, NoticeKind};
-use crate::verdict::rfc3339;
+use crate::model::notice::{Notice, NoticeKind};
+use crate::model::verdict::rfc3339;
 
 /// The default `alertname` of culprit's alert.
 pub const DEFAULT_ALERTNAME: &str = "FlinkBackpressureCulprit";
@@ -115,7 +115,7 @@ fn to_object(map: BTreeMap<String, String>) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::verdict::{Confidence, Culprit, Finding, Graph, JobRef, Role, SCHEMA, Status, Verdict};
+    use crate::model::verdict::{Confidence, Culprit, Finding, Graph, JobRef, Role, SCHEMA, Status, Verdict};
     use serde_json::json;
 
     fn verdict() -> Verdict {

@@ -5,7 +5,7 @@
 
 use std::fmt::Write as _;
 
-use crate::verdict::{Verdict, VertexState};
+use crate::model::verdict::{Verdict, VertexState};
 
 /// Escapes Markdown metacharacters and table pipes; newlines become spaces.
 pub fn escape(s: &str) -> String {

@@ -6,7 +6,7 @@ pub mod pagerduty;
 pub mod slack;
 pub mod text;
 
-use crate::verdict::Verdict;
+use crate::model::verdict::Verdict;
 
 /// Output formats of the CLI and the HTTP API.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

@@ -28,8 +28,8 @@ use std::borrow::Cow;
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 
-use crate::notify::{Notice, NoticeKind};
-use crate::verdict::JobRef;
+use crate::model::notice::{Notice, NoticeKind};
+use crate::model::verdict::JobRef;
 
 /// Longest `payload.summary`, in characters: "The maximum permitted length of this property is
 /// 1024 characters." <https://developer.pagerduty.com/docs/events-api-v2/trigger-events/>
@@ -128,7 +128,7 @@ pub fn event(notice: &Notice, routing_key: &str, severity: &str) -> Value {
     payload.insert("summary".into(), truncate(&summary(notice), MAX_SUMMARY_CHARS).into_owned().into());
     payload.insert("source".into(), job_label(job).into());
     payload.insert("severity".into(), severity.into());
-    payload.insert("timestamp".into(), crate::verdict::rfc3339(notice.at_ms).into());
+    payload.insert("timestamp".into(), crate::model::verdict::rfc3339(notice.at_ms).into());
     if let Some(c) = notice.verdict.as_ref().and_then(|v| v.culprit.as_ref()) {
         payload.insert("component".into(), c.vertex_name.clone().into());
     }
@@ -192,7 +192,7 @@ pub fn event(notice: &Notice, routing_key: &str, severity: &str) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::verdict::{Confidence, Finding, Graph, SCHEMA, Status, Verdict};
+    use crate::model::verdict::{Confidence, Finding, Graph, SCHEMA, Status, Verdict};
 
     fn verdict(summary: &str) -> Verdict {
         Verdict {
@@ -286,6 +286,6 @@ mod tests {
 
     #[test]
     fn the_timestamp_is_rfc3339_utc() {
-        assert_eq!(crate::verdict::rfc3339(1_795_948_587_780), "2026-11-29T10:36:27.78Z");
+        assert_eq!(crate::model::verdict::rfc3339(1_795_948_587_780), "2026-11-29T10:36:27.78Z");
     }
 }

@@ -40,8 +40,8 @@ use std::fmt::Write as _;
 use serde::Serialize;
 use serde_json::{Value, json};
 
-use crate::notify::{Notice, NoticeKind};
-use crate::verdict::{Culprit, Hazard, HazardKind, Severity, Status, Verdict, VertexState};
+use crate::model::notice::{Notice, NoticeKind};
+use crate::model::verdict::{Culprit, Hazard, HazardKind, Severity, Status, Verdict, VertexState};
 
 /// Most blocks in one message.
 /// <https://api.slack.com/reference/block-kit/blocks>
@@ -567,11 +567,11 @@ pub fn text_only(notice: &Notice) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::verdict::{Graph, GraphVertex};
+    use crate::model::verdict::{Graph, GraphVertex};
     use proptest::prelude::*;
 
     fn notice(kind: NoticeKind, verdict: Option<Verdict>) -> Notice {
-        let job = verdict.as_ref().map(|v| v.job.clone()).unwrap_or(crate::verdict::JobRef {
+        let job = verdict.as_ref().map(|v| v.job.clone()).unwrap_or(crate::model::verdict::JobRef {
             name: "bp-lab-slow-sink".into(),
             id: "da23ad9af4e7326542c9a70eac958f42".into(),
         });
@@ -595,8 +595,8 @@ mod tests {
     }
 
     fn demo(name: &str) -> Verdict {
-        let capture = crate::demo::CAPTURES.iter().find(|c| c.name == name).expect("a bundled capture");
-        crate::demo::verdict(capture).expect("the capture diagnoses")
+        let capture = crate::samples::captures::CAPTURES.iter().find(|c| c.name == name).expect("a bundled capture");
+        crate::samples::captures::verdict(capture).expect("the capture diagnoses")
     }
 
     /// Every string in a JSON value.
@@ -904,8 +904,8 @@ mod tests {
             vertex in "[<>&!a-z|:/ ]{0,40}|\\PC{0,40}",
             long in "[<>&a ]{2990,3010}",
         ) {
-            let mut v = crate::verdict::Verdict {
-                job: crate::verdict::JobRef { name: job.clone(), id: job.clone() },
+            let mut v = crate::model::verdict::Verdict {
+                job: crate::model::verdict::JobRef { name: job.clone(), id: job.clone() },
                 ..template().clone()
             };
             v.summary = format!("{vertex} is the culprit in {job}");

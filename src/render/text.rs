@@ -6,7 +6,7 @@
 
 use std::fmt::Write as _;
 
-use crate::verdict::{Severity, Status, Verdict, VertexState};
+use crate::model::verdict::{Severity, Status, Verdict, VertexState};
 
 /// Line width of the terminal view, columns.
 pub const WIDTH: usize = 100;

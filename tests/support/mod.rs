@@ -298,10 +298,10 @@ pub fn prometheus_with_texts(texts: &[String], port: u16) -> Server {
 
 /// Synthetic jobs `1..=n` (3 vertices × 2 subtasks, 24 samples every 5 s) ending at
 /// `end_ms`, as OpenMetrics texts.
-pub fn synthetic_jobs(n: u32, end_ms: i64) -> Vec<(culprit::synthetic::SyntheticJob, String)> {
+pub fn synthetic_jobs(n: u32, end_ms: i64) -> Vec<(culprit::samples::synthetic::SyntheticJob, String)> {
     (1..=n)
         .map(|job| {
-            let j = culprit::synthetic::SyntheticJob {
+            let j = culprit::samples::synthetic::SyntheticJob {
                 vertices: 3,
                 subtasks: 2,
                 samples: 24,

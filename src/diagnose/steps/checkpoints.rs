@@ -9,10 +9,10 @@
 //! secondary advice, not a hit — so two jobs in the same state get the same finding
 //! whether or not the data reaches back to before the backpressure.
 
-use crate::collect::snapshot::CheckpointPoint;
 use crate::diagnose::signals::VertexSignals;
 use crate::diagnose::{Context, StepReport, human_secs};
-use crate::verdict::Finding;
+use crate::model::snapshot::CheckpointPoint;
+use crate::model::verdict::Finding;
 
 /// Checkpoint interval and where it came from.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -277,9 +277,9 @@ fn barrier_wait(ctx: &Context) -> Option<(String, f64)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::collect::snapshot::Snapshot;
     use crate::diagnose::testkit::*;
-    use crate::verdict::Outcome;
+    use crate::model::snapshot::Snapshot;
+    use crate::model::verdict::Outcome;
 
     /// Source (red) → score (busy) → sink.
     fn job() -> SnapshotBuilder {
@@ -410,7 +410,7 @@ mod tests {
             .checkpoint_point(no_uptime(CheckpointPoint { failed: Some(2.0), ..done(-150, -152, 500.0) }))
             .checkpoint_point(no_uptime(CheckpointPoint { failed: Some(3.0), ..done(-5, -7, 500.0) }))
             .build();
-        let snap = crate::collect::snapshot::Snapshot { job_start_ms: None, ..snap };
+        let snap = crate::model::snapshot::Snapshot { job_start_ms: None, ..snap };
         let r = report(&snap);
         assert_eq!(r.finding, Some(Finding::Checkpoints), "{}", r.detail);
     }

@@ -13,7 +13,7 @@
 use crate::diagnose::signals::VertexSignals;
 use crate::diagnose::steps::locate::{exporter_lag, sum_lag};
 use crate::diagnose::{Context, StepReport, num, pct, slope_per_s};
-use crate::verdict::Finding;
+use crate::model::verdict::Finding;
 
 /// The parallelism a vertex needs for the offered load at the target utilisation.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -343,7 +343,7 @@ fn async_io(ctx: &Context, v: &VertexSignals, rho: f64) -> Option<StepReport> {
 mod tests {
     use super::*;
     use crate::diagnose::testkit::*;
-    use crate::verdict::{Outcome, Status};
+    use crate::model::verdict::{Outcome, Status};
 
     /// Source (red, emitting 950 records/s per subtask) → score (0.95 busy, 950 records/s
     /// per subtask) → sink; two subtasks each.
@@ -361,7 +361,7 @@ mod tests {
             .all_subtasks("sink", 0.1, 0.0, 0.9, 950.0)
     }
 
-    fn on_score(snap: &crate::collect::snapshot::Snapshot) -> HeadroomResult {
+    fn on_score(snap: &crate::model::snapshot::Snapshot) -> HeadroomResult {
         with_context(snap, |ctx| run(ctx, ctx.signals.vertex("score")))
     }
 
@@ -488,7 +488,7 @@ mod tests {
 
     /// Source (red) → lookup chain (0.95 busy) on tm-1 and tm-2 with CPU `cpu_1`, `cpu_2`
     /// → sink.
-    fn async_job(cpu_1: f64, cpu_2: f64) -> crate::collect::snapshot::Snapshot {
+    fn async_job(cpu_1: f64, cpu_2: f64) -> crate::model::snapshot::Snapshot {
         SnapshotBuilder::new()
             .vertex("src", "Source: orders", 2)
             .vertex("enrich", "parse -> AsyncWaitOperator", 2)

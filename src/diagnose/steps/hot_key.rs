@@ -10,7 +10,7 @@ use crate::config::OperatorKind;
 use crate::diagnose::signals::VertexSignals;
 use crate::diagnose::steps::skew;
 use crate::diagnose::{Context, StepReport, num, pct};
-use crate::verdict::Finding;
+use crate::model::verdict::Finding;
 
 pub fn run(ctx: &Context, culprit: &VertexSignals) -> StepReport {
     let t = &ctx.cfg.thresholds;
@@ -259,7 +259,7 @@ fn busy_list(v: &VertexSignals) -> String {
 mod tests {
     use super::*;
     use crate::diagnose::testkit::*;
-    use crate::verdict::Outcome;
+    use crate::model::verdict::Outcome;
 
     /// Source → `name` (keyed, parallelism `p`) → sink.
     fn job(name: &str, p: u32) -> SnapshotBuilder {
@@ -317,7 +317,7 @@ mod tests {
         let r = on_vertex(&snap, "agg", run);
         assert_eq!((r.outcome, r.finding), (Outcome::NoData, None));
         assert!(r.detail.contains("Only 3 of agg's 4 subtasks"), "{}", r.detail);
-        assert_eq!(verdict(&snap).confidence, crate::verdict::Confidence::Low);
+        assert_eq!(verdict(&snap).confidence, crate::model::verdict::Confidence::Low);
     }
 
     #[test]

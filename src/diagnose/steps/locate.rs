@@ -10,7 +10,7 @@
 
 use crate::diagnose::signals::VertexSignals;
 use crate::diagnose::{Context, StepReport, limited_list, num, pct, slope_per_s};
-use crate::verdict::{Finding, Outcome};
+use crate::model::verdict::{Finding, Outcome};
 
 /// What `locate` found besides its report.
 #[derive(Debug, Clone, PartialEq)]
@@ -338,7 +338,7 @@ fn plural(n: usize, one: &str, many: &str) -> String {
 mod tests {
     use super::*;
     use crate::diagnose::testkit::*;
-    use crate::verdict::{Status, VertexState};
+    use crate::model::verdict::{Status, VertexState};
 
     /// Source → parse → score → sink, two subtasks each, `HASH` into score.
     fn line_job() -> SnapshotBuilder {
@@ -544,7 +544,7 @@ mod tests {
 
         let v = verdict(&snap);
         assert_eq!((v.status, v.finding), (Status::CulpritFound, Finding::Source));
-        assert_eq!(v.culprit.unwrap().role, crate::verdict::Role::Source);
+        assert_eq!(v.culprit.unwrap().role, crate::model::verdict::Role::Source);
     }
 
     #[test]
@@ -566,7 +566,7 @@ mod tests {
     fn a_busy_source_whose_kafka_exporter_lag_grows_is_the_source_culprit() {
         // No pendingRecords, but the job's consumer group lags more every scrape: 200
         // records/s (kafka_exporter / KMinion lag of group test-job on topic txn).
-        let p = crate::collect::snapshot::PartitionLag {
+        let p = crate::model::snapshot::PartitionLag {
             lag_records: line(-240, 0, 60, 10_000.0, 200.0),
             ..partition("txn", "0")
         };
@@ -592,7 +592,7 @@ mod tests {
         assert_eq!(located.report.missing, ["backPressuredTimeMsPerSecond", "busyTimeMsPerSecond"]);
         let v = verdict(&snap);
         assert_eq!(v.status, Status::Inconclusive);
-        assert_eq!(v.confidence, crate::verdict::Confidence::Low);
+        assert_eq!(v.confidence, crate::model::verdict::Confidence::Low);
     }
 
     #[test]
@@ -623,7 +623,7 @@ mod tests {
 
         let v = verdict(&snap);
         assert_eq!(v.culprit.as_ref().unwrap().vertex_id, "score");
-        assert_eq!(v.confidence, crate::verdict::Confidence::Low);
+        assert_eq!(v.confidence, crate::model::verdict::Confidence::Low);
         assert!(v.notes.iter().any(|n| n.contains("No job graph")), "{:?}", v.notes);
         assert!(v.graph.edges.is_empty());
     }

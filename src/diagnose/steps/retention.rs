@@ -11,10 +11,10 @@
 
 use std::collections::BTreeMap;
 
-use crate::collect::snapshot::{PartitionLag, Point};
 use crate::diagnose::steps::locate::sum_lag;
 use crate::diagnose::{Context, human_secs, num, slope_per_s};
-use crate::verdict::{Hazard, HazardKind, Severity};
+use crate::model::snapshot::{PartitionLag, Point};
+use crate::model::verdict::{Hazard, HazardKind, Severity};
 
 /// One topic's exposure.
 #[derive(Debug, Clone, PartialEq)]
@@ -236,9 +236,9 @@ pub fn checkpoint_age_s(ctx: &Context) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::collect::snapshot::{CheckpointPoint, Snapshot};
     use crate::diagnose::testkit::*;
-    use crate::verdict::{Hazard, HazardKind, Severity};
+    use crate::model::snapshot::{CheckpointPoint, Snapshot};
+    use crate::model::verdict::{Hazard, HazardKind, Severity};
 
     /// Source (red) → score → sink.
     fn job() -> SnapshotBuilder {

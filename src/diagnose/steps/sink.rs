@@ -7,7 +7,7 @@
 use crate::diagnose::signals::VertexSignals;
 use crate::diagnose::steps::{headroom, skew};
 use crate::diagnose::{Context, StepReport, num, pct};
-use crate::verdict::Finding;
+use crate::model::verdict::Finding;
 
 pub fn run(ctx: &Context, culprit: &VertexSignals) -> StepReport {
     if ctx.signals.graph_free {
@@ -128,7 +128,7 @@ pub fn run(ctx: &Context, culprit: &VertexSignals) -> StepReport {
 mod tests {
     use super::*;
     use crate::diagnose::testkit::*;
-    use crate::verdict::Outcome;
+    use crate::model::verdict::Outcome;
 
     /// Source → map → sink; the sink gets its subtasks per test.
     fn job(sink_parallelism: u32, ship: &str) -> SnapshotBuilder {

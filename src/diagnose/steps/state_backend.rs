@@ -8,10 +8,10 @@
 //! metrics are off. Before blaming the backend, a stalled watermark (finding
 //! `watermark_stall`) is ruled out: it makes state and timers grow by itself.
 
-use crate::collect::snapshot::RocksDbSubtask;
 use crate::diagnose::signals::VertexSignals;
 use crate::diagnose::{Context, StepReport, human_bytes, human_secs, pct, slope_per_s};
-use crate::verdict::Finding;
+use crate::model::snapshot::RocksDbSubtask;
+use crate::model::verdict::Finding;
 
 /// The options that enable the native metrics this step reads.
 pub const ROCKSDB_METRIC_OPTIONS: [&str; 6] = [
@@ -233,7 +233,7 @@ fn watermark_stall(ctx: &Context, culprit: &VertexSignals) -> Option<StepReport>
 mod tests {
     use super::*;
     use crate::diagnose::testkit::*;
-    use crate::verdict::Outcome;
+    use crate::model::verdict::Outcome;
 
     const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
 
@@ -250,7 +250,7 @@ mod tests {
             .all_subtasks("sink", 0.1, 0.0, 0.9, 1000.0)
     }
 
-    fn report(snap: &crate::collect::snapshot::Snapshot) -> StepReport {
+    fn report(snap: &crate::model::snapshot::Snapshot) -> StepReport {
         on_vertex(snap, "score", run)
     }
 

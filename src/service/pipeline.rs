@@ -10,12 +10,12 @@ use std::collections::BTreeMap;
 use crate::collect::collector::{CollectError, CollectInput, collect};
 use crate::collect::flink_rest::{FlinkRest, pick_job};
 use crate::collect::prometheus::{PromSource, Prometheus};
-use crate::collect::snapshot::CheckpointConfig;
 use crate::config::Config;
 use crate::diagnose::diagnose;
-use crate::diagnose::graph::{JobGraph, sanitize_label_value};
-use crate::request::DiagnosisRequest;
-use crate::verdict::Verdict;
+use crate::model::graph::{JobGraph, sanitize_label_value};
+use crate::model::request::DiagnosisRequest;
+use crate::model::snapshot::CheckpointConfig;
+use crate::model::verdict::Verdict;
 
 /// Why a live diagnosis could not run. One sentence each, without credentials.
 #[derive(Debug, thiserror::Error)]

@@ -6,15 +6,16 @@ use std::path::{Path, PathBuf};
 
 use clap::{Args, Parser, Subcommand};
 
+use crate::collect::block_on;
 use crate::collect::collector::{CollectInput, collect};
-use crate::collect::snapshot::CheckpointConfig;
 use crate::collect::store::SeriesStore;
 use crate::config::{Config, Millis};
 use crate::diagnose::diagnose;
-use crate::diagnose::graph::JobGraph;
+use crate::model::graph::JobGraph;
+use crate::model::request::DiagnosisRequest;
+use crate::model::snapshot::CheckpointConfig;
+use crate::model::verdict::Verdict;
 use crate::render::{Format, render};
-use crate::request::DiagnosisRequest;
-use crate::verdict::Verdict;
 
 /// Exit code: a verdict was produced, whatever it says.
 pub const EXIT_OK: i32 = 0;
@@ -187,14 +188,14 @@ pub fn run(cli: Cli, out: &mut dyn Write) -> Result<(), CliError> {
             let config = load_config(Some(&args.config))?;
             init_logging();
             runtime()?.block_on(async {
-                let app = crate::server::Application::build(config).await.map_err(CliError::usage)?;
+                let app = crate::service::server::Application::build(config).await.map_err(CliError::usage)?;
                 app.run_until_stopped().await;
                 Ok::<(), CliError>(())
             })
         }
         Command::Demo(args) => {
-            let verdicts = crate::demo::CAPTURES.iter().map(|capture| {
-                crate::demo::verdict(capture).map(|v| (capture, v)).map_err(|e| CliError {
+            let verdicts = crate::samples::captures::CAPTURES.iter().map(|capture| {
+                crate::samples::captures::verdict(capture).map(|v| (capture, v)).map_err(|e| CliError {
                     code: EXIT_INTERNAL,
                     message: format!("bundled capture {}: {e}", capture.name),
                 })
@@ -317,13 +318,15 @@ pub async fn diagnose_live_command(args: &DiagnoseArgs, now_ms: i64) -> Result<V
     if args.job.is_none() {
         return Err(CliError::usage("a live diagnosis needs --job NAME_OR_ID"));
     }
-    let live = crate::pipeline::Live::new(config).map_err(|e| CliError::usage(e.to_string()))?;
+    let live = crate::service::pipeline::Live::new(config).map_err(|e| CliError::usage(e.to_string()))?;
     let mut labels = cluster_labels(args.cluster.as_deref());
     if let Some(url) = &args.flink {
         labels.insert("cluster".into(), url.clone());
     }
-    let overrides =
-        crate::pipeline::Overrides { graph: read_plan(args)?, checkpoint_config: read_checkpoint_config(args)? };
+    let overrides = crate::service::pipeline::Overrides {
+        graph: read_plan(args)?,
+        checkpoint_config: read_checkpoint_config(args)?,
+    };
     live.diagnose_with(&request, &labels, now_ms, overrides).await.map_err(|e| CliError::usage(e.to_string()))
 }
 
@@ -417,7 +420,7 @@ pub async fn record_command(args: &RecordArgs, now_ms: i64) -> Result<String, Cl
         return Err(CliError::usage("--lookback must be at least the window"));
     }
     let at_ms = args.at.as_deref().map(parse_at).transpose()?.unwrap_or(now_ms);
-    let live = crate::pipeline::Live::new(config.clone()).map_err(|e| CliError::usage(e.to_string()))?;
+    let live = crate::service::pipeline::Live::new(config.clone()).map_err(|e| CliError::usage(e.to_string()))?;
     let prometheus = live
         .prometheus()
         .ok_or_else(|| CliError::usage(format!("{}: no [prometheus] section", args.config.display())))?;
@@ -522,7 +525,7 @@ fn read_checkpoint_config(args: &DiagnoseArgs) -> Result<Option<CheckpointConfig
 }
 
 /// A `--plan` the user gave that belongs to another job is bad input, not a note.
-fn refuse_plan_mismatch(args: &DiagnoseArgs, snapshot: &crate::collect::snapshot::Snapshot) -> Result<(), CliError> {
+fn refuse_plan_mismatch(args: &DiagnoseArgs, snapshot: &crate::model::snapshot::Snapshot) -> Result<(), CliError> {
     match (&args.plan, &snapshot.plan_mismatch) {
         (Some(path), Some(why)) => Err(CliError::usage(format!("{}: {why}", path.display()))),
         _ => Ok(()),
@@ -575,18 +578,8 @@ pub fn diagnose_command(args: &DiagnoseArgs, now_ms: i64) -> Result<Verdict, Cli
         // Ages (time since the last checkpoint, Kafka lag age) are measured from this stamp.
         snapshot.notes.push(format!(
             "{untimed} samples carry no timestamp and are taken as sampled now ({}); give --at with the time of the scrape if it was earlier",
-            crate::verdict::rfc3339(stamp)
+            crate::model::verdict::rfc3339(stamp)
         ));
     }
     Ok(diagnose(&snapshot, &config.diagnosis))
-}
-
-/// Drives a future that never waits on IO (the recording source answers at once).
-pub fn block_on<F: std::future::Future>(fut: F) -> F::Output {
-    let mut fut = std::pin::pin!(fut);
-    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
-    match fut.as_mut().poll(&mut cx) {
-        std::task::Poll::Ready(v) => v,
-        std::task::Poll::Pending => unreachable!("an in-memory metric source never waits"),
-    }
 }

@@ -129,7 +129,7 @@ impl Metrics {
     }
 
     /// Counts a verdict produced for `trigger` (`alert` or `api`).
-    pub fn diagnosis(&self, trigger: &str, v: &crate::verdict::Verdict) {
+    pub fn diagnosis(&self, trigger: &str, v: &crate::model::verdict::Verdict) {
         self.diagnoses
             .get_or_create(&DiagnosisLabels {
                 trigger: trigger.into(),

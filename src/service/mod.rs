@@ -1,7 +1,13 @@
-//! The service: the one module that wires collection to notification.
+//! `culprit serve`: the service, the one module that wires collection to notification.
 //!
-//! Webhooks are planned into per-job intakes ([`crate::ingest`]) and stored durably
-//! ([`crate::store`]); a worker loop diagnoses due jobs ([`crate::pipeline::Live`]) and
+//! * [`server`]: the HTTP side (axum): webhook, API, health, metrics.
+//! * [`intake`]: Alertmanager webhooks in, per-job diagnosis requests out (pure).
+//! * [`store`]: the durable queue and outbox (SQLite, WAL).
+//! * [`pipeline`]: a live diagnosis: Prometheus and Flink REST, then the pure diagnosis.
+//! * [`metrics`]: culprit's own metrics.
+//!
+//! Webhooks are planned into per-job intakes ([`intake`]) and stored durably
+//! ([`store`]); a worker loop diagnoses due jobs ([`pipeline::Live`]) and
 //! turns each verdict into notices for every destination in one transaction; one delivery
 //! loop per destination sends them in order, with the retry and backoff of every
 //! destination in one place ([`delivery_delay`]), honouring `Retry-After`.
@@ -11,6 +17,12 @@
 //! nothing; a send interrupted by a crash is checked with the destination before it is
 //! sent again.
 
+pub mod intake;
+pub mod metrics;
+pub mod pipeline;
+pub mod server;
+pub mod store;
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -19,12 +31,13 @@ use tokio::sync::{Notify, Semaphore, watch};
 
 use crate::collect::collector::CollectError;
 use crate::config::Config;
-use crate::ingest::{self, sha256_hex};
-use crate::notify::{Notice, NoticeKind, Notifier};
-use crate::pipeline::{Live, PipelineError};
-use crate::request::DiagnosisRequest;
-use crate::store::{NewNotice, Store, WorkItem};
-use crate::verdict::{JobRef, Verdict};
+use crate::model::notice::{Notice, NoticeKind};
+use crate::model::request::DiagnosisRequest;
+use crate::model::verdict::{JobRef, Verdict};
+use crate::notify::Notifier;
+use crate::service::intake::sha256_hex;
+use crate::service::pipeline::{Live, PipelineError};
+use crate::service::store::{NewNotice, Store, WorkItem};
 
 fn now_ms() -> i64 {
     jiff::Timestamp::now().as_millisecond()
@@ -149,7 +162,7 @@ pub struct Service {
     pub store: Store,
     pub live: Live,
     pub notifiers: Vec<Notifier>,
-    pub metrics: crate::metrics::Metrics,
+    pub metrics: crate::service::metrics::Metrics,
     work_ready: Notify,
     outbox_ready: Vec<Notify>,
 }
@@ -167,6 +180,18 @@ pub enum Intake {
     Failed(String),
 }
 
+/// What diagnosing a work item came to.
+enum Diagnosed {
+    /// A verdict to post.
+    Verdict(Box<Verdict>),
+    /// A failure worth retrying later; why.
+    Retry(String),
+    /// No verdict, for good; why (empty when unknown).
+    GaveUp(String),
+    /// Every group of the item resolved: nothing to diagnose.
+    Resolved,
+}
+
 impl Service {
     /// Builds the service: store, live backends, notifiers.
     pub fn new(config: Config) -> Result<Service, String> {
@@ -179,7 +204,7 @@ impl Service {
             store,
             live,
             notifiers,
-            metrics: crate::metrics::Metrics::new(),
+            metrics: crate::service::metrics::Metrics::new(),
             work_ready: Notify::new(),
             outbox_ready,
         })
@@ -187,11 +212,11 @@ impl Service {
 
     /// Parses, plans and durably stores a webhook.
     pub async fn accept_webhook(&self, body: &[u8]) -> Intake {
-        let webhook = match ingest::parse(body) {
+        let webhook = match intake::parse(body) {
             Ok(w) => w,
             Err(e) => return Intake::BadRequest(e.0),
         };
-        let intakes = ingest::intakes(&webhook, &self.config.service);
+        let intakes = intake::intakes(&webhook, &self.config.service);
         if intakes.is_empty() {
             return Intake::Accepted { jobs: 0 };
         }
@@ -255,64 +280,62 @@ impl Service {
     /// Diagnoses one job and enqueues the notices, or schedules a retry.
     async fn process(&self, item: WorkItem) {
         let now = now_ms();
-        let firing = item.groups.values().any(|g| g.firing);
+        match self.diagnose_item(&item, now).await {
+            Diagnosed::Retry(why) => {
+                self.metrics.diagnosis_failure("backend");
+                let backoff = (1_000i64 << item.attempts.clamp(0, 5)).min(30_000);
+                tracing::warn!(job = %item.job, attempt = item.attempts + 1, error = %why, retry_in_ms = backoff, "diagnosis failed; retrying");
+                let first_failure = item.first_failure_ms.unwrap_or(now);
+                if let Err(e) = self.store.retry_later(&item, now + backoff, first_failure) {
+                    tracing::error!(error = %e, "cannot reschedule a diagnosis");
+                }
+            }
+            Diagnosed::GaveUp(reason) => {
+                self.metrics.diagnosis_failure("gave_up");
+                tracing::warn!(job = %item.job, error = %reason, "could not diagnose");
+                let reason = if reason.is_empty() { "the metrics backend did not answer".to_string() } else { reason };
+                self.complete(&item, None, Some(reason), now);
+            }
+            Diagnosed::Verdict(v) => {
+                self.metrics.diagnosis("alert", &v);
+                tracing::info!(job = %v.job.name, status = v.status.as_str(), finding = v.finding.as_str(),
+                    culprit = v.culprit.as_ref().map(|c| c.vertex_name.as_str()).unwrap_or(""), "verdict");
+                self.complete(&item, Some(*v), None, now);
+            }
+            Diagnosed::Resolved => self.complete(&item, None, None, now),
+        }
+    }
+
+    /// Diagnoses a work item whose groups still fire. A failure is worth retrying while
+    /// the retry window (`diagnose_retry_for`) lasts: a source that does not answer, or a
+    /// verdict some of whose queries failed; past it, the verdict as it is, or none.
+    async fn diagnose_item(&self, item: &WorkItem, now: i64) -> Diagnosed {
+        if !item.groups.values().any(|g| g.firing) {
+            return Diagnosed::Resolved;
+        }
         let started = Instant::now();
-        let result = if firing {
-            let request = DiagnosisRequest { job: Some(item.job.clone()), at_ms: None, window_ms: None };
-            Some(self.live.diagnose(&request, &item.labels, now).await)
-        } else {
-            None
-        };
+        let request = DiagnosisRequest { job: Some(item.job.clone()), at_ms: None, window_ms: None };
+        let result = self.live.diagnose(&request, &item.labels, now).await;
         let retry_for = self.config.service.diagnose_retry_for.as_ms();
-        let first_failure = item.first_failure_ms.unwrap_or(now);
-        let give_up = now - first_failure >= retry_for;
-        let mut reason_owned = String::new();
-        let (verdict, failure): (Option<Verdict>, Option<String>) = match result {
-            None => (None, None),
-            Some(Ok(v)) => {
+        let give_up = now - item.first_failure_ms.unwrap_or(now) >= retry_for;
+        match result {
+            Ok(v) => {
                 self.metrics.diagnosis_duration.observe(started.elapsed().as_secs_f64());
-                let degraded = v.missing.iter().any(|m| m.contains("query failed"));
-                if degraded && !give_up {
-                    (
-                        None,
-                        Some(format!(
-                            "metrics queries failed: {}",
-                            v.missing.iter().find(|m| m.contains("query failed")).unwrap()
-                        )),
-                    )
-                } else {
-                    (Some(v), None)
+                match v.missing.iter().find(|m| m.contains("query failed")) {
+                    Some(failed) if !give_up => Diagnosed::Retry(format!("metrics queries failed: {failed}")),
+                    _ => Diagnosed::Verdict(Box::new(v)),
                 }
             }
-            Some(Err(e)) => {
+            Err(e) => {
                 let transient = matches!(e, PipelineError::Collect(CollectError::Source(_)));
-                if transient && !give_up {
-                    (None, Some(e.to_string()))
-                } else {
-                    reason_owned = e.to_string();
-                    (None, None)
-                }
+                if transient && !give_up { Diagnosed::Retry(e.to_string()) } else { Diagnosed::GaveUp(e.to_string()) }
             }
-        };
-        if let Some(why) = failure {
-            self.metrics.diagnosis_failure("backend");
-            let backoff = (1_000i64 << item.attempts.clamp(0, 5)).min(30_000);
-            tracing::warn!(job = %item.job, attempt = item.attempts + 1, error = %why, retry_in_ms = backoff, "diagnosis failed; retrying");
-            if let Err(e) = self.store.retry_later(&item, now + backoff, first_failure) {
-                tracing::error!(error = %e, "cannot reschedule a diagnosis");
-            }
-            return;
         }
-        let could_not = verdict.is_none() && firing;
-        if could_not {
-            self.metrics.diagnosis_failure("gave_up");
-            tracing::warn!(job = %item.job, error = %reason_owned, "could not diagnose");
-        }
-        if let Some(v) = &verdict {
-            self.metrics.diagnosis("alert", v);
-            tracing::info!(job = %v.job.name, status = v.status.as_str(), finding = v.finding.as_str(),
-                culprit = v.culprit.as_ref().map(|c| c.vertex_name.as_str()).unwrap_or(""), "verdict");
-        }
+    }
+
+    /// Stores the verdict (or why there is none) and the notices it gives, in one
+    /// transaction, and wakes the delivery loops.
+    fn complete(&self, item: &WorkItem, verdict: Option<Verdict>, reason: Option<String>, now: i64) {
         let job = match &verdict {
             Some(v) => v.job.clone(),
             None => JobRef {
@@ -322,16 +345,11 @@ impl Service {
         };
         let destinations: Vec<(String, bool)> =
             self.notifiers.iter().map(|n| (n.name(), matches!(n, Notifier::Alertmanager(_)))).collect();
-        let reason = if could_not {
-            Some(if reason_owned.is_empty() { "the metrics backend did not answer".to_string() } else { reason_owned })
-        } else {
-            None
-        };
         let external = self.config.server.external_url.clone();
         let notify_resolved = self.config.service.notify_resolved;
         let notifiers = &self.notifiers;
         let result = self.store.complete(
-            &item,
+            item,
             verdict.as_ref(),
             |verdict_id, last| {
                 let outcome = match (&verdict, &reason) {
@@ -344,7 +362,7 @@ impl Service {
                     _ => None,
                 };
                 let plan = NoticePlan {
-                    item: &item,
+                    item,
                     outcome,
                     job: &job,
                     destinations: &destinations,
@@ -432,7 +450,7 @@ impl Service {
             let result = notifier.send(&row.notice, group.state.as_ref()).await;
             self.metrics
                 .notification_duration
-                .get_or_create(&crate::metrics::Destination { destination: dest.clone() })
+                .get_or_create(&crate::service::metrics::Destination { destination: dest.clone() })
                 .observe(started.elapsed().as_secs_f64());
             match result {
                 Ok(sent) => {
@@ -469,10 +487,10 @@ impl Service {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::GroupInfo;
+    use crate::service::store::GroupInfo;
 
     fn verdict() -> Verdict {
-        crate::demo::verdict(&crate::demo::CAPTURES[0]).unwrap()
+        crate::samples::captures::verdict(&crate::samples::captures::CAPTURES[0]).unwrap()
     }
 
     fn item(groups: &[(&str, bool)]) -> WorkItem {
@@ -586,7 +604,7 @@ mod tests {
         b.summary.push_str(" (busy 99.3%)");
         b.evidence.clear();
         assert_eq!(verdict_key(&a), verdict_key(&b));
-        b.finding = crate::verdict::Finding::Headroom;
+        b.finding = crate::model::verdict::Finding::Headroom;
         assert_ne!(verdict_key(&a), verdict_key(&b));
     }
 }

@@ -1,6 +1,6 @@
 //! The snapshot: everything the diagnosis sees about one job, as plain values.
 //!
-//! Raw Flink metric names stay in [`crate::collect::catalog`]; a snapshot holds measured
+//! Raw Flink metric names stay in [`crate::model::catalog`]; a snapshot holds measured
 //! quantities with units in their names or docs. Absent data is `None` or an empty list,
 //! and every metric that was looked for and not found is listed in
 //! [`Snapshot::missing`]: missing data is an outcome, not an error.
@@ -10,7 +10,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::diagnose::graph::JobGraph;
+use crate::model::graph::JobGraph;
 
 /// A point of a series: Unix ms and a value.
 pub type Point = (i64, f64);

@@ -23,9 +23,9 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::config::{StoreConfig, Synchronous};
-use crate::ingest::Intake;
-use crate::notify::Notice;
-use crate::verdict::Verdict;
+use crate::model::notice::Notice;
+use crate::model::verdict::Verdict;
+use crate::service::intake::Intake;
 
 /// A store failure. Messages never hold secrets (the store holds none).
 #[derive(Debug, thiserror::Error)]

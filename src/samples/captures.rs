@@ -4,15 +4,15 @@
 //! (see `examples/captures/README.md`): the recording Prometheus exported, the job plan
 //! and the checkpoint configuration from Flink REST.
 
-use crate::collect::catalog::MetricCatalog;
 use crate::collect::collector::{CollectInput, collect};
-use crate::collect::snapshot::CheckpointConfig;
 use crate::collect::store::SeriesStore;
 use crate::config::Config;
 use crate::diagnose::diagnose;
-use crate::diagnose::graph::JobGraph;
-use crate::request::DiagnosisRequest;
-use crate::verdict::Verdict;
+use crate::model::catalog::MetricCatalog;
+use crate::model::graph::JobGraph;
+use crate::model::request::DiagnosisRequest;
+use crate::model::snapshot::CheckpointConfig;
+use crate::model::verdict::Verdict;
 
 /// One bundled capture.
 pub struct Capture {
@@ -73,7 +73,7 @@ pub fn verdict(capture: &Capture) -> Result<Verdict, String> {
     let graph = JobGraph::from_plan_json(capture.plan).map_err(|e| e.to_string())?;
     let config = Config::default();
     let request = DiagnosisRequest::default();
-    let snapshot = crate::cli::block_on(collect(
+    let snapshot = crate::collect::block_on(collect(
         &store,
         CollectInput {
             request: &request,

@@ -34,8 +34,8 @@ use tower_http::timeout::TimeoutLayer;
 use tower_http::trace::TraceLayer;
 
 use crate::config::{Config, HttpAuth};
+use crate::model::request::DiagnosisRequest;
 use crate::render::Format;
-use crate::request::DiagnosisRequest;
 use crate::service::{Intake, Service};
 
 /// The expected `Authorization` header, hashed (so comparing takes the same time
@@ -176,7 +176,7 @@ fn render_response(v: &serde_json::Value, format: Format) -> Response {
     };
     let body = match format {
         Format::Json => serde_json::to_string_pretty(v).expect("json"),
-        _ => match serde_json::from_value::<crate::verdict::Verdict>(v.clone()) {
+        _ => match serde_json::from_value::<crate::model::verdict::Verdict>(v.clone()) {
             Ok(verdict) => crate::render::render(&verdict, format),
             Err(_) => serde_json::to_string_pretty(v).expect("json"),
         },
@@ -214,7 +214,7 @@ async fn diagnose(State(state): State<Arc<AppState>>, headers: HeaderMap, Query(
         }
         Err(e) => {
             use crate::collect::collector::CollectError;
-            use crate::pipeline::PipelineError;
+            use crate::service::pipeline::PipelineError;
             let status = match &e {
                 // Nothing to diagnose at that time is the answer, not an outage.
                 PipelineError::Collect(

@@ -109,7 +109,7 @@ impl SyntheticJob {
     pub fn write_openmetrics<W: Write>(&self, out: W) -> io::Result<W> {
         let mut w = OpenMetricsWriter::new(io::BufWriter::with_capacity(1 << 20, out));
         let job_id = self.job_id();
-        let job_name_owned = crate::diagnose::graph::sanitize_label_value(&self.job_name());
+        let job_name_owned = crate::model::graph::sanitize_label_value(&self.job_name());
         let job_name = job_name_owned.as_str();
         let t = |k: usize| self.start_ms + k as i64 * INTERVAL_MS;
 
@@ -147,7 +147,7 @@ impl SyntheticJob {
             w.metric_type(name, *kind)?;
             for i in 0..self.vertices {
                 let task_id = Self::vertex_id(i);
-                let task_name = crate::diagnose::graph::sanitize_label_value(&self.vertex_name(i));
+                let task_name = crate::model::graph::sanitize_label_value(&self.vertex_name(i));
                 for sub in 0..self.subtasks {
                     let subtask = sub.to_string();
                     let tm = format!("10_0_{}_{}:6122_{:06x}", sub / 250, sub % 250, sub);
@@ -188,14 +188,14 @@ impl SyntheticJob {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cli::block_on;
-    use crate::collect::catalog::MetricCatalog;
+    use crate::collect::block_on;
     use crate::collect::collector::{CollectInput, collect};
     use crate::collect::store::SeriesStore;
     use crate::config::Config;
     use crate::diagnose::diagnose;
-    use crate::diagnose::graph::JobGraph;
-    use crate::request::DiagnosisRequest;
+    use crate::model::catalog::MetricCatalog;
+    use crate::model::graph::JobGraph;
+    use crate::model::request::DiagnosisRequest;
 
     #[test]
     fn the_synthetic_bottleneck_is_found_in_the_middle() {

@@ -1,0 +1,17 @@
+//! The values every layer shares: pure data, no IO, and no import from any other module of
+//! the crate. Collection builds them, the diagnosis reads and makes them, the renderers and
+//! notifiers read them.
+//!
+//! * [`request`]: the one input every entry point builds.
+//! * [`graph`]: the job graph (Flink's plan) and the reporter's label sanitizing.
+//! * [`catalog`]: the raw metric and label names of Flink's reporter and Kafka exporters.
+//! * [`snapshot`]: everything the diagnosis sees about one job.
+//! * [`verdict`]: the `culprit.verdict/v1` value every interface renders.
+//! * [`notice`]: one thing to tell one destination about one alert group.
+
+pub mod catalog;
+pub mod graph;
+pub mod notice;
+pub mod request;
+pub mod snapshot;
+pub mod verdict;
