@@ -210,15 +210,210 @@ fn by_subtask(agg: Agg) -> Option<Aggregation> {
 /// jitter and an evaluation step fit within it).
 pub const STALE_AFTER_MS: i64 = 90_000;
 
-/// Takes a snapshot of one job.
+/// Takes a snapshot of one job, in four rounds of queries: which job (`which_job`), which
+/// window (`which_window`), every vertex aggregated over its subtasks together with the
+/// job-level signals (`job_wide_queries`, `job_signal_queries`: checkpoints, RocksDB,
+/// sources, TaskManagers, Kafka lag), and the per-subtask detail of the vertices the
+/// runbook looks into (`detail_queries`).
 pub async fn collect<S: MetricSource>(source: &S, input: CollectInput<'_>) -> Result<Snapshot, CollectError> {
     let cfg = &input.config.diagnosis;
-    let cat = input.catalog;
-    let mut at = input.request.at_ms.or_else(|| source.latest_ms()).ok_or(CollectError::NoData)?;
-    let step = cfg.step.as_ms();
-    let lookback = cfg.trend_lookback.as_ms();
+    let at = input.request.at_ms.or_else(|| source.latest_ms()).ok_or(CollectError::NoData)?;
 
     // Round 1: which job.
+    let (run, mut notes, at) = which_job(source, &input, at).await?;
+
+    // Round 2: which window.
+    let mut answers = Answers::default();
+    let window = which_window(source, &input, &run, at, &mut answers.missing).await;
+
+    // The name as Flink shows it when the plan belongs to this job, else the reporter's.
+    let name = input
+        .graph
+        .as_ref()
+        .and_then(|g| g.job_name.clone())
+        .filter(|n| sanitize_label_value(n) == run.name_label || run.name_label.is_empty())
+        .unwrap_or_else(|| run.name_label.clone());
+    let kafka_inputs = kafka::job_inputs(&input.config.kafka, &name, &run.id);
+    let scope = Scope {
+        cat: input.catalog,
+        job_id: &run.id,
+        window,
+        at,
+        step: cfg.step.as_ms(),
+        trend_start: at - cfg.trend_lookback.as_ms(),
+    };
+
+    // Round 3: every vertex aggregated over its subtasks, the job-level signals, and the
+    // lag of the job's consumer group, in one batch.
+    let mut round3 = job_wide_queries(&scope);
+    round3.extend(job_signal_queries(&scope));
+    let mut round3: Vec<(String, Query)> = round3.into_iter().map(|(n, q)| (n.to_string(), q)).collect();
+    round3.extend(kafka::lag_queries(&kafka_inputs, scope.trend_start, at, scope.step));
+    answers.ask(source, round3).await;
+    answers.note_missing_task_metrics(scope.cat);
+    let vertex_aggregates = assemble_aggregates(&|name| answers.get(name));
+    let (graph, plan_mismatch) = check_plan(input.graph, &run, &vertex_aggregates, &mut notes);
+
+    // Round 4: per-subtask detail for the vertices the diagnosis looks into, and the
+    // offsets of the topics round 3 found.
+    let detail_ids = crate::diagnose::signals::detail_vertices(graph.as_ref(), &vertex_aggregates, &cfg.thresholds);
+    let mut round4 = detail_queries(&scope, &detail_ids);
+    let topics = kafka::topics_seen(&kafka_inputs, &answers.results);
+    round4.extend(kafka::offset_queries(&topics, scope.trend_start, at, scope.step));
+    if !round4.is_empty() {
+        answers.ask(source, round4).await;
+    }
+
+    let subtasks = assemble_subtasks(DETAIL.map(|name| answers.get(name)));
+    let (partitions, retention) = kafka::assemble(&kafka_inputs, &answers.results, &input.config.kafka.retention);
+    let signals = assemble_job_signals(&mut answers, scope.cat, &subtasks, input.checkpoint_config);
+    let Answers { promql, mut missing, .. } = answers;
+    missing.sort();
+    missing.dedup();
+    Ok(Snapshot {
+        job: JobIdentity { name: name.clone(), id: run.id.clone() },
+        at_ms: at,
+        window,
+        job_start_ms: run.start_ms,
+        graph,
+        plan_mismatch,
+        vertex_aggregates,
+        subtasks,
+        checkpoints: signals.checkpoints,
+        rocksdb: signals.rocksdb,
+        source_lag: signals.source_lag,
+        partitions,
+        retention,
+        job_topics: kafka_inputs.topics.clone(),
+        taskmanagers: signals.taskmanagers,
+        watermarks: signals.watermarks,
+        step_ms: scope.step,
+        samples_in_window: signals.samples_in_window,
+        queries: promql,
+        missing,
+        notes,
+    })
+}
+
+/// What every query of one collection shares: the job, the window, the evaluation step.
+struct Scope<'a> {
+    cat: &'a MetricCatalog,
+    job_id: &'a str,
+    window: Window,
+    /// The time the diagnosis is about (the window's end), Unix ms.
+    at: i64,
+    step: i64,
+    /// Start of the longer look back that trends (checkpoints, lag) need, Unix ms.
+    trend_start: i64,
+}
+
+impl Scope<'_> {
+    /// The job's series of metric `m`.
+    fn job(&self, m: &str) -> Selector {
+        Selector::metric(m).with(l::JOB_ID, self.job_id)
+    }
+
+    /// The job's series whose name ends with `m` (RocksDB metrics carry the state's name).
+    fn job_suffix(&self, m: &str) -> Selector {
+        Selector::metric_suffix(m).with(l::JOB_ID, self.job_id)
+    }
+
+    fn over_window(&self, selector: Selector, func: OverTime, aggregation: Option<Aggregation>) -> Query {
+        over_time(selector, func, &self.window, aggregation)
+    }
+
+    fn range(&self, selector: Selector, aggregation: Option<Aggregation>, start_ms: i64) -> Query {
+        Query::Range { selector, aggregation, start_ms, end_ms: self.at, step_ms: self.step }
+    }
+}
+
+/// The answers gathered so far, by name; the PromQL behind each; what could not be had.
+#[derive(Default)]
+struct Answers {
+    results: BTreeMap<String, QueryResult>,
+    promql: BTreeMap<String, String>,
+    missing: Vec<Missing>,
+}
+
+impl Answers {
+    /// Asks `named` queries in one batch; a failed query becomes a [`Missing`] entry.
+    async fn ask<S: MetricSource>(&mut self, source: &S, named: Vec<(String, Query)>) {
+        let queries: Vec<Query> = named.iter().map(|(_, q)| q.clone()).collect();
+        for ((name, q), answer) in named.into_iter().zip(source.run(&queries).await) {
+            self.promql.insert(name.clone(), q.to_promql());
+            match answer {
+                Ok(r) => {
+                    self.results.insert(name, r);
+                }
+                Err(e) => self.missing.push(Missing { metric: q.to_promql(), detail: format!("query failed: {e}") }),
+            }
+        }
+    }
+
+    /// The answer to the query `name`; empty when it failed or was not asked.
+    fn get(&self, name: &str) -> &QueryResult {
+        static EMPTY: QueryResult = Vec::new();
+        self.results.get(name).unwrap_or(&EMPTY)
+    }
+
+    /// After round 3: the task metrics every step needs, when absent.
+    fn note_missing_task_metrics(&mut self, cat: &MetricCatalog) {
+        for (name, key) in [(&cat.busy, "busy"), (&cat.backpressured, "backpressured"), (&cat.idle, "idle")] {
+            if self.get(key).is_empty() {
+                self.missing
+                    .push(Missing { metric: name.clone(), detail: "no samples for this job in the window".into() });
+            }
+        }
+        if self.get("records_in").is_empty() && self.get("records_in_meter").is_empty() {
+            self.missing.push(Missing {
+                metric: cat.records_in.clone(),
+                detail: "no records-in counter or meter: records shares and capacities are unknown".into(),
+            });
+        }
+    }
+}
+
+/// Round 1: the run to diagnose, notes about the choice, and the time the diagnosis is
+/// about (`at`, or the run's last sample when it stopped reporting before `at`).
+async fn which_job<S: MetricSource>(
+    source: &S,
+    input: &CollectInput<'_>,
+    at: i64,
+) -> Result<(JobRun, Vec<String>, i64), CollectError> {
+    let cfg = &input.config.diagnosis;
+    let runs = find_runs(source, input.catalog, at, cfg.trend_lookback.as_ms(), cfg.step.as_ms()).await?;
+    let plan_job_id = input.graph.as_ref().and_then(|g| g.job_id.clone());
+    let (run, mut notes) = resolve_job(&runs, input.request.job.as_deref(), plan_job_id.as_deref())?;
+    // A window that runs past the job's newest sample dilutes every rate with empty time
+    // (and ages such as "time since the last checkpoint" keep growing): the window ends at
+    // that sample instead. The job stopped reporting, stopped running (its uptime gauge no
+    // longer advances: finished, failed, restarting), or the time asked for is later than
+    // the data. A gap up to two scrape intervals (plus a step) is ordinary scrape lag.
+    let gap = at - run.sampled_at_ms;
+    let stale_after = run.scrape_interval_ms.map_or(STALE_AFTER_MS, |i| 2 * i + cfg.step.as_ms());
+    if gap > stale_after {
+        notes.push(format!(
+            "job_id {} has no newer samples than {} ({} s before {}): it stopped reporting or running (finished, failed, restarting), so the diagnosis is as of its last sample",
+            run.id,
+            crate::model::verdict::rfc3339(run.sampled_at_ms),
+            gap / 1000,
+            if input.request.at_ms.is_some() { "the time asked for" } else { "the newest data" },
+        ));
+        let at = run.sampled_at_ms;
+        return Ok((run, notes, at));
+    }
+    Ok((run, notes, at))
+}
+
+/// The runs of every job with metrics in the `lookback` before `at`: from the JobManager's
+/// uptime gauge, else (only TaskManagers scraped) from task metrics.
+async fn find_runs<S: MetricSource>(
+    source: &S,
+    cat: &MetricCatalog,
+    at: i64,
+    lookback: i64,
+    step: i64,
+) -> Result<Vec<JobRun>, CollectError> {
     let lookup = Query::Range {
         selector: Selector::metric(&cat.uptime),
         aggregation: Some(Aggregation::new(Agg::Max, &[l::JOB_ID, l::JOB_NAME])),
@@ -260,30 +455,21 @@ pub async fn collect<S: MetricSource>(source: &S, input: CollectInput<'_>) -> Re
             to: crate::model::verdict::rfc3339(at),
         });
     }
-    let plan_job_id = input.graph.as_ref().and_then(|g| g.job_id.clone());
-    let (run, mut notes) = resolve_job(&runs, input.request.job.as_deref(), plan_job_id.as_deref())?;
-    // A window that runs past the job's newest sample dilutes every rate with empty time
-    // (and ages such as "time since the last checkpoint" keep growing): the window ends at
-    // that sample instead. The job stopped reporting, stopped running (its uptime gauge no
-    // longer advances: finished, failed, restarting), or the time asked for is later than
-    // the data. A gap up to two scrape intervals (plus a step) is ordinary scrape lag.
-    let requested = input.request.window_ms.unwrap_or(cfg.window.as_ms());
-    let gap = at - run.sampled_at_ms;
-    let stale_after = run.scrape_interval_ms.map_or(STALE_AFTER_MS, |i| 2 * i + step);
-    if gap > stale_after {
-        notes.push(format!(
-            "job_id {} has no newer samples than {} ({} s before {}): it stopped reporting or running (finished, failed, restarting), so the diagnosis is as of its last sample",
-            run.id,
-            crate::model::verdict::rfc3339(run.sampled_at_ms),
-            gap / 1000,
-            if input.request.at_ms.is_some() { "the time asked for" } else { "the newest data" },
-        ));
-        at = run.sampled_at_ms;
-    }
-    let job = |m: &str| Selector::metric(m).with(l::JOB_ID, &run.id);
-    let job_suffix = |m: &str| Selector::metric_suffix(m).with(l::JOB_ID, &run.id);
+    Ok(runs)
+}
 
-    // Round 2: which window.
+/// Round 2: the window averages are taken over, ending at `at`: the requested length,
+/// after the job's start-up, not before the data, and from the start of the current
+/// backpressure episode when configured. A failed episode query is noted in `missing`.
+async fn which_window<S: MetricSource>(
+    source: &S,
+    input: &CollectInput<'_>,
+    run: &JobRun,
+    at: i64,
+    missing: &mut Vec<Missing>,
+) -> Window {
+    let cfg = &input.config.diagnosis;
+    let requested = input.request.window_ms.unwrap_or(cfg.window.as_ms());
     let min_window = cfg.min_window.as_ms().min(requested);
     let mut window =
         Window { start_ms: at - requested, end_ms: at, requested_ms: requested, bound: WindowBound::Requested };
@@ -302,14 +488,14 @@ pub async fn collect<S: MetricSource>(source: &S, input: CollectInput<'_>) -> Re
         window.start_ms = run.first_seen_ms;
         window.bound = WindowBound::DataStart;
     }
-    let mut missing = Vec::new();
     if cfg.episode_window {
+        let cat = input.catalog;
         let q = Query::Range {
-            selector: job(&cat.backpressured),
+            selector: Selector::metric(&cat.backpressured).with(l::JOB_ID, &run.id),
             aggregation: Some(Aggregation::new(Agg::Max, &[])),
             start_ms: window.start_ms,
             end_ms: at,
-            step_ms: step,
+            step_ms: cfg.step.as_ms(),
         };
         match source.run(std::slice::from_ref(&q)).await.pop().expect("one answer") {
             Ok(result) => {
@@ -326,294 +512,208 @@ pub async fn collect<S: MetricSource>(source: &S, input: CollectInput<'_>) -> Re
             Err(e) => missing.push(Missing { metric: cat.backpressured.clone(), detail: format!("query failed: {e}") }),
         }
     }
+    window
+}
 
-    // The name as Flink shows it when the plan belongs to this job, else the reporter's.
-    let name = input
-        .graph
-        .as_ref()
-        .and_then(|g| g.job_name.clone())
-        .filter(|n| sanitize_label_value(n) == run.name_label || run.name_label.is_empty())
-        .unwrap_or_else(|| run.name_label.clone());
-    let kafka_inputs = kafka::job_inputs(&input.config.kafka, &name, &run.id);
-
-    // Round 3: every vertex aggregated over its subtasks, the job-level signals, and the
-    // lag of the job's consumer group.
-    let trend_start = at - lookback;
+/// Round 3, first half: every vertex aggregated over its subtasks (max, min, mean and
+/// median busy time, backpressure, idle time, records rates, checkpoint start delay).
+fn job_wide_queries(s: &Scope<'_>) -> Vec<(&'static str, Query)> {
+    let cat = s.cat;
     let by_vertex = |agg: Agg| Some(Aggregation::new(agg, &[l::TASK_ID, l::TASK_NAME]));
-    let named: Vec<(&str, Query)> = vec![
-        ("backpressured", over_time(job(&cat.backpressured), OverTime::Avg, &window, by_vertex(Agg::Max))),
-        ("busy", over_time(job(&cat.busy), OverTime::Avg, &window, by_vertex(Agg::Max))),
-        ("busy_min", over_time(job(&cat.busy), OverTime::Avg, &window, by_vertex(Agg::Min))),
-        ("busy_mean", over_time(job(&cat.busy), OverTime::Avg, &window, by_vertex(Agg::Avg))),
-        ("busy_median", over_time(job(&cat.busy), OverTime::Avg, &window, by_vertex(Agg::Median))),
-        ("subtask_count", over_time(job(&cat.busy), OverTime::Avg, &window, by_vertex(Agg::Count))),
-        ("idle", over_time(job(&cat.idle), OverTime::Avg, &window, by_vertex(Agg::Avg))),
-        ("records_in", over_time(job(&cat.records_in), OverTime::Rate, &window, by_vertex(Agg::Sum))),
-        ("records_in_meter", over_time(job(&cat.records_in_per_second), OverTime::Avg, &window, by_vertex(Agg::Sum))),
-        ("records_out", over_time(job(&cat.records_out), OverTime::Rate, &window, by_vertex(Agg::Sum))),
-        ("records_out_meter", over_time(job(&cat.records_out_per_second), OverTime::Avg, &window, by_vertex(Agg::Sum))),
-        (
-            "checkpoint_start_delay",
-            over_time(job(&cat.checkpoint_start_delay), OverTime::Avg, &window, by_vertex(Agg::Max)),
-        ),
-        (
-            "checkpoints",
-            Query::Range {
-                selector: Selector::metrics(&[
-                    &cat.uptime,
-                    &cat.last_checkpoint_duration,
-                    &cat.completed_checkpoints,
-                    &cat.failed_checkpoints,
-                    &cat.in_progress_checkpoints,
-                    &cat.last_checkpoint_completed_timestamp,
-                ])
-                .with(l::JOB_ID, &run.id),
-                aggregation: None,
-                start_ms: trend_start,
-                end_ms: at,
-                step_ms: step,
-            },
-        ),
-        (
-            "rocksdb_is_write_stopped",
-            over_time(job_suffix(&cat.rocksdb_is_write_stopped_suffix), OverTime::Max, &window, by_subtask(Agg::Max)),
-        ),
+    let avg = |m: &str, agg: Agg| s.over_window(s.job(m), OverTime::Avg, by_vertex(agg));
+    let rate = |m: &str, agg: Agg| s.over_window(s.job(m), OverTime::Rate, by_vertex(agg));
+    vec![
+        ("backpressured", avg(&cat.backpressured, Agg::Max)),
+        ("busy", avg(&cat.busy, Agg::Max)),
+        ("busy_min", avg(&cat.busy, Agg::Min)),
+        ("busy_mean", avg(&cat.busy, Agg::Avg)),
+        ("busy_median", avg(&cat.busy, Agg::Median)),
+        ("subtask_count", avg(&cat.busy, Agg::Count)),
+        ("idle", avg(&cat.idle, Agg::Avg)),
+        ("records_in", rate(&cat.records_in, Agg::Sum)),
+        ("records_in_meter", avg(&cat.records_in_per_second, Agg::Sum)),
+        ("records_out", rate(&cat.records_out, Agg::Sum)),
+        ("records_out_meter", avg(&cat.records_out_per_second, Agg::Sum)),
+        ("checkpoint_start_delay", avg(&cat.checkpoint_start_delay, Agg::Max)),
+    ]
+}
+
+/// Round 3, second half: the job-level signals: checkpoint history, RocksDB per subtask,
+/// source lag, TaskManager GC and CPU, input watermarks, and how many samples the window
+/// holds.
+fn job_signal_queries(s: &Scope<'_>) -> Vec<(&'static str, Query)> {
+    let cat = s.cat;
+    let rocksdb = |suffix: &str, func: OverTime, agg: Agg| s.over_window(s.job_suffix(suffix), func, by_subtask(agg));
+    let by_tm = |agg: Agg| Some(Aggregation::new(agg, &[l::TM_ID, l::HOST]));
+    let checkpoint_metrics = [
+        &cat.uptime,
+        &cat.last_checkpoint_duration,
+        &cat.completed_checkpoints,
+        &cat.failed_checkpoints,
+        &cat.in_progress_checkpoints,
+        &cat.last_checkpoint_completed_timestamp,
+    ];
+    vec![
+        ("checkpoints", s.range(Selector::metrics(&checkpoint_metrics).with(l::JOB_ID, s.job_id), None, s.trend_start)),
+        ("rocksdb_is_write_stopped", rocksdb(&cat.rocksdb_is_write_stopped_suffix, OverTime::Max, Agg::Max)),
         (
             "rocksdb_actual_delayed_write_rate",
-            over_time(
-                job_suffix(&cat.rocksdb_actual_delayed_write_rate_suffix),
-                OverTime::Max,
-                &window,
-                by_subtask(Agg::Max),
-            ),
+            rocksdb(&cat.rocksdb_actual_delayed_write_rate_suffix, OverTime::Max, Agg::Max),
         ),
-        (
-            "rocksdb_compaction_pending",
-            over_time(job_suffix(&cat.rocksdb_compaction_pending_suffix), OverTime::Avg, &window, by_subtask(Agg::Max)),
-        ),
+        ("rocksdb_compaction_pending", rocksdb(&cat.rocksdb_compaction_pending_suffix, OverTime::Avg, Agg::Max)),
         (
             "rocksdb_mem_table_flush_pending",
-            over_time(
-                job_suffix(&cat.rocksdb_mem_table_flush_pending_suffix),
-                OverTime::Avg,
-                &window,
-                by_subtask(Agg::Max),
-            ),
+            rocksdb(&cat.rocksdb_mem_table_flush_pending_suffix, OverTime::Avg, Agg::Max),
         ),
         (
             "rocksdb_estimate_pending_compaction_bytes",
-            Query::Range {
-                selector: job_suffix(&cat.rocksdb_estimate_pending_compaction_bytes_suffix),
-                aggregation: by_subtask(Agg::Sum),
-                start_ms: window.start_ms,
-                end_ms: at,
-                step_ms: step,
-            },
-        ),
-        (
-            "rocksdb_stall_micros",
-            over_time(job_suffix(&cat.rocksdb_stall_micros_suffix), OverTime::Rate, &window, by_subtask(Agg::Sum)),
-        ),
-        (
-            "pending_records",
-            Query::Range {
-                selector: job(&cat.pending_records),
-                aggregation: by_subtask(Agg::Sum),
-                start_ms: trend_start,
-                end_ms: at,
-                step_ms: step,
-            },
-        ),
-        ("emit_event_time_lag", over_time(job(&cat.emit_event_time_lag), OverTime::Avg, &window, by_subtask(Agg::Max))),
-        (
-            "gc_time",
-            over_time(
-                Selector::metric(&cat.gc_time),
-                OverTime::Rate,
-                &window,
-                Some(Aggregation::new(Agg::Sum, &[l::TM_ID, l::HOST])),
+            s.range(
+                s.job_suffix(&cat.rocksdb_estimate_pending_compaction_bytes_suffix),
+                by_subtask(Agg::Sum),
+                s.window.start_ms,
             ),
         ),
-        (
-            "cpu_load",
-            over_time(
-                Selector::metric(&cat.cpu_load),
-                OverTime::Avg,
-                &window,
-                Some(Aggregation::new(Agg::Max, &[l::TM_ID, l::HOST])),
-            ),
-        ),
+        ("rocksdb_stall_micros", rocksdb(&cat.rocksdb_stall_micros_suffix, OverTime::Rate, Agg::Sum)),
+        ("pending_records", s.range(s.job(&cat.pending_records), by_subtask(Agg::Sum), s.trend_start)),
+        ("emit_event_time_lag", s.over_window(s.job(&cat.emit_event_time_lag), OverTime::Avg, by_subtask(Agg::Max))),
+        ("gc_time", s.over_window(Selector::metric(&cat.gc_time), OverTime::Rate, by_tm(Agg::Sum))),
+        ("cpu_load", s.over_window(Selector::metric(&cat.cpu_load), OverTime::Avg, by_tm(Agg::Max))),
         (
             "input_watermark",
-            Query::Range {
-                selector: job(&cat.input_watermark),
-                aggregation: Some(Aggregation::new(Agg::Min, &[l::TASK_ID])),
-                start_ms: window.start_ms,
-                end_ms: at,
-                step_ms: step,
-            },
+            s.range(s.job(&cat.input_watermark), Some(Aggregation::new(Agg::Min, &[l::TASK_ID])), s.window.start_ms),
         ),
-        (
-            "samples_in_window",
-            over_time(job(&cat.busy), OverTime::Count, &window, Some(Aggregation::new(Agg::Max, &[]))),
-        ),
-    ];
-    let mut named: Vec<(String, Query)> = named.into_iter().map(|(n, q)| (n.to_string(), q)).collect();
-    named.extend(kafka::lag_queries(&kafka_inputs, trend_start, at, step));
-    let mut promql: BTreeMap<String, String> = named.iter().map(|(n, q)| (n.clone(), q.to_promql())).collect();
-    let queries: Vec<Query> = named.iter().map(|(_, q)| q.clone()).collect();
-    let mut results: BTreeMap<String, QueryResult> = BTreeMap::new();
-    for ((name, q), answer) in named.iter().zip(source.run(&queries).await) {
-        match answer {
-            Ok(r) => {
-                results.insert(name.clone(), r);
-            }
-            Err(e) => missing.push(Missing { metric: q.to_promql(), detail: format!("query failed: {e}") }),
+        ("samples_in_window", s.over_window(s.job(&cat.busy), OverTime::Count, Some(Aggregation::new(Agg::Max, &[])))),
+    ]
+}
+
+/// A plan of another job (its vertex ids are hashes of the topology) shares no vertex
+/// with the metrics: diagnosing with it would name vertices the job does not have. Returns
+/// the graph to diagnose with (none when the plan is not this job's) and why it was
+/// refused; notes say what was noticed.
+fn check_plan(
+    graph: Option<JobGraph>,
+    run: &JobRun,
+    vertex_aggregates: &[VertexAggregate],
+    notes: &mut Vec<String>,
+) -> (Option<JobGraph>, Option<String>) {
+    let Some(g) = graph else { return (None, None) };
+    let known = vertex_aggregates.iter().filter(|a| g.vertex(&a.vertex_id).is_some()).count();
+    let plan_label = g.job_name.clone().or_else(|| g.job_id.clone()).unwrap_or_else(|| "unnamed".into());
+    // Jobs built from one topology share vertex ids, so a matching id alone does not
+    // prove the plan is this job's. A plan of another job id is used only when it is
+    // another run of the same job (same name) with exactly the vertices the metrics
+    // show; a redeploy with a changed topology would mislabel or drop vertices.
+    let other_id = g.job_id.as_deref().is_some_and(|id| id != run.id);
+    let other_name =
+        g.job_name.as_deref().is_some_and(|n| !run.name_label.is_empty() && sanitize_label_value(n) != run.name_label);
+    let plan_ids: BTreeSet<&str> = g.vertices.iter().map(|v| v.id.as_str()).collect();
+    let metric_ids: BTreeSet<&str> = vertex_aggregates.iter().map(|a| a.vertex_id.as_str()).collect();
+    let plan_id = g.job_id.as_deref().unwrap_or_default();
+    let why = if !vertex_aggregates.is_empty() && known == 0 {
+        Some(format!("the job plan ({plan_label}) shares no vertex with the metrics of job_id {}", run.id))
+    } else if other_id && other_name {
+        Some(format!(
+            "the job plan is of job {plan_label} ({plan_id}), not of the diagnosed job {} ({})",
+            run.name_label, run.id
+        ))
+    } else if other_id && !metric_ids.is_empty() && plan_ids != metric_ids {
+        Some(format!(
+            "the job plan is of another run of {plan_label} (job_id {plan_id}) whose vertices differ from those of job_id {} ({} in the plan, {} with metrics): the topology changed",
+            run.id,
+            plan_ids.len(),
+            metric_ids.len()
+        ))
+    } else {
+        None
+    };
+    if let Some(why) = why {
+        notes.push(format!("{why}; diagnosing without the job graph"));
+        return (None, Some(why));
+    }
+    if other_id {
+        notes.push(format!(
+            "the job plan is of job_id {plan_id}, another run of {plan_label} with the same vertices; the metrics are of job_id {}",
+            run.id
+        ));
+    }
+    for a in vertex_aggregates {
+        if let Some(v) = g.vertex(&a.vertex_id)
+            && a.subtask_count > v.parallelism
+        {
+            notes.push(format!(
+                "{} reports {} subtasks but the job plan says parallelism {}: the plan is not of this run",
+                v.name, a.subtask_count, v.parallelism
+            ));
         }
     }
-    let empty: QueryResult = Vec::new();
-    let r = |name: &str| results.get(name).unwrap_or(&empty);
+    (Some(g), None)
+}
 
-    for (name, key) in [(&cat.busy, "busy"), (&cat.backpressured, "backpressured"), (&cat.idle, "idle")] {
-        if r(key).is_empty() {
-            missing.push(Missing { metric: name.clone(), detail: "no samples for this job in the window".into() });
-        }
-    }
-    if r("records_in").is_empty() && r("records_in_meter").is_empty() {
-        missing.push(Missing {
-            metric: cat.records_in.clone(),
-            detail: "no records-in counter or meter: records shares and capacities are unknown".into(),
-        });
-    }
-    let vertex_aggregates = assemble_aggregates(&r);
+/// Names of round 4's per-subtask answers, in the order [`assemble_subtasks`] reads them.
+const DETAIL: [&str; 9] = [
+    "busy_per_subtask",
+    "backpressured_per_subtask",
+    "idle_per_subtask",
+    "records_in_per_subtask",
+    "records_in_meter_per_subtask",
+    "records_out_per_subtask",
+    "records_out_meter_per_subtask",
+    "checkpoint_start_delay_per_subtask",
+    "checkpoint_alignment_per_subtask",
+];
 
-    // A plan of another job (its vertex ids are hashes of the topology) shares no vertex
-    // with the metrics: diagnosing with it would name vertices the job does not have.
-    let mut graph = input.graph;
-    let mut plan_mismatch = None;
-    if let Some(g) = &graph {
-        let known = vertex_aggregates.iter().filter(|a| g.vertex(&a.vertex_id).is_some()).count();
-        let plan_label = g.job_name.clone().or_else(|| g.job_id.clone()).unwrap_or_else(|| "unnamed".into());
-        // Jobs built from one topology share vertex ids, so a matching id alone does not
-        // prove the plan is this job's. A plan of another job id is used only when it is
-        // another run of the same job (same name) with exactly the vertices the metrics
-        // show; a redeploy with a changed topology would mislabel or drop vertices.
-        let other_id = g.job_id.as_deref().is_some_and(|id| id != run.id);
-        let other_name = g
-            .job_name
-            .as_deref()
-            .is_some_and(|n| !run.name_label.is_empty() && sanitize_label_value(n) != run.name_label);
-        let plan_ids: BTreeSet<&str> = g.vertices.iter().map(|v| v.id.as_str()).collect();
-        let metric_ids: BTreeSet<&str> = vertex_aggregates.iter().map(|a| a.vertex_id.as_str()).collect();
-        let plan_id = g.job_id.as_deref().unwrap_or_default();
-        let why = if !vertex_aggregates.is_empty() && known == 0 {
-            Some(format!("the job plan ({plan_label}) shares no vertex with the metrics of job_id {}", run.id))
-        } else if other_id && other_name {
-            Some(format!(
-                "the job plan is of job {plan_label} ({plan_id}), not of the diagnosed job {} ({})",
-                run.name_label, run.id
-            ))
-        } else if other_id && !metric_ids.is_empty() && plan_ids != metric_ids {
-            Some(format!(
-                "the job plan is of another run of {plan_label} (job_id {plan_id}) whose vertices differ from those of job_id {} ({} in the plan, {} with metrics): the topology changed",
-                run.id,
-                plan_ids.len(),
-                metric_ids.len()
-            ))
-        } else {
-            None
-        };
-        if let Some(why) = why {
-            notes.push(format!("{why}; diagnosing without the job graph"));
-            plan_mismatch = Some(why);
-            graph = None;
-        } else {
-            if other_id {
-                notes.push(format!(
-                    "the job plan is of job_id {plan_id}, another run of {plan_label} with the same vertices; the metrics are of job_id {}",
-                    run.id
-                ));
-            }
-            for a in &vertex_aggregates {
-                if let Some(v) = g.vertex(&a.vertex_id)
-                    && a.subtask_count > v.parallelism
-                {
-                    notes.push(format!(
-                        "{} reports {} subtasks but the job plan says parallelism {}: the plan is not of this run",
-                        v.name, a.subtask_count, v.parallelism
-                    ));
-                }
-            }
-        }
+/// Round 4: the task metrics of every subtask of the vertices `detail_ids`, with the
+/// subtask's identity (TaskManager, host, attempt); none without such vertices.
+fn detail_queries(s: &Scope<'_>, detail_ids: &[String]) -> Vec<(String, Query)> {
+    if detail_ids.is_empty() {
+        return Vec::new();
     }
-
-    // Round 4: per-subtask detail for the vertices the diagnosis looks into.
-    let detail_ids = crate::diagnose::signals::detail_vertices(
-        graph.as_ref(),
-        &vertex_aggregates,
-        &input.config.diagnosis.thresholds,
-    );
-    let detail = |m: &str| Selector::metric(m).with(l::JOB_ID, &run.id).with_one_of(l::TASK_ID, &detail_ids);
+    let cat = s.cat;
+    let detail = |m: &str| s.job(m).with_one_of(l::TASK_ID, detail_ids);
     let identity = || {
         Some(Aggregation::new(
             Agg::Max,
             &[l::TASK_ID, l::SUBTASK_INDEX, l::TASK_NAME, l::TM_ID, l::HOST, "task_attempt_num"],
         ))
     };
-    const DETAIL: [&str; 9] = [
-        "busy_per_subtask",
-        "backpressured_per_subtask",
-        "idle_per_subtask",
-        "records_in_per_subtask",
-        "records_in_meter_per_subtask",
-        "records_out_per_subtask",
-        "records_out_meter_per_subtask",
-        "checkpoint_start_delay_per_subtask",
-        "checkpoint_alignment_per_subtask",
+    let metrics = [
+        (&cat.busy, OverTime::Avg),
+        (&cat.backpressured, OverTime::Avg),
+        (&cat.idle, OverTime::Avg),
+        (&cat.records_in, OverTime::Rate),
+        (&cat.records_in_per_second, OverTime::Avg),
+        (&cat.records_out, OverTime::Rate),
+        (&cat.records_out_per_second, OverTime::Avg),
+        (&cat.checkpoint_start_delay, OverTime::Avg),
+        (&cat.checkpoint_alignment, OverTime::Avg),
     ];
-    let mut round4: Vec<(String, Query)> = Vec::new();
-    if !detail_ids.is_empty() {
-        let metrics = [
-            (&cat.busy, OverTime::Avg),
-            (&cat.backpressured, OverTime::Avg),
-            (&cat.idle, OverTime::Avg),
-            (&cat.records_in, OverTime::Rate),
-            (&cat.records_in_per_second, OverTime::Avg),
-            (&cat.records_out, OverTime::Rate),
-            (&cat.records_out_per_second, OverTime::Avg),
-            (&cat.checkpoint_start_delay, OverTime::Avg),
-            (&cat.checkpoint_alignment, OverTime::Avg),
-        ];
-        for (name, (metric, func)) in DETAIL.iter().zip(metrics) {
-            round4.push((name.to_string(), over_time(detail(metric), func, &window, identity())));
-        }
-    }
-    let topics = kafka::topics_seen(&kafka_inputs, &results);
-    round4.extend(kafka::offset_queries(&topics, trend_start, at, step));
-    if !round4.is_empty() {
-        let queries: Vec<Query> = round4.iter().map(|(_, q)| q.clone()).collect();
-        for ((name, q), answer) in round4.iter().zip(source.run(&queries).await) {
-            promql.insert(name.clone(), q.to_promql());
-            match answer {
-                Ok(r) => {
-                    results.insert(name.clone(), r);
-                }
-                Err(e) => missing.push(Missing { metric: q.to_promql(), detail: format!("query failed: {e}") }),
-            }
-        }
-    }
-    let r = |name: &str| results.get(name).unwrap_or(&empty);
-    let subtasks = assemble_subtasks(DETAIL.map(r));
-    let (partitions, retention) = kafka::assemble(&kafka_inputs, &results, &input.config.kafka.retention);
+    DETAIL
+        .iter()
+        .zip(metrics)
+        .map(|(name, (metric, func))| (name.to_string(), s.over_window(detail(metric), func, identity())))
+        .collect()
+}
 
-    let checkpoints =
-        Checkpoints { series: assemble_checkpoints(r("checkpoints"), cat), config: input.checkpoint_config };
-    if checkpoints.series.iter().all(|p| p.last_duration_ms.is_none()) {
-        missing.push(Missing {
-            metric: cat.last_checkpoint_duration.clone(),
-            detail: "no checkpoint metrics for this job (checkpointing off, or JobManager not scraped)".into(),
-        });
-    }
+/// The job-level parts of a snapshot, from round 3's answers.
+struct JobSignals {
+    checkpoints: Checkpoints,
+    rocksdb: Vec<RocksDbSubtask>,
+    source_lag: Vec<SourceSubtaskLag>,
+    taskmanagers: Vec<TaskManagerMetrics>,
+    watermarks: Vec<VertexWatermark>,
+    samples_in_window: Option<u32>,
+}
+
+/// Checkpoints, RocksDB, source lag, TaskManagers (those running `subtasks`), watermarks
+/// and the sample count, from round 3's answers; absent checkpoint metrics are noted.
+fn assemble_job_signals(
+    answers: &mut Answers,
+    cat: &MetricCatalog,
+    subtasks: &[SubtaskMetrics],
+    checkpoint_config: Option<CheckpointConfig>,
+) -> JobSignals {
+    let r = |name: &str| answers.get(name);
+    let checkpoints = Checkpoints { series: assemble_checkpoints(r("checkpoints"), cat), config: checkpoint_config };
     let rocksdb = assemble_rocksdb(
         r("rocksdb_is_write_stopped"),
         r("rocksdb_actual_delayed_write_rate"),
@@ -623,7 +723,7 @@ pub async fn collect<S: MetricSource>(source: &S, input: CollectInput<'_>) -> Re
         r("rocksdb_stall_micros"),
     );
     let source_lag = assemble_source_lag(r("pending_records"), r("emit_event_time_lag"));
-    let job_tms: BTreeSet<&str> = subtasks.iter().filter_map(|s: &SubtaskMetrics| s.tm_id.as_deref()).collect();
+    let job_tms: BTreeSet<&str> = subtasks.iter().filter_map(|s| s.tm_id.as_deref()).collect();
     let taskmanagers = assemble_taskmanagers(r("gc_time"), r("cpu_load"), &job_tms);
     let watermarks = r("input_watermark")
         .iter()
@@ -632,32 +732,13 @@ pub async fn collect<S: MetricSource>(source: &S, input: CollectInput<'_>) -> Re
         .collect();
     let samples_in_window =
         r("samples_in_window").first().and_then(|s| s.last_value()).filter(|v| v.is_finite()).map(|v| v as u32);
-
-    missing.sort();
-    missing.dedup();
-    Ok(Snapshot {
-        job: JobIdentity { name: name.clone(), id: run.id.clone() },
-        at_ms: at,
-        window,
-        job_start_ms: run.start_ms,
-        graph,
-        plan_mismatch,
-        vertex_aggregates,
-        subtasks,
-        checkpoints,
-        rocksdb,
-        source_lag,
-        partitions,
-        retention,
-        job_topics: kafka_inputs.topics.clone(),
-        taskmanagers,
-        watermarks,
-        step_ms: step,
-        samples_in_window,
-        queries: promql,
-        missing,
-        notes,
-    })
+    if checkpoints.series.iter().all(|p| p.last_duration_ms.is_none()) {
+        answers.missing.push(Missing {
+            metric: cat.last_checkpoint_duration.clone(),
+            detail: "no checkpoint metrics for this job (checkpointing off, or JobManager not scraped)".into(),
+        });
+    }
+    JobSignals { checkpoints, rocksdb, source_lag, taskmanagers, watermarks, samples_in_window }
 }
 
 /// Per-vertex aggregates from round 3's answers.

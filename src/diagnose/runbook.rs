@@ -10,12 +10,13 @@ use std::collections::BTreeSet;
 
 use crate::config::DiagnosisConfig;
 use crate::diagnose::signals::{JobSignals, VertexSignals};
+use crate::diagnose::steps::locate::Located;
 use crate::diagnose::steps::{checkpoints, headroom, hot_key, locate, retention, sink, state_backend};
 use crate::diagnose::{Context, StepReport, pct};
 use crate::model::snapshot::Snapshot;
 use crate::model::verdict::{
-    Confidence, Culprit, Evidence, Finding, Graph, GraphEdge, GraphVertex, JobRef, Outcome, Role, SCHEMA, Severity,
-    Status, Step, StepName, Verdict, VertexState,
+    Confidence, Culprit, Evidence, Finding, Graph, GraphEdge, GraphVertex, Hazard, JobRef, Outcome, Role, SCHEMA,
+    Severity, Status, Step, StepName, Verdict, VertexState,
 };
 
 /// Diagnoses one snapshot. Pure: the same snapshot and configuration always give the same
@@ -23,88 +24,16 @@ use crate::model::verdict::{
 pub fn diagnose(snapshot: &Snapshot, cfg: &DiagnosisConfig) -> Verdict {
     let signals = JobSignals::derive(snapshot, cfg);
     let ctx = Context::new(snapshot, &signals, cfg);
-
-    let located = locate::run(&ctx);
-    let culprit: Option<&VertexSignals> = located.culprits.first().and_then(|id| signals.vertex(id));
-    let locate_decides = located.report.finding.is_some();
-    let mut reports: Vec<(StepName, StepReport)> = vec![(StepName::Locate, located.report.clone())];
-    let mut hit: Option<StepName> = None;
-    let mut no_single_culprit = false;
-    let examined = culprit.filter(|_| !locate_decides);
-
-    for step in [StepName::Sink, StepName::HotKey, StepName::StateBackend, StepName::Checkpoints, StepName::Headroom] {
-        if locate_decides || hit.is_some() {
-            reports.push((step, StepReport::new(Outcome::Skipped, skipped_detail(hit, &located.report))));
-            continue;
-        }
-        let report = match (step, examined) {
-            (StepName::Sink, Some(c)) => sink::run(&ctx, c),
-            (StepName::HotKey, Some(c)) => hot_key::run(&ctx, c),
-            (StepName::StateBackend, Some(c)) => state_backend::run(&ctx, c),
-            (StepName::Sink | StepName::HotKey | StepName::StateBackend, None) => {
-                StepReport::clear(if ctx.red.is_empty() {
-                    "No culprit vertex to examine: nothing is backpressured."
-                } else {
-                    "No culprit vertex to examine: locate found none (see its outcome)."
-                })
-            }
-            (StepName::Checkpoints, c) => checkpoints::run(&ctx, c),
-            (StepName::Headroom, c) => {
-                let h = headroom::run(&ctx, c);
-                no_single_culprit = h.no_single_culprit;
-                h.report
-            }
-            (StepName::Locate, _) => unreachable!("locate runs first"),
-        };
-        if report.outcome == Outcome::Hit {
-            hit = Some(step);
-        }
-        reports.push((step, report));
-    }
-
-    let finding_report = if locate_decides {
-        Some(&reports[0].1)
-    } else {
-        hit.and_then(|s| reports.iter().find(|(n, _)| *n == s)).map(|(_, r)| r)
-    };
+    let run = run_steps(&ctx);
+    let finding_report = run.finding_report();
     let finding = finding_report.and_then(|r| r.finding).unwrap_or(Finding::None);
-    let red_exists = !ctx.red.is_empty();
-    let status = match (&located.report.outcome, finding) {
-        (Outcome::NoData, _) => Status::Inconclusive,
-        (_, Finding::Network) => Status::Inconclusive,
-        _ if no_single_culprit => Status::NoSingleCulprit,
-        _ if culprit.is_some() => Status::CulpritFound,
-        _ if red_exists => Status::Inconclusive,
-        _ => Status::NoBackpressure,
-    };
-    let culprit_shown = if matches!(status, Status::CulpritFound) { culprit } else { None };
-
+    let status = run.status(&ctx, finding);
+    let culprit_shown = if matches!(status, Status::CulpritFound) { run.culprit } else { None };
     let (hazards, retention_missing) = retention::evaluate(&ctx);
 
-    // Cause, fix, not the fix, advice, evidence, missing: locate first, then the finding.
     let evaluated: Vec<&StepReport> =
-        reports.iter().map(|(_, r)| r).filter(|r| r.outcome != Outcome::Skipped).collect();
-    let mut cause: Vec<String> = Vec::new();
-    let mut fix: Vec<String> = Vec::new();
-    let mut not_the_fix: Vec<String> = Vec::new();
-    if status != Status::NoSingleCulprit {
-        cause.extend(located.report.cause.iter().cloned());
-    }
-    if let Some(r) = finding_report.filter(|_| !locate_decides) {
-        cause.extend(r.cause.iter().cloned());
-        fix.extend(r.fix.iter().cloned());
-        not_the_fix.extend(r.not_the_fix.iter().cloned());
-    }
-    if status != Status::NoSingleCulprit {
-        fix.extend(located.report.fix.iter().cloned());
-        not_the_fix.extend(located.report.not_the_fix.iter().cloned());
-    }
-    if culprit_shown.is_some() && finding == Finding::None {
-        fix.push(format!(
-            "Profile {}: a flame graph (rest.flamegraph.enabled: true) or a thread dump shows where its time goes.",
-            culprit_shown.map(|c| c.name.as_str()).unwrap_or_default()
-        ));
-    }
+        run.reports.iter().map(|(_, r)| r).filter(|r| r.outcome != Outcome::Skipped).collect();
+    let explained = explain(&run, finding_report, status, finding, culprit_shown);
     let advice: Vec<String> = dedup(evaluated.iter().flat_map(|r| r.advice.iter().cloned()).collect());
     let mut evidence: Vec<Evidence> = Vec::new();
     for r in &evaluated {
@@ -121,6 +50,167 @@ pub fn diagnose(snapshot: &Snapshot, cfg: &DiagnosisConfig) -> Verdict {
     missing.extend(retention_missing);
     let missing = dedup(missing);
 
+    let (culprit_out, culprits) = culprits(&ctx, &run, finding_report, status, culprit_shown);
+    let summary = summary(&ctx, finding_report, status, culprit_shown, &culprits, &hazards);
+    let notes = notes(snapshot, &signals, cfg);
+    let confidence = confidence(&ctx, status, finding, &run.located.report, &run.reports, &missing);
+    let graph = verdict_graph(&ctx, &culprits);
+
+    Verdict {
+        schema: SCHEMA.to_string(),
+        job: JobRef { name: snapshot.job.name.clone(), id: snapshot.job.id.clone() },
+        at: crate::model::verdict::rfc3339(snapshot.at_ms),
+        window_seconds: (snapshot.window.len_ms() as f64 / 1000.0).round() as i64,
+        window_start: crate::model::verdict::rfc3339(snapshot.window.start_ms),
+        status,
+        finding,
+        culprit: culprit_out,
+        culprits,
+        summary,
+        cause: explained.cause.join(" "),
+        fix: dedup(explained.fix),
+        not_the_fix: dedup(explained.not_the_fix),
+        advice,
+        steps: run.reports.into_iter().map(|(step, r)| Step { step, outcome: r.outcome, detail: r.detail }).collect(),
+        hazards,
+        evidence,
+        graph,
+        confidence,
+        missing,
+        notes,
+    }
+}
+
+/// The runbook's steps, run in order over one snapshot.
+struct Run<'a> {
+    located: Located,
+    /// The first culprit `locate` ranked.
+    culprit: Option<&'a VertexSignals>,
+    /// `locate` decided the finding itself (`network`, `source`).
+    locate_decides: bool,
+    /// Every step's report, in runbook order.
+    reports: Vec<(StepName, StepReport)>,
+    /// The first later step that hit.
+    hit: Option<StepName>,
+    /// `headroom` found several vertices near capacity, none alone the culprit.
+    no_single_culprit: bool,
+}
+
+/// Runs `locate`, then the later steps on its culprit until one hits; the steps after a
+/// hit, or after `locate` decided, are `skipped`.
+fn run_steps<'a>(ctx: &Context<'a>) -> Run<'a> {
+    let located = locate::run(ctx);
+    let culprit: Option<&VertexSignals> = located.culprits.first().and_then(|id| ctx.signals.vertex(id));
+    let locate_decides = located.report.finding.is_some();
+    let mut reports: Vec<(StepName, StepReport)> = vec![(StepName::Locate, located.report.clone())];
+    let mut hit: Option<StepName> = None;
+    let mut no_single_culprit = false;
+    let examined = culprit.filter(|_| !locate_decides);
+
+    for step in [StepName::Sink, StepName::HotKey, StepName::StateBackend, StepName::Checkpoints, StepName::Headroom] {
+        if locate_decides || hit.is_some() {
+            reports.push((step, StepReport::new(Outcome::Skipped, skipped_detail(hit, &located.report))));
+            continue;
+        }
+        let report = match (step, examined) {
+            (StepName::Sink, Some(c)) => sink::run(ctx, c),
+            (StepName::HotKey, Some(c)) => hot_key::run(ctx, c),
+            (StepName::StateBackend, Some(c)) => state_backend::run(ctx, c),
+            (StepName::Sink | StepName::HotKey | StepName::StateBackend, None) => {
+                StepReport::clear(if ctx.red.is_empty() {
+                    "No culprit vertex to examine: nothing is backpressured."
+                } else {
+                    "No culprit vertex to examine: locate found none (see its outcome)."
+                })
+            }
+            (StepName::Checkpoints, c) => checkpoints::run(ctx, c),
+            (StepName::Headroom, c) => {
+                let h = headroom::run(ctx, c);
+                no_single_culprit = h.no_single_culprit;
+                h.report
+            }
+            (StepName::Locate, _) => unreachable!("locate runs first"),
+        };
+        if report.outcome == Outcome::Hit {
+            hit = Some(step);
+        }
+        reports.push((step, report));
+    }
+    Run { located, culprit, locate_decides, reports, hit, no_single_culprit }
+}
+
+impl Run<'_> {
+    /// The report that carries the finding: `locate`'s when it decided, else the step that
+    /// hit.
+    fn finding_report(&self) -> Option<&StepReport> {
+        if self.locate_decides {
+            Some(&self.reports[0].1)
+        } else {
+            self.hit.and_then(|s| self.reports.iter().find(|(n, _)| *n == s)).map(|(_, r)| r)
+        }
+    }
+
+    fn status(&self, ctx: &Context, finding: Finding) -> Status {
+        match (&self.located.report.outcome, finding) {
+            (Outcome::NoData, _) => Status::Inconclusive,
+            (_, Finding::Network) => Status::Inconclusive,
+            _ if self.no_single_culprit => Status::NoSingleCulprit,
+            _ if self.culprit.is_some() => Status::CulpritFound,
+            _ if !ctx.red.is_empty() => Status::Inconclusive,
+            _ => Status::NoBackpressure,
+        }
+    }
+}
+
+/// Cause, fix and not-the-fix sentences of a verdict, before deduplication.
+struct Explained {
+    cause: Vec<String>,
+    fix: Vec<String>,
+    not_the_fix: Vec<String>,
+}
+
+/// Cause, fix, not the fix: `locate`'s first, then the finding's.
+fn explain(
+    run: &Run,
+    finding_report: Option<&StepReport>,
+    status: Status,
+    finding: Finding,
+    culprit_shown: Option<&VertexSignals>,
+) -> Explained {
+    let located = &run.located.report;
+    let mut cause: Vec<String> = Vec::new();
+    let mut fix: Vec<String> = Vec::new();
+    let mut not_the_fix: Vec<String> = Vec::new();
+    if status != Status::NoSingleCulprit {
+        cause.extend(located.cause.iter().cloned());
+    }
+    if let Some(r) = finding_report.filter(|_| !run.locate_decides) {
+        cause.extend(r.cause.iter().cloned());
+        fix.extend(r.fix.iter().cloned());
+        not_the_fix.extend(r.not_the_fix.iter().cloned());
+    }
+    if status != Status::NoSingleCulprit {
+        fix.extend(located.fix.iter().cloned());
+        not_the_fix.extend(located.not_the_fix.iter().cloned());
+    }
+    if culprit_shown.is_some() && finding == Finding::None {
+        fix.push(format!(
+            "Profile {}: a flame graph (rest.flamegraph.enabled: true) or a thread dump shows where its time goes.",
+            culprit_shown.map(|c| c.name.as_str()).unwrap_or_default()
+        ));
+    }
+    Explained { cause, fix, not_the_fix }
+}
+
+/// The culprit shown first (with the subtasks the finding names) and every culprit
+/// `locate` ranked, when a culprit was found.
+fn culprits(
+    ctx: &Context,
+    run: &Run,
+    finding_report: Option<&StepReport>,
+    status: Status,
+    culprit_shown: Option<&VertexSignals>,
+) -> (Option<Culprit>, Vec<Culprit>) {
     let all_subtasks = |v: &VertexSignals| -> Vec<u32> {
         if v.subtasks.is_empty() {
             (0..v.subtask_count() as u32).collect()
@@ -147,10 +237,10 @@ pub fn diagnose(snapshot: &Snapshot, cfg: &DiagnosisConfig) -> Verdict {
     };
     let culprit_out = culprit_shown.map(|c| to_culprit(c, subtasks_of(c)));
     let culprits: Vec<Culprit> = if status == Status::CulpritFound {
-        located
+        run.located
             .culprits
             .iter()
-            .filter_map(|id| signals.vertex(id))
+            .filter_map(|id| ctx.signals.vertex(id))
             .enumerate()
             .map(|(i, v)| {
                 to_culprit(v, if i == 0 { subtasks_of(v) } else { v.subtasks.iter().map(|s| s.subtask).collect() })
@@ -159,9 +249,21 @@ pub fn diagnose(snapshot: &Snapshot, cfg: &DiagnosisConfig) -> Verdict {
     } else {
         Vec::new()
     };
+    (culprit_out, culprits)
+}
 
+/// The verdict's one-line summary: the finding's, else one from the status; more
+/// culprits, and a critical hazard first.
+fn summary(
+    ctx: &Context,
+    finding_report: Option<&StepReport>,
+    status: Status,
+    culprit_shown: Option<&VertexSignals>,
+    culprits: &[Culprit],
+    hazards: &[Hazard],
+) -> String {
     let mut summary =
-        finding_report.and_then(|r| r.summary.clone()).unwrap_or_else(|| default_summary(&ctx, status, culprit_shown));
+        finding_report.and_then(|r| r.summary.clone()).unwrap_or_else(|| default_summary(ctx, status, culprit_shown));
     if culprits.len() > 1 {
         summary.push_str(&format!(
             " ({} more independent culprit{}: {}.)",
@@ -182,6 +284,12 @@ pub fn diagnose(snapshot: &Snapshot, cfg: &DiagnosisConfig) -> Verdict {
         };
         summary = format!("{lead}. {summary}");
     }
+    summary
+}
+
+/// The snapshot's notes, and what limits the diagnosis: no graph, start-up in the window,
+/// subtasks without metrics, vertices the plan does not have.
+fn notes(snapshot: &Snapshot, signals: &JobSignals, cfg: &DiagnosisConfig) -> Vec<String> {
     let mut notes = snapshot.notes.clone();
     if signals.graph_free {
         notes.push("No job graph: vertices come from the metrics and the culprit is the busiest vertex that is not backpressured; confidence is lowered.".into());
@@ -213,10 +321,14 @@ pub fn diagnose(snapshot: &Snapshot, cfg: &DiagnosisConfig) -> Verdict {
             signals.unknown_vertices.join(", ")
         ));
     }
+    notes
+}
 
-    let confidence = confidence(&ctx, status, finding, &located.report, &reports, &missing);
+/// The job graph as the verdict draws it: every vertex with its ratios and state.
+fn verdict_graph(ctx: &Context, culprits: &[Culprit]) -> Graph {
+    let signals = ctx.signals;
     let culprit_ids: BTreeSet<&str> = culprits.iter().map(|c| c.vertex_id.as_str()).collect();
-    let graph = Graph {
+    Graph {
         vertices: signals
             .vertices
             .iter()
@@ -244,30 +356,6 @@ pub fn diagnose(snapshot: &Snapshot, cfg: &DiagnosisConfig) -> Verdict {
             .map(|e| GraphEdge { from: e.from.clone(), to: e.to.clone(), ship_strategy: e.ship_strategy.clone() })
             .collect(),
         from_plan: !signals.graph_free,
-    };
-
-    Verdict {
-        schema: SCHEMA.to_string(),
-        job: JobRef { name: snapshot.job.name.clone(), id: snapshot.job.id.clone() },
-        at: crate::model::verdict::rfc3339(snapshot.at_ms),
-        window_seconds: (snapshot.window.len_ms() as f64 / 1000.0).round() as i64,
-        window_start: crate::model::verdict::rfc3339(snapshot.window.start_ms),
-        status,
-        finding,
-        culprit: culprit_out,
-        culprits,
-        summary,
-        cause: cause.join(" "),
-        fix: dedup(fix),
-        not_the_fix: dedup(not_the_fix),
-        advice,
-        steps: reports.into_iter().map(|(step, r)| Step { step, outcome: r.outcome, detail: r.detail }).collect(),
-        hazards,
-        evidence,
-        graph,
-        confidence,
-        missing,
-        notes,
     }
 }
 

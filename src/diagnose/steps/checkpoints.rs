@@ -74,15 +74,56 @@ pub fn run(ctx: &Context, culprit: Option<&VertexSignals>) -> StepReport {
             vec!["lastCheckpointDuration".into(), "numberOfFailedCheckpoints".into()],
         );
     };
-    let grace = t.checkpoint_startup_grace.as_ms() as f64;
-    let interval = interval(ctx);
-    let timeout_ms =
-        snap.checkpoints.config.as_ref().map(|c| c.timeout_ms).unwrap_or(t.checkpoint_default_timeout.as_ms());
-    let unaligned = snap.checkpoints.config.as_ref().is_some_and(|c| c.unaligned);
+    let f = Facts {
+        interval: interval(ctx),
+        timeout_ms: snap
+            .checkpoints
+            .config
+            .as_ref()
+            .map(|c| c.timeout_ms)
+            .unwrap_or(t.checkpoint_default_timeout.as_ms()),
+        unaligned: snap.checkpoints.config.as_ref().is_some_and(|c| c.unaligned),
+        last,
+        barrier_wait: barrier_wait(ctx),
+    };
+    let (reasons, r) = trouble(ctx, &f);
+    if !reasons.is_empty() && ctx.red.is_empty() {
+        slow_snapshot_report(r, &reasons, &f)
+    } else if !reasons.is_empty() {
+        held_up_report(r, &reasons, &f, culprit)
+    } else {
+        clear_report(ctx, &f)
+    }
+}
 
-    // Failures in the window, leaving out the one every fresh job has while its tasks start.
+/// What the step judges by.
+struct Facts<'a> {
+    interval: Option<Interval>,
+    timeout_ms: i64,
+    unaligned: bool,
+    /// The newest point with checkpoint data.
+    last: &'a CheckpointPoint,
+    /// The vertex whose barriers wait longest behind data, and how long (ms).
+    barrier_wait: Option<(String, f64)>,
+}
+
+impl Facts<'_> {
+    fn unaligned_fix(&self) -> String {
+        if self.unaligned {
+            "Unaligned checkpoints are already on: they cannot help when the task thread itself is blocked (timer or window-firing storms, a sink stuck in its snapshot); look at what the culprit does while it snapshots.".to_string()
+        } else {
+            "Unaligned checkpoints, so barriers overtake the backlog: execution.checkpointing.unaligned.enabled: true, optionally execution.checkpointing.aligned-checkpoint-timeout: 30 s (start aligned, switch when alignment takes longer), and buffer debloating (taskmanager.network.memory.buffer-debloat.enabled: true); the cost is in-flight data written into each checkpoint.".to_string()
+        }
+    }
+}
+
+/// Failed or expired checkpoints in the window, leaving out the one every fresh job has
+/// while its tasks start.
+fn failures_in_window(ctx: &Context) -> f64 {
+    let snap = ctx.snapshot;
+    let grace = ctx.cfg.thresholds.checkpoint_startup_grace.as_ms() as f64;
     let mut failed = 0.0;
-    for pair in series.windows(2) {
+    for pair in snap.checkpoints.series.windows(2) {
         let (prev, cur) = (&pair[0], &pair[1]);
         if cur.t_ms <= snap.window.start_ms {
             continue;
@@ -97,6 +138,16 @@ pub fn run(ctx: &Context, culprit: Option<&VertexSignals>) -> StepReport {
             failed += b - a;
         }
     }
+    failed
+}
+
+/// Why the recovery point is in trouble (failures, no recent completion, a checkpoint
+/// near its timeout), with a hit report carrying the evidence.
+fn trouble(ctx: &Context, f: &Facts) -> (Vec<String>, StepReport) {
+    let t = &ctx.cfg.thresholds;
+    let snap = ctx.snapshot;
+    let (interval, timeout_ms, last) = (f.interval, f.timeout_ms, f.last);
+    let failed = failures_in_window(ctx);
     let uptime_ms = last.uptime_ms.unwrap_or(f64::INFINITY);
     let age_ms = match last.last_completed_at_ms.filter(|t| *t > 0.0) {
         Some(done) => Some((snap.at_ms as f64 - done).max(0.0)),
@@ -153,57 +204,62 @@ pub fn run(ctx: &Context, culprit: Option<&VertexSignals>) -> StepReport {
             "checkpoints",
         ));
     }
+    (reasons, r)
+}
 
-    let unaligned_fix = if unaligned {
-        "Unaligned checkpoints are already on: they cannot help when the task thread itself is blocked (timer or window-firing storms, a sink stuck in its snapshot); look at what the culprit does while it snapshots.".to_string()
-    } else {
-        "Unaligned checkpoints, so barriers overtake the backlog: execution.checkpointing.unaligned.enabled: true, optionally execution.checkpointing.aligned-checkpoint-timeout: 30 s (start aligned, switch when alignment takes longer), and buffer debloating (taskmanager.network.memory.buffer-debloat.enabled: true); the cost is in-flight data written into each checkpoint.".to_string()
-    };
-    let barrier_wait = barrier_wait(ctx);
-    if !reasons.is_empty() && ctx.red.is_empty() {
-        // No backpressure: the barriers are not stuck behind data, so unaligned
-        // checkpoints would change nothing; the checkpoint itself is slow or failing.
-        r.detail = format!("The recovery point is in trouble: {}.", reasons.join("; "));
-        r.cause.push(format!(
-            "No vertex is backpressured, so barriers are not held up by data: {}. The time goes into the checkpoint itself: the synchronous snapshot, uploading state to checkpoint storage, or a sink's pre-commit (two-phase commit, e.g. Kafka transactions).",
-            reasons.join("; ")
-        ));
+/// No backpressure: the barriers are not stuck behind data, so the checkpoint itself is
+/// slow or failing.
+fn slow_snapshot_report(mut r: StepReport, reasons: &[String], f: &Facts) -> StepReport {
+    let timeout_ms = f.timeout_ms;
+    // No backpressure: the barriers are not stuck behind data, so unaligned
+    // checkpoints would change nothing; the checkpoint itself is slow or failing.
+    r.detail = format!("The recovery point is in trouble: {}.", reasons.join("; "));
+    r.cause.push(format!(
+        "No vertex is backpressured, so barriers are not held up by data: {}. The time goes into the checkpoint itself: the synchronous snapshot, uploading state to checkpoint storage, or a sink's pre-commit (two-phase commit, e.g. Kafka transactions).",
+        reasons.join("; ")
+    ));
+    r.fix.push(format!(
+        "In the Flink UI (Checkpoints → History → per subtask) find the subtasks whose sync or async duration dominates, then: incremental RocksDB checkpoints (execution.checkpointing.incremental: true) for large state; execution.checkpointing.timeout (now {}) above the longest healthy duration; execution.checkpointing.min-pause so checkpoints do not run back to back; and the checkpoint storage's throughput (S3/HDFS throttling).",
+        ms(timeout_ms as f64)
+    ));
+    r.not_the_fix.push(
+        "Unaligned checkpoints: they let barriers overtake buffered data, and there is no backpressure here to overtake.".into(),
+    );
+    r.summary = Some(format!("Checkpoints are in trouble: {}.", reasons[0]));
+    r
+}
+
+/// Backpressure holds the aligned barriers up behind the data.
+fn held_up_report(mut r: StepReport, reasons: &[String], f: &Facts, culprit: Option<&VertexSignals>) -> StepReport {
+    r.detail = format!("The recovery point is in trouble: {}.", reasons.join("; "));
+    r.cause.push(format!(
+        "Aligned checkpoint barriers travel at the speed of the data, so the backpressure slows checkpoints: {}.{}",
+        reasons.join("; "),
+        f.barrier_wait
+            .as_ref()
+            .map(|(name, v)| format!(" Barriers wait behind data: checkpointStartDelay on {name} is {}.", ms(*v)))
+            .unwrap_or_default()
+    ));
+    r.fix.push(f.unaligned_fix());
+    if let Some(c) = culprit {
         r.fix.push(format!(
-            "In the Flink UI (Checkpoints → History → per subtask) find the subtasks whose sync or async duration dominates, then: incremental RocksDB checkpoints (execution.checkpointing.incremental: true) for large state; execution.checkpointing.timeout (now {}) above the longest healthy duration; execution.checkpointing.min-pause so checkpoints do not run back to back; and the checkpoint storage's throughput (S3/HDFS throttling).",
-            ms(timeout_ms as f64)
+            "Relieve the backpressure at {}: the checkpoints slow because the data waits for it.",
+            c.name
         ));
-        r.not_the_fix.push(
-            "Unaligned checkpoints: they let barriers overtake buffered data, and there is no backpressure here to overtake.".into(),
-        );
-        r.summary = Some(format!("Checkpoints are in trouble: {}.", reasons[0]));
-        return r;
     }
-    if !reasons.is_empty() {
-        r.detail = format!("The recovery point is in trouble: {}.", reasons.join("; "));
-        r.cause.push(format!(
-            "Aligned checkpoint barriers travel at the speed of the data, so the backpressure slows checkpoints: {}.{}",
-            reasons.join("; "),
-            barrier_wait
-                .as_ref()
-                .map(|(name, v)| format!(" Barriers wait behind data: checkpointStartDelay on {name} is {}.", ms(*v)))
-                .unwrap_or_default()
-        ));
-        r.fix.push(unaligned_fix);
-        if let Some(c) = culprit {
-            r.fix.push(format!(
-                "Relieve the backpressure at {}: the checkpoints slow because the data waits for it.",
-                c.name
-            ));
-        }
-        r.summary = Some(format!(
-            "{}checkpoints are in trouble: {}.",
-            culprit.map(|c| format!("{} is the culprit and ", c.name)).unwrap_or_default(),
-            reasons[0]
-        ));
-        return r;
-    }
+    r.summary = Some(format!(
+        "{}checkpoints are in trouble: {}.",
+        culprit.map(|c| format!("{} is the culprit and ", c.name)).unwrap_or_default(),
+        reasons[0]
+    ));
+    r
+}
 
-    // Not a hit: report a slowdown as evidence and secondary advice.
+/// Not a hit: a slowdown is reported as evidence and secondary advice.
+fn clear_report(ctx: &Context, f: &Facts) -> StepReport {
+    let snap = ctx.snapshot;
+    let series = &snap.checkpoints.series;
+    let (interval, timeout_ms, last_duration) = (f.interval, f.timeout_ms, f.last.last_duration_ms);
     let mut clear = StepReport::clear(String::new());
     let before = duration_before(series, snap.window.start_ms);
     let mut slow = false;
@@ -234,7 +290,7 @@ pub fn run(ctx: &Context, culprit: Option<&VertexSignals>) -> StepReport {
         }
         clear.evidence.push(ctx.evidence("job", "lastCheckpointDuration", d, "ms", None, "checkpoints"));
     }
-    if let Some((name, v)) = &barrier_wait {
+    if let Some((name, v)) = &f.barrier_wait {
         parts.push(format!("barriers wait {} behind data on {name}", ms(*v)));
     }
     clear.detail = format!(
@@ -243,7 +299,7 @@ pub fn run(ctx: &Context, culprit: Option<&VertexSignals>) -> StepReport {
         ms(timeout_ms as f64)
     );
     if slow {
-        clear.advice.push(format!("Checkpoints have slowed with the backlog. {unaligned_fix}"));
+        clear.advice.push(format!("Checkpoints have slowed with the backlog. {}", f.unaligned_fix()));
     }
     if interval.is_some_and(|i| i.estimated) {
         clear

@@ -119,6 +119,15 @@ pub fn run(ctx: &Context, culprit: Option<&VertexSignals>) -> HeadroomResult {
         return HeadroomResult { report, subject: Some(subject.id.clone()), no_single_culprit: false };
     }
 
+    let report = at_capacity(ctx, culprit, subject, rho);
+    HeadroomResult { report, subject: Some(subject.id.clone()), no_single_culprit: false }
+}
+
+/// The subject runs at capacity, and no other vertex is as close: a hit, with the
+/// parallelism it needs.
+fn at_capacity(ctx: &Context, culprit: Option<&VertexSignals>, subject: &VertexSignals, rho: f64) -> StepReport {
+    let t = &ctx.cfg.thresholds;
+    let role = if culprit.is_some() { "the culprit" } else { "the busiest vertex" };
     let mut r = StepReport::hit(
         Finding::Headroom,
         format!("{} ({role}) runs at ρ = {:.2} ≥ {:.2}: at capacity.", subject.name, rho, t.headroom_utilisation),
@@ -140,6 +149,50 @@ pub fn run(ctx: &Context, culprit: Option<&VertexSignals>) -> HeadroomResult {
         },
         subject.capacity().map(|c| format!(", ~{} records/s", num(c))).unwrap_or_default()
     ));
+    parallelism_fix(ctx, subject, &mut r);
+    if let Some(ms) = per_record_ms {
+        r.fix.push(format!(
+            "Or make {} cheaper per record: it spends {:.2} ms of busy time per record now.",
+            subject.name, ms
+        ));
+    }
+    if ctx.signals.graph_free {
+        // The sink step could not run: a sink waiting on its external system looks the same.
+        r.fix.push(format!(
+            "Without the job graph it is unknown whether {} is a sink: if it writes to an external system, check that system's latency and the sink's batching first (the sink step's checks), since more parallelism adds load to a system that is already slow.",
+            subject.name
+        ));
+    }
+    r.evidence.push(ctx.evidence(
+        &subject.name,
+        "utilisation ρ (mean busyTimeMsPerSecond)",
+        rho,
+        "ratio",
+        Some(t.headroom_utilisation),
+        "busy",
+    ));
+    r.summary = Some(match (culprit, parallelism_needed(ctx, subject)) {
+        (Some(_), Some(n)) => format!(
+            "{} is the culprit: it runs at {} of its capacity; raise its parallelism from {} to {}.",
+            subject.name,
+            pct(rho),
+            subject.subtask_count(),
+            n.parallelism.max(subject.subtask_count() as u32 + 1)
+        ),
+        (Some(_), None) => format!("{} is the culprit: it runs at {} of its capacity.", subject.name, pct(rho)),
+        (None, _) => format!(
+            "No backpressure yet, but {} runs at {} of its capacity: bursts will turn into lag.",
+            subject.name,
+            pct(rho)
+        ),
+    });
+    r
+}
+
+/// The parallelism fix: a number from the offered rate and capacity, or without rates,
+/// the direction.
+fn parallelism_fix(ctx: &Context, subject: &VertexSignals, r: &mut StepReport) {
+    let t = &ctx.cfg.thresholds;
     match parallelism_needed(ctx, subject) {
         Some(n) => {
             r.fix.push(format!(
@@ -180,43 +233,6 @@ pub fn run(ctx: &Context, culprit: Option<&VertexSignals>) -> HeadroomResult {
             r.missing.push("numRecordsIn".into());
         }
     }
-    if let Some(ms) = per_record_ms {
-        r.fix.push(format!(
-            "Or make {} cheaper per record: it spends {:.2} ms of busy time per record now.",
-            subject.name, ms
-        ));
-    }
-    if ctx.signals.graph_free {
-        // The sink step could not run: a sink waiting on its external system looks the same.
-        r.fix.push(format!(
-            "Without the job graph it is unknown whether {} is a sink: if it writes to an external system, check that system's latency and the sink's batching first (the sink step's checks), since more parallelism adds load to a system that is already slow.",
-            subject.name
-        ));
-    }
-    r.evidence.push(ctx.evidence(
-        &subject.name,
-        "utilisation ρ (mean busyTimeMsPerSecond)",
-        rho,
-        "ratio",
-        Some(t.headroom_utilisation),
-        "busy",
-    ));
-    r.summary = Some(match (culprit, parallelism_needed(ctx, subject)) {
-        (Some(_), Some(n)) => format!(
-            "{} is the culprit: it runs at {} of its capacity; raise its parallelism from {} to {}.",
-            subject.name,
-            pct(rho),
-            subject.subtask_count(),
-            n.parallelism.max(subject.subtask_count() as u32 + 1)
-        ),
-        (Some(_), None) => format!("{} is the culprit: it runs at {} of its capacity.", subject.name, pct(rho)),
-        (None, _) => format!(
-            "No backpressure yet, but {} runs at {} of its capacity: bursts will turn into lag.",
-            subject.name,
-            pct(rho)
-        ),
-    });
-    HeadroomResult { report: r, subject: Some(subject.id.clone()), no_single_culprit: false }
 }
 
 fn no_single_culprit(

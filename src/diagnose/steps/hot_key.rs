@@ -7,10 +7,10 @@
 //! share s the job never exceeds about 1/s times one instance's capacity.
 
 use crate::config::OperatorKind;
-use crate::diagnose::signals::VertexSignals;
+use crate::diagnose::signals::{SubtaskSignals, VertexSignals};
 use crate::diagnose::steps::skew;
 use crate::diagnose::{Context, StepReport, num, pct};
-use crate::model::verdict::Finding;
+use crate::model::verdict::{Evidence, Finding};
 
 pub fn run(ctx: &Context, culprit: &VertexSignals) -> StepReport {
     let t = &ctx.cfg.thresholds;
@@ -93,128 +93,162 @@ pub fn run(ctx: &Context, culprit: &VertexSignals) -> StepReport {
         ),
     ];
 
-    let mut r;
-    if skew::is_hot_key(culprit, hot.subtask, t) {
-        // Capacity of the hot subtask: what it would do at 100 % busy.
-        let capacity = if hot_busy > 0.0 { hot_rate / hot_busy } else { hot_rate };
-        let ceiling = 1.0 / share;
-        let job_max = capacity / share;
-        r = StepReport::hit(
-            Finding::HotKey,
-            format!(
-                "{} is {} busy and gets {} of the records (share {:.2} ≥ {:.2} = {}/{}); the others' median busy is {}: a hot key.",
-                culprit.subtask_name(hot.subtask),
-                pct(hot_busy),
-                pct(share),
-                share,
-                t.hot_key_share_factor / p as f64,
-                t.hot_key_share_factor,
-                p,
-                pct(others)
-            ),
-        );
-        r.cause.push(format!(
-            "{} is {} busy and receives {} of {} records/s (share s = {:.2}, {:.1}× a uniform 1/{p}), while the other subtasks are about {} busy: one key (or a few) carries that share, and all records of a key go to one subtask.",
+    let h = Hot { hot, hot_busy, others, share, p, hot_rate, total };
+    let mut r = if skew::is_hot_key(culprit, hot.subtask, t) {
+        hot_key_report(ctx, culprit, &h, &mut evidence)
+    } else {
+        slow_instance_report(ctx, culprit, &h, &mut evidence)
+    };
+    r.subtasks = Some(vec![hot.subtask]);
+    r.evidence = evidence;
+    r
+}
+
+/// The hot subtask and what it is measured against.
+#[derive(Clone, Copy)]
+struct Hot<'a> {
+    hot: &'a SubtaskSignals,
+    hot_busy: f64,
+    /// Median busy ratio of the other subtasks.
+    others: f64,
+    /// The hot subtask's share of the vertex's records.
+    share: f64,
+    /// Parallelism (subtasks reporting).
+    p: usize,
+    /// The hot subtask's records-in rate, records/s.
+    hot_rate: f64,
+    /// The vertex's records-in rate, records/s.
+    total: f64,
+}
+
+/// The hot subtask gets the records: a hot key, and the ceiling it puts on the job.
+fn hot_key_report(ctx: &Context, culprit: &VertexSignals, h: &Hot, evidence: &mut Vec<Evidence>) -> StepReport {
+    let Hot { hot, hot_busy, others, share, p, hot_rate, total } = *h;
+    let t = &ctx.cfg.thresholds;
+    // Capacity of the hot subtask: what it would do at 100 % busy.
+    let capacity = if hot_busy > 0.0 { hot_rate / hot_busy } else { hot_rate };
+    let ceiling = 1.0 / share;
+    let job_max = capacity / share;
+    let mut r = StepReport::hit(
+        Finding::HotKey,
+        format!(
+            "{} is {} busy and gets {} of the records (share {:.2} ≥ {:.2} = {}/{}); the others' median busy is {}: a hot key.",
             culprit.subtask_name(hot.subtask),
             pct(hot_busy),
-            num(hot_rate),
-            num(total),
-            share,
-            share * p as f64,
-            pct(others)
-        ));
-        r.cause.push(format!(
-            "A key's state is indivisible: the job can never exceed about 1/s = {:.1}× one subtask's capacity (~{} records/s), i.e. ~{} records/s at this vertex, whatever the parallelism.",
-            ceiling,
-            num(capacity),
-            num(job_max)
-        ));
-        r.fix.extend(hot_key_fix(culprit));
-        r.not_the_fix.push(format!(
-            "More parallelism for {}: the hot key stays on one subtask, which is already {} busy.",
-            culprit.name,
-            pct(hot_busy)
-        ));
-        r.summary = Some(format!(
-            "{} is the culprit: a hot key sends {} of its records to subtask {}; this vertex cannot exceed ~{} records/s.",
-            culprit.name,
             pct(share),
-            hot.subtask,
-            num(job_max)
-        ));
-        evidence.push(ctx.evidence(
-            &culprit.name,
-            "job maximum at this key share",
-            job_max,
-            "records/s",
-            None,
-            "records_in",
-        ));
-    } else {
-        let tm = hot.tm_id.clone().unwrap_or_else(|| "unknown".into());
-        let host = hot.host.clone().map(|h| format!(" on host {h}")).unwrap_or_default();
-        r = StepReport::hit(
-            Finding::SlowInstance,
-            format!(
-                "{} is {} busy while the others' median is {}, but it gets only {} of the records (share {:.2} < {:.2}): not a key, a slow instance.",
-                culprit.subtask_name(hot.subtask),
-                pct(hot_busy),
-                pct(others),
-                pct(share),
-                share,
-                t.hot_key_share_factor / p as f64
-            ),
-        );
-        r.cause.push(format!(
-            "{} is {} busy while the other subtasks are about {} busy, but records are spread evenly ({} of {} records/s, share {:.2} ≈ 1/{p}): not a key — the instance itself is slow. It runs on TaskManager {tm}{host}.",
+            share,
+            t.hot_key_share_factor / p as f64,
+            t.hot_key_share_factor,
+            p,
+            pct(others)
+        ),
+    );
+    r.cause.push(format!(
+        "{} is {} busy and receives {} of {} records/s (share s = {:.2}, {:.1}× a uniform 1/{p}), while the other subtasks are about {} busy: one key (or a few) carries that share, and all records of a key go to one subtask.",
+        culprit.subtask_name(hot.subtask),
+        pct(hot_busy),
+        num(hot_rate),
+        num(total),
+        share,
+        share * p as f64,
+        pct(others)
+    ));
+    r.cause.push(format!(
+        "A key's state is indivisible: the job can never exceed about 1/s = {:.1}× one subtask's capacity (~{} records/s), i.e. ~{} records/s at this vertex, whatever the parallelism.",
+        ceiling,
+        num(capacity),
+        num(job_max)
+    ));
+    r.fix.extend(hot_key_fix(culprit));
+    r.not_the_fix.push(format!(
+        "More parallelism for {}: the hot key stays on one subtask, which is already {} busy.",
+        culprit.name,
+        pct(hot_busy)
+    ));
+    r.summary = Some(format!(
+        "{} is the culprit: a hot key sends {} of its records to subtask {}; this vertex cannot exceed ~{} records/s.",
+        culprit.name,
+        pct(share),
+        hot.subtask,
+        num(job_max)
+    ));
+    evidence.push(ctx.evidence(
+        &culprit.name,
+        "job maximum at this key share",
+        job_max,
+        "records/s",
+        None,
+        "records_in",
+    ));
+    r
+}
+
+/// The hot subtask gets no more records than the others: a slow instance, and where it
+/// runs.
+fn slow_instance_report(ctx: &Context, culprit: &VertexSignals, h: &Hot, evidence: &mut Vec<Evidence>) -> StepReport {
+    let Hot { hot, hot_busy, others, share, p, hot_rate, total } = *h;
+    let t = &ctx.cfg.thresholds;
+    let tm = hot.tm_id.clone().unwrap_or_else(|| "unknown".into());
+    let host = hot.host.clone().map(|h| format!(" on host {h}")).unwrap_or_default();
+    let mut r = StepReport::hit(
+        Finding::SlowInstance,
+        format!(
+            "{} is {} busy while the others' median is {}, but it gets only {} of the records (share {:.2} < {:.2}): not a key, a slow instance.",
             culprit.subtask_name(hot.subtask),
             pct(hot_busy),
             pct(others),
-            num(hot_rate),
-            num(total),
-            share
-        ));
-        let gc = gc_comparison(ctx, hot.tm_id.as_deref());
-        match gc {
-            Some((mine, rest)) => {
-                let stands_out = rest.is_none_or(|o| mine > 2.0 * o + 5.0);
-                r.cause.push(match (stands_out, rest) {
-                    (true, Some(o)) => format!("Garbage collection on that TaskManager takes {mine:.0} ms/s against {o:.0} ms/s on the job's other TaskManagers: a likely reason."),
-                    (true, None) => format!("Garbage collection on that TaskManager takes {mine:.0} ms/s."),
-                    (false, Some(o)) => format!("Garbage collection is not the reason: {mine:.0} ms/s there, {o:.0} ms/s on the job's other TaskManagers."),
-                    (false, None) => unreachable!("no comparison means it stands out"),
-                });
-                evidence.push(ctx.evidence(
-                    &tm,
-                    "Status.JVM.GarbageCollector.All.Time rate",
-                    mine,
-                    "ms/s",
-                    None,
-                    "gc_time",
-                ));
-            }
-            None => r.missing.push("Status.JVM.GarbageCollector.All.Time".into()),
+            pct(share),
+            share,
+            t.hot_key_share_factor / p as f64
+        ),
+    );
+    r.cause.push(format!(
+        "{} is {} busy while the other subtasks are about {} busy, but records are spread evenly ({} of {} records/s, share {:.2} ≈ 1/{p}): not a key — the instance itself is slow. It runs on TaskManager {tm}{host}.",
+        culprit.subtask_name(hot.subtask),
+        pct(hot_busy),
+        pct(others),
+        num(hot_rate),
+        num(total),
+        share
+    ));
+    let gc = gc_comparison(ctx, hot.tm_id.as_deref());
+    match gc {
+        Some((mine, rest)) => {
+            let stands_out = rest.is_none_or(|o| mine > 2.0 * o + 5.0);
+            r.cause.push(match (stands_out, rest) {
+                (true, Some(o)) => format!("Garbage collection on that TaskManager takes {mine:.0} ms/s against {o:.0} ms/s on the job's other TaskManagers: a likely reason."),
+                (true, None) => format!("Garbage collection on that TaskManager takes {mine:.0} ms/s."),
+                (false, Some(o)) => format!("Garbage collection is not the reason: {mine:.0} ms/s there, {o:.0} ms/s on the job's other TaskManagers."),
+                (false, None) => unreachable!("no comparison means it stands out"),
+            });
+            evidence.push(ctx.evidence(
+                &tm,
+                "Status.JVM.GarbageCollector.All.Time rate",
+                mine,
+                "ms/s",
+                None,
+                "gc_time",
+            ));
         }
-        r.fix.push(format!(
-            "Fix the node, not the key: look at TaskManager {tm}{host} — GC{}, CPU throttling (cgroup cpu.stat nr_throttled), a noisy neighbour, a slow local disk, or a stuck thread (thread dump: Flink REST /taskmanagers/:id/thread-dump). Restarting that TaskManager moves subtask {} elsewhere.",
-            gc.map(|(m, _)| format!(" ({m:.0} ms/s now)")).unwrap_or_default(),
-            hot.subtask
-        ));
-        r.not_the_fix.push(format!("Salting or re-keying {}: its records are already spread evenly.", culprit.name));
-        r.not_the_fix.push(format!(
-            "More parallelism for {}: the slow instance stays slow and keeps its share of the keys.",
-            culprit.name
-        ));
-        r.summary = Some(format!(
-            "{} is the culprit: subtask {} on TaskManager {tm} is slow ({} busy vs {}) although its records are even.",
-            culprit.name,
-            hot.subtask,
-            pct(hot_busy),
-            pct(others)
-        ));
+        None => r.missing.push("Status.JVM.GarbageCollector.All.Time".into()),
     }
-    r.subtasks = Some(vec![hot.subtask]);
-    r.evidence = evidence;
+    r.fix.push(format!(
+        "Fix the node, not the key: look at TaskManager {tm}{host} — GC{}, CPU throttling (cgroup cpu.stat nr_throttled), a noisy neighbour, a slow local disk, or a stuck thread (thread dump: Flink REST /taskmanagers/:id/thread-dump). Restarting that TaskManager moves subtask {} elsewhere.",
+        gc.map(|(m, _)| format!(" ({m:.0} ms/s now)")).unwrap_or_default(),
+        hot.subtask
+    ));
+    r.not_the_fix.push(format!("Salting or re-keying {}: its records are already spread evenly.", culprit.name));
+    r.not_the_fix.push(format!(
+        "More parallelism for {}: the slow instance stays slow and keeps its share of the keys.",
+        culprit.name
+    ));
+    r.summary = Some(format!(
+        "{} is the culprit: subtask {} on TaskManager {tm} is slow ({} busy vs {}) although its records are even.",
+        culprit.name,
+        hot.subtask,
+        pct(hot_busy),
+        pct(others)
+    ));
     r
 }
 

@@ -23,7 +23,6 @@ pub struct Located {
 }
 
 pub fn run(ctx: &Context) -> Located {
-    let t = &ctx.cfg.thresholds;
     let verts = &ctx.signals.vertices;
     let with_metrics: Vec<&VertexSignals> = verts.iter().filter(|v| v.backpressured_max().is_some()).collect();
     if with_metrics.is_empty() {
@@ -44,7 +43,37 @@ pub fn run(ctx: &Context) -> Located {
         &red.iter().map(|v| format!("{} {}", v.name, pct(v.backpressured_max().unwrap_or(0.0)))).collect::<Vec<_>>(),
         8,
     );
+    let found = search(ctx, &red);
+    let report = if let Some((first, _)) = found.culprits.first() {
+        culprit_report(ctx, first, &found.culprits, &red, &red_list)
+    } else if let Some((from, to)) = found.network.first() {
+        network_report(ctx, from, to, &red_list)
+    } else {
+        unknown_report(&found.unknown, &red_list)
+    };
+    Located {
+        report,
+        culprits: found.culprits.into_iter().map(|(v, _)| v.id.clone()).collect(),
+        network: found.network,
+    }
+}
 
+/// Where the backpressure stops, read from the sink backwards.
+struct Search<'a> {
+    /// Busy vertices that are not red below red ones, with the size of the red region
+    /// upstream of each, ranked.
+    culprits: Vec<(&'a VertexSignals, usize)>,
+    /// Exchanges into vertices neither red nor busy.
+    network: Vec<(String, String)>,
+    /// Vertices below red ones whose metrics do not decide.
+    unknown: Vec<&'a VertexSignals>,
+}
+
+/// Candidates are the vertices that are not red with a red direct upstream vertex (without
+/// a graph: every busy vertex that is not red).
+fn search<'a>(ctx: &Context<'a>, red: &[&VertexSignals]) -> Search<'a> {
+    let t = &ctx.cfg.thresholds;
+    let verts = &ctx.signals.vertices;
     let mut culprits: Vec<(&VertexSignals, usize)> = Vec::new();
     let mut network: Vec<(String, String)> = Vec::new();
     let mut unknown: Vec<&VertexSignals> = Vec::new();
@@ -79,155 +108,171 @@ pub fn run(ctx: &Context) -> Located {
     }
     culprits
         .sort_by(|a, b| b.1.cmp(&a.1).then(b.0.busy_max().unwrap_or(0.0).total_cmp(&a.0.busy_max().unwrap_or(0.0))));
+    Search { culprits, network, unknown }
+}
 
-    let mut report;
-    if let Some((first, _)) = culprits.first() {
-        let b = first.busy_max().unwrap_or(0.0);
-        let p = first.backpressured_max().unwrap_or(0.0);
-        let upstream_red: Vec<String> = if ctx.signals.graph_free {
-            red.iter().map(|v| v.name.clone()).collect()
-        } else {
-            ctx.signals.upstream_region(&first.id, |u| ctx.is_red(u)).iter().map(|v| v.name.clone()).collect()
-        };
-        let detail = if ctx.signals.graph_free {
-            format!(
-                "Backpressured (p_max > {:.2}): {red_list}. Without the job graph, the busiest vertex that is not backpressured is taken: {} (busy {}, backpressured {}).",
-                t.backpressured_ratio,
-                first.name,
-                pct(b),
-                pct(p)
-            )
-        } else {
-            format!(
-                "Backpressured (p_max > {:.2}): {red_list}. First vertex downstream that is not: {} (busy {}, backpressured {}), busy by itself (b_max ≥ {:.2}).",
-                t.backpressured_ratio,
-                first.name,
-                pct(b),
-                pct(p),
-                t.busy_ratio
-            )
-        };
-        report = StepReport::new(Outcome::Hit, detail);
-        report.cause.push(if ctx.signals.graph_free {
-            format!(
-                "{} is busy {} of the time (max over {} subtasks) and not backpressured ({}), while {} {} backpressured. Without the job graph it is assumed, not known, that they are upstream of it: then it is the slowest vertex, and credit-based flow control slows everything before it.",
-                first.name,
-                pct(b),
-                first.subtask_count(),
-                pct(p),
-                plural(upstream_red.len(), "other vertex", "other vertices"),
-                if upstream_red.len() == 1 { "is" } else { "are" },
-            )
-        } else {
-            format!(
-                "{} is busy {} of the time (max over {} subtasks) and not backpressured ({}), while {} upstream of it {} backpressured: it is the slowest vertex, and credit-based flow control slows everything before it.",
-                first.name,
-                pct(b),
-                first.subtask_count(),
-                pct(p),
-                plural(upstream_red.len(), "vertex", "vertices"),
-                if upstream_red.len() == 1 { "is" } else { "are" },
-            )
-        });
-        if !upstream_red.is_empty() {
-            report.not_the_fix.push(format!(
-                "More parallelism or resources for the backpressured {} ({}): they wait on {}; the job's throughput is the minimum over its vertices.",
-                if upstream_red.len() == 1 { "vertex" } else { "vertices" },
-                limited_list(&upstream_red, 8),
-                first.name
-            ));
-        }
-        if first.operators.len() > 1 {
-            report.cause.push(format!(
-                "The vertex chains {} operators ({}); task metrics are per vertex, so they cannot tell which operator inside the chain is slow.",
-                first.operators.len(),
-                first.operators.join(", ")
-            ));
-            report.fix.push(format!(
-                "To see which of {} is slow, break the chain: disableChaining() on the suspect operator (or startNewChain()), or pipeline.operator-chaining.enabled: false for a test run; a flame graph (rest.flamegraph.enabled: true, then the vertex's Flame Graph tab) shows it without redeploying.",
-                first.operators.join(", ")
-            ));
-        }
-        if culprits.len() > 1 {
-            report.detail.push_str(&format!(
-                " {} independent culprits: {}.",
-                culprits.len(),
-                culprits.iter().map(|(v, n)| format!("{} ({} red upstream)", v.name, n)).collect::<Vec<_>>().join(", ")
-            ));
-        }
-        report.evidence.push(ctx.evidence(&first.name, "busyTimeMsPerSecond", b, "ratio", Some(t.busy_ratio), "busy"));
+/// The report when `first` is the culprit (`culprits` ranked, `first` among them).
+fn culprit_report(
+    ctx: &Context,
+    first: &VertexSignals,
+    culprits: &[(&VertexSignals, usize)],
+    red: &[&VertexSignals],
+    red_list: &str,
+) -> StepReport {
+    let t = &ctx.cfg.thresholds;
+    let b = first.busy_max().unwrap_or(0.0);
+    let p = first.backpressured_max().unwrap_or(0.0);
+    let upstream_red: Vec<String> = if ctx.signals.graph_free {
+        red.iter().map(|v| v.name.clone()).collect()
+    } else {
+        ctx.signals.upstream_region(&first.id, |u| ctx.is_red(u)).iter().map(|v| v.name.clone()).collect()
+    };
+    let detail = if ctx.signals.graph_free {
+        format!(
+            "Backpressured (p_max > {:.2}): {red_list}. Without the job graph, the busiest vertex that is not backpressured is taken: {} (busy {}, backpressured {}).",
+            t.backpressured_ratio,
+            first.name,
+            pct(b),
+            pct(p)
+        )
+    } else {
+        format!(
+            "Backpressured (p_max > {:.2}): {red_list}. First vertex downstream that is not: {} (busy {}, backpressured {}), busy by itself (b_max ≥ {:.2}).",
+            t.backpressured_ratio,
+            first.name,
+            pct(b),
+            pct(p),
+            t.busy_ratio
+        )
+    };
+    let mut report = StepReport::new(Outcome::Hit, detail);
+    report.cause.push(if ctx.signals.graph_free {
+        format!(
+            "{} is busy {} of the time (max over {} subtasks) and not backpressured ({}), while {} {} backpressured. Without the job graph it is assumed, not known, that they are upstream of it: then it is the slowest vertex, and credit-based flow control slows everything before it.",
+            first.name,
+            pct(b),
+            first.subtask_count(),
+            pct(p),
+            plural(upstream_red.len(), "other vertex", "other vertices"),
+            if upstream_red.len() == 1 { "is" } else { "are" },
+        )
+    } else {
+        format!(
+            "{} is busy {} of the time (max over {} subtasks) and not backpressured ({}), while {} upstream of it {} backpressured: it is the slowest vertex, and credit-based flow control slows everything before it.",
+            first.name,
+            pct(b),
+            first.subtask_count(),
+            pct(p),
+            plural(upstream_red.len(), "vertex", "vertices"),
+            if upstream_red.len() == 1 { "is" } else { "are" },
+        )
+    });
+    if !upstream_red.is_empty() {
+        report.not_the_fix.push(format!(
+            "More parallelism or resources for the backpressured {} ({}): they wait on {}; the job's throughput is the minimum over its vertices.",
+            if upstream_red.len() == 1 { "vertex" } else { "vertices" },
+            limited_list(&upstream_red, 8),
+            first.name
+        ));
+    }
+    if first.operators.len() > 1 {
+        report.cause.push(format!(
+            "The vertex chains {} operators ({}); task metrics are per vertex, so they cannot tell which operator inside the chain is slow.",
+            first.operators.len(),
+            first.operators.join(", ")
+        ));
+        report.fix.push(format!(
+            "To see which of {} is slow, break the chain: disableChaining() on the suspect operator (or startNewChain()), or pipeline.operator-chaining.enabled: false for a test run; a flame graph (rest.flamegraph.enabled: true, then the vertex's Flame Graph tab) shows it without redeploying.",
+            first.operators.join(", ")
+        ));
+    }
+    if culprits.len() > 1 {
+        report.detail.push_str(&format!(
+            " {} independent culprits: {}.",
+            culprits.len(),
+            culprits.iter().map(|(v, n)| format!("{} ({} red upstream)", v.name, n)).collect::<Vec<_>>().join(", ")
+        ));
+    }
+    report.evidence.push(ctx.evidence(&first.name, "busyTimeMsPerSecond", b, "ratio", Some(t.busy_ratio), "busy"));
+    report.evidence.push(ctx.evidence(
+        &first.name,
+        "backPressuredTimeMsPerSecond",
+        p,
+        "ratio",
+        Some(t.backpressured_ratio),
+        "backpressured",
+    ));
+    for v in red {
         report.evidence.push(ctx.evidence(
-            &first.name,
+            &v.name,
             "backPressuredTimeMsPerSecond",
-            p,
+            v.backpressured_max().unwrap_or(0.0),
             "ratio",
             Some(t.backpressured_ratio),
             "backpressured",
         ));
-        for v in &red {
-            report.evidence.push(ctx.evidence(
-                &v.name,
-                "backPressuredTimeMsPerSecond",
-                v.backpressured_max().unwrap_or(0.0),
-                "ratio",
-                Some(t.backpressured_ratio),
-                "backpressured",
-            ));
-        }
-    } else if !network.is_empty() {
-        let (from, to) = &network[0];
-        let (from_v, to_v) = (ctx.signals.vertex(from).expect("edge end"), ctx.signals.vertex(to).expect("edge end"));
-        let detail = format!(
-            "Backpressured (p_max > {:.2}): {red_list}. The backpressure stops at the exchange {} → {}: {} is neither backpressured ({}) nor busy ({}).",
-            t.backpressured_ratio,
-            from_v.name,
-            to_v.name,
-            to_v.name,
-            pct(to_v.backpressured_max().unwrap_or(0.0)),
-            pct(to_v.busy_max().unwrap_or(0.0)),
-        );
-        report = StepReport::hit(Finding::Network, detail);
-        report.cause.push(format!(
-            "{} waits to send while {} is {} busy and not backpressured: the exchange between them (network, serialization, a stuck channel) is slow, not an operator.",
-            from_v.name,
-            to_v.name,
-            pct(to_v.busy_max().unwrap_or(0.0))
-        ));
-        report.fix.push(format!(
-            "Look at the exchange {} → {}: network between the TaskManagers (bandwidth, packet loss), serialization cost of the records (Kryo fallback: pipeline.generic-types: false shows it), and the network buffers (taskmanager.memory.network.fraction; outPoolUsage of {} and inPoolUsage of {}).",
-            from_v.name, to_v.name, from_v.name, to_v.name
-        ));
-        report.summary = Some(format!(
-            "Inconclusive: backpressure stops at the exchange {} → {}, whose receiver is neither backpressured nor busy.",
-            from_v.name, to_v.name
-        ));
-        for v in [from_v, to_v] {
-            report.evidence.push(ctx.evidence(
-                &v.name,
-                "busyTimeMsPerSecond",
-                v.busy_max().unwrap_or(0.0),
-                "ratio",
-                Some(t.busy_ratio),
-                "busy",
-            ));
-        }
-    } else {
-        let names: Vec<String> = unknown
-            .iter()
-            .map(|v| match v.missing_subtasks() {
-                0 => v.name.clone(),
-                _ => format!("{}: {} of {} subtasks report", v.name, v.subtask_count(), v.parallelism),
-            })
-            .collect();
-        report = StepReport::no_data(
-            format!(
-                "Backpressured: {red_list}, but the vertices downstream of them have no or partial metrics ({}).",
-                if names.is_empty() { "none found".to_string() } else { names.join(", ") }
-            ),
-            vec!["busyTimeMsPerSecond".into(), "backPressuredTimeMsPerSecond".into()],
-        );
     }
-    Located { report, culprits: culprits.into_iter().map(|(v, _)| v.id.clone()).collect(), network }
+    report
+}
+
+/// The report when the backpressure stops at the exchange `from` → `to`, whose receiver
+/// is neither backpressured nor busy.
+fn network_report(ctx: &Context, from: &str, to: &str, red_list: &str) -> StepReport {
+    let t = &ctx.cfg.thresholds;
+    let (from_v, to_v) = (ctx.signals.vertex(from).expect("edge end"), ctx.signals.vertex(to).expect("edge end"));
+    let detail = format!(
+        "Backpressured (p_max > {:.2}): {red_list}. The backpressure stops at the exchange {} → {}: {} is neither backpressured ({}) nor busy ({}).",
+        t.backpressured_ratio,
+        from_v.name,
+        to_v.name,
+        to_v.name,
+        pct(to_v.backpressured_max().unwrap_or(0.0)),
+        pct(to_v.busy_max().unwrap_or(0.0)),
+    );
+    let mut report = StepReport::hit(Finding::Network, detail);
+    report.cause.push(format!(
+        "{} waits to send while {} is {} busy and not backpressured: the exchange between them (network, serialization, a stuck channel) is slow, not an operator.",
+        from_v.name,
+        to_v.name,
+        pct(to_v.busy_max().unwrap_or(0.0))
+    ));
+    report.fix.push(format!(
+        "Look at the exchange {} → {}: network between the TaskManagers (bandwidth, packet loss), serialization cost of the records (Kryo fallback: pipeline.generic-types: false shows it), and the network buffers (taskmanager.memory.network.fraction; outPoolUsage of {} and inPoolUsage of {}).",
+        from_v.name, to_v.name, from_v.name, to_v.name
+    ));
+    report.summary = Some(format!(
+        "Inconclusive: backpressure stops at the exchange {} → {}, whose receiver is neither backpressured nor busy.",
+        from_v.name, to_v.name
+    ));
+    for v in [from_v, to_v] {
+        report.evidence.push(ctx.evidence(
+            &v.name,
+            "busyTimeMsPerSecond",
+            v.busy_max().unwrap_or(0.0),
+            "ratio",
+            Some(t.busy_ratio),
+            "busy",
+        ));
+    }
+    report
+}
+
+/// The report when the vertices below the red ones have no or partial metrics.
+fn unknown_report(unknown: &[&VertexSignals], red_list: &str) -> StepReport {
+    let names: Vec<String> = unknown
+        .iter()
+        .map(|v| match v.missing_subtasks() {
+            0 => v.name.clone(),
+            _ => format!("{}: {} of {} subtasks report", v.name, v.subtask_count(), v.parallelism),
+        })
+        .collect();
+    StepReport::no_data(
+        format!(
+            "Backpressured: {red_list}, but the vertices downstream of them have no or partial metrics ({}).",
+            if names.is_empty() { "none found".to_string() } else { names.join(", ") }
+        ),
+        vec!["busyTimeMsPerSecond".into(), "backPressuredTimeMsPerSecond".into()],
+    )
 }
 
 /// Nothing backpressured: the source is the culprit when it is busy and its lag grows.

@@ -39,9 +39,27 @@ pub fn evaluate(ctx: &Context) -> (Vec<Hazard>, Vec<String>) {
     let mut missing = Vec::new();
     let retention: BTreeMap<&str, Option<i64>> =
         ctx.snapshot.retention.iter().map(|r| (r.topic.as_str(), r.retention_ms)).collect();
-    let mut exposures: Vec<Exposure> = Vec::new();
+    let mut exposures = exporter_exposures(ctx, &retention, &mut missing);
+    // Flink's own source lag when no exporter covers the job.
+    if ctx.snapshot.partitions.is_empty() {
+        exposures.extend(source_lag_exposures(ctx, &retention, &mut missing));
+    }
+    let mut hazards = retention_hazards(ctx, &exposures);
+    hazards.extend(checkpoints_stalled(ctx, &exposures));
+    hazards.sort_by(|a, b| b.severity.cmp(&a.severity).then(a.time_to_loss_seconds.cmp(&b.time_to_loss_seconds)));
+    missing.sort();
+    missing.dedup();
+    (hazards, missing)
+}
 
-    // Kafka exporters: per topic, the worst partition.
+/// Kafka exporters: per topic, the worst partition. Topics without a known retention are
+/// noted in `missing`.
+fn exporter_exposures(
+    ctx: &Context,
+    retention: &BTreeMap<&str, Option<i64>>,
+    missing: &mut Vec<String>,
+) -> Vec<Exposure> {
+    let mut exposures: Vec<Exposure> = Vec::new();
     let mut by_topic: BTreeMap<&str, Vec<&PartitionLag>> = BTreeMap::new();
     for p in &ctx.snapshot.partitions {
         by_topic.entry(p.topic.as_str()).or_default().push(p);
@@ -60,60 +78,71 @@ pub fn evaluate(ctx: &Context) -> (Vec<Hazard>, Vec<String>) {
             None => missing.push(format!("retention.ms of topic {topic} ([kafka.retention] or KMinion topic info)")),
         }
     }
+    exposures
+}
 
-    // Flink's own source lag when no exporter covers the job.
-    if ctx.snapshot.partitions.is_empty() {
-        for v in ctx.signals.vertices.iter().filter(|v| v.is_source) {
-            let lag = sum_lag(ctx, &v.id);
-            let (Some(lag_records), Some(out)) = (last(&lag), v.throughput()) else { continue };
-            let growth = slope_per_s(&lag).unwrap_or(0.0);
-            let topic = topic_of_source(ctx, &v.name);
-            let Some(Some(ms)) = retention.get(topic.as_str()) else {
-                if growth > 0.0 || lag_records > 0.0 {
-                    missing.push(format!(
-                        "retention.ms of the topic that {} reads (set [kafka.retention] and [[kafka.jobs]] topics in the configuration)",
-                        v.name
-                    ));
-                }
-                continue;
-            };
-            let produce = out + growth.max(0.0);
-            if produce <= 0.0 {
-                continue;
+/// Flink's own source lag (`pendingRecords`) per source vertex, for jobs no Kafka exporter
+/// covers. Sources whose topic's retention is unknown are noted in `missing`.
+fn source_lag_exposures(
+    ctx: &Context,
+    retention: &BTreeMap<&str, Option<i64>>,
+    missing: &mut Vec<String>,
+) -> Vec<Exposure> {
+    let mut exposures: Vec<Exposure> = Vec::new();
+    for v in ctx.signals.vertices.iter().filter(|v| v.is_source) {
+        let lag = sum_lag(ctx, &v.id);
+        let (Some(lag_records), Some(out)) = (last(&lag), v.throughput()) else { continue };
+        let growth = slope_per_s(&lag).unwrap_or(0.0);
+        let topic = topic_of_source(ctx, &v.name);
+        let Some(Some(ms)) = retention.get(topic.as_str()) else {
+            if growth > 0.0 || lag_records > 0.0 {
+                missing.push(format!(
+                    "retention.ms of the topic that {} reads (set [kafka.retention] and [[kafka.jobs]] topics in the configuration)",
+                    v.name
+                ));
             }
-            // Age of the oldest unconsumed record ≈ lag ÷ produce rate; it grows by
-            // growth ÷ produce seconds per second.
-            let lag_s = lag_records / produce;
-            let lag_growth = growth / produce;
-            let retention_s = *ms as f64 / 1000.0;
-            let time_to_loss_s = if lag_s >= retention_s {
-                Some(0.0)
-            } else if lag_growth > 0.0 {
-                Some((retention_s - lag_s) / lag_growth)
-            } else {
-                None
-            };
-            exposures.push(Exposure {
-                topic,
-                lag_s,
-                lag_growth: Some(lag_growth),
-                retention_s,
-                time_to_loss_s,
-                how: format!(
-                    "pendingRecords {} at {} records/s produced ({} consumed)",
-                    num(lag_records),
-                    num(produce),
-                    num(out)
-                ),
-            });
+            continue;
+        };
+        let produce = out + growth.max(0.0);
+        if produce <= 0.0 {
+            continue;
         }
+        // Age of the oldest unconsumed record ≈ lag ÷ produce rate; it grows by
+        // growth ÷ produce seconds per second.
+        let lag_s = lag_records / produce;
+        let lag_growth = growth / produce;
+        let retention_s = *ms as f64 / 1000.0;
+        let time_to_loss_s = if lag_s >= retention_s {
+            Some(0.0)
+        } else if lag_growth > 0.0 {
+            Some((retention_s - lag_s) / lag_growth)
+        } else {
+            None
+        };
+        exposures.push(Exposure {
+            topic,
+            lag_s,
+            lag_growth: Some(lag_growth),
+            retention_s,
+            time_to_loss_s,
+            how: format!(
+                "pendingRecords {} at {} records/s produced ({} consumed)",
+                num(lag_records),
+                num(produce),
+                num(out)
+            ),
+        });
     }
+    exposures
+}
 
+/// A `retention` hazard per topic that falls out of retention within the warning time.
+fn retention_hazards(ctx: &Context, exposures: &[Exposure]) -> Vec<Hazard> {
     let t = &ctx.cfg.thresholds;
     let critical_s = t.retention_critical.as_ms() as f64 / 1000.0;
     let warning_s = t.retention_warning.as_ms() as f64 / 1000.0;
     let mut hazards = Vec::new();
-    for e in &exposures {
+    for e in exposures {
         let Some(ttl) = e.time_to_loss_s else { continue };
         if ttl > warning_s {
             continue;
@@ -145,10 +174,15 @@ pub fn evaluate(ctx: &Context) -> (Vec<Hazard>, Vec<String>) {
             detail,
         });
     }
+    hazards
+}
 
-    // The recovery point against what the log can still hold.
+/// The recovery point against what the log can still hold: a `checkpoints_stalled` hazard
+/// per topic whose remaining room is shorter than the age of the last checkpoint.
+fn checkpoints_stalled(ctx: &Context, exposures: &[Exposure]) -> Vec<Hazard> {
+    let mut hazards = Vec::new();
     if let Some(age_s) = checkpoint_age_s(ctx) {
-        for e in &exposures {
+        for e in exposures {
             let room = e.retention_s - e.lag_s;
             if age_s > room.max(0.0) {
                 hazards.push(Hazard {
@@ -167,10 +201,7 @@ pub fn evaluate(ctx: &Context) -> (Vec<Hazard>, Vec<String>) {
             }
         }
     }
-    hazards.sort_by(|a, b| b.severity.cmp(&a.severity).then(a.time_to_loss_seconds.cmp(&b.time_to_loss_seconds)));
-    missing.sort();
-    missing.dedup();
-    (hazards, missing)
+    hazards
 }
 
 fn partition_exposure(topic: &str, p: &PartitionLag, retention_s: f64) -> Option<Exposure> {

@@ -27,7 +27,6 @@ pub const ROCKSDB_METRIC_OPTIONS: [&str; 6] = [
 pub const MIN_SAMPLES_FOR_PERSISTENCE: u32 = 3;
 
 pub fn run(ctx: &Context, culprit: &VertexSignals) -> StepReport {
-    let t = &ctx.cfg.thresholds;
     let rocks: Vec<&RocksDbSubtask> = ctx.snapshot.rocksdb.iter().filter(|r| r.vertex_id == culprit.id).collect();
     if !culprit.is_stateful() && rocks.is_empty() {
         return StepReport::clear(format!(
@@ -39,57 +38,111 @@ pub fn run(ctx: &Context, culprit: &VertexSignals) -> StepReport {
         return report;
     }
     if rocks.is_empty() {
-        let heap = ctx
-            .snapshot
-            .checkpoints
-            .config
-            .as_ref()
-            .and_then(|c| c.state_backend.as_deref())
-            .filter(|b| !b.to_ascii_lowercase().contains("rocksdb"));
-        if let Some(backend) = heap {
-            return StepReport::clear(format!("{} keeps its state in {backend}, not RocksDB.", culprit.name));
-        }
-        let mut r = StepReport::no_data(
-            format!(
-                "{} is stateful, but there are no RocksDB native metrics for it (off by default, or a heap state backend). To see write stalls, set: {}: true.",
-                culprit.name,
-                ROCKSDB_METRIC_OPTIONS.join(": true, ")
-            ),
-            // One entry, not six: the verdict's `missing` list is read by a person.
-            vec![format!(
-                "RocksDB native metrics of {} (state.backend.rocksdb.metrics.{{{}}}: true)",
-                culprit.name,
-                ROCKSDB_METRIC_OPTIONS
-                    .iter()
-                    .map(|o| o.trim_start_matches("state.backend.rocksdb.metrics."))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )],
-        );
-        r.evidence.clear();
-        return r;
+        return without_rocksdb_metrics(ctx, culprit);
+    }
+    let readings = Readings::of(ctx, &rocks);
+    let (signs, r) = stall_signs(ctx, culprit, &readings);
+    if signs.is_empty() {
+        return readings.clear_report(culprit);
+    }
+    stall_report(r, culprit, &signs)
+}
+
+/// A stateful culprit without RocksDB metrics: its state is on the heap (clear), or the
+/// native metrics are off (`no_data`, with the options that turn them on).
+fn without_rocksdb_metrics(ctx: &Context, culprit: &VertexSignals) -> StepReport {
+    let heap = ctx
+        .snapshot
+        .checkpoints
+        .config
+        .as_ref()
+        .and_then(|c| c.state_backend.as_deref())
+        .filter(|b| !b.to_ascii_lowercase().contains("rocksdb"));
+    if let Some(backend) = heap {
+        return StepReport::clear(format!("{} keeps its state in {backend}, not RocksDB.", culprit.name));
+    }
+    let mut r = StepReport::no_data(
+        format!(
+            "{} is stateful, but there are no RocksDB native metrics for it (off by default, or a heap state backend). To see write stalls, set: {}: true.",
+            culprit.name,
+            ROCKSDB_METRIC_OPTIONS.join(": true, ")
+        ),
+        // One entry, not six: the verdict's `missing` list is read by a person.
+        vec![format!(
+            "RocksDB native metrics of {} (state.backend.rocksdb.metrics.{{{}}}: true)",
+            culprit.name,
+            ROCKSDB_METRIC_OPTIONS
+                .iter()
+                .map(|o| o.trim_start_matches("state.backend.rocksdb.metrics."))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )],
+    );
+    r.evidence.clear();
+    r
+}
+
+/// The culprit's RocksDB readings over the window, the highest of its subtasks.
+#[derive(Clone, Copy)]
+struct Readings {
+    stopped: Option<f64>,
+    delayed: Option<f64>,
+    stall: Option<f64>,
+    compaction: Option<f64>,
+    flush: Option<f64>,
+    pending_now: Option<f64>,
+    /// Pending compaction bytes `(now, growth per s)` of the subtask over, or heading for,
+    /// the soft limit.
+    pending_trouble: Option<(f64, f64)>,
+    /// The soft limit of pending compaction bytes.
+    limit: f64,
+}
+
+impl Readings {
+    fn of(ctx: &Context, rocks: &[&RocksDbSubtask]) -> Readings {
+        let t = &ctx.cfg.thresholds;
+        let max = |f: &dyn Fn(&RocksDbSubtask) -> Option<f64>| rocks.iter().filter_map(|r| f(r)).reduce(f64::max);
+        let stopped = max(&|r| r.write_stopped_max);
+        let delayed = max(&|r| r.delayed_write_rate_max);
+        let stall = max(&|r| r.stall_micros_per_s);
+        // "Persistently set" needs several samples; a single scrape shows a moment.
+        let several = ctx.snapshot.samples_in_window.is_some_and(|n| n >= MIN_SAMPLES_FOR_PERSISTENCE);
+        let compaction = max(&|r| r.compaction_pending_ratio).filter(|_| several);
+        let flush = max(&|r| r.flush_pending_ratio).filter(|_| several);
+        // Judged per subtask: one instance's level with its own growth.
+        let limit = t.rocksdb_soft_pending_compaction_bytes;
+        let horizon_s = t.rocksdb_pending_compaction_horizon.as_ms() as f64 / 1000.0;
+        let pending_now = max(&|r| r.pending_compaction_bytes.last().map(|p| p.1));
+        let pending_trouble: Option<(f64, f64)> = rocks
+            .iter()
+            .filter_map(|r| {
+                let now = r.pending_compaction_bytes.last().map(|p| p.1)?;
+                let growth = slope_per_s(&r.pending_compaction_bytes).unwrap_or(0.0);
+                (now >= limit || (growth > 0.0 && (limit - now) / growth <= horizon_s)).then_some((now, growth))
+            })
+            .max_by(|a, b| a.0.total_cmp(&b.0));
+        Readings { stopped, delayed, stall, compaction, flush, pending_now, pending_trouble, limit }
     }
 
-    let max = |f: &dyn Fn(&RocksDbSubtask) -> Option<f64>| rocks.iter().filter_map(|r| f(r)).reduce(f64::max);
-    let stopped = max(&|r| r.write_stopped_max);
-    let delayed = max(&|r| r.delayed_write_rate_max);
-    let stall = max(&|r| r.stall_micros_per_s);
-    // "Persistently set" needs several samples; a single scrape shows a moment.
-    let several = ctx.snapshot.samples_in_window.is_some_and(|n| n >= MIN_SAMPLES_FOR_PERSISTENCE);
-    let compaction = max(&|r| r.compaction_pending_ratio).filter(|_| several);
-    let flush = max(&|r| r.flush_pending_ratio).filter(|_| several);
-    // Judged per subtask: one instance's level with its own growth.
-    let limit = t.rocksdb_soft_pending_compaction_bytes;
-    let horizon_s = t.rocksdb_pending_compaction_horizon.as_ms() as f64 / 1000.0;
-    let pending_now = max(&|r| r.pending_compaction_bytes.last().map(|p| p.1));
-    let pending_trouble: Option<(f64, f64)> = rocks
-        .iter()
-        .filter_map(|r| {
-            let now = r.pending_compaction_bytes.last().map(|p| p.1)?;
-            let growth = slope_per_s(&r.pending_compaction_bytes).unwrap_or(0.0);
-            (now >= limit || (growth > 0.0 && (limit - now) / growth <= horizon_s)).then_some((now, growth))
-        })
-        .max_by(|a, b| a.0.total_cmp(&b.0));
+    /// No sign of a stall: the readings, for the record.
+    fn clear_report(&self, culprit: &VertexSignals) -> StepReport {
+        let Readings { stopped, delayed, stall, compaction, pending_now, .. } = *self;
+        StepReport::clear(format!(
+            "RocksDB of {} does not stall: is_write_stopped {}, actual_delayed_write_rate {}, stall_micros {}, compaction_pending {}, pending compaction bytes {}.",
+            culprit.name,
+            stopped.map(|v| format!("{v:.0}")).unwrap_or_else(|| "n/a".into()),
+            delayed.map(|v| format!("{}/s", human_bytes(v))).unwrap_or_else(|| "n/a".into()),
+            stall.map(|v| format!("{:.0} ms/s", v / 1000.0)).unwrap_or_else(|| "n/a".into()),
+            compaction.map(pct).unwrap_or_else(|| "n/a".into()),
+            pending_now.map(human_bytes).unwrap_or_else(|| "n/a".into())
+        ))
+    }
+}
+
+/// The signs of write stalls among `readings`, with a hit report carrying the evidence.
+fn stall_signs(ctx: &Context, culprit: &VertexSignals, readings: &Readings) -> (Vec<String>, StepReport) {
+    let t = &ctx.cfg.thresholds;
+    let Readings { stopped, delayed, stall, compaction, flush, pending_trouble, limit, .. } = *readings;
     let mut signs: Vec<String> = Vec::new();
     let mut r = StepReport::hit(Finding::StateBackend, String::new());
     if let Some(v) = stopped.filter(|v| *v > 0.0) {
@@ -165,17 +218,11 @@ pub fn run(ctx: &Context, culprit: &VertexSignals) -> StepReport {
             "rocksdb_estimate_pending_compaction_bytes",
         ));
     }
-    if signs.is_empty() {
-        return StepReport::clear(format!(
-            "RocksDB of {} does not stall: is_write_stopped {}, actual_delayed_write_rate {}, stall_micros {}, compaction_pending {}, pending compaction bytes {}.",
-            culprit.name,
-            stopped.map(|v| format!("{v:.0}")).unwrap_or_else(|| "n/a".into()),
-            delayed.map(|v| format!("{}/s", human_bytes(v))).unwrap_or_else(|| "n/a".into()),
-            stall.map(|v| format!("{:.0} ms/s", v / 1000.0)).unwrap_or_else(|| "n/a".into()),
-            compaction.map(pct).unwrap_or_else(|| "n/a".into()),
-            pending_now.map(human_bytes).unwrap_or_else(|| "n/a".into())
-        ));
-    }
+    (signs, r)
+}
+
+/// RocksDB stalls writes: the cause and the fixes.
+fn stall_report(mut r: StepReport, culprit: &VertexSignals, signs: &[String]) -> StepReport {
     r.detail = format!("RocksDB of {} stalls writes: {}.", culprit.name, signs.join(", "));
     r.cause.push(format!(
         "{} is stateful and its RocksDB cannot keep up with the writes: {}. Write stalls block the task thread, which shows upstream as backpressure.",
