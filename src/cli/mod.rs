@@ -69,7 +69,8 @@ pub struct ServeArgs {
 #[command(group = clap::ArgGroup::new("source").args(["recording", "metrics", "scrape"]).multiple(false))]
 pub struct DiagnoseArgs {
     /// A recording: Prometheus text exposition or OpenMetrics with timestamps, plain or
-    /// gzip (e.g. exported from Prometheus, or written by `culprit record`).
+    /// gzip (written by `culprit record`, `promtool tsdb dump-openmetrics`, or the older
+    /// `promtool tsdb dump`); `-` reads standard input.
     #[arg(long, value_name = "FILE")]
     pub recording: Option<PathBuf>,
     /// A plain scrape dump of a Flink reporter endpoint (no timestamps); repeat for the
@@ -532,6 +533,31 @@ fn refuse_plan_mismatch(args: &DiagnoseArgs, snapshot: &crate::model::snapshot::
     }
 }
 
+/// Reads one metrics file into `store` (`-`: standard input); samples without a
+/// timestamp get `stamp`. A JSON file (a plan given in the wrong place) says so.
+fn read_metrics(
+    store: &mut SeriesStore,
+    path: &Path,
+    stamp: i64,
+    flag: &str,
+) -> Result<crate::collect::exposition::ReadSummary, CliError> {
+    let read = if path.as_os_str() == "-" {
+        store.read_from(std::io::stdin().lock(), "stdin", Some(stamp))
+    } else {
+        store.read_path(path, Some(stamp))
+    };
+    read.map_err(|e| {
+        if e.json {
+            CliError::usage(format!(
+                "{e}; {flag} takes metrics: did you mean --plan {} (a job plan) or --checkpoint-config?",
+                path.display()
+            ))
+        } else {
+            CliError::usage(e.to_string())
+        }
+    })
+}
+
 /// `culprit diagnose` over files. `now_ms` stamps scrape dumps without --at.
 pub fn diagnose_command(args: &DiagnoseArgs, now_ms: i64) -> Result<Verdict, CliError> {
     let config = load_config(args.config.as_deref())?;
@@ -546,7 +572,7 @@ pub fn diagnose_command(args: &DiagnoseArgs, now_ms: i64) -> Result<Verdict, Cli
     let mut untimed = 0;
     match (&args.recording, args.metrics.as_slice()) {
         (Some(path), _) => {
-            let read = store.read_path(path, Some(stamp)).map_err(|e| CliError::usage(e.to_string()))?;
+            let read = read_metrics(&mut store, path, stamp, "--recording")?;
             untimed += read.samples - read.with_timestamp;
         }
         (None, []) => {
@@ -556,7 +582,7 @@ pub fn diagnose_command(args: &DiagnoseArgs, now_ms: i64) -> Result<Verdict, Cli
         }
         (None, files) => {
             for path in files {
-                let read = store.read_path(path, Some(stamp)).map_err(|e| CliError::usage(e.to_string()))?;
+                let read = read_metrics(&mut store, path, stamp, "--metrics")?;
                 untimed += read.samples - read.with_timestamp;
             }
         }

@@ -58,9 +58,32 @@ pub struct SampleLine<'a> {
     pub labels_raw: &'a str,
     /// The sample value (NaN, +Inf, -Inf allowed).
     pub value: f64,
+    /// How the line was written: exposition text, or `promtool tsdb dump` (the name as a
+    /// `__name__` label inside `labels_raw`, values quoted the way Go's `strconv.Quote`
+    /// writes them).
+    pub form: LineForm,
+}
+
+/// The way a sample line was written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum LineForm {
+    /// Prometheus text exposition or OpenMetrics: `name{labels} value [timestamp]`, or the
+    /// Prometheus 3 quoted form `{"name", labels} value`.
+    #[default]
+    Exposition,
+    /// `promtool tsdb dump` (Prometheus < 2.49): `{__name__="name", labels} value ts_ms`.
+    /// The metric name is the `__name__` label, which stays in `labels_raw` and is left
+    /// out by [`SampleLine::labels`]; label values are Go-quoted (`\t`, `\xHH`,
+    /// `\uHHHH`, … besides `\\`, `\"` and `\n`).
+    PromtoolDump,
 }
 
 impl<'a> SampleLine<'a> {
+    /// A sample line in the exposition form (tests and hand-made lines).
+    pub fn new(name: &'a str, labels_raw: &'a str, value: f64) -> Self {
+        SampleLine { name, labels_raw, value, form: LineForm::Exposition }
+    }
+
     /// Parses `labels_raw` into (name, value) pairs in written order, unescaping values
     /// (`\\`, `\"`, `\n`).
     ///
@@ -74,12 +97,18 @@ impl<'a> SampleLine<'a> {
     /// accepted by the reader can only fail here with a duplicate label name.
     pub fn labels(&self) -> Result<Vec<(&'a str, Cow<'a, str>)>, String> {
         let mut pairs: Vec<(&'a str, Cow<'a, str>)> = Vec::with_capacity(12);
-        scan_label_set(self.labels_raw, 0, false, |item, _, _| match item {
+        let dump = self.form == LineForm::PromtoolDump;
+        scan_label_set(self.labels_raw, 0, false, dump, |item, _, _| match item {
+            Item::Label { name, .. } if dump && name == NAME_LABEL => Ok(()),
             Item::Label { name, value, escaped } => {
                 if pairs.iter().any(|(seen, _)| *seen == name) {
                     return Err(format!("duplicate label name {name:?} in the label set"));
                 }
-                let value = if escaped { Cow::Owned(unescape(value)) } else { Cow::Borrowed(value) };
+                let value = match escaped {
+                    Escapes::None => Cow::Borrowed(value),
+                    Escapes::Exposition => Cow::Owned(unescape(value)),
+                    Escapes::Go => Cow::Owned(unescape_go(value)),
+                };
                 pairs.push((name, value));
                 Ok(())
             }
@@ -204,12 +233,15 @@ pub struct ReadError {
     pub line: Option<u64>,
     /// What went wrong, one sentence starting in lower case, without a trailing period.
     pub message: String,
+    /// The input is JSON (a job plan or an API answer given where metrics belong), so a
+    /// caller can say which option takes it.
+    pub json: bool,
 }
 
 impl ReadError {
     /// Builds an error about `source_name`, at `line` when given.
     pub fn new(source_name: &str, line: Option<u64>, message: impl Into<String>) -> ReadError {
-        ReadError { source_name: source_name.to_owned(), line, message: message.into() }
+        ReadError { source_name: source_name.to_owned(), line, message: message.into(), json: false }
     }
 }
 
@@ -354,7 +386,19 @@ fn read_lines<R: BufRead, S: SampleSink + ?Sized>(
             }
             continue;
         }
-        let (sample, timestamp) = parse_sample(body).map_err(|m| ReadError::new(source, Some(line_no), m))?;
+        let (sample, timestamp) = parse_sample(body).map_err(|m| {
+            if summary.samples == 0 && looks_like_json(body) {
+                let mut e = ReadError::new(
+                    source,
+                    Some(line_no),
+                    "this is JSON, not Prometheus text exposition or OpenMetrics",
+                );
+                e.json = true;
+                e
+            } else {
+                ReadError::new(source, Some(line_no), m)
+            }
+        })?;
         let t_ms = match timestamp {
             None => None,
             Some(token) => {
@@ -387,6 +431,29 @@ fn read_lines<R: BufRead, S: SampleSink + ?Sized>(
     }
     summary.timestamp_unit = unit.map(|(u, _)| u);
     Ok(summary)
+}
+
+/// Whether a line that is not a sample opens a JSON document: `[`, or `{` followed by the
+/// end of the line, `}` ending it, or a `"key":` (no exposition line has a `:` after a quoted
+/// string at the start of a label set).
+fn looks_like_json(line: &str) -> bool {
+    let b = line.as_bytes();
+    match b.first() {
+        Some(b'[') => true,
+        Some(b'{') => {
+            let i = skip_blanks(b, 1);
+            match b.get(i) {
+                None => true,
+                Some(b'}') => skip_blanks(b, i + 1) == b.len(),
+                Some(b'"') => {
+                    let close = b[i + 1..].iter().position(|&c| c == b'"').map(|k| i + 1 + k);
+                    close.is_some_and(|c| b.get(skip_blanks(b, c + 1)) == Some(&b':'))
+                }
+                _ => false,
+            }
+        }
+        _ => false,
+    }
 }
 
 /// What a `#` line is.
@@ -446,26 +513,12 @@ fn parse_sample(line: &str) -> Result<(SampleLine<'_>, Option<&str>), String> {
     let labels_raw;
     let after_name: usize;
     let what;
+    let mut form = LineForm::Exposition;
     if b[0] == b'{' {
-        // Prometheus 3: `{"my.metric", "a.b"="x"} 1`.
-        let mut quoted: Option<(&str, usize)> = None;
-        let close = scan_label_set(line, 1, true, |item, index, end| match (item, index) {
-            (Item::QuotedName(n), 0) => {
-                quoted = Some((n, end));
-                Ok(())
-            }
-            (Item::QuotedName(n), _) => Err(format!("the quoted metric name {n:?} must come first in the label set")),
-            (Item::Label { name, .. }, 0) => {
-                Err(format!("expected a quoted metric name first in the label set, found label {name:?}"))
-            }
-            (Item::Label { .. }, _) => Ok(()),
-        })?;
-        let Some((n, name_end)) = quoted else {
-            return Err("expected a metric name, found an empty label set at the start of the line".to_owned());
-        };
+        let (n, raw, close, f) = parse_braced_name(line)?;
         name = n;
-        let rest = line[name_end..close].trim_start_matches(is_blank_char);
-        labels_raw = rest.strip_prefix(',').unwrap_or(rest);
+        labels_raw = raw;
+        form = f;
         after_name = close + 1;
         what = "label set";
     } else {
@@ -476,7 +529,10 @@ fn parse_sample(line: &str) -> Result<(SampleLine<'_>, Option<&str>), String> {
         name = &line[..n];
         let open = skip_blanks(b, n);
         if b.get(open) == Some(&b'{') {
-            let close = scan_label_set(line, open + 1, true, |item, _, _| match item {
+            let close = scan_label_set(line, open + 1, true, false, |item, _, _| match item {
+                Item::Label { name: NAME_LABEL, .. } => {
+                    Err(format!("a {NAME_LABEL} label in the label set of {name:?}: the metric is named twice"))
+                }
                 Item::Label { .. } => Ok(()),
                 Item::QuotedName(q) => Err(format!("unexpected quoted metric name {q:?} in the label set of {name:?}")),
             })?;
@@ -526,7 +582,64 @@ fn parse_sample(line: &str) -> Result<(SampleLine<'_>, Option<&str>), String> {
     if i < b.len() {
         check_exemplar(line, i)?;
     }
-    Ok((SampleLine { name, labels_raw, value }, timestamp))
+    Ok((SampleLine { name, labels_raw, value, form }, timestamp))
+}
+
+/// The name of a line that starts with `{`: either the Prometheus 3 quoted form
+/// (`{"my.metric", "a.b"="x"}`: the name first, then the labels) or the form of
+/// `promtool tsdb dump` before Prometheus 2.49 (`{__name__="my_metric", a="x"}`: the name
+/// is a label, values are Go-quoted). Returns the name, the labels as written, the index
+/// of the closing `}` and the form.
+fn parse_braced_name(line: &str) -> Result<(&str, &str, usize, LineForm), String> {
+    let mut quoted: Option<(&str, usize)> = None;
+    let mut dump_name: Option<&str> = None;
+    let mut first_label: Option<&str> = None;
+    let mut go_escapes = false;
+    // Go's escapes are accepted while scanning; they are an error below unless this is
+    // promtool's form.
+    let close = scan_label_set(line, 1, true, true, |item, index, end| match (item, index) {
+        (Item::QuotedName(n), 0) => {
+            quoted = Some((n, end));
+            Ok(())
+        }
+        (Item::QuotedName(n), _) => Err(format!("the quoted metric name {n:?} must come first in the label set")),
+        (Item::Label { name, value, escaped }, _) => {
+            first_label.get_or_insert(name);
+            go_escapes |= escaped == Escapes::Go;
+            if name == NAME_LABEL {
+                if escaped != Escapes::None {
+                    return Err(format!(
+                        "escape sequences in the {NAME_LABEL} label are not supported, found {value:?}"
+                    ));
+                }
+                if dump_name.replace(value).is_some() {
+                    return Err(format!("duplicate label name {NAME_LABEL:?} in the label set"));
+                }
+            }
+            Ok(())
+        }
+    })?;
+    match (quoted, dump_name) {
+        (Some((n, _)), Some(_)) => {
+            Err(format!("the metric {n:?} is named twice: as a quoted name and as a {NAME_LABEL} label"))
+        }
+        (Some((n, name_end)), None) => {
+            if go_escapes {
+                // Re-scan with the exposition's escapes only, for the exact error.
+                scan_label_set(line, 1, true, false, |_, _, _| Ok(()))?;
+            }
+            let rest = line[name_end..close].trim_start_matches(is_blank_char);
+            Ok((n, rest.strip_prefix(',').unwrap_or(rest), close, LineForm::Exposition))
+        }
+        (None, Some("")) => Err(format!("the {NAME_LABEL} label is empty")),
+        (None, Some(n)) => Ok((n, &line[1..close], close, LineForm::PromtoolDump)),
+        (None, None) => Err(match first_label {
+            Some(label) => format!(
+                "expected a metric name (a quoted name first in the label set, or a {NAME_LABEL} label), found label {label:?}"
+            ),
+            None => "expected a metric name, found an empty label set at the start of the line".to_owned(),
+        }),
+    }
 }
 
 /// Validates an OpenMetrics exemplar (` # {labels} value [timestamp]`) starting at the `#`
@@ -540,7 +653,7 @@ fn check_exemplar(line: &str, i: usize) -> Result<(), String> {
             show_at(line, i)
         ));
     }
-    let close = scan_label_set(line, open + 1, true, |item, _, _| match item {
+    let close = scan_label_set(line, open + 1, true, false, |item, _, _| match item {
         Item::Label { .. } => Ok(()),
         Item::QuotedName(q) => Err(format!("unexpected quoted metric name {q:?} in the exemplar's label set")),
     })
@@ -651,14 +764,30 @@ fn parse_plain_timestamp(b: &[u8]) -> Option<(TimeUnit, i64)> {
 
 /// One item of a label set.
 enum Item<'a> {
-    /// `name="value"`; `value` is as written (escapes intact), `escaped` says whether it
-    /// holds any backslash escape.
-    Label { name: &'a str, value: &'a str, escaped: bool },
+    /// `name="value"`; `value` is as written (escapes intact), `escaped` says which
+    /// escapes it holds.
+    Label { name: &'a str, value: &'a str, escaped: Escapes },
     /// A bare double-quoted string: a Prometheus 3 metric name.
     QuotedName(&'a str),
 }
 
+/// The escapes a label value holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Escapes {
+    None,
+    /// Only `\\`, `\"` and `\n`, the exposition formats' escapes.
+    Exposition,
+    /// At least one of the other escapes of Go's `strconv.Quote` (`\t`, `\xHH`, …).
+    Go,
+}
+
+/// The metric name as a label (`promtool tsdb dump`, PromQL).
+const NAME_LABEL: &str = "__name__";
+
 /// Scans the items of a label set in `s` from byte `start`.
+///
+/// With `go`, label values may hold every escape of Go's `strconv.Quote`; without it,
+/// only `\\`, `\"` and `\n`.
 ///
 /// With `closed`, the set must end with an unquoted `}`, whose index is returned; without
 /// it, the set runs to the end of `s` (a `}` is an error) and `s.len()` is returned.
@@ -668,6 +797,7 @@ fn scan_label_set<'a>(
     s: &'a str,
     start: usize,
     closed: bool,
+    go: bool,
     mut on_item: impl FnMut(Item<'a>, usize, usize) -> Result<(), String>,
 ) -> Result<usize, String> {
     let b = s.as_bytes();
@@ -701,7 +831,7 @@ fn scan_label_set<'a>(
             if b.get(i) != Some(&b'"') {
                 return Err(format!("expected a double-quoted value for label {name:?}, found {}", show_at(s, i)));
             }
-            let (value, escaped, end) = quoted_value(s, i, name)?;
+            let (value, escaped, end) = quoted_value(s, i, name, go)?;
             on_item(Item::Label { name, value, escaped }, index, end)?;
             i = end;
         } else if quoted {
@@ -722,12 +852,13 @@ fn scan_label_set<'a>(
 }
 
 /// Scans the double-quoted label value whose opening quote is at byte `i`: returns the text
-/// between the quotes as written, whether it holds escapes, and the index past the closing
-/// quote. Only `\\`, `\"` and `\n` are valid escapes.
-fn quoted_value<'a>(s: &'a str, i: usize, label: &str) -> Result<(&'a str, bool, usize), String> {
+/// between the quotes as written, which escapes it holds, and the index past the closing
+/// quote. Only `\\`, `\"` and `\n` are valid escapes; with `go`, also the others of
+/// Go's `strconv.Quote` (`\a \b \f \r \t \v`, `\xHH`, `\uHHHH`, `\UHHHHHHHH`).
+fn quoted_value<'a>(s: &'a str, i: usize, label: &str, go: bool) -> Result<(&'a str, Escapes, usize), String> {
     let b = s.as_bytes();
     let mut j = i + 1;
-    let mut escaped = false;
+    let mut escaped = Escapes::None;
     loop {
         j = find_quote_or_backslash(b, j);
         match b.get(j) {
@@ -737,8 +868,14 @@ fn quoted_value<'a>(s: &'a str, i: usize, label: &str) -> Result<(&'a str, bool,
             Some(b'"') => return Ok((&s[i + 1..j], escaped, j + 1)),
             Some(b'\\') => match b.get(j + 1) {
                 Some(b'\\' | b'"' | b'n') => {
-                    escaped = true;
+                    if escaped == Escapes::None {
+                        escaped = Escapes::Exposition;
+                    }
                     j += 2;
+                }
+                Some(_) if go && let Some((n, _)) = go_escape(&b[j + 1..]) => {
+                    escaped = Escapes::Go;
+                    j += 1 + n;
                 }
                 Some(_) => {
                     let sequence: String = s[j..].chars().take(2).collect();
@@ -753,6 +890,32 @@ fn quoted_value<'a>(s: &'a str, i: usize, label: &str) -> Result<(&'a str, bool,
             Some(_) => j += 1,
         }
     }
+}
+
+/// The Go escape after a backslash at the start of `b` (`t`, `x41`, `u00e9`, …): its
+/// length and the character it stands for. None when `b` does not start with one, or with
+/// one that is no character (`\xHH` above 7F is a byte of invalid UTF-8; a surrogate).
+fn go_escape(b: &[u8]) -> Option<(usize, char)> {
+    let hex = |n: usize| {
+        let digits = b.get(1..=n)?;
+        let text = std::str::from_utf8(digits).ok()?;
+        u32::from_str_radix(text, 16).ok().filter(|_| digits.iter().all(u8::is_ascii_hexdigit))
+    };
+    Some(match b.first()? {
+        b'a' => (1, '\u{7}'),
+        b'b' => (1, '\u{8}'),
+        b'f' => (1, '\u{c}'),
+        b'n' => (1, '\n'),
+        b'r' => (1, '\r'),
+        b't' => (1, '\t'),
+        b'v' => (1, '\u{b}'),
+        b'\\' => (1, '\\'),
+        b'"' => (1, '"'),
+        b'x' => (3, char::from_u32(hex(2).filter(|&v| v < 0x80)?)?),
+        b'u' => (5, char::from_u32(hex(4)?)?),
+        b'U' => (9, char::from_u32(hex(8)?)?),
+        _ => return None,
+    })
 }
 
 /// Index of the first `"` or `\\` in `b` at or after `j` (or `b.len()`), eight bytes at a
@@ -817,6 +980,22 @@ fn unescape(raw: &str) -> String {
             out.push(c);
         }
     }
+    out
+}
+
+/// Undoes Go's `strconv.Quote` escapes (validated by [`quoted_value`]).
+fn unescape_go(raw: &str) -> String {
+    let mut out = String::with_capacity(raw.len());
+    let mut rest = raw;
+    while let Some(k) = rest.find('\\') {
+        out.push_str(&rest[..k]);
+        let seq = &rest[k + 1..];
+        // Validated while reading; a hand-made line with a bad escape keeps it as written.
+        let (len, c) = go_escape(seq.as_bytes()).unwrap_or((0, '\\'));
+        out.push(c);
+        rest = &seq[len..];
+    }
+    out.push_str(rest);
     out
 }
 
@@ -1403,7 +1582,7 @@ up{instance=\"127.0.0.1:9251\",job=\"flink\"} 0 1795949330
 
     #[test]
     fn duplicate_label_names_are_an_error_from_labels() {
-        let line = SampleLine { name: "a", labels_raw: "b=\"1\",c=\"2\",b=\"3\"", value: 1.0 };
+        let line = SampleLine::new("a", "b=\"1\",c=\"2\",b=\"3\"", 1.0);
         assert_eq!(line.labels().unwrap_err(), "duplicate label name \"b\" in the label set");
         let message = error_at("a 1\na{b=\"1\",b=\"2\"} 1\n", 2);
         assert!(message.contains("duplicate label name"), "{message}");
@@ -1412,7 +1591,7 @@ up{instance=\"127.0.0.1:9251\",job=\"flink\"} 0 1795949330
     #[test]
     fn labels_of_a_hand_made_sample_line_report_syntax_errors() {
         for raw in ["b=\"1\"}", "b=1", "b", "=\"1\"", "b=\"1\" c=\"2\"", "b=\"1", ",", "\"q\""] {
-            let line = SampleLine { name: "a", labels_raw: raw, value: 1.0 };
+            let line = SampleLine::new("a", raw, 1.0);
             assert!(line.labels().is_err(), "{raw}");
         }
     }
@@ -1459,11 +1638,86 @@ up{instance=\"127.0.0.1:9251\",job=\"flink\"} 0 1795949330
         let message = error_at("a{\"q\"} 1\n", 1);
         assert_eq!(message, "unexpected quoted metric name \"q\" in the label set of \"a\"");
         let message = error_at("{a=\"b\", \"q\"} 1\n", 1);
-        assert_eq!(message, "expected a quoted metric name first in the label set, found label \"a\"");
+        assert_eq!(message, "the quoted metric name \"q\" must come first in the label set");
+        let message = error_at("{a=\"b\"} 1\n", 1);
+        assert_eq!(
+            message,
+            "expected a metric name (a quoted name first in the label set, or a __name__ label), found label \"a\""
+        );
+        // The exposition's escapes only, in the quoted form.
+        let message = error_at("{\"q\", a=\"x\\ty\"} 1\n", 1);
+        assert!(message.starts_with("invalid escape sequence \"\\\\t\""), "{message}");
         let message = error_at("{\"q\", \"r\"} 1\n", 1);
         assert_eq!(message, "the quoted metric name \"r\" must come first in the label set");
         error_at("{} 1\n", 1);
         error_at("{\"\"} 1\n", 1);
+    }
+
+    #[test]
+    fn promtool_tsdb_dump_lines_are_read_with_the_name_from_the_name_label() {
+        // `promtool tsdb dump` before Prometheus 2.49: labels sorted (an upper-case label
+        // before `__name__`), `", "` separators, Go-quoted values, `%g` values, ms times.
+        let text = "{__name__=\"flink_uptime\", host=\"127_0_0_1\", job=\"flink\"} 998 1795948512780\n\
+                    {A=\"x\\ty\\u00e9\\x41\", __name__=\"m\"} 1.795948507e+09 1795948517780\n\
+                    {__name__=\"m\"} NaN 1795948522780\n";
+        let (sink, summary) = read(text).unwrap();
+        assert_eq!(summary.samples, 3);
+        assert_eq!(summary.timestamp_unit, Some(TimeUnit::Milliseconds));
+        assert_eq!(sink.samples[0].0, "flink_uptime");
+        assert_eq!(sink.samples[0].1, pairs(&[("host", "127_0_0_1"), ("job", "flink")]));
+        assert_eq!(sink.samples[0].2, 998.0);
+        assert_eq!(sink.samples[0].3, Some(1_795_948_512_780));
+        assert_eq!(sink.samples[1].0, "m");
+        assert_eq!(sink.samples[1].1, pairs(&[("A", "x\tyéA")]));
+        assert_eq!(sink.samples[1].2, 1_795_948_507.0);
+        assert!(sink.samples[2].2.is_nan() && sink.samples[2].1.is_empty());
+        let (sample, _) = parse_sample("{__name__=\"m\", a=\"b\"} 1 2").unwrap();
+        assert_eq!(sample.form, LineForm::PromtoolDump);
+    }
+
+    #[test]
+    fn a_name_label_that_is_empty_doubled_escaped_or_beside_another_name_is_an_error() {
+        assert_eq!(error_at("{__name__=\"\"} 1\n", 1), "the __name__ label is empty");
+        assert!(error_at("{__name__=\"a\", __name__=\"b\"} 1\n", 1).starts_with("duplicate label name"));
+        assert!(error_at("{__name__=\"a\\tb\"} 1\n", 1).starts_with("escape sequences in the __name__ label"));
+        assert_eq!(
+            error_at("{\"q\", __name__=\"a\"} 1\n", 1),
+            "the metric \"q\" is named twice: as a quoted name and as a __name__ label"
+        );
+        assert_eq!(
+            error_at("m{__name__=\"a\"} 1\n", 1),
+            "a __name__ label in the label set of \"m\": the metric is named twice"
+        );
+        // A byte of invalid UTF-8 or a surrogate cannot be a label value.
+        assert!(error_at("{__name__=\"a\", b=\"\\xff\"} 1\n", 1).starts_with("invalid escape sequence"));
+        assert!(error_at("{__name__=\"a\", b=\"\\ud800\"} 1\n", 1).starts_with("invalid escape sequence"));
+    }
+
+    #[test]
+    fn promtool_dump_openmetrics_lines_are_read() {
+        // `promtool tsdb dump-openmetrics` (2.49+): `%s%s %g %.3f`, condensed label sets,
+        // `{}` for a series without labels, `# EOF`.
+        let text = "flink_uptime{host=\"h\",job=\"flink\"} 998 1795948512.780\nup{} 1 1795948512.780\n# EOF\n";
+        let (sink, summary) = read(text).unwrap();
+        assert_eq!(summary.format, Format::OpenMetrics);
+        assert_eq!(sink.samples[0].1, pairs(&[("host", "h"), ("job", "flink")]));
+        assert_eq!(sink.samples[1].3, Some(1_795_948_512_780));
+    }
+
+    #[test]
+    fn json_where_metrics_belong_is_named_as_json() {
+        for text in
+            ["{\"plan\": {\"jid\": \"x\"}}\n", "{\n  \"plan\": 1\n}\n", "[1, 2]\n", "{ \"status\" : \"success\" }"]
+        {
+            let error = read_from(text.as_bytes(), "plan.json", &mut Collect::default()).unwrap_err();
+            assert!(error.json, "{text}: {error}");
+            assert_eq!(error.to_string(), "plan.json:1: this is JSON, not Prometheus text exposition or OpenMetrics");
+        }
+        // Lines that open with a brace but are exposition text are not JSON.
+        for text in ["{\"q\", a=\"b\"} x\n", "{__name__=\"m\"} x\n", "{} 1\n"] {
+            let error = read_from(text.as_bytes(), "x.prom", &mut Collect::default()).unwrap_err();
+            assert!(!error.json, "{text}: {error}");
+        }
     }
 
     struct Refuse;
