@@ -327,6 +327,7 @@ async fn a_diagnosis_of_a_100_vertex_64_subtask_job_sends_at_most_12_requests() 
     let v = diagnose(&snapshot, &config.diagnosis);
     assert_eq!(v.culprit.unwrap().vertex_id, SyntheticJob::vertex_id(50), "{}", v.summary);
     let requests = prom.requests();
+    eprintln!("100 × 64 job: {requests} requests");
     assert!(requests <= 12, "{requests} requests");
     // Only the vertices the steps look into have per-subtask detail: the culprit (and the
     // busiest, the same vertex here), not the 99 others.

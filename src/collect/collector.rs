@@ -10,6 +10,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 
+use crate::collect::identity::{self, SeriesScope};
 use crate::collect::kafka;
 use crate::collect::query::{Agg, Aggregation, OverTime, Query, QueryResult, ResultSeries, Selector};
 use crate::config::Config;
@@ -222,9 +223,10 @@ pub async fn collect<S: MetricSource>(source: &S, input: CollectInput<'_>) -> Re
     // Round 1: which job.
     let (run, mut notes, at) = which_job(source, &input, at).await?;
 
-    // Round 2: which window.
+    // Round 2: which series (the hygiene the run's task series need), then which window.
     let mut answers = Answers::default();
-    let window = which_window(source, &input, &run, at, &mut answers.missing).await;
+    let series = which_series(source, &input, &run, at, &mut notes, &mut answers.missing).await;
+    let window = which_window(source, &input, &run, &series, at, &mut answers.missing).await;
 
     // The name as Flink shows it when the plan belongs to this job, else the reporter's.
     let name = input
@@ -237,6 +239,7 @@ pub async fn collect<S: MetricSource>(source: &S, input: CollectInput<'_>) -> Re
     let scope = Scope {
         cat: input.catalog,
         job_id: &run.id,
+        series: &series,
         window,
         at,
         step: cfg.step.as_ms(),
@@ -249,10 +252,20 @@ pub async fn collect<S: MetricSource>(source: &S, input: CollectInput<'_>) -> Re
     round3.extend(job_signal_queries(&scope));
     let mut round3: Vec<(String, Query)> = round3.into_iter().map(|(n, q)| (n.to_string(), q)).collect();
     round3.extend(kafka::lag_queries(&kafka_inputs, scope.trend_start, at, scope.step));
+    round3.extend(identity::superseded_queries(&scope.job(&scope.cat.records_in), window.len_ms(), at));
     answers.ask(source, round3).await;
     answers.note_missing_task_metrics(scope.cat);
     let vertex_aggregates = assemble_aggregates(&|name| answers.get(name));
     let (graph, plan_mismatch) = check_plan(input.graph, &run, &vertex_aggregates, &mut notes);
+    let vertex_name = |id: &str, label: &str| {
+        graph.as_ref().and_then(|g| g.vertex(id)).map(|v| v.name.clone()).unwrap_or_else(|| label.to_string())
+    };
+    notes.extend(identity::superseded_note(
+        answers.get(identity::SUPERSEDED_ALL),
+        answers.get(identity::SUPERSEDED_NEWEST),
+        &series.hygiene.attempts,
+        vertex_name,
+    ));
 
     // Round 4: per-subtask detail for the vertices the diagnosis looks into, and the
     // offsets of the topics round 3 found.
@@ -299,6 +312,8 @@ pub async fn collect<S: MetricSource>(source: &S, input: CollectInput<'_>) -> Re
 struct Scope<'a> {
     cat: &'a MetricCatalog,
     job_id: &'a str,
+    /// The run's deployment and the hygiene of its series.
+    series: &'a SeriesScope,
     window: Window,
     /// The time the diagnosis is about (the window's end), Unix ms.
     at: i64,
@@ -308,14 +323,20 @@ struct Scope<'a> {
 }
 
 impl Scope<'_> {
-    /// The job's series of metric `m`.
+    /// The job's task series of metric `m` (newest attempts, each target once).
     fn job(&self, m: &str) -> Selector {
-        Selector::metric(m).with(l::JOB_ID, self.job_id)
+        self.series.task(Selector::metric(m).with(l::JOB_ID, self.job_id))
     }
 
-    /// The job's series whose name ends with `m` (RocksDB metrics carry the state's name).
+    /// The job's task series whose name ends with `m` (RocksDB metrics carry the state's
+    /// name).
     fn job_suffix(&self, m: &str) -> Selector {
-        Selector::metric_suffix(m).with(l::JOB_ID, self.job_id)
+        self.series.task(Selector::metric_suffix(m).with(l::JOB_ID, self.job_id))
+    }
+
+    /// TaskManager series of metric `m` (of the run's deployment, each target once).
+    fn taskmanager(&self, m: &str) -> Selector {
+        self.series.taskmanager(Selector::metric(m))
     }
 
     fn over_window(&self, selector: Selector, func: OverTime, aggregation: Option<Aggregation>) -> Query {
@@ -458,13 +479,49 @@ async fn find_runs<S: MetricSource>(
     Ok(runs)
 }
 
-/// Round 2: the window averages are taken over, ending at `at`: the requested length,
-/// after the job's start-up, not before the data, and from the start of the current
-/// backpressure episode when configured. A failed episode query is noted in `missing`.
+/// Round 2, first half: which series of the run count: its deployment, and the hygiene its
+/// task series need (only the newest of several task attempts, each of several scrape
+/// targets once); a note when series were scraped more than once. A failed query is noted
+/// in `missing` and leaves the series as they are.
+async fn which_series<S: MetricSource>(
+    source: &S,
+    input: &CollectInput<'_>,
+    run: &JobRun,
+    at: i64,
+    notes: &mut Vec<String>,
+    missing: &mut Vec<Missing>,
+) -> SeriesScope {
+    let mut series = SeriesScope::default();
+    let cat = input.catalog;
+    let selector = series.deployment(Selector::metric(&cat.records_in).with(l::JOB_ID, &run.id));
+    let lookback = input.config.diagnosis.trend_lookback.as_ms();
+    let named = identity::hygiene_queries(&selector, &cat.scrape_labels, at, lookback);
+    let queries: Vec<Query> = named.iter().map(|(_, q)| q.clone()).collect();
+    let mut answers = source.run(&queries).await.into_iter();
+    match (answers.next(), answers.next()) {
+        (Some(Ok(attempts)), Some(Ok(once))) => {
+            let (hygiene, note) = identity::hygiene_from(&attempts, &once, &cat.scrape_labels);
+            series.hygiene = hygiene;
+            notes.extend(note);
+        }
+        (Some(Err(e)), _) | (_, Some(Err(e))) => missing.push(Missing {
+            metric: cat.records_in.clone(),
+            detail: format!("query failed: {e}; task attempts and duplicate scrapes are not told apart"),
+        }),
+        _ => {}
+    }
+    series
+}
+
+/// Round 2, second half: the window averages are taken over, ending at `at`: the
+/// requested length, after the job's start-up, not before the data, and from the start of
+/// the current backpressure episode when configured. A failed episode query is noted in
+/// `missing`.
 async fn which_window<S: MetricSource>(
     source: &S,
     input: &CollectInput<'_>,
     run: &JobRun,
+    series: &SeriesScope,
     at: i64,
     missing: &mut Vec<Missing>,
 ) -> Window {
@@ -491,7 +548,7 @@ async fn which_window<S: MetricSource>(
     if cfg.episode_window {
         let cat = input.catalog;
         let q = Query::Range {
-            selector: Selector::metric(&cat.backpressured).with(l::JOB_ID, &run.id),
+            selector: series.task(Selector::metric(&cat.backpressured).with(l::JOB_ID, &run.id)),
             aggregation: Some(Aggregation::new(Agg::Max, &[])),
             start_ms: window.start_ms,
             end_ms: at,
@@ -554,7 +611,14 @@ fn job_signal_queries(s: &Scope<'_>) -> Vec<(&'static str, Query)> {
         &cat.last_checkpoint_completed_timestamp,
     ];
     vec![
-        ("checkpoints", s.range(Selector::metrics(&checkpoint_metrics).with(l::JOB_ID, s.job_id), None, s.trend_start)),
+        (
+            "checkpoints",
+            s.range(
+                s.series.deployment(Selector::metrics(&checkpoint_metrics).with(l::JOB_ID, s.job_id)),
+                None,
+                s.trend_start,
+            ),
+        ),
         ("rocksdb_is_write_stopped", rocksdb(&cat.rocksdb_is_write_stopped_suffix, OverTime::Max, Agg::Max)),
         (
             "rocksdb_actual_delayed_write_rate",
@@ -576,8 +640,8 @@ fn job_signal_queries(s: &Scope<'_>) -> Vec<(&'static str, Query)> {
         ("rocksdb_stall_micros", rocksdb(&cat.rocksdb_stall_micros_suffix, OverTime::Rate, Agg::Sum)),
         ("pending_records", s.range(s.job(&cat.pending_records), by_subtask(Agg::Sum), s.trend_start)),
         ("emit_event_time_lag", s.over_window(s.job(&cat.emit_event_time_lag), OverTime::Avg, by_subtask(Agg::Max))),
-        ("gc_time", s.over_window(Selector::metric(&cat.gc_time), OverTime::Rate, by_tm(Agg::Sum))),
-        ("cpu_load", s.over_window(Selector::metric(&cat.cpu_load), OverTime::Avg, by_tm(Agg::Max))),
+        ("gc_time", s.over_window(s.taskmanager(&cat.gc_time), OverTime::Rate, by_tm(Agg::Sum))),
+        ("cpu_load", s.over_window(s.taskmanager(&cat.cpu_load), OverTime::Avg, by_tm(Agg::Max))),
         (
             "input_watermark",
             s.range(s.job(&cat.input_watermark), Some(Aggregation::new(Agg::Min, &[l::TASK_ID])), s.window.start_ms),

@@ -5,11 +5,14 @@
 //! * [`store`]: an in-memory series store filled by the reader.
 //! * [`query`]: the few query shapes the diagnosis needs, evaluated with PromQL semantics
 //!   over the store (and, live, by Prometheus itself).
+//! * [`identity`]: which series stand for the same thing (task attempts, one target
+//!   scraped twice, two deployments under one job id).
 //! * [`collector`]: request + metric source → snapshot.
 
 pub mod collector;
 pub mod exposition;
 pub mod flink_rest;
+pub mod identity;
 pub mod kafka;
 pub mod prometheus;
 pub mod query;

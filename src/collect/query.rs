@@ -19,6 +19,9 @@ pub enum MatchOp {
     OneOf(Vec<String>),
     /// `label=~".+suffix"`: a non-empty value ending with this literal suffix.
     EndsWith(String),
+    /// `label!~"a|b|c"`: none of these literal values (a missing label is the empty string,
+    /// so it matches unless "" is listed).
+    NotOneOf(Vec<String>),
 }
 
 /// One label matcher.
@@ -28,29 +31,68 @@ pub struct Matcher {
     pub op: MatchOp,
 }
 
-/// A series selector: matchers, the metric name being the `__name__` matcher.
+/// A series selector: matchers, the metric name being the `__name__` matcher, and how
+/// series that stand for the same thing are reduced to one ([`Hygiene`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Selector {
     pub matchers: Vec<Matcher>,
+    pub hygiene: Hygiene,
+}
+
+/// The label Flink's reporter gives every task and operator series: the attempt of the
+/// subtask that reported it (0, then one more per restart of that subtask).
+pub const ATTEMPT_LABEL: &str = "task_attempt_num";
+/// The labels that say which subtask a series belongs to, within one job.
+pub const SUBTASK_LABELS: [&str; 2] = ["task_id", "subtask_index"];
+
+/// Series that stand for the same thing, reduced to one before any aggregation. Applied by
+/// [`Query::to_promql`] and, over a recording, by [`crate::collect::identity::reduce`]:
+/// both give the same series.
+///
+/// * `attempts`: the `task_attempt_num` values seen for the job, ascending by number. With
+///   two or more, a series of a listed attempt is left out while a series of a higher
+///   listed attempt of the same subtask (`task_id`, `subtask_index`) has samples: only the
+///   newest attempt of each subtask counts (a restart, or a PushGateway that keeps serving
+///   a dead TaskManager's last push). Series of unlisted attempts, or without the label
+///   (JobManager, TaskManager), always count.
+/// * `scrape_labels`: labels that only say how a series was scraped (`job`, `instance`,
+///   `pod`, …). Non-empty: series equal but for these count once (`max without (…)`), so
+///   one target scraped by two scrape jobs is not summed or counted twice. Not applied to
+///   a range query without aggregation, whose series keep their metric names.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Hygiene {
+    pub attempts: Vec<String>,
+    pub scrape_labels: Vec<String>,
+}
+
+impl Hygiene {
+    /// True when it changes nothing.
+    pub fn is_empty(&self) -> bool {
+        self.attempts.len() < 2 && self.scrape_labels.is_empty()
+    }
 }
 
 impl Selector {
     /// All series of one metric.
     pub fn metric(name: &str) -> Self {
-        Selector { matchers: vec![Matcher { label: "__name__".into(), op: MatchOp::Equal(name.into()) }] }
+        Selector::of(vec![Matcher { label: "__name__".into(), op: MatchOp::Equal(name.into()) }])
+    }
+
+    fn of(matchers: Vec<Matcher>) -> Self {
+        Selector { matchers, hygiene: Hygiene::default() }
     }
 
     /// All series of any of these metrics.
     pub fn metrics<S: AsRef<str>>(names: &[S]) -> Self {
         let names: Vec<String> = names.iter().map(|n| n.as_ref().to_string()).collect();
         let op = if names.len() == 1 { MatchOp::Equal(names[0].clone()) } else { MatchOp::OneOf(names) };
-        Selector { matchers: vec![Matcher { label: "__name__".into(), op }] }
+        Selector::of(vec![Matcher { label: "__name__".into(), op }])
     }
 
     /// All series of metrics whose name ends with `suffix` (one RocksDB metric in every
     /// column family, whichever way the reporter names them).
     pub fn metric_suffix(suffix: &str) -> Self {
-        Selector { matchers: vec![Matcher { label: "__name__".into(), op: MatchOp::EndsWith(suffix.into()) }] }
+        Selector::of(vec![Matcher { label: "__name__".into(), op: MatchOp::EndsWith(suffix.into()) }])
     }
 
     /// Adds `label="value"`.
@@ -65,6 +107,18 @@ impl Selector {
         self
     }
 
+    /// Adds `label!~"v1|v2|…"` (literal values).
+    pub fn without_any_of(mut self, label: &str, values: &[String]) -> Self {
+        self.matchers.push(Matcher { label: label.into(), op: MatchOp::NotOneOf(values.to_vec()) });
+        self
+    }
+
+    /// The same selector, reducing duplicate series as `hygiene` says.
+    pub fn with_hygiene(mut self, hygiene: Hygiene) -> Self {
+        self.hygiene = hygiene;
+        self
+    }
+
     /// True when the label set matches (a missing label matches only the empty string).
     pub fn matches<'a>(&self, get: impl Fn(&str) -> Option<&'a str>) -> bool {
         self.matchers.iter().all(|m| {
@@ -73,12 +127,14 @@ impl Selector {
                 MatchOp::Equal(v) => value == v,
                 MatchOp::OneOf(vs) => vs.iter().any(|v| v == value),
                 MatchOp::EndsWith(suffix) => value.len() > suffix.len() && value.ends_with(suffix.as_str()),
+                MatchOp::NotOneOf(vs) => !vs.iter().any(|v| v == value),
             }
         })
     }
 
-    /// PromQL text, every value escaped for a PromQL double-quoted string (`\`, `"`, newline)
-    /// and, inside `=~`, for RE2.
+    /// PromQL text of the matchers (the [`Hygiene`] is rendered by [`Query::to_promql`]),
+    /// every value escaped for a PromQL double-quoted string (`\`, `"`, newline) and,
+    /// inside `=~` and `!~`, for RE2.
     pub fn to_promql(&self) -> String {
         let mut out = String::from("{");
         for (i, m) in self.matchers.iter().enumerate() {
@@ -95,6 +151,10 @@ impl Selector {
                 }
                 MatchOp::EndsWith(suffix) => {
                     let _ = write!(out, "{}=~\".+{}\"", m.label, escape_promql_string(&escape_regex(suffix)));
+                }
+                MatchOp::NotOneOf(vs) => {
+                    let alternation = vs.iter().map(|v| escape_regex(v)).collect::<Vec<_>>().join("|");
+                    let _ = write!(out, "{}!~\"{}\"", m.label, escape_promql_string(&alternation));
                 }
             }
         }
@@ -185,18 +245,67 @@ impl Query {
     pub fn to_promql(&self) -> String {
         match self {
             Query::OverTime { selector, func, range_ms, aggregation, .. } => {
-                let inner = match func {
-                    OverTime::Avg => format!("avg_over_time({}[{}ms])", selector.to_promql(), range_ms),
-                    OverTime::Max => format!("max_over_time({}[{}ms])", selector.to_promql(), range_ms),
-                    OverTime::Min => format!("min_over_time({}[{}ms])", selector.to_promql(), range_ms),
-                    OverTime::Last => format!("last_over_time({}[{}ms])", selector.to_promql(), range_ms),
-                    OverTime::Count => format!("count_over_time({}[{}ms])", selector.to_promql(), range_ms),
-                    OverTime::Rate => format!("rate({}[{}ms])", selector.to_promql(), range_ms),
+                let name = match func {
+                    OverTime::Avg => "avg_over_time",
+                    OverTime::Max => "max_over_time",
+                    OverTime::Min => "min_over_time",
+                    OverTime::Last => "last_over_time",
+                    OverTime::Count => "count_over_time",
+                    OverTime::Rate => "rate",
                 };
+                let inner = newest_attempts(
+                    selector,
+                    |s| format!("{name}({}[{range_ms}ms])", s.to_promql()),
+                    |s| format!("count_over_time({}[{range_ms}ms])", s.to_promql()),
+                );
+                wrap_aggregation(aggregation.as_ref(), once_per_target(&selector.hygiene, inner))
+            }
+            Query::Range { selector, aggregation, .. } => {
+                let inner = newest_attempts(selector, |s| s.to_promql(), |s| s.to_promql());
+                let inner = if aggregation.is_some() { once_per_target(&selector.hygiene, inner) } else { inner };
                 wrap_aggregation(aggregation.as_ref(), inner)
             }
-            Query::Range { selector, aggregation, .. } => wrap_aggregation(aggregation.as_ref(), selector.to_promql()),
         }
+    }
+}
+
+/// The series of `selector` with only the newest listed attempt of each subtask:
+/// `(f(s{a="0"}) unless on(task_id, subtask_index) present(s{a=~"1|2"})) or (f(s{a="1"})
+/// unless on(…) present(s{a=~"2"})) or f(s{a!~"0|1"})` for attempts 0, 1, 2. `f` gives the
+/// values, `present` the series that have samples.
+fn newest_attempts(
+    selector: &Selector,
+    f: impl Fn(&Selector) -> String,
+    present: impl Fn(&Selector) -> String,
+) -> String {
+    let attempts = &selector.hygiene.attempts;
+    if attempts.len() < 2 {
+        return f(selector);
+    }
+    let older = &attempts[..attempts.len() - 1];
+    let mut parts: Vec<String> = older
+        .iter()
+        .enumerate()
+        .map(|(i, a)| {
+            format!(
+                "({} unless on({}) {})",
+                f(&selector.clone().with(ATTEMPT_LABEL, a)),
+                SUBTASK_LABELS.join(", "),
+                present(&selector.clone().with_one_of(ATTEMPT_LABEL, &attempts[i + 1..]))
+            )
+        })
+        .collect();
+    parts.push(f(&selector.clone().without_any_of(ATTEMPT_LABEL, older)));
+    parts.join(" or ")
+}
+
+/// `max without (<scrape labels>) (inner)`: one series per scraped series, however many
+/// scrape jobs read it.
+fn once_per_target(hygiene: &Hygiene, inner: String) -> String {
+    if hygiene.scrape_labels.is_empty() {
+        inner
+    } else {
+        format!("max without ({}) ({inner})", hygiene.scrape_labels.join(", "))
     }
 }
 
@@ -270,6 +379,41 @@ mod tests {
             aggregation: Some(Aggregation::new(Agg::Sum, &["task_id", "subtask_index"])),
         };
         assert_eq!(q.to_promql(), r#"sum by (task_id, subtask_index) (rate({__name__="m", job_id="j"}[300000ms]))"#);
+    }
+
+    #[test]
+    fn only_the_newest_attempt_counts_in_promql_too() {
+        let hygiene = Hygiene { attempts: vec!["0".into(), "1".into(), "2".into()], scrape_labels: vec![] };
+        let q = Query::OverTime {
+            selector: Selector::metric("m").with("job_id", "j").with_hygiene(hygiene),
+            func: OverTime::Avg,
+            range_ms: 60_000,
+            at_ms: 0,
+            aggregation: Some(Aggregation::new(Agg::Max, &["task_id"])),
+        };
+        assert_eq!(
+            q.to_promql(),
+            concat!(
+                r#"max by (task_id) ("#,
+                r#"(avg_over_time({__name__="m", job_id="j", task_attempt_num="0"}[60000ms]) unless on(task_id, subtask_index) count_over_time({__name__="m", job_id="j", task_attempt_num=~"1|2"}[60000ms]))"#,
+                r#" or (avg_over_time({__name__="m", job_id="j", task_attempt_num="1"}[60000ms]) unless on(task_id, subtask_index) count_over_time({__name__="m", job_id="j", task_attempt_num=~"2"}[60000ms]))"#,
+                r#" or avg_over_time({__name__="m", job_id="j", task_attempt_num!~"0|1"}[60000ms]))"#
+            )
+        );
+    }
+
+    #[test]
+    fn each_target_counts_once_before_the_aggregation_but_not_in_a_raw_range() {
+        let hygiene = Hygiene { attempts: vec![], scrape_labels: vec!["job".into(), "instance".into()] };
+        let selector = Selector::metric("m").with_hygiene(hygiene);
+        let range =
+            |aggregation| Query::Range { selector: selector.clone(), aggregation, start_ms: 0, end_ms: 0, step_ms: 1 };
+        assert_eq!(
+            range(Some(Aggregation::new(Agg::Sum, &["task_id"]))).to_promql(),
+            r#"sum by (task_id) (max without (job, instance) ({__name__="m"}))"#
+        );
+        // A raw range keeps metric names (max would drop them): the series stay apart.
+        assert_eq!(range(None).to_promql(), r#"{__name__="m"}"#);
     }
 
     #[test]

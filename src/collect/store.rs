@@ -15,7 +15,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 
 use crate::collect::exposition::{self, Format, ReadError, ReadSummary, SampleLine, SampleSink, TimeUnit};
-use crate::collect::query::{Agg, Aggregation, MatchOp, OverTime, Query, QueryResult, ResultSeries, Selector};
+use crate::collect::identity::{self, Row};
+use crate::collect::query::{Agg, Aggregation, MatchOp, Matcher, OverTime, Query, QueryResult, ResultSeries, Selector};
 
 /// Prometheus' default lookback delta for instant selectors, in ms.
 pub const LOOKBACK_DELTA_MS: i64 = 5 * 60 * 1000;
@@ -206,9 +207,12 @@ impl SeriesStore {
     }
 
     fn select(&self, selector: &Selector) -> Vec<&Series> {
-        let names: Option<Vec<Sym>> = selector.matchers.iter().find(|m| m.label == "__name__").map(|m| match &m.op {
+        // A positive name matcher narrows the candidates; anything else scans every series.
+        let by_name = |m: &&Matcher| m.label == "__name__" && !matches!(m.op, MatchOp::NotOneOf(_));
+        let names: Option<Vec<Sym>> = selector.matchers.iter().find(by_name).map(|m| match &m.op {
             MatchOp::Equal(v) => self.strings.get(v).into_iter().collect(),
             MatchOp::OneOf(vs) => vs.iter().filter_map(|v| self.strings.get(v)).collect(),
+            MatchOp::NotOneOf(_) => unreachable!("not a narrowing matcher"),
             MatchOp::EndsWith(suffix) => {
                 let mut names: Vec<Sym> = self
                     .by_name
@@ -237,16 +241,20 @@ impl SeriesStore {
         match query {
             Query::OverTime { selector, func, range_ms, at_ms, aggregation } => {
                 let start = at_ms - range_ms;
-                let per_series: Vec<(BTreeMap<String, String>, f64)> = self
+                let rows: Vec<Row> = self
                     .select(selector)
                     .into_iter()
                     .filter_map(|s| {
                         let lo = s.t_ms.partition_point(|&t| t <= start);
                         let hi = s.t_ms.partition_point(|&t| t <= *at_ms);
                         let (ts, vs) = (&s.t_ms[lo..hi], &s.values[lo..hi]);
-                        over_time(*func, ts, vs, start, *at_ms).map(|v| (self.labels_map(s, false), v))
+                        (lo < hi).then(|| Row {
+                            labels: self.labels_map(s, false),
+                            value: over_time(*func, ts, vs, start, *at_ms),
+                        })
                     })
                     .collect();
+                let per_series = identity::reduce(&selector.hygiene, rows, true);
                 aggregate(per_series, aggregation.as_ref())
                     .into_iter()
                     .map(|(labels, v)| ResultSeries { labels, points: vec![(*at_ms, v)] })
@@ -259,16 +267,17 @@ impl SeriesStore {
                 let step = (*step_ms).max(1);
                 let mut t = *start_ms;
                 while t <= *end_ms {
-                    let instant: Vec<(BTreeMap<String, String>, f64)> = series
+                    let rows: Vec<Row> = series
                         .iter()
                         .filter_map(|s| {
                             let idx = s.t_ms.partition_point(|&x| x <= t);
                             if idx == 0 || s.t_ms[idx - 1] <= t - LOOKBACK_DELTA_MS {
                                 return None;
                             }
-                            Some((self.labels_map(s, keep_name), s.values[idx - 1]))
+                            Some(Row { labels: self.labels_map(s, keep_name), value: Some(s.values[idx - 1]) })
                         })
                         .collect();
+                    let instant = identity::reduce(&selector.hygiene, rows, !keep_name);
                     for (labels, v) in aggregate(instant, aggregation.as_ref()) {
                         out.entry(labels).or_default().push((t, v));
                     }

@@ -76,13 +76,47 @@ pub struct MetricCatalog {
     pub rocksdb_estimate_pending_compaction_bytes_suffix: String,
     /// RocksDB statistic `stall_micros` (`…_operator_rocksdb_stall_micros`), µs (counter).
     pub rocksdb_stall_micros_suffix: String,
+    /// Labels that only say how a series was scraped (the target, the scrape job, the
+    /// Prometheus replica), never what it measures. Series of one job equal but for these
+    /// (one pod scraped through pod annotations and a PodMonitor) count once.
+    pub scrape_labels: Vec<String>,
 }
+
+/// Labels Flink's reporter writes that tell series apart: never scrape labels.
+const FLINK_LABELS: [&str; 12] = [
+    "job_id",
+    "job_name",
+    "task_id",
+    "task_name",
+    "subtask_index",
+    "task_attempt_num",
+    "task_attempt_id",
+    "tm_id",
+    "host",
+    "operator_id",
+    "operator_name",
+    "column_family",
+];
 
 impl MetricCatalog {
     /// Every name must be a valid Prometheus metric name (suffixes: its tail).
     pub fn validate(&self, problems: &mut Vec<String>) {
         let value = serde_json::to_value(self).expect("plain strings");
+        for label in &self.scrape_labels {
+            let valid = label.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+                && label.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+            if !valid {
+                problems.push(format!("metrics.scrape_labels: `{label}` is not a valid Prometheus label name"));
+            } else if FLINK_LABELS.contains(&label.as_str()) {
+                problems.push(format!(
+                    "metrics.scrape_labels: `{label}` is a label of Flink's reporter that tells series apart, not a scrape label"
+                ));
+            }
+        }
         for (key, v) in value.as_object().expect("a struct").iter() {
+            if key == "scrape_labels" {
+                continue;
+            }
             let name = v.as_str().unwrap_or_default();
             let tail = name.trim_start_matches('_');
             let ok = !name.is_empty()
@@ -126,6 +160,22 @@ impl Default for MetricCatalog {
             rocksdb_mem_table_flush_pending_suffix: "_rocksdb_mem_table_flush_pending".into(),
             rocksdb_estimate_pending_compaction_bytes_suffix: "_rocksdb_estimate_pending_compaction_bytes".into(),
             rocksdb_stall_micros_suffix: "_rocksdb_stall_micros".into(),
+            scrape_labels: [
+                "job",
+                "instance",
+                "pod",
+                "pod_name",
+                "kubernetes_pod_name",
+                "container",
+                "container_name",
+                "endpoint",
+                "service",
+                "prometheus",
+                "prometheus_replica",
+                "replica",
+            ]
+            .map(String::from)
+            .to_vec(),
         }
     }
 }

@@ -1,0 +1,366 @@
+//! Which series stand for the same thing: series hygiene.
+//!
+//! Flink's reporter names a task series by its job, vertex (`task_id`), subtask and task
+//! attempt; what reaches Prometheus can still hold several series for one subtask, or
+//! series of two different jobs under one job id:
+//!
+//! * **superseded task attempts**: after a restart the old attempt's series linger for
+//!   Prometheus' lookback, and a PushGateway keeps serving a dead TaskManager's last push
+//!   forever, with fresh timestamps. Only the newest attempt of each subtask counts.
+//! * **one target scraped twice** (pod annotations and a PodMonitor, two Prometheus
+//!   replicas): series equal but for target labels (`job`, `instance`, `pod`, …) count once.
+//! * **two deployments under one job id** (application mode with HA gives every job the id
+//!   `000…0`, and the same jar gives the same vertex ids): series are told apart by the labels
+//!   that differ between the deployments' JobManager series (`namespace`, `cluster`, …).
+//!
+//! This module holds the [`Hygiene`] semantics for a recording ([`reduce`]; the PromQL form
+//! is [`crate::collect::query::Query::to_promql`]) and what the collector asks to learn which
+//! hygiene a job needs. Pure: no IO.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::collect::query::{
+    ATTEMPT_LABEL, Agg, Aggregation, Hygiene, OverTime, Query, QueryResult, SUBTASK_LABELS, Selector,
+};
+
+/// How the collector selects one run's series: the matchers that pick its deployment among
+/// others under the same job id, and the hygiene its task series need.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SeriesScope {
+    /// `label = value` on every series of the run (e.g. `namespace = flink-us`); empty when
+    /// the job id is one deployment's.
+    pub matchers: Vec<(String, String)>,
+    pub hygiene: Hygiene,
+}
+
+impl SeriesScope {
+    /// A task or operator selector: the run's deployment, only the newest attempt of each
+    /// subtask, each target once.
+    pub fn task(&self, selector: Selector) -> Selector {
+        self.deployment(selector).with_hygiene(self.hygiene.clone())
+    }
+
+    /// A JobManager selector: the run's deployment.
+    pub fn deployment(&self, selector: Selector) -> Selector {
+        self.matchers.iter().fold(selector, |s, (k, v)| s.with(k, v))
+    }
+
+    /// A TaskManager selector (no task attempts): the run's deployment, each target once.
+    pub fn taskmanager(&self, selector: Selector) -> Selector {
+        let hygiene = Hygiene { attempts: Vec::new(), scrape_labels: self.hygiene.scrape_labels.clone() };
+        self.deployment(selector).with_hygiene(hygiene)
+    }
+}
+
+/// Names of the queries that find the hygiene a run needs.
+pub const ATTEMPTS: &str = "series/attempts";
+pub const ATTEMPTS_ONCE: &str = "series/attempts_once";
+/// Names of the queries that count the series of superseded attempts left out.
+pub const SUPERSEDED_ALL: &str = "series/superseded_all";
+pub const SUPERSEDED_NEWEST: &str = "series/superseded_newest";
+
+/// The queries that say which hygiene the run's task series need: per `task_attempt_num`,
+/// the series of `records` (a task counter every Flink version reports; `selector` holds the
+/// run's job id and deployment) over `lookback` before `at`, as they are and once per
+/// scrape target. Several attempts call for the newest-attempt rule; fewer series once per
+/// target than as they are, for merging what two scrape jobs read.
+pub fn hygiene_queries(
+    selector: &Selector,
+    scrape_labels: &[String],
+    at_ms: i64,
+    lookback_ms: i64,
+) -> Vec<(String, Query)> {
+    let per_attempt = |selector: Selector| Query::OverTime {
+        selector,
+        func: OverTime::Last,
+        range_ms: lookback_ms,
+        at_ms,
+        aggregation: Some(Aggregation::new(Agg::Count, &[ATTEMPT_LABEL])),
+    };
+    let once = Hygiene { attempts: Vec::new(), scrape_labels: scrape_labels.to_vec() };
+    vec![
+        (ATTEMPTS.to_string(), per_attempt(selector.clone())),
+        (ATTEMPTS_ONCE.to_string(), per_attempt(selector.clone().with_hygiene(once))),
+    ]
+}
+
+/// The hygiene [`hygiene_queries`]' answers call for, and a note when series were scraped
+/// more than once.
+pub fn hygiene_from(attempts: &QueryResult, once: &QueryResult, scrape_labels: &[String]) -> (Hygiene, Option<String>) {
+    let total = |r: &QueryResult| r.iter().filter_map(|s| s.last_value()).filter(|v| v.is_finite()).sum::<f64>();
+    let (all, distinct) = (total(attempts), total(once));
+    let twice = all > distinct;
+    let hygiene = Hygiene {
+        attempts: sorted_attempts(attempts.iter().map(|s| s.label(ATTEMPT_LABEL).to_string())),
+        scrape_labels: if twice { scrape_labels.to_vec() } else { Vec::new() },
+    };
+    let note = twice.then(|| {
+        format!(
+            "{} task series were scraped more than once ({} distinct; the copies differ only in scrape labels such as {}): each counts once",
+            all,
+            distinct,
+            scrape_labels.iter().take(3).cloned().collect::<Vec<_>>().join(", ")
+        )
+    });
+    (hygiene, note)
+}
+
+/// When the run has several attempts: per vertex, the series of `records` in the window
+/// with every attempt and with the newest only (both once per target), to say what was left
+/// out. None otherwise.
+pub fn superseded_queries(task_selector: &Selector, window_ms: i64, at_ms: i64) -> Vec<(String, Query)> {
+    if task_selector.hygiene.attempts.len() < 2 {
+        return Vec::new();
+    }
+    let count = |selector: Selector| Query::OverTime {
+        selector,
+        func: OverTime::Count,
+        range_ms: window_ms,
+        at_ms,
+        aggregation: Some(Aggregation::new(Agg::Count, &["task_id", "task_name"])),
+    };
+    let every_attempt = Hygiene { attempts: Vec::new(), scrape_labels: task_selector.hygiene.scrape_labels.clone() };
+    vec![
+        (SUPERSEDED_ALL.to_string(), count(task_selector.clone().with_hygiene(every_attempt))),
+        (SUPERSEDED_NEWEST.to_string(), count(task_selector.clone())),
+    ]
+}
+
+/// The note saying which series of superseded attempts were left out, from
+/// [`superseded_queries`]' answers; `name` gives a vertex's name by id. None when none were.
+pub fn superseded_note(
+    all: &QueryResult,
+    newest: &QueryResult,
+    attempts: &[String],
+    name: impl Fn(&str, &str) -> String,
+) -> Option<String> {
+    let newest: BTreeMap<&str, f64> =
+        newest.iter().filter_map(|s| Some((s.label("task_id"), s.last_value()?))).collect();
+    let mut dropped: Vec<(String, u64)> = all
+        .iter()
+        .filter_map(|s| {
+            let n = s.last_value()? - newest.get(s.label("task_id")).copied().unwrap_or(0.0);
+            (n >= 1.0).then(|| (name(s.label("task_id"), s.label("task_name")), n as u64))
+        })
+        .collect();
+    if dropped.is_empty() {
+        return None;
+    }
+    dropped.sort();
+    let total: u64 = dropped.iter().map(|d| d.1).sum();
+    let list: Vec<String> = dropped.iter().map(|(n, c)| format!("{n} ({c})")).collect();
+    Some(format!(
+        "Left out {total} series of superseded task attempts ({}): only the newest attempt of each subtask counts (attempts seen: {}). A restart leaves the old attempt's series behind for a few minutes; a PushGateway serves a dead TaskManager's last push until its group is deleted.",
+        crate::diagnose::limited_list(&list, 8),
+        attempts.join(", ")
+    ))
+}
+
+/// One selected series' result before aggregation: its labels and value. A series is a row
+/// when it has samples (in the range, or within the lookback of an instant); `value` is
+/// `None` when it has samples but no value (a rate over a single sample).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Row {
+    pub labels: BTreeMap<String, String>,
+    pub value: Option<f64>,
+}
+
+/// Applies `hygiene` to the rows of one selector, as the PromQL of
+/// [`crate::collect::query::Query::to_promql`] does: rows of superseded attempts are left
+/// out, then (when `once_per_target`) rows equal but for the scrape labels are merged by
+/// `max` (NaN only when every value is NaN). Returns the rows with a value.
+pub fn reduce(hygiene: &Hygiene, rows: Vec<Row>, once_per_target: bool) -> Vec<(BTreeMap<String, String>, f64)> {
+    let rows = newest_attempts(&hygiene.attempts, rows);
+    let valued = rows.into_iter().filter_map(|r| r.value.map(|v| (r.labels, v)));
+    if !once_per_target || hygiene.scrape_labels.is_empty() {
+        return valued.collect();
+    }
+    let mut merged: BTreeMap<BTreeMap<String, String>, f64> = BTreeMap::new();
+    for (mut labels, v) in valued {
+        labels.retain(|k, _| k != "__name__" && !hygiene.scrape_labels.contains(k));
+        merged
+            .entry(labels)
+            .and_modify(|m| {
+                if m.is_nan() || v > *m {
+                    *m = v;
+                }
+            })
+            .or_insert(v);
+    }
+    merged.into_iter().collect()
+}
+
+/// The rows left when only the newest listed attempt of each subtask counts (see
+/// [`Hygiene::attempts`]).
+fn newest_attempts(attempts: &[String], rows: Vec<Row>) -> Vec<Row> {
+    if attempts.len() < 2 {
+        return rows;
+    }
+    let subtask = |r: &Row| -> Vec<String> {
+        SUBTASK_LABELS.iter().map(|l| r.labels.get(*l).cloned().unwrap_or_default()).collect()
+    };
+    let rank = |r: &Row| r.labels.get(ATTEMPT_LABEL).and_then(|a| attempts.iter().position(|x| x == a));
+    // The highest listed attempt with samples, per subtask.
+    let mut newest: BTreeMap<Vec<String>, usize> = BTreeMap::new();
+    for r in &rows {
+        if let Some(i) = rank(r) {
+            let e = newest.entry(subtask(r)).or_insert(i);
+            *e = (*e).max(i);
+        }
+    }
+    rows.into_iter()
+        .filter(|r| match rank(r) {
+            // The last listed attempt, like an unlisted one, is never superseded.
+            Some(i) if i + 1 < attempts.len() => newest.get(&subtask(r)).is_none_or(|&n| n <= i),
+            _ => true,
+        })
+        .collect()
+}
+
+/// Attempt values in ascending numeric order (non-numbers last, as text), deduplicated.
+pub fn sorted_attempts(values: impl IntoIterator<Item = String>) -> Vec<String> {
+    let set: BTreeSet<String> = values.into_iter().filter(|v| !v.is_empty()).collect();
+    let mut v: Vec<String> = set.into_iter().collect();
+    v.sort_by(|a, b| match (a.parse::<u64>(), b.parse::<u64>()) {
+        (Ok(x), Ok(y)) => x.cmp(&y),
+        (Ok(_), Err(_)) => std::cmp::Ordering::Less,
+        (Err(_), Ok(_)) => std::cmp::Ordering::Greater,
+        (Err(_), Err(_)) => a.cmp(b),
+    });
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(task: &str, sub: &str, attempt: &str, extra: &[(&str, &str)], value: Option<f64>) -> Row {
+        let mut labels: BTreeMap<String, String> =
+            [("task_id", task), ("subtask_index", sub), ("task_attempt_num", attempt)]
+                .iter()
+                .filter(|(_, v)| !v.is_empty())
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+        labels.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+        Row { labels, value }
+    }
+
+    fn hygiene(attempts: &[&str], scrape: &[&str]) -> Hygiene {
+        Hygiene {
+            attempts: attempts.iter().map(|s| s.to_string()).collect(),
+            scrape_labels: scrape.iter().map(|s| s.to_string()).collect(),
+        }
+    }
+
+    #[test]
+    fn only_the_newest_attempt_of_each_subtask_counts() {
+        // Subtask 0 has attempts 0 and 1 (restarted): 1 counts. Subtask 1 has only
+        // attempt 0 (not restarted, a region failover spared it): it counts.
+        let rows = vec![
+            row("v", "0", "0", &[], Some(960.0)),
+            row("v", "0", "1", &[], Some(10.0)),
+            row("v", "1", "0", &[], Some(300.0)),
+        ];
+        let out = reduce(&hygiene(&["0", "1"], &[]), rows, false);
+        let values: Vec<f64> = out.iter().map(|(_, v)| *v).collect();
+        assert_eq!(values, [10.0, 300.0]);
+    }
+
+    #[test]
+    fn a_newer_attempt_without_a_value_still_supersedes() {
+        // A rate over one sample has no value, but the newer attempt has samples: the old
+        // attempt is gone all the same (PromQL: `unless on(…) count_over_time(…)`).
+        let rows = vec![row("v", "0", "0", &[], Some(5.0)), row("v", "0", "1", &[], None)];
+        assert!(reduce(&hygiene(&["0", "1"], &[]), rows, false).is_empty());
+    }
+
+    #[test]
+    fn series_without_an_attempt_or_of_an_unlisted_attempt_always_count() {
+        let rows = vec![
+            row("", "", "", &[("tm_id", "tm-1")], Some(1.0)),
+            row("v", "0", "7", &[], Some(2.0)),
+            row("v", "0", "1", &[], Some(3.0)),
+        ];
+        // 7 is not listed: it neither counts as newer nor is dropped.
+        assert_eq!(reduce(&hygiene(&["0", "1"], &[]), rows, false).len(), 3);
+    }
+
+    #[test]
+    fn one_target_scraped_twice_counts_once_as_the_max() {
+        // The same subtask from two scrape jobs, and a second subtask once: two rows remain,
+        // subtask 0 at max(400, 410) = 410.
+        let rows = vec![
+            row("v", "0", "0", &[("job", "pods"), ("instance", "10.0.0.1:9249")], Some(400.0)),
+            row("v", "0", "0", &[("job", "podmonitor"), ("instance", "10.0.0.1:9249")], Some(410.0)),
+            row("v", "1", "0", &[("job", "pods")], Some(f64::NAN)),
+            row("v", "1", "0", &[("job", "podmonitor")], Some(7.0)),
+        ];
+        let out = reduce(&hygiene(&[], &["job", "instance"]), rows.clone(), true);
+        assert_eq!(out.len(), 2);
+        assert_eq!(out[0].1, 410.0);
+        // NaN loses to a number, as in PromQL's max.
+        assert_eq!(out[1].1, 7.0);
+        assert!(!out[0].0.contains_key("job"));
+        // Not merged where the query keeps series apart (a range query without aggregation).
+        assert_eq!(reduce(&hygiene(&[], &["job", "instance"]), rows, false).len(), 4);
+    }
+
+    /// One vertex `v` with two subtasks, scraped every 5 s over (0, 300 s]: subtask 0
+    /// restarted at 150 s (attempt 0 busy 900 ms/s until 145 s, attempt 1 busy 100 ms/s
+    /// from 150 s); subtask 1 runs attempt 0 throughout at 400 ms/s.
+    fn restarted() -> crate::collect::store::SeriesStore {
+        let mut store = crate::collect::store::SeriesStore::new();
+        for t in (5..=300).step_by(5) {
+            let ms = t * 1000;
+            let (attempt, busy) = if t < 150 { ("0", 900.0) } else { ("1", 100.0) };
+            let labels = [("job_id", "j"), ("task_id", "v"), ("subtask_index", "0"), ("task_attempt_num", attempt)];
+            store.push("busy", &labels, ms, busy);
+            let labels = [("job_id", "j"), ("task_id", "v"), ("subtask_index", "1"), ("task_attempt_num", "0")];
+            store.push("busy", &labels, ms, 400.0);
+        }
+        store.finish();
+        store
+    }
+
+    fn max_busy(store: &crate::collect::store::SeriesStore, attempts: &[&str]) -> f64 {
+        let q = Query::OverTime {
+            selector: Selector::metric("busy").with("job_id", "j").with_hygiene(hygiene(attempts, &[])),
+            func: OverTime::Avg,
+            range_ms: 300_000,
+            at_ms: 300_000,
+            aggregation: Some(Aggregation::new(Agg::Max, &["task_id"])),
+        };
+        store.evaluate(&q)[0].points[0].1
+    }
+
+    #[test]
+    fn a_restart_inside_the_window_counts_only_the_new_attempt_of_the_restarted_subtask() {
+        let store = restarted();
+        // Every series: max(avg 900 of attempt 0, avg 100 of attempt 1, avg 400) = 900.
+        assert_eq!(max_busy(&store, &[]), 900.0);
+        // Newest attempts: subtask 0's attempt 1 (100) and subtask 1's attempt 0 (400),
+        // which nothing supersedes: max(100, 400) = 400.
+        assert_eq!(max_busy(&store, &["0", "1"]), 400.0);
+    }
+
+    #[test]
+    fn the_newest_attempt_rule_holds_at_each_step_of_a_range_query() {
+        // max over the job's series at 100 s (only attempt 0 exists: 900) and at 200 s (the
+        // instant vector holds attempt 0 until the 5 min lookback passes, but attempt 1
+        // supersedes it: max(100, 400) = 400).
+        let q = Query::Range {
+            selector: Selector::metric("busy").with("job_id", "j").with_hygiene(hygiene(&["0", "1"], &[])),
+            aggregation: Some(Aggregation::new(Agg::Max, &[])),
+            start_ms: 100_000,
+            end_ms: 200_000,
+            step_ms: 100_000,
+        };
+        assert_eq!(restarted().evaluate(&q)[0].points, vec![(100_000, 900.0), (200_000, 400.0)]);
+    }
+
+    #[test]
+    fn attempts_sort_as_numbers() {
+        let v = sorted_attempts(["10", "2", "0", "2", ""].iter().map(|s| s.to_string()));
+        assert_eq!(v, ["0", "2", "10"]);
+    }
+}

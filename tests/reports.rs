@@ -1,0 +1,215 @@
+//! The field reports of issue 8 ("Every Flink a user runs"), each with the value its README
+//! says a user expects: offline, as a user runs `culprit diagnose --recording … --plan …`,
+//! and live, from a real Prometheus backfilled with the same recording by promtool.
+//!
+//! The inputs are copied from the reports into `tests/data/reports/NN-*/` (README, the
+//! `make.py` that generates them, the recording and the plan).
+
+mod support;
+
+use std::path::{Path, PathBuf};
+
+use culprit::cli::{DiagnoseArgs, diagnose_command};
+use culprit::collect::collector::{CollectInput, collect};
+use culprit::collect::prometheus::{PromSource, Prometheus};
+use culprit::config::{Config, Millis, PrometheusConfig};
+use culprit::diagnose::diagnose;
+use culprit::model::graph::JobGraph;
+use culprit::model::request::DiagnosisRequest;
+use culprit::model::verdict::{Finding, Status, Verdict};
+use culprit::render::Format;
+use serde_json::Value;
+
+fn report(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/reports").join(name)
+}
+
+fn args(dir: &Path, recording: &Path) -> DiagnoseArgs {
+    DiagnoseArgs {
+        recording: Some(recording.to_path_buf()),
+        metrics: Vec::new(),
+        scrape: Vec::new(),
+        flink: None,
+        cluster: None,
+        plan: Some(dir.join("plan.json")),
+        job: None,
+        at: None,
+        window: None,
+        config: None,
+        checkpoint_config: None,
+        format: Format::Json,
+    }
+}
+
+/// The verdict of `culprit diagnose --recording <dir>/recording.om.gz --plan <dir>/plan.json`.
+fn offline(dir: &Path) -> Verdict {
+    diagnose_command(&args(dir, &dir.join("recording.om.gz")), 0).unwrap_or_else(|e| panic!("{}", e.message))
+}
+
+fn at_of(v: &Verdict) -> i64 {
+    v.at.parse::<jiff::Timestamp>().unwrap().as_millisecond()
+}
+
+/// The live verdict from Prometheus at `url`, for `request` with the plan of `dir`.
+async fn live(url: &str, dir: &Path, request: &DiagnosisRequest) -> Verdict {
+    let config = Config::default();
+    let prom = Prometheus::new(&PrometheusConfig {
+        url: url.to_string(),
+        timeout: Millis::from_secs(10),
+        deadline: Millis::from_secs(20),
+        auth: None,
+        tenant: None,
+    })
+    .unwrap();
+    let source = PromSource::new(&prom, request.at_ms.unwrap());
+    let graph = JobGraph::from_plan_json(&std::fs::read_to_string(dir.join("plan.json")).unwrap()).unwrap();
+    let snapshot = collect(
+        &source,
+        CollectInput {
+            request,
+            graph: Some(graph),
+            checkpoint_config: None,
+            config: &config,
+            catalog: &config.metrics,
+        },
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+    diagnose(&snapshot, &config.diagnosis)
+}
+
+/// Equal JSON, numbers within a relative 1e-3 (Prometheus' float sums differ in the last
+/// bits).
+fn assert_same(a: &Value, b: &Value, path: &str) {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => {
+            let (x, y) = (x.as_f64().unwrap(), y.as_f64().unwrap());
+            assert!((x - y).abs() <= 1e-3 * x.abs().max(y.abs()).max(1e-9), "{path}: {x} vs {y}");
+        }
+        (Value::Array(x), Value::Array(y)) => {
+            assert_eq!(x.len(), y.len(), "{path}: lengths\n{a:#}\nvs\n{b:#}");
+            for (i, (x, y)) in x.iter().zip(y).enumerate() {
+                assert_same(x, y, &format!("{path}[{i}]"));
+            }
+        }
+        (Value::Object(x), Value::Object(y)) => {
+            assert_eq!(x.keys().collect::<Vec<_>>(), y.keys().collect::<Vec<_>>(), "{path}: keys");
+            for (k, v) in x {
+                assert_same(v, &y[k], &format!("{path}.{k}"));
+            }
+        }
+        _ => assert_eq!(a, b, "{path}"),
+    }
+}
+
+fn vertex<'a>(v: &'a Verdict, name: &str) -> &'a culprit::model::verdict::GraphVertex {
+    v.graph.vertices.iter().find(|g| g.name == name).unwrap_or_else(|| panic!("no vertex {name}"))
+}
+
+fn no_plan_of_another_run_note(v: &Verdict) {
+    assert!(!v.notes.iter().any(|n| n.contains("the plan is not of this run")), "{:#?}", v.notes);
+}
+
+// ---------------------------------------------------------------------------------------
+// 02: a PushGateway keeps the last push of a dead TaskManager (attempt 0).
+// ---------------------------------------------------------------------------------------
+
+/// Report 02's expectation: attempt 1 is healthy, so no backpressure; the frozen attempt-0
+/// series of tm-b (window subtask 1 busy 1000 ms/s, source subtask 1 backpressured 960 ms/s)
+/// are left out and a note says so.
+fn assert_report_02(v: &Verdict) {
+    assert_eq!((v.status, v.finding), (Status::NoBackpressure, Finding::None), "{}", v.summary);
+    // Live attempt 1: window busy 260 and 270 ms/s → b_max = 0.27; source backpressured 0.
+    assert_eq!(vertex(v, "TumblingEventTimeWindows").busy_max, Some(0.27));
+    assert_eq!(vertex(v, "Source: clicks").backpressured_max, Some(0.0));
+    no_plan_of_another_run_note(v);
+    let note = v.notes.iter().find(|n| n.contains("superseded task attempts")).expect("a note on the attempts");
+    // One frozen subtask per vertex (subtask 1 of each of the 3 vertices ran on tm-b).
+    assert!(note.starts_with("Left out 3 series of superseded task attempts"), "{note}");
+    assert!(note.contains("attempts seen: 0, 1"), "{note}");
+}
+
+#[test]
+fn report_02_a_dead_taskmanagers_attempt_kept_by_the_pushgateway_is_left_out_offline() {
+    assert_report_02(&offline(&report("02-pushgateway-stale-attempt")));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn report_02_a_dead_taskmanagers_attempt_kept_by_the_pushgateway_is_left_out_live() {
+    let dir = report("02-pushgateway-stale-attempt");
+    let expected = offline(&dir);
+    let server = support::prometheus_with(&dir.join("recording.om.gz"));
+    let request =
+        DiagnosisRequest { job: Some(expected.job.id.clone()), at_ms: Some(at_of(&expected)), ..Default::default() };
+    let v = live(&server.url, &dir, &request).await;
+    assert_report_02(&v);
+    assert_same(&serde_json::to_value(&expected).unwrap(), &serde_json::to_value(&v).unwrap(), "02 live");
+}
+
+// ---------------------------------------------------------------------------------------
+// One target scraped by two scrape jobs (pod annotations and a PodMonitor).
+// ---------------------------------------------------------------------------------------
+
+/// A capture's recording with every series read twice: once as recorded (`job="flink"`),
+/// once by a second scrape job (`job="flink-podmonitor"`), the values equal.
+fn scraped_twice(capture: &Path, out: &Path) {
+    let tmp = out.with_extension("plain");
+    support::gunzip(&capture.join("recording.om.gz"), &tmp);
+    let text = std::fs::read_to_string(&tmp).unwrap();
+    let mut doubled = String::with_capacity(text.len() * 2);
+    for line in text.lines() {
+        doubled.push_str(line);
+        doubled.push('\n');
+        if !line.starts_with('#') && line.contains("job=\"flink\"") {
+            doubled.push_str(&line.replace("job=\"flink\"", "job=\"flink-podmonitor\""));
+            doubled.push('\n');
+        }
+    }
+    std::fs::write(out, doubled).unwrap();
+}
+
+/// The verdict without its notes (the doubled input adds one about the duplicates) and
+/// without the PromQL of its evidence (which says each target counts once).
+fn without_notes(v: &Verdict) -> Value {
+    let mut json = serde_json::to_value(v).unwrap();
+    json["notes"] = Value::Null;
+    for e in json["evidence"].as_array_mut().unwrap() {
+        e["query"] = Value::Null;
+    }
+    json
+}
+
+#[test]
+fn a_capture_scraped_by_two_scrape_jobs_gives_the_verdict_of_the_capture_scraped_once() {
+    for name in ["slow-sink", "hot-key", "healthy"] {
+        let dir = support::capture(name);
+        let tmp = tempfile::tempdir().unwrap();
+        let doubled = tmp.path().join("doubled.om");
+        scraped_twice(&dir, &doubled);
+        let once = offline(&dir);
+        let twice = diagnose_command(&args(&dir, &doubled), 0).unwrap_or_else(|e| panic!("{}", e.message));
+        assert_same(&without_notes(&once), &without_notes(&twice), name);
+        no_plan_of_another_run_note(&twice);
+        assert!(
+            twice.notes.iter().any(|n| n.contains("were scraped more than once") && n.contains("each counts once")),
+            "{name}: {:#?}",
+            twice.notes
+        );
+        assert!(!once.notes.iter().any(|n| n.contains("scraped more than once")), "{name}: {:#?}", once.notes);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_capture_scraped_by_two_scrape_jobs_gives_the_verdict_of_the_capture_scraped_once_live() {
+    let dir = support::capture("slow-sink");
+    let tmp = tempfile::tempdir().unwrap();
+    let doubled = tmp.path().join("doubled.om");
+    scraped_twice(&dir, &doubled);
+    let expected = diagnose_command(&args(&dir, &doubled), 0).unwrap_or_else(|e| panic!("{}", e.message));
+    let server = support::prometheus_with(&doubled);
+    let request =
+        DiagnosisRequest { job: Some(expected.job.id.clone()), at_ms: Some(at_of(&expected)), ..Default::default() };
+    let v = live(&server.url, &dir, &request).await;
+    assert_same(&serde_json::to_value(&expected).unwrap(), &serde_json::to_value(&v).unwrap(), "slow-sink twice live");
+    assert_eq!(v.culprit.as_ref().map(|c| c.vertex_name.as_str()), Some("slow-sink: Writer"), "{}", v.summary);
+}
