@@ -179,3 +179,26 @@ impl Default for MetricCatalog {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scrape_labels_must_be_label_names_and_never_flinks_own() {
+        let mut cat = MetricCatalog::default();
+        cat.scrape_labels = vec!["kubernetes_namespace".into(), "subtask_index".into(), "bad-name".into()];
+        let mut problems = Vec::new();
+        cat.validate(&mut problems);
+        assert_eq!(
+            problems,
+            [
+                "metrics.scrape_labels: `subtask_index` is a label of Flink's reporter that tells series apart, not a scrape label",
+                "metrics.scrape_labels: `bad-name` is not a valid Prometheus label name",
+            ]
+        );
+        let mut problems = Vec::new();
+        MetricCatalog::default().validate(&mut problems);
+        assert!(problems.is_empty(), "{problems:?}");
+    }
+}
