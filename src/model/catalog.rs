@@ -186,8 +186,10 @@ mod tests {
 
     #[test]
     fn scrape_labels_must_be_label_names_and_never_flinks_own() {
-        let mut cat = MetricCatalog::default();
-        cat.scrape_labels = vec!["kubernetes_namespace".into(), "subtask_index".into(), "bad-name".into()];
+        let cat = MetricCatalog {
+            scrape_labels: vec!["kubernetes_namespace".into(), "subtask_index".into(), "bad-name".into()],
+            ..MetricCatalog::default()
+        };
         let mut problems = Vec::new();
         cat.validate(&mut problems);
         assert_eq!(
