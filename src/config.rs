@@ -107,6 +107,48 @@ impl Config {
         }
     }
 
+    /// Every configured secret that can be read, in every wire form: what logs, API
+    /// answers, stored errors and posts must never show. Secrets that cannot be read are
+    /// left out (nothing was sent with them).
+    pub fn redactor(&self) -> crate::model::secret::Redactor {
+        let mut r = crate::model::secret::Redactor::new();
+        let add_auth = |auth: Option<&HttpAuth>, r: &mut crate::model::secret::Redactor| match auth {
+            Some(HttpAuth::Bearer { token }) => {
+                if let Ok(t) = token.resolve() {
+                    r.add(secrecy::ExposeSecret::expose_secret(&t));
+                }
+            }
+            Some(HttpAuth::Basic { username, password }) => {
+                if let Ok(p) = password.resolve() {
+                    r.add_basic(username, secrecy::ExposeSecret::expose_secret(&p));
+                }
+            }
+            None => {}
+        };
+        add_auth(self.prometheus.as_ref().and_then(|p| p.auth.as_ref()), &mut r);
+        for c in &self.flink.clusters {
+            add_auth(c.auth.as_ref(), &mut r);
+        }
+        add_auth(self.notify.alertmanager.as_ref().and_then(|a| a.auth.as_ref()), &mut r);
+        for w in &self.notify.webhook {
+            add_auth(w.auth.as_ref(), &mut r);
+        }
+        add_auth(self.server.auth.as_ref(), &mut r);
+        let resolved = |s: Option<&SecretSource>| s.and_then(|s| s.resolve().ok());
+        if let Some(slack) = &self.notify.slack {
+            if let Some(t) = resolved(slack.token.as_ref()) {
+                r.add(secrecy::ExposeSecret::expose_secret(&t));
+            }
+            if let Some(u) = resolved(slack.webhook_url.as_ref()) {
+                r.add_url(secrecy::ExposeSecret::expose_secret(&u));
+            }
+        }
+        if let Some(k) = resolved(self.notify.pagerduty.as_ref().map(|p| &p.routing_key)) {
+            r.add(secrecy::ExposeSecret::expose_secret(&k));
+        }
+        r
+    }
+
     /// Every value out of its range, in one pass.
     pub fn validate(&self) -> Vec<String> {
         let mut problems = Vec::new();

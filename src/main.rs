@@ -8,7 +8,9 @@ fn main() {
     match culprit::cli::run(cli, &mut out) {
         Ok(()) => std::process::exit(culprit::cli::EXIT_OK),
         Err(e) => {
-            eprintln!("culprit: {}", e.message);
+            // Messages quote names from alerts and backends: no control character reaches
+            // the terminal raw.
+            eprintln!("culprit: {}", culprit::cli::logging::escape_controls(&e.message));
             std::process::exit(e.code);
         }
     }

@@ -1,6 +1,8 @@
 //! The `culprit` command line: parsing, the documented exit codes, and the wiring of
 //! inputs (recordings, scrape dumps, plans) to the collector, the diagnosis and a renderer.
 
+pub mod logging;
+
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -187,7 +189,7 @@ pub fn run(cli: Cli, out: &mut dyn Write) -> Result<(), CliError> {
         }
         Command::Serve(args) => {
             let config = load_config(Some(&args.config))?;
-            init_logging();
+            logging::init(config.redactor());
             runtime()?.block_on(async {
                 let app = crate::service::server::Application::build(config).await.map_err(CliError::usage)?;
                 app.run_until_stopped().await;
@@ -232,15 +234,6 @@ fn write_out(out: &mut dyn Write, s: &str) -> Result<(), CliError> {
 
 fn now_ms() -> i64 {
     jiff::Timestamp::now().as_millisecond()
-}
-
-/// Logs to stderr; `RUST_LOG` filters (default `info`).
-fn init_logging() {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    // Colour codes only on a terminal: a log file or journald would store them as noise.
-    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi).try_init();
 }
 
 fn runtime() -> Result<tokio::runtime::Runtime, CliError> {

@@ -28,6 +28,7 @@ use tokio::time::Instant;
 
 use crate::config::{FlinkCluster, FlinkConfig, HttpAuth, Millis};
 use crate::model::graph::{JobGraph, sanitize_label_value};
+use crate::model::secret::Redactor;
 use crate::model::snapshot::CheckpointConfig;
 
 /// The first pause between two attempts; it doubles (with jitter) up to [`MAX_BACKOFF`].
@@ -200,15 +201,6 @@ enum Auth {
     Basic { username: String, password: SecretString },
 }
 
-impl Auth {
-    fn secret(&self) -> &str {
-        match self {
-            Auth::Bearer(token) => token.expose_secret(),
-            Auth::Basic { password, .. } => password.expose_secret(),
-        }
-    }
-}
-
 impl fmt::Debug for Auth {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -229,6 +221,8 @@ pub struct FlinkRest {
     timeout: Duration,
     deadline: Duration,
     auth: Option<Auth>,
+    /// Every wire form of the credentials, removed from anything quoted back.
+    redactor: Redactor,
     requests: AtomicU64,
 }
 
@@ -278,7 +272,14 @@ impl FlinkRest {
             .user_agent(concat!("culprit/", env!("CARGO_PKG_VERSION")))
             .build()
             .map_err(|e| config_error(format!("the HTTP client cannot be built: {}", error_chain(&e))))?;
+        let mut redactor = Redactor::new();
+        match &auth {
+            Some(Auth::Bearer(token)) => redactor.add(token.expose_secret()),
+            Some(Auth::Basic { username, password }) => redactor.add_basic(username, password.expose_secret()),
+            None => {}
+        }
         Ok(FlinkRest {
+            redactor,
             cluster: cluster.name.clone(),
             base,
             client,
@@ -365,14 +366,15 @@ impl FlinkRest {
         FlinkError::Parse { cluster: self.cluster.clone(), path: path.to_string(), reason: self.redact(reason) }
     }
 
-    /// Removes the secret from text that came from outside (bodies, transport errors).
+    /// Removes the credentials, in every wire form, from text that came from outside
+    /// (bodies, transport errors).
     fn redact(&self, text: String) -> String {
-        match &self.auth {
-            Some(auth) if !auth.secret().is_empty() && text.contains(auth.secret()) => {
-                text.replace(auth.secret(), "[REDACTED]")
-            }
-            _ => text,
-        }
+        self.redactor.redact(&text)
+    }
+
+    /// The wire forms of this client's credentials (to redact what it quotes).
+    pub fn redactor(&self) -> &Redactor {
+        &self.redactor
     }
 
     /// GET of `segments` below the base URL, with retries until the deadline; the body of
@@ -479,7 +481,7 @@ impl FlinkRest {
                 cluster: self.cluster.clone(),
                 path: path.to_string(),
                 status: status.as_u16(),
-                detail: self.redact(error_detail(&body)),
+                detail: error_detail(&body, &self.redactor),
             })
         }
     }
@@ -592,9 +594,11 @@ pub fn pick_job<'a>(jobs: &'a [JobOverview], wanted: &str) -> Option<&'a JobOver
 }
 
 /// Flink's explanation in an error answer: the first line of `errors[0]` of
-/// `{"errors": ["…"]}`, else the first non-empty line of the body; whitespace collapsed and
-/// cut to 200 characters. Empty for an empty body.
-pub fn error_detail(body: &str) -> String {
+/// `{"errors": ["…"]}`, else the first non-empty line of the body; with the credentials
+/// removed in every form (the body, then the decoded message), whitespace collapsed, and
+/// then cut to 200 characters. Empty for an empty body.
+pub fn error_detail(body: &str, redactor: &Redactor) -> String {
+    let body = &redactor.redact(body);
     let from_json = serde_json::from_str::<serde_json::Value>(body).ok().and_then(|v| {
         v.get("errors")?
             .as_array()?
@@ -603,7 +607,7 @@ pub fn error_detail(body: &str) -> String {
             .find(|s| !s.trim().is_empty())
             .map(str::to_string)
     });
-    let text = from_json.unwrap_or_else(|| body.to_string());
+    let text = redactor.redact(&from_json.unwrap_or_else(|| body.to_string()));
     let line = text.lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or("");
     let collapsed = line.split_whitespace().collect::<Vec<_>>().join(" ");
     if collapsed.chars().count() > DETAIL_CHARS {
@@ -711,9 +715,10 @@ mod tests {
     fn flink_error_bodies_give_their_first_line() {
         let body =
             r#"{"errors":["org.apache.flink.runtime.rest.NotFoundException: Job 1 not found\n\tat x.y(Z.java:1)"]}"#;
-        assert_eq!(error_detail(body), "org.apache.flink.runtime.rest.NotFoundException: Job 1 not found");
-        assert_eq!(error_detail("\n  Bad   gateway \nmore"), "Bad gateway");
-        assert_eq!(error_detail(""), "");
-        assert_eq!(error_detail(&"x".repeat(500)).chars().count(), DETAIL_CHARS + 1);
+        let none = Redactor::new();
+        assert_eq!(error_detail(body, &none), "org.apache.flink.runtime.rest.NotFoundException: Job 1 not found");
+        assert_eq!(error_detail("\n  Bad   gateway \nmore", &none), "Bad gateway");
+        assert_eq!(error_detail("", &none), "");
+        assert_eq!(error_detail(&"x".repeat(500), &none).chars().count(), DETAIL_CHARS + 1);
     }
 }

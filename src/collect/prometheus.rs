@@ -26,6 +26,7 @@ use serde::Deserialize;
 use crate::collect::collector::{MetricSource, QueryError};
 use crate::collect::query::{Query, QueryResult, ResultSeries};
 use crate::config::{HttpAuth, PrometheusConfig};
+use crate::model::secret::Redactor;
 
 /// The label that tags each part of a merged query.
 pub const MERGE_LABEL: &str = "culprit_query";
@@ -79,6 +80,8 @@ pub struct Prometheus {
     timeout: Duration,
     deadline: Duration,
     auth: Option<Auth>,
+    /// Every wire form of the credentials, removed from anything quoted back.
+    redactor: Redactor,
     tenant: Option<String>,
     requests: AtomicU64,
     durations: Mutex<Vec<Duration>>,
@@ -211,12 +214,19 @@ impl Prometheus {
             .build()
             .map_err(|e| PromError::new(format!("cannot build the HTTP client: {e}"), None, false))?;
         let base = cfg.url.trim_end_matches('/').to_string();
+        let mut redactor = Redactor::new();
+        match &auth {
+            Some(Auth::Bearer(token)) => redactor.add(token.expose_secret()),
+            Some(Auth::Basic(user, password)) => redactor.add_basic(user, password.expose_secret()),
+            None => {}
+        }
         Ok(Prometheus {
             client,
             base,
             timeout,
             deadline: Duration::from_millis(cfg.deadline.as_ms() as u64),
             auth,
+            redactor,
             tenant: cfg.tenant.clone(),
             requests: AtomicU64::new(0),
             durations: Mutex::new(Vec::new()),
@@ -297,16 +307,9 @@ impl Prometheus {
         }
     }
 
-    fn redact(&self, mut text: String) -> String {
-        let secret = match &self.auth {
-            Some(Auth::Bearer(token)) => token.expose_secret(),
-            Some(Auth::Basic(_, password)) => password.expose_secret(),
-            None => return text,
-        };
-        if !secret.is_empty() {
-            text = text.replace(secret, "[REDACTED]");
-        }
-        text
+    /// The wire forms of this client's credentials (to redact what it quotes).
+    pub fn redactor(&self) -> &Redactor {
+        &self.redactor
     }
 
     async fn send_once(&self, url: &str, form: &[(&'static str, String)]) -> Result<Answer, PromError> {
@@ -335,15 +338,19 @@ impl Prometheus {
                     .await
                     .map_err(|e| PromError::new(format!("{}: {}", self.base, without_url(&e)), None, true))?;
                 if status.is_success() {
-                    parse_answer(&body, &self.base)
+                    // Warnings are quoted in verdicts: redacted as errors are.
+                    parse_answer(&body, &self.base).map(|mut a| {
+                        a.warnings = a.warnings.iter().map(|w| self.redactor.redact(w)).collect();
+                        a
+                    })
                 } else {
-                    Err(status_error(&self.base, status, &body))
+                    Err(status_error(&self.base, status, &body, &self.redactor))
                 }
             }
         };
         // A backend may echo credentials back in an error body: never pass them on.
         let outcome = outcome.map_err(|mut e| {
-            e.message = self.redact(e.message);
+            e.message = self.redactor.redact(&e.message);
             e
         });
         self.durations.lock().expect("not poisoned").push(started.elapsed());
@@ -376,11 +383,17 @@ pub(crate) fn without_url(e: &reqwest::Error) -> String {
     }
 }
 
-fn status_error(base: &str, status: StatusCode, body: &[u8]) -> PromError {
+/// Characters of an error body quoted in a message (after redaction).
+pub const DETAIL_CHARS: usize = 200;
+
+/// A non-2xx answer as an error: the API's `error`, else the start of the body, redacted
+/// before it is cut (a secret across the cut would escape in part).
+fn status_error(base: &str, status: StatusCode, body: &[u8], redactor: &Redactor) -> PromError {
     let detail = serde_json::from_slice::<Envelope>(body)
         .ok()
         .and_then(|e| e.error)
-        .unwrap_or_else(|| String::from_utf8_lossy(&body[..body.len().min(200)]).trim().to_string());
+        .unwrap_or_else(|| String::from_utf8_lossy(body).trim().to_string());
+    let detail = redactor.redact_cut(&detail, DETAIL_CHARS);
     let code = status.as_u16();
     let what = match code {
         400 => "bad query",

@@ -8,10 +8,12 @@
 //! * [`snapshot`]: everything the diagnosis sees about one job.
 //! * [`verdict`]: the `culprit.verdict/v1` value every interface renders.
 //! * [`notice`]: one thing to tell one destination about one alert group.
+//! * [`secret`]: the one redaction mechanism (every wire form of a secret).
 
 pub mod catalog;
 pub mod graph;
 pub mod notice;
 pub mod request;
+pub mod secret;
 pub mod snapshot;
 pub mod verdict;

@@ -25,7 +25,7 @@ use serde_json::{Value, json};
 
 use crate::config::AlertmanagerConfig;
 use crate::model::notice::{Notice, NoticeKind};
-use crate::notify::webhook::{Auth, http_client, parse_url, read_answer, redact};
+use crate::notify::webhook::{Auth, http_client, parse_url, read_answer};
 use crate::notify::{NotifyError, Sent, status_error, transport_error};
 use crate::render::alertmanager::{culprit_alert, ended};
 
@@ -135,8 +135,7 @@ impl Alertmanager {
             };
             return Ok(Sent { state });
         }
-        let secrets: Vec<&str> = self.auth.iter().map(Auth::secret).collect();
-        let e = status_error("alertmanager", status, &headers, &redact(&answer, &secrets), &secrets);
+        let e = status_error("alertmanager", status, &headers, &answer, &Auth::redactor(self.auth.as_ref()));
         tracing::debug!(destination = "alertmanager", status, retryable = e.retryable, "alertmanager: refused");
         Err(e)
     }

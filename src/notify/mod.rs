@@ -14,6 +14,7 @@ pub mod webhook;
 use std::time::Duration;
 
 use crate::model::notice::Notice;
+use crate::model::secret::Redactor;
 
 /// A delivery that succeeded, with the destination's per-group state to keep (e.g. the
 /// Slack message to thread under and update).
@@ -59,22 +60,21 @@ pub fn retry_after(headers: &reqwest::header::HeaderMap, now: jiff::Timestamp) -
     Some(Duration::from_millis(wait.max(0) as u64))
 }
 
+/// Characters of a destination's answer quoted in an error (after redaction).
+pub const DETAIL_CHARS: usize = 200;
+
 /// Classifies a non-2xx answer: retryable for 408/429/5xx (with `Retry-After`), final
-/// otherwise. `what` names the destination; `detail` is a short excerpt of the body with
-/// `secrets` removed.
+/// otherwise. `what` names the destination; `detail` (the answer, or what it says) is
+/// quoted with every form of the destination's secrets removed, then cut to
+/// [`DETAIL_CHARS`] (in that order, so a secret across the cut cannot leak in part).
 pub fn status_error(
     what: &str,
     status: u16,
     headers: &reqwest::header::HeaderMap,
     detail: &str,
-    secrets: &[&str],
+    redactor: &Redactor,
 ) -> NotifyError {
-    // Redact before cutting, so a secret that spans the cut cannot leak in part.
-    let mut detail = detail.to_string();
-    for s in secrets.iter().filter(|s| !s.is_empty()) {
-        detail = detail.replace(s, "[REDACTED]");
-    }
-    let detail: String = detail.chars().take(200).collect();
+    let detail = redactor.redact_cut(detail.trim(), DETAIL_CHARS);
     let message = format!("{what}: HTTP {status}: {}", detail.trim());
     if retryable_status(status) {
         NotifyError::retry(message, retry_after(headers, jiff::Timestamp::now()))
@@ -189,14 +189,15 @@ mod tests {
     #[test]
     fn statuses_408_429_and_5xx_are_retryable_and_secrets_are_removed() {
         let h = reqwest::header::HeaderMap::new();
-        assert!(status_error("x", 429, &h, "", &[]).retryable);
-        assert!(status_error("x", 503, &h, "", &[]).retryable);
-        let e = status_error("pagerduty", 400, &h, "bad routing key R0UT1NG", &["R0UT1NG"]);
+        let none = Redactor::new();
+        assert!(status_error("x", 429, &h, "", &none).retryable);
+        assert!(status_error("x", 503, &h, "", &none).retryable);
+        let e = status_error("pagerduty", 400, &h, "bad routing key R0UT1NG", &Redactor::of("R0UT1NG"));
         assert!(!e.retryable);
         assert_eq!(e.message, "pagerduty: HTTP 400: bad routing key [REDACTED]");
         // A secret across the 200-character cut is still removed whole.
         let body = format!("{}SECRETVALUE", "x".repeat(195));
-        let e = status_error("x", 400, &h, &body, &["SECRETVALUE"]);
+        let e = status_error("x", 400, &h, &body, &Redactor::of("SECRETVALUE"));
         assert!(!e.message.contains("SECR"), "{}", e.message);
     }
 }

@@ -21,7 +21,8 @@ use serde_json::Value;
 
 use crate::config::PagerDutyConfig;
 use crate::model::notice::{Notice, NoticeKind};
-use crate::notify::webhook::{http_client, parse_url, read_answer, redact};
+use crate::model::secret::Redactor;
+use crate::notify::webhook::{http_client, parse_url, read_answer};
 use crate::notify::{NotifyError, Sent, status_error, transport_error};
 use crate::render::pagerduty::{dedup_key, event};
 
@@ -109,7 +110,7 @@ impl PagerDuty {
             tracing::debug!(destination = "pagerduty", status, dedup_key = %dedup, "pagerduty: event accepted");
             return Ok(Sent { state: Some(serde_json::json!({ "dedup_key": dedup })) });
         }
-        let e = status_error("pagerduty", status, &headers, &redact(&error_detail(&answer), &[key]), &[key]);
+        let e = status_error("pagerduty", status, &headers, &error_detail(&answer), &Redactor::of(key));
         tracing::debug!(destination = "pagerduty", status, retryable = e.retryable, error = %e, "pagerduty: event refused");
         Err(e)
     }

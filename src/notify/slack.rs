@@ -57,6 +57,7 @@ use tokio::time::Instant;
 
 use crate::config::{SlackConfig, SlackMode};
 use crate::model::notice::{Notice, NoticeKind};
+use crate::model::secret::Redactor;
 use crate::notify::{NotifyError, Sent, retry_after, status_error, transport_error};
 use crate::render::slack::{SlackMessage, changed_reply, message, text_only};
 
@@ -119,6 +120,8 @@ pub struct Slack {
     mode: Mode,
     client: reqwest::Client,
     pacer: Pacer,
+    /// Every wire form of the token or webhook URL, removed from anything quoted back.
+    redactor: Redactor,
 }
 
 enum Mode {
@@ -315,7 +318,8 @@ impl Slack {
             .user_agent(concat!("culprit/", env!("CARGO_PKG_VERSION")))
             .build()
             .map_err(|_| "slack: cannot build the HTTP client".to_string())?;
-        Ok(Slack { mode, client, pacer: Pacer::default() })
+        let redactor = redactor_of(&mode);
+        Ok(Slack { mode, client, pacer: Pacer::default(), redactor })
     }
 
     /// Slack wants every notice: verdicts (first and changed), resolutions and failures to
@@ -536,10 +540,10 @@ impl Slack {
         let headers = response.headers().clone();
         let answer = read_answer(response).await.map_err(|e| Failure::Other(transport_error(&what, &e)))?;
         if !(200..300).contains(&status) {
-            return Err(Failure::Other(status_error(&what, status, &headers, &self.redact(&answer), &self.secrets())));
+            return Err(Failure::Other(status_error(&what, status, &headers, &answer, &self.redactor)));
         }
         let Ok(answer) = serde_json::from_str::<Value>(&answer) else {
-            let excerpt: String = self.redact(&answer).chars().take(200).collect();
+            let excerpt = self.redactor.redact_cut(&answer, crate::notify::DETAIL_CHARS);
             return Err(Failure::Other(NotifyError::retry(
                 format!("{what}: HTTP {status}: the answer is not JSON: {}", excerpt.trim()),
                 None,
@@ -549,7 +553,7 @@ impl Slack {
             return Ok(answer);
         }
         let code = answer.get("error").and_then(Value::as_str).unwrap_or("unknown_error");
-        let code: String = self.redact(code).chars().take(100).collect();
+        let code = self.redactor.redact_cut(code, 100);
         Err(Failure::Api { code, retry_after: retry_after(&headers, jiff::Timestamp::now()) })
     }
 
@@ -610,39 +614,19 @@ impl Slack {
         if status == 400 && BLOCK_ERRORS.contains(&code) {
             return Err(Failure::Api { code: code.to_string(), retry_after: None });
         }
-        Err(Failure::Other(status_error(what, status, &headers, &self.redact(&answer), &self.secrets())))
+        Err(Failure::Other(status_error(what, status, &headers, &answer, &self.redactor)))
     }
+}
 
-    /// The secret strings to remove from anything quoted: the token; the webhook URL, its
-    /// path and its last segment (Slack may echo any of them).
-    fn secrets(&self) -> Vec<&str> {
-        match &self.mode {
-            Mode::WebApi { token, .. } => vec![token.expose_secret()],
-            Mode::Webhook { url } => {
-                let full = url.expose_secret();
-                let mut out = vec![full];
-                let after_host = full.find("://").map(|i| i + 3).and_then(|i| full[i..].find('/').map(|j| i + j));
-                if let Some(path_start) = after_host {
-                    let path = &full[path_start..];
-                    if path.len() > 1 {
-                        out.push(path);
-                    }
-                    if let Some(last) = path.rsplit('/').next().filter(|s| s.len() >= 8) {
-                        out.push(last);
-                    }
-                }
-                out
-            }
-        }
+/// The secrets of a mode, in every wire form: the token; the webhook URL, its path and
+/// its last segment (Slack may echo any of them).
+fn redactor_of(mode: &Mode) -> Redactor {
+    let mut r = Redactor::new();
+    match mode {
+        Mode::WebApi { token, .. } => r.add(token.expose_secret()),
+        Mode::Webhook { url } => r.add_url(url.expose_secret()),
     }
-
-    fn redact(&self, text: &str) -> String {
-        let mut out = text.to_string();
-        for s in self.secrets().into_iter().filter(|s| !s.is_empty()) {
-            out = out.replace(s, "[REDACTED]");
-        }
-        out
-    }
+    r
 }
 
 #[cfg(test)]

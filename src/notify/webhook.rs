@@ -24,6 +24,7 @@ use serde_json::{Value, json};
 
 use crate::config::{HttpAuth, WebhookConfig};
 use crate::model::notice::{Notice, NoticeKind};
+use crate::model::secret::Redactor;
 use crate::notify::{NotifyError, Sent, status_error, transport_error};
 
 /// The schema id of the body of a [`NoticeKind::Resolved`] or
@@ -117,8 +118,7 @@ impl Webhook {
             tracing::debug!(destination = %what, status, kind = ?notice.kind, "webhook: delivered");
             return Ok(Sent::default());
         }
-        let secrets: Vec<&str> = self.auth.iter().map(Auth::secret).collect();
-        let e = status_error(&what, status, &headers, &redact(&answer, &secrets), &secrets);
+        let e = status_error(&what, status, &headers, &answer, &Auth::redactor(self.auth.as_ref()));
         tracing::debug!(destination = %what, status, retryable = e.retryable, "webhook: not delivered");
         Err(e)
     }
@@ -174,12 +174,16 @@ impl Auth {
         }
     }
 
-    /// The secret, to remove it from error messages.
-    pub(crate) fn secret(&self) -> &str {
-        match self {
-            Auth::Bearer(token) => token.expose_secret(),
-            Auth::Basic { password, .. } => password.expose_secret(),
+    /// Every wire form of the credentials (none without auth), to remove them from
+    /// anything quoted back.
+    pub(crate) fn redactor(auth: Option<&Auth>) -> Redactor {
+        let mut r = Redactor::new();
+        match auth {
+            Some(Auth::Bearer(token)) => r.add(token.expose_secret()),
+            Some(Auth::Basic { username, password }) => r.add_basic(username, password.expose_secret()),
+            None => {}
         }
+        r
     }
 
     /// Adds `Authorization` (reqwest marks it sensitive).
@@ -239,16 +243,6 @@ pub(crate) async fn read_answer(mut response: reqwest::Response) -> (u16, Header
     }
     body.truncate(MAX_ANSWER_BYTES);
     (status, headers, String::from_utf8_lossy(&body).into_owned())
-}
-
-/// `text` with every non-empty secret replaced by `[REDACTED]` (before any truncation, so a
-/// cut can never leave part of a secret).
-pub(crate) fn redact(text: &str, secrets: &[&str]) -> String {
-    let mut text = text.to_string();
-    for s in secrets.iter().filter(|s| !s.is_empty()) {
-        text = text.replace(s, "[REDACTED]");
-    }
-    text
 }
 
 #[cfg(test)]

@@ -163,6 +163,9 @@ pub struct Service {
     pub live: Live,
     pub notifiers: Vec<Notifier>,
     pub metrics: crate::service::metrics::Metrics,
+    /// Every configured secret in every wire form: removed from whatever the service
+    /// stores, answers or posts (each client redacts its own as well).
+    pub redactor: crate::model::secret::Redactor,
     work_ready: Notify,
     outbox_ready: Vec<Notify>,
 }
@@ -200,6 +203,7 @@ impl Service {
         let live = Live::new(config.clone()).map_err(|e| e.to_string())?;
         let outbox_ready = notifiers.iter().map(|_| Notify::new()).collect();
         Ok(Service {
+            redactor: config.redactor(),
             config,
             store,
             live,
@@ -293,7 +297,11 @@ impl Service {
             Diagnosed::GaveUp(reason) => {
                 self.metrics.diagnosis_failure("gave_up");
                 tracing::warn!(job = %item.job, error = %reason, "could not diagnose");
-                let reason = if reason.is_empty() { "the metrics backend did not answer".to_string() } else { reason };
+                let reason = if reason.is_empty() {
+                    "the metrics backend did not answer".to_string()
+                } else {
+                    self.redactor.redact(&reason)
+                };
                 self.complete(&item, None, Some(reason), now);
             }
             Diagnosed::Verdict(v) => {
@@ -467,11 +475,12 @@ impl Service {
                         let delay = delivery_delay(row.attempts + 1, e.retry_after, min, max);
                         self.metrics.notification(&dest, "retry");
                         tracing::warn!(destination = %dest, error = %e, retry_in_ms = delay.as_millis() as u64, "delivery failed; retrying");
-                        let _ = self.store.mark_retry(row.id, now_ms() + delay.as_millis() as i64, &e.message);
+                        let error = self.redactor.redact(&e.message);
+                        let _ = self.store.mark_retry(row.id, now_ms() + delay.as_millis() as i64, &error);
                     } else {
                         self.metrics.notification(&dest, "failed");
                         tracing::error!(destination = %dest, error = %e, "delivery failed for good");
-                        let _ = self.store.mark_failed(row.id, &e.message);
+                        let _ = self.store.mark_failed(row.id, &self.redactor.redact(&e.message));
                     }
                 }
             }

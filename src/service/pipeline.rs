@@ -40,6 +40,9 @@ pub struct Overrides {
 /// Live backends, built once from the configuration.
 pub struct Live {
     config: Config,
+    /// Every configured secret: no verdict carries one (a backend's warning or error
+    /// quoted in a note is redacted again here).
+    redactor: crate::model::secret::Redactor,
     prometheus: Option<Prometheus>,
     clusters: Vec<(String, FlinkRest)>,
 }
@@ -56,7 +59,7 @@ impl Live {
             let rest = FlinkRest::new(c, &config.flink).map_err(|e| PipelineError::Setup(e.to_string()))?;
             clusters.push((c.name.clone(), rest));
         }
-        Ok(Live { config, prometheus, clusters })
+        Ok(Live { redactor: config.redactor(), config, prometheus, clusters })
     }
 
     pub fn config(&self) -> &Config {
@@ -214,6 +217,22 @@ impl Live {
         }
         notes.extend(source.warnings().into_iter().map(|w| format!("Prometheus warning: {w}")));
         snapshot.notes.extend(notes);
-        Ok(diagnose(&snapshot, &self.config.diagnosis))
+        Ok(redact_verdict(&self.redactor, diagnose(&snapshot, &self.config.diagnosis)))
     }
+}
+
+/// The verdict with every form of every secret removed from its text (notes and missing
+/// entries quote what backends said).
+pub fn redact_verdict(redactor: &crate::model::secret::Redactor, verdict: Verdict) -> Verdict {
+    if redactor.is_empty() {
+        return verdict;
+    }
+    let json = serde_json::to_string(&verdict).expect("a verdict serializes");
+    let redacted = redactor.redact(&json);
+    if redacted == json {
+        return verdict;
+    }
+    // A JSON-escaped form is replaced by `[REDACTED]`, which is JSON-safe: the text stays
+    // a verdict.
+    serde_json::from_str(&redacted).unwrap_or(verdict)
 }

@@ -226,7 +226,7 @@ async fn diagnose(State(state): State<Arc<AppState>>, headers: HeaderMap, Query(
             };
             let reason = if status == StatusCode::SERVICE_UNAVAILABLE { "api_backend" } else { "api_request" };
             state.service.metrics.diagnosis_failure(reason);
-            json_error(status, &e.to_string())
+            json_error(status, &state.service.redactor.redact(&e.to_string()))
         }
     }
 }
@@ -291,6 +291,8 @@ async fn readyz(State(state): State<Arc<AppState>>) -> Response {
     {
         problems.push(format!("prometheus: {e}"));
     }
+    // /readyz is unauthenticated: whatever a backend said comes without a secret.
+    let problems: Vec<String> = problems.iter().map(|p| state.service.redactor.redact(p)).collect();
     if problems.is_empty() {
         (StatusCode::OK, "ready\n").into_response()
     } else {

@@ -9,6 +9,7 @@
 #![allow(dead_code)]
 
 pub mod capture;
+pub mod echo;
 
 use std::io::Read;
 use std::net::TcpListener;
