@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use axum::routing::post;
 use clap::Parser;
-use culprit::config::{Config, Synchronous};
+use culprit::config::{Config, Millis, PrometheusConfig, Synchronous};
 use culprit::service::server::Application;
 
 #[derive(Parser)]
@@ -77,7 +77,16 @@ async fn main() {
     config.store.synchronous = if a.synchronous == "normal" { Synchronous::Normal } else { Synchronous::Full };
     config.store.max_queue = usize::MAX;
     // Diagnoses wait: this measures intake alone.
-    config.service.coalesce = culprit::config::Millis::from_secs(3600);
+    config.service.coalesce = Millis::from_secs(3600);
+    // `serve` refuses to start without a Prometheus; with diagnoses waiting, it is never
+    // asked (port 9, discard, would refuse the connection).
+    config.prometheus = Some(PrometheusConfig {
+        url: "http://127.0.0.1:9".into(),
+        timeout: Millis::from_secs(1),
+        deadline: Millis::from_secs(1),
+        auth: None,
+        tenant: None,
+    });
     let app = Application::build(config).await.unwrap();
 
     let bare = axum::Router::new()

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Runs the whole test suite. The integration tests start real Prometheus,
-# VictoriaMetrics and Alertmanager processes on free loopback ports; this script
-# installs them from Debian's packages when they are missing (with sudo when not root).
+# Runs the whole test suite, then every example and bench briefly (scripts/smoke.sh).
+# The integration tests start real Prometheus, VictoriaMetrics and Alertmanager
+# processes on free loopback ports; this script installs them from Debian's packages
+# when they are missing (with sudo when not root).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -19,3 +20,7 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 cargo test "$@"
+# The whole suite (no arguments, as CI runs it) also runs every example and bench once.
+if [ $# -eq 0 ]; then
+  scripts/smoke.sh
+fi

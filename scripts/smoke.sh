@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Runs every example and bench once, briefly, on a tiny input, on the test build (no
+# release build): they rot unseen otherwise. A few seconds; needs prometheus/promtool
+# (scripts/test.sh installs them).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+
+echo "smoke: benches/diagnose (criterion test mode: each benchmark once, 6 vertices × 2 subtasks × 12 samples)"
+CULPRIT_BENCH_SIZES=6x2x12 cargo test -q --bench diagnose
+
+echo "smoke: examples/synthetic, then culprit diagnose on what it wrote"
+cargo run -q --example synthetic -- --vertices 6 --subtasks 2 --samples 12 --out "$tmp/job.om" --plan-out "$tmp/plan.json"
+cargo run -q -- diagnose --recording "$tmp/job.om" --plan "$tmp/plan.json" --format text >/dev/null
+
+echo "smoke: examples/webhook_bench (1 s per target)"
+cargo run -q --example webhook_bench -- --seconds 1 --connections 4
+
+echo "smoke: benches/live.sh with examples/live_bench (a real Prometheus, one run)"
+PROFILE=dev V=6 S=2 N=12 RUNS=1 benches/live.sh
+
+echo "smoke: every example and bench ran"
