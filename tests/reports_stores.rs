@@ -79,3 +79,48 @@ fn report_05_a_plan_given_as_the_recording_says_it_is_json_and_points_to_plan() 
     assert!(stderr.contains("plan.json:1: this is JSON"), "{stderr}");
     assert!(stderr.contains(&format!("did you mean --plan {}", s(&plan))), "{stderr}");
 }
+
+/// Report 09: a job reset to an older offset catches up (9000 records/s per partition
+/// against 1500 produced), its committed offsets tens of millions of records above the log
+/// start; kafka-lag-exporter's time estimate is ~9.6e7 s (3 years) and rising. Topic
+/// retention 7 days. Expected: no data-loss hazard (the offsets decide), one note that the
+/// time estimate disagrees with the offsets.
+#[test]
+fn report_09_an_astronomical_time_lag_with_the_consumer_far_inside_the_log_is_a_note_not_data_loss() {
+    let dir = report("09-kafka-lag-exporter-seconds");
+    let args = |format: &'static str| {
+        [
+            "diagnose".to_string(),
+            "--recording".into(),
+            s(&dir.join("recording.om.gz")).into(),
+            "--plan".into(),
+            s(&dir.join("plan.json")).into(),
+            "--config".into(),
+            s(&dir.join("culprit.toml")).into(),
+            "--format".into(),
+            format.into(),
+        ]
+    };
+    let run = |format| {
+        let args = args(format);
+        culprit(&args.iter().map(String::as_str).collect::<Vec<_>>(), None)
+    };
+    let v = json(&run("json"));
+    assert_eq!(v["hazards"], serde_json::json!([]), "{:#}", v["hazards"]);
+    assert_eq!(v["status"], "no_backpressure");
+    // Committed 20 000 000 + 9000/s and log start 5 000 000 + 200/s per partition over the
+    // hour (15 s steps): at the end 52 400 000 − 5 720 000 = 46 680 000 records of room,
+    // and the log start never catches up.
+    let notes: Vec<&str> = v["notes"].as_array().unwrap().iter().map(|n| n.as_str().unwrap()).collect();
+    let implausible: Vec<&&str> = notes.iter().filter(|n| n.contains("implausible")).collect();
+    assert_eq!(implausible.len(), 1, "{notes:?}");
+    assert!(
+        implausible[0].starts_with(
+            "kafka_lag_exporter reports a lag (in seconds) of up to 1112.8 d on payments (partitions 0, 1, 2), past the 7.0 d retention, while the committed offsets are still at least 46680000 records above the log start"
+        ),
+        "{}",
+        implausible[0]
+    );
+    let text = String::from_utf8(run("text").stdout).unwrap();
+    assert!(!text.contains("DATA LOSS") && !text.contains("losing data"), "{text}");
+}

@@ -29,7 +29,7 @@ pub fn diagnose(snapshot: &Snapshot, cfg: &DiagnosisConfig) -> Verdict {
     let finding = finding_report.and_then(|r| r.finding).unwrap_or(Finding::None);
     let status = run.status(&ctx, finding);
     let culprit_shown = if matches!(status, Status::CulpritFound) { run.culprit } else { None };
-    let (hazards, retention_missing) = retention::evaluate(&ctx);
+    let (hazards, retention) = retention::evaluate(&ctx);
 
     let evaluated: Vec<&StepReport> =
         run.reports.iter().map(|(_, r)| r).filter(|r| r.outcome != Outcome::Skipped).collect();
@@ -47,12 +47,13 @@ pub fn diagnose(snapshot: &Snapshot, cfg: &DiagnosisConfig) -> Verdict {
     for r in &evaluated {
         missing.extend(r.missing.iter().cloned());
     }
-    missing.extend(retention_missing);
+    missing.extend(retention.missing);
     let missing = dedup(missing);
 
     let (culprit_out, culprits) = culprits(&ctx, &run, finding_report, status, culprit_shown);
     let summary = summary(&ctx, finding_report, status, culprit_shown, &culprits, &hazards);
-    let notes = notes(snapshot, &signals, cfg);
+    let mut notes = notes(snapshot, &signals, cfg);
+    notes.extend(retention.notes);
     let confidence = confidence(&ctx, status, finding, &run.located.report, &run.reports, &missing);
     let graph = verdict_graph(&ctx, &culprits);
 

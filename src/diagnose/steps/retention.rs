@@ -4,9 +4,16 @@
 //! the durable log absorbs it. Per topic (worst partition): the time until the oldest
 //! unconsumed record falls out of retention, `(retention − lag_seconds) / d(lag_seconds)/dt`,
 //! or from offsets `(consumer offset − log-start offset) / (log-start advance − consume
-//! rate)`; "already losing data" when the consumer is below the log start or the lag
-//! reaches the retention. A Kafka source that falls off the log resets silently to the
-//! earliest offset: the loss is silent. `checkpoints_stalled`: when the recovery point is
+//! rate)`. A Kafka source that falls off the log resets silently to the earliest offset:
+//! the loss is silent.
+//!
+//! Loss is decided from offsets when the committed offset and the log-start offset are
+//! both known: "already losing data" only when the consumer is below the log start. A lag
+//! in seconds that says otherwise (at or past the retention while the offsets are still in
+//! the log, or growing faster than one second per second, which the age of a record cannot)
+//! is an exporter's extrapolation gone wrong (kafka-lag-exporter after an offset reset or
+//! on a sparse interpolation table): it is not used, and a note says so. Without offsets,
+//! the lag reaching the retention is "already losing data". `checkpoints_stalled`: when the recovery point is
 //! older than the lag the log can still hold, a restart would fall off the log.
 
 use std::collections::BTreeMap;
@@ -20,13 +27,15 @@ use crate::model::verdict::{Hazard, HazardKind, Severity};
 #[derive(Debug, Clone, PartialEq)]
 struct Exposure {
     topic: String,
-    /// Age of the oldest unconsumed record, s.
-    lag_s: f64,
+    /// Age of the oldest unconsumed record, s; None when no plausible estimate exists.
+    lag_s: Option<f64>,
     /// How fast that age grows, s per s (1.0: the consumer stands still).
     lag_growth: Option<f64>,
     retention_s: f64,
     /// Seconds until loss; 0 when already losing.
     time_to_loss_s: Option<f64>,
+    /// The committed offset is below the log start: records were already skipped.
+    below_log_start: bool,
     how: String,
 }
 
@@ -34,22 +43,31 @@ fn last(points: &[Point]) -> Option<f64> {
     points.iter().rev().find(|p| p.1.is_finite()).map(|p| p.1)
 }
 
-/// The hazards and the retention inputs that were missing.
-pub fn evaluate(ctx: &Context) -> (Vec<Hazard>, Vec<String>) {
-    let mut missing = Vec::new();
+/// What the hazards need besides the snapshot: the retention inputs that were missing and
+/// notes on lag estimates that were not used.
+#[derive(Debug, Default)]
+pub struct Remarks {
+    pub missing: Vec<String>,
+    pub notes: Vec<String>,
+}
+
+/// The hazards, the retention inputs that were missing, and notes.
+pub fn evaluate(ctx: &Context) -> (Vec<Hazard>, Remarks) {
+    let mut remarks = Remarks::default();
+    let missing = &mut remarks.missing;
     let retention: BTreeMap<&str, Option<i64>> =
         ctx.snapshot.retention.iter().map(|r| (r.topic.as_str(), r.retention_ms)).collect();
-    let mut exposures = exporter_exposures(ctx, &retention, &mut missing);
+    let mut exposures = exporter_exposures(ctx, &retention, missing, &mut remarks.notes);
     // Flink's own source lag when no exporter covers the job.
     if ctx.snapshot.partitions.is_empty() {
-        exposures.extend(source_lag_exposures(ctx, &retention, &mut missing));
+        exposures.extend(source_lag_exposures(ctx, &retention, missing));
     }
     let mut hazards = retention_hazards(ctx, &exposures);
     hazards.extend(checkpoints_stalled(ctx, &exposures));
     hazards.sort_by(|a, b| b.severity.cmp(&a.severity).then(a.time_to_loss_seconds.cmp(&b.time_to_loss_seconds)));
     missing.sort();
     missing.dedup();
-    (hazards, missing)
+    (hazards, remarks)
 }
 
 /// Kafka exporters: per topic, the worst partition. Topics without a known retention are
@@ -58,6 +76,7 @@ fn exporter_exposures(
     ctx: &Context,
     retention: &BTreeMap<&str, Option<i64>>,
     missing: &mut Vec<String>,
+    notes: &mut Vec<String>,
 ) -> Vec<Exposure> {
     let mut exposures: Vec<Exposure> = Vec::new();
     let mut by_topic: BTreeMap<&str, Vec<&PartitionLag>> = BTreeMap::new();
@@ -67,12 +86,16 @@ fn exporter_exposures(
     for (topic, partitions) in by_topic {
         match retention.get(topic) {
             Some(Some(ms)) => {
-                let worst = partitions.iter().filter_map(|p| partition_exposure(topic, p, *ms as f64 / 1000.0)).min_by(
-                    |a, b| {
+                let retention_s = *ms as f64 / 1000.0;
+                let mut rejected = Vec::new();
+                let worst = partitions
+                    .iter()
+                    .filter_map(|p| partition_exposure(topic, p, retention_s, &mut rejected))
+                    .min_by(|a, b| {
                         a.time_to_loss_s.unwrap_or(f64::INFINITY).total_cmp(&b.time_to_loss_s.unwrap_or(f64::INFINITY))
-                    },
-                );
+                    });
                 exposures.extend(worst);
+                notes.extend(implausible_notes(topic, retention_s, &rejected));
             }
             Some(None) => {}
             None => missing.push(format!("retention.ms of topic {topic} ([kafka.retention] or KMinion topic info)")),
@@ -121,10 +144,11 @@ fn source_lag_exposures(
         };
         exposures.push(Exposure {
             topic,
-            lag_s,
+            lag_s: Some(lag_s),
             lag_growth: Some(lag_growth),
             retention_s,
             time_to_loss_s,
+            below_log_start: false,
             how: format!(
                 "pendingRecords {} at {} records/s produced ({} consumed)",
                 num(lag_records),
@@ -148,23 +172,32 @@ fn retention_hazards(ctx: &Context, exposures: &[Exposure]) -> Vec<Hazard> {
             continue;
         }
         let severity = if ttl <= critical_s { Severity::Critical } else { Severity::Warning };
-        let detail = if ttl <= 0.0 {
-            format!(
+        let detail = match e.lag_s {
+            _ if ttl <= 0.0 && e.below_log_start => format!(
+                "Already losing data on {}: the consumer's committed offset is below the log start ({}). A Kafka source that falls off the log resets silently to the earliest retained offset.",
+                e.topic, e.how
+            ),
+            Some(lag_s) if ttl <= 0.0 => format!(
                 "Already losing data on {}: the lag ({}) has reached the retention ({}). A Kafka source that falls off the log resets silently to the earliest retained offset.",
                 e.topic,
-                human_secs(e.lag_s),
+                human_secs(lag_s),
                 human_secs(e.retention_s)
-            )
-        } else {
-            format!(
+            ),
+            Some(lag_s) => format!(
                 "{} falls out of retention in {}: the oldest unconsumed record is {} old and ages {:.2} s per s against a retention of {} ({}). The loss would be silent: the source resets to the earliest retained offset.",
                 e.topic,
                 human_secs(ttl),
-                human_secs(e.lag_s),
+                human_secs(lag_s),
                 e.lag_growth.unwrap_or(0.0),
                 human_secs(e.retention_s),
                 e.how
-            )
+            ),
+            None => format!(
+                "{} falls out of retention in {}: the log start advances faster than the consumer ({}). The loss would be silent: the source resets to the earliest retained offset.",
+                e.topic,
+                human_secs(ttl.max(0.0)),
+                e.how
+            ),
         };
         hazards.push(Hazard {
             kind: HazardKind::Retention,
@@ -183,7 +216,8 @@ fn checkpoints_stalled(ctx: &Context, exposures: &[Exposure]) -> Vec<Hazard> {
     let mut hazards = Vec::new();
     if let Some(age_s) = checkpoint_age_s(ctx) {
         for e in exposures {
-            let room = e.retention_s - e.lag_s;
+            let Some(lag_s) = e.lag_s else { continue };
+            let room = e.retention_s - lag_s;
             if age_s > room.max(0.0) {
                 hazards.push(Hazard {
                     kind: HazardKind::CheckpointsStalled,
@@ -204,36 +238,50 @@ fn checkpoints_stalled(ctx: &Context, exposures: &[Exposure]) -> Vec<Hazard> {
     hazards
 }
 
-fn partition_exposure(topic: &str, p: &PartitionLag, retention_s: f64) -> Option<Exposure> {
+/// One partition's exposure: from offsets when both the committed offset and the log
+/// start are known (see the module doc), else from the lag. Lag estimates that cannot be
+/// true are left out with a note.
+fn partition_exposure(
+    topic: &str,
+    p: &PartitionLag,
+    retention_s: f64,
+    rejected: &mut Vec<Rejected>,
+) -> Option<Exposure> {
+    let how = format!("partition {} of consumer group {} ({})", p.partition, p.consumer_group, p.exporter);
+    let offsets = match (last(&p.consumer_offset), last(&p.log_start_offset)) {
+        (Some(consumer), Some(start)) => Some((consumer, start)),
+        _ => None,
+    };
     // Already below the log start: records were skipped.
-    if let (Some(consumer), Some(start)) = (last(&p.consumer_offset), last(&p.log_start_offset))
+    if let Some((consumer, start)) = offsets
         && consumer < start
     {
         return Some(Exposure {
             topic: topic.into(),
-            lag_s: retention_s,
+            lag_s: None,
             lag_growth: None,
             retention_s,
             time_to_loss_s: Some(0.0),
-            how: format!("partition {}: consumer offset below the log start", p.partition),
+            below_log_start: true,
+            how: format!("partition {}: committed offset {} < log start {}", p.partition, num(consumer), num(start)),
         });
     }
-    let produce = slope_per_s(&p.log_end_offset).filter(|r| *r > 0.0);
-    let (lag_s, growth) = if !p.lag_seconds.is_empty() {
-        (last(&p.lag_seconds)?, slope_per_s(&p.lag_seconds))
-    } else {
-        let produce = produce?;
-        (last(&p.lag_records)? / produce, slope_per_s(&p.lag_records).map(|g| g / produce))
+    let (lag_s, growth) = match plausible_lag(p, retention_s, offsets, rejected) {
+        Some((lag_s, growth)) => (Some(lag_s), growth),
+        None if offsets.is_some() => (None, None),
+        None => return None,
     };
-    let mut ttl =
-        if lag_s >= retention_s { Some(0.0) } else { growth.filter(|g| *g > 0.0).map(|g| (retention_s - lag_s) / g) };
+    let mut ttl = match lag_s {
+        // Without offsets the lag reaching the retention is the loss; with them, the
+        // offsets decide (a plausible lag is under the retention then).
+        Some(lag) if lag >= retention_s => Some(0.0),
+        Some(lag) => growth.filter(|g| *g > 0.0).map(|g| (retention_s - lag) / g),
+        None => None,
+    };
     // From offsets: the log start advancing faster than the consumer.
-    if let (Some(consumer), Some(start), Some(start_rate), Some(consume_rate)) = (
-        last(&p.consumer_offset),
-        last(&p.log_start_offset),
-        slope_per_s(&p.log_start_offset),
-        slope_per_s(&p.consumer_offset),
-    ) && start_rate > consume_rate
+    if let (Some((consumer, start)), Some(start_rate), Some(consume_rate)) =
+        (offsets, slope_per_s(&p.log_start_offset), slope_per_s(&p.consumer_offset))
+        && start_rate > consume_rate
     {
         let by_offsets = (consumer - start) / (start_rate - consume_rate);
         ttl = Some(ttl.map_or(by_offsets, |t| t.min(by_offsets)));
@@ -244,8 +292,117 @@ fn partition_exposure(topic: &str, p: &PartitionLag, retention_s: f64) -> Option
         lag_growth: growth,
         retention_s,
         time_to_loss_s: ttl,
-        how: format!("partition {} of consumer group {} ({})", p.partition, p.consumer_group, p.exporter),
+        below_log_start: false,
+        how,
     })
+}
+
+/// Tolerance on "a record's age grows at most one second per second": scrape jitter and
+/// the exporter's interpolation make a true 1.0 read a little higher.
+const MAX_PLAUSIBLE_AGING: f64 = 1.1;
+
+/// A lag estimate that was not used, and why.
+#[derive(Debug, Clone, PartialEq)]
+struct Rejected {
+    exporter: String,
+    partition: String,
+    /// `in seconds` (the exporter's) or `records behind ÷ produce rate`.
+    what: &'static str,
+    lag_s: f64,
+    why: Implausible,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Implausible {
+    /// At or past the retention while the committed offset is this many records above the
+    /// log start.
+    PastRetention { room: f64 },
+    /// Ages this many seconds per second (more than 1).
+    AgesTooFast { growth: f64 },
+}
+
+/// The age of the oldest unconsumed record (s) and how fast it grows (s per s): the
+/// exporter's lag in seconds when it is plausible, else records behind ÷ produce rate.
+/// A lag is implausible when it ages faster than time does, or when it has reached the
+/// retention while `offsets` (committed, log start) show the consumer still in the log;
+/// each rejected estimate is added to `rejected`.
+fn plausible_lag(
+    p: &PartitionLag,
+    retention_s: f64,
+    offsets: Option<(f64, f64)>,
+    rejected: &mut Vec<Rejected>,
+) -> Option<(f64, Option<f64>)> {
+    let produce = slope_per_s(&p.log_end_offset).filter(|r| *r > 0.0);
+    let by_records = produce
+        .and_then(|produce| Some((last(&p.lag_records)? / produce, slope_per_s(&p.lag_records).map(|g| g / produce))));
+    let by_seconds = last(&p.lag_seconds).map(|lag| (lag, slope_per_s(&p.lag_seconds)));
+    let room = offsets.map(|(consumer, start)| consumer - start);
+    let mut plausible = |(lag_s, growth): (f64, Option<f64>), what: &'static str| {
+        let why = match (room, growth) {
+            (Some(room), _) if lag_s >= retention_s => Some(Implausible::PastRetention { room }),
+            (_, Some(growth)) if growth > MAX_PLAUSIBLE_AGING => Some(Implausible::AgesTooFast { growth }),
+            _ => None,
+        };
+        if let Some(why) = why {
+            rejected.push(Rejected { exporter: p.exporter.clone(), partition: p.partition.clone(), what, lag_s, why });
+        }
+        why.is_none()
+    };
+    if let Some(estimate) = by_seconds
+        && plausible(estimate, "in seconds")
+    {
+        return Some(estimate);
+    }
+    by_records.filter(|&estimate| plausible(estimate, "records behind ÷ produce rate"))
+}
+
+/// One note per exporter, estimate and reason over a topic's partitions.
+fn implausible_notes(topic: &str, retention_s: f64, rejected: &[Rejected]) -> Vec<String> {
+    let mut groups: BTreeMap<(&str, &str, bool), Vec<&Rejected>> = BTreeMap::new();
+    for r in rejected {
+        let past_retention = matches!(r.why, Implausible::PastRetention { .. });
+        groups.entry((r.exporter.as_str(), r.what, past_retention)).or_default().push(r);
+    }
+    groups
+        .into_iter()
+        .map(|((exporter, what, past_retention), rs)| {
+            let mut partitions: Vec<&str> = rs.iter().map(|r| r.partition.as_str()).collect();
+            partitions.sort_by_key(|p| (p.parse::<u64>().unwrap_or(u64::MAX), p.to_string()));
+            let on = format!(
+                "{topic} (partition{} {})",
+                if partitions.len() > 1 { "s" } else { "" },
+                partitions.join(", ")
+            );
+            let max_lag = rs.iter().map(|r| r.lag_s).fold(f64::MIN, f64::max);
+            if past_retention {
+                let min_room = rs
+                    .iter()
+                    .filter_map(|r| match r.why {
+                        Implausible::PastRetention { room } => Some(room),
+                        Implausible::AgesTooFast { .. } => None,
+                    })
+                    .fold(f64::MAX, f64::min);
+                format!(
+                    "{exporter} reports a lag ({what}) of up to {} on {on}, past the {} retention, while the committed offsets are still at least {} records above the log start: the estimate is implausible and not used; loss is judged from the offsets.",
+                    human_secs(max_lag),
+                    human_secs(retention_s),
+                    num(min_room)
+                )
+            } else {
+                let max_growth = rs
+                    .iter()
+                    .filter_map(|r| match r.why {
+                        Implausible::AgesTooFast { growth } => Some(growth),
+                        Implausible::PastRetention { .. } => None,
+                    })
+                    .fold(f64::MIN, f64::max);
+                format!(
+                    "{exporter} reports a lag ({what}) of up to {} on {on} that grows {max_growth:.1} s per s, faster than the age of a record can: the estimate is implausible and not used.",
+                    human_secs(max_lag)
+                )
+            }
+        })
+        .collect()
 }
 
 /// The topic a source reads: the configured topic when the job has exactly one, else the
@@ -290,7 +447,12 @@ mod tests {
     }
 
     fn hazards(snap: &Snapshot) -> (Vec<Hazard>, Vec<String>) {
-        with_context(snap, evaluate)
+        let (h, remarks) = with_context(snap, evaluate);
+        (h, remarks.missing)
+    }
+
+    fn notes(snap: &Snapshot) -> Vec<String> {
+        with_context(snap, evaluate).1.notes
     }
 
     #[test]
@@ -372,6 +534,71 @@ mod tests {
         let snap = job().partition(p).retention("payments", Some(3600)).build();
         let (h, _) = hazards(&snap);
         assert_eq!((h[0].severity, h[0].time_to_loss_seconds), (Severity::Critical, Some(1200)));
+    }
+
+    /// Report 09's shape: a consumer reset to an older offset catching up at 9000 records/s
+    /// against 1500 produced, far above the log start; kafka-lag-exporter's extrapolated
+    /// time lag is ~9.6e7 s and grows 40 s per s.
+    fn catching_up_after_an_offset_reset() -> PartitionLag {
+        PartitionLag {
+            exporter: "kafka_lag_exporter".into(),
+            lag_seconds: line(-240, 0, 60, 9.6e7, 40.0),
+            log_end_offset: line(-240, 0, 60, 60_000_000.0, 1500.0),
+            consumer_offset: line(-240, 0, 60, 20_000_000.0, 9000.0),
+            lag_records: line(-240, 0, 60, 40_000_000.0, 1500.0 - 9000.0),
+            log_start_offset: line(-240, 0, 60, 5_000_000.0, 200.0),
+            ..partition("payments", "0")
+        }
+    }
+
+    #[test]
+    fn a_time_lag_past_the_retention_with_the_consumer_still_in_the_log_is_implausible_not_loss() {
+        let snap = job().partition(catching_up_after_an_offset_reset()).retention("payments", Some(7 * 86_400)).build();
+        let (h, missing) = hazards(&snap);
+        // Offsets: committed 20 000 000 + 9000 × 240 = 22 160 000 ≥ log start 5 000 000 +
+        // 200 × 240 = 5 048 000, and the log start (200/s) is slower than the consumer
+        // (9000/s): nothing is lost and nothing will be. By records: lag 40 000 000 − 7500 ×
+        // 240 = 38 200 000 at 1500 records/s produced = 25 467 s old, shrinking. The time lag
+        // 9.6e7 + 40 × 240 = 96 009 600 s = 1111.2 d; the room 22 160 000 − 5 048 000.
+        assert!(h.is_empty(), "{h:?}");
+        assert!(missing.is_empty(), "{missing:?}");
+        let notes = notes(&snap);
+        assert_eq!(notes.len(), 1, "{notes:?}");
+        assert!(
+            notes[0].starts_with("kafka_lag_exporter reports a lag (in seconds) of up to 1111.2 d on payments (partition 0), past the 7.0 d retention, while the committed offsets are still at least 17112000 records above the log start"),
+            "{}",
+            notes[0]
+        );
+    }
+
+    #[test]
+    fn a_time_lag_aging_faster_than_time_is_implausible_even_without_offsets() {
+        // 3600 s growing 3 s per s (under the 7200 s retention): no record ages that fast.
+        // Without offsets or records behind there is nothing else to judge by: no hazard.
+        let p = PartitionLag { lag_seconds: line(-240, 0, 60, 2880.0, 3.0), ..partition("payments", "0") };
+        let snap = job().partition(p).retention("payments", Some(7200)).build();
+        assert!(hazards(&snap).0.is_empty());
+        assert_eq!(
+            notes(&snap),
+            [
+                "kminion reports a lag (in seconds) of up to 60 min on payments (partition 0) that grows 3.0 s per s, faster than the age of a record can: the estimate is implausible and not used."
+            ]
+        );
+    }
+
+    #[test]
+    fn with_offsets_a_consumer_above_the_log_start_is_not_losing_data_whatever_the_time_lag() {
+        // The time lag (7300 s) is past the 7200 s retention, but the committed offset
+        // (1000) is above the log start (400), which stands still: no loss now, and none
+        // coming from offsets; the lag in seconds is set aside.
+        let p = PartitionLag {
+            lag_seconds: line(-240, 0, 60, 7060.0, 1.0),
+            consumer_offset: line(-240, 0, 60, 1000.0, 0.0),
+            log_start_offset: line(-240, 0, 60, 400.0, 0.0),
+            ..partition("payments", "0")
+        };
+        let snap = job().partition(p).retention("payments", Some(7200)).build();
+        assert!(hazards(&snap).0.is_empty(), "{:?}", hazards(&snap));
     }
 
     #[test]
