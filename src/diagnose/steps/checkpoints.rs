@@ -22,18 +22,19 @@ pub struct Interval {
     pub estimated: bool,
 }
 
-/// The interval from Flink REST, else the smallest spacing of distinct completion times
-/// (before the window when there are such, since under backpressure completions are
-/// spaced by their duration, not the interval).
+/// The interval from Flink REST, else estimated from the completions (before the window
+/// when there are such, since under backpressure completions are spaced by their duration,
+/// not the interval): the smallest spacing of distinct `lastCheckpointCompletedTimestamp`
+/// values, or, where Flink does not report that gauge (1.x), the mean spacing of the rises of
+/// `numberOfCompletedCheckpoints` (a rise is seen up to one sample step late, so single
+/// spacings are off by up to a step each; their mean over several is not).
 pub fn interval(ctx: &Context) -> Option<Interval> {
     if let Some(c) = &ctx.snapshot.checkpoints.config {
         return Some(Interval { ms: c.interval_ms, estimated: false });
     }
+    let series = &ctx.snapshot.checkpoints.series;
     let completions = |upto: i64| -> Vec<i64> {
-        let mut v: Vec<i64> = ctx
-            .snapshot
-            .checkpoints
-            .series
+        let mut v: Vec<i64> = series
             .iter()
             .filter(|p| p.t_ms <= upto)
             .filter_map(|p| p.last_completed_at_ms)
@@ -45,9 +46,69 @@ pub fn interval(ctx: &Context) -> Option<Interval> {
         v
     };
     let min_spacing = |v: &[i64]| v.windows(2).map(|w| w[1] - w[0]).filter(|d| *d > 0).min();
-    let before = completions(ctx.snapshot.window.start_ms);
-    let ms = min_spacing(&before).or_else(|| min_spacing(&completions(ctx.snapshot.at_ms)))?;
+    let estimate = |upto: i64| min_spacing(&completions(upto)).or_else(|| counter_spacing(series, upto));
+    let ms = estimate(ctx.snapshot.window.start_ms).or_else(|| estimate(ctx.snapshot.at_ms))?;
     Some(Interval { ms, estimated: true })
+}
+
+/// The samples (time, count) at which `numberOfCompletedCheckpoints` rose, up to `upto_ms`.
+fn counter_rises(series: &[CheckpointPoint], upto_ms: i64) -> Vec<(i64, f64)> {
+    let mut rises = Vec::new();
+    let mut prev: Option<f64> = None;
+    for p in series.iter().filter(|p| p.t_ms <= upto_ms) {
+        let Some(c) = p.completed else { continue };
+        if prev.is_some_and(|pc| c > pc) {
+            rises.push((p.t_ms, c));
+        }
+        prev = Some(c);
+    }
+    rises
+}
+
+/// Mean time between completions from the counter's rises: two rises at least.
+fn counter_spacing(series: &[CheckpointPoint], upto_ms: i64) -> Option<i64> {
+    let rises = counter_rises(series, upto_ms);
+    let (&(t0, c0), &(t1, c1)) = (rises.first()?, rises.last()?);
+    (c1 > c0 && t1 > t0).then(|| ((t1 - t0) as f64 / (c1 - c0)).round() as i64)
+}
+
+/// Flink's gauge of the last completion time (2.0+) and the completion counter (every version).
+const COMPLETED_AT: &str = "lastCheckpointCompletedTimestamp";
+const COMPLETED_COUNTER: &str = "numberOfCompletedCheckpoints";
+
+/// When the last checkpoint completed, as far as the series tells.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LastCompletion {
+    /// ms since the epoch.
+    pub at_ms: f64,
+    /// The metric it comes from, for evidence.
+    pub metric: &'static str,
+}
+
+/// The last checkpoint completion up to `upto_ms`. Flink 2.x reports its time
+/// (`lastCheckpointCompletedTimestamp`); Flink 1.x (1.20 included) does not, and then it is the
+/// first sample at which `numberOfCompletedCheckpoints` held its latest value — at most one
+/// sample step after the completion, so an age measured from it is never overstated (when the
+/// count never changed within the series, the series' first sample). None when no checkpoint
+/// has completed, or neither metric is there.
+pub fn last_completion(series: &[CheckpointPoint], upto_ms: i64) -> Option<LastCompletion> {
+    let upto = || series.iter().filter(move |p| p.t_ms <= upto_ms);
+    if let Some(at_ms) = upto().filter_map(|p| p.last_completed_at_ms).next_back().filter(|t| *t > 0.0) {
+        return Some(LastCompletion { at_ms, metric: COMPLETED_AT });
+    }
+    if upto().any(|p| p.last_completed_at_ms.is_some()) {
+        return None; // reported, and 0: nothing completed yet
+    }
+    let mut since: Option<(f64, i64)> = None;
+    for p in upto() {
+        if let Some(c) = p.completed
+            && since.is_none_or(|(sc, _)| sc != c)
+        {
+            since = Some((c, p.t_ms));
+        }
+    }
+    let (count, t_ms) = since?;
+    (count > 0.0).then_some(LastCompletion { at_ms: t_ms as f64, metric: COMPLETED_COUNTER })
 }
 
 /// Median `lastCheckpointDuration` before the window, ms.
@@ -149,8 +210,9 @@ fn trouble(ctx: &Context, f: &Facts) -> (Vec<String>, StepReport) {
     let (interval, timeout_ms, last) = (f.interval, f.timeout_ms, f.last);
     let failed = failures_in_window(ctx);
     let uptime_ms = last.uptime_ms.unwrap_or(f64::INFINITY);
-    let age_ms = match last.last_completed_at_ms.filter(|t| *t > 0.0) {
-        Some(done) => Some((snap.at_ms as f64 - done).max(0.0)),
+    let completion = last_completion(&snap.checkpoints.series, snap.at_ms);
+    let age_ms = match completion {
+        Some(done) => Some((snap.at_ms as f64 - done.at_ms).max(0.0)),
         None => snap.job_start_ms.map(|s| (snap.at_ms - s) as f64),
     };
     let last_duration = last.last_duration_ms;
@@ -178,14 +240,12 @@ fn trouble(ctx: &Context, f: &Facts) -> (Vec<String>, StepReport) {
                 if iv.estimated { "estimated " } else { "" },
                 ms(iv.ms as f64)
             ));
-            r.evidence.push(ctx.evidence(
-                "job",
-                "time since lastCheckpointCompletedTimestamp",
-                age,
-                "ms",
-                Some(limit),
-                "checkpoints",
-            ));
+            // Without a completion, the age runs from the job start (as before the counter).
+            let since = match completion {
+                Some(c) if c.metric == COMPLETED_COUNTER => format!("time since {COMPLETED_COUNTER} last rose"),
+                _ => format!("time since {COMPLETED_AT}"),
+            };
+            r.evidence.push(ctx.evidence("job", &since, age, "ms", Some(limit), "checkpoints"));
         }
     }
     if let Some(d) = last_duration.filter(|d| *d >= t.checkpoint_timeout_share * timeout_ms as f64) {
@@ -483,6 +543,57 @@ mod tests {
         let e = evidence(&r.evidence, "time since lastCheckpointCompletedTimestamp");
         assert_eq!((e.value, e.threshold), (60_000.0, Some(30_000.0)));
         assert!(r.detail.contains("no checkpoint has completed for 60 s = 6× the interval of 10 s"), "{}", r.detail);
+    }
+
+    /// Flink 1.x: samples every 5 s from `from_s` to 0 with no completion timestamp; the
+    /// completion counter rises by one every `every_s` seconds until `until_s`, then stays.
+    fn counted(b: SnapshotBuilder, from_s: i64, every_s: i64, until_s: i64) -> SnapshotBuilder {
+        (from_s..=0).step_by(5).fold(b, |b, s| {
+            let done = ((s.min(until_s) - from_s) / every_s) as f64;
+            b.checkpoint_point(CheckpointPoint {
+                completed: Some(100.0 + done),
+                failed: Some(0.0),
+                last_duration_ms: Some(800.0),
+                ..cp(s)
+            })
+        })
+    }
+
+    #[test]
+    fn without_the_completion_timestamp_a_rising_completed_counter_is_a_recovering_point() {
+        // Flink 1.x reports no lastCheckpointCompletedTimestamp. The job started 200 s ago and
+        // completes a checkpoint every 10 s (counter +1 per 10 s): the last rise is at most 10 s
+        // before `at`, under 3 × 10 s. Measured from the job start it would read 200 s: a stall.
+        let snap = counted(job().job_started(-200).checkpoint_config(10, 600, false, None), -200, 10, 0).build();
+        let r = report(&snap);
+        assert_eq!(r.outcome, Outcome::Clear, "{}", r.detail);
+    }
+
+    #[test]
+    fn without_the_completion_timestamp_a_counter_that_stopped_rising_is_a_stall() {
+        // The counter rose every 10 s until 60 s before `at`, then stayed: its latest value was
+        // first sampled at -60 s, so the last completion is 60 s old > 3 × 10 s (6×).
+        let snap = counted(job().job_started(-300).checkpoint_config(10, 600, false, None), -300, 10, -60).build();
+        let r = report(&snap);
+        assert_eq!(r.finding, Some(Finding::Checkpoints), "{}", r.detail);
+        let e = evidence(&r.evidence, "time since numberOfCompletedCheckpoints last rose");
+        assert_eq!((e.value, e.threshold), (60_000.0, Some(30_000.0)));
+    }
+
+    #[test]
+    fn without_the_completion_timestamp_the_interval_is_the_mean_spacing_of_the_counters_rises() {
+        // No interval from Flink REST. Rises every 10 s, sampled every 5 s: the first at -390 s
+        // (count 101), the last at 0 s (count 140): 390 s / 39 completions = 10 s.
+        let snap = counted(job().job_started(-400), -400, 10, 0).build();
+        let iv = with_context(&snap, interval);
+        assert_eq!(iv, Some(Interval { ms: 10_000, estimated: true }));
+    }
+
+    #[test]
+    fn a_reported_completion_time_of_zero_is_no_completion_whatever_the_counter_says() {
+        // Flink 2.x reports the gauge: 0 means nothing completed; the counter is not consulted.
+        let series = vec![CheckpointPoint { last_completed_at_ms: Some(0.0), completed: Some(3.0), ..cp(0) }];
+        assert_eq!(last_completion(&series, t(0)), None);
     }
 
     #[test]

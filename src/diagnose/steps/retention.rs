@@ -18,6 +18,7 @@
 
 use std::collections::BTreeMap;
 
+use crate::diagnose::steps::checkpoints::last_completion;
 use crate::diagnose::steps::locate::sum_lag;
 use crate::diagnose::{Context, human_secs, num, slope_per_s};
 use crate::model::snapshot::{PartitionLag, Point};
@@ -414,11 +415,11 @@ fn topic_of_source(ctx: &Context, source_name: &str) -> String {
     }
 }
 
-/// Seconds since the last completed checkpoint, when known.
+/// Seconds since the last completed checkpoint, when known (from the completion counter
+/// where Flink 1.x reports no completion time).
 pub fn checkpoint_age_s(ctx: &Context) -> Option<f64> {
-    let last =
-        ctx.snapshot.checkpoints.series.iter().rev().find_map(|p| p.last_completed_at_ms).filter(|t| *t > 0.0)?;
-    Some(((ctx.snapshot.at_ms as f64 - last) / 1000.0).max(0.0))
+    let last = last_completion(&ctx.snapshot.checkpoints.series, ctx.snapshot.at_ms)?;
+    Some(((ctx.snapshot.at_ms as f64 - last.at_ms) / 1000.0).max(0.0))
 }
 
 #[cfg(test)]
@@ -678,6 +679,22 @@ mod tests {
             "{}",
             h[0].detail
         );
+    }
+
+    #[test]
+    fn without_the_completion_timestamp_the_recovery_points_age_comes_from_the_completed_counter() {
+        // Flink 1.x: no lastCheckpointCompletedTimestamp. The counter last rose 4000 s before
+        // `at` (12 → 13) and stayed: the recovery point is 4000 s old > 3600 s, as above.
+        let p = PartitionLag { lag_seconds: line(-240, 0, 60, 3600.0, 0.0), ..partition("payments", "0") };
+        let snap = job()
+            .partition(p)
+            .retention("payments", Some(7200))
+            .checkpoint_point(CheckpointPoint { completed: Some(12.0), ..cp(-4005) })
+            .checkpoint_point(CheckpointPoint { completed: Some(13.0), ..cp(-4000) })
+            .checkpoint_point(CheckpointPoint { completed: Some(13.0), ..cp(0) })
+            .build();
+        let (h, _) = hazards(&snap);
+        assert_eq!(h.iter().map(|h| h.kind).collect::<Vec<_>>(), vec![HazardKind::CheckpointsStalled], "{h:?}");
     }
 
     #[test]
