@@ -174,10 +174,20 @@ fn the_demo_replays_every_bundled_capture_offline() {
     let out = culprit(&["demo"]);
     assert_eq!(out.status.code(), Some(0));
     let text = String::from_utf8(out.stdout).unwrap();
-    for name in ["slow-sink", "hard-backpressure", "hot-key", "slow-instance", "rocksdb-stall", "healthy"] {
+    for name in [
+        "slow-sink",
+        "hard-backpressure",
+        "hot-key",
+        "slow-instance",
+        "rocksdb-stall",
+        "healthy",
+        "flink-1.18-chained-culprit",
+        "flink-1.20-slow-sink-legacy-source",
+    ] {
         assert!(text.contains(&format!("━━ {name} —")), "{name} missing");
     }
-    assert_eq!(text.matches("CULPRIT FOUND").count(), 9);
+    // 9 of the 11 Flink 2.3 runs and both 1.x runs have a culprit.
+    assert_eq!(text.matches("CULPRIT FOUND").count(), 11);
     assert_eq!(text.matches("NO BACKPRESSURE").count(), 2);
 }
 
@@ -186,7 +196,7 @@ fn the_demo_in_json_is_one_array_of_verdicts() {
     let out = culprit(&["demo", "--format", "json"]);
     assert_eq!(out.status.code(), Some(0));
     let all: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).expect("one JSON array");
-    assert_eq!(all.len(), 11);
+    assert_eq!(all.len(), 13);
     assert!(all.iter().all(|v| v["schema"] == "culprit.verdict/v1"));
 }
 

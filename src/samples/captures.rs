@@ -1,4 +1,5 @@
-//! `culprit demo`: real Flink 2.3 recordings bundled into the binary, replayed offline.
+//! `culprit demo`: real Flink recordings (2.3, and two of 1.x) bundled into the binary,
+//! replayed offline.
 //!
 //! Each capture is one run of a real cluster with one operator made slow on purpose
 //! (see `examples/captures/README.md`): the recording Prometheus exported, the job plan
@@ -63,6 +64,14 @@ pub static CAPTURES: &[Capture] = &[
     capture!("rocksdb-bound", "a RocksDB-backed keyed operator at capacity, backend healthy"),
     capture!("rocksdb", "a healthy RocksDB job"),
     capture!("healthy", "a healthy job"),
+    capture!(
+        "flink-1.18-chained-culprit",
+        "Flink 1.18: the slow operator inside a chain; 1.x reports no checkpoint completion time"
+    ),
+    capture!(
+        "flink-1.20-slow-sink-legacy-source",
+        "Flink 1.20: a slow sink behind a legacy SourceFunction, whose busy time is NaN"
+    ),
 ];
 
 /// Diagnoses a bundled capture with the default configuration.
