@@ -145,7 +145,7 @@ fn every_flink_version_the_readme_calls_proven_has_its_core_captures_from_that_v
     for scenario in CORE {
         assert!(root.join(scenario).join("EXPECTED.json").exists(), "2.3: {scenario}");
     }
-    for version in ["1.18", "1.20"] {
+    for version in ["1.16", "1.18", "1.20"] {
         for scenario in CORE {
             let dir = root.join(format!("flink-{version}-{scenario}"));
             assert!(dir.join("EXPECTED.json").exists(), "{}", dir.display());
@@ -162,7 +162,7 @@ fn a_flink_1_x_job_whose_checkpoints_complete_is_not_called_stalled_without_last
     // completed a checkpoint every 10 s (rest/checkpoints.json: 14 of 15); with the 10 s interval
     // from Flink REST, "no checkpoint for 3 × 10 s" must come from numberOfCompletedCheckpoints,
     // not from the job's start (which read 2+ minutes: a stall that never was).
-    for name in ["flink-1.18-healthy", "flink-1.20-healthy", "flink-1.18-chained-culprit"] {
+    for name in ["flink-1.16-healthy", "flink-1.18-healthy", "flink-1.20-healthy", "flink-1.18-chained-culprit"] {
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/captures").join(name);
         let text = {
             let mut s = String::new();
