@@ -17,7 +17,7 @@ use crate::model::graph::JobGraph;
 use crate::model::request::DiagnosisRequest;
 use crate::model::snapshot::CheckpointConfig;
 use crate::model::verdict::Verdict;
-use crate::render::{Format, render};
+use crate::render::{Format, Options, render_with};
 
 /// Exit code: a verdict was produced, whatever it says.
 pub const EXIT_OK: i32 = 0;
@@ -36,6 +36,10 @@ const SERVE_EXIT_CODES: &str = "Exit codes:\n  0  stopped by SIGTERM or Ctrl-C a
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
+    /// Text and Markdown verdicts in full: the cause, every number, the runbook's steps,
+    /// what was missing and the notes (by default a text verdict is at most 20 lines).
+    #[arg(long, short = 'v', global = true)]
+    pub verbose: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -174,6 +178,7 @@ impl CliError {
 
 /// Runs a parsed command, writing the result to `out`.
 pub fn run(cli: Cli, out: &mut dyn Write) -> Result<(), CliError> {
+    let view = Options { width: output_width(), verbose: cli.verbose };
     match cli.command {
         Command::Diagnose(args) => {
             let verdict = if args.recording.is_some() || !args.metrics.is_empty() {
@@ -181,7 +186,7 @@ pub fn run(cli: Cli, out: &mut dyn Write) -> Result<(), CliError> {
             } else {
                 runtime()?.block_on(diagnose_live_command(&args, now_ms()))?
             };
-            write_out(out, &render(&verdict, args.format))
+            write_out(out, &render_with(&verdict, args.format, &view))
         }
         Command::Record(args) => {
             let summary = runtime()?.block_on(record_command(&args, now_ms()))?;
@@ -215,7 +220,7 @@ pub fn run(cli: Cli, out: &mut dyn Write) -> Result<(), CliError> {
                     text.push('\n');
                 }
                 text.push_str(&format!("━━ {} — {}\n", capture.name, capture.what));
-                text.push_str(&render(&verdict, args.format));
+                text.push_str(&render_with(&verdict, args.format, &view));
                 write_out(out, &text)?;
             }
             Ok(())
@@ -230,6 +235,21 @@ fn write_out(out: &mut dyn Write, s: &str) -> Result<(), CliError> {
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
         Err(e) => Err(CliError { code: EXIT_INTERNAL, message: format!("cannot write the output: {e}") }),
     }
+}
+
+/// Columns of text output: `COLUMNS` when set, else the terminal's width when standard
+/// output is one, else [`crate::render::text::DEFAULT_WIDTH`].
+fn output_width() -> usize {
+    use std::io::IsTerminal as _;
+    if let Some(n) = std::env::var("COLUMNS").ok().and_then(|c| c.trim().parse::<usize>().ok()).filter(|n| *n > 0) {
+        return n;
+    }
+    if std::io::stdout().is_terminal()
+        && let Some((terminal_size::Width(w), _)) = terminal_size::terminal_size()
+    {
+        return usize::from(w);
+    }
+    crate::render::text::DEFAULT_WIDTH
 }
 
 fn now_ms() -> i64 {

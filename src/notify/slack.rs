@@ -13,7 +13,10 @@
 //!   `Sent { state: Some({"channel": "C…", "ts": "1700000000.000100"}) }`.
 //! * A later verdict of the group (state given) updates that message (`chat.update`, same
 //!   `channel` and `ts`, new metadata) and posts a short reply in its thread (`thread_ts`)
-//!   saying what it says now. If the message is gone (`message_not_found`,
+//!   saying what it says now. After a verdict (first or changed) a second reply in the
+//!   thread carries the details the message leaves out ([`crate::render::slack::details`]:
+//!   the cause, numbers, runbook steps, notes); it is best-effort: its failure is logged and
+//!   does not fail the notice. If the message is gone (`message_not_found`,
 //!   `cant_update_message`) the verdict is posted as a new message, which becomes the state.
 //! * [`NoticeKind::Resolved`] and [`NoticeKind::CouldNotDiagnose`] are replies in the
 //!   thread; without a state they are new messages (and their message becomes the state).
@@ -25,8 +28,9 @@
 //! * [`FINAL_ERRORS`] (token, scopes, channel): final, logged as such;
 //! * [`RETRYABLE_ERRORS`] (`ratelimited`, Slack-side failures): retryable, with
 //!   `Retry-After` when given;
-//! * [`BLOCK_ERRORS`] (`invalid_blocks`, `msg_too_long`, …): sent again at once, once,
-//!   as [`crate::render::slack::text_only`] without blocks; only that failing fails;
+//! * [`BLOCK_ERRORS`] (`invalid_blocks`, `msg_too_long`, `msg_blocks_too_long`, …): sent
+//!   again at once, once, as [`crate::render::slack::fallback`] (text alone, short enough
+//!   to surely fit); only that failing fails;
 //! * anything else: final.
 //!
 //! HTTP 429 (with `Retry-After`) and 5xx are retryable, other non-2xx final
@@ -36,8 +40,9 @@
 //! # `incoming_webhook` mode (a webhook URL)
 //!
 //! Every notice is a new message (`POST <url>` of `{text, blocks}`): no threads, no
-//! updates, no state. Slack answers `ok` on 200; 400 with `invalid_blocks` (or another of
-//! [`BLOCK_ERRORS`]) is sent again once as text alone; 429 and 5xx are retryable; anything
+//! updates, no state, no details reply. Slack answers `ok` on 200; 400 with `invalid_blocks`
+//! (or another of [`BLOCK_ERRORS`]) is sent again once as the fallback text alone; 429 and
+//! 5xx are retryable; anything
 //! else (403 `invalid_token`, 404 `no_service`, `channel_not_found`, …) final.
 //!
 //! # Secrets
@@ -59,7 +64,7 @@ use crate::config::{SlackConfig, SlackMode};
 use crate::model::notice::{Notice, NoticeKind};
 use crate::model::secret::Redactor;
 use crate::notify::{NotifyError, Sent, retry_after, status_error, transport_error};
-use crate::render::slack::{SlackMessage, changed_reply, message, text_only};
+use crate::render::slack::{SlackMessage, changed_reply, details, fallback, message};
 
 /// Least time between two posts to one channel: Slack allows about one message per second
 /// per channel.
@@ -104,9 +109,12 @@ pub const FINAL_ERRORS: &[&str] = &[
 pub const RETRYABLE_ERRORS: &[&str] =
     &["ratelimited", "internal_error", "fatal_error", "service_unavailable", "request_timeout"];
 
-/// Errors about the blocks or the size of a message: it is sent again once, as text alone.
-/// <https://api.slack.com/methods/chat.postMessage#errors>
-pub const BLOCK_ERRORS: &[&str] = &["invalid_blocks", "invalid_blocks_format", "msg_too_long", "too_many_blocks"];
+/// Errors about the blocks or the size of a message: it is sent again once, as the short
+/// fallback text alone. <https://api.slack.com/methods/chat.postMessage#errors>;
+/// `msg_blocks_too_long` is Slack's answer to blocks with too much text in all
+/// (slackapi/bolt-js#2509).
+pub const BLOCK_ERRORS: &[&str] =
+    &["invalid_blocks", "invalid_blocks_format", "msg_too_long", "msg_blocks_too_long", "too_many_blocks"];
 
 /// `chat.update` errors meaning the message to update is gone: a new one is posted.
 /// <https://api.slack.com/methods/chat.update#errors>
@@ -416,11 +424,11 @@ impl Slack {
             return self.post_new(channel, notice, &msg).await;
         };
         if notice.kind == NoticeKind::Verdict {
-            let body = |blocks: &[Value]| {
+            let body = |text: &str, blocks: &[Value]| {
                 json!({
                     "channel": parent.channel,
                     "ts": parent.ts,
-                    "text": msg.text,
+                    "text": text,
                     "blocks": blocks,
                     "metadata": metadata(notice),
                     "parse": "none",
@@ -428,7 +436,8 @@ impl Slack {
                 })
             };
             // `blocks: []` clears the old blocks; leaving them out would keep them.
-            match self.write("chat.update", None, body(&msg.blocks), body(&[])).await {
+            let full = body(&msg.text, &msg.blocks);
+            match self.write("chat.update", None, full, body(&fallback(notice).text, &[])).await {
                 Ok(_) => {}
                 Err(Failure::Api { code, .. }) if GONE_ERRORS.contains(&code.as_str()) => {
                     tracing::warn!(destination = "slack", error = %code, "slack: the group's message is gone; posting a new one");
@@ -437,6 +446,7 @@ impl Slack {
                 Err(f) => return Err(self.error("chat.update", f)),
             }
             self.post_reply(&parent, notice, &changed_reply(notice)).await?;
+            self.post_details(&parent, notice).await;
         } else {
             self.post_reply(&parent, notice, &msg).await?;
         }
@@ -455,7 +465,32 @@ impl Slack {
         };
         self.pacer.learn(channel, &parent.channel);
         tracing::info!(destination = "slack", channel = %parent.channel, ts = %parent.ts, kind = ?notice.kind, "slack: posted");
+        self.post_details(&parent, notice).await;
         Ok(Sent { state: Some(parent.state()) })
+    }
+
+    /// The verdict's details in its thread, best-effort: the notice was delivered with its
+    /// message, so a failure here is logged and not retried (a retry would post the
+    /// message again). No metadata: the details are never taken for the notice itself.
+    async fn post_details(&self, parent: &Parent, notice: &Notice) {
+        let Some(d) = details(notice) else { return };
+        let body = json!({
+            "channel": parent.channel,
+            "thread_ts": parent.ts,
+            "text": d.text,
+            "blocks": d.blocks,
+            "unfurl_links": false,
+            "unfurl_media": false,
+            "parse": "none",
+            "link_names": false,
+        });
+        match self.paced_call("chat.postMessage", Some(&parent.channel), &body).await {
+            Ok(_) => tracing::info!(destination = "slack", channel = %parent.channel, thread_ts = %parent.ts, "slack: details replied in the thread"),
+            Err(f) => {
+                let e = classify_failure("chat.postMessage", f);
+                tracing::warn!(destination = "slack", error = %e, "slack: the details reply failed; the verdict itself was posted");
+            }
+        }
     }
 
     async fn post_reply(&self, parent: &Parent, notice: &Notice, msg: &SlackMessage) -> Result<(), NotifyError> {
@@ -472,10 +507,10 @@ impl Slack {
         notice: &Notice,
         msg: &SlackMessage,
     ) -> Result<Value, NotifyError> {
-        let body = |blocks: Option<&[Value]>| {
+        let body = |text: &str, blocks: Option<&[Value]>| {
             let mut b = json!({
                 "channel": channel,
-                "text": msg.text,
+                "text": text,
                 "metadata": metadata(notice),
                 "unfurl_links": false,
                 "unfurl_media": false,
@@ -491,16 +526,19 @@ impl Slack {
             b
         };
         let method = "chat.postMessage";
-        self.write(method, Some(channel), body(Some(&msg.blocks)), body(None)).await.map_err(|f| self.error(method, f))
+        let full = body(&msg.text, Some(&msg.blocks));
+        let short = body(&fallback(notice).text, None);
+        self.write(method, Some(channel), full, short).await.map_err(|f| self.error(method, f))
     }
 
-    /// Calls a write method with `full`; when Slack rejects the blocks, once more with
-    /// `text_only`. Posts (`pace` given) wait for the channel's slot each time.
-    async fn write(&self, method: &str, pace: Option<&str>, full: Value, text_only: Value) -> Result<Value, Failure> {
+    /// Calls a write method with `full`; when Slack refuses the blocks or the size, once
+    /// more with `short` (the fallback text alone). Posts (`pace` given) wait for the
+    /// channel's slot each time.
+    async fn write(&self, method: &str, pace: Option<&str>, full: Value, short: Value) -> Result<Value, Failure> {
         match self.paced_call(method, pace, &full).await {
             Err(Failure::Api { code, .. }) if BLOCK_ERRORS.contains(&code.as_str()) => {
-                tracing::warn!(destination = "slack", method, error = %code, "slack: blocks refused; sending the text alone");
-                self.paced_call(method, pace, &text_only).await
+                tracing::warn!(destination = "slack", method, error = %code, "slack: message refused; sending the short fallback text alone");
+                self.paced_call(method, pace, &short).await
             }
             other => other,
         }
@@ -572,7 +610,7 @@ impl Slack {
         let result = match self.webhook_post(url, &full).await {
             Err(Failure::Api { code, .. }) => {
                 tracing::warn!(destination = "slack", error = %code, "slack: incoming webhook refused the blocks; sending the text alone");
-                let text = json!({ "text": text_only(notice), "unfurl_links": false, "unfurl_media": false, "parse": "none", "link_names": false });
+                let text = json!({ "text": fallback(notice).text, "unfurl_links": false, "unfurl_media": false, "parse": "none", "link_names": false });
                 self.webhook_post(url, &text).await
             }
             other => other,

@@ -28,6 +28,26 @@ use serde_json::{Map, Value};
 
 use crate::model::notice::{Notice, NoticeKind};
 use crate::model::verdict::rfc3339;
+use crate::render::names::{self, Names};
+
+/// Longest `summary` and `fix` annotation, characters: Alertmanager's own integrations cut
+/// what they show of an alert at 1,024 runes (its Slack title, `maxTitleLenRunes`, and
+/// PagerDuty summary, `maxV2SummaryLenRunes`, in prometheus/alertmanager `notify/`).
+pub const MAX_SUMMARY_ANNOTATION: usize = 1024;
+
+/// Longest `description` annotation, characters: the longest text Alertmanager's own
+/// integrations pass on (Discord's description and Telegram's message, 4,096 runes, in
+/// prometheus/alertmanager `notify/discord` and `notify/telegram`).
+pub const MAX_DESCRIPTION_ANNOTATION: usize = 4096;
+
+/// Longest `culprit_vertex` label value, characters. Alertmanager sets no limit; a label is
+/// matched by silences and inhibit rules and shown in titles, where Alertmanager's
+/// integrations keep 250–256 runes (Pushover, Discord titles).
+pub const MAX_VERTEX_LABEL: usize = 250;
+
+fn cut(s: &str, max: usize) -> String {
+    crate::render::pagerduty::truncate(s, max).into_owned()
+}
 
 /// The default `alertname` of culprit's alert.
 pub const DEFAULT_ALERTNAME: &str = "FlinkBackpressureCulprit";
@@ -47,11 +67,15 @@ pub fn labels(notice: &Notice, alertname: &str) -> BTreeMap<String, String> {
         (_, Some(v)) => Some(v.finding.as_str()),
         (_, None) => None,
     };
+    // Flink's vertex name (never a SQL plan's description), bounded.
+    let culprit_vertex = verdict
+        .and_then(|v| v.culprit.as_ref())
+        .map(|c| cut(&names::vertex_name(&c.vertex_name), MAX_VERTEX_LABEL));
     let pairs = [
         ("alertname", Some(alertname)),
         ("job_name", Some(job.name.as_str())),
         ("job_id", Some(job.id.as_str())),
-        ("culprit_vertex", verdict.and_then(|v| v.culprit.as_ref()).map(|c| c.vertex_name.as_str())),
+        ("culprit_vertex", culprit_vertex.as_deref()),
         ("finding", finding),
         ("status", verdict.map(|v| v.status.as_str())),
         ("culprit", Some("true")),
@@ -60,10 +84,12 @@ pub fn labels(notice: &Notice, alertname: &str) -> BTreeMap<String, String> {
 }
 
 /// The annotations: `summary` (the verdict's, or `could not diagnose: <reason>`), `fix`
-/// (the first fix line), `description` (the verdict's cause), `verdict_url`. Empty values
-/// are left out.
+/// (the first fix line), `description` (the verdict's cause), `verdict_url`. Vertex names
+/// in their prose form, control characters cleaned, each cut to its limit
+/// ([`MAX_SUMMARY_ANNOTATION`], [`MAX_DESCRIPTION_ANNOTATION`]). Empty values are left out.
 pub fn annotations(notice: &Notice) -> BTreeMap<String, String> {
     let verdict = notice.verdict.as_ref().filter(|_| notice.kind != NoticeKind::CouldNotDiagnose);
+    let n = verdict.map(Names::of).unwrap_or_default();
     let summary = match (notice.kind, verdict) {
         (NoticeKind::CouldNotDiagnose, _) => {
             Some(format!("{COULD_NOT_DIAGNOSE}{}", notice.reason.as_deref().unwrap_or("no reason given")))
@@ -73,9 +99,9 @@ pub fn annotations(notice: &Notice) -> BTreeMap<String, String> {
         (NoticeKind::Verdict, None) => None,
     };
     let pairs = [
-        ("summary", summary),
-        ("fix", verdict.and_then(|v| v.fix.first().cloned())),
-        ("description", verdict.map(|v| v.cause.clone())),
+        ("summary", summary.map(|s| cut(&n.text(&s), MAX_SUMMARY_ANNOTATION))),
+        ("fix", verdict.and_then(|v| v.fix.first()).map(|f| cut(&n.text(f), MAX_SUMMARY_ANNOTATION))),
+        ("description", verdict.map(|v| cut(&n.text(&v.cause), MAX_DESCRIPTION_ANNOTATION))),
         ("verdict_url", notice.verdict_url.clone()),
     ];
     pairs.into_iter().filter_map(|(k, v)| v.filter(|v| !v.is_empty()).map(|v| (k.to_string(), v))).collect()

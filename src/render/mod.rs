@@ -1,10 +1,20 @@
-//! Pure renderers of a [`Verdict`]: JSON, a terminal view, Markdown.
+//! Pure renderers of a [`Verdict`]: JSON, a terminal view, Markdown, and the payloads of
+//! Slack, PagerDuty and Alertmanager.
+//!
+//! Every rendering leads with the answer (the culprit, why, the first step of the fix),
+//! then the fix, then the evidence; the runbook's steps and the queueing theory go to the
+//! verbose view, the Slack thread and the JSON. Names come in their short forms
+//! ([`names`]); every string from outside is cleaned of control characters and escaped
+//! for where it goes.
 
 pub mod alertmanager;
 pub mod markdown;
+pub mod names;
 pub mod pagerduty;
 pub mod slack;
 pub mod text;
+
+pub use text::Options;
 
 use crate::model::verdict::Verdict;
 
@@ -16,12 +26,17 @@ pub enum Format {
     Markdown,
 }
 
-/// Renders a verdict in a format.
+/// Renders a verdict in a format, the default view at the default width.
 pub fn render(verdict: &Verdict, format: Format) -> String {
+    render_with(verdict, format, &Options::default())
+}
+
+/// Renders a verdict in a format with the given width and verbosity (JSON ignores both).
+pub fn render_with(verdict: &Verdict, format: Format, options: &Options) -> String {
     match format {
         Format::Json => json(verdict),
-        Format::Text => text::render(verdict),
-        Format::Markdown => markdown::render(verdict),
+        Format::Text => text::render(verdict, options),
+        Format::Markdown => markdown::render(verdict, options.verbose),
     }
 }
 

@@ -8,14 +8,15 @@
 //!   "event_action": "trigger",
 //!   "dedup_key": "<lowercase hex SHA-256 of the group key>",
 //!   "payload": {
-//!     "summary": "<job>: <verdict summary>",      // ≤ 1024 characters
+//!     "summary": "<job>: <verdict summary> Fix: <first step>",  // ≤ 1024 characters
 //!     "source": "<job name>",
 //!     "severity": "critical | error | warning | info",
 //!     "timestamp": "<notice time, RFC 3339>",
-//!     "component": "<culprit vertex>",             // left out without a culprit
+//!     "component": "<culprit: Flink's vertex name>", // left out without a culprit
 //!     "group": "flink",
 //!     "class": "<finding> | could_not_diagnose",
-//!     "custom_details": { "verdict": { … culprit.verdict/v1 … }, "group_key": "…", "idempotency_key": "…" }
+//!     "custom_details": { "fix": ["…"], "culprit": "…", "verdict": { … culprit.verdict/v1 … },
+//!                         "group_key": "…", "idempotency_key": "…" }
 //!   },
 //!   "client": "culprit",
 //!   "client_url": "<verdict URL>",                 // both only with a verdict URL
@@ -30,6 +31,7 @@ use sha2::{Digest, Sha256};
 
 use crate::model::notice::{Notice, NoticeKind};
 use crate::model::verdict::JobRef;
+use crate::render::names::{self, Names};
 
 /// Longest `payload.summary`, in characters: "The maximum permitted length of this property is
 /// 1024 characters." <https://developer.pagerduty.com/docs/events-api-v2/trigger-events/>
@@ -93,20 +95,29 @@ fn job_label(job: &JobRef) -> &str {
     }
 }
 
-/// The summary before truncation: `<job>: <verdict summary>` (`<job>: verdict changed: …`
-/// when it replaces an earlier one), `<job>: could not diagnose: <reason>`, or
-/// `<job>: resolved`.
+/// The summary before truncation, leading with the answer: `<job>: <verdict summary> Fix:
+/// <first step>` (`<job>: verdict changed: …` when it replaces an earlier one), `<job>:
+/// could not diagnose: <reason>`, or `<job>: resolved`. Vertex names in their prose form,
+/// control characters cleaned.
 pub fn summary(notice: &Notice) -> String {
-    let job = job_label(job(notice));
-    match (notice.kind, &notice.verdict) {
-        (NoticeKind::Verdict, Some(v)) if notice.changed => format!("{job}: verdict changed: {}", v.summary),
-        (NoticeKind::Verdict, Some(v)) => format!("{job}: {}", v.summary),
+    let job = names::clean(job_label(job(notice))).into_owned();
+    let answer = |v: &crate::model::verdict::Verdict| {
+        let n = Names::of(v);
+        match v.fix.first() {
+            Some(first) => format!("{} Fix: {}", n.text(&v.summary), n.text(first)),
+            None => n.text(&v.summary),
+        }
+    };
+    let s = match (notice.kind, &notice.verdict) {
+        (NoticeKind::Verdict, Some(v)) if notice.changed => format!("{job}: verdict changed: {}", answer(v)),
+        (NoticeKind::Verdict, Some(v)) => format!("{job}: {}", answer(v)),
         (NoticeKind::Verdict, None) => format!("{job}: no verdict"),
         (NoticeKind::CouldNotDiagnose, _) => {
             format!("{job}: could not diagnose: {}", notice.reason.as_deref().unwrap_or("no reason given"))
         }
         (NoticeKind::Resolved, _) => format!("{job}: resolved"),
-    }
+    };
+    names::clean(&s).into_owned()
 }
 
 /// The trigger event for `notice` (see the module docs for the shape).
@@ -126,11 +137,11 @@ pub fn event(notice: &Notice, routing_key: &str, severity: &str) -> Value {
     let job = job(notice);
     let mut payload = Map::new();
     payload.insert("summary".into(), truncate(&summary(notice), MAX_SUMMARY_CHARS).into_owned().into());
-    payload.insert("source".into(), job_label(job).into());
+    payload.insert("source".into(), names::clean(job_label(job)).into_owned().into());
     payload.insert("severity".into(), severity.into());
     payload.insert("timestamp".into(), crate::model::verdict::rfc3339(notice.at_ms).into());
     if let Some(c) = notice.verdict.as_ref().and_then(|v| v.culprit.as_ref()) {
-        payload.insert("component".into(), c.vertex_name.clone().into());
+        payload.insert("component".into(), names::vertex_name(&c.vertex_name).into());
     }
     payload.insert("group".into(), GROUP.into());
     let class = match (&notice.verdict, notice.kind) {
@@ -144,6 +155,11 @@ pub fn event(notice: &Notice, routing_key: &str, severity: &str) -> Value {
     let mut details = Map::new();
     match &notice.verdict {
         Some(v) => {
+            let n = Names::of(v);
+            details.insert("fix".into(), v.fix.iter().map(|f| n.text(f)).collect::<Vec<_>>().into());
+            if let Some(c) = &v.culprit {
+                details.insert("culprit".into(), names::vertex_name(&c.vertex_name).into());
+            }
             details.insert("verdict".into(), serde_json::to_value(v).expect("a verdict always serializes"));
         }
         None => {
@@ -171,22 +187,60 @@ pub fn event(notice: &Notice, routing_key: &str, severity: &str) -> Value {
     let mut event = Value::Object(event);
 
     let size = serde_json::to_vec(&event).map_or(0, |b| b.len());
-    if size > MAX_EVENT_BYTES
-        && let Some(v) = &notice.verdict
-    {
-        event["payload"]["custom_details"]["verdict"] = json!({
+    if size > MAX_EVENT_BYTES {
+        shrink(&mut event, notice, size);
+    }
+    event
+}
+
+/// Cuts an event over [`MAX_EVENT_BYTES`] down: first the verdict to its schema, status,
+/// finding, summary, cause and fix; if still too big, every detail to at most 4,096
+/// characters and at most 20 fix steps of 1,024 (surely under 512 KB: about 30 KB of
+/// details besides a routing key and URLs of configuration's size).
+fn shrink(event: &mut Value, notice: &Notice, size: usize) {
+    let truncated = format!(
+        "the verdict ({size} bytes as an event) exceeds PagerDuty's {MAX_EVENT_BYTES}-byte limit; the full verdict is at the link"
+    );
+    let details = &mut event["payload"]["custom_details"];
+    if let Some(v) = &notice.verdict {
+        details["verdict"] = json!({
             "schema": v.schema,
             "status": v.status,
             "finding": v.finding,
             "summary": truncate(&v.summary, 4096),
             "cause": truncate(&v.cause, 16_384),
             "fix": v.fix.iter().take(20).map(|f| truncate(f, 4096)).collect::<Vec<_>>(),
-            "truncated": format!(
-                "the verdict ({size} bytes as an event) exceeds PagerDuty's {MAX_EVENT_BYTES}-byte limit; the full verdict is at the link"
-            ),
+            "truncated": truncated,
         });
+        if let Some(fix) = details.get_mut("fix").and_then(Value::as_array_mut) {
+            fix.truncate(20);
+        }
     }
-    event
+    if serde_json::to_vec(&*event).map_or(0, |b| b.len()) <= MAX_EVENT_BYTES {
+        return;
+    }
+    let cut = |v: &Value, max: usize| match v {
+        Value::String(s) => Value::String(truncate(s, max).into_owned()),
+        Value::Array(a) => Value::Array(
+            a.iter().take(20).map(|x| x.as_str().map_or(Value::Null, |s| truncate(s, 1024).into_owned().into())).collect(),
+        ),
+        _ => Value::Null,
+    };
+    let details = &mut event["payload"]["custom_details"];
+    if let Some(map) = details.as_object_mut() {
+        for (_, v) in map.iter_mut() {
+            let shorter = match &*v {
+                Value::Object(o) => Value::Object(o.iter().map(|(k, x)| (k.clone(), cut(x, 4096))).collect()),
+                other => cut(other, 4096),
+            };
+            *v = shorter;
+        }
+    }
+    for key in ["source", "component"] {
+        if let Some(s) = event["payload"][key].as_str() {
+            event["payload"][key] = truncate(s, 1024).into_owned().into();
+        }
+    }
 }
 
 #[cfg(test)]

@@ -4,35 +4,51 @@
 //!
 //! # Layout of a verdict
 //!
+//! The message leads with the answer, then the fix, then the evidence:
+//!
 //! 1. `header`: an emoji, status and job (`:red_circle: Backpressure culprit in <job>:
 //!    <vertex>`), with `Changed:` before the status when the verdict replaces an earlier one.
-//! 2. `section`: the verdict's summary.
-//! 3. `section` with `fields`: culprit (with its subtasks when not all of them carry the
+//! 2. `section`: the verdict's summary (culprit and why).
+//! 3. `section`: critical hazards and warnings, when there are any.
+//! 4. `section`: the numbered fix, Flink/connector configuration keys in `code`.
+//! 5. `section`: what would not help.
+//! 6. `context`: the evidence: each vertex's busy and backpressured time, in the graph's
+//!    order (`→`) with a job plan, and without one in no order (`·`, "order unknown").
+//! 7. `section` with `fields`: culprit (with its subtasks when not all of them carry the
 //!    problem, and the other culprits when there are several), finding, confidence, job
 //!    and time.
-//! 4. `section`: the cause.
-//! 5. `section`s: the numbered fix, Flink/connector configuration keys in `code`.
-//! 6. `section`s: what would not help.
-//! 7. `section`s: hazards, critical first.
-//! 8. `context`: the graph on one line, vertices in topological order with busy and
-//!    backpressured percentages, the culprit in bold.
-//! 9. `context`: the alert group's common labels.
-//! 10. `context`: the link to the stored verdict, when there is one.
+//! 8. `context`: the alert group's common labels.
+//! 9. `context`: the link to the stored verdict, when there is one.
+//!
+//! The cause (the queueing theory), every number, the runbook's steps, what was missing and
+//! the notes go to a reply in the message's thread: [`details`].
+//!
+//! Vertex names are Flink's short vertex names in their prose form
+//! ([`crate::render::names`]), never the plan's descriptions (a Flink SQL job's run to
+//! thousands of characters).
 //!
 //! # Safety of untrusted text
 //!
 //! Job, vertex and operator names and the alert labels come from outside. Every dynamic
-//! string goes through [`escape`] (`&`, `<`, `>` become `&amp;`, `&lt;`, `&gt;`), so a
-//! label `<!channel>` shows as text and pings nobody, and `<https://evil|click>` does not
-//! become a link. Every `mrkdwn` text object is also `verbatim`, so Slack does not turn
-//! bare channel names, `@here` or URLs in that text into mentions or links. The only
-//! links in a message are the ones this module writes itself (the verdict URL).
+//! string is cleaned of control characters ([`names::clean`]) and goes through
+//! [`mrkdwn`] (or [`escape`] for `plain_text`): `&`, `<`, `>` become `&amp;`, `&lt;`,
+//! `&gt;`, so a label `<!channel>` shows as text and pings nobody, and
+//! `<https://evil|click>` does not become a link; a word holding one of Slack's formatting
+//! characters (`*`, `_`, `~`, `` ` ``) or an emoji code (`:fire:`) is put in a code span,
+//! where Slack formats nothing (a backtick inside becomes `ˋ`, U+02CB, since code spans
+//! have no escape); an empty id is left out rather than shown as an empty code span. Every
+//! `mrkdwn` text object is also `verbatim`, so Slack does not turn bare channel names,
+//! `@here` or URLs into mentions or links. The only links in a message are the ones this
+//! module writes itself (the verdict URL).
 //!
 //! # Limits
 //!
 //! Vendor limits are the constants below; text beyond them is cut and ends with `…`
-//! (never an error). Lengths are counted in UTF-16 code units, which is never less than
-//! the number of characters Slack counts.
+//! (never an error). Each block of a verdict has a budget ([`Budget`]) and the budgets add
+//! up to less than [`MAX_BLOCKS_TEXT`]. Lengths are counted in UTF-16 code units, which is
+//! never less than the number of characters Slack counts. When Slack still refuses a
+//! message (`msg_too_long`, `msg_blocks_too_long`, `invalid_blocks`), the notifier sends
+//! [`fallback`]: text alone, at most [`MAX_SAFE_TEXT`].
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -42,6 +58,7 @@ use serde_json::{Value, json};
 
 use crate::model::notice::{Notice, NoticeKind};
 use crate::model::verdict::{Culprit, Hazard, HazardKind, Severity, Status, Verdict, VertexState};
+use crate::render::names::{self, Names};
 
 /// Most blocks in one message.
 /// <https://api.slack.com/reference/block-kit/blocks>
@@ -71,28 +88,71 @@ pub const MAX_CONTEXT_ELEMENTS: usize = 10;
 /// <https://api.slack.com/reference/block-kit/composition-objects#text>
 pub const MAX_TEXT_OBJECT: usize = 3000;
 
-/// Longest top-level `text` kept: `chat.postMessage` truncates longer messages.
-/// <https://api.slack.com/methods/chat.postMessage#truncating>
-pub const MAX_FALLBACK_TEXT: usize = 40_000;
+/// Longest top-level `text`. Slack documents 40,000 characters as where it truncates, but
+/// advises at most 4,000 (<https://api.slack.com/methods/chat.postMessage#truncating>), and
+/// refuses longer messages with `msg_too_long` in practice (about 4,000 characters,
+/// seratch/ChatGPT-in-Slack#102; a 16,710-character text in field report 04). 3,000 keeps a
+/// margin below the advice.
+pub const MAX_FALLBACK_TEXT: usize = 3000;
 
-/// Sections one list (fix, not the fix, hazards) may take; the rest is summarised.
-const MAX_LIST_SECTIONS: usize = 4;
+/// Most text in all blocks of one message together. Not documented; Slack answered
+/// `msg_blocks_too_long` at 11,341 measured characters (slackapi/bolt-js#2867) and about
+/// 13,200 (slackapi/bolt-js#2509), where a maintainer cites about 12,000. The budgets of a
+/// verdict's blocks add up to less than this ([`Budget`]).
+pub const MAX_BLOCKS_TEXT: usize = 8000;
+
+/// Longest `text` of [`fallback`], the message sent alone after Slack refused one: a
+/// quarter of the length Slack refuses, so it surely fits.
+pub const MAX_SAFE_TEXT: usize = 1000;
 
 /// Subtask ids listed before `…`.
 const MAX_SUBTASKS_LISTED: usize = 16;
 
+/// Widest vertex name in the evidence line, characters.
+const MAX_GRAPH_NAME: usize = 40;
+
 /// What ends cut text.
 pub const ELLIPSIS: char = '…';
 
-/// One Slack message: the `text` fallback (notifications, clients without blocks, the
-/// text-only retry) and the Block Kit `blocks`.
+/// The text budget of each block of a verdict message (UTF-16 units). Their sum,
+/// 150 + 1,000 + 800 + 2,500 + 800 + 800 + 5 × 160 + 500 + 500 = 7,850, is below
+/// [`MAX_BLOCKS_TEXT`], so a verdict message fits however long its parts are.
+pub struct Budget;
+
+impl Budget {
+    pub const HEADER: usize = MAX_HEADER_TEXT;
+    pub const SUMMARY: usize = 1000;
+    pub const HAZARDS: usize = 800;
+    pub const FIX: usize = 2500;
+    pub const NOT_THE_FIX: usize = 800;
+    pub const EVIDENCE: usize = 800;
+    /// Each of the five fields (culprit, finding, confidence, job, time).
+    pub const FIELD: usize = 160;
+    pub const LABELS: usize = 500;
+    pub const LINK: usize = 500;
+}
+
+/// The text budget of the blocks of [`details`]: 2,400 (cause) + 2,400 (steps) + 1,500
+/// (numbers) + 1,200 (missing and notes) = 7,500 < [`MAX_BLOCKS_TEXT`].
+struct DetailsBudget;
+
+impl DetailsBudget {
+    const CAUSE: usize = 2400;
+    const STEPS: usize = 2400;
+    const NUMBERS: usize = 1500;
+    const NOTES: usize = 1200;
+}
+
+/// One Slack message: the `text` fallback (notifications, clients without blocks) and the
+/// Block Kit `blocks`.
 ///
-/// Guarantees: at most [`MAX_BLOCKS`] blocks; every text within its limit; `text` at most
-/// [`MAX_FALLBACK_TEXT`] long; every dynamic string escaped.
+/// Guarantees: at most [`MAX_BLOCKS`] blocks; every text within its limit; all block text
+/// together at most [`MAX_BLOCKS_TEXT`]; `text` at most [`MAX_FALLBACK_TEXT`] long; every
+/// dynamic string cleaned and escaped.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SlackMessage {
     /// Fallback text (Slack `mrkdwn`, escaped): [`text_only`] for [`message`], the reply's
-    /// own text for [`changed_reply`]. Sent alone when Slack refuses the blocks.
+    /// own text for [`changed_reply`] and [`details`], empty-free.
     pub text: String,
     /// Block Kit blocks, as JSON objects.
     pub blocks: Vec<Value>,
@@ -120,7 +180,8 @@ pub fn slack_len(s: &str) -> usize {
 }
 
 /// Cuts already escaped text to `max` (in [`slack_len`] units), ending with `…` when cut.
-/// Never cuts inside an entity (`&amp;`) or inside a link this module wrote (`<url|label>`).
+/// Never cuts inside an entity (`&amp;`), a code span, or a link this module wrote
+/// (`<url|label>`).
 fn clip(s: &str, max: usize) -> String {
     if slack_len(s) <= max {
         return s.to_string();
@@ -146,26 +207,32 @@ fn clip(s: &str, max: usize) -> String {
     {
         kept = &kept[..lt];
     }
+    // An odd number of backticks: the last code span was cut open; drop it.
+    if kept.matches('`').count() % 2 == 1
+        && let Some(tick) = kept.rfind('`')
+    {
+        kept = &kept[..tick];
+    }
     let mut out = kept.trim_end().to_string();
     out.push(ELLIPSIS);
     out
 }
 
+/// True for a configuration key: lowercase ASCII letters, digits, `-` and `_` in at least
+/// two `.`-separated parts of two characters or more, starting with a letter (numbers such
+/// as `1.09` and abbreviations such as `e.g.` are not keys).
+fn is_key(w: &str) -> bool {
+    w.starts_with(|c: char| c.is_ascii_lowercase())
+        && w.contains('.')
+        && w.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '.' | '-' | '_'))
+        && w.split('.').all(|part| part.len() >= 2)
+}
+
 /// Escapes `raw` and puts what looks like a configuration key (`state.backend.rocksdb.thread.num`,
 /// `sink.buffer-flush.max-rows`, `[diagnosis.operator_kinds]`) in `code`.
-///
-/// A key is a run of lowercase ASCII letters, digits, `-` and `_` in at least two
-/// `.`-separated parts of two characters or more, starting with a letter: numbers
-/// (`1.09`) and abbreviations (`e.g.`) are not keys.
 pub fn with_code_keys(raw: &str) -> String {
     fn in_run(c: char) -> bool {
         c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_')
-    }
-    fn is_key(w: &str) -> bool {
-        w.starts_with(|c: char| c.is_ascii_lowercase())
-            && w.contains('.')
-            && w.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '.' | '-' | '_'))
-            && w.split('.').all(|part| part.len() >= 2)
     }
     let mut out = String::with_capacity(raw.len() + 16);
     let mut rest = raw;
@@ -179,9 +246,7 @@ pub fn with_code_keys(raw: &str) -> String {
         if !core.is_empty() && is_key(core) {
             let lead = run.find(core).unwrap_or(0);
             out.push_str(&run[..lead]);
-            out.push('`');
-            out.push_str(core);
-            out.push('`');
+            out.push_str(&code(core));
             out.push_str(&run[lead + core.len()..]);
         } else {
             out.push_str(run);
@@ -191,17 +256,90 @@ pub fn with_code_keys(raw: &str) -> String {
     out
 }
 
-/// Escapes text for a `plain_text` object on one line (newlines become spaces).
+/// `s` in a code span, escaped; a backtick inside becomes `ˋ` (U+02CB): code spans have no
+/// escape for it.
+pub fn code(s: &str) -> String {
+    format!("`{}`", escape(&s.replace('`', "\u{2CB}")))
+}
+
+/// True when `word` holds an emoji code (`:fire:`), which Slack would show as an emoji.
+fn has_emoji_code(word: &str) -> bool {
+    let parts: Vec<&str> = word.split(':').collect();
+    parts.len() >= 3
+        && parts[1..parts.len() - 1].iter().any(|p| {
+            p.chars().any(|c| c.is_ascii_alphabetic())
+                && p.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '+' | '-' | '\''))
+        })
+}
+
+/// Punctuation that may stay outside a code span around a word.
+const OUTER: &[char] = &['(', ')', '[', ']', '{', '}', ',', ';', ':', '.', '!', '?', '"', '\''];
+
+/// One word of untrusted text as mrkdwn (see [`mrkdwn`]); `keys`: configuration keys in code.
+fn mrkdwn_word(word: &str, line_start: bool, keys: bool) -> String {
+    if has_emoji_code(word) {
+        return code(word);
+    }
+    let core = word.trim_matches(OUTER);
+    if core.is_empty() {
+        return escape(word);
+    }
+    let lead = &word[..word.find(core).unwrap_or(0)];
+    let trail = &word[lead.len() + core.len()..];
+    let formatting = core.contains(['*', '_', '~', '`']) || (line_start && lead.is_empty() && core.starts_with('>'));
+    if formatting {
+        format!("{}{}{}", escape(lead), code(core), escape(trail))
+    } else if keys {
+        with_code_keys(word)
+    } else {
+        escape(word)
+    }
+}
+
+/// Untrusted text (names, labels, reasons) as Slack `mrkdwn` that shows exactly that text:
+/// cleaned of control characters, `&<>` escaped, and every word that Slack would format (it
+/// holds `*`, `_`, `~`, `` ` `` or an emoji code, or starts the text with `>`) in a code
+/// span.
+pub fn mrkdwn(raw: &str) -> String {
+    mrkdwn_text(raw, false)
+}
+
+/// What the diagnosis wrote (summary, fix, cause, …) as [`mrkdwn`], with configuration
+/// keys in code as well ([`with_code_keys`]).
+pub fn prose(raw: &str) -> String {
+    mrkdwn_text(raw, true)
+}
+
+fn mrkdwn_text(raw: &str, keys: bool) -> String {
+    let raw = names::clean(raw);
+    let mut out = String::with_capacity(raw.len() + 16);
+    let mut rest: &str = &raw;
+    let mut first = true;
+    while !rest.is_empty() {
+        let ws = rest.len() - rest.trim_start().len();
+        out.push_str(&rest[..ws]);
+        rest = &rest[ws..];
+        let len = rest.find(char::is_whitespace).unwrap_or(rest.len());
+        if len > 0 {
+            out.push_str(&mrkdwn_word(&rest[..len], first, keys));
+            first = false;
+        }
+        rest = &rest[len..];
+    }
+    out
+}
+
+/// Escapes text for a `plain_text` object on one line (control characters cleaned).
 fn plain(s: &str) -> String {
-    escape(&s.replace(['\n', '\r'], " "))
+    escape(&names::clean(s))
 }
 
 fn pct(v: Option<f64>) -> String {
     v.map(|r| format!("{:.0}%", r * 100.0)).unwrap_or_else(|| "?".into())
 }
 
-fn mrkdwn(text: String, max: usize) -> Value {
-    json!({ "type": "mrkdwn", "text": clip(&text, max), "verbatim": true })
+fn mrkdwn_object(text: &str, max: usize) -> Value {
+    json!({ "type": "mrkdwn", "text": clip(text, max), "verbatim": true })
 }
 
 fn header(text: &str) -> Value {
@@ -211,50 +349,37 @@ fn header(text: &str) -> Value {
     })
 }
 
-fn section(text: String) -> Value {
-    json!({ "type": "section", "text": mrkdwn(text, MAX_SECTION_TEXT) })
+fn section(text: &str, max: usize) -> Value {
+    json!({ "type": "section", "text": mrkdwn_object(text, max.min(MAX_SECTION_TEXT)) })
 }
 
-fn fields(items: Vec<String>) -> Value {
-    let fields: Vec<Value> = items.into_iter().take(MAX_FIELDS).map(|f| mrkdwn(f, MAX_FIELD_TEXT)).collect();
+fn fields(items: Vec<String>, max: usize) -> Value {
+    let fields: Vec<Value> =
+        items.iter().take(MAX_FIELDS).map(|f| mrkdwn_object(f, max.min(MAX_FIELD_TEXT))).collect();
     json!({ "type": "section", "fields": fields })
 }
 
-fn context(items: Vec<String>) -> Value {
+fn context(items: Vec<String>, max: usize) -> Value {
     let elements: Vec<Value> =
-        items.into_iter().take(MAX_CONTEXT_ELEMENTS).map(|t| mrkdwn(t, MAX_TEXT_OBJECT)).collect();
+        items.iter().take(MAX_CONTEXT_ELEMENTS).map(|t| mrkdwn_object(t, max.min(MAX_TEXT_OBJECT))).collect();
     json!({ "type": "context", "elements": elements })
 }
 
-/// Packs escaped lines into sections of at most [`MAX_SECTION_TEXT`], the first one
-/// starting with `title`; at most [`MAX_LIST_SECTIONS`] sections, then `… n more`.
-fn list_sections(title: &str, lines: &[String]) -> Vec<Value> {
-    let mut sections: Vec<String> = Vec::new();
-    let mut current = title.to_string();
-    let mut dropped = 0;
+/// `title` and the lines under it, cut to `max` with `… n more in the verdict` when not
+/// all lines fit.
+fn list_text(title: &str, lines: &[String], max: usize) -> String {
+    let mut text = title.to_string();
     for (i, line) in lines.iter().enumerate() {
-        let line = clip(line, MAX_SECTION_TEXT - 1 - slack_len(title));
-        if slack_len(&current) + 1 + slack_len(&line) > MAX_SECTION_TEXT {
-            if sections.len() + 1 == MAX_LIST_SECTIONS {
-                dropped = lines.len() - i;
-                break;
-            }
-            sections.push(std::mem::take(&mut current));
-            current = line;
-        } else {
-            if !current.is_empty() {
-                current.push('\n');
-            }
-            current.push_str(&line);
+        let more = format!("\n{ELLIPSIS} {} more in the verdict", lines.len() - i);
+        let room = max.saturating_sub(slack_len(&text) + 1 + slack_len(&more));
+        if slack_len(line) > room && i > 0 {
+            text.push_str(&more);
+            return text;
         }
+        text.push('\n');
+        text.push_str(&clip(line, room.max(20)));
     }
-    if dropped > 0 {
-        let more = format!("\n{ELLIPSIS} {dropped} more in the verdict");
-        current = clip(&current, MAX_SECTION_TEXT - slack_len(&more));
-        current.push_str(&more);
-    }
-    sections.push(current);
-    sections.into_iter().map(section).collect()
+    clip(&text, max)
 }
 
 /// Keeps at most [`MAX_BLOCKS`] blocks; the last kept says that some were left out.
@@ -262,18 +387,20 @@ fn within_block_limit(mut blocks: Vec<Value>) -> Vec<Value> {
     if blocks.len() > MAX_BLOCKS {
         let left_out = blocks.len() - (MAX_BLOCKS - 1);
         blocks.truncate(MAX_BLOCKS - 1);
-        blocks.push(context(vec![format!("{ELLIPSIS} {left_out} more blocks left out")]));
+        blocks.push(context(vec![format!("{ELLIPSIS} {left_out} more blocks left out")], MAX_TEXT_OBJECT));
     }
     blocks
 }
 
 /// The header: an emoji for the status, `Changed: ` when the verdict replaces another,
-/// the status and the job (and the culprit).
-fn status_title(v: &Verdict, job: &str, changed: bool) -> String {
+/// the status and the job (and the culprit, in its prose form).
+/// `esc` escapes the names: [`plain`] for the header, [`mrkdwn`] for text.
+fn status_title(v: &Verdict, job: &str, changed: bool, esc: fn(&str) -> String) -> String {
     let changed = if changed { "Changed: " } else { "" };
+    let job = if job.trim().is_empty() { "unknown job".to_string() } else { esc(job) };
     match (v.status, &v.culprit) {
         (Status::CulpritFound, Some(c)) => {
-            format!(":red_circle: {changed}Backpressure culprit in {job}: {}", plain(&c.vertex_name))
+            format!(":red_circle: {changed}Backpressure culprit in {job}: {}", esc(&names::prose_name(&c.vertex_name)))
         }
         (Status::CulpritFound, None) => format!(":red_circle: {changed}Backpressure culprit in {job}"),
         (Status::NoSingleCulprit, _) => {
@@ -284,9 +411,10 @@ fn status_title(v: &Verdict, job: &str, changed: bool) -> String {
     }
 }
 
-/// `fraud-score (subtask 0 of 4)`: the subtasks when not all of them carry the problem.
+/// `fraud-score (subtask 0 of 4)`: the prose name, and the subtasks when not all of them
+/// carry the problem.
 fn culprit_name(c: &Culprit) -> String {
-    let mut s = escape(&c.vertex_name);
+    let mut s = mrkdwn(&names::prose_name(&c.vertex_name));
     if !c.subtasks.is_empty() && c.subtasks.len() < c.parallelism as usize {
         let listed: Vec<String> = c.subtasks.iter().take(MAX_SUBTASKS_LISTED).map(|i| i.to_string()).collect();
         let more = if c.subtasks.len() > MAX_SUBTASKS_LISTED { format!(", {ELLIPSIS}") } else { String::new() };
@@ -299,11 +427,11 @@ fn culprit_name(c: &Culprit) -> String {
 fn other_culprits(v: &Verdict) -> Option<String> {
     let main = v.culprit.as_ref().map(|c| c.vertex_id.as_str());
     let others: Vec<String> =
-        v.culprits.iter().filter(|c| Some(c.vertex_id.as_str()) != main).map(culprit_name).collect();
+        v.culprits.iter().filter(|c| Some(c.vertex_id.as_str()) != main).take(5).map(culprit_name).collect();
     (!others.is_empty()).then(|| format!("also: {}", others.join(", ")))
 }
 
-fn hazard_line(h: &Hazard) -> String {
+fn hazard_line(names: &Names, h: &Hazard) -> String {
     let (icon, severity) = match h.severity {
         Severity::Critical => (":rotating_light:", "critical"),
         Severity::Warning => (":warning:", "warning"),
@@ -314,7 +442,7 @@ fn hazard_line(h: &Hazard) -> String {
     };
     let mut s = format!("{icon} *{severity}* · {kind}");
     if let Some(topic) = &h.topic {
-        let _ = write!(s, " · topic {}", escape(topic));
+        let _ = write!(s, " · topic {}", mrkdwn(topic));
     }
     match h.time_to_loss_seconds {
         Some(t) if t <= 0 => s.push_str(" · losing data now"),
@@ -323,7 +451,7 @@ fn hazard_line(h: &Hazard) -> String {
         }
         None => {}
     }
-    let _ = write!(s, ": {}", escape(&h.detail));
+    let _ = write!(s, ": {}", prose(&names.text(&h.detail)));
     s
 }
 
@@ -333,25 +461,32 @@ fn hazards_sorted(v: &Verdict) -> Vec<&Hazard> {
     hazards
 }
 
-/// `A 0%/74% → B 0%/86% → *C 99%/0%*` (busy / backpressured, max over subtasks).
+/// The evidence on one line: `Graph (busy/backpressured): A 0%/74% → B 0%/86% → C 99%/0% (culprit)`
+/// in the graph's order; without a job plan `Vertices, order unknown (…): A … · B …`.
 fn graph_line(v: &Verdict) -> String {
     let parts: Vec<String> = v
         .graph
         .vertices
         .iter()
         .map(|x| {
-            let item = format!("{} {}/{}", escape(&x.name), pct(x.busy_max), pct(x.backpressured_max));
-            if x.state == VertexState::Culprit { format!("*{item}*") } else { item }
+            let name = names::clip(&names::prose_name(&x.name), MAX_GRAPH_NAME).into_owned();
+            let item = format!("{} {}/{}", mrkdwn(&name), pct(x.busy_max), pct(x.backpressured_max));
+            // Marked in words, not bold: a name may hold code spans.
+            if x.state == VertexState::Culprit { format!("{item} (culprit)") } else { item }
         })
         .collect();
-    format!("Graph (busy/backpressured): {}", parts.join(" → "))
+    if v.graph.from_plan {
+        format!("Graph (busy/backpressured): {}", parts.join(" → "))
+    } else {
+        format!("Vertices, no job graph so order unknown (busy/backpressured): {}", parts.join(" · "))
+    }
 }
 
 fn labels_line(labels: &BTreeMap<String, String>) -> Option<String> {
     if labels.is_empty() {
         return None;
     }
-    let parts: Vec<String> = labels.iter().map(|(k, v)| format!("{}={}", escape(k), escape(v))).collect();
+    let parts: Vec<String> = labels.iter().map(|(k, v)| format!("{}={}", mrkdwn(k), mrkdwn(v))).collect();
     Some(format!("Labels: {}", parts.join(" · ")))
 }
 
@@ -359,8 +494,8 @@ fn labels_line(labels: &BTreeMap<String, String>) -> Option<String> {
 /// (never a link).
 fn link(url: &str, label: &str) -> String {
     let clean = (url.starts_with("https://") || url.starts_with("http://"))
-        && !url.chars().any(|c| c.is_whitespace() || c.is_control() || matches!(c, '<' | '>' | '|'));
-    if clean { format!("<{}|{label}>", escape(url)) } else { escape(url) }
+        && !url.chars().any(|c| c.is_whitespace() || names::is_unsafe(c) || matches!(c, '<' | '>' | '|'));
+    if clean { format!("<{}|{label}>", escape(url)) } else { code(&names::clean(url)) }
 }
 
 fn verdict_link(n: &Notice) -> Option<String> {
@@ -372,23 +507,39 @@ fn verdict_link(n: &Notice) -> Option<String> {
     Some(format!(":link: {}", link(url, &label)))
 }
 
-fn numbered(items: &[String]) -> Vec<String> {
-    items.iter().enumerate().map(|(i, f)| format!("{}. {}", i + 1, with_code_keys(f))).collect()
+fn numbered(names: &Names, items: &[String]) -> Vec<String> {
+    items.iter().enumerate().map(|(i, f)| format!("{}. {}", i + 1, prose(&names.text(f)))).collect()
 }
 
-fn bulleted(items: &[String]) -> Vec<String> {
-    items.iter().map(|f| format!("• {}", with_code_keys(f))).collect()
+fn bulleted(names: &Names, items: &[String]) -> Vec<String> {
+    items.iter().map(|f| format!("• {}", prose(&names.text(f)))).collect()
 }
 
+/// `job-name` and its id in code; an empty id is left out, an empty name reads `unknown job`.
 fn job_line(n: &Notice) -> String {
-    format!("{} `{}`", escape(&n.job.name), escape(&n.job.id))
+    let name = if n.job.name.trim().is_empty() { "unknown job".to_string() } else { mrkdwn(&n.job.name) };
+    if n.job.id.trim().is_empty() { name } else { format!("{name} {}", code(&names::clean(&n.job.id))) }
 }
 
 fn verdict_blocks(n: &Notice, v: &Verdict) -> Vec<Value> {
+    let names = Names::of(v);
     let mut blocks = Vec::new();
-    blocks.push(header(&status_title(v, &plain(&n.job.name), n.changed)));
-    blocks.push(section(escape(&v.summary)));
-
+    blocks.push(header(&status_title(v, &n.job.name, n.changed, plain)));
+    blocks.push(section(&prose(&names.text(&v.summary)), Budget::SUMMARY));
+    if !v.hazards.is_empty() {
+        let lines: Vec<String> = hazards_sorted(v).into_iter().map(|h| hazard_line(&names, h)).collect();
+        blocks.push(section(&list_text("*Hazards*", &lines, Budget::HAZARDS), Budget::HAZARDS));
+    }
+    if !v.fix.is_empty() {
+        blocks.push(section(&list_text("*Fix*", &numbered(&names, &v.fix), Budget::FIX), Budget::FIX));
+    }
+    if !v.not_the_fix.is_empty() {
+        let lines = bulleted(&names, &v.not_the_fix);
+        blocks.push(section(&list_text("*Would not help*", &lines, Budget::NOT_THE_FIX), Budget::NOT_THE_FIX));
+    }
+    if !v.graph.vertices.is_empty() {
+        blocks.push(context(vec![graph_line(v)], Budget::EVIDENCE));
+    }
     let mut f = Vec::new();
     if let Some(c) = &v.culprit {
         let mut s = format!("*Culprit*\n{}", culprit_name(c));
@@ -400,30 +551,13 @@ fn verdict_blocks(n: &Notice, v: &Verdict) -> Vec<Value> {
     f.push(format!("*Finding*\n`{}`", v.finding.as_str()));
     f.push(format!("*Confidence*\n{}", v.confidence.as_str()));
     f.push(format!("*Job*\n{}", job_line(n)));
-    f.push(format!("*At*\n{} · window {} s", escape(&v.at), v.window_seconds));
-    blocks.push(fields(f));
-
-    if !v.cause.is_empty() {
-        blocks.push(section(format!("*Cause*\n{}", escape(&v.cause))));
-    }
-    if !v.fix.is_empty() {
-        blocks.extend(list_sections("*Fix*", &numbered(&v.fix)));
-    }
-    if !v.not_the_fix.is_empty() {
-        blocks.extend(list_sections("*Would not help*", &bulleted(&v.not_the_fix)));
-    }
-    if !v.hazards.is_empty() {
-        let lines: Vec<String> = hazards_sorted(v).into_iter().map(hazard_line).collect();
-        blocks.extend(list_sections("*Hazards*", &lines));
-    }
-    if !v.graph.vertices.is_empty() {
-        blocks.push(context(vec![graph_line(v)]));
-    }
+    f.push(format!("*At*\n{} · window {} s", mrkdwn(&v.at), v.window_seconds));
+    blocks.push(fields(f, Budget::FIELD));
     if let Some(labels) = labels_line(&n.labels) {
-        blocks.push(context(vec![labels]));
+        blocks.push(context(vec![labels], Budget::LABELS));
     }
     if let Some(l) = verdict_link(n) {
-        blocks.push(context(vec![l]));
+        blocks.push(context(vec![l], Budget::LINK));
     }
     within_block_limit(blocks)
 }
@@ -434,20 +568,16 @@ fn resolved_line(n: &Notice) -> String {
 
 fn could_not_line(n: &Notice) -> String {
     let reason = n.reason.as_deref().unwrap_or("no reason given");
-    format!(":warning: {}: could not diagnose: {}", job_line(n), escape(reason))
+    format!(":warning: {}: could not diagnose: {}", job_line(n), mrkdwn(reason))
 }
 
 fn short_blocks(n: &Notice, line: String) -> Vec<Value> {
-    let mut blocks = vec![section(line)];
-    let mut ctx = Vec::new();
+    let mut blocks = vec![section(&line, Budget::SUMMARY + Budget::FIX)];
     if let Some(labels) = labels_line(&n.labels) {
-        ctx.push(labels);
+        blocks.push(context(vec![labels], Budget::LABELS));
     }
     if let Some(l) = verdict_link(n) {
-        ctx.push(l);
-    }
-    if !ctx.is_empty() {
-        blocks.push(context(ctx));
+        blocks.push(context(vec![l], Budget::LINK));
     }
     blocks
 }
@@ -489,8 +619,12 @@ pub fn changed_reply(notice: &Notice) -> SlackMessage {
     let Some(v) = &notice.verdict else {
         return message(notice);
     };
+    let names = Names::of(v);
     let title = if notice.changed { "Verdict changed" } else { "Diagnosed" };
-    let mut line = format!(":arrows_counterclockwise: *{title}* (message above updated): {}", escape(&v.summary));
+    let mut line = format!(
+        ":arrows_counterclockwise: *{title}* (message above updated): {}",
+        clip(&prose(&names.text(&v.summary)), Budget::SUMMARY)
+    );
     let mut facts = Vec::new();
     if let Some(c) = &v.culprit {
         facts.push(format!("culprit {}", culprit_name(c)));
@@ -498,70 +632,148 @@ pub fn changed_reply(notice: &Notice) -> SlackMessage {
     facts.push(format!("finding `{}`", v.finding.as_str()));
     facts.push(format!("confidence {}", v.confidence.as_str()));
     let _ = write!(line, "\n{}", facts.join(" · "));
-    let mut blocks = vec![section(line.clone())];
+    let mut blocks = vec![section(&line, Budget::SUMMARY + Budget::FIX)];
     if let Some(l) = verdict_link(notice) {
-        blocks.push(context(vec![l.clone()]));
+        blocks.push(context(vec![l.clone()], Budget::LINK));
         let _ = write!(line, "\n{l}");
     }
     SlackMessage { text: clip(&line, MAX_FALLBACK_TEXT), blocks }
 }
 
+/// The reply in a verdict's thread with what the message leaves out: the cause (the
+/// queueing theory), every number, the runbook's steps, what was missing and the notes.
+/// `None` for a notice without a verdict.
+pub fn details(notice: &Notice) -> Option<SlackMessage> {
+    let v = notice.verdict.as_ref().filter(|_| notice.kind == NoticeKind::Verdict)?;
+    let names = Names::of(v);
+    let mut blocks = Vec::new();
+    if !v.cause.is_empty() {
+        let cause = format!("*Why*\n{}", prose(&names.text(&v.cause)));
+        blocks.push(section(&cause, DetailsBudget::CAUSE));
+    }
+    if !v.steps.is_empty() {
+        let lines: Vec<String> = v
+            .steps
+            .iter()
+            .map(|s| format!("`{}` {}: {}", s.step.as_str(), s.outcome.as_str(), prose(&names.text(&s.detail))))
+            .collect();
+        blocks.push(section(&list_text("*Runbook steps*", &lines, DetailsBudget::STEPS), DetailsBudget::STEPS));
+    }
+    if !v.evidence.is_empty() {
+        let lines: Vec<String> = v
+            .evidence
+            .iter()
+            .map(|e| {
+                let threshold = e.threshold.map(|t| format!(" (threshold {t})")).unwrap_or_default();
+                format!(
+                    "• {}: {} = {} {}{threshold}",
+                    prose(&names.text(&e.subject)),
+                    mrkdwn(&e.metric),
+                    e.value,
+                    mrkdwn(&e.unit)
+                )
+            })
+            .collect();
+        blocks.push(section(&list_text("*Numbers*", &lines, DetailsBudget::NUMBERS), DetailsBudget::NUMBERS));
+    }
+    let mut notes: Vec<String> = v.missing.iter().map(|m| format!("• missing: {}", prose(&names.text(m)))).collect();
+    notes.extend(v.notes.iter().map(|m| format!("• {}", prose(&names.text(m)))));
+    if !notes.is_empty() {
+        blocks.push(section(&list_text("*Notes*", &notes, DetailsBudget::NOTES), DetailsBudget::NOTES));
+    }
+    if blocks.is_empty() {
+        return None;
+    }
+    let mut text = String::from("Details of the verdict: why, the numbers and the runbook's steps");
+    for b in &blocks {
+        let _ = write!(text, "\n\n{}", b["text"]["text"].as_str().unwrap_or_default());
+    }
+    Some(SlackMessage { text: clip(&text, MAX_FALLBACK_TEXT), blocks })
+}
+
 /// The whole notice as escaped `mrkdwn` text without blocks, at most
-/// [`MAX_FALLBACK_TEXT`] long: the `text` of every message, and what is sent alone when
-/// Slack rejects the blocks (`invalid_blocks`, `msg_too_long`, …).
+/// [`MAX_FALLBACK_TEXT`] long: the `text` of every message (what notifications show).
 ///
-/// A verdict reads: summary; culprit, finding, confidence; job and time; cause; fix;
-/// what would not help; hazards; graph; labels; link.
+/// A verdict reads: summary; the link; fix; hazards; what would not help; culprit, finding,
+/// confidence, job and time; the evidence line; labels.
 pub fn text_only(notice: &Notice) -> String {
     let n = with_reason(notice);
     let mut s = String::new();
     match (n.kind, &n.verdict) {
         (NoticeKind::Verdict, Some(v)) => {
+            let names = Names::of(v);
             if n.changed {
                 s.push_str("Changed: ");
             }
-            let _ = writeln!(s, "{}", escape(&v.summary));
+            let _ = writeln!(s, "{}", clip(&prose(&names.text(&v.summary)), Budget::SUMMARY));
+            if let Some(l) = verdict_link(&n) {
+                let _ = writeln!(s, "{l}");
+            }
+            let mut list = |title: &str, lines: Vec<String>, max: usize| {
+                if !lines.is_empty() {
+                    let _ = writeln!(s, "\n{}", list_text(&format!("*{title}*"), &lines, max));
+                }
+            };
+            list("Fix", numbered(&names, &v.fix), Budget::FIX);
+            list("Hazards", hazards_sorted(v).into_iter().map(|h| hazard_line(&names, h)).collect(), Budget::HAZARDS);
+            list("Would not help", bulleted(&names, &v.not_the_fix), Budget::NOT_THE_FIX);
             let mut facts = Vec::new();
             if let Some(c) = &v.culprit {
-                let mut culprit = format!("Culprit: {}", culprit_name(c));
-                if let Some(others) = other_culprits(v) {
-                    let _ = write!(culprit, " ({others})");
-                }
-                facts.push(culprit);
+                facts.push(format!("Culprit: {}", culprit_name(c)));
             }
             facts.push(format!("finding `{}`", v.finding.as_str()));
             facts.push(format!("confidence {}", v.confidence.as_str()));
-            let _ = writeln!(s, "{}", facts.join(" · "));
-            let _ = writeln!(s, "Job: {} · at {} · window {} s", job_line(&n), escape(&v.at), v.window_seconds);
-            if !v.cause.is_empty() {
-                let _ = writeln!(s, "\n*Cause*\n{}", escape(&v.cause));
-            }
-            let mut list = |title: &str, lines: Vec<String>| {
-                if !lines.is_empty() {
-                    let _ = writeln!(s, "\n*{title}*\n{}", lines.join("\n"));
-                }
-            };
-            list("Fix", numbered(&v.fix));
-            list("Would not help", bulleted(&v.not_the_fix));
-            list("Hazards", hazards_sorted(v).into_iter().map(hazard_line).collect());
+            facts.push(format!("job {}", job_line(&n)));
+            facts.push(format!("at {} · window {} s", mrkdwn(&v.at), v.window_seconds));
+            let _ = writeln!(s, "\n{}", clip(&facts.join(" · "), Budget::FIELD * 5));
             if !v.graph.vertices.is_empty() {
-                let _ = writeln!(s, "\n{}", graph_line(v));
+                let _ = writeln!(s, "{}", clip(&graph_line(v), Budget::EVIDENCE));
             }
         }
         (NoticeKind::Resolved, _) => {
             let _ = writeln!(s, "{}", resolved_line(&n));
+            if let Some(l) = verdict_link(&n) {
+                let _ = writeln!(s, "{l}");
+            }
         }
         _ => {
-            let _ = writeln!(s, "{}", could_not_line(&n));
+            let _ = writeln!(s, "{}", clip(&could_not_line(&n), Budget::SUMMARY + Budget::FIX));
+            if let Some(l) = verdict_link(&n) {
+                let _ = writeln!(s, "{l}");
+            }
         }
     }
     if let Some(labels) = labels_line(&n.labels) {
-        let _ = writeln!(s, "{labels}");
-    }
-    if let Some(l) = verdict_link(&n) {
-        let _ = writeln!(s, "{l}");
+        let _ = writeln!(s, "{}", clip(&labels, Budget::LABELS));
     }
     clip(s.trim_end(), MAX_FALLBACK_TEXT)
+}
+
+/// The message sent, as text alone, when Slack refused a message (`msg_too_long`,
+/// `msg_blocks_too_long`, `invalid_blocks`, …): the status and job, the summary, the first
+/// step of the fix and the link, at most [`MAX_SAFE_TEXT`] long. No blocks.
+pub fn fallback(notice: &Notice) -> SlackMessage {
+    let n = with_reason(notice);
+    let link = verdict_link(&n).map(|l| clip(&l, 400));
+    let room = MAX_SAFE_TEXT - link.as_ref().map_or(0, |l| slack_len(l) + 1);
+    let body = match (n.kind, &n.verdict) {
+        (NoticeKind::Verdict, Some(v)) => {
+            let names = Names::of(v);
+            let mut s = clip(&status_title(v, &n.job.name, n.changed, mrkdwn), MAX_HEADER_TEXT);
+            let _ = write!(s, "\n{}", clip(&prose(&names.text(&v.summary)), 350));
+            if let Some(first) = v.fix.first() {
+                let _ = write!(s, "\n*Fix first:* {}", clip(&prose(&names.text(first)), 300));
+            }
+            s
+        }
+        (NoticeKind::Resolved, _) => resolved_line(&n),
+        _ => could_not_line(&n),
+    };
+    let mut text = clip(&body, room);
+    if let Some(l) = link {
+        let _ = write!(text, "\n{l}");
+    }
+    SlackMessage { text: clip(&text, MAX_SAFE_TEXT), blocks: Vec::new() }
 }
 
 #[cfg(test)]
@@ -615,10 +827,28 @@ mod tests {
         out
     }
 
+    /// The text of every `text` member of the blocks, as Slack adds it up.
+    fn blocks_text_len(v: &Value) -> usize {
+        match v {
+            Value::Object(o) => o
+                .iter()
+                .map(|(k, x)| match x {
+                    Value::String(s) if k == "text" => slack_len(s),
+                    x => blocks_text_len(x),
+                })
+                .sum(),
+            Value::Array(a) => a.iter().map(blocks_text_len).sum(),
+            _ => 0,
+        }
+    }
+
     /// Checks every vendor limit of a message.
     fn assert_within_limits(m: &SlackMessage) {
         assert!(m.blocks.len() <= MAX_BLOCKS, "{} blocks", m.blocks.len());
         assert!(slack_len(&m.text) <= MAX_FALLBACK_TEXT, "text of {}", slack_len(&m.text));
+        assert!(!m.text.trim().is_empty());
+        let total = blocks_text_len(&Value::Array(m.blocks.clone()));
+        assert!(total <= MAX_BLOCKS_TEXT, "blocks text of {total}");
         for b in &m.blocks {
             match b["type"].as_str().unwrap() {
                 "header" => {
@@ -659,13 +889,82 @@ mod tests {
                 "bare & in {s:?}"
             );
         }
+        assert!(!s.chars().any(|c| names::is_unsafe(c) && c != '\n'), "control character in {s:?}");
     }
+
+    /// Outside code spans, no formatting character of Slack's is left, and every code span
+    /// closes and holds something.
+    fn assert_no_stray_formatting(s: &str, ours: &[&str]) {
+        let mut s = s.to_string();
+        for o in ours {
+            s = s.replace(o, "");
+        }
+        assert!(s.matches('`').count() % 2 == 0, "an open code span in {s:?}");
+        assert!(!s.contains("``"), "an empty code span in {s:?}");
+        for (i, part) in s.split('`').enumerate() {
+            if i % 2 == 0 {
+                assert!(!part.contains(['*', '_', '~']), "formatting outside code in {part:?} of {s:?}");
+            }
+        }
+    }
+
+    /// The formatting this module writes itself.
+    const OURS: &[&str] = &[
+        "*Fix*",
+        "*Would not help*",
+        "*Hazards*",
+        "*Culprit*",
+        "*Finding*",
+        "*Confidence*",
+        "*Job*",
+        "*At*",
+        "*Resolved*",
+        "*Verdict changed*",
+        "*Diagnosed*",
+        "*critical*",
+        "*warning*",
+        "*Fix first:*",
+        "*Why*",
+        "*Runbook steps*",
+        "*Numbers*",
+        "*Notes*",
+        ":red_circle:",
+        ":large_orange_circle:",
+        ":large_green_circle:",
+        ":grey_question:",
+        ":rotating_light:",
+        ":white_check_mark:",
+        ":arrows_counterclockwise:",
+        ":link:",
+        ":warning:",
+    ];
 
     #[test]
     fn a_first_sink_verdict_renders_as_snapshot() {
         let m = message(&notice(NoticeKind::Verdict, Some(demo("slow-sink"))));
         assert_within_limits(&m);
         insta::assert_json_snapshot!(m);
+    }
+
+    #[test]
+    fn the_message_leads_with_the_answer_then_the_fix_then_the_evidence() {
+        let m = message(&notice(NoticeKind::Verdict, Some(demo("slow-sink"))));
+        let kinds: Vec<String> = m
+            .blocks
+            .iter()
+            .map(|b| b["text"]["text"].as_str().or(b["elements"][0]["text"].as_str()).unwrap_or("fields").to_string())
+            .collect();
+        assert!(kinds[1].starts_with("slow-sink: Writer (sink) is the culprit"), "{kinds:?}");
+        assert!(kinds[2].starts_with("*Fix*\n1. Fix the system behind slow-sink: Writer"), "{kinds:?}");
+        assert!(kinds[3].starts_with("*Would not help*"), "{kinds:?}");
+        assert!(kinds[4].starts_with("Graph (busy/backpressured)"), "{kinds:?}");
+        assert!(!m.blocks.iter().any(|b| b.to_string().contains("credit-based flow control")), "the theory is in the thread");
+        assert!(m.text.starts_with("slow-sink: Writer (sink) is the culprit"), "{}", m.text);
+        let details = details(&notice(NoticeKind::Verdict, Some(demo("slow-sink")))).unwrap();
+        assert_within_limits(&details);
+        let all = all_text(&details).join("\n");
+        assert!(all.contains("*Why*\n") && all.contains("credit-based flow control"), "{all}");
+        assert!(all.contains("*Runbook steps*\n`locate` hit:"), "{all}");
     }
 
     #[test]
@@ -679,7 +978,8 @@ mod tests {
             header.starts_with(":red_circle: Changed: Backpressure culprit in bp-lab-hot-key: fraud-score"),
             "{header}"
         );
-        assert!(m.blocks[2]["fields"][0]["text"].as_str().unwrap().contains("fraud-score (subtask 0 of 4)"));
+        let fields = m.blocks.iter().find(|b| b["fields"].is_array()).unwrap();
+        assert!(fields["fields"][0]["text"].as_str().unwrap().contains("fraud-score (subtask 0 of 4)"));
         insta::assert_json_snapshot!(m);
     }
 
@@ -707,7 +1007,7 @@ mod tests {
     fn a_resolved_notice_is_a_short_follow_up() {
         let m = message(&notice(NoticeKind::Resolved, None));
         assert_within_limits(&m);
-        assert!(m.blocks.len() <= 2);
+        assert!(m.blocks.len() <= 3);
         assert!(m.text.starts_with(":white_check_mark: *Resolved*: bp-lab-slow-sink"), "{}", m.text);
         insta::assert_json_snapshot!(m);
     }
@@ -727,6 +1027,7 @@ mod tests {
     fn a_verdict_notice_without_a_verdict_says_it_could_not_diagnose() {
         let m = message(&notice(NoticeKind::Verdict, None));
         assert!(m.text.contains("could not diagnose: the notice carries no verdict"), "{}", m.text);
+        assert!(details(&notice(NoticeKind::Verdict, None)).is_none());
     }
 
     #[test]
@@ -776,6 +1077,12 @@ mod tests {
                 detail: "d<>".repeat(300),
             })
             .collect();
+        v.steps = (0..6).map(|_| v.steps[0].clone()).map(|mut s| {
+            s.detail = "detail <&> ".repeat(500);
+            s
+        }).collect();
+        v.notes = vec!["n".repeat(5000); 20];
+        v.missing = vec!["m".repeat(5000); 20];
         let c = v.culprit.as_mut().unwrap();
         c.vertex_name = "C&".repeat(500);
         c.parallelism = 4096;
@@ -791,8 +1098,11 @@ mod tests {
         n.labels = (0..300).map(|i| (format!("label_{i}"), "v&".repeat(50))).collect();
         n.reason = Some("r".repeat(50_000));
         assert!(message(&n).text.ends_with(ELLIPSIS));
-        for m in [message(&n), changed_reply(&n)] {
-            assert_within_limits(&m);
+        for m in [message(&n), changed_reply(&n), details(&n).unwrap(), fallback(&n)] {
+            if !m.blocks.is_empty() {
+                assert_within_limits(&m);
+            }
+            assert!(slack_len(&m.text) <= MAX_FALLBACK_TEXT);
             for t in all_text(&m) {
                 // Cutting never leaves half an escape behind.
                 let without_links = t.replace("<https://culprit.example.com/api/v1/verdicts/42|Verdict #42>", "");
@@ -812,25 +1122,43 @@ mod tests {
         assert!(m.blocks.iter().any(|b| b["text"]["text"].as_str().is_some_and(|t| t.contains("more in the verdict"))));
         let resolved = message(&Notice { kind: NoticeKind::Resolved, ..n.clone() });
         assert_within_limits(&resolved);
-        let failed = message(&Notice { kind: NoticeKind::CouldNotDiagnose, ..n });
+        let failed = message(&Notice { kind: NoticeKind::CouldNotDiagnose, ..n.clone() });
         assert_within_limits(&failed);
         assert!(failed.text.ends_with(ELLIPSIS));
+        let safe = fallback(&n);
+        assert!(safe.blocks.is_empty() && slack_len(&safe.text) <= MAX_SAFE_TEXT, "{}", safe.text);
+        assert!(safe.text.ends_with("<https://culprit.example.com/api/v1/verdicts/42|Verdict #42>"), "{}", safe.text);
+    }
+
+    #[test]
+    fn the_fallback_is_the_answer_the_first_step_and_the_link() {
+        let n = notice(NoticeKind::Verdict, Some(demo("slow-sink")));
+        let m = fallback(&n);
+        assert!(m.blocks.is_empty());
+        assert_eq!(
+            m.text,
+            ":red_circle: Backpressure culprit in bp-lab-slow-sink: slow-sink: Writer\n\
+             slow-sink: Writer (sink) is the culprit: the system it writes to is too slow (1816 records/s); the vertices before it are backpressured.\n\
+             *Fix first:* Fix the system behind slow-sink: Writer: it takes 1.09 ms per record. Look at its write latency, locks, throttling, indexing and partitions (database, search cluster, HTTP service or broker).\n\
+             :link: <https://culprit.example.com/api/v1/verdicts/42|Verdict #42>"
+        );
     }
 
     #[test]
     fn more_than_50_blocks_are_cut_to_50_with_a_note() {
-        let blocks: Vec<Value> = (0..80).map(|i| section(format!("b{i}"))).collect();
+        let blocks: Vec<Value> = (0..80).map(|i| section(&format!("b{i}"), MAX_SECTION_TEXT)).collect();
         let kept = within_block_limit(blocks);
         assert_eq!(kept.len(), MAX_BLOCKS);
         assert_eq!(kept[49]["elements"][0]["text"], "… 31 more blocks left out");
     }
 
     #[test]
-    fn clipping_never_splits_an_escape_or_a_link() {
+    fn clipping_never_splits_an_escape_a_code_span_or_a_link() {
         assert_eq!(clip("abc", 3), "abc");
         assert_eq!(clip("abcd", 3), "ab…");
         assert_eq!(clip("a &amp; b", 5), "a…");
         assert_eq!(clip("see <https://x.example/y|link>", 12), "see…");
+        assert_eq!(clip("a `code span`", 9), "a…");
         // Surrogate pairs count twice.
         assert_eq!(slack_len("😀"), 2);
         assert_eq!(clip("😀😀😀", 5), "😀😀…");
@@ -850,6 +1178,38 @@ mod tests {
             assert!(!all.contains("<!channel>") && !all.contains("<!here>") && !all.contains("<https://evil"));
             assert!(all.contains("&lt;!channel&gt; &amp; co"), "{all}");
         }
+    }
+
+    #[test]
+    fn formatting_characters_in_names_stay_text_and_an_empty_id_is_no_code_span() {
+        assert_eq!(mrkdwn("*bold* _it_ ~s~ a`b"), "`*bold*` `_it_` `~s~` `aˋb`");
+        assert_eq!(mrkdwn("(my_op), :fire: > x"), "(`my_op`), `:fire:` &gt; x");
+        assert_eq!(mrkdwn("> quote"), "`&gt;` quote");
+        assert_eq!(mrkdwn("esc\u{1b}[31m bell\u{7}"), "esc\u{FFFD}[31m bell\u{FFFD}");
+        let mut v = demo("slow-sink");
+        for x in &mut v.graph.vertices {
+            x.name = format!("*{}* _x_ `y", x.name);
+        }
+        let old = v.culprit.as_ref().unwrap().vertex_name.clone();
+        let new = format!("*{old}* _x_ `y");
+        v.culprit.as_mut().unwrap().vertex_name = new.clone();
+        v.summary = v.summary.replace(&old, &new);
+        v.fix = v.fix.iter().map(|f| f.replace(&old, &new)).collect();
+        let mut n = notice(NoticeKind::Verdict, Some(v));
+        n.job.id = String::new();
+        n.job.name = "job_with_underscores".into();
+        for m in [message(&n), fallback(&n), changed_reply(&n), details(&n).unwrap()] {
+            for t in all_text(&m).iter().filter(|t| !["mrkdwn", "plain_text", "header", "section", "context"].contains(&t.as_str())) {
+                if m.blocks.iter().any(|b| b["type"] == "header" && b["text"]["text"] == **t) {
+                    continue; // plain_text: Slack formats nothing there.
+                }
+                assert_no_stray_formatting(t, OURS);
+            }
+        }
+        let m = message(&n);
+        let fields = m.blocks.iter().find(|b| b["fields"].is_array()).unwrap().to_string();
+        assert!(fields.contains("*Job*\\n`job_with_underscores`\""), "{fields}");
+        assert!(fields.contains("*Culprit*\\n`*slow-sink`: `Writer*` `_x_` `ˋy`\""), "{fields}");
     }
 
     #[test]
@@ -876,8 +1236,8 @@ mod tests {
     #[test]
     fn a_verdict_url_that_could_break_the_link_syntax_is_shown_as_text() {
         assert_eq!(link("https://c.example/v/1?a=1&b=2", "V"), "<https://c.example/v/1?a=1&amp;b=2|V>");
-        assert_eq!(link("https://c.example/x|<!channel>", "V"), "https://c.example/x|&lt;!channel&gt;");
-        assert_eq!(link("javascript:alert(1)", "V"), "javascript:alert(1)");
+        assert_eq!(link("https://c.example/x|<!channel>", "V"), "`https://c.example/x|&lt;!channel&gt;`");
+        assert_eq!(link("javascript:alert(1)", "V"), "`javascript:alert(1)`");
     }
 
     #[test]
@@ -887,22 +1247,34 @@ mod tests {
             "raise `taskmanager.memory.managed.fraction` (default 0.4), e.g. 0.6."
         );
         assert_eq!(
-            with_code_keys("[diagnosis.operator_kinds] \"a<b\" = 1.09 ms; sink.buffer-flush.max-rows."),
+            prose("[diagnosis.operator_kinds] \"a<b\" = 1.09 ms; sink.buffer-flush.max-rows."),
             "[`diagnosis.operator_kinds`] \"a&lt;b\" = 1.09 ms; `sink.buffer-flush.max-rows`."
         );
-        assert_eq!(with_code_keys("Source: txn-source -> parse"), "Source: txn-source -&gt; parse");
+        assert_eq!(mrkdwn("Source: txn-source -> parse"), "Source: txn-source -&gt; parse");
+        assert_eq!(mrkdwn("see https://evil.example 10:36:27"), "see https://evil.example 10:36:27");
+    }
+
+    #[test]
+    fn a_graph_without_a_plan_draws_no_arrows() {
+        let mut v = demo("slow-sink");
+        v.graph.from_plan = false;
+        v.graph.edges.clear();
+        let m = message(&notice(NoticeKind::Verdict, Some(v)));
+        let line = m.blocks.iter().find(|b| b["type"] == "context").unwrap()["elements"][0]["text"].to_string();
+        assert!(line.contains("order unknown") && !line.contains('→'), "{line}");
+        assert!(!m.text.contains('→'), "{}", m.text);
     }
 
     proptest! {
         #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
 
         #[test]
-        fn any_label_job_or_vertex_name_comes_out_escaped(
-            label_key in "[<>&!a-z|:/ ]{0,40}|\\PC{0,40}",
-            label_value in "[<>&!a-z|:/ ]{0,40}|\\PC{0,40}",
-            job in "[<>&!a-z|:/ ]{0,40}|\\PC{0,40}",
-            vertex in "[<>&!a-z|:/ ]{0,40}|\\PC{0,40}",
-            long in "[<>&a ]{2990,3010}",
+        fn any_label_job_or_vertex_name_comes_out_escaped_and_within_limits(
+            label_key in "[<>&!a-z|:/ *_~`]{0,40}|\\PC{0,40}",
+            label_value in "[<>&!a-z|:/ *_~`]{0,40}|\\PC{0,40}",
+            job in "[<>&!a-z|:/ *_~`]{0,40}|\\PC{0,40}|.{0,40}",
+            vertex in "[<>&!a-z|:/ *_~`\\[\\]0-9-]{0,40}|\\PC{0,40}|.{0,3000}",
+            long in "[<>&a *_`]{2990,3010}",
         ) {
             let mut v = crate::model::verdict::Verdict {
                 job: crate::model::verdict::JobRef { name: job.clone(), id: job.clone() },
@@ -926,8 +1298,14 @@ mod tests {
             for kind in [NoticeKind::Verdict, NoticeKind::Resolved, NoticeKind::CouldNotDiagnose] {
                 for changed in [false, true] {
                     let n = Notice { kind, changed, ..n.clone() };
-                    for m in [message(&n), changed_reply(&n)] {
-                        assert_within_limits(&m);
+                    let mut all = vec![message(&n), changed_reply(&n), fallback(&n)];
+                    all.extend(details(&n));
+                    for m in all {
+                        if m.blocks.is_empty() {
+                            prop_assert!(slack_len(&m.text) <= MAX_SAFE_TEXT);
+                        } else {
+                            assert_within_limits(&m);
+                        }
                         for t in all_text(&m) {
                             assert_escaped(&t);
                         }
