@@ -120,13 +120,18 @@ async fn the_first_verdict_of_a_group_is_posted_with_metadata_and_blocks_and_its
         .and(path("/chat.postMessage"))
         .and(header("authorization", format!("Bearer {TOKEN}").as_str()))
         .respond_with(posted(TS))
-        .expect(1)
+        .expect(2)
         .mount(&server)
         .await;
     let (slack, _f) = web_api(&server);
     let n = first_verdict();
     let sent = slack.send(&n, None).await.unwrap();
     assert_eq!(sent, Sent { state: Some(state()) });
+    // The message, then the details in its thread (cause, numbers, steps), without metadata.
+    let details = &bodies(&server, "/chat.postMessage").await[1];
+    assert_eq!(details["thread_ts"], TS);
+    assert!(details.get("metadata").is_none());
+    assert!(details["blocks"][0]["text"]["text"].as_str().unwrap().starts_with("*Why*\nslow-sink: Writer is busy 99%"));
 
     let body = &bodies(&server, "/chat.postMessage").await[0];
     assert_eq!(body["channel"], CHANNEL);
@@ -151,7 +156,7 @@ async fn a_changed_verdict_updates_the_first_message_and_replies_in_its_thread()
     Mock::given(method("POST"))
         .and(path("/chat.postMessage"))
         .respond_with(posted("1795000060.000200"))
-        .expect(1)
+        .expect(2)
         .mount(&server)
         .await;
     let (slack, _f) = web_api(&server);
@@ -211,7 +216,7 @@ async fn could_not_diagnose_is_a_threaded_reply_under_the_first_message_too() {
 async fn a_first_message_that_is_gone_is_replaced_by_a_new_one_that_becomes_the_state() {
     let server = MockServer::start().await;
     Mock::given(path("/chat.update")).respond_with(slack_error("message_not_found")).expect(1).mount(&server).await;
-    Mock::given(path("/chat.postMessage")).respond_with(posted("1795000300.000400")).expect(1).mount(&server).await;
+    Mock::given(path("/chat.postMessage")).respond_with(posted("1795000300.000400")).expect(2).mount(&server).await;
     let (slack, _f) = web_api(&server);
     let mut n = first_verdict();
     n.changed = true;
@@ -295,24 +300,28 @@ async fn slack_side_failures_and_http_5xx_are_retryable_and_unknown_errors_final
 }
 
 #[tokio::test]
-async fn invalid_blocks_is_sent_again_once_without_blocks_and_that_succeeds() {
-    let server = MockServer::start().await;
-    Mock::given(path("/chat.postMessage"))
-        .and(has_blocks)
-        .respond_with(slack_error("invalid_blocks"))
-        .expect(1)
-        .mount(&server)
-        .await;
-    Mock::given(path("/chat.postMessage")).and(without_blocks).respond_with(posted(TS)).expect(1).mount(&server).await;
-    let (slack, _f) = web_api(&server);
-    let n = first_verdict();
-    let sent = slack.send(&n, None).await.unwrap();
-    assert_eq!(sent.state, Some(state()));
-    let requests = bodies(&server, "/chat.postMessage").await;
-    assert_eq!(requests.len(), 2);
-    assert!(requests[1].get("blocks").is_none());
-    assert_eq!(requests[1]["text"], culprit::render::slack::text_only(&n));
-    assert_eq!(requests[1]["metadata"], requests[0]["metadata"]);
+async fn a_message_refused_for_its_blocks_or_size_is_sent_again_once_as_the_short_fallback() {
+    for code in ["invalid_blocks", "msg_too_long", "msg_blocks_too_long"] {
+        let server = MockServer::start().await;
+        Mock::given(path("/chat.postMessage"))
+            .and(has_blocks)
+            .and(|r: &Request| !serde_json::from_slice::<Value>(&r.body).is_ok_and(|b| b.get("thread_ts").is_some()))
+            .respond_with(slack_error(code))
+            .expect(1)
+            .mount(&server)
+            .await;
+        Mock::given(path("/chat.postMessage")).respond_with(posted(TS)).expect(2).mount(&server).await;
+        let (slack, _f) = web_api(&server);
+        let n = first_verdict();
+        let sent = slack.send(&n, None).await.unwrap();
+        assert_eq!(sent.state, Some(state()));
+        let requests = bodies(&server, "/chat.postMessage").await;
+        assert_eq!(requests.len(), 3, "{code}: the message, its short fallback, the details");
+        assert!(requests[1].get("blocks").is_none());
+        assert_eq!(requests[1]["text"], culprit::render::slack::fallback(&n).text);
+        assert!(requests[1]["text"].as_str().unwrap().chars().count() <= culprit::render::slack::MAX_SAFE_TEXT);
+        assert_eq!(requests[1]["metadata"], requests[0]["metadata"]);
+    }
 }
 
 #[tokio::test]
@@ -340,11 +349,13 @@ async fn a_changed_verdict_whose_blocks_are_refused_updates_with_empty_blocks() 
         .expect(1)
         .mount(&server)
         .await;
-    Mock::given(path("/chat.postMessage")).respond_with(posted("1795000060.000200")).expect(1).mount(&server).await;
+    Mock::given(path("/chat.postMessage")).respond_with(posted("1795000060.000200")).expect(2).mount(&server).await;
     let (slack, _f) = web_api(&server);
     let mut n = first_verdict();
     n.changed = true;
     slack.send(&n, Some(&state())).await.unwrap();
+    let update = &bodies(&server, "/chat.update").await[1];
+    assert_eq!(update["text"], culprit::render::slack::fallback(&n).text);
 }
 
 #[tokio::test]
@@ -369,7 +380,8 @@ async fn two_posts_to_one_channel_are_at_least_one_second_apart() {
     slack.send(&notice(NoticeKind::Resolved, None, "r2"), Some(&elsewhere)).await.unwrap();
     assert!(before.elapsed() < Duration::from_millis(500), "another channel waited {:?}", before.elapsed());
     let t = stamps.0.lock().unwrap().clone();
-    assert_eq!(t.len(), 3);
+    // The verdict, its details in the thread, the two resolutions.
+    assert_eq!(t.len(), 4);
     assert!(t[1] - t[0] >= Duration::from_secs(1), "{:?} apart", t[1] - t[0]);
 }
 
@@ -493,6 +505,8 @@ async fn the_incoming_webhook_sends_text_alone_once_after_invalid_blocks() {
         .await;
     let (slack, _f, _url) = incoming_webhook(&server);
     slack.send(&first_verdict(), None).await.unwrap();
+    let posts = bodies(&server, WEBHOOK_PATH).await;
+    assert_eq!(posts[1]["text"], culprit::render::slack::fallback(&first_verdict()).text);
 }
 
 #[tokio::test]

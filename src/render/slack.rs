@@ -6,8 +6,9 @@
 //!
 //! The message leads with the answer, then the fix, then the evidence:
 //!
-//! 1. `header`: an emoji, status and job (`:red_circle: Backpressure culprit in <job>:
-//!    <vertex>`), with `Changed:` before the status when the verdict replaces an earlier one.
+//! 1. `header`: an emoji, status, culprit and job (`:red_circle: Backpressure culprit
+//!    <vertex> in <job>`: the culprit first, as the header is cut at its end), with
+//!    `Changed:` before the status when the verdict replaces an earlier one.
 //! 2. `section`: the verdict's summary (culprit and why).
 //! 3. `section`: critical hazards and warnings, when there are any.
 //! 4. `section`: the numbered fix, Flink/connector configuration keys in `code`.
@@ -280,12 +281,23 @@ fn mrkdwn_word(word: &str, line_start: bool, keys: bool) -> String {
     if has_emoji_code(word) {
         return code(word);
     }
-    let core = word.trim_matches(OUTER);
-    if core.is_empty() {
+    let trimmed = word.trim_matches(OUTER);
+    if trimmed.is_empty() {
         return escape(word);
     }
-    let lead = &word[..word.find(core).unwrap_or(0)];
-    let trail = &word[lead.len() + core.len()..];
+    let mut start = word.find(trimmed).unwrap_or(0);
+    let mut end = start + trimmed.len();
+    // Brackets that close or open one inside the word belong to it: `t[10]`, `(x)y`.
+    for (open, close) in [('[', ']'), ('(', ')')] {
+        let core = &word[start..end];
+        let (opens, closes) = (core.matches(open).count(), core.matches(close).count());
+        if opens > closes && word[end..].starts_with(close) {
+            end += close.len_utf8();
+        } else if closes > opens && word[..start].ends_with(open) {
+            start -= open.len_utf8();
+        }
+    }
+    let (lead, core, trail) = (&word[..start], &word[start..end], &word[end..]);
     let formatting = core.contains(['*', '_', '~', '`']) || (line_start && lead.is_empty() && core.starts_with('>'));
     if formatting {
         format!("{}{}{}", escape(lead), code(core), escape(trail))
@@ -400,7 +412,7 @@ fn status_title(v: &Verdict, job: &str, changed: bool, esc: fn(&str) -> String) 
     let job = if job.trim().is_empty() { "unknown job".to_string() } else { esc(job) };
     match (v.status, &v.culprit) {
         (Status::CulpritFound, Some(c)) => {
-            format!(":red_circle: {changed}Backpressure culprit in {job}: {}", esc(&names::prose_name(&c.vertex_name)))
+            format!(":red_circle: {changed}Backpressure culprit {} in {job}", esc(&names::prose_name(&c.vertex_name)))
         }
         (Status::CulpritFound, None) => format!(":red_circle: {changed}Backpressure culprit in {job}"),
         (Status::NoSingleCulprit, _) => {
@@ -975,7 +987,7 @@ mod tests {
         assert_within_limits(&m);
         let header = m.blocks[0]["text"]["text"].as_str().unwrap();
         assert!(
-            header.starts_with(":red_circle: Changed: Backpressure culprit in bp-lab-hot-key: fraud-score"),
+            header.starts_with(":red_circle: Changed: Backpressure culprit fraud-score in bp-lab-hot-key"),
             "{header}"
         );
         let fields = m.blocks.iter().find(|b| b["fields"].is_array()).unwrap();
@@ -1137,7 +1149,7 @@ mod tests {
         assert!(m.blocks.is_empty());
         assert_eq!(
             m.text,
-            ":red_circle: Backpressure culprit in bp-lab-slow-sink: slow-sink: Writer\n\
+            ":red_circle: Backpressure culprit slow-sink: Writer in bp-lab-slow-sink\n\
              slow-sink: Writer (sink) is the culprit: the system it writes to is too slow (1816 records/s); the vertices before it are backpressured.\n\
              *Fix first:* Fix the system behind slow-sink: Writer: it takes 1.09 ms per record. Look at its write latency, locks, throttling, indexing and partitions (database, search cluster, HTTP service or broker).\n\
              :link: <https://culprit.example.com/api/v1/verdicts/42|Verdict #42>"
@@ -1184,6 +1196,7 @@ mod tests {
     fn formatting_characters_in_names_stay_text_and_an_empty_id_is_no_code_span() {
         assert_eq!(mrkdwn("*bold* _it_ ~s~ a`b"), "`*bold*` `_it_` `~s~` `aˋb`");
         assert_eq!(mrkdwn("(my_op), :fire: > x"), "(`my_op`), `:fire:` &gt; x");
+        assert_eq!(mrkdwn("Sink: t_1[10]. (a_b[2])"), "Sink: `t_1[10]`. (`a_b[2]`)");
         assert_eq!(mrkdwn("> quote"), "`&gt;` quote");
         assert_eq!(mrkdwn("esc\u{1b}[31m bell\u{7}"), "esc\u{FFFD}[31m bell\u{FFFD}");
         let mut v = demo("slow-sink");

@@ -309,10 +309,9 @@ impl View<'_> {
         let left: Vec<&GraphVertex> = vertices.iter().zip(&keep).filter(|(_, k)| !**k).map(|(x, _)| x).collect();
         if !left.is_empty() {
             let red = left.iter().filter(|x| x.state == VertexState::Backpressured).count();
-            out.push(format!(
-                "  and {} ({red} backpressured) (--verbose)",
-                plural(left.len(), "more vertex", "more vertices")
-            ));
+            let more =
+                format!("  and {} ({red} backpressured) (--verbose)", plural(left.len(), "more vertex", "more vertices"));
+            out.push(clip(&more, self.width).into_owned());
         }
         out
     }
@@ -458,6 +457,8 @@ impl View<'_> {
 pub fn render(v: &Verdict, options: &Options) -> String {
     let view = View { v, names: Names::of(v), width: options.width.max(MIN_WIDTH) };
     let lines = if options.verbose { view.verbose() } else { view.brief() };
+    // Every part keeps to the width; this is the guarantee.
+    let lines: Vec<String> = lines.iter().map(|l| clip(l, view.width).into_owned()).collect();
     let mut s = lines.join("\n");
     s.push('\n');
     s

@@ -4,6 +4,8 @@
 //!
 //! * Slack Web API: `chat.postMessage` (answers `{ok, channel, ts}`), `chat.update`,
 //!   `conversations.history` (with message metadata, as `include_all_metadata=true` does).
+//!   Both write methods refuse what Slack refuses ([`slack_refusal`]): `invalid_blocks`,
+//!   `msg_too_long`, `msg_blocks_too_long`, `no_text`.
 //! * PagerDuty Events API v2: `/v2/enqueue` (202); an event whose `dedup_key` and
 //!   `custom_details.idempotency_key` repeat an earlier one is counted once, as
 //!   PagerDuty folds a repeated trigger into the open alert.
@@ -27,6 +29,82 @@ pub struct Received {
     pub headers: HeaderMap,
     pub body: serde_json::Value,
     pub at: std::time::Instant,
+    /// The Slack error code it was refused with ([`slack_refusal`]), if it was.
+    pub refused: Option<&'static str>,
+}
+
+/// Slack's documented block limits: <https://api.slack.com/reference/block-kit/blocks>.
+pub const SLACK_MAX_BLOCKS: usize = 50;
+pub const SLACK_MAX_HEADER: usize = 150;
+pub const SLACK_MAX_SECTION: usize = 3000;
+pub const SLACK_MAX_FIELDS: usize = 10;
+pub const SLACK_MAX_FIELD: usize = 2000;
+pub const SLACK_MAX_CONTEXT_ELEMENTS: usize = 10;
+/// Observed: `msg_too_long` for a `text` of about 4,000 characters (seratch/ChatGPT-in-Slack#102).
+pub const SLACK_MAX_TEXT: usize = 4000;
+/// Observed: `msg_blocks_too_long` at 11,341 characters of text in all blocks
+/// (slackapi/bolt-js#2867); refused here above 11,000.
+pub const SLACK_MAX_BLOCKS_TEXT: usize = 11_000;
+
+fn text_len(v: &serde_json::Value) -> usize {
+    match v {
+        serde_json::Value::Object(o) => o
+            .iter()
+            .map(|(k, x)| match x {
+                serde_json::Value::String(s) if k == "text" => s.chars().count(),
+                x => text_len(x),
+            })
+            .sum(),
+        serde_json::Value::Array(a) => a.iter().map(text_len).sum(),
+        _ => 0,
+    }
+}
+
+/// What Slack answers a `chat.postMessage` / `chat.update` / incoming-webhook body with
+/// when it refuses it: `invalid_blocks` (a block over its documented limit, an empty text,
+/// an unknown block type), `msg_blocks_too_long`, `msg_too_long`, `no_text`; `None` when
+/// Slack takes it. Independent of culprit's own renderer.
+pub fn slack_refusal(body: &serde_json::Value) -> Option<&'static str> {
+    let chars = |v: &serde_json::Value| v.as_str().map(|s| s.chars().count());
+    let text = body.get("text").and_then(|t| t.as_str()).unwrap_or_default();
+    let blocks = body.get("blocks").and_then(|b| b.as_array()).cloned().unwrap_or_default();
+    if blocks.len() > SLACK_MAX_BLOCKS {
+        return Some("invalid_blocks");
+    }
+    for b in &blocks {
+        let ok = match b["type"].as_str() {
+            Some("header") => b["text"]["type"] == "plain_text" && chars(&b["text"]["text"]).is_some_and(|n| (1..=SLACK_MAX_HEADER).contains(&n)),
+            Some("section") => {
+                let text_ok = b.get("text").is_none_or(|t| chars(&t["text"]).is_some_and(|n| (1..=SLACK_MAX_SECTION).contains(&n)));
+                let fields_ok = b.get("fields").is_none_or(|f| {
+                    f.as_array().is_some_and(|f| {
+                        f.len() <= SLACK_MAX_FIELDS && f.iter().all(|x| chars(&x["text"]).is_some_and(|n| (1..=SLACK_MAX_FIELD).contains(&n)))
+                    })
+                });
+                text_ok && fields_ok && (b.get("text").is_some() || b.get("fields").is_some())
+            }
+            Some("context") => b["elements"].as_array().is_some_and(|e| {
+                !e.is_empty()
+                    && e.len() <= SLACK_MAX_CONTEXT_ELEMENTS
+                    && e.iter().all(|x| chars(&x["text"]).is_some_and(|n| (1..=SLACK_MAX_SECTION).contains(&n)))
+            }),
+            Some("divider") => true,
+            _ => false,
+        };
+        if !ok {
+            return Some("invalid_blocks");
+        }
+    }
+    if text_len(&serde_json::Value::Array(blocks.clone())) > SLACK_MAX_BLOCKS_TEXT {
+        return Some("msg_blocks_too_long");
+    }
+    if text.chars().count() > SLACK_MAX_TEXT {
+        return Some("msg_too_long");
+    }
+    if text.trim().is_empty() && blocks.is_empty() {
+        return Some("no_text");
+    }
+    None
 }
 
 /// A scripted failure: answer `status` (with `Retry-After` when given) for the next
@@ -130,7 +208,10 @@ async fn handle(
         tokio::time::sleep(std::time::Duration::from_millis(delay)).await;
     }
     let mut g = inner.lock().unwrap();
-    g.received.push(Received { path: path.clone(), headers, body: body.clone(), at: std::time::Instant::now() });
+    let refused = (path.ends_with("/chat.postMessage") || path.ends_with("/chat.update") || path.starts_with("/services/"))
+        .then(|| slack_refusal(&body))
+        .flatten();
+    g.received.push(Received { path: path.clone(), headers, body: body.clone(), at: std::time::Instant::now(), refused });
     if let Some(pos) = g.faults.iter().position(|f| f.path == path) {
         let f = g.faults.remove(pos).unwrap();
         let mut r = (StatusCode::from_u16(f.status).unwrap(), f.body).into_response();
@@ -140,6 +221,13 @@ async fn handle(
         return r;
     }
     let ok = |v: serde_json::Value| (StatusCode::OK, axum::Json(v)).into_response();
+    if let Some(code) = refused {
+        return if path.starts_with("/services/") {
+            (StatusCode::BAD_REQUEST, code).into_response()
+        } else {
+            ok(serde_json::json!({"ok": false, "error": code}))
+        };
+    }
     match path.as_str() {
         p if p.ends_with("/chat.postMessage") => {
             g.next_ts += 1;
