@@ -153,7 +153,8 @@ async fn pagerduty_gets_a_trigger_event_deduplicated_on_the_sha256_of_the_real_g
         json!([{"href": "http://culprit.example:8080/api/v1/verdicts/42", "text": "culprit verdict"}])
     );
     let p = &body["payload"];
-    assert_eq!(p["summary"], format!("bp-lab-slow-sink: {}", VERDICT.summary));
+    // The answer, then the first step of the fix.
+    assert_eq!(p["summary"], format!("bp-lab-slow-sink: {} Fix: {}", VERDICT.summary, VERDICT.fix[0]));
     assert_eq!(p["source"], "bp-lab-slow-sink");
     assert_eq!(p["severity"], "error");
     assert_eq!(p["component"], "slow-sink: Writer");

@@ -18,10 +18,8 @@ use serde_json::{Value, json};
 
 /// Every real capture, and the field report of a Flink SQL job.
 fn inputs() -> Vec<(String, PathBuf)> {
-    let mut out: Vec<(String, PathBuf)> = support::captures()
-        .into_iter()
-        .map(|d| (d.file_name().unwrap().to_string_lossy().into_owned(), d))
-        .collect();
+    let mut out: Vec<(String, PathBuf)> =
+        support::captures().into_iter().map(|d| (d.file_name().unwrap().to_string_lossy().into_owned(), d)).collect();
     assert!(out.len() >= 11, "the bundled captures: {out:?}");
     out.push((
         "report-04-sql-names".into(),
@@ -157,7 +155,10 @@ fn a_graph_free_verdict_draws_no_arrows_and_says_the_order_is_unknown() {
         assert!(text.contains("no job graph: order unknown"), "{name}:\n{text}");
         assert!(!text.contains('→'), "{name}:\n{text}");
         let rows = text.lines().filter(|l| l.contains(" busy ") && l.contains("backpr."));
-        assert!(rows.clone().count() > 0 && rows.clone().all(|l| !l.contains('[')), "{name}: no edges without a plan:\n{text}");
+        assert!(
+            rows.clone().count() > 0 && rows.clone().all(|l| !l.contains('[')),
+            "{name}: no edges without a plan:\n{text}"
+        );
         let m = culprit::render::slack::message(&notice(&v));
         let all = serde_json::to_string(&m).unwrap();
         assert!(!all.contains('→'), "{name}: {all}");

@@ -485,7 +485,9 @@ impl Slack {
             "link_names": false,
         });
         match self.paced_call("chat.postMessage", Some(&parent.channel), &body).await {
-            Ok(_) => tracing::info!(destination = "slack", channel = %parent.channel, thread_ts = %parent.ts, "slack: details replied in the thread"),
+            Ok(_) => {
+                tracing::info!(destination = "slack", channel = %parent.channel, thread_ts = %parent.ts, "slack: details replied in the thread")
+            }
             Err(f) => {
                 let e = classify_failure("chat.postMessage", f);
                 tracing::warn!(destination = "slack", error = %e, "slack: the details reply failed; the verdict itself was posted");

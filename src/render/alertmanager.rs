@@ -68,9 +68,8 @@ pub fn labels(notice: &Notice, alertname: &str) -> BTreeMap<String, String> {
         (_, None) => None,
     };
     // Flink's vertex name (never a SQL plan's description), bounded.
-    let culprit_vertex = verdict
-        .and_then(|v| v.culprit.as_ref())
-        .map(|c| cut(&names::vertex_name(&c.vertex_name), MAX_VERTEX_LABEL));
+    let culprit_vertex =
+        verdict.and_then(|v| v.culprit.as_ref()).map(|c| cut(&names::vertex_name(&c.vertex_name), MAX_VERTEX_LABEL));
     let pairs = [
         ("alertname", Some(alertname)),
         ("job_name", Some(job.name.as_str())),

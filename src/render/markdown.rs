@@ -142,7 +142,9 @@ pub fn render(v: &Verdict, verbose: bool) -> String {
     if verbose {
         verbose_parts(&mut s, v, &names);
     } else if !v.cause.is_empty() || !v.steps.is_empty() {
-        s.push_str("\nThe cause, every number with its PromQL, and the runbook's steps: `--verbose` or `--format json`.\n");
+        s.push_str(
+            "\nThe cause, every number with its PromQL, and the runbook's steps: `--verbose` or `--format json`.\n",
+        );
     }
     s
 }

@@ -222,7 +222,10 @@ fn shrink(event: &mut Value, notice: &Notice, size: usize) {
     let cut = |v: &Value, max: usize| match v {
         Value::String(s) => Value::String(truncate(s, max).into_owned()),
         Value::Array(a) => Value::Array(
-            a.iter().take(20).map(|x| x.as_str().map_or(Value::Null, |s| truncate(s, 1024).into_owned().into())).collect(),
+            a.iter()
+                .take(20)
+                .map(|x| x.as_str().map_or(Value::Null, |s| truncate(s, 1024).into_owned().into()))
+                .collect(),
         ),
         _ => Value::Null,
     };

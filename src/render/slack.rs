@@ -366,8 +366,7 @@ fn section(text: &str, max: usize) -> Value {
 }
 
 fn fields(items: Vec<String>, max: usize) -> Value {
-    let fields: Vec<Value> =
-        items.iter().take(MAX_FIELDS).map(|f| mrkdwn_object(f, max.min(MAX_FIELD_TEXT))).collect();
+    let fields: Vec<Value> = items.iter().take(MAX_FIELDS).map(|f| mrkdwn_object(f, max.min(MAX_FIELD_TEXT))).collect();
     json!({ "type": "section", "fields": fields })
 }
 
@@ -911,7 +910,7 @@ mod tests {
         for o in ours {
             s = s.replace(o, "");
         }
-        assert!(s.matches('`').count() % 2 == 0, "an open code span in {s:?}");
+        assert!(s.matches('`').count().is_multiple_of(2), "an open code span in {s:?}");
         assert!(!s.contains("``"), "an empty code span in {s:?}");
         for (i, part) in s.split('`').enumerate() {
             if i % 2 == 0 {
@@ -970,7 +969,10 @@ mod tests {
         assert!(kinds[2].starts_with("*Fix*\n1. Fix the system behind slow-sink: Writer"), "{kinds:?}");
         assert!(kinds[3].starts_with("*Would not help*"), "{kinds:?}");
         assert!(kinds[4].starts_with("Graph (busy/backpressured)"), "{kinds:?}");
-        assert!(!m.blocks.iter().any(|b| b.to_string().contains("credit-based flow control")), "the theory is in the thread");
+        assert!(
+            !m.blocks.iter().any(|b| b.to_string().contains("credit-based flow control")),
+            "the theory is in the thread"
+        );
         assert!(m.text.starts_with("slow-sink: Writer (sink) is the culprit"), "{}", m.text);
         let details = details(&notice(NoticeKind::Verdict, Some(demo("slow-sink")))).unwrap();
         assert_within_limits(&details);
@@ -1089,10 +1091,13 @@ mod tests {
                 detail: "d<>".repeat(300),
             })
             .collect();
-        v.steps = (0..6).map(|_| v.steps[0].clone()).map(|mut s| {
-            s.detail = "detail <&> ".repeat(500);
-            s
-        }).collect();
+        v.steps = (0..6)
+            .map(|_| v.steps[0].clone())
+            .map(|mut s| {
+                s.detail = "detail <&> ".repeat(500);
+                s
+            })
+            .collect();
         v.notes = vec!["n".repeat(5000); 20];
         v.missing = vec!["m".repeat(5000); 20];
         let c = v.culprit.as_mut().unwrap();
@@ -1212,7 +1217,10 @@ mod tests {
         n.job.id = String::new();
         n.job.name = "job_with_underscores".into();
         for m in [message(&n), fallback(&n), changed_reply(&n), details(&n).unwrap()] {
-            for t in all_text(&m).iter().filter(|t| !["mrkdwn", "plain_text", "header", "section", "context"].contains(&t.as_str())) {
+            for t in all_text(&m)
+                .iter()
+                .filter(|t| !["mrkdwn", "plain_text", "header", "section", "context"].contains(&t.as_str()))
+            {
                 if m.blocks.iter().any(|b| b["type"] == "header" && b["text"]["text"] == **t) {
                     continue; // plain_text: Slack formats nothing there.
                 }

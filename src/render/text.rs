@@ -198,16 +198,16 @@ impl View<'_> {
         out
     }
 
-    /// `Evidence (sources first) · job · 57 s to <at> · confidence high`.
+    /// `Evidence (sources first) · confidence high · job · 57 s to <at>` (cut at the width).
     fn evidence_header(&self) -> String {
         let v = self.v;
         let order = if v.graph.from_plan { "sources first" } else { "no job graph: order unknown" };
         let line = format!(
-            "Evidence ({order}) · {} · {} s to {} · confidence {}",
+            "Evidence ({order}) · confidence {} · {} · {} s to {}",
+            v.confidence.as_str(),
             names::clean(&v.job.name),
             v.window_seconds,
-            names::clean(&v.at),
-            v.confidence.as_str()
+            names::clean(&v.at)
         );
         clip(&line, self.width).into_owned()
     }
@@ -234,7 +234,8 @@ impl View<'_> {
             VertexState::Unknown => "??",
         };
         let mut state = x.state.as_str().to_string();
-        if let Some(c) = self.culprit_of(x).filter(|c| !c.subtasks.is_empty() && c.subtasks.len() < c.parallelism as usize)
+        if let Some(c) =
+            self.culprit_of(x).filter(|c| !c.subtasks.is_empty() && c.subtasks.len() < c.parallelism as usize)
         {
             let subs: Vec<String> = c.subtasks.iter().take(8).map(|i| i.to_string()).collect();
             let more = if c.subtasks.len() > 8 { format!(", {ELLIPSIS}") } else { String::new() };
@@ -294,9 +295,9 @@ impl View<'_> {
                 };
                 order.sort_by(|&a, &b| {
                     let (x, y) = (&vertices[a], &vertices[b]);
-                    rank(x).cmp(&rank(y)).then(
-                        y.backpressured_max.unwrap_or(0.0).total_cmp(&x.backpressured_max.unwrap_or(0.0)),
-                    )
+                    rank(x)
+                        .cmp(&rank(y))
+                        .then(y.backpressured_max.unwrap_or(0.0).total_cmp(&x.backpressured_max.unwrap_or(0.0)))
                 });
                 let mut keep = vec![false; vertices.len()];
                 order.into_iter().take(room).for_each(|i| keep[i] = true);
@@ -309,8 +310,10 @@ impl View<'_> {
         let left: Vec<&GraphVertex> = vertices.iter().zip(&keep).filter(|(_, k)| !**k).map(|(x, _)| x).collect();
         if !left.is_empty() {
             let red = left.iter().filter(|x| x.state == VertexState::Backpressured).count();
-            let more =
-                format!("  and {} ({red} backpressured) (--verbose)", plural(left.len(), "more vertex", "more vertices"));
+            let more = format!(
+                "  and {} ({red} backpressured) (--verbose)",
+                plural(left.len(), "more vertex", "more vertices")
+            );
             out.push(clip(&more, self.width).into_owned());
         }
         out

@@ -73,12 +73,18 @@ pub fn slack_refusal(body: &serde_json::Value) -> Option<&'static str> {
     }
     for b in &blocks {
         let ok = match b["type"].as_str() {
-            Some("header") => b["text"]["type"] == "plain_text" && chars(&b["text"]["text"]).is_some_and(|n| (1..=SLACK_MAX_HEADER).contains(&n)),
+            Some("header") => {
+                b["text"]["type"] == "plain_text"
+                    && chars(&b["text"]["text"]).is_some_and(|n| (1..=SLACK_MAX_HEADER).contains(&n))
+            }
             Some("section") => {
-                let text_ok = b.get("text").is_none_or(|t| chars(&t["text"]).is_some_and(|n| (1..=SLACK_MAX_SECTION).contains(&n)));
+                let text_ok = b
+                    .get("text")
+                    .is_none_or(|t| chars(&t["text"]).is_some_and(|n| (1..=SLACK_MAX_SECTION).contains(&n)));
                 let fields_ok = b.get("fields").is_none_or(|f| {
                     f.as_array().is_some_and(|f| {
-                        f.len() <= SLACK_MAX_FIELDS && f.iter().all(|x| chars(&x["text"]).is_some_and(|n| (1..=SLACK_MAX_FIELD).contains(&n)))
+                        f.len() <= SLACK_MAX_FIELDS
+                            && f.iter().all(|x| chars(&x["text"]).is_some_and(|n| (1..=SLACK_MAX_FIELD).contains(&n)))
                     })
                 });
                 text_ok && fields_ok && (b.get("text").is_some() || b.get("fields").is_some())
@@ -208,10 +214,17 @@ async fn handle(
         tokio::time::sleep(std::time::Duration::from_millis(delay)).await;
     }
     let mut g = inner.lock().unwrap();
-    let refused = (path.ends_with("/chat.postMessage") || path.ends_with("/chat.update") || path.starts_with("/services/"))
-        .then(|| slack_refusal(&body))
-        .flatten();
-    g.received.push(Received { path: path.clone(), headers, body: body.clone(), at: std::time::Instant::now(), refused });
+    let refused =
+        (path.ends_with("/chat.postMessage") || path.ends_with("/chat.update") || path.starts_with("/services/"))
+            .then(|| slack_refusal(&body))
+            .flatten();
+    g.received.push(Received {
+        path: path.clone(),
+        headers,
+        body: body.clone(),
+        at: std::time::Instant::now(),
+        refused,
+    });
     if let Some(pos) = g.faults.iter().position(|f| f.path == path) {
         let f = g.faults.remove(pos).unwrap();
         let mut r = (StatusCode::from_u16(f.status).unwrap(), f.body).into_response();
