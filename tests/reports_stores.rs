@@ -2,6 +2,8 @@
 //! with the result a user expects (see each report's README in the project's shared
 //! reports; the inputs needed are copied here).
 
+mod support;
+
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -123,4 +125,91 @@ fn report_09_an_astronomical_time_lag_with_the_consumer_far_inside_the_log_is_a_
     );
     let text = String::from_utf8(run("text").stdout).unwrap();
     assert!(!text.contains("DATA LOSS") && !text.contains("losing data"), "{text}");
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64
+}
+
+/// Report 06: VictoriaMetrics with its default flags answers only up to now − 30 s
+/// (`-search.latencyOffset`). A live diagnosis "now" of a job scraped every 5 s whose last
+/// scrape was 1 s ago must not say the job stopped reporting: staleness is judged against
+/// the store's own newest data. The same job in a VictoriaMetrics with a 1 s latency
+/// offset gives the same verdict (finding, culprit, no such note).
+#[test]
+fn report_06_a_default_victoria_metrics_hiding_30_s_does_not_make_a_running_job_stopped() {
+    let capture = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/captures/slow-sink");
+    let end = now_ms() - 1_000;
+    let text = support::shifted(&capture.join("recording.om.gz"), end);
+    let default_flags = support::victoria_metrics_holding(&text, &[]);
+    let one_second = support::victoria_metrics_holding(&text, &["-search.latencyOffset=1s"]);
+    let dir = tempfile::tempdir().unwrap();
+    let verdict = |url: &str| {
+        let config = dir.path().join(format!("{}.toml", url.rsplit(':').next().unwrap()));
+        std::fs::write(
+            &config,
+            format!(
+                "[prometheus]\nurl = \"{url}\"\n\n[flink.plans]\n\"bp-lab-slow-sink\" = \"{}\"\n",
+                s(&capture.join("plan.json"))
+            ),
+        )
+        .unwrap();
+        let v = json(&culprit(
+            &["diagnose", "--config", s(&config), "--job", "bp-lab-slow-sink", "--format", "json"],
+            None,
+        ));
+        let at = v["at"].as_str().unwrap().parse::<jiff::Timestamp>().unwrap().as_millisecond();
+        (v, at)
+    };
+    let (hidden, hidden_at) = verdict(&default_flags.url);
+    let (shown, shown_at) = verdict(&one_second.url);
+    for v in [&hidden, &shown] {
+        let notes = v["notes"].to_string();
+        assert!(!notes.contains("stopped reporting") && !notes.contains("no newer samples"), "{notes}");
+        assert_eq!(v["finding"], "sink", "{}", v["summary"]);
+        assert_eq!(v["culprit"]["vertex_id"], "2e588ce1c86a9d46e2e85186773ce4fd");
+    }
+    assert_eq!(hidden["status"], shown["status"]);
+    // The default store's newest visible sample is at least 30 s old, the other's about the
+    // last scrape: each window ends at its store's newest data.
+    assert!(end - hidden_at >= 25_000, "{}", end - hidden_at);
+    assert!(end - shown_at < 10_000, "{}", end - shown_at);
+}
+
+/// Report 06 through `culprit record`: recorded from a default VictoriaMetrics, the bundle
+/// replays to the live verdict: the same time (the store's newest data, carried by the
+/// `culprit_store_newest` marker), the same finding, and no claim that the job stopped.
+#[test]
+fn report_06_a_recording_from_a_default_victoria_metrics_replays_to_the_live_verdict() {
+    let capture = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/captures/slow-sink");
+    let text = support::shifted(&capture.join("recording.om.gz"), now_ms() - 1_000);
+    let vm = support::victoria_metrics_holding(&text, &[]);
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("vm.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[prometheus]\nurl = \"{}\"\n\n[flink.plans]\n\"bp-lab-slow-sink\" = \"{}\"\n",
+            vm.url,
+            s(&capture.join("plan.json"))
+        ),
+    )
+    .unwrap();
+    let bundle = dir.path().join("bundle.om.gz");
+    let plan = dir.path().join("plan.json");
+    let recorded = culprit(
+        &["record", "--config", s(&config), "--job", "bp-lab-slow-sink", "--out", s(&bundle), "--plan-out", s(&plan)],
+        None,
+    );
+    let summary = String::from_utf8_lossy(&recorded.stdout);
+    assert_eq!(recorded.status.code(), Some(0), "{summary} {}", String::from_utf8_lossy(&recorded.stderr));
+    let text = String::from_utf8(gunzip(&bundle)).unwrap();
+    assert!(text.contains("culprit_store_newest{"), "the bundle carries the store's newest data");
+
+    let replay = json(&culprit(&["diagnose", "--recording", s(&bundle), "--plan", s(&plan), "--format", "json"], None));
+    let notes = replay["notes"].to_string();
+    assert!(!notes.contains("no newer samples"), "{notes}");
+    assert_eq!(replay["finding"], "sink", "{}", replay["summary"]);
+    // `record` prints the live verdict's time; the replay ends its window there too.
+    assert!(summary.contains(&format!("samples up to {}", replay["at"].as_str().unwrap())), "{summary}\n{replay:#}");
 }

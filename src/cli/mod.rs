@@ -463,7 +463,7 @@ pub async fn record_command(args: &RecordArgs, now_ms: i64) -> Result<String, Cl
         .map_err(|e| CliError::usage(format!("{}: cannot create: {e}", args.out.display())))?;
     let marker = [("job_id", snapshot.job.id.as_str()), ("job_name", snapshot.job.name.as_str())];
     let (series, samples) = source
-        .write_recording(std::io::BufWriter::new(file), at_ms, &marker)
+        .write_recording(std::io::BufWriter::new(file), at_ms, snapshot.at_ms, &marker)
         .await
         .map_err(|e| CliError::usage(e.message))?;
     let mut lines =

@@ -395,46 +395,104 @@ impl Answers {
 }
 
 /// Round 1: the run to diagnose, notes about the choice, and the time the diagnosis is
-/// about (`at`, or the run's last sample when it stopped reporting before `at`).
+/// about (`at`, or earlier when the data ends earlier: see [`data_end`]).
 async fn which_job<S: MetricSource>(
     source: &S,
     input: &CollectInput<'_>,
     at: i64,
 ) -> Result<(JobRun, Vec<String>, i64), CollectError> {
     let cfg = &input.config.diagnosis;
-    let runs = find_runs(source, input.catalog, at, cfg.trend_lookback.as_ms(), cfg.step.as_ms()).await?;
+    let (runs, newest) = find_runs(source, input.catalog, at, cfg.trend_lookback.as_ms(), cfg.step.as_ms()).await?;
     let plan_job_id = input.graph.as_ref().and_then(|g| g.job_id.clone());
     let (run, mut notes) = resolve_job(&runs, input.request.job.as_deref(), plan_job_id.as_deref())?;
-    // A window that runs past the job's newest sample dilutes every rate with empty time
-    // (and ages such as "time since the last checkpoint" keep growing): the window ends at
-    // that sample instead. The job stopped reporting, stopped running (its uptime gauge no
-    // longer advances: finished, failed, restarting), or the time asked for is later than
-    // the data. A gap up to two scrape intervals (plus a step) is ordinary scrape lag.
-    let gap = at - run.sampled_at_ms;
     let stale_after = run.scrape_interval_ms.map_or(STALE_AFTER_MS, |i| 2 * i + cfg.step.as_ms());
-    if gap > stale_after {
-        notes.push(format!(
-            "job_id {} has no newer samples than {} ({} s before {}): it stopped reporting or running (finished, failed, restarting), so the diagnosis is as of its last sample",
-            run.id,
-            crate::model::verdict::rfc3339(run.sampled_at_ms),
-            gap / 1000,
-            if input.request.at_ms.is_some() { "the time asked for" } else { "the newest data" },
-        ));
-        let at = run.sampled_at_ms;
-        return Ok((run, notes, at));
-    }
+    let at = data_end(&run, at, newest, stale_after, input.request.at_ms.is_some(), &mut notes);
     Ok((run, notes, at))
 }
 
+/// The end of the window: `at`, or earlier when the data ends earlier.
+///
+/// A window that runs past the newest sample dilutes every rate with empty time (and ages
+/// such as "time since the last checkpoint" keep growing). Staleness is judged against the
+/// store's own newest data (`newest`, the answer of [`newest_query`]), never the wall
+/// clock: VictoriaMetrics hides the last 30 s by default (`-search.latencyOffset`), remote
+/// write arrives late. So:
+/// * the job's newest sample is more than `stale_after` (two scrape intervals and a step)
+///   older than the store's newest data: the job stopped reporting or running (its
+///   uptime gauge no longer advances: finished, failed, restarting); the window ends at
+///   the job's last sample, with a note;
+/// * else, when the store's newest data is more than `stale_after` older than `at`, the
+///   window ends there, with a note when `at` was asked for, or beyond
+///   [`STORE_LAG_NOTE_MS`] (a store's usual delay is no news).
+fn data_end(run: &JobRun, at: i64, newest: Option<i64>, stale_after: i64, asked: bool, notes: &mut Vec<String>) -> i64 {
+    let store_end = newest.map_or(at, |n| n.min(at));
+    let gap = store_end - run.sampled_at_ms;
+    if gap > stale_after {
+        let before = match newest {
+            Some(_) if store_end < at => "the newest data in the metric store".to_string(),
+            Some(_) if asked => "the time asked for".to_string(),
+            Some(_) => "the newest data".to_string(),
+            None => format!(
+                "{}, and no `{UP}` or JobManager uptime series has samples in the {} min before it",
+                if asked { "the time asked for" } else { "the newest data" },
+                crate::collect::store::LOOKBACK_DELTA_MS / 60_000
+            ),
+        };
+        notes.push(format!(
+            "job_id {} has no newer samples than {} ({} s before {before}): it stopped reporting or running (finished, failed, restarting), so the diagnosis is as of its last sample",
+            run.id,
+            crate::model::verdict::rfc3339(run.sampled_at_ms),
+            gap / 1000,
+        ));
+        return run.sampled_at_ms;
+    }
+    let lag = at - store_end;
+    if lag > stale_after {
+        if asked || lag > STORE_LAG_NOTE_MS {
+            notes.push(format!(
+                "the metric store has no newer data than {} ({} s before {}): the diagnosis is as of then",
+                crate::model::verdict::rfc3339(store_end),
+                lag / 1000,
+                if asked { "the time asked for" } else { "the time of the diagnosis" }
+            ));
+        }
+        return store_end;
+    }
+    at
+}
+
+/// Prometheus' own series for every scrape target: where anything is scraped, it is.
+pub const UP: &str = "up";
+/// The series `culprit record` writes at the time of the store's newest data, so that a
+/// replay judges staleness as the live diagnosis did.
+pub const STORE_NEWEST: &str = "culprit_store_newest";
+/// A store lagging the time of the diagnosis by more than this gets a note.
+pub const STORE_LAG_NOTE_MS: i64 = 120_000;
+
+/// The time of the store's newest data at `at`: the newest sample of `up`, of any job's
+/// uptime gauge, or of a recording's [`STORE_NEWEST`] marker.
+pub fn newest_query(cat: &MetricCatalog, at: i64) -> Query {
+    Query::Newest {
+        selectors: vec![Selector::metric(UP), Selector::metric(&cat.uptime), Selector::metric(STORE_NEWEST)],
+        at_ms: at,
+    }
+}
+
+/// The time in a [`newest_query`] answer (seconds there), Unix ms.
+fn newest_ms(answer: &QueryResult) -> Option<i64> {
+    answer.first().and_then(|s| s.last_value()).filter(|v| v.is_finite()).map(|s| (s * 1000.0).round() as i64)
+}
+
 /// The runs of every job with metrics in the `lookback` before `at`: from the JobManager's
-/// uptime gauge, else (only TaskManagers scraped) from task metrics.
+/// uptime gauge, else (only TaskManagers scraped) from task metrics; and the time of the
+/// store's newest data ([`newest_query`]; None when unknown).
 async fn find_runs<S: MetricSource>(
     source: &S,
     cat: &MetricCatalog,
     at: i64,
     lookback: i64,
     step: i64,
-) -> Result<Vec<JobRun>, CollectError> {
+) -> Result<(Vec<JobRun>, Option<i64>), CollectError> {
     let lookup = Query::Range {
         selector: Selector::metric(&cat.uptime),
         aggregation: Some(Aggregation::new(Agg::Max, &[l::JOB_ID, l::JOB_NAME])),
@@ -449,7 +507,10 @@ async fn find_runs<S: MetricSource>(
         at_ms: at,
         aggregation: Some(Aggregation::new(Agg::Max, &[l::JOB_ID, l::JOB_NAME])),
     };
-    let uptime = source.run(&[lookup]).await.pop().expect("one answer").map_err(|e| CollectError::Source(e.0))?;
+    let mut answers = source.run(&[lookup, newest_query(cat, at)]).await.into_iter();
+    let uptime = answers.next().expect("two answers").map_err(|e| CollectError::Source(e.0))?;
+    // Unknown (the query failed): staleness is judged against `at`, as before.
+    let newest = answers.next().and_then(Result::ok).and_then(|a| newest_ms(&a));
     let mut runs = job_runs(&uptime);
     if runs.is_empty() {
         // No JobManager metrics (e.g. only TaskManager scrapes): jobs from task metrics.
@@ -476,7 +537,7 @@ async fn find_runs<S: MetricSource>(
             to: crate::model::verdict::rfc3339(at),
         });
     }
-    Ok(runs)
+    Ok((runs, newest))
 }
 
 /// Round 2, first half: which series of the run count: its deployment, and the hygiene its
@@ -1113,6 +1174,87 @@ mod tests {
         let snap = collect_job(&store, "done", Some(330_000));
         assert_eq!(snap.at_ms, 330_000);
         assert!(!snap.notes.iter().any(|n| n.contains("no newer samples")), "{:?}", snap.notes);
+    }
+
+    /// One job scraped every 10 s from 0 to 600 s, with `up` beside it; nothing newer.
+    fn one_job_until(last_s: i64) -> crate::collect::store::SeriesStore {
+        let mut store = crate::collect::store::SeriesStore::new();
+        let job = [("job_id", "j"), ("job_name", "j")];
+        for t in (0..=last_s).step_by(10) {
+            store.push("flink_jobmanager_job_uptime", &job, t * 1000, (t * 1000 + 3_600_000) as f64);
+            store.push("up", &[("job", "flink")], t * 1000, 1.0);
+            store.push(
+                "flink_taskmanager_job_task_busyTimeMsPerSecond",
+                &[("job_id", "j"), ("job_name", "j"), ("task_id", "v"), ("task_name", "v"), ("subtask_index", "0")],
+                t * 1000,
+                500.0,
+            );
+        }
+        store.finish();
+        store
+    }
+
+    #[test]
+    fn a_store_that_hides_its_newest_seconds_is_not_a_job_that_stopped() {
+        // Diagnosed "now" = 637 s, as against a VictoriaMetrics that hides the last 30 s:
+        // the store's newest data is at 600 s, the job's too. Scraped every 10 s, a gap
+        // over 2 × 10 + 5 = 25 s would be staleness, but it is judged against the store's
+        // newest data (600 s), not against 637 s: no note, and the window ends at 600 s.
+        let store = one_job_until(600);
+        let snap = collect_job(&store, "j", None);
+        assert_eq!(snap.at_ms, 600_000);
+        let at_637 = {
+            let config = Config::default();
+            let request = DiagnosisRequest { job: Some("j".into()), at_ms: None, window_ms: None };
+            let input = CollectInput {
+                request: &request,
+                graph: None,
+                checkpoint_config: None,
+                config: &config,
+                catalog: &config.metrics,
+            };
+            crate::collect::block_on(collect(&Now(&store, 637_000), input)).unwrap()
+        };
+        assert_eq!(at_637.at_ms, 600_000);
+        assert!(at_637.notes.is_empty(), "{:?}", at_637.notes);
+        assert_eq!(at_637.vertex_aggregates[0].busy_max, Some(0.5));
+    }
+
+    #[test]
+    fn a_store_minutes_behind_the_diagnosis_is_noted() {
+        // "Now" = 800 s, the newest data at 600 s: 200 s > 120 s, worth a note; the job is
+        // not said to have stopped (it is as current as the store).
+        let store = one_job_until(600);
+        let config = Config::default();
+        let request = DiagnosisRequest { job: Some("j".into()), at_ms: None, window_ms: None };
+        let input = CollectInput {
+            request: &request,
+            graph: None,
+            checkpoint_config: None,
+            config: &config,
+            catalog: &config.metrics,
+        };
+        let snap = crate::collect::block_on(collect(&Now(&store, 800_000), input)).unwrap();
+        assert_eq!(snap.at_ms, 600_000);
+        assert_eq!(
+            snap.notes,
+            [
+                "the metric store has no newer data than 1970-01-01T00:10:00Z (200 s before the time of the diagnosis): the diagnosis is as of then"
+            ]
+        );
+    }
+
+    /// A store whose default time ("now") is later than its data.
+    struct Now<'a>(&'a crate::collect::store::SeriesStore, i64);
+
+    impl MetricSource for Now<'_> {
+        async fn run(&self, queries: &[Query]) -> Vec<Result<QueryResult, QueryError>> {
+            self.0.run(queries).await
+        }
+
+        fn latest_ms(&self) -> Option<i64> {
+            Some(self.1)
+        }
     }
 
     #[test]

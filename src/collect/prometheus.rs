@@ -453,7 +453,7 @@ enum Eval {
 
 fn eval_of(q: &Query) -> Eval {
     match q {
-        Query::OverTime { at_ms, .. } => Eval::Instant(*at_ms),
+        Query::OverTime { at_ms, .. } | Query::Newest { at_ms, .. } => Eval::Instant(*at_ms),
         Query::Range { start_ms, end_ms, step_ms, .. } => Eval::Range(*start_ms, *end_ms, *step_ms),
     }
 }

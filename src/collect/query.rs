@@ -238,6 +238,12 @@ pub enum Query {
     OverTime { selector: Selector, func: OverTime, range_ms: i64, at_ms: i64, aggregation: Option<Aggregation> },
     /// `<agg> by (…) (<selector>)` evaluated at `start_ms, start_ms + step_ms, … ≤ end_ms`.
     Range { selector: Selector, aggregation: Option<Aggregation>, start_ms: i64, end_ms: i64, step_ms: i64 },
+    /// `max(timestamp(<s1>) or timestamp(<s2>) …)` at `at_ms`: the time of the newest sample
+    /// the store shows at `at_ms` (within the lookback delta) among these series, in
+    /// seconds; no series when none has one. Staleness is judged against it, not against
+    /// the wall clock: a store may hide its newest samples (VictoriaMetrics'
+    /// `-search.latencyOffset`, 30 s by default) or receive them late (remote write).
+    Newest { selectors: Vec<Selector>, at_ms: i64 },
 }
 
 impl Query {
@@ -264,6 +270,10 @@ impl Query {
                 let inner = newest_attempts(selector, |s| s.to_promql(), |s| s.to_promql());
                 let inner = if aggregation.is_some() { once_per_target(&selector.hygiene, inner) } else { inner };
                 wrap_aggregation(aggregation.as_ref(), inner)
+            }
+            Query::Newest { selectors, .. } => {
+                let parts: Vec<String> = selectors.iter().map(|s| format!("timestamp({})", s.to_promql())).collect();
+                format!("max({})", parts.join(" or "))
             }
         }
     }

@@ -4,13 +4,16 @@
 //! Because the recording holds the raw samples of exactly the series and time ranges the
 //! collector asked about, `culprit diagnose --recording` evaluates the same queries over
 //! the same samples and gives the same verdict. A marker sample `culprit_recording` at the
-//! diagnosis time makes that time the recording's last sample, the default `--at`.
+//! diagnosis time makes that time the recording's last sample, the default `--at`; a
+//! marker `culprit_store_newest` at the time of the store's newest data (which may lag the
+//! diagnosis time: VictoriaMetrics' latency offset, remote write) makes the replay judge
+//! staleness as the live diagnosis did.
 
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::sync::Mutex;
 
-use crate::collect::collector::{MetricSource, QueryError};
+use crate::collect::collector::{MetricSource, QueryError, STORE_NEWEST};
 use crate::collect::exposition::{MetricType, OpenMetricsWriter};
 use crate::collect::prometheus::{PromError, PromSource};
 use crate::collect::query::{Query, QueryResult, Selector};
@@ -24,17 +27,23 @@ pub struct RecordingSource<'a> {
     pub inner: PromSource<'a>,
     /// PromQL selector → (selector, earliest, latest) sample time needed, Unix ms.
     seen: Mutex<BTreeMap<String, (Selector, i64, i64)>>,
+    /// The store's newest data as the diagnosis saw it (the answer of its
+    /// [`Query::Newest`]), Unix ms.
+    store_newest: Mutex<Option<i64>>,
 }
 
 impl<'a> RecordingSource<'a> {
     pub fn new(inner: PromSource<'a>) -> Self {
-        RecordingSource { inner, seen: Mutex::new(BTreeMap::new()) }
+        RecordingSource { inner, seen: Mutex::new(BTreeMap::new()), store_newest: Mutex::new(None) }
     }
 
     fn remember(&self, q: &Query) {
         let (selector, start, end) = match q {
             Query::OverTime { selector, range_ms, at_ms, .. } => (selector, at_ms - range_ms, *at_ms),
             Query::Range { selector, start_ms, end_ms, .. } => (selector, start_ms - LOOKBACK_DELTA_MS, *end_ms),
+            // Its series (every target's `up`) are not this job's; its answer is written
+            // as the STORE_NEWEST marker instead.
+            Query::Newest { .. } => return,
         };
         let mut seen = self.seen.lock().expect("not poisoned");
         let entry = seen.entry(selector.to_promql()).or_insert((selector.clone(), start, end));
@@ -45,11 +54,15 @@ impl<'a> RecordingSource<'a> {
     /// Fetches the raw samples of every remembered selector over the span it needed and
     /// writes them, with the marker at `at_ms`, as gzip OpenMetrics. Series of other jobs
     /// (a `job_id` other than the marker's) are left out; series without `job_id`
-    /// (TaskManager, Kafka) are kept. Returns the number of series and samples written.
+    /// (TaskManager, Kafka) are kept; so are samples after `data_end_ms`, the end of the
+    /// diagnosis' window: a store that hid its newest samples from the diagnosis
+    /// (VictoriaMetrics' latency offset) may still return them raw, and the replay must
+    /// see what the diagnosis saw. Returns the number of series and samples written.
     pub async fn write_recording<W: Write>(
         &self,
         out: W,
         at_ms: i64,
+        data_end_ms: i64,
         marker_labels: &[(&str, &str)],
     ) -> Result<(usize, usize), PromError> {
         let job_id = marker_labels.iter().find(|(k, _)| *k == "job_id").map(|(_, v)| *v);
@@ -72,9 +85,10 @@ impl<'a> RecordingSource<'a> {
                 let mut labels = s.labels.clone();
                 let name = labels.remove("__name__").unwrap_or_default();
                 let samples = series.entry((name, labels.into_iter().collect())).or_default();
-                samples.extend(s.points.iter().copied());
+                samples.extend(s.points.iter().copied().filter(|p| p.0 <= data_end_ms));
             }
         }
+        series.retain(|_, samples| !samples.is_empty());
         let gz = flate2::write::GzEncoder::new(out, flate2::Compression::default());
         let mut w = OpenMetricsWriter::new(gz);
         let io = |e: std::io::Error| PromError {
@@ -95,6 +109,10 @@ impl<'a> RecordingSource<'a> {
                 samples += 1;
             }
         }
+        if let Some(t) = *self.store_newest.lock().expect("not poisoned") {
+            w.metric_type(STORE_NEWEST, MetricType::Gauge).map_err(io)?;
+            w.sample(STORE_NEWEST, marker_labels, 1.0, Some(t)).map_err(io)?;
+        }
         w.metric_type(MARKER, MetricType::Gauge).map_err(io)?;
         w.sample(MARKER, marker_labels, 1.0, Some(at_ms)).map_err(io)?;
         w.finish().map_err(io)?.finish().map_err(io)?;
@@ -107,7 +125,16 @@ impl MetricSource for RecordingSource<'_> {
         for q in queries {
             self.remember(q);
         }
-        self.inner.run(queries).await
+        let answers = self.inner.run(queries).await;
+        for (q, answer) in queries.iter().zip(&answers) {
+            if let (Query::Newest { .. }, Ok(series)) = (q, answer) {
+                let newest = series.first().and_then(|s| s.last_value()).filter(|v| v.is_finite());
+                if let Some(seconds) = newest {
+                    *self.store_newest.lock().expect("not poisoned") = Some((seconds * 1000.0).round() as i64);
+                }
+            }
+        }
+        answers
     }
 
     fn latest_ms(&self) -> Option<i64> {

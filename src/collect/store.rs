@@ -285,6 +285,20 @@ impl SeriesStore {
                 }
                 out.into_iter().map(|(labels, points)| ResultSeries { labels, points }).collect()
             }
+            Query::Newest { selectors, at_ms } => {
+                let newest = selectors
+                    .iter()
+                    .flat_map(|selector| self.select(selector))
+                    .filter_map(|s| {
+                        let idx = s.t_ms.partition_point(|&x| x <= *at_ms);
+                        (idx > 0 && s.t_ms[idx - 1] > at_ms - LOOKBACK_DELTA_MS).then(|| s.t_ms[idx - 1])
+                    })
+                    .max();
+                newest
+                    .map(|t| ResultSeries { labels: BTreeMap::new(), points: vec![(*at_ms, t as f64 / 1000.0)] })
+                    .into_iter()
+                    .collect()
+            }
         }
     }
 }

@@ -163,6 +163,16 @@ pub fn prometheus_with(recording: &Path) -> Server {
 
 /// VictoriaMetrics holding `recording`, imported as Prometheus text with ms timestamps.
 pub fn victoria_metrics_with(recording: &Path) -> Server {
+    let tmp = tempfile::NamedTempFile::new().unwrap();
+    gunzip(recording, tmp.path());
+    let text = std::fs::read_to_string(tmp.path()).unwrap();
+    victoria_metrics_holding(&text, &["-search.latencyOffset=0s", "-search.disableCache"])
+}
+
+/// VictoriaMetrics started with `flags` (none: its defaults, such as the 30 s
+/// `-search.latencyOffset`), holding `text` (OpenMetrics with timestamps in seconds),
+/// imported as Prometheus text with ms timestamps.
+pub fn victoria_metrics_holding(text: &str, flags: &[&str]) -> Server {
     let vm = require("victoria-metrics", "victoria-metrics");
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
@@ -171,8 +181,7 @@ pub fn victoria_metrics_with(recording: &Path) -> Server {
         .arg(format!("-storageDataPath={}", dir.path().join("data").display()))
         .arg(format!("-httpListenAddr=127.0.0.1:{port}"))
         .arg("-retentionPeriod=100y")
-        .arg("-search.latencyOffset=0s")
-        .arg("-search.disableCache")
+        .args(flags)
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(&log).unwrap())
         .spawn()
@@ -181,9 +190,6 @@ pub fn victoria_metrics_with(recording: &Path) -> Server {
     wait_ready(&format!("{url}/health"), &mut child, &log);
 
     // Convert to text format lines with millisecond timestamps.
-    let om = dir.path().join("recording.om");
-    gunzip(recording, &om);
-    let text = std::fs::read_to_string(&om).unwrap();
     let mut body = String::with_capacity(text.len());
     for line in text.lines() {
         if line.starts_with('#') || line.trim().is_empty() {
