@@ -72,6 +72,8 @@ async fn main() {
     let a = Args::parse();
     let dir = tempfile::tempdir().unwrap();
     let mut config = Config::default();
+    // `serve` needs a metrics backend; diagnoses never run here (see `coalesce` below).
+    config.prometheus = Some(toml::from_str("url = \"http://127.0.0.1:9\"").unwrap());
     config.server.listen = "127.0.0.1:0".into();
     config.store.path = dir.path().join("bench.db");
     config.store.synchronous = if a.synchronous == "normal" { Synchronous::Normal } else { Synchronous::Full };
@@ -121,6 +123,7 @@ async fn main() {
             p99.as_secs_f64() * 1e3
         );
     }
-    println!("synchronous={} queue depth after the run: {}", a.synchronous, app.service.store.queue_depth());
+    let depths = app.service.store.depths().await.unwrap();
+    println!("synchronous={} queue depth after the run: {}", a.synchronous, depths.work);
     app.stop().await;
 }

@@ -166,6 +166,15 @@ impl Config {
         if self.store.verdicts_kept == 0 {
             problems.push("store.verdicts_kept must be at least 1 (verdict links would lead nowhere)".into());
         }
+        if self.store.prune_after.as_ms() < 3_600_000 || self.store.keep_rows == 0 {
+            problems.push(
+                "store.prune_after must be at least 1h and store.keep_rows at least 1 (a replayed notice must still find its twin)"
+                    .into(),
+            );
+        }
+        if self.service.max_jobs_per_webhook == 0 {
+            problems.push("service.max_jobs_per_webhook must be at least 1".into());
+        }
         problems
     }
 }
@@ -678,6 +687,12 @@ pub struct StoreConfig {
     pub max_queue: usize,
     /// Verdicts kept for `/api/v1/verdicts`. Default 1000.
     pub verdicts_kept: usize,
+    /// Delivered and failed notices, dead letters, verdicts, and the state of groups not
+    /// heard of for this long are removed. Default 7d.
+    pub prune_after: Millis,
+    /// At most this many delivered or failed notices, and dead letters, are kept (the
+    /// newest). Default 100000.
+    pub keep_rows: usize,
 }
 
 impl Default for StoreConfig {
@@ -687,6 +702,8 @@ impl Default for StoreConfig {
             synchronous: Synchronous::Full,
             max_queue: 10_000,
             verdicts_kept: 1000,
+            prune_after: Millis::from_secs(7 * 24 * 3600),
+            keep_rows: 100_000,
         }
     }
 }
@@ -711,6 +728,9 @@ pub struct ServiceConfig {
     /// Alerts with these alertnames are culprit's own and are ignored (no loops). Default
     /// `["FlinkBackpressureCulprit"]`.
     pub ignore_alertnames: Vec<String>,
+    /// Most Flink jobs one webhook may ask to diagnose; the others are left out (logged,
+    /// counted, and said in the answer). Default 50.
+    pub max_jobs_per_webhook: usize,
 }
 
 impl Default for ServiceConfig {
@@ -723,12 +743,13 @@ impl Default for ServiceConfig {
             concurrency: 4,
             notify_resolved: true,
             ignore_alertnames: vec!["FlinkBackpressureCulprit".into()],
+            max_jobs_per_webhook: 50,
         }
     }
 }
 
 /// Where verdicts are posted. Every destination is optional.
-#[derive(Debug, Clone, PartialEq, Default, Deserialize, Serialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct NotifyConfig {
     pub slack: Option<SlackConfig>,
@@ -737,10 +758,32 @@ pub struct NotifyConfig {
     pub webhook: Vec<WebhookConfig>,
     /// Retry of failed deliveries (one place for every destination).
     pub retry: RetryConfig,
+    /// Alert groups delivered at once per destination; each group's notices stay in
+    /// order. Default 4.
+    pub concurrency: usize,
+}
+
+impl Default for NotifyConfig {
+    fn default() -> Self {
+        NotifyConfig {
+            slack: None,
+            pagerduty: None,
+            alertmanager: None,
+            webhook: Vec::new(),
+            retry: RetryConfig::default(),
+            concurrency: 4,
+        }
+    }
 }
 
 impl NotifyConfig {
     fn validate(&self, problems: &mut Vec<String>) {
+        if self.concurrency == 0 {
+            problems.push("notify.concurrency must be at least 1 (0 would deliver nothing)".into());
+        }
+        if self.retry.min.as_ms() <= 0 || self.retry.max < self.retry.min {
+            problems.push("notify.retry.min must be positive and at most notify.retry.max".into());
+        }
         let urls = self
             .slack
             .iter()

@@ -13,6 +13,8 @@ pub mod webhook;
 
 use std::time::Duration;
 
+use futures::future::BoxFuture;
+
 use crate::model::notice::Notice;
 use crate::model::secret::Redactor;
 
@@ -21,6 +23,45 @@ use crate::model::secret::Redactor;
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Sent {
     pub state: Option<serde_json::Value>,
+}
+
+/// Why a delivery failed, in a few words fit for a metric label and a log field.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailureReason {
+    /// HTTP 429, Slack's `ratelimited`.
+    RateLimited,
+    /// 5xx, or the destination's own "internal error".
+    ServerError,
+    /// No answer in time (the request may have arrived).
+    Timeout,
+    /// The connection could not be made (nothing was sent).
+    Connect,
+    /// The connection broke mid-request (the request may have arrived).
+    Transport,
+    /// An answer that cannot be read (not JSON where JSON belongs).
+    BadAnswer,
+    /// The destination refused the notice (4xx, a final API error): retrying cannot help.
+    Refused,
+}
+
+impl FailureReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FailureReason::RateLimited => "rate_limited",
+            FailureReason::ServerError => "server_error",
+            FailureReason::Timeout => "timeout",
+            FailureReason::Connect => "connect",
+            FailureReason::Transport => "transport",
+            FailureReason::BadAnswer => "bad_answer",
+            FailureReason::Refused => "refused",
+        }
+    }
+
+    /// Whether the failed request may nevertheless have been delivered: the next attempt
+    /// first asks the destination, where it can tell.
+    pub fn maybe_delivered(self) -> bool {
+        matches!(self, FailureReason::Timeout | FailureReason::Transport | FailureReason::BadAnswer)
+    }
 }
 
 /// A failed delivery. The message names the destination and cause, never a secret.
@@ -32,21 +73,48 @@ pub struct NotifyError {
     pub retryable: bool,
     /// The destination's own `Retry-After`, when it gave one.
     pub retry_after: Option<Duration>,
+    /// Why, for logs and `culprit_notification_failures_total{reason}`.
+    pub reason: FailureReason,
 }
 
 impl NotifyError {
+    /// A failure retrying cannot fix (reason `refused` unless set with [`Self::because`]).
     pub fn fatal(message: impl Into<String>) -> Self {
-        NotifyError { message: message.into(), retryable: false, retry_after: None }
+        NotifyError { message: message.into(), retryable: false, retry_after: None, reason: FailureReason::Refused }
     }
 
+    /// A failure worth retrying (reason `server_error` unless set with [`Self::because`]).
     pub fn retry(message: impl Into<String>, retry_after: Option<Duration>) -> Self {
-        NotifyError { message: message.into(), retryable: true, retry_after }
+        NotifyError { message: message.into(), retryable: true, retry_after, reason: FailureReason::ServerError }
+    }
+
+    /// The same failure with another reason.
+    pub fn because(mut self, reason: FailureReason) -> Self {
+        self.reason = reason;
+        self
     }
 }
 
-/// Whether an HTTP status from a destination is worth retrying: 408, 429 and 5xx.
+/// 5xx statuses retrying cannot fix: 501 Not Implemented ("the server does not support
+/// the functionality required") and 505 HTTP Version Not Supported, RFC 9110 §15.6.2 and
+/// §15.6.6 <https://www.rfc-editor.org/rfc/rfc9110#section-15.6>. Alertmanager retries
+/// every other 5xx the same way.
+pub const FINAL_5XX: [u16; 2] = [501, 505];
+
+/// Whether an HTTP status from a destination is worth retrying: 408, 429 and 5xx but
+/// [`FINAL_5XX`].
 pub fn retryable_status(status: u16) -> bool {
-    status == 408 || status == 429 || (500..600).contains(&status)
+    status == 408 || status == 429 || ((500..600).contains(&status) && !FINAL_5XX.contains(&status))
+}
+
+/// The reason label of a non-2xx status.
+fn status_reason(status: u16) -> FailureReason {
+    match status {
+        429 => FailureReason::RateLimited,
+        408 => FailureReason::Timeout,
+        s if retryable_status(s) => FailureReason::ServerError,
+        _ => FailureReason::Refused,
+    }
 }
 
 /// `Retry-After` as seconds (`120`) or an HTTP date, relative to `now`.
@@ -76,24 +144,106 @@ pub fn status_error(
 ) -> NotifyError {
     let detail = redactor.redact_cut(detail.trim(), DETAIL_CHARS);
     let message = format!("{what}: HTTP {status}: {}", detail.trim());
+    let reason = status_reason(status);
     if retryable_status(status) {
-        NotifyError::retry(message, retry_after(headers, jiff::Timestamp::now()))
+        NotifyError::retry(message, retry_after(headers, jiff::Timestamp::now())).because(reason)
     } else {
-        NotifyError::fatal(message)
+        NotifyError::fatal(message).because(reason)
     }
 }
 
-/// A transport failure (connect, timeout): retryable. The URL is left out (it may hold
-/// a token, as Slack incoming webhooks do).
+/// A transport failure (connect, timeout, a connection that broke): retryable, with its
+/// cause — the chain of underlying errors, e.g. `cannot connect: client error (Connect):
+/// tcp connect error: Connection refused (os error 111)` — but never the URL (it may
+/// hold a token, as Slack incoming webhooks do): reqwest's own message names it, its
+/// sources do not, and any trace of the URL left in them is removed.
 pub fn transport_error(what: &str, e: &reqwest::Error) -> NotifyError {
-    let cause = if e.is_timeout() {
-        "timed out"
+    let (kind, reason) = if e.is_timeout() {
+        ("timed out", FailureReason::Timeout)
     } else if e.is_connect() {
-        "cannot connect"
+        ("cannot connect", FailureReason::Connect)
+    } else if e.is_decode() || e.is_body() {
+        ("cannot read the answer", FailureReason::Transport)
     } else {
-        "request failed"
+        ("request failed", FailureReason::Transport)
     };
-    NotifyError::retry(format!("{what}: {cause}"), None)
+    let mut causes: Vec<String> = Vec::new();
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        let text = s.to_string();
+        // Wrappers often repeat their source's text; keep each piece once.
+        if !causes.last().is_some_and(|last| last.contains(&text)) {
+            causes.push(text);
+        }
+        source = s.source();
+    }
+    let mut cause = causes.join(": ");
+    if let Some(url) = e.url() {
+        let whole = url.as_str();
+        let path = &whole[whole.find(url.path()).unwrap_or(whole.len())..];
+        for secretish in [whole, path] {
+            if secretish.len() > 1 {
+                cause = cause.replace(secretish, "[URL]");
+            }
+        }
+    }
+    let cause: String = cause.chars().take(300).collect();
+    let message = if cause.is_empty() { format!("{what}: {kind}") } else { format!("{what}: {kind}: {cause}") };
+    NotifyError::retry(message, None).because(reason)
+}
+
+/// One destination as the delivery loop sees it: what it wants, sending once, and asking
+/// whether a notice arrived. [`Notifier`] is the real one; tests give their own to check
+/// retries, ordering and `Retry-After` without servers.
+pub trait Destination: Send + Sync {
+    /// The name in metrics, logs and the outbox.
+    fn name(&self) -> String;
+    /// Whether this destination wants the notice at all.
+    fn wants(&self, notice: &Notice) -> bool;
+    /// Whether an unchanged verdict is posted again at every repeat (Alertmanager: its
+    /// alert must be refreshed to stay active).
+    fn refreshes(&self) -> bool {
+        false
+    }
+    /// Sends once. `state` is what the last successful delivery for this group returned.
+    fn send<'a>(
+        &'a self,
+        notice: &'a Notice,
+        state: Option<&'a serde_json::Value>,
+    ) -> BoxFuture<'a, Result<Sent, NotifyError>>;
+    /// Whether the notice already arrived, when the destination can tell (`Ok(None)`:
+    /// not there, or cannot tell).
+    fn already_sent<'a>(
+        &'a self,
+        notice: &'a Notice,
+        state: Option<&'a serde_json::Value>,
+    ) -> BoxFuture<'a, Result<Option<Sent>, NotifyError>>;
+}
+
+impl Destination for Notifier {
+    fn name(&self) -> String {
+        Notifier::name(self)
+    }
+    fn wants(&self, notice: &Notice) -> bool {
+        Notifier::wants(self, notice)
+    }
+    fn refreshes(&self) -> bool {
+        matches!(self, Notifier::Alertmanager(_))
+    }
+    fn send<'a>(
+        &'a self,
+        notice: &'a Notice,
+        state: Option<&'a serde_json::Value>,
+    ) -> BoxFuture<'a, Result<Sent, NotifyError>> {
+        Box::pin(Notifier::send(self, notice, state))
+    }
+    fn already_sent<'a>(
+        &'a self,
+        notice: &'a Notice,
+        state: Option<&'a serde_json::Value>,
+    ) -> BoxFuture<'a, Result<Option<Sent>, NotifyError>> {
+        Box::pin(Notifier::already_sent(self, notice, state))
+    }
 }
 
 /// A configured destination.
@@ -155,11 +305,11 @@ impl Notifier {
         }
     }
 
-    /// After a crash between sending and recording it: asks the destination whether the
-    /// notice arrived, when it can tell (Slack's message metadata). `Ok(None)`: unknown or
-    /// not there; the notice is sent again, which is safe where the destination
-    /// deduplicates (PagerDuty's `dedup_key`, Alertmanager's label identity, the webhook's
-    /// `Idempotency-Key`).
+    /// After a crash between sending and recording it, or a timeout: asks the destination
+    /// whether the notice arrived, when it can tell (Slack's message metadata). `Ok(None)`:
+    /// unknown or not there; the notice is sent again with the same idempotency key, which
+    /// the destination can fold (PagerDuty's `dedup_key` onto the open alert,
+    /// Alertmanager's label identity, the webhook's `Idempotency-Key`): at least once.
     pub async fn already_sent(
         &self,
         notice: &Notice,
@@ -175,6 +325,19 @@ impl Notifier {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn a_transport_error_keeps_its_cause_and_never_the_url() {
+        // A closed port on loopback: connection refused.
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let url = format!("http://127.0.0.1:{port}/services/T000/B000/XXXXSECRETXXXX");
+        let e = reqwest::Client::new().post(&url).send().await.unwrap_err();
+        let n = transport_error("slack: incoming webhook", &e);
+        assert!(n.retryable && n.reason == FailureReason::Connect, "{n:?}");
+        assert!(n.message.starts_with("slack: incoming webhook: cannot connect: "), "{}", n.message);
+        assert!(n.message.to_lowercase().contains("connection refused"), "the cause: {}", n.message);
+        assert!(!n.message.contains("XXXXSECRETXXXX") && !n.message.contains("/services/"), "{}", n.message);
+    }
 
     #[test]
     fn retry_after_reads_seconds_and_http_dates() {
@@ -192,6 +355,13 @@ mod tests {
         let none = Redactor::new();
         assert!(status_error("x", 429, &h, "", &none).retryable);
         assert!(status_error("x", 503, &h, "", &none).retryable);
+        assert_eq!(status_error("x", 429, &h, "", &none).reason, FailureReason::RateLimited);
+        assert_eq!(status_error("x", 502, &h, "", &none).reason, FailureReason::ServerError);
+        // 501 Not Implemented and 505 will not change by retrying.
+        for s in FINAL_5XX {
+            let e = status_error("x", s, &h, "", &none);
+            assert!(!e.retryable && e.reason == FailureReason::Refused, "{s}");
+        }
         let e = status_error("pagerduty", 400, &h, "bad routing key R0UT1NG", &Redactor::of("R0UT1NG"));
         assert!(!e.retryable);
         assert_eq!(e.message, "pagerduty: HTTP 400: bad routing key [REDACTED]");

@@ -5,7 +5,11 @@
 //! The event (rendered by [`crate::render::pagerduty::event`]) carries as `dedup_key` the
 //! SHA-256 of the Alertmanager group key, the key Alertmanager's own PagerDuty integration
 //! uses: PagerDuty applies it to the open alert of that page instead of opening another.
-//! culprit only triggers, and only while the group fires; resolving is Alertmanager's.
+//! culprit only triggers, only with a verdict, and only while the group fires; resolving is
+//! Alertmanager's. "Could not diagnose" is never sent here: a trigger whose `dedup_key`
+//! matches no open alert (the page was resolved, or routed to another service) would open
+//! an incident, and an incident about culprit's own trouble pages nobody usefully; it goes
+//! to Slack, the webhooks and Alertmanager.
 //!
 //! Answers (<https://developer.pagerduty.com/docs/events-api-v2/overview/>, "Response Codes
 //! & Retry Logic"): 2xx (202) is delivered; 400 is final, with PagerDuty's `message` and
@@ -69,11 +73,12 @@ impl PagerDuty {
         })
     }
 
-    /// A verdict or a failure to diagnose, while the group fires. Never a resolution, and
-    /// nothing for a group that no longer fires: culprit must not open or re-open an
-    /// incident for a page that is over.
+    /// A verdict, while the group fires. Never a resolution, nothing for a group that no
+    /// longer fires (culprit must not open or re-open an incident for a page that is
+    /// over), and never "could not diagnose" (it must not open or escalate an incident by
+    /// itself).
     pub fn wants(&self, notice: &Notice) -> bool {
-        notice.firing && matches!(notice.kind, NoticeKind::Verdict | NoticeKind::CouldNotDiagnose)
+        notice.firing && notice.kind == NoticeKind::Verdict
     }
 
     /// Sends the trigger event once.
@@ -85,7 +90,7 @@ impl PagerDuty {
     pub async fn send(&self, notice: &Notice, _state: Option<&Value>) -> Result<Sent, NotifyError> {
         if !self.wants(notice) {
             return Err(NotifyError::fatal(format!(
-                "pagerduty: not sent: culprit triggers only for verdicts and failures to diagnose of a firing group (this notice: {:?}, firing: {})",
+                "pagerduty: not sent: culprit triggers only for verdicts of a firing group (this notice: {:?}, firing: {})",
                 notice.kind, notice.firing
             )));
         }

@@ -63,7 +63,7 @@ use tokio::time::Instant;
 use crate::config::{SlackConfig, SlackMode};
 use crate::model::notice::{Notice, NoticeKind};
 use crate::model::secret::Redactor;
-use crate::notify::{NotifyError, Sent, retry_after, status_error, transport_error};
+use crate::notify::{FailureReason, NotifyError, Sent, retry_after, status_error, transport_error};
 use crate::render::slack::{SlackMessage, changed_reply, details, fallback, message};
 
 /// Least time between two posts to one channel: Slack allows about one message per second
@@ -265,7 +265,9 @@ async fn read_answer(mut response: reqwest::Response) -> Result<String, reqwest:
 /// Classifies an `ok: false` code (see the module docs). Block errors are final here: they
 /// reach this point only when the text-only retry failed too.
 fn classify(what: &str, code: &str, retry_after: Option<Duration>) -> NotifyError {
-    if RETRYABLE_ERRORS.contains(&code) {
+    if code == "ratelimited" {
+        NotifyError::retry(format!("{what}: {code}"), retry_after).because(FailureReason::RateLimited)
+    } else if RETRYABLE_ERRORS.contains(&code) {
         NotifyError::retry(format!("{what}: {code}"), retry_after)
     } else if FINAL_ERRORS.contains(&code) {
         NotifyError::fatal(format!("{what}: {code} (final: check the token, its scopes and the channel)"))
@@ -584,10 +586,10 @@ impl Slack {
         }
         let Ok(answer) = serde_json::from_str::<Value>(&answer) else {
             let excerpt = self.redactor.redact_cut(&answer, crate::notify::DETAIL_CHARS);
-            return Err(Failure::Other(NotifyError::retry(
-                format!("{what}: HTTP {status}: the answer is not JSON: {}", excerpt.trim()),
-                None,
-            )));
+            return Err(Failure::Other(
+                NotifyError::retry(format!("{what}: HTTP {status}: the answer is not JSON: {}", excerpt.trim()), None)
+                    .because(FailureReason::BadAnswer),
+            ));
         };
         if answer.get("ok").and_then(Value::as_bool) == Some(true) {
             return Ok(answer);

@@ -3,8 +3,19 @@
 //! * `culprit_webhooks_total{outcome}`: accepted, ignored, bad_request, unauthorized,
 //!   too_large, queue_full, error.
 //! * `culprit_diagnoses_total{status, finding}` and `culprit_diagnosis_failures_total{reason}`.
-//! * `culprit_notifications_total{destination, outcome}`: sent, retry, failed, recovered.
-//! * `culprit_queue_depth{queue}`: work (diagnoses waiting) and outbox (notices waiting).
+//! * `culprit_notifications_total{destination, outcome}`: sent, retry, failed, recovered
+//!   (found already delivered after a crash or timeout).
+//! * `culprit_notification_failures_total{destination, reason, outcome}`: failed attempts
+//!   by reason (`rate_limited`, `server_error`, `timeout`, `connect`, `transport`,
+//!   `bad_answer`, `refused`) and outcome (`retry` or `failed`).
+//! * `culprit_queue_depth{queue}`: work (diagnoses waiting or running), outbox (notices
+//!   waiting or being sent) and dead_letter, counted in the store.
+//! * `culprit_store_errors_total{operation, kind}`: store operations that failed (`kind`:
+//!   full, corrupt, busy, io, decode, in_use, other); each is retried with backoff.
+//! * `culprit_dead_letters_total{table}`: undecodable rows moved to the dead-letter table.
+//! * `culprit_store_recovered_total{table}`: rows found in flight at start (a crash).
+//! * `culprit_store_pruned_total{table}`: finished rows removed by age or count.
+//! * `culprit_webhook_jobs_dropped_total`: jobs beyond `service.max_jobs_per_webhook`.
 //! * Latency histograms, seconds: `culprit_webhook_duration_seconds`,
 //!   `culprit_diagnosis_duration_seconds`, `culprit_notification_duration_seconds{destination}`.
 
@@ -51,6 +62,25 @@ pub struct Queue {
     pub queue: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct NotificationFailure {
+    pub destination: String,
+    pub reason: String,
+    /// `retry` (another attempt is scheduled) or `failed` (given up).
+    pub outcome: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct StoreErrorLabels {
+    pub operation: String,
+    pub kind: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct Table {
+    pub table: String,
+}
+
 /// Every metric culprit exports.
 pub struct Metrics {
     registry: Registry,
@@ -62,6 +92,12 @@ pub struct Metrics {
     pub webhook_duration: Histogram,
     pub diagnosis_duration: Histogram,
     pub notification_duration: Family<Destination, Histogram>,
+    pub notification_failures: Family<NotificationFailure, Counter>,
+    pub store_errors: Family<StoreErrorLabels, Counter>,
+    pub dead_letters: Family<Table, Counter>,
+    pub store_recovered: Family<Table, Counter>,
+    pub store_pruned: Family<Table, Counter>,
+    pub webhook_jobs_dropped: Counter,
 }
 
 impl Default for Metrics {
@@ -111,8 +147,46 @@ impl Metrics {
             "Time of one delivery attempt, seconds",
             notification_duration.clone(),
         );
+        let notification_failures = Family::<NotificationFailure, Counter>::default();
+        registry.register(
+            "notification_failures",
+            "Failed delivery attempts, by destination, reason and outcome (retry, failed)",
+            notification_failures.clone(),
+        );
+        let store_errors = Family::<StoreErrorLabels, Counter>::default();
+        registry.register(
+            "store_errors",
+            "Store operations that failed, by operation and kind; each is retried with backoff",
+            store_errors.clone(),
+        );
+        let dead_letters = Family::<Table, Counter>::default();
+        registry.register(
+            "dead_letters",
+            "Undecodable rows moved to the dead-letter table, by table",
+            dead_letters.clone(),
+        );
+        let store_recovered = Family::<Table, Counter>::default();
+        registry.register(
+            "store_recovered",
+            "Rows found in flight when the store opened (after a crash), by table",
+            store_recovered.clone(),
+        );
+        let store_pruned = Family::<Table, Counter>::default();
+        registry.register("store_pruned", "Finished rows removed by age or count, by table", store_pruned.clone());
+        let webhook_jobs_dropped = Counter::default();
+        registry.register(
+            "webhook_jobs_dropped",
+            "Jobs named by a webhook beyond service.max_jobs_per_webhook, not diagnosed",
+            webhook_jobs_dropped.clone(),
+        );
         Metrics {
             registry,
+            notification_failures,
+            store_errors,
+            dead_letters,
+            store_recovered,
+            store_pruned,
+            webhook_jobs_dropped,
             webhooks,
             diagnoses,
             diagnosis_failures,
@@ -148,6 +222,37 @@ impl Metrics {
         self.notifications
             .get_or_create(&Notification { destination: destination.into(), outcome: outcome.into() })
             .inc();
+    }
+
+    /// Counts a failed delivery attempt.
+    pub fn notification_failure(&self, destination: &str, reason: &str, is_final: bool) {
+        self.notification_failures
+            .get_or_create(&NotificationFailure {
+                destination: destination.into(),
+                reason: reason.into(),
+                outcome: if is_final { "failed" } else { "retry" }.into(),
+            })
+            .inc();
+    }
+
+    /// Counts a failed store operation.
+    pub fn store_error(&self, operation: &str, kind: &str) {
+        self.store_errors.get_or_create(&StoreErrorLabels { operation: operation.into(), kind: kind.into() }).inc();
+    }
+
+    /// Counts a row moved to the dead-letter table.
+    pub fn dead_letter(&self, table: &str) {
+        self.dead_letters.get_or_create(&Table { table: table.into() }).inc();
+    }
+
+    /// Counts rows recovered at start (the series exists, at 0, after a clean start).
+    pub fn store_recovered(&self, table: &str, n: u64) {
+        self.store_recovered.get_or_create(&Table { table: table.into() }).inc_by(n);
+    }
+
+    /// Counts rows pruned.
+    pub fn store_pruned(&self, table: &str, n: u64) {
+        self.store_pruned.get_or_create(&Table { table: table.into() }).inc_by(n);
     }
 
     pub fn set_queue(&self, queue: &str, depth: i64) {

@@ -6,42 +6,51 @@
 //! * [`pipeline`]: a live diagnosis: Prometheus and Flink REST, then the pure diagnosis.
 //! * [`metrics`]: culprit's own metrics.
 //!
-//! Webhooks are planned into per-job intakes ([`intake`]) and stored durably
-//! ([`store`]); a worker loop diagnoses due jobs ([`pipeline::Live`]) and
-//! turns each verdict into notices for every destination in one transaction; one delivery
-//! loop per destination sends them in order, with the retry and backoff of every
-//! destination in one place ([`delivery_delay`]), honouring `Retry-After`.
+//! * [`retry`]: every backoff and wait, in one place.
 //!
-//! Once-only: notices carry an idempotency key per (destination, group, verdict); the
-//! outbox stores each key once; a repeat notification with an unchanged verdict posts
-//! nothing; a send interrupted by a crash is checked with the destination before it is
-//! sent again.
+//! Webhooks are planned into per-job intakes ([`intake`]) and stored durably
+//! ([`store`]); the worker loop (`worker.rs`) claims due jobs, one running diagnosis per
+//! job, diagnoses them ([`pipeline::Live`]) and turns each verdict into notices for every
+//! destination in one transaction; one delivery loop per destination (`delivery.rs`)
+//! sends them per alert group — a group's notices in order, groups independently, up to
+//! `notify.concurrency` at once — with the retry, backoff and jitter of every destination
+//! in one place ([`retry::delivery_delay`]), honouring `Retry-After`. A store operation
+//! that fails (a full disk) is logged, counted and retried with backoff; nothing is
+//! taken as done before its commit succeeded.
+//!
+//! Delivery guarantee: each destination gets each (group, verdict) **at least once**,
+//! with an idempotency key that is the same on every attempt; a repeat notification with
+//! an unchanged verdict posts nothing. A send interrupted by a crash (or a timeout) is
+//! checked with the destination before it is sent again where the destination can tell
+//! (Slack: exactly once); elsewhere it is sent again with the same key (PagerDuty's
+//! `dedup_key` and `custom_details.idempotency_key`, the webhook's `Idempotency-Key`,
+//! Alertmanager's identical labels), which the destination or receiver can fold.
 
+mod delivery;
 pub mod intake;
 pub mod metrics;
 pub mod pipeline;
+pub mod retry;
 pub mod server;
 pub mod store;
+mod worker;
 
 use std::collections::BTreeMap;
+use std::future::Future;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use tokio::sync::{Notify, Semaphore, watch};
+use tokio::sync::{Notify, watch};
 
-use crate::collect::collector::CollectError;
 use crate::config::Config;
 use crate::model::notice::{Notice, NoticeKind};
-use crate::model::request::DiagnosisRequest;
 use crate::model::verdict::{JobRef, Verdict};
-use crate::notify::Notifier;
+use crate::notify::{Destination, Notifier};
 use crate::service::intake::sha256_hex;
-use crate::service::pipeline::{Live, PipelineError};
-use crate::service::store::{NewNotice, Store, WorkItem};
-
-fn now_ms() -> i64 {
-    jiff::Timestamp::now().as_millisecond()
-}
+use crate::service::metrics::Metrics;
+use crate::service::pipeline::Live;
+use crate::service::retry::StoreBackoff;
+use crate::service::store::{Enqueued, NewNotice, Prune, Pruned, Store, StoreError, WorkItem};
 
 /// The decision a verdict carries: what has to change for a new post. Numbers that wobble
 /// between diagnoses (busy 99.1% vs 99.3%) do not.
@@ -145,15 +154,33 @@ pub fn plan_notices(plan: &NoticePlan<'_>, last_verdict: &dyn Fn(&str, &str) -> 
     out
 }
 
-/// Retry and backoff of deliveries, for every destination: the destination's
-/// `Retry-After` when given, else `min · 2^(attempts−1)` capped at `max`.
-pub fn delivery_delay(attempts: i64, retry_after: Option<Duration>, min: Duration, max: Duration) -> Duration {
-    if let Some(d) = retry_after {
-        // The destination knows best, within reason: at most an hour.
-        return d.min(Duration::from_secs(3600));
+/// How often finished rows are pruned ([`crate::config::StoreConfig::prune_after`],
+/// `keep_rows`), the first time at start.
+pub const PRUNE_EVERY: Duration = Duration::from_secs(600);
+
+/// The service's clock. Scheduling (due times, backoff) and the notices' times read it.
+#[derive(Debug, Clone, Copy)]
+pub enum Clock {
+    /// The system's wall clock.
+    System,
+    /// Wall time at start, then advancing with tokio's clock: tests pause and advance it
+    /// (tokio's `test-util`), and every due time in the store follows.
+    Tokio { base_ms: i64, start: tokio::time::Instant },
+}
+
+impl Clock {
+    /// A clock that starts at the wall time now and then follows tokio's clock.
+    pub fn tokio() -> Clock {
+        Clock::Tokio { base_ms: jiff::Timestamp::now().as_millisecond(), start: tokio::time::Instant::now() }
     }
-    let exp = min.saturating_mul(1u32 << attempts.clamp(1, 20).saturating_sub(1) as u32);
-    exp.min(max)
+
+    /// Now, Unix ms.
+    pub fn now_ms(&self) -> i64 {
+        match self {
+            Clock::System => jiff::Timestamp::now().as_millisecond(),
+            Clock::Tokio { base_ms, start } => base_ms + start.elapsed().as_millis() as i64,
+        }
+    }
 }
 
 /// Everything the running service shares.
@@ -161,8 +188,10 @@ pub struct Service {
     pub config: Config,
     pub store: Store,
     pub live: Live,
-    pub notifiers: Vec<Notifier>,
-    pub metrics: crate::service::metrics::Metrics,
+    /// Where notices go, in the order of the configuration.
+    pub destinations: Vec<Arc<dyn Destination>>,
+    pub metrics: Arc<Metrics>,
+    pub clock: Clock,
     /// Every configured secret in every wire form: removed from whatever the service
     /// stores, answers or posts (each client redacts its own as well).
     pub redactor: crate::model::secret::Redactor,
@@ -173,42 +202,43 @@ pub struct Service {
 /// A webhook's fate, for the HTTP answer.
 #[derive(Debug)]
 pub enum Intake {
-    /// Stored; `jobs` diagnoses asked (0 when no alert named a Flink job).
-    Accepted { jobs: usize },
+    /// Stored; `jobs` diagnoses asked (0 when no alert named a Flink job); `dropped` jobs
+    /// beyond `service.max_jobs_per_webhook` were left out.
+    Accepted { jobs: usize, dropped: usize },
     /// The body is not a webhook.
     BadRequest(String),
     /// The queue is full: try later (Alertmanager retries 5xx).
     QueueFull,
-    /// The store failed.
+    /// The store failed; why.
     Failed(String),
 }
 
-/// What diagnosing a work item came to.
-enum Diagnosed {
-    /// A verdict to post.
-    Verdict(Box<Verdict>),
-    /// A failure worth retrying later; why.
-    Retry(String),
-    /// No verdict, for good; why (empty when unknown).
-    GaveUp(String),
-    /// Every group of the item resolved: nothing to diagnose.
-    Resolved,
-}
-
 impl Service {
-    /// Builds the service: store, live backends, notifiers.
+    /// Builds the service: store, live backends, the configured notifiers.
     pub fn new(config: Config) -> Result<Service, String> {
-        let store = Store::open(&config.store).map_err(|e| e.to_string())?;
-        let notifiers = Notifier::from_config(&config.notify)?;
+        let destinations =
+            Notifier::from_config(&config.notify)?.into_iter().map(|n| Arc::new(n) as Arc<dyn Destination>).collect();
+        Service::with_destinations(config, destinations, Clock::System)
+    }
+
+    /// Builds the service with these destinations and clock (tests inject their own).
+    pub fn with_destinations(
+        config: Config,
+        destinations: Vec<Arc<dyn Destination>>,
+        clock: Clock,
+    ) -> Result<Service, String> {
+        let metrics = Arc::new(Metrics::new());
+        let store = Store::open(&config.store, metrics.clone()).map_err(|e| e.to_string())?;
         let live = Live::new(config.clone()).map_err(|e| e.to_string())?;
-        let outbox_ready = notifiers.iter().map(|_| Notify::new()).collect();
+        let outbox_ready = destinations.iter().map(|_| Notify::new()).collect();
         Ok(Service {
             redactor: config.redactor(),
             config,
             store,
             live,
-            notifiers,
-            metrics: crate::service::metrics::Metrics::new(),
+            destinations,
+            metrics,
+            clock,
             work_ready: Notify::new(),
             outbox_ready,
         })
@@ -220,269 +250,113 @@ impl Service {
             Ok(w) => w,
             Err(e) => return Intake::BadRequest(e.0),
         };
-        let intakes = intake::intakes(&webhook, &self.config.service);
+        let mut intakes = intake::intakes(&webhook, &self.config.service);
         if intakes.is_empty() {
-            return Intake::Accepted { jobs: 0 };
+            return Intake::Accepted { jobs: 0, dropped: 0 };
         }
-        if self.store.queue_full() {
-            return Intake::QueueFull;
+        let cap = self.config.service.max_jobs_per_webhook;
+        let dropped = intakes.len().saturating_sub(cap);
+        if dropped > 0 {
+            // Firing jobs first (they get verdicts), then as the webhook lists them.
+            intakes.sort_by_key(|i| !i.firing);
+            intakes.truncate(cap);
+            self.metrics.webhook_jobs_dropped.inc_by(dropped as u64);
+            tracing::warn!(group_key = ?webhook.group_key, jobs = cap + dropped, dropped, max_jobs_per_webhook = cap,
+                "a webhook names more Flink jobs than service.max_jobs_per_webhook; the rest are not diagnosed");
         }
-        match self.store.enqueue(intakes, now_ms(), self.config.service.coalesce.as_ms()).await {
-            Ok(jobs) => {
+        let (now, coalesce) = (self.clock.now_ms(), self.config.service.coalesce.as_ms());
+        match self.store.enqueue(intakes, now, coalesce, self.config.store.max_queue).await {
+            Ok(Enqueued::Stored { jobs, depth, .. }) => {
+                self.metrics.set_queue("work", depth);
                 self.work_ready.notify_one();
-                Intake::Accepted { jobs }
+                Intake::Accepted { jobs, dropped }
             }
-            Err(e) => Intake::Failed(e.0),
+            Ok(Enqueued::QueueFull { depth }) => {
+                self.metrics.set_queue("work", depth);
+                Intake::QueueFull
+            }
+            Err(e) => Intake::Failed(e.message),
         }
     }
 
-    /// Starts the worker and one delivery loop per destination; they stop when `stop`
-    /// turns true (after finishing the item in hand).
+    /// Starts the worker, one delivery loop per destination and the pruning; they stop
+    /// when `stop` turns true (after finishing what is in hand).
     pub fn spawn(self: &Arc<Self>, stop: watch::Receiver<bool>) -> Vec<tokio::task::JoinHandle<()>> {
         let mut handles = vec![tokio::spawn(self.clone().work_loop(stop.clone()))];
-        for i in 0..self.notifiers.len() {
+        for i in 0..self.destinations.len() {
             handles.push(tokio::spawn(self.clone().delivery_loop(i, stop.clone())));
         }
+        handles.push(tokio::spawn(self.clone().prune_loop(stop)));
         handles
     }
 
-    async fn work_loop(self: Arc<Self>, mut stop: watch::Receiver<bool>) {
-        let permits = Arc::new(Semaphore::new(self.config.service.concurrency.max(1)));
+    /// Runs a store operation until it works, waiting with [`StoreBackoff`] between
+    /// attempts; `None` when the service stops first. Every failure is logged here and
+    /// counted by the store.
+    async fn until_stored<T, F, Fut>(&self, what: &str, stop: &watch::Receiver<bool>, mut op: F) -> Option<T>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<T, StoreError>>,
+    {
+        let mut backoff = StoreBackoff::default();
+        let mut stop = stop.clone();
         loop {
-            if *stop.borrow() {
-                break;
-            }
-            self.metrics.set_queue("work", self.store.queue_depth() as i64);
-            let permit = permits.clone().acquire_owned().await.expect("never closed");
-            match self.store.claim_due(now_ms()) {
-                Ok(Some(item)) => {
-                    let me = self.clone();
-                    tokio::spawn(async move {
-                        me.process(item).await;
-                        drop(permit);
-                    });
-                    continue;
-                }
-                Ok(None) => drop(permit),
+            match op().await {
+                Ok(v) => return Some(v),
                 Err(e) => {
-                    drop(permit);
-                    tracing::error!(error = %e, "cannot read the work queue");
+                    let wait = backoff.failed();
+                    tracing::error!(operation = what, error = %e, kind = e.kind.as_str(), retry_in_ms = wait.as_millis() as u64,
+                        "store operation failed; retrying");
+                    if *stop.borrow() {
+                        return None;
+                    }
+                    tokio::select! {
+                        _ = tokio::time::sleep(wait) => {}
+                        _ = stop.changed() => return None,
+                    }
                 }
             }
-            let wait = match self.store.next_due_ms() {
-                Ok(Some(due)) => Duration::from_millis((due - now_ms()).clamp(5, 1000) as u64),
-                _ => Duration::from_secs(1),
+        }
+    }
+
+    /// Prunes finished rows every [`PRUNE_EVERY`].
+    async fn prune_loop(self: Arc<Self>, mut stop: watch::Receiver<bool>) {
+        loop {
+            let cfg = &self.config.store;
+            let policy = Prune {
+                now_ms: self.clock.now_ms(),
+                older_than_ms: cfg.prune_after.as_ms(),
+                keep_rows: i64::try_from(cfg.keep_rows).unwrap_or(i64::MAX),
+                verdicts_kept: i64::try_from(cfg.verdicts_kept).unwrap_or(i64::MAX),
             };
+            match self.store.prune(policy).await {
+                Ok(p) => {
+                    for (table, n) in [
+                        ("outbox", p.outbox),
+                        ("group_state", p.group_state),
+                        ("verdicts", p.verdicts),
+                        ("dead_letter", p.dead_letters),
+                    ] {
+                        self.metrics.store_pruned(table, n as u64);
+                    }
+                    if p != Pruned::default() {
+                        tracing::info!(
+                            outbox = p.outbox,
+                            group_state = p.group_state,
+                            verdicts = p.verdicts,
+                            dead_letters = p.dead_letters,
+                            "pruned finished rows"
+                        );
+                    }
+                }
+                Err(e) => tracing::error!(error = %e, "cannot prune the store; trying again later"),
+            }
             tokio::select! {
-                _ = self.work_ready.notified() => {}
-                _ = tokio::time::sleep(wait) => {}
+                _ = tokio::time::sleep(PRUNE_EVERY) => {}
                 _ = stop.changed() => {}
             }
-        }
-    }
-
-    /// Diagnoses one job and enqueues the notices, or schedules a retry.
-    async fn process(&self, item: WorkItem) {
-        let now = now_ms();
-        match self.diagnose_item(&item, now).await {
-            Diagnosed::Retry(why) => {
-                self.metrics.diagnosis_failure("backend");
-                let backoff = (1_000i64 << item.attempts.clamp(0, 5)).min(30_000);
-                tracing::warn!(job = %item.job, attempt = item.attempts + 1, error = %why, retry_in_ms = backoff, "diagnosis failed; retrying");
-                let first_failure = item.first_failure_ms.unwrap_or(now);
-                if let Err(e) = self.store.retry_later(&item, now + backoff, first_failure) {
-                    tracing::error!(error = %e, "cannot reschedule a diagnosis");
-                }
-            }
-            Diagnosed::GaveUp(reason) => {
-                self.metrics.diagnosis_failure("gave_up");
-                tracing::warn!(job = %item.job, error = %reason, "could not diagnose");
-                let reason = if reason.is_empty() {
-                    "the metrics backend did not answer".to_string()
-                } else {
-                    self.redactor.redact(&reason)
-                };
-                self.complete(&item, None, Some(reason), now);
-            }
-            Diagnosed::Verdict(v) => {
-                self.metrics.diagnosis("alert", &v);
-                tracing::info!(job = %v.job.name, status = v.status.as_str(), finding = v.finding.as_str(),
-                    culprit = v.culprit.as_ref().map(|c| c.vertex_name.as_str()).unwrap_or(""), "verdict");
-                self.complete(&item, Some(*v), None, now);
-            }
-            Diagnosed::Resolved => self.complete(&item, None, None, now),
-        }
-    }
-
-    /// Diagnoses a work item whose groups still fire. A failure is worth retrying while
-    /// the retry window (`diagnose_retry_for`) lasts: a source that does not answer, or a
-    /// verdict some of whose queries failed; past it, the verdict as it is, or none.
-    async fn diagnose_item(&self, item: &WorkItem, now: i64) -> Diagnosed {
-        if !item.groups.values().any(|g| g.firing) {
-            return Diagnosed::Resolved;
-        }
-        let started = Instant::now();
-        let request = DiagnosisRequest { job: Some(item.job.clone()), at_ms: None, window_ms: None };
-        let result = self.live.diagnose(&request, &item.labels, now).await;
-        let retry_for = self.config.service.diagnose_retry_for.as_ms();
-        let give_up = now - item.first_failure_ms.unwrap_or(now) >= retry_for;
-        match result {
-            Ok(v) => {
-                self.metrics.diagnosis_duration.observe(started.elapsed().as_secs_f64());
-                match v.missing.iter().find(|m| m.contains("query failed")) {
-                    Some(failed) if !give_up => Diagnosed::Retry(format!("metrics queries failed: {failed}")),
-                    _ => Diagnosed::Verdict(Box::new(v)),
-                }
-            }
-            Err(e) => {
-                let transient = matches!(e, PipelineError::Collect(CollectError::Source(_)));
-                if transient && !give_up { Diagnosed::Retry(e.to_string()) } else { Diagnosed::GaveUp(e.to_string()) }
-            }
-        }
-    }
-
-    /// Stores the verdict (or why there is none) and the notices it gives, in one
-    /// transaction, and wakes the delivery loops.
-    fn complete(&self, item: &WorkItem, verdict: Option<Verdict>, reason: Option<String>, now: i64) {
-        let job = match &verdict {
-            Some(v) => v.job.clone(),
-            None => JobRef {
-                name: item.labels.get(&self.config.service.job_name_label).cloned().unwrap_or_else(|| item.job.clone()),
-                id: item.labels.get(&self.config.service.job_id_label).cloned().unwrap_or_default(),
-            },
-        };
-        let destinations: Vec<(String, bool)> =
-            self.notifiers.iter().map(|n| (n.name(), matches!(n, Notifier::Alertmanager(_)))).collect();
-        let external = self.config.server.external_url.clone();
-        let notify_resolved = self.config.service.notify_resolved;
-        let notifiers = &self.notifiers;
-        let result = self.store.complete(
-            item,
-            verdict.as_ref(),
-            |verdict_id, last| {
-                let outcome = match (&verdict, &reason) {
-                    (Some(v), _) => Outcome::Verdict(v),
-                    (None, Some(r)) => Outcome::CouldNotDiagnose(r),
-                    (None, None) => Outcome::CouldNotDiagnose(""),
-                };
-                let url = match (&external, verdict_id) {
-                    (Some(base), Some(id)) => Some(format!("{}/api/v1/verdicts/{id}", base.trim_end_matches('/'))),
-                    _ => None,
-                };
-                let plan = NoticePlan {
-                    item,
-                    outcome,
-                    job: &job,
-                    destinations: &destinations,
-                    verdict_id,
-                    verdict_url: url,
-                    notify_resolved,
-                    now_ms: now,
-                };
-                let mut planned = plan_notices(&plan, last);
-                // Resolved-only work has no outcome: drop the firing notices it cannot have.
-                if verdict.is_none() && reason.is_none() {
-                    planned.retain(|n| n.notice.kind == NoticeKind::Resolved);
-                }
-                planned.retain(|n| {
-                    notifiers.iter().find(|x| x.name() == n.destination).is_some_and(|x| x.wants(&n.notice))
-                });
-                planned
-            },
-            now,
-        );
-        match result {
-            Ok((_, added)) => {
-                if added > 0 {
-                    for n in &self.outbox_ready {
-                        n.notify_one();
-                    }
-                }
-            }
-            Err(e) => tracing::error!(error = %e, job = %item.job, "cannot store the verdict"),
-        }
-    }
-
-    async fn delivery_loop(self: Arc<Self>, index: usize, mut stop: watch::Receiver<bool>) {
-        let notifier = &self.notifiers[index];
-        let dest = notifier.name();
-        let retry = &self.config.notify.retry;
-        let (min, max) =
-            (Duration::from_millis(retry.min.as_ms() as u64), Duration::from_millis(retry.max.as_ms() as u64));
-        loop {
             if *stop.borrow() {
                 break;
-            }
-            if let Ok(depth) = self.store.outbox_depth() {
-                self.metrics.set_queue("outbox", depth);
-            }
-            let row = match self.store.outbox_head(&dest) {
-                Ok(r) => r,
-                Err(e) => {
-                    tracing::error!(error = %e, destination = %dest, "cannot read the outbox");
-                    None
-                }
-            };
-            let Some(row) = row else {
-                tokio::select! {
-                    _ = self.outbox_ready[index].notified() => {}
-                    _ = tokio::time::sleep(Duration::from_secs(1)) => {}
-                    _ = stop.changed() => {}
-                }
-                continue;
-            };
-            let now = now_ms();
-            if row.next_ms > now {
-                tokio::select! {
-                    _ = tokio::time::sleep(Duration::from_millis((row.next_ms - now) as u64)) => {}
-                    _ = stop.changed() => {}
-                }
-                continue;
-            }
-            let group = self.store.group_state(&dest, &row.notice.group_key).unwrap_or_default();
-            if row.sending {
-                // A crash interrupted this send: ask the destination before sending again.
-                if let Ok(Some(sent)) = notifier.already_sent(&row.notice, group.state.as_ref()).await {
-                    self.metrics.notification(&dest, "recovered");
-                    if let Err(e) = self.store.mark_sent(&row, sent.state.as_ref()) {
-                        tracing::error!(error = %e, "cannot record a delivery");
-                    }
-                    continue;
-                }
-            }
-            if let Err(e) = self.store.mark_sending(row.id) {
-                tracing::error!(error = %e, "cannot mark a delivery");
-                continue;
-            }
-            let started = Instant::now();
-            let result = notifier.send(&row.notice, group.state.as_ref()).await;
-            self.metrics
-                .notification_duration
-                .get_or_create(&crate::service::metrics::Destination { destination: dest.clone() })
-                .observe(started.elapsed().as_secs_f64());
-            match result {
-                Ok(sent) => {
-                    self.metrics.notification(&dest, "sent");
-                    tracing::info!(destination = %dest, group = %row.notice.group_key, kind = ?row.notice.kind, "notified");
-                    if let Err(e) = self.store.mark_sent(&row, sent.state.as_ref()) {
-                        tracing::error!(error = %e, "cannot record a delivery");
-                    }
-                }
-                Err(e) => {
-                    let elapsed = now_ms() - row.first_ms;
-                    let give_up = elapsed >= retry.give_up_after.as_ms();
-                    if e.retryable && !give_up {
-                        let delay = delivery_delay(row.attempts + 1, e.retry_after, min, max);
-                        self.metrics.notification(&dest, "retry");
-                        tracing::warn!(destination = %dest, error = %e, retry_in_ms = delay.as_millis() as u64, "delivery failed; retrying");
-                        let error = self.redactor.redact(&e.message);
-                        let _ = self.store.mark_retry(row.id, now_ms() + delay.as_millis() as i64, &error);
-                    } else {
-                        self.metrics.notification(&dest, "failed");
-                        tracing::error!(destination = %dest, error = %e, "delivery failed for good");
-                        let _ = self.store.mark_failed(row.id, &self.redactor.redact(&e.message));
-                    }
-                }
             }
         }
     }
@@ -594,16 +468,6 @@ mod tests {
         assert!(none.is_empty());
         let again = plan(&v, false, None, &|_, _| Some(RESOLVED.into()));
         assert!(again.is_empty());
-    }
-
-    #[test]
-    fn backoff_doubles_to_the_cap_and_retry_after_wins() {
-        let (min, max) = (Duration::from_secs(1), Duration::from_secs(60));
-        // 1, 2, 4, …, capped at 60.
-        assert_eq!(delivery_delay(1, None, min, max), Duration::from_secs(1));
-        assert_eq!(delivery_delay(3, None, min, max), Duration::from_secs(4));
-        assert_eq!(delivery_delay(10, None, min, max), Duration::from_secs(60));
-        assert_eq!(delivery_delay(1, Some(Duration::from_secs(7)), min, max), Duration::from_secs(7));
     }
 
     #[test]

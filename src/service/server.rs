@@ -2,11 +2,12 @@
 //!
 //! | route | |
 //! |---|---|
-//! | `POST /webhook/alertmanager` | Alertmanager v4 webhook → 202 once durably stored; 400 malformed; 401; 413 over the body limit; 503 queue full (Alertmanager retries 5xx and drops 4xx, so never 429) |
+//! | `POST /webhook/alertmanager` | Alertmanager v4 webhook → 202 once durably stored; 400 malformed; 401; 413 over the body limit; 503 queue full or store failing (Alertmanager retries 5xx and drops 4xx, so never 429) |
 //! | `GET /api/v1/diagnose?job=&at=&window=&cluster=&format=` | a live verdict: JSON, or text/markdown by `Accept` or `format=` |
 //! | `GET /api/v1/verdicts[?limit=]`, `GET /api/v1/verdicts/{id}` | recent verdicts |
+//! | `GET /api/v1/dead-letters[?limit=]` | stored rows that could not be decoded, moved aside |
 //! | `GET /healthz` | the process answers |
-//! | `GET /readyz` | the store is writable and Prometheus answers |
+//! | `GET /readyz` | the store is writable and not corrupt, and Prometheus answers; else 503 with the reasons |
 //! | `GET /metrics` | culprit's own metrics |
 //!
 //! Layers: request ids (`x-request-id`, generated or propagated), tracing, a request
@@ -115,10 +116,18 @@ async fn webhook(
         }
     };
     let response = match state.service.accept_webhook(&body).await {
-        Intake::Accepted { jobs } => {
+        Intake::Accepted { jobs, dropped } => {
             metrics.webhook(if jobs == 0 { "ignored" } else { "accepted" });
-            (StatusCode::ACCEPTED, axum::Json(serde_json::json!({ "status": "accepted", "jobs": jobs })))
-                .into_response()
+            let mut body = serde_json::json!({ "status": "accepted", "jobs": jobs });
+            if dropped > 0 {
+                body["jobs_dropped"] = dropped.into();
+                body["note"] = format!(
+                    "the webhook names {} Flink jobs; only the first {jobs} (firing first) are diagnosed (service.max_jobs_per_webhook)",
+                    jobs + dropped
+                )
+                .into();
+            }
+            (StatusCode::ACCEPTED, axum::Json(body)).into_response()
         }
         Intake::BadRequest(reason) => {
             metrics.webhook("bad_request");
@@ -133,7 +142,11 @@ async fn webhook(
         Intake::Failed(detail) => {
             metrics.webhook("error");
             tracing::error!(error = %detail, "cannot store a webhook");
-            json_error(StatusCode::SERVICE_UNAVAILABLE, "the webhook could not be stored; retry later")
+            // The store's message names SQLite's error (disk full, I/O), never a secret.
+            json_error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                &format!("the webhook could not be stored ({detail}); retry later"),
+            )
         }
     };
     metrics.webhook_duration.observe(started.elapsed().as_secs_f64());
@@ -245,7 +258,7 @@ async fn verdicts(State(state): State<Arc<AppState>>, Query(p): Query<ListParams
         Some(Ok(n)) if (1..=MAX_LIST).contains(&n) => n,
         _ => return json_error(StatusCode::BAD_REQUEST, "`limit` is a number from 1 to 1000"),
     };
-    match state.service.store.verdicts(limit) {
+    match state.service.store.verdicts(limit).await {
         Ok(list) => axum::Json(serde_json::json!({ "verdicts": list })).into_response(),
         Err(e) => {
             tracing::error!(error = %e, "cannot list verdicts");
@@ -267,7 +280,7 @@ async fn verdict(
         Ok(f) => f,
         Err(e) => return json_error(StatusCode::BAD_REQUEST, &e),
     };
-    match state.service.store.verdict(id) {
+    match state.service.store.verdict(id).await {
         Ok(Some(v)) => render_response(&v.verdict, format),
         Ok(None) => json_error(StatusCode::NOT_FOUND, "no such verdict"),
         Err(e) => {
@@ -283,8 +296,8 @@ async fn healthz() -> &'static str {
 
 async fn readyz(State(state): State<Arc<AppState>>) -> Response {
     let mut problems = Vec::new();
-    if let Err(e) = state.service.store.touch(jiff::Timestamp::now().as_millisecond()) {
-        problems.push(format!("store not writable: {e}"));
+    if let Err(reason) = state.service.store.ready(state.service.clock.now_ms()).await {
+        problems.push(reason);
     }
     if let Some(p) = state.service.live.prometheus()
         && let Err(e) = p.ping(Duration::from_secs(2)).await
@@ -301,11 +314,31 @@ async fn readyz(State(state): State<Arc<AppState>>) -> Response {
     }
 }
 
-async fn metrics(State(state): State<Arc<AppState>>) -> Response {
-    if let Ok(depth) = state.service.store.outbox_depth() {
-        state.service.metrics.set_queue("outbox", depth);
+/// `GET /api/v1/dead-letters[?limit=1..1000]`: rows that could not be decoded, newest first.
+async fn dead_letters(State(state): State<Arc<AppState>>, Query(p): Query<ListParams>) -> Response {
+    let limit = match p.limit.as_deref().map(str::parse::<usize>) {
+        None => 50,
+        Some(Ok(n)) if (1..=MAX_LIST).contains(&n) => n,
+        _ => return json_error(StatusCode::BAD_REQUEST, "`limit` is a number from 1 to 1000"),
+    };
+    match state.service.store.dead_letters(limit).await {
+        Ok(list) => axum::Json(serde_json::json!({ "dead_letters": list })).into_response(),
+        Err(e) => {
+            tracing::error!(error = %e, "cannot list dead letters");
+            json_error(StatusCode::SERVICE_UNAVAILABLE, "the store is unavailable")
+        }
     }
-    state.service.metrics.set_queue("work", state.service.store.queue_depth() as i64);
+}
+
+async fn metrics(State(state): State<Arc<AppState>>) -> Response {
+    match state.service.store.depths().await {
+        Ok(d) => {
+            state.service.metrics.set_queue("work", d.work);
+            state.service.metrics.set_queue("outbox", d.outbox);
+            state.service.metrics.set_queue("dead_letter", d.dead_letters);
+        }
+        Err(e) => tracing::error!(error = %e, "cannot count the queues"),
+    }
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], state.service.metrics.encode())
         .into_response()
 }
@@ -317,6 +350,7 @@ pub fn router(state: Arc<AppState>, cfg: &Config) -> Router {
         .route("/api/v1/diagnose", get(diagnose))
         .route("/api/v1/verdicts", get(verdicts))
         .route("/api/v1/verdicts/{id}", get(verdict))
+        .route("/api/v1/dead-letters", get(dead_letters))
         .route_layer(middleware::from_fn_with_state(state.clone(), require_auth));
     Router::new()
         .merge(protected)

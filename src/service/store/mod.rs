@@ -1,0 +1,477 @@
+//! The durable queue and outbox of `serve`.
+//!
+//! * `work`: diagnoses to run, one pending and at most one running per Flink job.
+//!   Webhooks for a job that arrive while its diagnosis waits (the coalescing window)
+//!   merge into it; webhooks that arrive while it runs queue the next one, which waits
+//!   until the running one is done (one running diagnosis per job).
+//! * `outbox`: notices per destination, `UNIQUE(destination, idem_key)`: a notice enqueued
+//!   twice (a replay after a crash) is stored once. Delivered per (destination, group):
+//!   a group's notices in order, one at a time; groups independently, so a group held by a
+//!   `Retry-After` holds no other. "Could not diagnose" notices wait while a verdict or a
+//!   resolution is due for the same destination.
+//! * `group_state`: per destination and alert group, the last verdict posted and the
+//!   destination's own state (the Slack message to thread under).
+//! * `verdicts`: recent verdicts, for the API and links.
+//! * `dead_letter`: rows that could not be decoded, moved aside (logged once, counted in
+//!   `culprit_dead_letters_total`, listed by `GET /api/v1/dead-letters`) so that one bad
+//!   row never blocks the rows behind it.
+//!
+//! Every state change is one transaction whose commit is checked: a claim that could not
+//! be committed is an error, never a claim. Depths are counted in the database, never
+//! kept in a counter. Finished rows are pruned by age and count ([`Prune`]).
+//!
+//! Delivery after a crash: a row caught `sending` is marked *unsure*; the delivery loop
+//! asks the destination whether it arrived (Slack) before sending it again, and otherwise
+//! sends it again with the same idempotency key (at least once).
+
+mod sqlite;
+#[cfg(test)]
+mod tests;
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use serde::{Deserialize, Serialize};
+
+use crate::config::StoreConfig;
+use crate::model::notice::{Notice, NoticeKind};
+use crate::service::intake::Intake;
+use crate::service::metrics::Metrics;
+
+pub use sqlite::SqliteStore;
+
+/// What kind of failure a store error is: it decides readiness and the metric label.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StoreErrorKind {
+    /// The disk (or the database's size limit) is full.
+    Full,
+    /// The file is damaged ("database disk image is malformed").
+    Corrupt,
+    /// Another connection held a lock for longer than the busy timeout.
+    Busy,
+    /// The disk or filesystem failed (I/O error, read-only, cannot open).
+    Io,
+    /// A row could not be decoded (it goes to the dead-letter table).
+    Decode,
+    /// Another process uses the store.
+    InUse,
+    /// Anything else.
+    Other,
+}
+
+impl StoreErrorKind {
+    /// The `kind` label of `culprit_store_errors_total`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StoreErrorKind::Full => "full",
+            StoreErrorKind::Corrupt => "corrupt",
+            StoreErrorKind::Busy => "busy",
+            StoreErrorKind::Io => "io",
+            StoreErrorKind::Decode => "decode",
+            StoreErrorKind::InUse => "in_use",
+            StoreErrorKind::Other => "other",
+        }
+    }
+}
+
+/// A store failure. Messages never hold secrets (they name SQLite's error and the file).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("store: {message}")]
+pub struct StoreError {
+    pub kind: StoreErrorKind,
+    pub message: String,
+}
+
+impl StoreError {
+    pub fn new(kind: StoreErrorKind, message: impl Into<String>) -> Self {
+        StoreError { kind, message: message.into() }
+    }
+}
+
+impl From<rusqlite::Error> for StoreError {
+    fn from(e: rusqlite::Error) -> Self {
+        use rusqlite::ErrorCode as C;
+        let kind = match e.sqlite_error_code() {
+            Some(C::DiskFull) => StoreErrorKind::Full,
+            Some(C::DatabaseCorrupt | C::NotADatabase) => StoreErrorKind::Corrupt,
+            Some(C::DatabaseBusy | C::DatabaseLocked) => StoreErrorKind::Busy,
+            Some(C::SystemIoFailure | C::ReadOnly | C::CannotOpen | C::PermissionDenied) => StoreErrorKind::Io,
+            _ => StoreErrorKind::Other,
+        };
+        StoreError::new(kind, e.to_string())
+    }
+}
+
+impl From<serde_json::Error> for StoreError {
+    fn from(e: serde_json::Error) -> Self {
+        StoreError::new(StoreErrorKind::Decode, e.to_string())
+    }
+}
+
+/// What a work item knows about one of its alert groups.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GroupInfo {
+    pub firing: bool,
+    pub firing_set: String,
+    pub labels: BTreeMap<String, String>,
+}
+
+/// A diagnosis to run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WorkItem {
+    pub id: i64,
+    pub job_key: String,
+    pub job: String,
+    /// Labels common to the job's alerts (they choose the Flink cluster).
+    pub labels: BTreeMap<String, String>,
+    /// Alert groups that asked, by groupKey.
+    pub groups: BTreeMap<String, GroupInfo>,
+    pub created_ms: i64,
+    pub attempts: i64,
+    /// When the diagnosis first failed, for the retry window.
+    pub first_failure_ms: Option<i64>,
+}
+
+/// A notice claimed for delivery (marked `sending`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct OutboxRow {
+    pub id: i64,
+    pub destination: String,
+    pub notice: Notice,
+    /// True when an earlier attempt may have arrived (a crash mid-send, a timeout): the
+    /// destination is asked before sending again, when it can tell.
+    pub unsure: bool,
+    /// Attempts so far, this one included.
+    pub attempts: i64,
+    pub first_ms: i64,
+    /// What the last delivery to this (destination, group) returned.
+    pub group_state: Option<serde_json::Value>,
+}
+
+/// A stored verdict.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StoredVerdict {
+    pub id: i64,
+    pub created_ms: i64,
+    pub verdict: serde_json::Value,
+}
+
+/// A row that could not be decoded, moved aside.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DeadLetter {
+    pub id: i64,
+    /// The table it came from: `work`, `outbox`, `group_state`, `verdicts`.
+    pub source: String,
+    /// Its id there (0 for `group_state`).
+    pub source_id: i64,
+    /// The destination, for outbox and group-state rows.
+    pub destination: Option<String>,
+    /// Why it could not be decoded.
+    pub error: String,
+    /// The row as stored (columns as text), for a person to read.
+    pub payload: serde_json::Value,
+    pub at_ms: i64,
+}
+
+/// One notice to enqueue in [`Store::complete`].
+#[derive(Debug, Clone)]
+pub struct NewNotice {
+    pub destination: String,
+    pub notice: Notice,
+    /// The verdict key to remember for the group at this destination (`None`: keep).
+    pub remember_verdict: Option<String>,
+}
+
+/// The delivery priority of a notice: verdicts and resolutions first (0), "could not
+/// diagnose" after them (1), so that failures never delay a real verdict.
+pub fn priority(kind: NoticeKind) -> i64 {
+    match kind {
+        NoticeKind::Verdict | NoticeKind::Resolved => 0,
+        NoticeKind::CouldNotDiagnose => 1,
+    }
+}
+
+/// The last verdict key each (destination, group) of a work item holds, as the completing
+/// transaction sees it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct LastVerdicts(pub BTreeMap<(String, String), String>);
+
+impl LastVerdicts {
+    pub fn get(&self, destination: &str, group_key: &str) -> Option<String> {
+        self.0.get(&(destination.to_string(), group_key.to_string())).cloned()
+    }
+}
+
+/// Plans the notices of a finished diagnosis inside the completing transaction, from the
+/// verdict id (when a verdict was stored) and the groups' last verdicts.
+pub type Planner = Box<dyn FnOnce(Option<i64>, &LastVerdicts) -> Vec<NewNotice> + Send>;
+
+/// How a finished diagnosis is stored.
+pub struct Completion {
+    /// The verdict: job name and `culprit.verdict/v1` JSON.
+    pub verdict: Option<(String, String)>,
+    pub plan: Planner,
+    pub now_ms: i64,
+}
+
+/// What [`Store::complete`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Completed {
+    pub verdict_id: Option<i64>,
+    /// Notices added to the outbox (a replayed one is not added twice).
+    pub notices: usize,
+}
+
+/// What [`Store::enqueue`] did with one webhook's intakes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Enqueued {
+    /// Stored durably; `created` new diagnoses (the others merged into waiting ones).
+    Stored { jobs: usize, created: usize, depth: i64 },
+    /// Storing would take the queue over `max_queue`: nothing was stored.
+    QueueFull { depth: i64 },
+}
+
+/// Items waiting, counted in the database.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Depths {
+    /// Diagnoses waiting or running.
+    pub work: i64,
+    /// Notices waiting or being sent.
+    pub outbox: i64,
+    /// Rows in the dead-letter table.
+    pub dead_letters: i64,
+}
+
+/// Pruning of finished rows: older than `older_than_ms`, or beyond the newest `keep_rows`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Prune {
+    pub now_ms: i64,
+    pub older_than_ms: i64,
+    pub keep_rows: i64,
+    pub verdicts_kept: i64,
+}
+
+/// Rows removed by [`Store::prune`], per table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Pruned {
+    pub outbox: usize,
+    pub group_state: usize,
+    pub verdicts: usize,
+    pub dead_letters: usize,
+}
+
+/// What recovery after a crash found, at open.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Recovered {
+    /// Diagnoses that were running: pending again.
+    pub work: usize,
+    /// Deliveries that were being sent: unsure.
+    pub deliveries: usize,
+}
+
+/// Why the store is not ready, kept between checks: page-level corruption stays until
+/// restart (the file needs an operator); a failed write until a write succeeds.
+#[derive(Debug, Default)]
+struct Health {
+    corrupt: Option<String>,
+    write_error: Option<String>,
+}
+
+/// The store: the backend and what it has been seen to do.
+pub struct Store {
+    backend: Arc<SqliteStore>,
+    health: Mutex<Health>,
+    metrics: Arc<Metrics>,
+}
+
+/// Operations that write: their failure makes the store not ready until a write works.
+const WRITES: &[&str] =
+    &["enqueue", "claim_work", "retry_work", "complete", "claim_delivery", "record_delivery", "prune", "touch"];
+
+impl Store {
+    /// Opens (creating) the store: takes the single-process lock, migrates, recovers from
+    /// a crash, starts the intake writer.
+    pub fn open(cfg: &StoreConfig, metrics: Arc<Metrics>) -> Result<Store, StoreError> {
+        let (backend, recovered) = SqliteStore::open(cfg, metrics.clone())?;
+        if recovered != Recovered::default() {
+            tracing::warn!(
+                diagnoses = recovered.work,
+                deliveries = recovered.deliveries,
+                "recovered work interrupted by a crash: diagnoses run again; deliveries are checked or sent again"
+            );
+        }
+        metrics.store_recovered("work", recovered.work as u64);
+        metrics.store_recovered("outbox", recovered.deliveries as u64);
+        let store = Store { backend: Arc::new(backend), health: Mutex::new(Health::default()), metrics };
+        if let Err(e) = store.backend.quick_check() {
+            store.observe("quick_check", &e);
+        }
+        Ok(store)
+    }
+
+    /// Runs a blocking backend call off the async threads, and keeps track of health.
+    async fn run<T: Send + 'static>(
+        &self,
+        op: &'static str,
+        f: impl FnOnce(&SqliteStore) -> Result<T, StoreError> + Send + 'static,
+    ) -> Result<T, StoreError> {
+        let backend = self.backend.clone();
+        let result = tokio::task::spawn_blocking(move || f(&backend))
+            .await
+            .unwrap_or_else(|e| Err(StoreError::new(StoreErrorKind::Other, format!("the store task failed: {e}"))));
+        match &result {
+            Ok(_) if WRITES.contains(&op) => self.health().write_error = None,
+            Ok(_) => {}
+            Err(e) => self.observe(op, e),
+        }
+        result
+    }
+
+    fn health(&self) -> std::sync::MutexGuard<'_, Health> {
+        self.health.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Counts an error and remembers what it says about readiness.
+    fn observe(&self, op: &str, e: &StoreError) {
+        self.metrics.store_error(op, e.kind.as_str());
+        let mut h = self.health();
+        match e.kind {
+            StoreErrorKind::Corrupt => h.corrupt = Some(e.message.clone()),
+            _ if WRITES.contains(&op) => h.write_error = Some(e.message.clone()),
+            _ => {}
+        }
+    }
+
+    /// Durably records one webhook's intakes, all or nothing; returns once committed.
+    /// Coalescing: an intake for a job with a pending diagnosis merges into it; otherwise
+    /// a new diagnosis is due at `now_ms + coalesce_ms`. When the new diagnoses would take
+    /// the queue (waiting and running) over `max_queue`, nothing is stored.
+    pub async fn enqueue(
+        &self,
+        intakes: Vec<Intake>,
+        now_ms: i64,
+        coalesce_ms: i64,
+        max_queue: usize,
+    ) -> Result<Enqueued, StoreError> {
+        let result = self.backend.enqueue(intakes, now_ms, now_ms + coalesce_ms, max_queue).await;
+        match &result {
+            Ok(_) => self.health().write_error = None,
+            Err(e) => self.observe("enqueue", e),
+        }
+        result
+    }
+
+    /// Claims the earliest due diagnosis of a job that has none running (it becomes
+    /// `running`). Rows that cannot be decoded go to the dead-letter table on the way.
+    pub async fn claim_work(&self, now_ms: i64) -> Result<Option<WorkItem>, StoreError> {
+        self.run("claim_work", move |s| s.claim_work(now_ms)).await
+    }
+
+    /// The earliest time a claimable diagnosis is due, Unix ms.
+    pub async fn next_work_ms(&self) -> Result<Option<i64>, StoreError> {
+        self.run("next_work", |s| s.next_work_ms()).await
+    }
+
+    /// Puts a failed diagnosis back, due again at `due_ms`. If webhooks queued a newer
+    /// diagnosis of the job meanwhile, the two merge.
+    pub async fn retry_work(&self, item: &WorkItem, due_ms: i64, first_failure_ms: i64) -> Result<(), StoreError> {
+        let item = item.clone();
+        self.run("retry_work", move |s| s.retry_work(&item, due_ms, first_failure_ms)).await
+    }
+
+    /// Finishes a diagnosis in one transaction: stores the verdict, reads the last verdict
+    /// of each (destination, group) of the item, plans the notices from them
+    /// (`completion.plan`), enqueues them (a notice already in the outbox is not added
+    /// again), remembers each group's verdict per destination, and removes the work.
+    pub async fn complete(&self, item: &WorkItem, completion: Completion) -> Result<Completed, StoreError> {
+        let item = item.clone();
+        self.run("complete", move |s| s.complete(&item, completion)).await
+    }
+
+    /// Claims the next notice for `destination`: the oldest due head of a group with
+    /// nothing in flight, verdicts and resolutions before "could not diagnose". It becomes
+    /// `sending`. Undecodable rows go to the dead-letter table on the way.
+    pub async fn claim_delivery(&self, destination: &str, now_ms: i64) -> Result<Option<OutboxRow>, StoreError> {
+        let destination = destination.to_string();
+        self.run("claim_delivery", move |s| s.claim_delivery(&destination, now_ms)).await
+    }
+
+    /// When the next notice for `destination` is due (a group head), Unix ms.
+    pub async fn next_delivery_ms(&self, destination: &str) -> Result<Option<i64>, StoreError> {
+        let destination = destination.to_string();
+        self.run("next_delivery", move |s| s.next_delivery_ms(&destination)).await
+    }
+
+    /// Records a delivery and the destination's new state for the group.
+    pub async fn delivered(
+        &self,
+        row: &OutboxRow,
+        state: Option<serde_json::Value>,
+        now_ms: i64,
+    ) -> Result<(), StoreError> {
+        let (id, destination, group) = (row.id, row.destination.clone(), row.notice.group_key.clone());
+        self.run("record_delivery", move |s| s.delivered(id, &destination, &group, state.as_ref(), now_ms)).await
+    }
+
+    /// Schedules another attempt at `next_ms`; `unsure` when this attempt may have arrived.
+    pub async fn retry_delivery(&self, id: i64, next_ms: i64, error: &str, unsure: bool) -> Result<(), StoreError> {
+        let error = error.to_string();
+        self.run("record_delivery", move |s| s.retry_delivery(id, next_ms, &error, unsure)).await
+    }
+
+    /// Gives up on a notice.
+    pub async fn fail_delivery(&self, id: i64, error: &str, now_ms: i64) -> Result<(), StoreError> {
+        let error = error.to_string();
+        self.run("record_delivery", move |s| s.fail_delivery(id, &error, now_ms)).await
+    }
+
+    /// Recent verdicts, newest first (undecodable ones go to the dead-letter table).
+    pub async fn verdicts(&self, limit: usize) -> Result<Vec<StoredVerdict>, StoreError> {
+        self.run("verdicts", move |s| s.verdicts(limit)).await
+    }
+
+    /// One verdict.
+    pub async fn verdict(&self, id: i64) -> Result<Option<StoredVerdict>, StoreError> {
+        self.run("verdicts", move |s| s.verdict(id)).await
+    }
+
+    /// The dead-letter table, newest first.
+    pub async fn dead_letters(&self, limit: usize) -> Result<Vec<DeadLetter>, StoreError> {
+        self.run("dead_letters", move |s| s.dead_letters(limit)).await
+    }
+
+    /// Items waiting, counted in the database.
+    pub async fn depths(&self) -> Result<Depths, StoreError> {
+        self.run("depths", |s| s.depths()).await
+    }
+
+    /// Removes finished rows by age and count.
+    pub async fn prune(&self, policy: Prune) -> Result<Pruned, StoreError> {
+        self.run("prune", move |s| s.prune(policy)).await
+    }
+
+    /// Whether the store can take work: not corrupt, and a write (the `health` row)
+    /// commits now. The error is the reason, for `/readyz`.
+    pub async fn ready(&self, now_ms: i64) -> Result<(), String> {
+        if let Some(c) = self.health().corrupt.clone() {
+            return Err(format!(
+                "store corrupt: {c} (stop culprit, move the database file aside or restore it; a new one is created at start)"
+            ));
+        }
+        self.run("touch", move |s| s.touch(now_ms)).await.map_err(|e| format!("store cannot write: {}", e.message))
+    }
+}
+
+/// Reads a column as text whatever its type, for dead letters: NULL as null, numbers as
+/// numbers, text lossily, blobs as `x'…'` hex (at most 4 KiB shown).
+fn column_as_json(v: rusqlite::types::ValueRef<'_>) -> serde_json::Value {
+    use rusqlite::types::ValueRef;
+    const MAX: usize = 4096;
+    match v {
+        ValueRef::Null => serde_json::Value::Null,
+        ValueRef::Integer(i) => i.into(),
+        ValueRef::Real(f) => f.into(),
+        ValueRef::Text(t) => String::from_utf8_lossy(&t[..t.len().min(MAX)]).into_owned().into(),
+        ValueRef::Blob(b) => format!("x'{}'", hex::encode(&b[..b.len().min(MAX)])).into(),
+    }
+}

@@ -1,0 +1,982 @@
+//! The store on embedded SQLite (WAL), for one replica.
+//!
+//! * One process per database: `serve` holds an exclusive lock on `<path>.lock` (flock)
+//!   for as long as it runs; a second one refuses to start and names the holder. (A
+//!   separate lock file, not the database: SQLite's own POSIX locks on the database must
+//!   stay independent of ours.)
+//! * The database, its WAL and shared-memory files and the lock file are created 0600
+//!   (SQLite gives the WAL and SHM files the database's mode); an older file is narrowed
+//!   to 0600 at open.
+//! * Webhook intake goes through one writer thread that commits many webhooks per
+//!   transaction (group commit), so `synchronous=FULL` costs one fsync per batch, not per
+//!   webhook; each webhook is a savepoint, all or nothing. Everything else runs on a
+//!   second connection, each operation one `BEGIN IMMEDIATE` transaction whose `COMMIT`
+//!   is checked.
+//! * Schema versions are `PRAGMA user_version`, migrated forward at open in one
+//!   transaction: 0 is culprit 0.1.0's schema (or none), 1 adds the per-group outbox
+//!   columns, `dead_letter` and `group_state.updated_ms`.
+//! * After a crash, work that was running is pending again (merged into a newer pending
+//!   row of the job, if any); outbox rows caught `sending` are pending and *unsure*.
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+use tokio::sync::{mpsc, oneshot};
+
+use super::{
+    Completed, Completion, DeadLetter, Depths, Enqueued, GroupInfo, LastVerdicts, OutboxRow, Prune, Pruned, Recovered,
+    StoreError, StoreErrorKind, StoredVerdict, WorkItem, column_as_json, priority,
+};
+use crate::config::{StoreConfig, Synchronous};
+use crate::model::notice::Notice;
+use crate::service::intake::Intake;
+use crate::service::metrics::Metrics;
+
+/// The schema version this build writes (`PRAGMA user_version`).
+pub const SCHEMA_VERSION: i64 = 1;
+
+/// How long a connection waits for another's lock before failing with `busy`.
+const BUSY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Most webhooks committed in one intake transaction.
+const MAX_BATCH: usize = 512;
+
+/// Most undecodable rows moved aside in one claim (the rest wait for the next claim).
+const MAX_DEAD_PER_CLAIM: usize = 64;
+
+/// culprit 0.1.0's schema (version 0): a new database is made with it, then migrated.
+pub(super) const SCHEMA_V0: &str = "
+CREATE TABLE work (
+  id INTEGER PRIMARY KEY,
+  job_key TEXT NOT NULL,
+  job TEXT NOT NULL,
+  labels TEXT NOT NULL,
+  groups TEXT NOT NULL,
+  due_ms INTEGER NOT NULL,
+  created_ms INTEGER NOT NULL,
+  first_failure_ms INTEGER,
+  attempts INTEGER NOT NULL DEFAULT 0,
+  state TEXT NOT NULL
+);
+CREATE UNIQUE INDEX work_one_pending ON work(job_key) WHERE state = 'pending';
+CREATE INDEX work_due ON work(state, due_ms);
+CREATE TABLE outbox (
+  id INTEGER PRIMARY KEY,
+  destination TEXT NOT NULL,
+  idem_key TEXT NOT NULL,
+  notice TEXT NOT NULL,
+  state TEXT NOT NULL,
+  attempts INTEGER NOT NULL DEFAULT 0,
+  next_ms INTEGER NOT NULL,
+  first_ms INTEGER NOT NULL,
+  last_error TEXT,
+  UNIQUE(destination, idem_key)
+);
+CREATE INDEX outbox_head ON outbox(destination, state, id);
+CREATE TABLE group_state (
+  destination TEXT NOT NULL,
+  group_key TEXT NOT NULL,
+  verdict_key TEXT,
+  state TEXT,
+  PRIMARY KEY (destination, group_key)
+);
+CREATE TABLE verdicts (
+  id INTEGER PRIMARY KEY,
+  job TEXT NOT NULL,
+  created_ms INTEGER NOT NULL,
+  json TEXT NOT NULL
+);
+CREATE TABLE health (id INTEGER PRIMARY KEY CHECK (id = 1), touched_ms INTEGER NOT NULL);
+";
+
+/// From culprit 0.1.0's schema (version 0) to version 1.
+const MIGRATE_V0_V1: &str = "
+DROP INDEX IF EXISTS outbox_head;
+ALTER TABLE outbox ADD COLUMN group_key TEXT NOT NULL DEFAULT '';
+ALTER TABLE outbox ADD COLUMN priority INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE outbox ADD COLUMN unsure INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE outbox ADD COLUMN done_ms INTEGER;
+UPDATE outbox SET
+  group_key = COALESCE(CASE WHEN json_valid(notice) THEN json_extract(notice, '$.group_key') END, ''),
+  priority = CASE WHEN json_valid(notice) AND json_extract(notice, '$.kind') = 'could_not_diagnose' THEN 1 ELSE 0 END,
+  done_ms = CASE WHEN state IN ('sent', 'failed') THEN first_ms END;
+CREATE INDEX outbox_queue ON outbox(destination, priority, id) WHERE state IN ('pending', 'sending');
+CREATE INDEX outbox_group ON outbox(destination, group_key, id) WHERE state IN ('pending', 'sending');
+CREATE INDEX outbox_done ON outbox(done_ms) WHERE state IN ('sent', 'failed');
+ALTER TABLE group_state ADD COLUMN updated_ms INTEGER NOT NULL DEFAULT 0;
+CREATE TABLE dead_letter (
+  id INTEGER PRIMARY KEY,
+  source TEXT NOT NULL,
+  source_id INTEGER NOT NULL,
+  destination TEXT,
+  error TEXT NOT NULL,
+  payload TEXT NOT NULL,
+  at_ms INTEGER NOT NULL
+);
+";
+
+/// A webhook's intakes on their way to the writer thread.
+struct Batch {
+    intakes: Vec<Intake>,
+    now_ms: i64,
+    due_ms: i64,
+    max_queue: i64,
+    done: oneshot::Sender<Result<Enqueued, StoreError>>,
+}
+
+/// The SQLite store.
+pub struct SqliteStore {
+    conn: Mutex<Connection>,
+    intake: mpsc::Sender<Batch>,
+    path: PathBuf,
+    metrics: Arc<Metrics>,
+    /// Held for the life of the store: the single-process lock.
+    _lock: File,
+}
+
+/// Takes `<path>.lock` exclusively, or says who holds it.
+fn lock(path: &Path) -> Result<File, StoreError> {
+    let lock_path = PathBuf::from(format!("{}.lock", path.display()));
+    let mut file = private_file(&lock_path)
+        .map_err(|e| StoreError::new(StoreErrorKind::Io, format!("cannot open {}: {e}", lock_path.display())))?;
+    match file.try_lock() {
+        Ok(()) => {}
+        Err(std::fs::TryLockError::WouldBlock) => {
+            let holder = std::fs::read_to_string(&lock_path).unwrap_or_default();
+            let holder = holder.trim();
+            let holder = if holder.is_empty() { String::new() } else { format!(" (process {holder})") };
+            return Err(StoreError::new(
+                StoreErrorKind::InUse,
+                format!(
+                    "another culprit{holder} is using the store {}: one process per SQLite database, or two would deliver every notice; stop it first, or give this one another store.path",
+                    path.display()
+                ),
+            ));
+        }
+        Err(std::fs::TryLockError::Error(e)) => {
+            return Err(StoreError::new(StoreErrorKind::Io, format!("cannot lock {}: {e}", lock_path.display())));
+        }
+    }
+    file.set_len(0).and_then(|_| write!(file, "{}", std::process::id())).and_then(|_| file.flush()).ok();
+    Ok(file)
+}
+
+/// Opens `path` for writing, creating it 0600, and narrows an existing file to 0600.
+fn private_file(path: &Path) -> std::io::Result<File> {
+    let mut options = std::fs::OpenOptions::new();
+    options.read(true).write(true).create(true).truncate(false);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+        options.mode(0o600);
+        let file = options.open(path)?;
+        file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+        Ok(file)
+    }
+    #[cfg(not(unix))]
+    options.open(path)
+}
+
+fn open_conn(path: &Path, sync: Synchronous) -> Result<Connection, StoreError> {
+    let conn = Connection::open(path)
+        .map_err(|e| StoreError::new(StoreErrorKind::Io, format!("cannot open {}: {e}", path.display())))?;
+    conn.busy_timeout(BUSY_TIMEOUT)?;
+    conn.pragma_update(None, "journal_mode", "WAL")?;
+    conn.pragma_update(None, "synchronous", if sync == Synchronous::Full { "FULL" } else { "NORMAL" })?;
+    Ok(conn)
+}
+
+/// Brings the schema to [`SCHEMA_VERSION`] in one transaction.
+fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
+    let version: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
+    if version > SCHEMA_VERSION {
+        return Err(StoreError::new(
+            StoreErrorKind::Other,
+            format!(
+                "the store was written by a newer culprit (schema {version}; this one knows {SCHEMA_VERSION}): upgrade culprit or use another store.path"
+            ),
+        ));
+    }
+    if version == SCHEMA_VERSION {
+        return Ok(());
+    }
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Exclusive)?;
+    let has_work: bool =
+        tx.query_row("SELECT COUNT(*) > 0 FROM sqlite_master WHERE type = 'table' AND name = 'work'", [], |r| {
+            r.get(0)
+        })?;
+    if !has_work {
+        tx.execute_batch(SCHEMA_V0)?;
+    }
+    tx.execute_batch(MIGRATE_V0_V1)?;
+    tx.pragma_update(None, "user_version", SCHEMA_VERSION)?;
+    tx.commit()?;
+    Ok(())
+}
+
+/// Makes the files next to the database 0600 too (an older culprit left them 0644).
+fn narrow_permissions(path: &Path) {
+    #[cfg(unix)]
+    for suffix in ["", "-wal", "-shm"] {
+        use std::os::unix::fs::PermissionsExt;
+        let p = PathBuf::from(format!("{}{suffix}", path.display()));
+        if p.exists() {
+            let _ = std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600));
+        }
+    }
+}
+
+/// Work that was running when the process died runs again; if webhooks for the same job
+/// queued a newer diagnosis meanwhile, the two merge (no alert group is lost). Deliveries
+/// that were being sent are pending and unsure.
+fn recover(conn: &mut Connection, now_ms: i64) -> Result<Recovered, StoreError> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let running: Vec<i64> = {
+        let mut stmt = tx.prepare("SELECT id FROM work WHERE state = 'running'")?;
+        stmt.query_map([], |r| r.get(0))?.collect::<Result<_, _>>()?
+    };
+    let mut dead = Vec::new();
+    for id in &running {
+        match read_work(&tx, *id)? {
+            Ok(item) => requeue(&tx, &item, None, &mut dead, now_ms)?,
+            Err(why) => dead.push(dead_letter_work(&tx, *id, &why, now_ms)?),
+        }
+    }
+    let deliveries = tx.execute("UPDATE outbox SET state = 'pending', unsure = 1 WHERE state = 'sending'", [])?;
+    tx.commit()?;
+    Ok(Recovered { work: running.len(), deliveries })
+}
+
+impl SqliteStore {
+    /// Locks, creates 0600, migrates, recovers, starts the intake writer.
+    pub fn open(cfg: &StoreConfig, metrics: Arc<Metrics>) -> Result<(SqliteStore, Recovered), StoreError> {
+        let path = cfg.path.clone();
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty())
+            && !dir.is_dir()
+        {
+            return Err(StoreError::new(
+                StoreErrorKind::Io,
+                format!("cannot open {}: the directory {} does not exist", path.display(), dir.display()),
+            ));
+        }
+        let lock = lock(&path)?;
+        private_file(&path)
+            .map_err(|e| StoreError::new(StoreErrorKind::Io, format!("cannot create {}: {e}", path.display())))?;
+        let mut conn = open_conn(&path, cfg.synchronous)?;
+        migrate(&mut conn)?;
+        narrow_permissions(&path);
+        let recovered = match recover(&mut conn, jiff::Timestamp::now().as_millisecond()) {
+            Ok(r) => r,
+            // A damaged file still opens: `/readyz` says so (quick_check) and what can be
+            // read is served.
+            Err(e) if e.kind == StoreErrorKind::Corrupt => {
+                tracing::error!(error = %e, "cannot recover work in flight: the store is damaged");
+                Recovered::default()
+            }
+            Err(e) => return Err(e),
+        };
+        let writer = open_conn(&path, cfg.synchronous)?;
+        let (tx, rx) = mpsc::channel::<Batch>(4096);
+        std::thread::Builder::new()
+            .name("culprit-intake".into())
+            .spawn({
+                let metrics = metrics.clone();
+                move || intake_writer(writer, rx, &metrics)
+            })
+            .map_err(|e| StoreError::new(StoreErrorKind::Other, format!("cannot start the intake writer: {e}")))?;
+        // After recovery no diagnosis runs: the index cannot meet two of one job left
+        // running by culprit 0.1.0.
+        if let Err(e) = conn.execute_batch(
+            "CREATE UNIQUE INDEX IF NOT EXISTS work_one_running ON work(job_key) WHERE state = 'running'",
+        ) {
+            tracing::error!(error = %e, "cannot create the index of running work");
+        }
+        let store = SqliteStore { conn: Mutex::new(conn), intake: tx, path, metrics, _lock: lock };
+        Ok((store, recovered))
+    }
+
+    fn conn(&self) -> std::sync::MutexGuard<'_, Connection> {
+        self.conn.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// `PRAGMA quick_check`: page-level damage, as an error of kind `Corrupt`.
+    pub fn quick_check(&self) -> Result<(), StoreError> {
+        let conn = self.conn();
+        let result: Result<String, rusqlite::Error> = conn.query_row("PRAGMA quick_check(1)", [], |r| r.get(0));
+        match result {
+            Ok(ok) if ok == "ok" => Ok(()),
+            Ok(problem) => Err(StoreError::new(
+                StoreErrorKind::Corrupt,
+                format!("database disk image is malformed ({}: {problem})", self.path.display()),
+            )),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    fn report_dead(&self, dead: Vec<DeadLetter>) {
+        report_dead(&self.metrics, dead);
+    }
+
+    /// See [`super::Store::enqueue`].
+    pub async fn enqueue(
+        &self,
+        intakes: Vec<Intake>,
+        now_ms: i64,
+        due_ms: i64,
+        max_queue: usize,
+    ) -> Result<Enqueued, StoreError> {
+        let (done, wait) = oneshot::channel();
+        let stopped = || StoreError::new(StoreErrorKind::Other, "the intake writer stopped");
+        let max_queue = i64::try_from(max_queue).unwrap_or(i64::MAX);
+        self.intake.send(Batch { intakes, now_ms, due_ms, max_queue, done }).await.map_err(|_| stopped())?;
+        wait.await.map_err(|_| stopped())?
+    }
+
+    /// See [`super::Store::claim_work`].
+    pub fn claim_work(&self, now_ms: i64) -> Result<Option<WorkItem>, StoreError> {
+        let mut conn = self.conn();
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let mut dead = Vec::new();
+        let item = loop {
+            let candidate: Option<i64> = tx
+                .prepare_cached(
+                    "SELECT w.id FROM work w WHERE w.state = 'pending' AND w.due_ms <= ?1
+                       AND NOT EXISTS (SELECT 1 FROM work r WHERE r.job_key = w.job_key AND r.state = 'running')
+                     ORDER BY w.due_ms, w.id LIMIT 1",
+                )?
+                .query_row(params![now_ms], |r| r.get(0))
+                .optional()?;
+            let Some(id) = candidate else { break None };
+            match read_work(&tx, id)? {
+                Ok(item) => {
+                    tx.prepare_cached("UPDATE work SET state = 'running' WHERE id = ?1")?.execute(params![id])?;
+                    break Some(item);
+                }
+                Err(why) if dead.len() < MAX_DEAD_PER_CLAIM => dead.push(dead_letter_work(&tx, id, &why, now_ms)?),
+                Err(_) => break None,
+            }
+        };
+        tx.commit()?;
+        drop(conn);
+        self.report_dead(dead);
+        Ok(item)
+    }
+
+    /// See [`super::Store::next_work_ms`].
+    pub fn next_work_ms(&self) -> Result<Option<i64>, StoreError> {
+        Ok(self
+            .conn()
+            .prepare_cached(
+                "SELECT MIN(w.due_ms) FROM work w WHERE w.state = 'pending'
+               AND NOT EXISTS (SELECT 1 FROM work r WHERE r.job_key = w.job_key AND r.state = 'running')",
+            )?
+            .query_row([], |r| r.get(0))?)
+    }
+
+    /// See [`super::Store::retry_work`].
+    pub fn retry_work(&self, item: &WorkItem, due_ms: i64, first_failure_ms: i64) -> Result<(), StoreError> {
+        let mut conn = self.conn();
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let mut dead = Vec::new();
+        let now_ms = jiff::Timestamp::now().as_millisecond();
+        requeue(&tx, item, Some((due_ms, first_failure_ms)), &mut dead, now_ms)?;
+        tx.commit()?;
+        drop(conn);
+        self.report_dead(dead);
+        Ok(())
+    }
+
+    /// See [`super::Store::complete`].
+    pub fn complete(&self, item: &WorkItem, completion: Completion) -> Result<Completed, StoreError> {
+        let now_ms = completion.now_ms;
+        let mut conn = self.conn();
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let verdict_id = match &completion.verdict {
+            Some((job, json)) => {
+                tx.prepare_cached("INSERT INTO verdicts (job, created_ms, json) VALUES (?1, ?2, ?3)")?
+                    .execute(params![job, now_ms, json])?;
+                Some(tx.last_insert_rowid())
+            }
+            None => None,
+        };
+        let last = last_verdicts(&tx, item.groups.keys())?;
+        let notices = (completion.plan)(verdict_id, &last);
+        let mut added = 0;
+        for n in notices {
+            added += tx
+                .prepare_cached(
+                    "INSERT OR IGNORE INTO outbox (destination, group_key, idem_key, priority, notice, state, next_ms, first_ms)
+                     VALUES (?1, ?2, ?3, ?4, ?5, 'pending', ?6, ?6)",
+                )?
+                .execute(params![
+                    n.destination,
+                    n.notice.group_key,
+                    n.notice.idempotency_key,
+                    priority(n.notice.kind),
+                    serde_json::to_string(&n.notice)?,
+                    now_ms
+                ])?;
+            if let Some(key) = n.remember_verdict {
+                tx.prepare_cached(
+                    "INSERT INTO group_state (destination, group_key, verdict_key, updated_ms) VALUES (?1, ?2, ?3, ?4)
+                     ON CONFLICT(destination, group_key) DO UPDATE SET verdict_key = excluded.verdict_key, updated_ms = excluded.updated_ms",
+                )?
+                .execute(params![n.destination, n.notice.group_key, key, now_ms])?;
+            }
+        }
+        for group in item.groups.keys() {
+            tx.prepare_cached("UPDATE group_state SET updated_ms = ?2 WHERE group_key = ?1")?
+                .execute(params![group, now_ms])?;
+        }
+        tx.prepare_cached("DELETE FROM work WHERE id = ?1")?.execute(params![item.id])?;
+        tx.commit()?;
+        Ok(Completed { verdict_id, notices: added })
+    }
+
+    /// See [`super::Store::claim_delivery`].
+    pub fn claim_delivery(&self, destination: &str, now_ms: i64) -> Result<Option<OutboxRow>, StoreError> {
+        let mut conn = self.conn();
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let mut dead = Vec::new();
+        let row = loop {
+            let candidate: Option<i64> = tx
+                .prepare_cached(
+                    "SELECT o.id FROM outbox o
+                     WHERE o.destination = ?1 AND o.state = 'pending' AND o.next_ms <= ?2
+                       AND NOT EXISTS (SELECT 1 FROM outbox e WHERE e.destination = o.destination
+                         AND e.group_key = o.group_key AND e.state IN ('pending', 'sending') AND e.id < o.id)
+                     ORDER BY o.priority, o.id LIMIT 1",
+                )?
+                .query_row(params![destination, now_ms], |r| r.get(0))
+                .optional()?;
+            let Some(id) = candidate else { break None };
+            match read_outbox(&tx, id)? {
+                Ok(mut row) => {
+                    tx.prepare_cached("UPDATE outbox SET state = 'sending', attempts = attempts + 1 WHERE id = ?1")?
+                        .execute(params![id])?;
+                    row.attempts += 1;
+                    row.group_state = group_state(&tx, destination, &row.notice.group_key, &mut dead, now_ms)?;
+                    break Some(row);
+                }
+                Err(why) if dead.len() < MAX_DEAD_PER_CLAIM => dead.push(dead_letter_outbox(&tx, id, &why, now_ms)?),
+                Err(_) => break None,
+            }
+        };
+        tx.commit()?;
+        drop(conn);
+        self.report_dead(dead);
+        Ok(row)
+    }
+
+    /// See [`super::Store::next_delivery_ms`].
+    pub fn next_delivery_ms(&self, destination: &str) -> Result<Option<i64>, StoreError> {
+        Ok(self
+            .conn()
+            .prepare_cached(
+                "SELECT MIN(o.next_ms) FROM outbox o WHERE o.destination = ?1 AND o.state = 'pending'
+                   AND NOT EXISTS (SELECT 1 FROM outbox e WHERE e.destination = o.destination
+                     AND e.group_key = o.group_key AND e.state IN ('pending', 'sending') AND e.id < o.id)",
+            )?
+            .query_row(params![destination], |r| r.get(0))?)
+    }
+
+    /// See [`super::Store::delivered`].
+    pub fn delivered(
+        &self,
+        id: i64,
+        destination: &str,
+        group_key: &str,
+        state: Option<&serde_json::Value>,
+        now_ms: i64,
+    ) -> Result<(), StoreError> {
+        let mut conn = self.conn();
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        tx.prepare_cached(
+            "UPDATE outbox SET state = 'sent', unsure = 0, last_error = NULL, done_ms = ?2 WHERE id = ?1",
+        )?
+        .execute(params![id, now_ms])?;
+        if let Some(state) = state {
+            tx.prepare_cached(
+                "INSERT INTO group_state (destination, group_key, state, updated_ms) VALUES (?1, ?2, ?3, ?4)
+                 ON CONFLICT(destination, group_key) DO UPDATE SET state = excluded.state, updated_ms = excluded.updated_ms",
+            )?
+            .execute(params![destination, group_key, serde_json::to_string(state)?, now_ms])?;
+        }
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// See [`super::Store::retry_delivery`].
+    pub fn retry_delivery(&self, id: i64, next_ms: i64, error: &str, unsure: bool) -> Result<(), StoreError> {
+        self.conn()
+            .prepare_cached(
+                "UPDATE outbox SET state = 'pending', next_ms = ?2, last_error = ?3, unsure = ?4 WHERE id = ?1",
+            )?
+            .execute(params![id, next_ms, error, unsure])?;
+        Ok(())
+    }
+
+    /// See [`super::Store::fail_delivery`].
+    pub fn fail_delivery(&self, id: i64, error: &str, now_ms: i64) -> Result<(), StoreError> {
+        self.conn()
+            .prepare_cached("UPDATE outbox SET state = 'failed', last_error = ?2, done_ms = ?3 WHERE id = ?1")?
+            .execute(params![id, error, now_ms])?;
+        Ok(())
+    }
+
+    /// See [`super::Store::verdicts`].
+    pub fn verdicts(&self, limit: usize) -> Result<Vec<StoredVerdict>, StoreError> {
+        let ids: Vec<i64> = {
+            let conn = self.conn();
+            let mut stmt = conn.prepare_cached("SELECT id FROM verdicts ORDER BY id DESC LIMIT ?1")?;
+            stmt.query_map(params![limit as i64], |r| r.get(0))?.collect::<Result<_, _>>()?
+        };
+        let mut out = Vec::with_capacity(ids.len());
+        for id in ids {
+            if let Some(v) = self.verdict(id)? {
+                out.push(v);
+            }
+        }
+        Ok(out)
+    }
+
+    /// See [`super::Store::verdict`]. An undecodable verdict goes to the dead-letter table.
+    pub fn verdict(&self, id: i64) -> Result<Option<StoredVerdict>, StoreError> {
+        let mut conn = self.conn();
+        let decoded = conn
+            .prepare_cached("SELECT created_ms, json FROM verdicts WHERE id = ?1")?
+            .query_row(params![id], |r| {
+                let created_ms = r.get::<_, i64>(0);
+                let json = r.get::<_, String>(1);
+                Ok(match (created_ms, json) {
+                    (Ok(created_ms), Ok(json)) => serde_json::from_str(&json)
+                        .map(|verdict| StoredVerdict { id, created_ms, verdict })
+                        .map_err(|e| e.to_string()),
+                    (Err(e), _) | (_, Err(e)) => Err(e.to_string()),
+                })
+            })
+            .optional()?;
+        match decoded {
+            None => Ok(None),
+            Some(Ok(v)) => Ok(Some(v)),
+            Some(Err(why)) => {
+                let now_ms = jiff::Timestamp::now().as_millisecond();
+                let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+                let dead = dead_letter(&tx, "verdicts", id, None, &why, now_ms)?;
+                tx.execute("DELETE FROM verdicts WHERE id = ?1", params![id])?;
+                tx.commit()?;
+                drop(conn);
+                self.report_dead(vec![dead]);
+                Ok(None)
+            }
+        }
+    }
+
+    /// See [`super::Store::dead_letters`].
+    pub fn dead_letters(&self, limit: usize) -> Result<Vec<DeadLetter>, StoreError> {
+        let conn = self.conn();
+        let mut stmt = conn.prepare_cached(
+            "SELECT id, source, source_id, destination, error, payload, at_ms FROM dead_letter ORDER BY id DESC LIMIT ?1",
+        )?;
+        let rows = stmt
+            .query_map(params![limit as i64], |r| {
+                let payload: String = r.get(5)?;
+                Ok(DeadLetter {
+                    id: r.get(0)?,
+                    source: r.get(1)?,
+                    source_id: r.get(2)?,
+                    destination: r.get(3)?,
+                    error: r.get(4)?,
+                    payload: serde_json::from_str(&payload).unwrap_or(serde_json::Value::String(payload)),
+                    at_ms: r.get(6)?,
+                })
+            })?
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(rows)
+    }
+
+    /// See [`super::Store::depths`].
+    pub fn depths(&self) -> Result<Depths, StoreError> {
+        Ok(self
+            .conn()
+            .prepare_cached(
+                "SELECT (SELECT COUNT(*) FROM work),
+                    (SELECT COUNT(*) FROM outbox WHERE state IN ('pending', 'sending')),
+                    (SELECT COUNT(*) FROM dead_letter)",
+            )?
+            .query_row([], |r| Ok(Depths { work: r.get(0)?, outbox: r.get(1)?, dead_letters: r.get(2)? }))?)
+    }
+
+    /// See [`super::Store::prune`].
+    pub fn prune(&self, p: Prune) -> Result<Pruned, StoreError> {
+        let cutoff = p.now_ms - p.older_than_ms;
+        let mut conn = self.conn();
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let mut pruned = Pruned {
+            outbox: tx
+                .execute("DELETE FROM outbox WHERE state IN ('sent', 'failed') AND done_ms < ?1", params![cutoff])?,
+            ..Pruned::default()
+        };
+        pruned.outbox += tx.execute(
+            "DELETE FROM outbox WHERE state IN ('sent', 'failed') AND id NOT IN (
+               SELECT id FROM outbox WHERE state IN ('sent', 'failed') ORDER BY done_ms DESC, id DESC LIMIT ?1)",
+            params![p.keep_rows],
+        )?;
+        // A group's state goes once nothing was heard of the group for the whole period
+        // and nothing of it waits: a later alert for it starts afresh.
+        pruned.group_state = tx.execute(
+            "DELETE FROM group_state WHERE updated_ms < ?1 AND NOT EXISTS (SELECT 1 FROM outbox o
+               WHERE o.destination = group_state.destination AND o.group_key = group_state.group_key
+                 AND o.state IN ('pending', 'sending'))",
+            params![cutoff],
+        )?;
+        pruned.verdicts = tx.execute("DELETE FROM verdicts WHERE created_ms < ?1", params![cutoff])?;
+        pruned.verdicts += tx.execute(
+            "DELETE FROM verdicts WHERE id <= (SELECT MAX(id) FROM verdicts) - ?1",
+            params![p.verdicts_kept],
+        )?;
+        pruned.dead_letters = tx.execute("DELETE FROM dead_letter WHERE at_ms < ?1", params![cutoff])?;
+        pruned.dead_letters += tx.execute(
+            "DELETE FROM dead_letter WHERE id <= (SELECT MAX(id) FROM dead_letter) - ?1",
+            params![p.keep_rows],
+        )?;
+        tx.commit()?;
+        Ok(pruned)
+    }
+
+    /// A write that proves the store is writable (for `/readyz`).
+    pub fn touch(&self, now_ms: i64) -> Result<(), StoreError> {
+        self.conn()
+            .prepare_cached(
+                // Always a new value: SQLite skips writing a row rewritten unchanged, and
+                // this write must reach the disk to prove it takes writes.
+                "INSERT INTO health (id, touched_ms) VALUES (1, ?1)
+                 ON CONFLICT(id) DO UPDATE SET touched_ms = MAX(excluded.touched_ms, health.touched_ms + 1)",
+            )?
+            .execute(params![now_ms])?;
+        Ok(())
+    }
+}
+
+/// Decodes a work row; `Ok(Err(why))` when the row is there but cannot be decoded.
+fn read_work(tx: &Connection, id: i64) -> Result<Result<WorkItem, String>, StoreError> {
+    let mut stmt = tx.prepare_cached(
+        "SELECT job_key, job, labels, groups, created_ms, attempts, first_failure_ms FROM work WHERE id = ?1",
+    )?;
+    Ok(stmt.query_row(params![id], |r| {
+        Ok((|| -> Result<WorkItem, String> {
+            let text = |i: usize| r.get::<_, String>(i).map_err(|e| e.to_string());
+            Ok(WorkItem {
+                id,
+                job_key: text(0)?,
+                job: text(1)?,
+                labels: serde_json::from_str(&text(2)?).map_err(|e| format!("labels: {e}"))?,
+                groups: serde_json::from_str(&text(3)?).map_err(|e| format!("groups: {e}"))?,
+                created_ms: r.get(4).map_err(|e| e.to_string())?,
+                attempts: r.get(5).map_err(|e| e.to_string())?,
+                first_failure_ms: r.get(6).map_err(|e| e.to_string())?,
+            })
+        })())
+    })?)
+}
+
+/// Decodes an outbox row (without its group state); `Ok(Err(why))` when it cannot be.
+fn read_outbox(tx: &Connection, id: i64) -> Result<Result<OutboxRow, String>, StoreError> {
+    let mut stmt =
+        tx.prepare_cached("SELECT destination, notice, unsure, attempts, first_ms FROM outbox WHERE id = ?1")?;
+    Ok(stmt.query_row(params![id], |r| {
+        Ok((|| -> Result<OutboxRow, String> {
+            let notice: String = r.get(1).map_err(|e| format!("notice: {e}"))?;
+            Ok(OutboxRow {
+                id,
+                destination: r.get(0).map_err(|e| e.to_string())?,
+                notice: serde_json::from_str::<Notice>(&notice).map_err(|e| format!("notice: {e}"))?,
+                unsure: r.get(2).map_err(|e| e.to_string())?,
+                attempts: r.get(3).map_err(|e| e.to_string())?,
+                first_ms: r.get(4).map_err(|e| e.to_string())?,
+                group_state: None,
+            })
+        })())
+    })?)
+}
+
+/// The destination's state for a group; an undecodable one is moved aside (the group
+/// starts afresh: a new Slack message instead of a reply).
+fn group_state(
+    tx: &Connection,
+    destination: &str,
+    group_key: &str,
+    dead: &mut Vec<DeadLetter>,
+    now_ms: i64,
+) -> Result<Option<serde_json::Value>, StoreError> {
+    let raw: Option<rusqlite::types::Value> = tx
+        .prepare_cached("SELECT state FROM group_state WHERE destination = ?1 AND group_key = ?2")?
+        .query_row(params![destination, group_key], |r| r.get(0))
+        .optional()?;
+    let why = match raw {
+        None | Some(rusqlite::types::Value::Null) => return Ok(None),
+        Some(rusqlite::types::Value::Text(t)) => match serde_json::from_str(&t) {
+            Ok(v) => return Ok(Some(v)),
+            Err(e) => format!("state: {e}"),
+        },
+        Some(other) => format!("state: a {:?} value where JSON text belongs", other.data_type()),
+    };
+    let payload = tx.query_row(
+        "SELECT destination, group_key, verdict_key, state FROM group_state WHERE destination = ?1 AND group_key = ?2",
+        params![destination, group_key],
+        |r| row_as_json(r, &["destination", "group_key", "verdict_key", "state"]),
+    )?;
+    dead.push(insert_dead_letter(tx, "group_state", 0, Some(destination), &why, &payload, now_ms)?);
+    tx.execute(
+        "UPDATE group_state SET state = NULL WHERE destination = ?1 AND group_key = ?2",
+        params![destination, group_key],
+    )?;
+    Ok(None)
+}
+
+/// The last verdict key of every (destination, group) for these groups.
+fn last_verdicts<'a>(tx: &Connection, groups: impl Iterator<Item = &'a String>) -> Result<LastVerdicts, StoreError> {
+    let mut out = BTreeMap::new();
+    let mut stmt = tx.prepare_cached(
+        "SELECT destination, verdict_key FROM group_state WHERE group_key = ?1 AND verdict_key IS NOT NULL",
+    )?;
+    for g in groups {
+        let rows = stmt.query_map(params![g], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))?;
+        // A key that is not text is as good as none: the verdict is posted again.
+        for (destination, key) in rows.flatten() {
+            out.insert((destination, g.clone()), key);
+        }
+    }
+    Ok(LastVerdicts(out))
+}
+
+/// Puts running work back to pending (due at `retry.0`, first failure `retry.1`, one more
+/// attempt), or merges it into the job's newer pending row.
+fn requeue(
+    tx: &Connection,
+    item: &WorkItem,
+    retry: Option<(i64, i64)>,
+    dead: &mut Vec<DeadLetter>,
+    now_ms: i64,
+) -> Result<(), StoreError> {
+    let newer: Option<i64> = tx
+        .prepare_cached("SELECT id FROM work WHERE state = 'pending' AND job_key = ?1")?
+        .query_row(params![item.job_key], |r| r.get(0))
+        .optional()?;
+    let attempts = item.attempts + i64::from(retry.is_some());
+    let first_failure = retry.map(|r| r.1).or(item.first_failure_ms);
+    let newer = match newer.map(|id| read_work(tx, id)).transpose()? {
+        Some(Ok(newer)) => Some(newer),
+        Some(Err(why)) => {
+            let id = newer.expect("read from an id");
+            dead.push(dead_letter_work(tx, id, &why, now_ms)?);
+            None
+        }
+        None => None,
+    };
+    match newer {
+        Some(newer) => {
+            let mut merged = item.groups.clone();
+            merged.extend(newer.groups);
+            let due = retry.map_or(i64::MAX, |r| r.0);
+            tx.prepare_cached(
+                "UPDATE work SET groups = ?2, attempts = ?3, first_failure_ms = ?4, due_ms = MIN(due_ms, ?5) WHERE id = ?1",
+            )?
+            .execute(params![newer.id, serde_json::to_string(&merged)?, attempts, first_failure, due])?;
+            tx.prepare_cached("DELETE FROM work WHERE id = ?1")?.execute(params![item.id])?;
+        }
+        None => {
+            let sql = match retry {
+                Some(_) => {
+                    "UPDATE work SET state = 'pending', due_ms = ?2, attempts = ?3, first_failure_ms = ?4 WHERE id = ?1"
+                }
+                None => {
+                    "UPDATE work SET state = 'pending', due_ms = MIN(due_ms, ?2), attempts = ?3, first_failure_ms = ?4 WHERE id = ?1"
+                }
+            };
+            let due = retry.map_or(now_ms, |r| r.0);
+            tx.prepare_cached(sql)?.execute(params![item.id, due, attempts, first_failure])?;
+        }
+    }
+    Ok(())
+}
+
+/// Every column of a row as JSON (`names` in order).
+fn row_as_json(r: &rusqlite::Row<'_>, names: &[&str]) -> rusqlite::Result<serde_json::Value> {
+    let mut m = serde_json::Map::new();
+    for (i, name) in names.iter().enumerate() {
+        m.insert(name.to_string(), column_as_json(r.get_ref(i)?));
+    }
+    Ok(serde_json::Value::Object(m))
+}
+
+fn insert_dead_letter(
+    tx: &Connection,
+    source: &str,
+    source_id: i64,
+    destination: Option<&str>,
+    error: &str,
+    payload: &serde_json::Value,
+    now_ms: i64,
+) -> Result<DeadLetter, StoreError> {
+    tx.prepare_cached(
+        "INSERT INTO dead_letter (source, source_id, destination, error, payload, at_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+    )?
+    .execute(params![source, source_id, destination, error, payload.to_string(), now_ms])?;
+    Ok(DeadLetter {
+        id: tx.last_insert_rowid(),
+        source: source.into(),
+        source_id,
+        destination: destination.map(str::to_string),
+        error: error.into(),
+        payload: payload.clone(),
+        at_ms: now_ms,
+    })
+}
+
+/// Moves a row of `table` (all its columns) to the dead-letter table.
+fn dead_letter(
+    tx: &Connection,
+    table: &str,
+    id: i64,
+    destination: Option<&str>,
+    error: &str,
+    now_ms: i64,
+) -> Result<DeadLetter, StoreError> {
+    let payload = {
+        let mut stmt = tx.prepare(&format!("SELECT * FROM {table} WHERE id = ?1"))?;
+        let names: Vec<String> = stmt.column_names().into_iter().map(str::to_string).collect();
+        let names: Vec<&str> = names.iter().map(String::as_str).collect();
+        stmt.query_row(params![id], |r| row_as_json(r, &names))?
+    };
+    insert_dead_letter(tx, table, id, destination, error, &payload, now_ms)
+}
+
+fn dead_letter_work(tx: &Connection, id: i64, error: &str, now_ms: i64) -> Result<DeadLetter, StoreError> {
+    let d = dead_letter(tx, "work", id, None, error, now_ms)?;
+    tx.prepare_cached("DELETE FROM work WHERE id = ?1")?.execute(params![id])?;
+    Ok(d)
+}
+
+fn dead_letter_outbox(tx: &Connection, id: i64, error: &str, now_ms: i64) -> Result<DeadLetter, StoreError> {
+    let destination: Option<String> =
+        tx.query_row("SELECT destination FROM outbox WHERE id = ?1", params![id], |r| r.get(0)).ok();
+    let d = dead_letter(tx, "outbox", id, destination.as_deref(), error, now_ms)?;
+    tx.prepare_cached("DELETE FROM outbox WHERE id = ?1")?.execute(params![id])?;
+    Ok(d)
+}
+
+/// Logs and counts dead letters once their transaction committed.
+fn report_dead(metrics: &Metrics, dead: Vec<DeadLetter>) {
+    for d in dead {
+        tracing::error!(table = %d.source, row = d.source_id, destination = d.destination.as_deref().unwrap_or(""),
+            error = %d.error, dead_letter = d.id, "moved an undecodable row to the dead-letter table");
+        metrics.dead_letter(&d.source);
+    }
+}
+
+/// The group-commit loop: takes every batch waiting, commits them in one transaction,
+/// each webhook a savepoint of its own.
+fn intake_writer(mut conn: Connection, mut rx: mpsc::Receiver<Batch>, metrics: &Metrics) {
+    while let Some(first) = rx.blocking_recv() {
+        let mut batches = vec![first];
+        while batches.len() < MAX_BATCH {
+            match rx.try_recv() {
+                Ok(b) => batches.push(b),
+                Err(_) => break,
+            }
+        }
+        let mut dead = Vec::new();
+        match commit_batches(&mut conn, &batches, &mut dead) {
+            Ok(results) => {
+                report_dead(metrics, dead);
+                for (b, r) in batches.into_iter().zip(results) {
+                    let _ = b.done.send(r);
+                }
+            }
+            Err(e) => {
+                for b in batches {
+                    let _ = b.done.send(Err(e.clone()));
+                }
+            }
+        }
+    }
+}
+
+/// One transaction for many webhooks. The outer error fails them all (the commit failed);
+/// an inner one fails that webhook alone.
+fn commit_batches(
+    conn: &mut Connection,
+    batches: &[Batch],
+    dead: &mut Vec<DeadLetter>,
+) -> Result<Vec<Result<Enqueued, StoreError>>, StoreError> {
+    let mut tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let mut depth: i64 = tx.prepare_cached("SELECT COUNT(*) FROM work")?.query_row([], |r| r.get(0))?;
+    let mut results = Vec::with_capacity(batches.len());
+    for b in batches {
+        let mut sp = tx.savepoint()?;
+        let mut own_dead = Vec::new();
+        let applied =
+            b.intakes.iter().try_fold(0usize, |n, i| Ok::<_, StoreError>(n + apply_intake(&sp, i, b, &mut own_dead)?));
+        results.push(match applied {
+            Ok(created) if created > 0 && depth + created as i64 > b.max_queue => {
+                sp.rollback()?;
+                Ok(Enqueued::QueueFull { depth })
+            }
+            Ok(created) => {
+                sp.commit()?;
+                depth += created as i64;
+                dead.append(&mut own_dead);
+                Ok(Enqueued::Stored { jobs: b.intakes.len(), created, depth })
+            }
+            Err(e) => {
+                sp.rollback()?;
+                Err(e)
+            }
+        });
+    }
+    tx.commit()?;
+    Ok(results)
+}
+
+/// Merges an intake into the job's pending diagnosis, or creates one due at `due_ms`.
+/// Returns 1 when a new diagnosis was created. A pending row that cannot be decoded is
+/// moved to the dead-letter table and replaced.
+fn apply_intake(tx: &Connection, i: &Intake, b: &Batch, dead: &mut Vec<DeadLetter>) -> Result<usize, StoreError> {
+    let info = GroupInfo { firing: i.firing, firing_set: i.firing_set.clone(), labels: i.labels.clone() };
+    let existing: Option<(i64, rusqlite::types::Value)> = tx
+        .prepare_cached("SELECT id, groups FROM work WHERE state = 'pending' AND job_key = ?1")?
+        .query_row(params![i.job_key], |r| Ok((r.get(0)?, r.get(1)?)))
+        .optional()?;
+    let labels = serde_json::to_string(&i.labels)?;
+    if let Some((id, groups)) = existing {
+        let decoded = match &groups {
+            rusqlite::types::Value::Text(t) => {
+                serde_json::from_str::<BTreeMap<String, GroupInfo>>(t).map_err(|e| format!("groups: {e}"))
+            }
+            other => Err(format!("groups: a {:?} value where JSON text belongs", other.data_type())),
+        };
+        match decoded {
+            Ok(mut groups) => {
+                groups.insert(i.group_key.clone(), info);
+                tx.prepare_cached("UPDATE work SET groups = ?2, labels = ?3 WHERE id = ?1")?.execute(params![
+                    id,
+                    serde_json::to_string(&groups)?,
+                    labels
+                ])?;
+                return Ok(0);
+            }
+            Err(why) => dead.push(dead_letter_work(tx, id, &why, b.now_ms)?),
+        }
+    }
+    let groups: BTreeMap<&str, &GroupInfo> = [(i.group_key.as_str(), &info)].into_iter().collect();
+    tx.prepare_cached(
+        "INSERT INTO work (job_key, job, labels, groups, due_ms, created_ms, state) VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'pending')",
+    )?
+    .execute(params![i.job_key, i.job, labels, serde_json::to_string(&groups)?, b.due_ms, b.now_ms])?;
+    Ok(1)
+}

@@ -1,0 +1,634 @@
+//! The store's own tests, on real SQLite files in temporary directories. Disk faults come
+//! from `tests/support/faulty_disk.rs`, a VFS shim that makes every write under a
+//! directory fail with `SQLITE_FULL` (what SQLite reports for `ENOSPC`).
+
+#[path = "../../../tests/support/faulty_disk.rs"]
+mod faulty_disk;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use super::*;
+use crate::config::StoreConfig;
+use crate::model::notice::{Notice, NoticeKind};
+use crate::model::verdict::JobRef;
+use crate::service::intake::Intake;
+use crate::service::metrics::Metrics;
+
+const T0: i64 = 1_800_000_000_000;
+const COALESCE: i64 = 10_000;
+const MAX: usize = 10_000;
+
+fn config(dir: &std::path::Path) -> StoreConfig {
+    StoreConfig { path: dir.join("culprit.db"), ..StoreConfig::default() }
+}
+
+fn open(dir: &std::path::Path) -> Store {
+    Store::open(&config(dir), Arc::new(Metrics::new())).unwrap()
+}
+
+fn open_with(dir: &std::path::Path) -> (Store, Arc<Metrics>) {
+    let m = Arc::new(Metrics::new());
+    (Store::open(&config(dir), m.clone()).unwrap(), m)
+}
+
+fn intake(job: &str, group: &str) -> Intake {
+    Intake {
+        job_key: format!("id:{job}"),
+        job: job.into(),
+        group_key: group.into(),
+        firing: true,
+        firing_set: "s".into(),
+        labels: BTreeMap::from([("job_id".to_string(), job.to_string())]),
+    }
+}
+
+fn notice(kind: NoticeKind, group: &str, key: &str) -> Notice {
+    Notice {
+        kind,
+        group_key: group.into(),
+        labels: BTreeMap::new(),
+        job: JobRef { name: "j".into(), id: "i".into() },
+        verdict: None,
+        verdict_id: None,
+        verdict_url: None,
+        reason: (kind == NoticeKind::CouldNotDiagnose).then(|| "backend down".into()),
+        firing: true,
+        changed: false,
+        idempotency_key: key.into(),
+        at_ms: T0,
+    }
+}
+
+/// A completion that stores no verdict and enqueues `notices` (destination, notice).
+fn completion(notices: Vec<(&str, Notice)>, now_ms: i64) -> Completion {
+    let notices: Vec<NewNotice> = notices
+        .into_iter()
+        .map(|(d, n)| NewNotice {
+            destination: d.into(),
+            remember_verdict: Some(format!("v-{}", n.idempotency_key)),
+            notice: n,
+        })
+        .collect();
+    Completion { verdict: None, plan: Box::new(move |_, _| notices), now_ms }
+}
+
+async fn stored(store: &Store, intakes: Vec<Intake>, now: i64) -> Enqueued {
+    store.enqueue(intakes, now, COALESCE, MAX).await.unwrap()
+}
+
+/// Enqueues notices for delivery through a diagnosis of job `job`.
+async fn with_notices(store: &Store, job: &str, notices: Vec<(&str, Notice)>) {
+    stored(store, vec![intake(job, "g")], T0).await;
+    let item = store.claim_work(T0 + COALESCE).await.unwrap().expect("due");
+    store.complete(&item, completion(notices, T0 + COALESCE)).await.unwrap();
+}
+
+/// Runs SQL on the database file from a second connection (as an operator or a damaged
+/// disk would change it).
+fn poke(dir: &std::path::Path, sql: &str) {
+    let conn = rusqlite::Connection::open(dir.join("culprit.db")).unwrap();
+    conn.busy_timeout(std::time::Duration::from_secs(5)).unwrap();
+    conn.execute_batch(sql).unwrap();
+}
+
+fn metric(m: &Metrics, line_start: &str) -> f64 {
+    m.encode()
+        .lines()
+        .find(|l| l.starts_with(line_start))
+        .and_then(|l| l.rsplit_once(' '))
+        .map_or(0.0, |(_, v)| v.parse().unwrap())
+}
+
+// ---------------------------------------------------------------------------------------
+// Work: intake, claim, retry, completion
+// ---------------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn webhooks_for_one_job_coalesce_into_one_diagnosis_due_after_the_window() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = open(tmp.path());
+    assert_eq!(stored(&store, vec![intake("a", "g1")], T0).await, Enqueued::Stored { jobs: 1, created: 1, depth: 1 });
+    assert_eq!(
+        stored(&store, vec![intake("a", "g2")], T0 + 5).await,
+        Enqueued::Stored { jobs: 1, created: 0, depth: 1 }
+    );
+    assert_eq!(store.claim_work(T0 + COALESCE - 1).await.unwrap(), None, "not due before the window ends");
+    let item = store.claim_work(T0 + COALESCE).await.unwrap().unwrap();
+    assert_eq!(item.groups.keys().collect::<Vec<_>>(), ["g1", "g2"]);
+    assert_eq!(store.claim_work(T0 + COALESCE).await.unwrap(), None, "claimed once");
+}
+
+#[tokio::test]
+async fn a_job_has_at_most_one_running_diagnosis_and_the_next_waits_for_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = open(tmp.path());
+    stored(&store, vec![intake("a", "g1")], T0).await;
+    let first = store.claim_work(T0 + COALESCE).await.unwrap().unwrap();
+    // A webhook while it runs queues the next diagnosis of the job …
+    assert_eq!(
+        stored(&store, vec![intake("a", "g2")], T0 + COALESCE).await,
+        Enqueued::Stored { jobs: 1, created: 1, depth: 2 }
+    );
+    // … which is due but not claimable while the first runs; another job is.
+    stored(&store, vec![intake("b", "g3")], T0 + COALESCE).await;
+    let later = T0 + 3 * COALESCE;
+    assert_eq!(store.next_work_ms().await.unwrap(), Some(T0 + 2 * COALESCE), "job b's due time; a's next waits");
+    assert_eq!(store.claim_work(later).await.unwrap().unwrap().job, "b");
+    assert_eq!(store.claim_work(later).await.unwrap(), None);
+    store.complete(&first, completion(vec![], later)).await.unwrap();
+    let next = store.claim_work(later).await.unwrap().unwrap();
+    assert_eq!((next.job.as_str(), next.groups.keys().map(String::as_str).collect::<Vec<_>>()), ("a", vec!["g2"]));
+}
+
+#[tokio::test]
+async fn the_queue_bound_is_hard_and_a_webhook_is_stored_all_or_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = open(tmp.path());
+    let enqueue = |intakes, max| store.enqueue(intakes, T0, COALESCE, max);
+    assert!(matches!(
+        enqueue(vec![intake("a", "g"), intake("b", "g")], 3).await.unwrap(),
+        Enqueued::Stored { created: 2, .. }
+    ));
+    // Two more jobs would make 4 > 3: neither is stored.
+    assert_eq!(enqueue(vec![intake("c", "g"), intake("d", "g")], 3).await.unwrap(), Enqueued::QueueFull { depth: 2 });
+    assert_eq!(store.depths().await.unwrap().work, 2);
+    // Merging into a waiting diagnosis does not grow the queue: accepted even when full.
+    assert!(matches!(enqueue(vec![intake("c", "g")], 3).await.unwrap(), Enqueued::Stored { created: 1, depth: 3, .. }));
+    assert!(matches!(
+        enqueue(vec![intake("a", "g9")], 3).await.unwrap(),
+        Enqueued::Stored { created: 0, depth: 3, .. }
+    ));
+    assert_eq!(enqueue(vec![intake("e", "g")], 3).await.unwrap(), Enqueued::QueueFull { depth: 3 });
+}
+
+#[tokio::test]
+async fn a_failed_diagnosis_is_retried_later_and_merges_with_webhooks_that_came_meanwhile() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = open(tmp.path());
+    stored(&store, vec![intake("a", "g1")], T0).await;
+    let item = store.claim_work(T0 + COALESCE).await.unwrap().unwrap();
+    // Alone: pending again at the due time, one attempt more, the first failure kept.
+    store.retry_work(&item, T0 + 20_000, T0 + COALESCE).await.unwrap();
+    assert_eq!(store.claim_work(T0 + 19_999).await.unwrap(), None);
+    let again = store.claim_work(T0 + 20_000).await.unwrap().unwrap();
+    assert_eq!((again.id, again.attempts, again.first_failure_ms), (item.id, 1, Some(T0 + COALESCE)));
+    // With a newer pending diagnosis of the job: one row with both groups, due at the
+    // earlier of the two times.
+    stored(&store, vec![intake("a", "g2")], T0 + 20_000).await;
+    store.retry_work(&again, T0 + 90_000, T0 + COALESCE).await.unwrap();
+    assert_eq!(store.depths().await.unwrap().work, 1);
+    let merged = store.claim_work(T0 + 30_000).await.unwrap().unwrap();
+    assert_eq!(merged.groups.keys().collect::<Vec<_>>(), ["g1", "g2"]);
+    assert_eq!((merged.attempts, merged.first_failure_ms), (2, Some(T0 + COALESCE)));
+}
+
+#[tokio::test]
+async fn completing_stores_the_verdict_and_notices_and_a_replay_adds_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = open(tmp.path());
+    stored(&store, vec![intake("a", "g")], T0).await;
+    let item = store.claim_work(T0 + COALESCE).await.unwrap().unwrap();
+    let make = |seen: Arc<std::sync::Mutex<Vec<LastVerdicts>>>| Completion {
+        verdict: Some(("j".into(), r#"{"schema":"culprit.verdict/v1"}"#.into())),
+        plan: Box::new(move |verdict_id, last| {
+            seen.lock().unwrap().push(last.clone());
+            let mut n = notice(NoticeKind::Verdict, "g", "k1");
+            n.verdict_id = verdict_id;
+            vec![NewNotice { destination: "slack".into(), notice: n, remember_verdict: Some("v1".into()) }]
+        }),
+        now_ms: T0 + COALESCE,
+    };
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let done = store.complete(&item, make(seen.clone())).await.unwrap();
+    assert_eq!(done.notices, 1);
+    let id = done.verdict_id.unwrap();
+    assert_eq!(store.verdict(id).await.unwrap().unwrap().verdict["schema"], "culprit.verdict/v1");
+    assert_eq!(store.depths().await.unwrap(), Depths { work: 0, outbox: 1, dead_letters: 0 });
+    // The same diagnosis replayed (a crash before the work row went): the notice is
+    // there already, and the planner sees the verdict it remembered.
+    let replay = store.complete(&item, make(seen.clone())).await.unwrap();
+    assert_eq!(replay.notices, 0);
+    assert_eq!(store.depths().await.unwrap().outbox, 1);
+    let seen = seen.lock().unwrap();
+    assert_eq!(seen[0], LastVerdicts::default());
+    assert_eq!(seen[1].get("slack", "g").as_deref(), Some("v1"));
+}
+
+// ---------------------------------------------------------------------------------------
+// Outbox: per-group order, priority, recording
+// ---------------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn a_groups_notices_go_in_order_one_at_a_time_and_groups_do_not_wait_for_each_other() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = open(tmp.path());
+    with_notices(
+        &store,
+        "a",
+        vec![
+            ("slack", notice(NoticeKind::Verdict, "g1", "1")),
+            ("slack", notice(NoticeKind::Resolved, "g1", "2")),
+            ("slack", notice(NoticeKind::Verdict, "g2", "3")),
+        ],
+    )
+    .await;
+    let now = T0 + COALESCE;
+    let first = store.claim_delivery("slack", now).await.unwrap().unwrap();
+    assert_eq!((first.notice.idempotency_key.as_str(), first.attempts, first.unsure), ("1", 1, false));
+    // g1's second notice waits for its first; g2 goes meanwhile.
+    let second = store.claim_delivery("slack", now).await.unwrap().unwrap();
+    assert_eq!(second.notice.idempotency_key, "3");
+    assert_eq!(store.claim_delivery("slack", now).await.unwrap(), None);
+    // g1's first is told to wait (Retry-After): g1 waits, nothing else does.
+    store.retry_delivery(first.id, now + 60_000, "slack: ratelimited", false).await.unwrap();
+    store.delivered(&second, None, now).await.unwrap();
+    assert_eq!(store.claim_delivery("slack", now + 59_999).await.unwrap(), None);
+    assert_eq!(store.next_delivery_ms("slack").await.unwrap(), Some(now + 60_000));
+    let retried = store.claim_delivery("slack", now + 60_000).await.unwrap().unwrap();
+    assert_eq!((retried.id, retried.attempts), (first.id, 2));
+    store.delivered(&retried, Some(serde_json::json!({"channel": "C1", "ts": "1.2"})), now).await.unwrap();
+    let last = store.claim_delivery("slack", now + 60_000).await.unwrap().unwrap();
+    assert_eq!(last.notice.idempotency_key, "2");
+    assert_eq!(last.group_state, Some(serde_json::json!({"channel": "C1", "ts": "1.2"})), "the state of the group");
+    // Another destination has its own queue.
+    assert_eq!(store.claim_delivery("pagerduty", now).await.unwrap(), None);
+}
+
+#[tokio::test]
+async fn could_not_diagnose_notices_wait_while_a_verdict_is_due() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = open(tmp.path());
+    let mut notices: Vec<(&str, Notice)> =
+        (0..5).map(|i| ("slack", notice(NoticeKind::CouldNotDiagnose, &format!("f{i}"), &format!("f{i}")))).collect();
+    notices.push(("slack", notice(NoticeKind::Verdict, "v", "v")));
+    notices.push(("slack", notice(NoticeKind::Resolved, "r", "r")));
+    with_notices(&store, "a", notices).await;
+    let now = T0 + COALESCE;
+    let mut order = Vec::new();
+    while let Some(row) = store.claim_delivery("slack", now).await.unwrap() {
+        order.push(row.notice.idempotency_key.clone());
+        store.delivered(&row, None, now).await.unwrap();
+    }
+    assert_eq!(order, ["v", "r", "f0", "f1", "f2", "f3", "f4"]);
+}
+
+#[tokio::test]
+async fn a_failed_notice_is_final_and_the_next_of_its_group_goes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = open(tmp.path());
+    with_notices(
+        &store,
+        "a",
+        vec![("slack", notice(NoticeKind::Verdict, "g", "1")), ("slack", notice(NoticeKind::Resolved, "g", "2"))],
+    )
+    .await;
+    let now = T0 + COALESCE;
+    let row = store.claim_delivery("slack", now).await.unwrap().unwrap();
+    store.fail_delivery(row.id, "slack: channel_not_found", now).await.unwrap();
+    assert_eq!(store.claim_delivery("slack", now).await.unwrap().unwrap().notice.idempotency_key, "2");
+    assert_eq!(store.depths().await.unwrap().outbox, 1);
+}
+
+// ---------------------------------------------------------------------------------------
+// Crash recovery
+// ---------------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn after_a_crash_running_work_is_pending_again_and_sends_in_flight_are_unsure() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (item_id, row_id) = {
+        let store = open(tmp.path());
+        with_notices(&store, "a", vec![("slack", notice(NoticeKind::Verdict, "g", "1"))]).await;
+        stored(&store, vec![intake("b", "g1")], T0).await;
+        let item = store.claim_work(T0 + COALESCE).await.unwrap().unwrap();
+        // A webhook for b while it runs.
+        stored(&store, vec![intake("b", "g2")], T0 + COALESCE).await;
+        let row = store.claim_delivery("slack", T0 + COALESCE).await.unwrap().unwrap();
+        (item.id, row.id)
+        // Dropped without completing or recording: as a crash leaves it.
+    };
+    let (store, metrics) = open_with(tmp.path());
+    assert_eq!(metric(&metrics, "culprit_store_recovered_total{table=\"work\"}"), 1.0);
+    assert_eq!(metric(&metrics, "culprit_store_recovered_total{table=\"outbox\"}"), 1.0);
+    // b's running diagnosis merged into the one queued meanwhile: both groups, one row.
+    let item = store.claim_work(T0 + 2 * COALESCE).await.unwrap().unwrap();
+    assert_eq!(
+        (item.job.as_str(), item.groups.keys().map(String::as_str).collect::<Vec<_>>()),
+        ("b", vec!["g1", "g2"])
+    );
+    assert_ne!(item.id, item_id, "the newer row carries both");
+    let row = store.claim_delivery("slack", T0 + COALESCE).await.unwrap().unwrap();
+    assert_eq!((row.id, row.unsure, row.attempts), (row_id, true, 2));
+    // Asking failed (retryable): still unsure at the next attempt.
+    store.retry_delivery(row.id, T0, "slack: ratelimited", true).await.unwrap();
+    assert!(store.claim_delivery("slack", T0 + COALESCE).await.unwrap().unwrap().unsure);
+}
+
+#[tokio::test]
+async fn a_clean_restart_recovers_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    drop(open(tmp.path()));
+    let (_store, metrics) = open_with(tmp.path());
+    assert!(metrics.encode().contains("culprit_store_recovered_total{table=\"work\"} 0"));
+}
+
+// ---------------------------------------------------------------------------------------
+// Dead letters
+// ---------------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn an_undecodable_outbox_row_goes_to_the_dead_letter_table_and_delivery_goes_on() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (store, metrics) = open_with(tmp.path());
+    with_notices(
+        &store,
+        "a",
+        vec![
+            ("slack", notice(NoticeKind::Verdict, "g1", "1")),
+            ("slack", notice(NoticeKind::Verdict, "g2", "2")),
+            ("slack", notice(NoticeKind::Verdict, "g3", "3")),
+            ("slack", notice(NoticeKind::Verdict, "g4", "4")),
+        ],
+    )
+    .await;
+    // Three kinds of damage: not JSON, a blob, JSON of the wrong shape.
+    poke(
+        tmp.path(),
+        "UPDATE outbox SET notice = 'not json' WHERE idem_key = '1';
+         UPDATE outbox SET notice = x'00ff' WHERE idem_key = '2';
+         UPDATE outbox SET notice = '{\"kind\": \"telegram\"}' WHERE idem_key = '3';",
+    );
+    let row = store.claim_delivery("slack", T0 + COALESCE).await.unwrap().unwrap();
+    assert_eq!(row.notice.idempotency_key, "4");
+    let dead = store.dead_letters(10).await.unwrap();
+    assert_eq!(dead.len(), 3);
+    assert!(dead.iter().all(|d| d.source == "outbox" && d.destination.as_deref() == Some("slack")));
+    assert!(dead.iter().any(|d| d.payload["notice"] == "not json" && d.error.contains("notice")), "{dead:#?}");
+    assert!(dead.iter().any(|d| d.payload["notice"] == "x'00ff'"), "{dead:#?}");
+    assert_eq!(metric(&metrics, "culprit_dead_letters_total{table=\"outbox\"}"), 3.0);
+    assert_eq!(store.depths().await.unwrap(), Depths { work: 0, outbox: 1, dead_letters: 3 });
+}
+
+#[tokio::test]
+async fn an_undecodable_work_row_is_moved_aside_at_claim_and_at_intake() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (store, metrics) = open_with(tmp.path());
+    stored(&store, vec![intake("a", "g"), intake("b", "g"), intake("c", "g")], T0).await;
+    poke(
+        tmp.path(),
+        "UPDATE work SET groups = '[1, 2' WHERE job = 'a';
+         UPDATE work SET labels = x'01' WHERE job = 'b';
+         UPDATE work SET groups = 'garbage' WHERE job = 'c';",
+    );
+    // An intake for c merges into a row it cannot read: the row goes, a new one is made.
+    assert!(matches!(stored(&store, vec![intake("c", "g2")], T0).await, Enqueued::Stored { created: 1, .. }));
+    let item = store.claim_work(T0 + COALESCE).await.unwrap().unwrap();
+    assert_eq!((item.job.as_str(), item.groups.keys().map(String::as_str).collect::<Vec<_>>()), ("c", vec!["g2"]));
+    assert_eq!(store.claim_work(T0 + COALESCE).await.unwrap(), None);
+    let dead = store.dead_letters(10).await.unwrap();
+    assert_eq!(dead.iter().map(|d| d.payload["job"].as_str().unwrap()).collect::<Vec<_>>(), ["b", "a", "c"]);
+    assert_eq!(metric(&metrics, "culprit_dead_letters_total{table=\"work\"}"), 3.0);
+}
+
+#[tokio::test]
+async fn an_undecodable_group_state_or_verdict_is_moved_aside_and_the_rest_is_served() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = open(tmp.path());
+    with_notices(
+        &store,
+        "a",
+        vec![("slack", notice(NoticeKind::Verdict, "g", "1")), ("slack", notice(NoticeKind::Resolved, "g", "2"))],
+    )
+    .await;
+    let row = store.claim_delivery("slack", T0 + COALESCE).await.unwrap().unwrap();
+    store.delivered(&row, Some(serde_json::json!({"channel": "C1", "ts": "1.2"})), T0).await.unwrap();
+    poke(tmp.path(), "UPDATE group_state SET state = '{\"channel\": ' WHERE group_key = 'g';");
+    // The group's next notice goes without a state (a new message, not a lost one).
+    let next = store.claim_delivery("slack", T0 + COALESCE).await.unwrap().unwrap();
+    assert_eq!((next.notice.idempotency_key.as_str(), next.group_state.clone()), ("2", None));
+    let dead = store.dead_letters(10).await.unwrap();
+    assert_eq!((dead[0].source.as_str(), dead[0].payload["group_key"].as_str()), ("group_state", Some("g")));
+
+    for i in 0..3 {
+        stored(&store, vec![intake(&format!("v{i}"), "g")], T0).await;
+        let item = store.claim_work(T0 + COALESCE).await.unwrap().unwrap();
+        let c = Completion {
+            verdict: Some(("j".into(), format!("{{\"n\": {i}}}"))),
+            plan: Box::new(|_, _| vec![]),
+            now_ms: T0,
+        };
+        store.complete(&item, c).await.unwrap();
+    }
+    poke(tmp.path(), "UPDATE verdicts SET json = 'nope' WHERE json = '{\"n\": 1}';");
+    let listed: Vec<serde_json::Value> = store.verdicts(10).await.unwrap().into_iter().map(|v| v.verdict).collect();
+    assert_eq!(listed, [serde_json::json!({"n": 2}), serde_json::json!({"n": 0})]);
+    assert_eq!(store.dead_letters(10).await.unwrap()[0].source, "verdicts");
+}
+
+// ---------------------------------------------------------------------------------------
+// A full disk, corruption, a second process, file modes, an old schema
+// ---------------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn on_a_full_disk_every_write_is_an_error_that_changes_nothing_and_all_works_once_it_frees() {
+    let tmp = tempfile::tempdir().unwrap();
+    let disk = faulty_disk::FaultyDir::new(tmp.path());
+    let (store, metrics) = open_with(tmp.path());
+    with_notices(&store, "a", vec![("slack", notice(NoticeKind::Verdict, "g", "1"))]).await;
+    stored(&store, vec![intake("b", "g")], T0).await;
+    assert!(store.ready(T0).await.is_ok());
+
+    disk.fill();
+    fn full<T: std::fmt::Debug>(r: Result<T, StoreError>) -> StoreErrorKind {
+        r.unwrap_err().kind
+    }
+    assert_eq!(full(store.enqueue(vec![intake("c", "g")], T0, COALESCE, MAX).await), StoreErrorKind::Full);
+    assert_eq!(full(store.claim_work(T0 + COALESCE).await), StoreErrorKind::Full);
+    assert_eq!(full(store.claim_delivery("slack", T0 + COALESCE).await), StoreErrorKind::Full);
+    // The same time as the last check: the check writes all the same.
+    let ready = store.ready(T0).await.unwrap_err();
+    assert!(ready.starts_with("store cannot write: database or disk is full"), "{ready}");
+    // Reads still answer, and count from the database: nothing claimed, nothing lost.
+    assert_eq!(store.depths().await.unwrap(), Depths { work: 1, outbox: 1, dead_letters: 0 });
+    assert!(metric(&metrics, "culprit_store_errors_total{operation=\"claim_work\",kind=\"full\"}") >= 1.0);
+
+    disk.free();
+    assert!(store.ready(T0 + 2).await.is_ok());
+    // The failed claims left nothing half-done: each row is claimed exactly once now.
+    let item = store.claim_work(T0 + COALESCE).await.unwrap().unwrap();
+    assert_eq!(item.job, "b");
+    assert_eq!(store.claim_work(T0 + COALESCE).await.unwrap(), None);
+    let row = store.claim_delivery("slack", T0 + COALESCE).await.unwrap().unwrap();
+    assert_eq!((row.attempts, row.unsure), (1, false), "the failed claim did not count as an attempt");
+
+    // A commit that fails after a send leaves the row in flight; once the disk frees the
+    // delivery is recorded and nothing is claimed twice.
+    disk.fill();
+    assert_eq!(full(store.delivered(&row, None, T0).await), StoreErrorKind::Full);
+    assert_eq!(full(store.complete(&item, completion(vec![], T0)).await), StoreErrorKind::Full);
+    assert_eq!(full(store.retry_work(&item, T0, T0).await), StoreErrorKind::Full);
+    assert_eq!(full(store.retry_delivery(row.id, T0, "x", false).await), StoreErrorKind::Full);
+    assert_eq!(full(store.fail_delivery(row.id, "x", T0).await), StoreErrorKind::Full);
+    disk.free();
+    assert_eq!(store.claim_delivery("slack", T0 + COALESCE).await.unwrap(), None, "still in flight");
+    store.delivered(&row, None, T0).await.unwrap();
+    store.complete(&item, completion(vec![], T0)).await.unwrap();
+    assert_eq!(store.depths().await.unwrap(), Depths { work: 0, outbox: 0, dead_letters: 0 });
+}
+
+#[tokio::test]
+async fn a_full_disk_at_start_is_a_clear_error() {
+    let tmp = tempfile::tempdir().unwrap();
+    let disk = faulty_disk::FaultyDir::new(tmp.path());
+    disk.fill();
+    let e = Store::open(&config(tmp.path()), Arc::new(Metrics::new())).err().unwrap();
+    assert_eq!(e.kind, StoreErrorKind::Full, "{e}");
+    disk.free();
+    assert!(Store::open(&config(tmp.path()), Arc::new(Metrics::new())).is_ok());
+}
+
+#[tokio::test]
+async fn page_level_corruption_makes_the_store_not_ready_with_the_reason() {
+    let tmp = tempfile::tempdir().unwrap();
+    {
+        let store = open(tmp.path());
+        for i in 0..200 {
+            stored(&store, vec![intake(&format!("job-{i}"), "g")], T0).await;
+        }
+    }
+    poke(tmp.path(), "PRAGMA wal_checkpoint(TRUNCATE);");
+    // Scribble over the pages of the `work` table's b-tree (not the schema page).
+    let db = tmp.path().join("culprit.db");
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    let page_size: u64 = conn.query_row("PRAGMA page_size", [], |r| r.get(0)).unwrap();
+    let root: u64 = conn.query_row("SELECT rootpage FROM sqlite_master WHERE name = 'work'", [], |r| r.get(0)).unwrap();
+    drop(conn);
+    let mut bytes = std::fs::read(&db).unwrap();
+    let at = ((root - 1) * page_size) as usize;
+    bytes[at..at + page_size as usize].fill(0xA5);
+    std::fs::write(&db, bytes).unwrap();
+
+    let store = open(tmp.path());
+    let why = store.ready(T0).await.unwrap_err();
+    assert!(why.starts_with("store corrupt: database disk image is malformed"), "{why}");
+    assert!(why.contains("move the database file aside"), "{why}");
+}
+
+#[tokio::test]
+async fn a_second_process_on_the_same_database_is_refused_with_a_clear_message() {
+    let tmp = tempfile::tempdir().unwrap();
+    let first = open(tmp.path());
+    let e = Store::open(&config(tmp.path()), Arc::new(Metrics::new())).err().unwrap();
+    assert_eq!(e.kind, StoreErrorKind::InUse);
+    assert!(e.message.contains(&format!("another culprit (process {}) is using the store", std::process::id())), "{e}");
+    assert!(e.message.contains("culprit.db"), "{e}");
+    drop(first);
+    assert!(Store::open(&config(tmp.path()), Arc::new(Metrics::new())).is_ok(), "free once the first is gone");
+}
+
+#[cfg(unix)]
+#[tokio::test]
+async fn the_database_its_wal_and_shm_and_the_lock_are_readable_by_the_owner_only() {
+    use std::os::unix::fs::PermissionsExt;
+    let tmp = tempfile::tempdir().unwrap();
+    // An older culprit's file, 0644, is narrowed too.
+    std::fs::write(tmp.path().join("culprit.db"), b"").unwrap();
+    std::fs::set_permissions(tmp.path().join("culprit.db"), std::fs::Permissions::from_mode(0o644)).unwrap();
+    let store = open(tmp.path());
+    stored(&store, vec![intake("a", "g")], T0).await;
+    for name in ["culprit.db", "culprit.db-wal", "culprit.db-shm", "culprit.db.lock"] {
+        let mode = std::fs::metadata(tmp.path().join(name)).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600, "{name}: {mode:o}");
+    }
+}
+
+#[tokio::test]
+async fn a_store_written_by_culprit_0_1_0_is_migrated_and_its_rows_delivered() {
+    let tmp = tempfile::tempdir().unwrap();
+    {
+        let conn = rusqlite::Connection::open(tmp.path().join("culprit.db")).unwrap();
+        conn.execute_batch(sqlite::SCHEMA_V0).unwrap();
+        let n = serde_json::to_string(&notice(NoticeKind::CouldNotDiagnose, "g1", "k1")).unwrap();
+        let m = serde_json::to_string(&notice(NoticeKind::Verdict, "g2", "k2")).unwrap();
+        conn.execute(
+            "INSERT INTO outbox (destination, idem_key, notice, state, next_ms, first_ms) VALUES
+               ('slack', 'k1', ?1, 'sending', 0, 0), ('slack', 'k2', ?2, 'pending', 0, 0), ('slack', 'k0', 'bad', 'sent', 0, 0)",
+            rusqlite::params![n, m],
+        )
+        .unwrap();
+        conn.execute(
+            "INSERT INTO work (job_key, job, labels, groups, due_ms, created_ms, state) VALUES
+               ('id:a', 'a', '{}', '{}', 0, 0, 'running'), ('id:a', 'a', '{}', '{}', 0, 0, 'running')",
+            [],
+        )
+        .unwrap();
+    }
+    let store = open(tmp.path());
+    // Two running rows of one job (0.1.0 allowed that) are one pending row now.
+    assert_eq!(store.depths().await.unwrap().work, 1);
+    // The verdict first (priority), then the failure, caught sending: unsure.
+    let first = store.claim_delivery("slack", T0).await.unwrap().unwrap();
+    assert_eq!((first.notice.idempotency_key.as_str(), first.unsure), ("k2", false));
+    let second = store.claim_delivery("slack", T0).await.unwrap().unwrap();
+    assert_eq!((second.notice.idempotency_key.as_str(), second.unsure), ("k1", true));
+}
+
+// ---------------------------------------------------------------------------------------
+// Pruning
+// ---------------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn finished_rows_are_pruned_by_age_and_by_count_and_waiting_ones_never() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = open(tmp.path());
+    let day = 86_400_000;
+    // Six notices in six groups; five delivered on days 0..4, one still waiting.
+    with_notices(
+        &store,
+        "a",
+        (0..6).map(|i| ("slack", notice(NoticeKind::Verdict, &format!("g{i}"), &format!("{i}")))).collect(),
+    )
+    .await;
+    for d in 0..5 {
+        let row = store.claim_delivery("slack", T0 + COALESCE).await.unwrap().unwrap();
+        store.delivered(&row, Some(serde_json::json!({"n": d})), T0 + d * day).await.unwrap();
+    }
+    // Seven days after day 0, a 7-day retention removes day 0's row only (and its group's
+    // state); a count of 3 then keeps the newest three of the four left.
+    let p = Prune { now_ms: T0 + 7 * day + 1, older_than_ms: 7 * day, keep_rows: 3, verdicts_kept: 1000 };
+    let pruned = store.prune(p).await.unwrap();
+    assert_eq!((pruned.outbox, pruned.group_state), (2, 1));
+    assert_eq!(store.depths().await.unwrap().outbox, 1, "the waiting notice stays");
+    let again = store.prune(p).await.unwrap();
+    assert_eq!(again, Pruned::default());
+    // The pruned group starts afresh; the kept ones keep their state.
+    let conn = rusqlite::Connection::open(tmp.path().join("culprit.db")).unwrap();
+    let groups: Vec<String> = conn
+        .prepare("SELECT group_key FROM group_state ORDER BY group_key")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(groups, ["g1", "g2", "g3", "g4", "g5"]);
+}
+
+#[tokio::test]
+async fn verdicts_and_dead_letters_are_pruned_too() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = open(tmp.path());
+    for i in 0..5 {
+        stored(&store, vec![intake(&format!("v{i}"), "g")], T0).await;
+        let item = store.claim_work(T0 + COALESCE).await.unwrap().unwrap();
+        let c = Completion { verdict: Some(("j".into(), "{}".into())), plan: Box::new(|_, _| vec![]), now_ms: T0 + i };
+        store.complete(&item, c).await.unwrap();
+    }
+    stored(&store, vec![intake("x", "g"), intake("y", "g")], T0).await;
+    poke(tmp.path(), "UPDATE work SET groups = 'bad';");
+    assert_eq!(store.claim_work(T0 + COALESCE).await.unwrap(), None);
+    let p = Prune { now_ms: T0 + 10, older_than_ms: 100_000, keep_rows: 1, verdicts_kept: 2 };
+    let pruned = store.prune(p).await.unwrap();
+    assert_eq!((pruned.verdicts, pruned.dead_letters), (3, 1));
+    assert_eq!(store.verdicts(10).await.unwrap().len(), 2);
+}

@@ -1,0 +1,253 @@
+//! The worker loop: claims due diagnoses (one running per Flink job), runs them, and
+//! stores each outcome with its notices in one transaction.
+//!
+//! The steps of one item are [`Service::process`] → [`Service::diagnose_item`] (live
+//! collect and diagnose; what to do about a failure) → [`Service::finish`] (verdict and
+//! notices stored) or a retry stored with [`crate::service::store::Store::retry_work`].
+//! A store that fails is retried with backoff at every step; a diagnosis is never run
+//! again because its outcome could not be stored (the outcome waits in memory).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::sync::{Semaphore, watch};
+use tokio::task::JoinSet;
+
+use crate::collect::collector::CollectError;
+use crate::model::notice::NoticeKind;
+use crate::model::request::DiagnosisRequest;
+use crate::model::verdict::{JobRef, Verdict};
+use crate::service::pipeline::PipelineError;
+use crate::service::retry::{StoreBackoff, diagnosis_delay, jitter};
+use crate::service::store::{Completed, Completion, LastVerdicts, NewNotice, Planner, WorkItem};
+use crate::service::{NoticePlan, Outcome, Service, plan_notices};
+
+/// The longest the worker sleeps without looking at the queue (a safety net: intake and
+/// completions wake it).
+const IDLE_POLL: Duration = Duration::from_secs(1);
+
+/// What diagnosing a work item came to.
+enum Diagnosed {
+    /// A verdict to post.
+    Verdict(Box<Verdict>),
+    /// A failure worth retrying later; why.
+    Retry(String),
+    /// No verdict, for good; why (empty when unknown).
+    GaveUp(String),
+    /// Every group of the item resolved: nothing to diagnose.
+    Resolved,
+}
+
+impl Service {
+    /// Claims and runs due diagnoses, `service.concurrency` at once, until `stop`.
+    pub(super) async fn work_loop(self: Arc<Self>, mut stop: watch::Receiver<bool>) {
+        let permits = Arc::new(Semaphore::new(self.config.service.concurrency.max(1)));
+        let mut running = JoinSet::new();
+        let mut backoff = StoreBackoff::default();
+        loop {
+            if *stop.borrow() {
+                break;
+            }
+            while running.try_join_next().is_some() {}
+            let permit = tokio::select! {
+                p = permits.clone().acquire_owned() => p.expect("never closed"),
+                _ = stop.changed() => continue,
+            };
+            let wait = match self.store.claim_work(self.clock.now_ms()).await {
+                Ok(Some(item)) => {
+                    backoff.reset();
+                    let (me, stop) = (self.clone(), stop.clone());
+                    running.spawn(async move {
+                        me.process(item, stop).await;
+                        drop(permit);
+                    });
+                    continue;
+                }
+                Ok(None) => {
+                    backoff.reset();
+                    drop(permit);
+                    self.next_work_wait().await
+                }
+                Err(e) => {
+                    drop(permit);
+                    let wait = backoff.failed();
+                    tracing::error!(error = %e, kind = e.kind.as_str(), retry_in_ms = wait.as_millis() as u64,
+                        "cannot claim work from the store; retrying");
+                    wait
+                }
+            };
+            tokio::select! {
+                _ = self.work_ready.notified() => {}
+                _ = tokio::time::sleep(wait) => {}
+                _ = stop.changed() => {}
+            }
+        }
+        // Let the diagnoses in hand finish and store their outcome.
+        while running.join_next().await.is_some() {}
+    }
+
+    /// How long to sleep until the next diagnosis is due.
+    async fn next_work_wait(&self) -> Duration {
+        match self.store.next_work_ms().await {
+            Ok(Some(due)) => {
+                Duration::from_millis((due - self.clock.now_ms()).clamp(5, IDLE_POLL.as_millis() as i64) as u64)
+            }
+            _ => IDLE_POLL,
+        }
+    }
+
+    /// Diagnoses one job and stores the outcome with its notices, or a retry.
+    async fn process(self: Arc<Self>, item: WorkItem, stop: watch::Receiver<bool>) {
+        let now = self.clock.now_ms();
+        match self.diagnose_item(&item, now).await {
+            Diagnosed::Retry(why) => {
+                self.metrics.diagnosis_failure("backend");
+                let backoff = diagnosis_delay(item.attempts, jitter());
+                tracing::warn!(job = ?item.job, attempt = item.attempts + 1, error = %why,
+                    retry_in_ms = backoff.as_millis() as u64, "diagnosis failed; retrying");
+                let first_failure = item.first_failure_ms.unwrap_or(now);
+                let due = now + backoff.as_millis() as i64;
+                let stored =
+                    self.until_stored("retry_work", &stop, || self.store.retry_work(&item, due, first_failure)).await;
+                if stored.is_some() {
+                    self.work_ready.notify_one();
+                }
+            }
+            Diagnosed::GaveUp(reason) => {
+                self.metrics.diagnosis_failure("gave_up");
+                tracing::warn!(job = ?item.job, error = %reason, "could not diagnose");
+                let reason = if reason.is_empty() {
+                    "the metrics backend did not answer".to_string()
+                } else {
+                    self.redactor.redact(&reason)
+                };
+                self.finish(&item, None, Some(reason), now, &stop).await;
+            }
+            Diagnosed::Verdict(v) => {
+                self.metrics.diagnosis("alert", &v);
+                tracing::info!(job = ?v.job.name, status = v.status.as_str(), finding = v.finding.as_str(),
+                    culprit = ?v.culprit.as_ref().map(|c| c.vertex_name.as_str()).unwrap_or(""), "verdict");
+                self.finish(&item, Some(*v), None, now, &stop).await;
+            }
+            Diagnosed::Resolved => self.finish(&item, None, None, now, &stop).await,
+        }
+    }
+
+    /// Diagnoses a work item whose groups still fire. A failure is worth retrying while
+    /// the retry window (`diagnose_retry_for`) lasts: a source that does not answer, or a
+    /// verdict some of whose queries failed; past it, the verdict as it is, or none.
+    async fn diagnose_item(&self, item: &WorkItem, now: i64) -> Diagnosed {
+        if !item.groups.values().any(|g| g.firing) {
+            return Diagnosed::Resolved;
+        }
+        let started = Instant::now();
+        let request = DiagnosisRequest { job: Some(item.job.clone()), at_ms: None, window_ms: None };
+        let result = self.live.diagnose(&request, &item.labels, now).await;
+        let retry_for = self.config.service.diagnose_retry_for.as_ms();
+        let give_up = now - item.first_failure_ms.unwrap_or(now) >= retry_for;
+        match result {
+            Ok(v) => {
+                self.metrics.diagnosis_duration.observe(started.elapsed().as_secs_f64());
+                match v.missing.iter().find(|m| m.contains("query failed")) {
+                    Some(failed) if !give_up => Diagnosed::Retry(format!("metrics queries failed: {failed}")),
+                    _ => Diagnosed::Verdict(Box::new(v)),
+                }
+            }
+            Err(e) => {
+                let transient = matches!(e, PipelineError::Collect(CollectError::Source(_)));
+                if transient && !give_up { Diagnosed::Retry(e.to_string()) } else { Diagnosed::GaveUp(e.to_string()) }
+            }
+        }
+    }
+
+    /// Stores the verdict (or why there is none) and the notices it gives, in one
+    /// transaction, retried until it commits; then wakes the delivery loops and the
+    /// worker (the job's next diagnosis may wait for this one).
+    async fn finish(
+        self: &Arc<Self>,
+        item: &WorkItem,
+        verdict: Option<Verdict>,
+        reason: Option<String>,
+        now: i64,
+        stop: &watch::Receiver<bool>,
+    ) {
+        let verdict_json = verdict
+            .as_ref()
+            .map(|v| (v.job.name.clone(), serde_json::to_string(v).expect("a verdict always serializes")));
+        let completed: Option<Completed> = self
+            .until_stored("complete", stop, || {
+                let completion = Completion {
+                    verdict: verdict_json.clone(),
+                    plan: self.planner(item, verdict.clone(), reason.clone(), now),
+                    now_ms: now,
+                };
+                self.store.complete(item, completion)
+            })
+            .await;
+        let Some(completed) = completed else {
+            tracing::warn!(job = ?item.job, "stopped before the outcome could be stored; the diagnosis runs again at start");
+            return;
+        };
+        if completed.notices > 0 {
+            for n in &self.outbox_ready {
+                n.notify_one();
+            }
+        }
+        self.work_ready.notify_one();
+    }
+
+    /// The planning of a finished diagnosis's notices, run inside the completing
+    /// transaction with the groups' last verdicts as it sees them.
+    fn planner(
+        self: &Arc<Self>,
+        item: &WorkItem,
+        verdict: Option<Verdict>,
+        reason: Option<String>,
+        now: i64,
+    ) -> Planner {
+        let me = self.clone();
+        let item = item.clone();
+        Box::new(move |verdict_id: Option<i64>, last: &LastVerdicts| -> Vec<NewNotice> {
+            let job = match &verdict {
+                Some(v) => v.job.clone(),
+                None => JobRef {
+                    name: item
+                        .labels
+                        .get(&me.config.service.job_name_label)
+                        .cloned()
+                        .unwrap_or_else(|| item.job.clone()),
+                    id: item.labels.get(&me.config.service.job_id_label).cloned().unwrap_or_default(),
+                },
+            };
+            let destinations: Vec<(String, bool)> = me.destinations.iter().map(|d| (d.name(), d.refreshes())).collect();
+            let outcome = match (&verdict, &reason) {
+                (Some(v), _) => Outcome::Verdict(v),
+                (None, Some(r)) => Outcome::CouldNotDiagnose(r),
+                (None, None) => Outcome::CouldNotDiagnose(""),
+            };
+            let url = match (&me.config.server.external_url, verdict_id) {
+                (Some(base), Some(id)) => Some(format!("{}/api/v1/verdicts/{id}", base.trim_end_matches('/'))),
+                _ => None,
+            };
+            let plan = NoticePlan {
+                item: &item,
+                outcome,
+                job: &job,
+                destinations: &destinations,
+                verdict_id,
+                verdict_url: url,
+                notify_resolved: me.config.service.notify_resolved,
+                now_ms: now,
+            };
+            let mut planned = plan_notices(&plan, &|d: &str, g: &str| last.get(d, g));
+            // Resolved-only work has no outcome: drop the firing notices it cannot have.
+            if verdict.is_none() && reason.is_none() {
+                planned.retain(|n| n.notice.kind == NoticeKind::Resolved);
+            }
+            planned.retain(|n| {
+                me.destinations.iter().find(|d| d.name() == n.destination).is_some_and(|d| d.wants(&n.notice))
+            });
+            planned
+        })
+    }
+}
