@@ -71,9 +71,9 @@ async fn load(
 async fn main() {
     let a = Args::parse();
     let dir = tempfile::tempdir().unwrap();
-    let mut config = Config::default();
     // `serve` needs a metrics backend; diagnoses never run here (see `coalesce` below).
-    config.prometheus = Some(toml::from_str("url = \"http://127.0.0.1:9\"").unwrap());
+    let mut config =
+        Config { prometheus: Some(toml::from_str("url = \"http://127.0.0.1:9\"").unwrap()), ..Config::default() };
     config.server.listen = "127.0.0.1:0".into();
     config.store.path = dir.path().join("bench.db");
     config.store.synchronous = if a.synchronous == "normal" { Synchronous::Normal } else { Synchronous::Full };

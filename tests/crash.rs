@@ -1,5 +1,8 @@
-//! Crash safety: 200 accepted alerts over 20 jobs, the process killed with SIGKILL midway
-//! and restarted on the same store: every verdict is delivered, none twice.
+//! Crash safety: 200 accepted alerts over 20 jobs, the process killed with SIGKILL while a
+//! delivery is on the wire, and restarted on the same store: recovery runs, every verdict
+//! is delivered; Slack exactly once (the unsure post is looked up before it is sent
+//! again), PagerDuty at least once with the same idempotency key (the duplicates, counted
+//! before any folding, are only the events that were in flight at the kill).
 
 mod support;
 
@@ -52,7 +55,7 @@ async fn a_sigkill_midway_loses_no_alert_and_delivers_no_verdict_twice() {
     let (slack, pagerduty) = (Capture::start().await, Capture::start().await);
     // Slow destinations widen the window in which the kill lands mid-delivery.
     slack.delay(60);
-    pagerduty.delay(60);
+    pagerduty.delay(400);
     let tmp = tempfile::tempdir().unwrap();
     let port = support::free_port();
     let mut text =
@@ -79,10 +82,14 @@ async fn a_sigkill_midway_loses_no_alert_and_delivers_no_verdict_twice() {
             client.post(format!("{}/webhook/alertmanager", culprit.url)).json(w).send().await.unwrap().status();
         assert_eq!(status, 202);
     }
-    // Kill it while deliveries are under way.
-    support::wait_for("the first deliveries", Duration::from_secs(60), || slack.slack_messages().len() >= 4).await;
+    // Kill it while a PagerDuty event is on the wire, after the first Slack post.
+    support::wait_for("a PagerDuty event in flight after a Slack post", Duration::from_secs(60), || {
+        !slack.slack_messages().is_empty() && pagerduty.in_flight("/v2/enqueue") > 0
+    })
+    .await;
     let mut culprit = culprit;
     unsafe_kill(&mut culprit.child);
+    let in_flight_at_kill = pagerduty.in_flight("/v2/enqueue") + slack.in_flight("/api/chat.postMessage");
     let delivered_before = slack.slack_messages().len();
 
     let culprit = start(&config, port, &log).await;
@@ -91,33 +98,47 @@ async fn a_sigkill_midway_loses_no_alert_and_delivers_no_verdict_twice() {
             client.post(format!("{}/webhook/alertmanager", culprit.url)).json(w).send().await.unwrap().status();
         assert_eq!(status, 202);
     }
-    support::wait_for("20 Slack messages and 20 PagerDuty events", Duration::from_secs(120), || {
-        slack.slack_messages().len() >= 20 && pagerduty.pagerduty_events().len() >= 20
-    })
-    .await;
-    tokio::time::sleep(Duration::from_secs(5)).await;
+    support::drained_at(&culprit.url).await;
+    let metrics = reqwest::get(format!("{}/metrics", culprit.url)).await.unwrap().text().await.unwrap();
+    // Recovery ran: the rows caught `sending` at the kill were found.
+    let recovered = support::metric(&metrics, "culprit_store_recovered_total{table=\"outbox\"}");
+    assert!(recovered >= 1.0, "no delivery was caught in flight: {metrics}");
 
-    // Every group's verdict delivered exactly once per destination.
-    let groups = |msgs: Vec<serde_json::Value>, key: &dyn Fn(&serde_json::Value) -> String| {
-        let mut v: Vec<String> = msgs.iter().map(key).collect();
-        v.sort();
-        v
-    };
-    let slack_groups = groups(slack.slack_messages(), &|m| {
-        m["metadata"]["event_payload"]["group_key"].as_str().unwrap_or("?").to_string()
-    });
-    assert_eq!(slack_groups.len(), 20, "Slack messages: {slack_groups:#?}");
+    // Slack, counted raw (every top-level post): each group exactly once.
+    let mut slack_groups: Vec<String> = slack
+        .on("/api/chat.postMessage")
+        .iter()
+        .filter(|p| p.body.get("thread_ts").is_none())
+        .map(|p| p.body["metadata"]["event_payload"]["group_key"].as_str().unwrap_or("?").to_string())
+        .collect();
+    slack_groups.sort();
     let mut distinct = slack_groups.clone();
     distinct.dedup();
-    assert_eq!(distinct.len(), 20, "a group posted twice: {slack_groups:#?}");
-    let pd = pagerduty.pagerduty_events();
-    let mut dedup_keys: Vec<String> = pd.iter().map(|e| e["dedup_key"].as_str().unwrap().to_string()).collect();
-    dedup_keys.sort();
-    dedup_keys.dedup();
-    assert_eq!((pd.len(), dedup_keys.len()), (20, 20), "PagerDuty events: {pd:#?}");
+    assert_eq!((slack_groups.len(), distinct.len()), (20, 20), "Slack posts: {slack_groups:#?}");
+
+    // PagerDuty, counted raw: every event, and duplicates only of events in flight at the
+    // kill, each with the idempotency key of its first copy.
+    let raw: Vec<(String, String)> = pagerduty
+        .on("/v2/enqueue")
+        .iter()
+        .map(|r| {
+            let b = &r.body;
+            let key = b["payload"]["custom_details"]["idempotency_key"].as_str().unwrap_or_default().to_string();
+            (b["dedup_key"].as_str().unwrap().to_string(), key)
+        })
+        .collect();
+    let mut by_group: std::collections::BTreeMap<&str, Vec<&str>> = Default::default();
+    for (dedup, key) in &raw {
+        by_group.entry(dedup.as_str()).or_default().push(key.as_str());
+    }
+    assert_eq!(by_group.len(), 20, "PagerDuty events: {raw:#?}");
+    let duplicates = raw.len() - 20;
+    assert!(by_group.values().all(|keys| keys.iter().all(|k| *k == keys[0])), "a key changed: {by_group:#?}");
+    assert!(duplicates <= in_flight_at_kill, "{duplicates} duplicates but {in_flight_at_kill} in flight at the kill");
     eprintln!(
-        "killed after {delivered_before} Slack messages; PagerDuty saw {} POSTs for 20 events",
-        pagerduty.on("/v2/enqueue").len()
+        "killed after {delivered_before} Slack messages with {in_flight_at_kill} requests in flight; recovered {recovered} \
+         deliveries; PagerDuty saw {} POSTs for 20 events ({duplicates} sent again with the same key)",
+        raw.len()
     );
     drop(culprit);
 }

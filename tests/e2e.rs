@@ -86,8 +86,9 @@ receivers:
         !slack.slack_messages().is_empty() && !pagerduty.pagerduty_events().is_empty()
     })
     .await;
-    // Nothing more arrives: one post per destination.
-    tokio::time::sleep(Duration::from_secs(8)).await;
+    // Once culprit has nothing left to do, nothing more can arrive: one post per
+    // destination.
+    support::drained(&app).await;
 
     let messages = slack.slack_messages();
     assert_eq!(messages.len(), 1, "{messages:#?}");

@@ -51,7 +51,7 @@ async fn a_storm_of_1000_alerts_for_10_jobs_gives_10_diagnoses_and_10_posts_per_
         assert_eq!(s.await.unwrap(), reqwest::StatusCode::ACCEPTED);
     }
     support::wait_for("10 Slack posts", Duration::from_secs(60), || slack.slack_messages().len() >= 10).await;
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    support::drained(&app).await;
     assert_eq!(slack.slack_messages().len(), 10);
     assert_eq!(pagerduty.on("/v2/enqueue").len(), 10);
     let metrics = reqwest::get(format!("{}/metrics", app.url())).await.unwrap().text().await.unwrap();
@@ -60,50 +60,66 @@ async fn a_storm_of_1000_alerts_for_10_jobs_gives_10_diagnoses_and_10_posts_per_
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn slack_429_and_pagerduty_500_are_retried_and_everything_is_delivered_in_order() {
+async fn a_slack_429_and_a_pagerduty_500_hold_only_their_own_group_and_everything_is_delivered() {
     let now = jiff::Timestamp::now().as_millisecond();
     let jobs = support::synthetic_jobs(3, now - 1_000);
     let prom =
         support::prometheus_with_texts(&jobs.iter().map(|j| j.1.clone()).collect::<Vec<_>>(), support::free_port());
     let (slack, pagerduty) = (Capture::start().await, Capture::start().await);
-    slack.fail_next("/api/chat.postMessage", 429, Some(1), "");
+    slack.fail_next("/api/chat.postMessage", 429, Some(8), "");
     pagerduty.fail_next("/v2/enqueue", 500, None, "oops");
     let tmp = tempfile::tempdir().unwrap();
     let text =
         support::culprit_config(tmp.path(), &prom.url, &slack.url, &pagerduty.url, "[service]\ncoalesce = \"100ms\"\n");
     let app = Application::build(Config::from_toml(&text, "faults.toml").unwrap()).await.unwrap();
-    for (job, _) in &jobs {
+    let metrics = || async { reqwest::get(format!("{}/metrics", app.url())).await.unwrap().text().await.unwrap() };
+    for (i, (job, _)) in jobs.iter().enumerate() {
         assert_eq!(post(&app.url(), &support::webhook_for(&job.job_id(), &job.job_name(), &["a".into()])).await, 202);
-        // One after the other, so the queue order is known.
-        tokio::time::sleep(Duration::from_millis(600)).await;
+        // One diagnosis after the other, so the queue order is known.
+        let started = std::time::Instant::now();
+        while diagnoses(&metrics().await) < (i + 1) as f64 {
+            assert!(started.elapsed() < Duration::from_secs(60), "diagnosis {i} never came");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
     }
-    support::wait_for("3 Slack posts and 3 PagerDuty events", Duration::from_secs(60), || {
-        slack.slack_messages().len() >= 3 && pagerduty.pagerduty_events().len() >= 3
-    })
-    .await;
+    support::drained(&app).await;
+    // Without a job graph the names are the reporter's (sanitized).
+    let name = |i: usize| culprit::model::graph::sanitize_label_value(&jobs[i].0.job_name());
     // Top-level posts (each verdict's details follow in its thread).
     let posts: Vec<_> =
         slack.on("/api/chat.postMessage").into_iter().filter(|p| p.body.get("thread_ts").is_none()).collect();
-    // The 429, then the retry at least Retry-After (1 s) later, then the other two.
-    assert_eq!(posts.len(), 4);
-    assert!(posts[1].at.duration_since(posts[0].at) >= Duration::from_millis(950));
-    let order: Vec<String> =
-        posts[1..].iter().map(|p| p.body["text"].as_str().unwrap_or_default().to_string()).collect();
-    // Without a job graph the names are the reporter's (sanitized).
-    let name =
-        |job: &culprit::samples::synthetic::SyntheticJob| culprit::model::graph::sanitize_label_value(&job.job_name());
-    for (i, (job, _)) in jobs.iter().enumerate() {
-        assert!(order[i].contains(&name(job)), "post {i} should be {}: {}", name(job), order[i]);
+    let order: Vec<String> = posts.iter().map(|p| p.body["text"].as_str().unwrap_or_default().to_string()).collect();
+    // Job 0's post is refused with Retry-After: 8 s; jobs 1 and 2 go meanwhile (posts one
+    // second apart: Slack's pace per channel); job 0 goes again after its 8 s.
+    assert_eq!(posts.len(), 4, "{order:#?}");
+    for (post, job) in [(0, 0), (1, 1), (2, 2), (3, 0)] {
+        assert!(order[post].contains(&name(job)), "post {post} should be job {job}: {order:#?}");
     }
-    let pd: Vec<String> = pagerduty
+    assert!(posts[3].at.duration_since(posts[0].at) >= Duration::from_millis(7_950));
+    assert!(posts[2].at.duration_since(posts[0].at) < Duration::from_millis(7_950), "not held by job 0's wait");
+    assert_eq!(slack.slack_messages().len(), 3);
+    // PagerDuty: 500 then 202 for job 0, the two others once each.
+    assert_eq!(pagerduty.on("/v2/enqueue").len(), 4);
+    let mut sources: Vec<String> = pagerduty
         .pagerduty_events()
         .iter()
         .map(|e| e["payload"]["source"].as_str().unwrap_or_default().to_string())
         .collect();
-    assert_eq!(pagerduty.on("/v2/enqueue").len(), 4, "500 then 202, then two more");
-    for (i, (job, _)) in jobs.iter().enumerate() {
-        assert_eq!(pd[i], name(job), "{pd:?}");
-    }
+    sources.sort();
+    let mut expected: Vec<String> = (0..3).map(name).collect();
+    expected.sort();
+    assert_eq!(sources, expected);
+    // The reasons are counted.
+    let m = metrics().await;
+    let failures = |dest: &str, reason: &str| {
+        support::metric(
+            &m,
+            &format!(
+                "culprit_notification_failures_total{{destination=\"{dest}\",reason=\"{reason}\",outcome=\"retry\"}}"
+            ),
+        )
+    };
+    assert_eq!((failures("slack", "rate_limited"), failures("pagerduty", "server_error")), (1.0, 1.0), "{m}");
     app.stop().await;
 }
 
@@ -124,10 +140,18 @@ async fn when_prometheus_is_down_the_diagnosis_waits_and_is_delivered_once_it_is
     let app = Application::build(Config::from_toml(&text, "down.toml").unwrap()).await.unwrap();
     let (job, recording) = &jobs[0];
     assert_eq!(post(&app.url(), &support::webhook_for(&job.job_id(), &job.job_name(), &["a".into()])).await, 202);
-    tokio::time::sleep(Duration::from_secs(6)).await;
+    // Two failed attempts (each the Prometheus client's 4 s deadline, then 1 s of
+    // backoff, jittered), then look.
+    let started = std::time::Instant::now();
+    loop {
+        let metrics = reqwest::get(format!("{}/metrics", app.url())).await.unwrap().text().await.unwrap();
+        if support::metric(&metrics, "culprit_diagnosis_failures_total{reason=\"backend\"}") >= 2.0 {
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(60), "no retries: {metrics}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     assert!(slack.all().is_empty(), "nothing posted while Prometheus is down");
-    let metrics = reqwest::get(format!("{}/metrics", app.url())).await.unwrap().text().await.unwrap();
-    assert!(metrics.contains("culprit_diagnosis_failures_total{reason=\"backend\"}"), "{metrics}");
     let ready = reqwest::get(format!("{}/readyz", app.url())).await.unwrap();
     assert_eq!(ready.status(), 503);
 
@@ -285,4 +309,72 @@ async fn serve_refuses_to_start_without_prometheus_or_with_an_empty_auth_secret(
 
     let err = Config::from_toml("[store]\nmax_queue = 0\n", "c.toml").unwrap_err().to_string();
     assert!(err.contains("store.max_queue must be at least 1"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn could_not_diagnose_goes_to_slack_and_never_opens_a_pagerduty_incident() {
+    let now = jiff::Timestamp::now().as_millisecond();
+    let jobs = support::synthetic_jobs(1, now - 1_000);
+    let prom = support::prometheus_with_texts(&[jobs[0].1.clone()], support::free_port());
+    let (slack, pagerduty) = (Capture::start().await, Capture::start().await);
+    let tmp = tempfile::tempdir().unwrap();
+    let text =
+        support::culprit_config(tmp.path(), &prom.url, &slack.url, &pagerduty.url, "[service]\ncoalesce = \"100ms\"\n");
+    let app = Application::build(Config::from_toml(&text, "cnd.toml").unwrap()).await.unwrap();
+    // A job Prometheus has never seen: no verdict, for good.
+    let body = support::webhook_for("0123456789abcdef0123456789abcdef", "no_such_job", &["a".into()]);
+    assert_eq!(post(&app.url(), &body).await, 202);
+    support::wait_for("the Slack message", Duration::from_secs(60), || slack.slack_messages().len() == 1).await;
+    support::drained(&app).await;
+    assert!(
+        slack.slack_messages()[0]["text"].as_str().unwrap().contains("could not diagnose"),
+        "{:#}",
+        slack.slack_messages()[0]
+    );
+    assert!(pagerduty.all().is_empty(), "PagerDuty: {:#?}", pagerduty.all());
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_webhook_naming_ten_thousand_jobs_is_capped_and_the_queue_never_passes_its_bound() {
+    let (slack, pagerduty) = (Capture::start().await, Capture::start().await);
+    let tmp = tempfile::tempdir().unwrap();
+    let dead = format!("http://127.0.0.1:{}", support::free_port());
+    let mut text = support::culprit_config(
+        tmp.path(),
+        &dead,
+        &slack.url,
+        &pagerduty.url,
+        "[service]\ncoalesce = \"1h\"\nmax_jobs_per_webhook = 50\n",
+    );
+    text = text.replace("[store]\n", "[store]\nmax_queue = 80\n");
+    text = text.replace("[server]\n", "[server]\nbody_limit_bytes = 16777216\n");
+    let app = Application::build(Config::from_toml(&text, "cap.toml").unwrap()).await.unwrap();
+    let many = |prefix: &str| {
+        let mut w = support::webhook_for("x", "x", &[]);
+        w["alerts"] = (0..10_000)
+            .map(|i| serde_json::json!({"status": "firing", "labels": {"alertname": "FlinkJobBackpressured", "job_id": format!("{prefix}{i:05}")}, "fingerprint": format!("{i}")}))
+            .collect::<Vec<_>>()
+            .into();
+        w
+    };
+    let c = reqwest::Client::new();
+    let url = format!("{}/webhook/alertmanager", app.url());
+    let r = c.post(&url).json(&many("a")).send().await.unwrap();
+    assert_eq!(r.status(), 202);
+    let body: serde_json::Value = r.json().await.unwrap();
+    assert_eq!((body["jobs"].as_u64(), body["jobs_dropped"].as_u64()), (Some(50), Some(9_950)), "{body}");
+    assert!(body["note"].as_str().unwrap().contains("max_jobs_per_webhook"), "{body}");
+    // 50 more would make 100 > max_queue = 80: refused whole, nothing stored.
+    let r = c.post(&url).json(&many("b")).send().await.unwrap();
+    assert_eq!(r.status(), 503);
+    assert!(r.headers().contains_key("retry-after"));
+    // The same jobs again merge into the waiting diagnoses: accepted when full.
+    assert_eq!(c.post(&url).json(&many("a")).send().await.unwrap().status(), 202);
+    let metrics = c.get(format!("{}/metrics", app.url())).send().await.unwrap().text().await.unwrap();
+    assert_eq!(support::metric(&metrics, "culprit_queue_depth{queue=\"work\"}"), 50.0, "{metrics}");
+    // Three webhooks of 10,000 jobs, each capped at 50: 3 × 9,950 left out.
+    assert_eq!(support::metric(&metrics, "culprit_webhook_jobs_dropped_total"), 29_850.0, "{metrics}");
+    assert_eq!(support::metric(&metrics, "culprit_webhooks_total{outcome=\"queue_full\"}"), 1.0, "{metrics}");
+    app.stop().await;
 }

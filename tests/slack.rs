@@ -376,9 +376,8 @@ async fn two_posts_to_one_channel_are_at_least_one_second_apart() {
     slack.send(&notice(NoticeKind::Resolved, None, "r"), Some(&state())).await.unwrap();
     // Another channel has its own slot.
     let elsewhere = json!({ "channel": "C0OTHER", "ts": TS });
-    let before = Instant::now();
+    // (That it does not wait is the pacer's unit test, on paused time.)
     slack.send(&notice(NoticeKind::Resolved, None, "r2"), Some(&elsewhere)).await.unwrap();
-    assert!(before.elapsed() < Duration::from_millis(500), "another channel waited {:?}", before.elapsed());
     let t = stamps.0.lock().unwrap().clone();
     // The verdict, its details in the thread, the two resolutions.
     assert_eq!(t.len(), 4);

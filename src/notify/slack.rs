@@ -696,19 +696,21 @@ mod tests {
         assert!(!classify("x", "invalid_blocks", None).retryable);
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn the_pacer_spaces_posts_per_channel_and_follows_a_name_to_its_id() {
         let pacer = Pacer::default();
         let start = Instant::now();
         pacer.wait("#alerts").await;
         pacer.learn("#alerts", "C1");
         pacer.wait("C2").await;
-        assert!(start.elapsed() < MIN_POST_INTERVAL / 2, "another channel does not wait");
+        assert_eq!(start.elapsed(), Duration::ZERO, "another channel does not wait");
         pacer.wait("C1").await;
-        assert!(start.elapsed() >= MIN_POST_INTERVAL, "the id shares the name's slot");
+        assert_eq!(start.elapsed(), MIN_POST_INTERVAL, "the id shares the name's slot");
+        // The post takes 300 ms; the next waits a whole interval from the answer.
+        tokio::time::advance(Duration::from_millis(300)).await;
         pacer.done("C1");
         let answered = Instant::now();
         pacer.wait("#alerts").await;
-        assert!(answered.elapsed() >= MIN_POST_INTERVAL - Duration::from_millis(5), "counted from the answer");
+        assert_eq!(answered.elapsed(), MIN_POST_INTERVAL, "counted from the answer");
     }
 }

@@ -126,7 +126,7 @@ impl Metrics {
         let notifications = Family::<Notification, Counter>::default();
         registry.register("notifications", "Notification attempts, by destination and outcome", notifications.clone());
         let queue_depth = Family::<Queue, Gauge<i64, AtomicI64>>::default();
-        registry.register("queue_depth", "Items waiting: diagnoses (work) and notices (outbox)", queue_depth.clone());
+        registry.register("queue_depth", "Items waiting, counted in the store: diagnoses waiting or running (work), notices waiting or being sent (outbox), rows in the dead-letter table (dead_letter)", queue_depth.clone());
         let webhook_duration = Histogram::new(exponential_buckets(0.0005, 2.0, 14));
         registry.register(
             "webhook_duration_seconds",

@@ -126,6 +126,8 @@ pub struct Fault {
 #[derive(Default)]
 pub struct Inner {
     pub received: Vec<Received>,
+    /// Paths of requests as they arrive, before any delay (`received` is written after).
+    arrived: Vec<String>,
     faults: VecDeque<Fault>,
     next_ts: u64,
     /// Slack messages by channel: (ts, body).
@@ -169,6 +171,13 @@ impl Capture {
         self.inner.lock().unwrap().delay_ms = ms;
     }
 
+    /// Requests to `path` that arrived and are not processed yet.
+    pub fn in_flight(&self, path: &str) -> usize {
+        let g = self.inner.lock().unwrap();
+        let arrived = g.arrived.iter().filter(|p| *p == path).count();
+        arrived - g.received.iter().filter(|r| r.path == path).count()
+    }
+
     /// Requests received on `path`.
     pub fn on(&self, path: &str) -> Vec<Received> {
         self.inner.lock().unwrap().received.iter().filter(|r| r.path == path).cloned().collect()
@@ -207,9 +216,25 @@ async fn handle(
     Query(query): Query<std::collections::BTreeMap<String, String>>,
     body: Bytes,
 ) -> Response {
+    // Like a real server, a request that arrived is processed even when the client goes
+    // away before the answer (a crash mid-send): it is recorded all the same.
+    tokio::spawn(process(inner, uri, headers, query, body)).await.unwrap()
+}
+
+async fn process(
+    inner: Arc<Mutex<Inner>>,
+    uri: Uri,
+    headers: HeaderMap,
+    query: std::collections::BTreeMap<String, String>,
+    body: Bytes,
+) -> Response {
     let path = uri.path().to_string();
     let body: serde_json::Value = serde_json::from_slice(&body).unwrap_or(serde_json::Value::Null);
-    let delay = inner.lock().unwrap().delay_ms;
+    let delay = {
+        let mut g = inner.lock().unwrap();
+        g.arrived.push(path.clone());
+        g.delay_ms
+    };
     if delay > 0 {
         tokio::time::sleep(std::time::Duration::from_millis(delay)).await;
     }

@@ -10,6 +10,7 @@
 
 pub mod capture;
 pub mod echo;
+pub mod faulty_disk;
 
 use std::io::Read;
 use std::net::TcpListener;
@@ -394,4 +395,45 @@ pub fn init_logs() {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let _ = tracing_subscriber::fmt().with_env_filter(filter).with_test_writer().try_init();
+}
+
+/// Waits until culprit has nothing left to do: no diagnosis waiting or running and no
+/// notice waiting or being sent, as its store counts them. After that nothing more can
+/// arrive at a destination until another webhook comes (no "nothing more arrived" sleeps).
+pub async fn drained(app: &culprit::service::server::Application) {
+    let started = Instant::now();
+    loop {
+        let d = app.service.store.depths().await.unwrap();
+        if d.work == 0 && d.outbox == 0 {
+            return;
+        }
+        assert!(started.elapsed() < Duration::from_secs(120), "culprit never drained: {d:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// A sample of culprit's `/metrics` (the series exactly as written, labels included), 0
+/// when absent.
+pub fn metric(metrics: &str, series: &str) -> f64 {
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(series).and_then(|rest| rest.strip_prefix(' ')))
+        .map_or(0.0, |v| v.trim().parse().unwrap())
+}
+
+/// The same as [`drained`], for a culprit in another process (read from its `/metrics`).
+pub async fn drained_at(url: &str) {
+    let started = Instant::now();
+    loop {
+        if let Ok(r) = ::reqwest::get(format!("{url}/metrics")).await
+            && let Ok(text) = r.text().await
+            && metric(&text, "culprit_queue_depth{queue=\"work\"}") == 0.0
+            && metric(&text, "culprit_queue_depth{queue=\"outbox\"}") == 0.0
+            && text.contains("culprit_queue_depth{queue=\"outbox\"}")
+        {
+            return;
+        }
+        assert!(started.elapsed() < Duration::from_secs(120), "culprit at {url} never drained");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
