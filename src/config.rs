@@ -560,10 +560,22 @@ pub struct FlinkConfig {
     /// The clusters. A request or alert picks the first cluster whose `match` labels all
     /// equal its labels; a cluster without `match` is the default.
     pub clusters: Vec<FlinkCluster>,
-    /// Job plans to use when Flink REST is not reachable: job name (as Flink shows it) →
-    /// file holding the JSON of `GET /jobs/:id/plan`.
+    /// Job plans to use when Flink REST is not reachable: job name (as Flink shows it, or
+    /// as the reporter writes it) or job id → file holding the JSON of `GET /jobs/:id/plan`.
+    /// Used however the request or alert names the job; never chooses which run is
+    /// diagnosed.
     pub plans: BTreeMap<String, std::path::PathBuf>,
+    /// The alert label whose value names the cluster (by its `name`) that an alert's job
+    /// runs on, e.g. `flink_cluster`. Unset (the default): alert labels choose a cluster
+    /// only through `match`, so a `cluster` label added by Prometheus (kube-prometheus'
+    /// external label) never fails a diagnosis. A value naming no configured cluster falls
+    /// back to `match` and the default, with a note.
+    pub cluster_label: Option<String>,
 }
+
+/// The key under which a request chooses a Flink cluster by name (the API's `cluster=`,
+/// the CLI's `--cluster`): not a valid label name, so no alert label can be mistaken for it.
+pub const CLUSTER_CHOICE: &str = "@cluster";
 
 impl Default for FlinkConfig {
     fn default() -> Self {
@@ -572,6 +584,7 @@ impl Default for FlinkConfig {
             deadline: Millis::from_secs(15),
             clusters: Vec::new(),
             plans: BTreeMap::new(),
+            cluster_label: None,
         }
     }
 }
@@ -585,11 +598,24 @@ impl FlinkConfig {
         if defaults > 1 {
             problems.push("flink.clusters: at most one cluster may have no `match` (the default)".into());
         }
+        if let Some(label) = &self.cluster_label
+            && !is_label_name(label)
+        {
+            problems.push(format!(
+                "flink.cluster_label `{label}` is not a label name ([a-zA-Z_][a-zA-Z0-9_]*), e.g. \"flink_cluster\""
+            ));
+        }
     }
 
-    /// The cluster for a request carrying these labels (alert labels, or `cluster=name`).
+    /// The cluster for a request with these labels: the one chosen by name
+    /// ([`CLUSTER_CHOICE`], from the API or CLI); else the one the alert's
+    /// `cluster_label` names, when that is configured and names one; else the first whose
+    /// `match` labels all equal the alert's; else the default (no `match`).
     pub fn cluster_for(&self, labels: &BTreeMap<String, String>) -> Option<&FlinkCluster> {
-        if let Some(name) = labels.get("cluster")
+        if let Some(name) = labels.get(CLUSTER_CHOICE) {
+            return self.clusters.iter().find(|c| &c.name == name);
+        }
+        if let Some(name) = self.cluster_label.as_ref().and_then(|l| labels.get(l))
             && let Some(c) = self.clusters.iter().find(|c| &c.name == name)
         {
             return Some(c);
@@ -599,6 +625,13 @@ impl FlinkConfig {
             .find(|c| !c.r#match.is_empty() && c.r#match.iter().all(|(k, v)| labels.get(k) == Some(v)))
             .or_else(|| self.clusters.iter().find(|c| c.r#match.is_empty()))
     }
+}
+
+/// Whether `s` is a Prometheus label name.
+fn is_label_name(s: &str) -> bool {
+    let mut chars = s.chars();
+    chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
 /// One Flink cluster.
@@ -731,7 +764,16 @@ pub struct ServiceConfig {
     /// Most Flink jobs one webhook may ask to diagnose; the others are left out (logged,
     /// counted, and said in the answer). Default 50.
     pub max_jobs_per_webhook: usize,
+    /// The alerts culprit diagnoses, by alertname; any other alert in a webhook is
+    /// answered 2xx, counted and logged, and never diagnosed or posted (a route by
+    /// namespace also brings Kubernetes alerts with a `job_name` label). Empty: every
+    /// alert with a job label. Default: the alerts of the shipped rules
+    /// (`deploy/prometheus/flink-backpressure.rules.yml`).
+    pub alertnames: Vec<String>,
 }
+
+/// The alertnames of the shipped Prometheus rules (`deploy/prometheus/`).
+pub const SHIPPED_ALERTNAMES: [&str; 3] = ["FlinkJobBackpressured", "FlinkTaskBackpressured", "FlinkCheckpointSlow"];
 
 impl Default for ServiceConfig {
     fn default() -> Self {
@@ -744,6 +786,7 @@ impl Default for ServiceConfig {
             notify_resolved: true,
             ignore_alertnames: vec!["FlinkBackpressureCulprit".into()],
             max_jobs_per_webhook: 50,
+            alertnames: SHIPPED_ALERTNAMES.iter().map(|s| s.to_string()).collect(),
         }
     }
 }
@@ -1007,7 +1050,17 @@ mod tests {
         let labels = |k: &str, v: &str| [(k.to_string(), v.to_string())].into_iter().collect::<BTreeMap<_, _>>();
         assert_eq!(c.flink.cluster_for(&labels("flink_cluster", "prod")).unwrap().name, "prod");
         assert_eq!(c.flink.cluster_for(&labels("flink_cluster", "dev")).unwrap().name, "default");
-        assert_eq!(c.flink.cluster_for(&labels("cluster", "prod")).unwrap().name, "prod");
+        // A `cluster` label (an external label of kube-prometheus) chooses nothing by
+        // itself: the default cluster.
+        assert_eq!(c.flink.cluster_for(&labels("cluster", "prod")).unwrap().name, "default");
+        // The API's `cluster=` and the CLI's `--cluster` choose by name.
+        assert_eq!(c.flink.cluster_for(&labels(CLUSTER_CHOICE, "prod")).unwrap().name, "prod");
+        assert!(c.flink.cluster_for(&labels(CLUSTER_CHOICE, "prod-eu")).is_none());
+        // With `cluster_label`, the alert's label chooses by name when it names a cluster.
+        let mut flink = c.flink.clone();
+        flink.cluster_label = Some("cluster".into());
+        assert_eq!(flink.cluster_for(&labels("cluster", "prod")).unwrap().name, "prod");
+        assert_eq!(flink.cluster_for(&labels("cluster", "prod-eu")).unwrap().name, "default");
     }
 
     #[test]

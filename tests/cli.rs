@@ -131,10 +131,21 @@ fn a_scrape_target_that_is_not_a_url_or_does_not_answer_says_why() {
 }
 
 #[test]
-fn an_unknown_job_lists_the_jobs_in_the_recording() {
+fn an_unknown_job_names_the_jobs_named_alike_and_only_those() {
     let rec = capture("slow-sink").join("recording.om.gz");
+    let out = culprit(&["diagnose", "--recording", s(&rec), "--job", "bp-lab-slow"]);
+    assert_one_sentence_error(&out, &["`bp-lab-slow`", "did you mean `bp_lab_slow_sink`?"]);
     let out = culprit(&["diagnose", "--recording", s(&rec), "--job", "payments"]);
-    assert_one_sentence_error(&out, &["payments", "bp_lab_slow_sink"]);
+    assert_one_sentence_error(&out, &["`payments`", "1 other job has metrics; its name is not alike"]);
+}
+
+#[test]
+fn control_characters_in_a_message_reach_the_terminal_escaped() {
+    let rec = capture("slow-sink").join("recording.om.gz");
+    let out = culprit(&["diagnose", "--recording", s(&rec), "--job", "x\u{1b}[2J\u{7}\r"]);
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(!err.contains('\u{1b}') && !err.contains('\u{7}') && !err.contains('\r'), "{err:?}");
+    assert!(err.contains(r"`x\u{1b}[2J\u{7}\r`"), "{err}");
 }
 
 #[test]

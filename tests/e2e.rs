@@ -117,6 +117,15 @@ receivers:
     let own =
         alerts.as_array().unwrap().iter().find(|a| a["labels"]["alertname"] == "FlinkBackpressureCulprit").unwrap();
     assert_eq!(own["labels"]["culprit_vertex"], "slow-sink: Writer");
+    // The same job, one identity: culprit's alert carries the source alert's job labels
+    // unchanged (the reporter's `bp_lab_slow_sink`), and Flink's name in its own label.
+    let source =
+        alerts.as_array().unwrap().iter().find(|a| a["labels"]["alertname"] == "FlinkJobBackpressured").unwrap();
+    for label in ["job_id", "job_name"] {
+        assert_eq!(own["labels"][label], source["labels"][label], "{label}: {own:#}");
+    }
+    assert_eq!(own["labels"]["job_name"], "bp_lab_slow_sink");
+    assert_eq!(own["labels"]["flink_job_name"], "bp-lab-slow-sink");
 
     app.stop().await;
 }

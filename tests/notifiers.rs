@@ -318,11 +318,17 @@ fn a_bad_pagerduty_configuration_is_refused_without_showing_the_key() {
 // Alertmanager
 // ---------------------------------------------------------------------------------------
 
+/// The source alert's identifying labels (from the real webhook: job_id, job_name as the
+/// reporter writes it, lab, team; not alertname or severity), Flink's name of the job, and
+/// culprit's own.
 fn expected_labels() -> Value {
     json!({
         "alertname": "FlinkBackpressureCulprit",
-        "job_name": "bp-lab-slow-sink",
+        "job_name": "bp_lab_slow_sink",
         "job_id": "da23ad9af4e7326542c9a70eac958f42",
+        "lab": "flink-bp",
+        "team": "streaming",
+        "flink_job_name": "bp-lab-slow-sink",
         "culprit_vertex": "slow-sink: Writer",
         "finding": "sink",
         "status": "culprit_found",
@@ -354,9 +360,11 @@ async fn alertmanager_gets_culprits_own_alert_with_the_verdicts_labels_ending_in
     assert_eq!(a["generatorURL"], "http://culprit.example:8080/api/v1/verdicts/42");
     assert_eq!(ms(&a["startsAt"]), n.at_ms);
     assert_eq!(ms(&a["endsAt"]) - ms(&a["startsAt"]), 15 * 60 * 1000);
-    // Nothing of the source alert's identity is copied.
-    for (k, v) in n.labels.iter().filter(|(k, _)| !["job_id"].contains(&k.as_str())) {
-        assert_ne!(a["labels"].get(k).and_then(Value::as_str), Some(v.as_str()), "label {k} copied");
+    // The source alert's identifying labels are copied unchanged; its kind and urgency
+    // are not (culprit's alert is another alert, never the source's identity).
+    for (k, v) in &n.labels {
+        let copied = a["labels"].get(k).and_then(Value::as_str) == Some(v.as_str());
+        assert_eq!(copied, !["alertname", "severity"].contains(&k.as_str()), "label {k}");
     }
     assert_eq!(sent.state, Some(json!({ "alert": a })));
 }
@@ -440,8 +448,9 @@ async fn a_failure_to_diagnose_is_an_alert_with_finding_none() {
     let body: Value = requests(&server).await[0].body_json().unwrap();
     assert_eq!(
         body[0]["labels"],
-        json!({"alertname": "FlinkBackpressureCulprit", "job_name": "bp-lab-slow-sink",
-               "job_id": "da23ad9af4e7326542c9a70eac958f42", "finding": "none", "culprit": "true"})
+        json!({"alertname": "FlinkBackpressureCulprit", "job_name": "bp_lab_slow_sink",
+               "job_id": "da23ad9af4e7326542c9a70eac958f42", "lab": "flink-bp", "team": "streaming",
+               "flink_job_name": "bp-lab-slow-sink", "finding": "none", "culprit": "true"})
     );
     assert_eq!(body[0]["annotations"]["summary"], "could not diagnose: Prometheus answered 503 for 5m");
 }

@@ -12,7 +12,7 @@
 mod support;
 
 use std::path::Path;
-use std::sync::{Arc, LazyLock, Mutex};
+use std::sync::LazyLock;
 use std::time::Duration;
 
 use base64::Engine as _;
@@ -87,34 +87,10 @@ fn secret_file(dir: &Path, name: &str, value: &str) -> String {
 // ---------------------------------------------------------------------------------------
 // Logs of the whole binary.
 
-#[derive(Clone, Default)]
-struct LogBuffer(Arc<Mutex<Vec<u8>>>);
-
-impl std::io::Write for LogBuffer {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-static LOGS: LazyLock<LogBuffer> = LazyLock::new(|| {
-    let buffer = LogBuffer::default();
-    let out = buffer.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::new("debug,hyper=info,reqwest=info,h2=info,rustls=info"))
-        .with_writer(move || out.clone())
-        .with_ansi(false)
-        .fmt_fields(culprit::cli::logging::SafeFields::new(culprit::model::secret::Redactor::new()))
-        .finish();
-    tracing::subscriber::set_global_default(subscriber).unwrap();
-    buffer
-});
+static LOGS: LazyLock<()> = LazyLock::new(support::logs::capture);
 
 fn logs() -> String {
-    String::from_utf8_lossy(&LOGS.0.lock().unwrap()).into_owned()
+    support::logs::text()
 }
 
 // ---------------------------------------------------------------------------------------

@@ -257,7 +257,9 @@ async fn the_diagnose_api_answers_a_verdict_in_each_format_and_404_when_there_is
     // Nothing to diagnose is an answer (404), not an outage (503).
     let unknown = c.get(api(&format!("diagnose?job=nope&at={at}"))).send().await.unwrap();
     assert_eq!(unknown.status(), 404);
-    assert!(unknown.text().await.unwrap().contains("jobs seen: bp_lab_slow_sink"));
+    assert!(
+        unknown.text().await.unwrap().contains("has metrics here (1 other job has metrics; its name is not alike)")
+    );
     let before = c.get(api("diagnose?job=bp-lab-slow-sink&at=2020-01-01T00:00:00Z")).send().await.unwrap();
     assert_eq!(before.status(), 404);
     assert!(before.text().await.unwrap().contains("between 2019-12-31T23:00:00Z and 2020-01-01T00:00:00Z"));

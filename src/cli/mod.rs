@@ -290,8 +290,9 @@ fn check_job(job: Option<&str>) -> Result<(), CliError> {
     }
 }
 
+/// `--cluster NAME` chooses the Flink cluster by name.
 fn cluster_labels(cluster: Option<&str>) -> std::collections::BTreeMap<String, String> {
-    cluster.map(|c| [("cluster".to_string(), c.to_string())].into_iter().collect()).unwrap_or_default()
+    crate::service::Service::request_labels(cluster)
 }
 
 /// An ad-hoc Flink REST client for `--flink URL`.
@@ -335,7 +336,7 @@ pub async fn diagnose_live_command(args: &DiagnoseArgs, now_ms: i64) -> Result<V
     let live = crate::service::pipeline::Live::new(config).map_err(|e| CliError::usage(e.to_string()))?;
     let mut labels = cluster_labels(args.cluster.as_deref());
     if let Some(url) = &args.flink {
-        labels.insert("cluster".into(), url.clone());
+        labels.insert(crate::config::CLUSTER_CHOICE.into(), url.clone());
     }
     let overrides = crate::service::pipeline::Overrides {
         graph: read_plan(args)?,
@@ -439,11 +440,18 @@ pub async fn record_command(args: &RecordArgs, now_ms: i64) -> Result<String, Cl
         .prometheus()
         .ok_or_else(|| CliError::usage(format!("{}: no [prometheus] section", args.config.display())))?;
     let labels = cluster_labels(args.cluster.as_deref());
-    let (job_id, graph, checkpoint_config, context_notes) = live.job_context(Some(&args.job), &labels).await;
+    let (job_id, mut graph, checkpoint_config, context_notes) = live.job_context(Some(&args.job), &labels).await;
     let why_missing =
         if context_notes.is_empty() { "no Flink cluster configured".into() } else { context_notes.join("; ") };
-    let request =
-        DiagnosisRequest { job: Some(job_id.unwrap_or_else(|| args.job.clone())), at_ms: Some(at_ms), window_ms };
+    let mut job = job_id.unwrap_or_else(|| args.job.clone());
+    if graph.is_none()
+        && let Some((run_id, plan, _)) =
+            live.configured_plan(&crate::collect::prometheus::PromSource::new(prometheus, at_ms), &job, at_ms).await
+    {
+        graph = plan.ok();
+        job = run_id;
+    }
+    let request = DiagnosisRequest { job: Some(job), at_ms: Some(at_ms), window_ms };
     let source =
         crate::collect::recorder::RecordingSource::new(crate::collect::prometheus::PromSource::new(prometheus, at_ms));
     let snapshot = collect(

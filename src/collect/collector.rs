@@ -53,9 +53,9 @@ impl MetricSource for crate::collect::store::SeriesStore {
 pub enum CollectError {
     #[error("there is no data to diagnose (no samples, and no time was given)")]
     NoData,
-    #[error("no Flink job named or with id `{wanted}` has metrics here (jobs seen: {})", list_or_none(.known))]
+    #[error("no Flink job named or with id `{wanted}` has metrics here{}", did_you_mean(.wanted, .known))]
     JobNotFound { wanted: String, known: Vec<String> },
-    #[error("several jobs have metrics here ({}); choose one with --job", .names.join(", "))]
+    #[error("several jobs have metrics here ({}); choose one with --job", list_some(.names))]
     AmbiguousJob { names: Vec<String> },
     #[error(
         "no Flink job metrics (`{metric}`) between {from} and {to}; is this a Flink reporter's output, and is that the time to look at?"
@@ -65,8 +65,53 @@ pub enum CollectError {
     Source(String),
 }
 
-fn list_or_none(v: &[String]) -> String {
-    if v.is_empty() { "none".into() } else { v.join(", ") }
+/// Most job names an error quotes: a Prometheus holds other teams' jobs, and a message
+/// that goes to Slack and PagerDuty must neither list them all nor grow with them.
+pub const QUOTED_JOBS: usize = 3;
+
+/// `; did you mean `a`, `b`?` with the known names closest to `wanted` (at most
+/// [`QUOTED_JOBS`], only those alike: sharing most characters, or one holding the other),
+/// else how many jobs there are.
+fn did_you_mean(wanted: &str, known: &[String]) -> String {
+    let close = closest(wanted, known, QUOTED_JOBS);
+    match (close.is_empty(), known.len()) {
+        (_, 0) => " (no job has metrics)".into(),
+        (true, 1) => " (1 other job has metrics; its name is not alike)".into(),
+        (true, n) => format!(" ({n} other jobs have metrics; none is named alike)"),
+        (false, _) => {
+            format!("; did you mean {}?", close.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", "))
+        }
+    }
+}
+
+/// The names of `known` most like `wanted` (compared as the reporter writes names, case
+/// aside), best first, at most `max`.
+pub fn closest<'a>(wanted: &str, known: &'a [String], max: usize) -> Vec<&'a str> {
+    let norm = |s: &str| sanitize_label_value(s).to_lowercase();
+    let w = norm(wanted);
+    let mut scored: Vec<(f64, &str)> = known
+        .iter()
+        .map(|k| {
+            let n = norm(k);
+            let mut score = strsim::normalized_damerau_levenshtein(&w, &n);
+            if !w.is_empty() && (n.contains(&w) || w.contains(&n)) {
+                score = score.max(0.7);
+            }
+            (score, k.as_str())
+        })
+        .filter(|(score, _)| *score >= 0.6)
+        .collect();
+    scored.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| a.1.cmp(b.1)));
+    scored.into_iter().take(max).map(|(_, k)| k).collect()
+}
+
+/// Up to ten names, then how many more.
+fn list_some(v: &[String]) -> String {
+    const MAX: usize = 10;
+    match v.len() {
+        n if n > MAX => format!("{}, and {} more", v[..MAX].join(", "), n - MAX),
+        _ => v.join(", "),
+    }
 }
 
 /// Everything the collector needs besides the metric source.
@@ -486,7 +531,7 @@ fn newest_ms(answer: &QueryResult) -> Option<i64> {
 /// The runs of every job with metrics in the `lookback` before `at`: from the JobManager's
 /// uptime gauge, else (only TaskManagers scraped) from task metrics; and the time of the
 /// store's newest data ([`newest_query`]; None when unknown).
-async fn find_runs<S: MetricSource>(
+pub async fn find_runs<S: MetricSource>(
     source: &S,
     cat: &MetricCatalog,
     at: i64,
@@ -1093,10 +1138,40 @@ mod tests {
     }
 
     #[test]
-    fn an_unknown_job_lists_the_jobs_there_are() {
+    fn an_unknown_job_names_at_most_three_jobs_named_alike_never_every_job() {
+        // 500 jobs of other teams, and three named like the one asked for.
+        let mut runs: Vec<JobRun> =
+            (0..500).map(|i| run(&format!("{i:032x}"), &format!("team{i}_etl"), 1, 0)).collect();
+        for (id, name) in [
+            ("a1", "fraud_detection_v2"),
+            ("a2", "fraud_detector"),
+            ("a3", "fraud_detection_eu"),
+            ("a4", "fraud_detection_us"),
+        ] {
+            runs.push(run(id, name, 1, 0));
+        }
+        let err = resolve_job(&runs, Some("fraud-detection"), None).unwrap_err().to_string();
+        assert_eq!(
+            err,
+            // Edit distances from fraud_detection: fraud_detector 2 (of 15 characters: 0.87
+            // alike), the three suffixed names 3 each (0.83; ties alphabetical).
+            "no Flink job named or with id `fraud-detection` has metrics here; did you mean `fraud_detector`, `fraud_detection_eu`, `fraud_detection_us`?"
+        );
+        let err = resolve_job(&runs, Some("payments"), None).unwrap_err().to_string();
+        assert_eq!(
+            err,
+            "no Flink job named or with id `payments` has metrics here (504 other jobs have metrics; none is named alike)"
+        );
+    }
+
+    #[test]
+    fn an_unknown_job_says_how_many_jobs_there_are() {
         let runs = [run("abc", "bp_lab_x", 1, 0)];
         let err = resolve_job(&runs, Some("nope"), None).unwrap_err();
-        assert_eq!(err.to_string(), "no Flink job named or with id `nope` has metrics here (jobs seen: bp_lab_x)");
+        assert_eq!(
+            err.to_string(),
+            "no Flink job named or with id `nope` has metrics here (1 other job has metrics; its name is not alike)"
+        );
     }
 
     #[test]

@@ -6,8 +6,9 @@
 //! ```json
 //! {
 //!   "labels": {
-//!     "alertname": "FlinkBackpressureCulprit", "job_name": "bp-lab-slow-sink",
-//!     "job_id": "da23…", "culprit_vertex": "slow-sink: Writer", "finding": "sink",
+//!     "alertname": "FlinkBackpressureCulprit", "job_name": "bp_lab_slow_sink",
+//!     "job_id": "da23…", "flink_job_name": "bp-lab-slow-sink",
+//!     "culprit_vertex": "slow-sink: Writer", "finding": "sink",
 //!     "status": "culprit_found", "culprit": "true"
 //!   },
 //!   "annotations": { "summary": "…", "fix": "<first fix line>", "description": "<cause>", "verdict_url": "…" },
@@ -17,15 +18,21 @@
 //! }
 //! ```
 //!
-//! The labels come from the verdict only (never from the source alert's labels), and
-//! `culprit="true"` is always there, so culprit's alert never has the source alert's
-//! identity and never overwrites it. Empty label values are left out (Alertmanager treats
-//! an empty label as an absent one).
+//! The labels say which job the alert is about exactly as the alert culprit diagnosed says
+//! it: the source alert's identifying labels are copied unchanged (`job_id`, `job_name` as
+//! the reporter writes it, `namespace`, `cluster`, … — every label common to the job's alerts
+//! in the group but `alertname` and `severity`, see [`NOT_COPIED`]), so silences, inhibit
+//! rules and bots keyed on them join the two; Flink's own name of the job (`bp-lab-slow-sink`
+//! where the reporter writes `bp_lab_slow_sink`) is in `flink_job_name`. culprit's own labels
+//! follow (`alertname`, `culprit_vertex`, `finding`, `status`, `culprit="true"`), so culprit's
+//! alert never has the source alert's identity and never overwrites it. Empty label values
+//! are left out (Alertmanager treats an empty label as an absent one).
 
 use std::collections::BTreeMap;
 
 use serde_json::{Map, Value};
 
+use crate::model::graph::sanitize_label_value;
 use crate::model::notice::{Notice, NoticeKind};
 use crate::model::verdict::rfc3339;
 use crate::render::names::{self, Names};
@@ -55,12 +62,31 @@ pub const DEFAULT_ALERTNAME: &str = "FlinkBackpressureCulprit";
 /// The `summary` prefix of a [`NoticeKind::CouldNotDiagnose`] alert.
 pub const COULD_NOT_DIAGNOSE: &str = "could not diagnose: ";
 
-/// The labels of culprit's alert for `notice`: `alertname`, `job_name`, `job_id` (the
-/// verdict's job, else the notice's), `culprit_vertex` (the culprit's vertex name),
-/// `finding` (`none` for [`NoticeKind::CouldNotDiagnose`]), `status` (the verdict status),
-/// `culprit="true"`. Empty values are left out.
+/// Labels of the source alert that say what kind of alert it was or how urgent, not which
+/// job: not copied onto culprit's alert (a `severity` would let the source's inhibit
+/// rules mute the verdict).
+pub const NOT_COPIED: [&str; 2] = ["alertname", "severity"];
+
+/// The labels of culprit's alert for `notice`: the source alert's labels but
+/// [`NOT_COPIED`], unchanged; `job_id` and `job_name` (as the reporter writes it) from the
+/// job when the source has none; `flink_job_name` (the job as Flink names it);
+/// `alertname`; `culprit_vertex` (the culprit's vertex name); `finding` (`none` for
+/// [`NoticeKind::CouldNotDiagnose`]); `status` (the verdict status); `culprit="true"`.
+/// Empty values are left out.
 pub fn labels(notice: &Notice, alertname: &str) -> BTreeMap<String, String> {
     let job = notice.verdict.as_ref().map_or(&notice.job, |v| &v.job);
+    let mut out: BTreeMap<String, String> = notice
+        .labels
+        .iter()
+        .filter(|(k, v)| !NOT_COPIED.contains(&k.as_str()) && !v.is_empty())
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    let reporter_name = sanitize_label_value(&job.name);
+    for (k, v) in [("job_id", job.id.as_str()), ("job_name", reporter_name.as_str())] {
+        if !v.is_empty() {
+            out.entry(k.to_string()).or_insert_with(|| v.to_string());
+        }
+    }
     let verdict = notice.verdict.as_ref().filter(|_| notice.kind != NoticeKind::CouldNotDiagnose);
     let finding = match (notice.kind, verdict) {
         (NoticeKind::CouldNotDiagnose, _) => Some("none"),
@@ -72,14 +98,19 @@ pub fn labels(notice: &Notice, alertname: &str) -> BTreeMap<String, String> {
         verdict.and_then(|v| v.culprit.as_ref()).map(|c| cut(&names::vertex_name(&c.vertex_name), MAX_VERTEX_LABEL));
     let pairs = [
         ("alertname", Some(alertname)),
-        ("job_name", Some(job.name.as_str())),
-        ("job_id", Some(job.id.as_str())),
+        ("flink_job_name", Some(job.name.as_str())),
         ("culprit_vertex", culprit_vertex.as_deref()),
         ("finding", finding),
         ("status", verdict.map(|v| v.status.as_str())),
         ("culprit", Some("true")),
     ];
-    pairs.into_iter().filter_map(|(k, v)| v.filter(|v| !v.is_empty()).map(|v| (k.to_string(), v.to_string()))).collect()
+    for (k, v) in pairs {
+        match v.filter(|v| !v.is_empty()) {
+            Some(v) => out.insert(k.to_string(), v.to_string()),
+            None => out.remove(k),
+        };
+    }
+    out
 }
 
 /// The annotations: `summary` (the verdict's, or `could not diagnose: <reason>`), `fix`
@@ -180,7 +211,16 @@ mod tests {
         Notice {
             kind,
             group_key: "{}:{alertname=\"FlinkJobBackpressured\"}".into(),
-            labels: [("alertname".to_string(), "FlinkJobBackpressured".to_string())].into(),
+            labels: [
+                ("alertname", "FlinkJobBackpressured"),
+                ("job_id", "da23"),
+                ("job_name", "bp_lab_slow_sink"),
+                ("severity", "warning"),
+                ("cluster", "prod-eu"),
+            ]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
             job: JobRef { name: "bp_lab_slow_sink".into(), id: "da23".into() },
             verdict,
             verdict_id: Some(7),
@@ -200,7 +240,8 @@ mod tests {
             a,
             json!({
                 "labels": {
-                    "alertname": "FlinkBackpressureCulprit", "job_name": "bp-lab-slow-sink", "job_id": "da23",
+                    "alertname": "FlinkBackpressureCulprit", "job_name": "bp_lab_slow_sink", "job_id": "da23",
+                    "cluster": "prod-eu", "flink_job_name": "bp-lab-slow-sink",
                     "culprit_vertex": "slow-sink: Writer", "finding": "sink", "status": "culprit_found",
                     "culprit": "true"
                 },
@@ -222,20 +263,37 @@ mod tests {
         assert_eq!(
             a["labels"],
             json!({"alertname": "FlinkBackpressureCulprit", "job_name": "bp_lab_slow_sink", "job_id": "da23",
-                   "finding": "none", "culprit": "true"})
+                   "cluster": "prod-eu", "flink_job_name": "bp_lab_slow_sink", "finding": "none", "culprit": "true"})
         );
         assert_eq!(a["annotations"]["summary"], "could not diagnose: Prometheus is unreachable");
         assert!(a["annotations"].get("fix").is_none());
     }
 
     #[test]
-    fn empty_label_values_are_left_out_and_source_labels_never_copied() {
+    fn empty_label_values_are_left_out_and_the_source_alerts_kind_and_urgency_never_copied() {
         let mut v = verdict();
         v.culprit = None;
         v.job.name = String::new();
-        let l = labels(&notice(NoticeKind::Verdict, Some(v)), "X");
-        assert_eq!(l.keys().collect::<Vec<_>>(), ["alertname", "culprit", "finding", "job_id", "status"]);
+        let mut n = notice(NoticeKind::Verdict, Some(v));
+        n.labels.insert("namespace".into(), String::new());
+        n.labels.insert("culprit_vertex".into(), "forged".into());
+        let l = labels(&n, "X");
+        assert_eq!(
+            l.keys().collect::<Vec<_>>(),
+            ["alertname", "cluster", "culprit", "finding", "job_id", "job_name", "status"]
+        );
         assert_eq!(l["alertname"], "X");
+        assert_eq!(l["job_name"], "bp_lab_slow_sink", "the source's, unchanged");
+    }
+
+    #[test]
+    fn without_job_labels_on_the_source_the_job_is_named_as_the_reporter_writes_it() {
+        let mut n = notice(NoticeKind::Verdict, Some(verdict()));
+        n.labels.clear();
+        let l = labels(&n, DEFAULT_ALERTNAME);
+        assert_eq!(l["job_name"], "bp_lab_slow_sink");
+        assert_eq!(l["flink_job_name"], "bp-lab-slow-sink");
+        assert_eq!(l["job_id"], "da23");
     }
 
     #[test]

@@ -4,7 +4,12 @@
 //! and newer fields (`truncatedAlerts`, `notification_reason`, …); firing alerts carry
 //! `endsAt` `0001-01-01T00:00:00Z`. A group's alerts are split by Flink job — one
 //! diagnosis per job, named by the `job_id` label when present, else `job_name` (both
-//! label names are configurable) — and alerts culprit emitted itself are ignored.
+//! label names are configurable).
+//!
+//! culprit diagnoses only alerts that are its own business ([`plan`]): an alertname of
+//! `service.alertnames` (by default the shipped rules', `deploy/prometheus/`), a job label,
+//! and a `job_id` that is a Flink job id. Every other alert is left out with its reason
+//! ([`Ignored`]): the webhook is answered 2xx all the same, and nothing is posted for it.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -93,24 +98,133 @@ pub struct Intake {
     pub labels: BTreeMap<String, String>,
 }
 
-/// Splits a webhook into one intake per Flink job. Alerts without a job label and alerts
-/// culprit emitted (its alertnames, or `culprit="true"`) are left out.
+/// Why an alert of a webhook is not diagnosed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum IgnoreReason {
+    /// culprit's own alert come back (its alertname, or `culprit="true"`): no loops.
+    Own,
+    /// An alertname that is not in `service.alertnames`: not culprit's business.
+    Alertname,
+    /// Neither the job id label nor the job name label.
+    NoJobLabel,
+    /// A `job_id` label that is not a Flink job id (32 hexadecimal digits), and no job name.
+    NotAFlinkJobId,
+}
+
+impl IgnoreReason {
+    /// The metric label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            IgnoreReason::Own => "own",
+            IgnoreReason::Alertname => "alertname",
+            IgnoreReason::NoJobLabel => "no_job_label",
+            IgnoreReason::NotAFlinkJobId => "not_a_flink_job_id",
+        }
+    }
+}
+
+/// What a webhook comes to: one intake per Flink job, and the alerts left out.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Plan {
+    pub intakes: Vec<Intake>,
+    /// (reason, the alert's alertname) per alert left out.
+    pub ignored: Vec<(IgnoreReason, String)>,
+}
+
+/// Most alertnames a reason quotes (the rest are counted).
+const QUOTED_NAMES: usize = 3;
+
+impl Plan {
+    /// One sentence per reason, saying how many alerts and why; empty when none was left
+    /// out. Alertnames are quoted as given (untrusted: the caller escapes for its medium).
+    pub fn why_ignored(&self, cfg: &ServiceConfig) -> Vec<String> {
+        let mut by_reason: BTreeMap<IgnoreReason, Vec<&str>> = BTreeMap::new();
+        for (reason, name) in &self.ignored {
+            by_reason.entry(*reason).or_default().push(name);
+        }
+        by_reason
+            .into_iter()
+            .map(|(reason, names)| {
+                let n = names.len();
+                let alerts = if n == 1 { "1 alert".to_string() } else { format!("{n} alerts") };
+                let mut distinct: Vec<&str> = names.clone();
+                distinct.sort_unstable();
+                distinct.dedup();
+                let mut quoted =
+                    distinct.iter().take(QUOTED_NAMES).map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ");
+                if distinct.len() > QUOTED_NAMES {
+                    quoted.push_str(&format!(" and {} more", distinct.len() - QUOTED_NAMES));
+                }
+                match reason {
+                    IgnoreReason::Own => format!("{alerts} ({quoted}) are culprit's own and are never diagnosed"),
+                    IgnoreReason::Alertname => format!(
+                        "{alerts} ({quoted}) not diagnosed: culprit diagnoses only the alertnames of service.alertnames ({})",
+                        cfg.alertnames.join(", ")
+                    ),
+                    IgnoreReason::NoJobLabel => format!(
+                        "{alerts} ({quoted}) not diagnosed: no `{}` or `{}` label names a Flink job",
+                        cfg.job_id_label, cfg.job_name_label
+                    ),
+                    IgnoreReason::NotAFlinkJobId => format!(
+                        "{alerts} ({quoted}) not diagnosed: the `{}` label is not a Flink job id (32 hexadecimal digits) and no `{}` label names a job",
+                        cfg.job_id_label, cfg.job_name_label
+                    ),
+                }
+            })
+            .collect()
+    }
+}
+
+/// Whether `s` is a Flink job id: 32 hexadecimal digits.
+pub fn is_flink_job_id(s: &str) -> bool {
+    s.len() == 32 && s.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+/// The intakes of a webhook ([`plan`] without the alerts left out).
 pub fn intakes(w: &Webhook, cfg: &ServiceConfig) -> Vec<Intake> {
+    plan(w, cfg).intakes
+}
+
+/// Splits a webhook into one intake per Flink job, leaving out (with the reason) alerts
+/// culprit emitted (its alertnames, or `culprit="true"`), alerts whose alertname is not in
+/// `service.alertnames` (when that list is not empty), and alerts without a usable job
+/// label.
+pub fn plan(w: &Webhook, cfg: &ServiceConfig) -> Plan {
     let mut by_job: BTreeMap<(String, String), Vec<&Alert>> = BTreeMap::new();
+    let mut ignored = Vec::new();
     for a in &w.alerts {
+        let alertname = a.labels.get("alertname").map(String::as_str).unwrap_or_default();
         let own = a.labels.get("culprit").is_some_and(|v| v == "true")
-            || a.labels.get("alertname").is_some_and(|n| cfg.ignore_alertnames.contains(n));
-        if own {
+            || cfg.ignore_alertnames.iter().any(|n| n == alertname);
+        let reason = if own {
+            Some(IgnoreReason::Own)
+        } else if !cfg.alertnames.is_empty() && !cfg.alertnames.iter().any(|n| n == alertname) {
+            Some(IgnoreReason::Alertname)
+        } else {
+            None
+        };
+        if let Some(reason) = reason {
+            ignored.push((reason, alertname.to_string()));
             continue;
         }
-        let key = match (a.labels.get(&cfg.job_id_label), a.labels.get(&cfg.job_name_label)) {
-            (Some(id), _) if !id.is_empty() => (format!("id:{id}"), id.clone()),
-            (_, Some(name)) if !name.is_empty() => (format!("name:{name}"), name.clone()),
-            _ => continue,
+        let id = a.labels.get(&cfg.job_id_label).filter(|v| !v.is_empty());
+        let name = a.labels.get(&cfg.job_name_label).filter(|v| !v.is_empty());
+        let key = match (id, name) {
+            (Some(id), _) if is_flink_job_id(id) => (format!("id:{id}"), id.clone()),
+            (_, Some(name)) => (format!("name:{name}"), name.clone()),
+            (Some(_), None) => {
+                ignored.push((IgnoreReason::NotAFlinkJobId, alertname.to_string()));
+                continue;
+            }
+            (None, None) => {
+                ignored.push((IgnoreReason::NoJobLabel, alertname.to_string()));
+                continue;
+            }
         };
         by_job.entry(key).or_default().push(a);
     }
-    by_job
+    let intakes = by_job
         .into_iter()
         .map(|((job_key, job), alerts)| {
             let fingerprints: BTreeSet<String> = alerts
@@ -131,7 +245,8 @@ pub fn intakes(w: &Webhook, cfg: &ServiceConfig) -> Vec<Intake> {
                 labels,
             }
         })
-        .collect()
+        .collect();
+    Plan { intakes, ignored }
 }
 
 fn label_fingerprint(labels: &BTreeMap<String, String>) -> String {
@@ -178,24 +293,68 @@ mod tests {
         assert!(parse(br#"{"groupKey":"g","status":"exploded","alerts":[]}"#).is_err());
     }
 
+    const A: &str = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+    const C: &str = "cccccccccccccccccccccccccccccccc";
+
     #[test]
-    fn alerts_split_by_job_and_culprits_own_alerts_are_ignored() {
+    fn alerts_split_by_job_and_alerts_that_are_not_ours_are_left_out_with_their_reason() {
         let w: Webhook = serde_json::from_value(serde_json::json!({
             "groupKey": "g", "status": "firing", "alerts": [
-                {"status": "firing", "labels": {"alertname": "X", "job_id": "a"}, "fingerprint": "1"},
-                {"status": "firing", "labels": {"alertname": "X", "job_id": "a", "task": "t"}, "fingerprint": "2"},
-                {"status": "firing", "labels": {"alertname": "X", "job_name": "b"}, "fingerprint": "3"},
-                {"status": "firing", "labels": {"alertname": "FlinkBackpressureCulprit", "job_id": "c"}},
-                {"status": "firing", "labels": {"alertname": "Y", "job_id": "d", "culprit": "true"}},
-                {"status": "firing", "labels": {"alertname": "Z"}}
+                {"status": "firing", "labels": {"alertname": "FlinkJobBackpressured", "job_id": A}, "fingerprint": "1"},
+                {"status": "firing", "labels": {"alertname": "FlinkJobBackpressured", "job_id": A, "task": "t"}, "fingerprint": "2"},
+                {"status": "firing", "labels": {"alertname": "FlinkCheckpointSlow", "job_name": "b"}, "fingerprint": "3"},
+                {"status": "firing", "labels": {"alertname": "FlinkBackpressureCulprit", "job_id": C}},
+                {"status": "firing", "labels": {"alertname": "FlinkJobBackpressured", "job_id": "d", "culprit": "true"}},
+                {"status": "firing", "labels": {"alertname": "FlinkJobBackpressured"}},
+                {"status": "firing", "labels": {"alertname": "KubeJobFailed", "job_name": "flink-savepoint-cleanup-29386080"}},
+                {"status": "firing", "labels": {"alertname": "FlinkTaskBackpressured", "job_id": "not-a-flink-id"}}
             ]
         }))
         .unwrap();
-        let i = intakes(&w, &ServiceConfig::default());
-        let keys: Vec<&str> = i.iter().map(|x| x.job_key.as_str()).collect();
-        assert_eq!(keys, ["id:a", "name:b"]);
+        let cfg = ServiceConfig::default();
+        let p = plan(&w, &cfg);
+        let keys: Vec<&str> = p.intakes.iter().map(|x| x.job_key.as_str()).collect();
+        assert_eq!(keys, [format!("id:{A}").as_str(), "name:b"]);
         // Labels common to both alerts of job a: the `task` label is not.
-        assert!(!i[0].labels.contains_key("task"));
+        assert!(!p.intakes[0].labels.contains_key("task"));
+        let reasons: Vec<IgnoreReason> = p.ignored.iter().map(|r| r.0).collect();
+        use IgnoreReason::*;
+        assert_eq!(reasons, [Own, Own, NoJobLabel, Alertname, NotAFlinkJobId]);
+        let why = p.why_ignored(&cfg);
+        assert_eq!(why.len(), 4, "{why:?}");
+        assert!(why[0].starts_with("2 alerts (`FlinkBackpressureCulprit`, `FlinkJobBackpressured`) are culprit's own"));
+        assert_eq!(
+            why[1],
+            "1 alert (`KubeJobFailed`) not diagnosed: culprit diagnoses only the alertnames of service.alertnames (FlinkJobBackpressured, FlinkTaskBackpressured, FlinkCheckpointSlow)"
+        );
+        assert_eq!(
+            why[2],
+            "1 alert (`FlinkJobBackpressured`) not diagnosed: no `job_id` or `job_name` label names a Flink job"
+        );
+    }
+
+    #[test]
+    fn an_empty_alertnames_list_diagnoses_every_alert_with_a_job_label() {
+        let w: Webhook = serde_json::from_value(serde_json::json!({
+            "groupKey": "g", "status": "firing",
+            "alerts": [{"status": "firing", "labels": {"alertname": "MyOwnRule", "job_name": "j"}}]
+        }))
+        .unwrap();
+        assert!(intakes(&w, &ServiceConfig::default()).is_empty());
+        let cfg = ServiceConfig { alertnames: vec![], ..ServiceConfig::default() };
+        assert_eq!(intakes(&w, &cfg).len(), 1);
+    }
+
+    #[test]
+    fn the_default_alertnames_are_the_alerts_of_the_shipped_rules() {
+        let rules = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/deploy/prometheus/flink-backpressure.rules.yml"
+        ))
+        .unwrap();
+        let shipped: Vec<String> =
+            rules.lines().filter_map(|l| l.trim().strip_prefix("- alert:")).map(|n| n.trim().to_string()).collect();
+        assert_eq!(ServiceConfig::default().alertnames, shipped);
     }
 
     #[test]
@@ -203,7 +362,7 @@ mod tests {
         let mk = |fps: &[&str]| -> Webhook {
             serde_json::from_value(serde_json::json!({
                 "groupKey": "g", "status": "firing",
-                "alerts": fps.iter().map(|f| serde_json::json!({"status": "firing", "labels": {"job_id": "a"}, "fingerprint": f})).collect::<Vec<_>>()
+                "alerts": fps.iter().map(|f| serde_json::json!({"status": "firing", "labels": {"alertname": "FlinkJobBackpressured", "job_id": A}, "fingerprint": f})).collect::<Vec<_>>()
             }))
             .unwrap()
         };

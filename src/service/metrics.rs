@@ -2,6 +2,8 @@
 //!
 //! * `culprit_webhooks_total{outcome}`: accepted, ignored, bad_request, unauthorized,
 //!   too_large, queue_full, error.
+//! * `culprit_alerts_ignored_total{reason}`: alerts of accepted webhooks that culprit does
+//!   not diagnose: own, alertname, no_job_label, not_a_flink_job_id.
 //! * `culprit_diagnoses_total{status, finding}` and `culprit_diagnosis_failures_total{reason}`.
 //! * `culprit_notifications_total{destination, outcome}`: sent, retry, failed, recovered
 //!   (found already delivered after a crash or timeout).
@@ -85,6 +87,7 @@ pub struct Table {
 pub struct Metrics {
     registry: Registry,
     pub webhooks: Family<Outcome, Counter>,
+    pub alerts_ignored: Family<Reason, Counter>,
     pub diagnoses: Family<DiagnosisLabels, Counter>,
     pub diagnosis_failures: Family<Reason, Counter>,
     pub notifications: Family<Notification, Counter>,
@@ -111,6 +114,12 @@ impl Metrics {
         let mut registry = Registry::with_prefix("culprit");
         let webhooks = Family::<Outcome, Counter>::default();
         registry.register("webhooks", "Alertmanager webhooks received, by outcome", webhooks.clone());
+        let alerts_ignored = Family::<Reason, Counter>::default();
+        registry.register(
+            "alerts_ignored",
+            "Alerts of accepted webhooks that are not diagnosed, by reason (own, alertname, no_job_label, not_a_flink_job_id)",
+            alerts_ignored.clone(),
+        );
         let diagnoses = Family::<DiagnosisLabels, Counter>::default();
         registry.register(
             "diagnoses",
@@ -188,6 +197,7 @@ impl Metrics {
             store_pruned,
             webhook_jobs_dropped,
             webhooks,
+            alerts_ignored,
             diagnoses,
             diagnosis_failures,
             notifications,
@@ -200,6 +210,11 @@ impl Metrics {
 
     pub fn webhook(&self, outcome: &str) {
         self.webhooks.get_or_create(&Outcome { outcome: outcome.into() }).inc();
+    }
+
+    /// Counts an alert left out of a webhook, by reason.
+    pub fn alert_ignored(&self, reason: &str) {
+        self.alerts_ignored.get_or_create(&Reason { reason: reason.into() }).inc();
     }
 
     /// Counts a verdict produced for `trigger` (`alert` or `api`).

@@ -202,9 +202,10 @@ pub struct Service {
 /// A webhook's fate, for the HTTP answer.
 #[derive(Debug)]
 pub enum Intake {
-    /// Stored; `jobs` diagnoses asked (0 when no alert named a Flink job); `dropped` jobs
-    /// beyond `service.max_jobs_per_webhook` were left out.
-    Accepted { jobs: usize, dropped: usize },
+    /// Stored; `jobs` diagnoses asked (0 when no alert is culprit's to diagnose); `ignored`
+    /// alerts left out, and why (one sentence per reason); `dropped` jobs beyond
+    /// `service.max_jobs_per_webhook` were left out.
+    Accepted { jobs: usize, ignored: usize, why: Vec<String>, dropped: usize },
     /// The body is not a webhook.
     BadRequest(String),
     /// The queue is full: try later (Alertmanager retries 5xx).
@@ -250,9 +251,21 @@ impl Service {
             Ok(w) => w,
             Err(e) => return Intake::BadRequest(e.0),
         };
-        let mut intakes = intake::intakes(&webhook, &self.config.service);
+        let plan = intake::plan(&webhook, &self.config.service);
+        let mut why = plan.why_ignored(&self.config.service);
+        for (reason, _) in &plan.ignored {
+            self.metrics.alert_ignored(reason.as_str());
+        }
+        if webhook.alerts.is_empty() {
+            why.push("the webhook carries no alert".into());
+        }
+        if !why.is_empty() {
+            tracing::info!(group = %webhook.group_key, receiver = %webhook.receiver, alerts = webhook.alerts.len(),
+                jobs = plan.intakes.len(), why = %why.join("; "), "webhook: alerts not diagnosed");
+        }
+        let (mut intakes, ignored) = (plan.intakes, plan.ignored.len());
         if intakes.is_empty() {
-            return Intake::Accepted { jobs: 0, dropped: 0 };
+            return Intake::Accepted { jobs: 0, ignored, why, dropped: 0 };
         }
         let cap = self.config.service.max_jobs_per_webhook;
         let dropped = intakes.len().saturating_sub(cap);
@@ -269,7 +282,7 @@ impl Service {
             Ok(Enqueued::Stored { jobs, depth, .. }) => {
                 self.metrics.set_queue("work", depth);
                 self.work_ready.notify_one();
-                Intake::Accepted { jobs, dropped }
+                Intake::Accepted { jobs, ignored, why, dropped }
             }
             Ok(Enqueued::QueueFull { depth }) => {
                 self.metrics.set_queue("work", depth);
@@ -361,9 +374,11 @@ impl Service {
         }
     }
 
-    /// Labels of a request (`cluster` picks the Flink cluster).
+    /// Labels of a request: `cluster=` chooses the Flink cluster by name.
     pub fn request_labels(cluster: Option<&str>) -> BTreeMap<String, String> {
-        cluster.map(|c| [("cluster".to_string(), c.to_string())].into_iter().collect()).unwrap_or_default()
+        cluster
+            .map(|c| [(crate::config::CLUSTER_CHOICE.to_string(), c.to_string())].into_iter().collect())
+            .unwrap_or_default()
     }
 }
 

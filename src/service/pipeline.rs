@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use crate::collect::collector::{CollectError, CollectInput, collect};
 use crate::collect::flink_rest::{FlinkRest, pick_job};
 use crate::collect::prometheus::{PromSource, Prometheus};
-use crate::config::Config;
+use crate::config::{CLUSTER_CHOICE, Config};
 use crate::diagnose::diagnose;
 use crate::model::graph::{JobGraph, sanitize_label_value};
 use crate::model::request::DiagnosisRequest;
@@ -132,36 +132,69 @@ impl Live {
             }
             _ => {}
         }
-        if graph.is_none()
-            && let Some(path) = wanted.and_then(|w| self.plan_file_for(w))
-        {
-            match std::fs::read_to_string(path)
-                .map_err(|e| e.to_string())
-                .and_then(|t| JobGraph::from_plan_json(&t).map_err(|e| e.to_string()))
-            {
-                Ok(g) => {
-                    notes.push(format!("job graph from {}", path.display()));
-                    graph = Some(g);
-                }
-                Err(e) => notes.push(format!("the configured plan {} is unusable: {e}", path.display())),
-            }
-        }
         (job_id, graph, checkpoint_config, notes)
     }
 
-    fn plan_file_for(&self, wanted: &str) -> Option<&std::path::Path> {
-        let s = sanitize_label_value(wanted);
-        self.config
-            .flink
-            .plans
-            .iter()
-            .find(|(name, _)| **name == wanted || sanitize_label_value(name) == s)
-            .map(|(_, p)| p.as_path())
+    /// Notes about how the request's labels chose (or did not choose) a Flink cluster,
+    /// beyond what [`Self::job_context`] says: a cluster label naming no configured cluster.
+    fn cluster_notes(&self, labels: &BTreeMap<String, String>) -> Vec<String> {
+        let flink = &self.config.flink;
+        match flink.cluster_label.as_ref().and_then(|l| labels.get(l).map(|v| (l, v))) {
+            Some((label, value)) if !self.clusters.is_empty() && !flink.clusters.iter().any(|c| c.name == *value) => {
+                vec![format!(
+                    "the alert's {label}=\"{value}\" names no configured Flink cluster ({}); chose by `match` instead",
+                    self.clusters.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>().join(", ")
+                )]
+            }
+            _ => Vec::new(),
+        }
     }
 
-    /// Fails when `labels` name a cluster (`cluster=…`) that is not configured.
+    /// The configured plan (`[flink.plans]`) of the run the request names, however it
+    /// names the job (Flink's name, the reporter's, or the id): the run is resolved from
+    /// the metrics first (as a diagnosis without a plan would choose it: the given id, else
+    /// the newest run of the name), then its plan is looked up by the run's name or id. So
+    /// a plan never chooses the run (a plan of an older run of the job is used only when
+    /// its vertices are those of the diagnosed run; the collector checks). `Some` with the
+    /// run's id, the plan, and notes; `None` when no plan is configured for the job.
+    pub async fn configured_plan(
+        &self,
+        source: &PromSource<'_>,
+        wanted: &str,
+        at_ms: i64,
+    ) -> Option<(String, Result<JobGraph, String>, Vec<String>)> {
+        let plans = &self.config.flink.plans;
+        if plans.is_empty() {
+            return None;
+        }
+        let d = &self.config.diagnosis;
+        let (runs, _) = crate::collect::collector::find_runs(
+            source,
+            &self.config.metrics,
+            at_ms,
+            d.trend_lookback.as_ms(),
+            d.step.as_ms(),
+        )
+        .await
+        .ok()?;
+        let (run, mut notes) = crate::collect::collector::resolve_job(&runs, Some(wanted), None).ok()?;
+        let key = |k: &str| sanitize_label_value(k) == run.name_label || k == run.id || k == wanted;
+        let (name, path) = plans.iter().find(|(name, _)| key(name))?;
+        let graph = std::fs::read_to_string(path)
+            .map_err(|e| e.to_string())
+            .and_then(|t| JobGraph::from_plan_json(&t).map_err(|e| e.to_string()))
+            .map_err(|e| format!("the configured plan {} ([flink.plans] \"{name}\") is unusable: {e}", path.display()));
+        match &graph {
+            Ok(_) => notes.push(format!("job graph from {} ([flink.plans] \"{name}\")", path.display())),
+            Err(e) => notes.push(e.clone()),
+        }
+        Some((run.id, graph, notes))
+    }
+
+    /// Fails when the request chooses a cluster by name (the API's `cluster=`, the CLI's
+    /// `--cluster`) that is not configured. An alert's labels never fail a diagnosis.
     pub fn check_cluster(&self, labels: &BTreeMap<String, String>) -> Result<(), PipelineError> {
-        match labels.get("cluster") {
+        match labels.get(CLUSTER_CHOICE) {
             Some(name) if !self.clusters.iter().any(|(n, _)| n == name) => Err(PipelineError::UnknownCluster(
                 name.clone(),
                 match self.clusters.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>().join(", ") {
@@ -196,11 +229,21 @@ impl Live {
         let prometheus = self.prometheus.as_ref().ok_or(PipelineError::NoPrometheus)?;
         self.check_cluster(labels)?;
         let (job_id, graph, checkpoint_config, mut notes) = self.job_context(request.job.as_deref(), labels).await;
+        notes.extend(self.cluster_notes(labels));
         let plan_given = overrides.graph.is_some();
-        let graph = overrides.graph.or(graph);
+        let mut graph = overrides.graph.or(graph);
         let checkpoint_config = overrides.checkpoint_config.or(checkpoint_config);
-        let request = DiagnosisRequest { job: job_id.or_else(|| request.job.clone()), ..request.clone() };
+        let mut request = DiagnosisRequest { job: job_id.or_else(|| request.job.clone()), ..request.clone() };
         let source = PromSource::new(prometheus, now_ms);
+        if graph.is_none()
+            && let Some(wanted) = request.job.clone()
+            && let Some((run_id, plan, plan_notes)) =
+                self.configured_plan(&source, &wanted, request.at_ms.unwrap_or(now_ms)).await
+        {
+            notes.extend(plan_notes);
+            graph = plan.ok();
+            request.job = Some(run_id);
+        }
         let mut snapshot = collect(
             &source,
             CollectInput {

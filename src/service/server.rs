@@ -116,9 +116,9 @@ async fn webhook(
         }
     };
     let response = match state.service.accept_webhook(&body).await {
-        Intake::Accepted { jobs, dropped } => {
+        Intake::Accepted { jobs, ignored, why, dropped } => {
             metrics.webhook(if jobs == 0 { "ignored" } else { "accepted" });
-            let mut body = serde_json::json!({ "status": "accepted", "jobs": jobs });
+            let mut body = serde_json::json!({ "status": "accepted", "jobs": jobs, "ignored": ignored, "why": why });
             if dropped > 0 {
                 body["jobs_dropped"] = dropped.into();
                 body["note"] = format!(

@@ -20,7 +20,7 @@ use crate::model::verdict::{JobRef, Verdict};
 use crate::service::pipeline::PipelineError;
 use crate::service::retry::{StoreBackoff, diagnosis_delay, jitter};
 use crate::service::store::{Completed, Completion, LastVerdicts, NewNotice, Planner, WorkItem};
-use crate::service::{NoticePlan, Outcome, Service, plan_notices};
+use crate::service::{NoticePlan, Outcome, Service, intake, plan_notices};
 
 /// The longest the worker sleeps without looking at the queue (a safety net: intake and
 /// completions wake it).
@@ -174,11 +174,15 @@ impl Service {
         let verdict_json = verdict
             .as_ref()
             .map(|v| (v.job.name.clone(), serde_json::to_string(v).expect("a verdict always serializes")));
+        let job = match &verdict {
+            Some(v) => v.job.clone(),
+            None => self.job_without_verdict(item).await,
+        };
         let completed: Option<Completed> = self
             .until_stored("complete", stop, || {
                 let completion = Completion {
                     verdict: verdict_json.clone(),
-                    plan: self.planner(item, verdict.clone(), reason.clone(), now),
+                    plan: self.planner(item, verdict.clone(), reason.clone(), job.clone(), now),
                     now_ms: now,
                 };
                 self.store.complete(item, completion)
@@ -196,6 +200,24 @@ impl Service {
         self.work_ready.notify_one();
     }
 
+    /// The job of a notice without a verdict (resolved, could not diagnose), named as its
+    /// last verdict named it (Flink's name), so that every notice of one job names it the
+    /// same way; without an earlier verdict, as the alert's labels do.
+    async fn job_without_verdict(&self, item: &WorkItem) -> JobRef {
+        let svc = &self.config.service;
+        let id = item.labels.get(&svc.job_id_label).filter(|i| intake::is_flink_job_id(i)).cloned();
+        let name = item.labels.get(&svc.job_name_label).filter(|n| !n.is_empty()).cloned();
+        match self.store.last_verdict_job(id.clone(), name.clone()).await {
+            Ok(Some(job)) => job,
+            result => {
+                if let Err(e) = result {
+                    tracing::warn!(error = %e, "cannot read the last verdict of a job");
+                }
+                JobRef { name: name.unwrap_or_else(|| item.job.clone()), id: id.unwrap_or_default() }
+            }
+        }
+    }
+
     /// The planning of a finished diagnosis's notices, run inside the completing
     /// transaction with the groups' last verdicts as it sees them.
     fn planner(
@@ -203,6 +225,7 @@ impl Service {
         item: &WorkItem,
         verdict: Option<Verdict>,
         reason: Option<String>,
+        job: JobRef,
         now: i64,
     ) -> Planner {
         let me = self.clone();
@@ -210,14 +233,7 @@ impl Service {
         Box::new(move |verdict_id: Option<i64>, last: &LastVerdicts| -> Vec<NewNotice> {
             let job = match &verdict {
                 Some(v) => v.job.clone(),
-                None => JobRef {
-                    name: item
-                        .labels
-                        .get(&me.config.service.job_name_label)
-                        .cloned()
-                        .unwrap_or_else(|| item.job.clone()),
-                    id: item.labels.get(&me.config.service.job_id_label).cloned().unwrap_or_default(),
-                },
+                None => job.clone(),
             };
             let destinations: Vec<(String, bool)> = me.destinations.iter().map(|d| (d.name(), d.refreshes())).collect();
             let outcome = match (&verdict, &reason) {

@@ -11,6 +11,7 @@
 pub mod capture;
 pub mod echo;
 pub mod faulty_disk;
+pub mod logs;
 
 use std::io::Read;
 use std::net::TcpListener;

@@ -435,6 +435,18 @@ impl Store {
         self.run("verdicts", move |s| s.verdict(id)).await
     }
 
+    /// The job as the newest stored verdict about it names it (Flink's name, with its id),
+    /// found by job id, else by name as the reporter writes it (among the last 200
+    /// verdicts): a notice without a verdict (resolved, could not diagnose) names the job
+    /// the way its verdicts did.
+    pub async fn last_verdict_job(
+        &self,
+        job_id: Option<String>,
+        name: Option<String>,
+    ) -> Result<Option<crate::model::verdict::JobRef>, StoreError> {
+        self.run("verdicts", move |s| s.last_verdict_job(job_id.as_deref(), name.as_deref())).await
+    }
+
     /// The dead-letter table, newest first.
     pub async fn dead_letters(&self, limit: usize) -> Result<Vec<DeadLetter>, StoreError> {
         self.run("dead_letters", move |s| s.dead_letters(limit)).await

@@ -33,6 +33,7 @@ use super::{
 };
 use crate::config::{StoreConfig, Synchronous};
 use crate::model::notice::Notice;
+use crate::model::verdict::JobRef;
 use crate::service::intake::Intake;
 use crate::service::metrics::Metrics;
 
@@ -574,6 +575,26 @@ impl SqliteStore {
                 Ok(None)
             }
         }
+    }
+
+    /// See [`super::Store::last_verdict_job`].
+    pub fn last_verdict_job(&self, job_id: Option<&str>, name: Option<&str>) -> Result<Option<JobRef>, StoreError> {
+        use crate::model::graph::sanitize_label_value;
+        let conn = self.conn();
+        let mut stmt = conn.prepare_cached(
+            "SELECT json_extract(json, '$.job.name'), json_extract(json, '$.job.id') FROM verdicts \
+             WHERE ?1 IS NULL OR json_extract(json, '$.job.id') = ?1 ORDER BY id DESC LIMIT 200",
+        )?;
+        let rows = stmt
+            .query_map(params![job_id], |r| {
+                Ok((r.get::<_, Option<String>>(0)?.unwrap_or_default(), r.get::<_, Option<String>>(1)?.unwrap_or_default()))
+            })?
+            .collect::<Result<Vec<_>, _>>()?;
+        let wanted = name.map(sanitize_label_value);
+        Ok(rows
+            .into_iter()
+            .find(|(n, _)| job_id.is_some() || wanted.as_deref() == Some(sanitize_label_value(n).as_str()))
+            .map(|(name, id)| JobRef { name, id }))
     }
 
     /// See [`super::Store::dead_letters`].

@@ -1,0 +1,321 @@
+//! Only what is ours, and no noise: which alerts culprit diagnoses, what it says about the
+//! others, how alert labels choose (or do not choose) a Flink cluster, configured job plans
+//! however the job is named, and one job named one way in every notice. In process, with
+//! a real Prometheus, a real SQLite store and capture servers for the destinations.
+//!
+//! Field reports 10 (`KubeJobFailed` with a `job_name` label) and 12 (`[flink.plans]` and
+//! alerts that carry `job_id`) are inputs in `tests/data/reports/`.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use culprit::config::Config;
+use culprit::service::server::Application;
+use serde_json::{Value, json};
+use support::capture::Capture;
+
+fn report(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/reports").join(name)
+}
+
+fn read_json(path: &Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+async fn post(app: &Application, body: &Value) -> (u16, Value) {
+    let r = reqwest::Client::new().post(format!("{}/webhook/alertmanager", app.url())).json(body).send().await.unwrap();
+    (r.status().as_u16(), r.json().await.unwrap())
+}
+
+async fn metrics(app: &Application) -> String {
+    reqwest::get(format!("{}/metrics", app.url())).await.unwrap().text().await.unwrap()
+}
+
+/// Every destination at capture servers: Slack (Web API), PagerDuty, Alertmanager, a
+/// webhook.
+struct Destinations {
+    slack: Capture,
+    pagerduty: Capture,
+    other: Capture,
+}
+
+impl Destinations {
+    async fn start() -> Destinations {
+        Destinations { slack: Capture::start().await, pagerduty: Capture::start().await, other: Capture::start().await }
+    }
+
+    /// culprit's configuration posting to them, reading `prometheus`, storing in `dir`.
+    fn config(&self, dir: &Path, prometheus: &str, extra: &str) -> Config {
+        let extra = format!(
+            "[notify.alertmanager]\nurl = \"{o}/am\"\n[[notify.webhook]]\nname = \"bot\"\nurl = \"{o}/hook\"\n{extra}",
+            o = self.other.url
+        );
+        let text = support::culprit_config(dir, prometheus, &self.slack.url, &self.pagerduty.url, &extra);
+        Config::from_toml(&text, "intake.toml").unwrap()
+    }
+
+    fn posts(&self) -> usize {
+        self.slack.all().len() + self.pagerduty.all().len() + self.other.all().len()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn report_10_a_kube_job_failed_alert_with_a_job_name_label_is_answered_counted_logged_and_never_posted() {
+    support::logs::capture();
+    let now = jiff::Timestamp::now().as_millisecond();
+    let jobs = support::synthetic_jobs(1, now - 1_000);
+    let prom = support::prometheus_with_texts(&[jobs[0].1.clone()], support::free_port());
+    let d = Destinations::start().await;
+    let tmp = tempfile::tempdir().unwrap();
+    let app = Application::build(d.config(tmp.path(), &prom.url, "[service]\ncoalesce = \"100ms\"\n")).await.unwrap();
+
+    // The report's webhook: a route by namespace brings kube-state-metrics' KubeJobFailed.
+    let kube = read_json(&report("10-kube-job-name-label-alert").join("webhook-kubejobfailed.json"));
+    let (status, body) = post(&app, &kube).await;
+    assert_eq!(status, 202, "{body}");
+    assert_eq!(body["jobs"], 0);
+    assert_eq!(body["ignored"], 1);
+    assert_eq!(
+        body["why"][0],
+        "1 alert (`KubeJobFailed`) not diagnosed: culprit diagnoses only the alertnames of service.alertnames (FlinkJobBackpressured, FlinkTaskBackpressured, FlinkCheckpointSlow)"
+    );
+
+    // A real alert after it: once its verdict is posted everywhere, the KubeJobFailed
+    // alert (accepted first) would have been too, had it been diagnosed.
+    let (job, _) = &jobs[0];
+    let (status, _) = post(&app, &support::webhook_for(&job.job_id(), &job.job_name(), &["a".into()])).await;
+    assert_eq!(status, 202);
+    support::wait_for("the real verdict everywhere", Duration::from_secs(60), || {
+        d.slack.slack_messages().len() == 1
+            && d.pagerduty.pagerduty_events().len() == 1
+            && d.other.on("/am/api/v2/alerts").len() == 1
+            && d.other.on("/hook").len() == 1
+    })
+    .await;
+    assert_eq!(d.posts(), 4, "one post per destination, for the Flink job only");
+    let everything: String =
+        [d.slack.all(), d.pagerduty.all(), d.other.all()].concat().iter().map(|r| r.body.to_string()).collect();
+    assert!(!everything.contains("savepoint-cleanup") && !everything.contains("could not diagnose"), "{everything}");
+
+    let m = metrics(&app).await;
+    assert!(m.contains("culprit_alerts_ignored_total{reason=\"alertname\"} 1"), "{m}");
+    assert!(m.contains("culprit_webhooks_total{outcome=\"ignored\"} 1"), "{m}");
+    let logs = support::logs::text();
+    let line = logs
+        .lines()
+        .find(|l| l.contains("webhook: alerts not diagnosed") && l.contains("KubeJobFailed"))
+        .unwrap_or_else(|| panic!("a log line: {logs}"));
+    assert!(line.contains(r#"group="{}/{namespace=\"flink\"}:{namespace=\"flink\"}""#), "{line}");
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn alerts_without_job_labels_are_answered_with_why_nothing_will_be_diagnosed_and_logged() {
+    support::logs::capture();
+    let d = Destinations::start().await;
+    let tmp = tempfile::tempdir().unwrap();
+    let dead = format!("http://127.0.0.1:{}", support::free_port());
+    let app = Application::build(d.config(tmp.path(), &dead, "")).await.unwrap();
+    let webhook = json!({
+        "receiver": "culprit", "status": "firing", "version": "4",
+        "groupKey": "{}:{alertname=\"FlinkJobBackpressured\", team=\"payments-no-labels\"}",
+        "alerts": [
+            {"status": "firing", "labels": {"alertname": "FlinkJobBackpressured", "team": "payments"}, "fingerprint": "1"},
+            {"status": "firing", "labels": {"alertname": "FlinkJobBackpressured", "team": "risk"}, "fingerprint": "2"}
+        ]
+    });
+    let (status, body) = post(&app, &webhook).await;
+    assert_eq!(status, 202);
+    assert_eq!(body["jobs"], 0);
+    assert_eq!(
+        body["why"],
+        json!(["2 alerts (`FlinkJobBackpressured`) not diagnosed: no `job_id` or `job_name` label names a Flink job"])
+    );
+    let (status, body) = post(&app, &json!({"status": "firing", "groupKey": "{}:{}", "alerts": []})).await;
+    assert_eq!((status, body["why"].clone()), (202, json!(["the webhook carries no alert"])));
+    assert!(metrics(&app).await.contains("culprit_alerts_ignored_total{reason=\"no_job_label\"} 2"));
+    let logs = support::logs::text();
+    assert!(
+        logs.lines().any(|l| l.contains("webhook: alerts not diagnosed") && l.contains("payments-no-labels")),
+        "{logs}"
+    );
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_cluster_label_from_kube_prometheus_without_flink_clusters_configured_diagnoses_from_prometheus() {
+    let now = jiff::Timestamp::now().as_millisecond();
+    let jobs = support::synthetic_jobs(1, now - 1_000);
+    let prom = support::prometheus_with_texts(&[jobs[0].1.clone()], support::free_port());
+    let d = Destinations::start().await;
+    let tmp = tempfile::tempdir().unwrap();
+    let app = Application::build(d.config(tmp.path(), &prom.url, "[service]\ncoalesce = \"100ms\"\n")).await.unwrap();
+    let (job, _) = &jobs[0];
+    let mut webhook = support::webhook_for(&job.job_id(), &job.job_name(), &["a".into()]);
+    // kube-prometheus adds `cluster` (and `prometheus`) as external labels to every alert.
+    for alert in webhook["alerts"].as_array_mut().unwrap() {
+        alert["labels"]["cluster"] = "prod-eu".into();
+        alert["labels"]["prometheus"] = "monitoring/k8s".into();
+    }
+    webhook["commonLabels"]["cluster"] = "prod-eu".into();
+    assert_eq!(post(&app, &webhook).await.0, 202);
+    support::wait_for("the verdict", Duration::from_secs(60), || d.other.on("/hook").len() == 1).await;
+    let verdict = &d.other.on("/hook")[0].body;
+    assert_eq!(verdict["schema"], "culprit.verdict/v1", "a verdict, not 'could not diagnose': {verdict}");
+    assert_eq!(verdict["job"]["id"], job.job_id());
+    // The API still refuses a cluster chosen by name that is not configured.
+    let r = reqwest::get(format!("{}/api/v1/diagnose?job={}&cluster=prod-eu", app.url(), job.job_id())).await.unwrap();
+    assert_eq!(r.status(), 400);
+    assert!(r.text().await.unwrap().contains("no Flink cluster named `prod-eu` is configured"));
+    app.stop().await;
+}
+
+/// Report 12's recording (two runs of fraud-detection: an older one that stopped 750 s
+/// before the end, and the running one the webhook names), shifted to end 2 s ago, in a
+/// real Prometheus.
+fn report_12_prometheus(now: i64) -> support::Server {
+    let recording =
+        support::shifted(&report("12-flink-plans-ignored-for-job-id-alerts").join("recording.om.gz"), now - 2_000);
+    support::prometheus_with_texts(&[recording], support::free_port())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn report_12_a_plan_configured_by_job_name_is_used_for_an_alert_that_carries_job_id() {
+    let dir = report("12-flink-plans-ignored-for-job-id-alerts");
+    let prom = report_12_prometheus(jiff::Timestamp::now().as_millisecond());
+    let d = Destinations::start().await;
+    let tmp = tempfile::tempdir().unwrap();
+    let extra = format!(
+        "[flink.plans]\n\"fraud-detection\" = \"{}\"\n[service]\ncoalesce = \"100ms\"\n",
+        dir.join("plan.json").display()
+    );
+    let app = Application::build(d.config(tmp.path(), &prom.url, &extra)).await.unwrap();
+    assert_eq!(post(&app, &read_json(&dir.join("webhook.json"))).await.0, 202);
+    support::wait_for("the verdict", Duration::from_secs(60), || d.other.on("/hook").len() == 1).await;
+    let v = &d.other.on("/hook")[0].body;
+    // The sink is busy 995 and 990 ms/s and not backpressured, upstream 920–930 ms/s
+    // backpressured: with the job graph, the sink is the culprit.
+    assert_eq!(v["finding"], "sink", "{v:#}");
+    assert_eq!(v["graph"]["from_plan"], true);
+    assert_eq!(v["job"]["id"], "5e2b7c9a1d3f4e6a8b0c2d4e6f8a0b1c");
+    assert!(v["notes"].to_string().contains("job graph from"), "{}", v["notes"]);
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn report_12_a_configured_plan_of_an_older_run_never_chooses_which_run_is_diagnosed() {
+    let dir = report("12-flink-plans-ignored-for-job-id-alerts");
+    let prom = report_12_prometheus(jiff::Timestamp::now().as_millisecond());
+    let d = Destinations::start().await;
+    let tmp = tempfile::tempdir().unwrap();
+    let extra = format!("[flink.plans]\nfraud_detection = \"{}\"\n", dir.join("plan-older-run.json").display());
+    let app = Application::build(d.config(tmp.path(), &prom.url, &extra)).await.unwrap();
+    for job in ["fraud-detection", "fraud_detection", "5e2b7c9a1d3f4e6a8b0c2d4e6f8a0b1c"] {
+        let r = reqwest::get(format!("{}/api/v1/diagnose?job={job}", app.url())).await.unwrap();
+        assert_eq!(r.status(), 200, "{job}");
+        let v: Value = r.json().await.unwrap();
+        // The running run, not the plan's (stopped 750 s ago); the plan's vertices are the
+        // running run's, so its graph is used.
+        assert_eq!(v["job"]["id"], "5e2b7c9a1d3f4e6a8b0c2d4e6f8a0b1c", "{job}: {}", v["notes"]);
+        assert_eq!(v["finding"], "sink", "{job}");
+        assert_eq!(v["graph"]["from_plan"], true, "{job}");
+        let notes = v["notes"].to_string();
+        assert!(notes.contains("another run"), "{job}: {notes}");
+        assert!(!notes.contains("stopped reporting"), "{job}: {notes}");
+    }
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn one_job_is_named_one_way_in_the_verdict_the_resolved_notices_and_culprits_alert() {
+    let dir = support::capture("slow-sink");
+    let now = jiff::Timestamp::now().as_millisecond();
+    let recording = support::shifted(&dir.join("recording.om.gz"), now - 2_000);
+    let prom = support::prometheus_with_texts(&[recording], support::free_port());
+    let flink = support::flink_rest_for(&dir).await;
+    let d = Destinations::start().await;
+    let tmp = tempfile::tempdir().unwrap();
+    let extra = format!(
+        "[[flink.clusters]]\nname = \"lab\"\nrest_url = \"{}\"\n[service]\ncoalesce = \"100ms\"\n",
+        flink.uri()
+    );
+    let app = Application::build(d.config(tmp.path(), &prom.url, &extra)).await.unwrap();
+
+    let firing = read_json(&dir.join("alerts/webhook-0001.json"));
+    assert_eq!(post(&app, &firing).await.0, 202);
+    support::wait_for("the verdict", Duration::from_secs(60), || {
+        d.other.on("/hook").len() == 1
+            && d.slack.slack_messages().len() == 1
+            && d.other.on("/am/api/v2/alerts").len() == 1
+    })
+    .await;
+    let resolved = read_json(&dir.join("alerts/webhook-0006.json"));
+    assert_eq!(post(&app, &resolved).await.0, 202);
+    support::wait_for("the resolved notices", Duration::from_secs(60), || {
+        d.other.on("/hook").len() == 2 && d.slack.on("/api/chat.postMessage").len() == 2
+    })
+    .await;
+
+    // Flink calls the job bp-lab-slow-sink; its reporter (and the alert) bp_lab_slow_sink.
+    let hooks = d.other.on("/hook");
+    assert_eq!(hooks[0].body["job"]["name"], "bp-lab-slow-sink");
+    assert_eq!(hooks[1].body["kind"], "resolved");
+    assert_eq!(hooks[1].body["job"], hooks[0].body["job"], "the resolved notice names the job as the verdict did");
+    let slack = d.slack.on("/api/chat.postMessage");
+    // Its first line names the job (the alert's labels follow, as they are).
+    let resolved_text = slack[1].body["text"].as_str().unwrap().lines().next().unwrap();
+    assert!(resolved_text.contains("Resolved") && resolved_text.contains("bp-lab-slow-sink"), "{resolved_text}");
+    assert!(!resolved_text.contains("bp_lab_slow_sink"), "{resolved_text}");
+
+    // culprit's alert carries the source alert's identifying labels unchanged, and Flink's
+    // name in its own label.
+    let alert = &d.other.on("/am/api/v2/alerts")[0].body[0];
+    let source = &firing["commonLabels"];
+    for label in ["job_id", "job_name", "lab", "team"] {
+        assert_eq!(alert["labels"][label], source[label], "{label}: {alert:#}");
+    }
+    assert_eq!(alert["labels"]["flink_job_name"], "bp-lab-slow-sink");
+    assert_eq!(alert["labels"]["alertname"], "FlinkBackpressureCulprit");
+    assert!(alert["labels"].get("severity").is_none(), "{alert:#}");
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_group_key_with_a_newline_and_control_characters_in_a_job_name_cannot_forge_or_garble_a_log_line() {
+    support::logs::capture();
+    let d = Destinations::start().await;
+    let tmp = tempfile::tempdir().unwrap();
+    let dead = format!("http://127.0.0.1:{}", support::free_port());
+    let app = Application::build(d.config(tmp.path(), &dead, "[service]\ncoalesce = \"100ms\"\n")).await.unwrap();
+    let forged = "2026-11-30T00:00:00.000000Z  INFO culprit::service: forged-line-from-a-group-key";
+    let job = "inject\u{1b}[31mred\u{7}\u{0}\r2026-11-30T00:00:00Z ERROR forged-line-from-a-job-name";
+    let webhook = json!({
+        "receiver": "culprit", "status": "firing", "version": "4",
+        "groupKey": format!("{{}}:{{alertname=\"FlinkJobBackpressured\"}}\n{forged}"),
+        "alerts": [
+            {"status": "firing", "labels": {"alertname": "FlinkJobBackpressured", "job_name": job}, "fingerprint": "1"},
+            {"status": "firing", "labels": {"alertname": "FlinkJobBackpressured"}, "fingerprint": "2"}
+        ]
+    });
+    let (status, body) = post(&app, &webhook).await;
+    assert_eq!((status, body["jobs"].clone()), (202, json!(1)));
+    // Prometheus is down: the diagnosis fails and says so, naming the job.
+    support::wait_for("the failed diagnosis in the logs", Duration::from_secs(30), || {
+        support::logs::text().lines().any(|l| l.contains("diagnosis failed") && l.contains("inject"))
+    })
+    .await;
+    app.stop().await;
+    let logs = support::logs::text();
+    for c in ['\u{1b}', '\u{7}', '\u{0}', '\r'] {
+        assert!(!logs.contains(c), "{c:?} reached the log raw");
+    }
+    for line in logs.lines() {
+        assert!(!line.starts_with("2026-11-30T00:00:00"), "a forged line: {line}");
+    }
+    let group_line = logs.lines().find(|l| l.contains("forged-line-from-a-group-key")).unwrap();
+    assert!(group_line.contains(r#"\n2026-11-30T00:00:00.000000Z  INFO"#), "{group_line}");
+    let job_line = logs.lines().find(|l| l.contains("diagnosis failed") && l.contains("inject")).unwrap();
+    assert!(job_line.contains(r#"job="inject\u{1b}[31mred\u{7}\0\r2026-11-30T00:00:00Z ERROR"#), "{job_line}");
+}
