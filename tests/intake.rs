@@ -290,6 +290,11 @@ async fn one_job_is_named_one_way_in_the_verdict_the_resolved_notices_and_culpri
     app.stop().await;
 }
 
+/// Lines that log the diagnosis of the injecting job (each names it once, escaped).
+fn job_lines(logs: &str) -> usize {
+    logs.lines().filter(|l| l.contains("inject\\u{1b}")).count()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_group_key_with_a_newline_and_control_characters_in_a_job_name_cannot_forge_or_garble_a_log_line() {
     support::logs::capture();
@@ -326,4 +331,5 @@ async fn a_group_key_with_a_newline_and_control_characters_in_a_job_name_cannot_
     assert!(group_line.contains(r#"\n2026-11-30T00:00:00.000000Z  INFO"#), "{group_line}");
     let job_line = logs.lines().find(|l| l.contains("diagnosis failed") && l.contains("inject")).unwrap();
     assert!(job_line.contains(r#"job="inject\u{1b}[31mred\u{7}\0\r2026-11-30T00:00:00Z ERROR"#), "{job_line}");
+    assert_eq!(logs.lines().filter(|l| l.contains("forged-line-from-a-job-name")).count(), job_lines(&logs), "{logs}");
 }

@@ -352,10 +352,11 @@ async fn a_webhook_naming_ten_thousand_jobs_is_capped_and_the_queue_never_passes
     text = text.replace("[store]\n", "[store]\nmax_queue = 80\n");
     text = text.replace("[server]\n", "[server]\nbody_limit_bytes = 16777216\n");
     let app = Application::build(Config::from_toml(&text, "cap.toml").unwrap()).await.unwrap();
+    // Flink job ids: 32 hexadecimal digits (`a` or `b`, then the number).
     let many = |prefix: &str| {
         let mut w = support::webhook_for("x", "x", &[]);
         w["alerts"] = (0..10_000)
-            .map(|i| serde_json::json!({"status": "firing", "labels": {"alertname": "FlinkJobBackpressured", "job_id": format!("{prefix}{i:05}")}, "fingerprint": format!("{i}")}))
+            .map(|i| serde_json::json!({"status": "firing", "labels": {"alertname": "FlinkJobBackpressured", "job_id": format!("{prefix}{i:031x}")}, "fingerprint": format!("{i}")}))
             .collect::<Vec<_>>()
             .into();
         w

@@ -45,6 +45,22 @@ pub fn escape_controls(text: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
+/// Whether `s` is one quoted token: `"…"` whose inner quotes are all escaped (as Rust's
+/// `Debug` writes a string).
+fn is_quoted(s: &str) -> bool {
+    let Some(inner) = s.strip_prefix('"').and_then(|r| r.strip_suffix('"')) else { return false };
+    let mut escaped = false;
+    for c in inner.chars() {
+        match (escaped, c) {
+            (true, _) => escaped = false,
+            (false, '\\') => escaped = true,
+            (false, '"') => return false,
+            _ => {}
+        }
+    }
+    !escaped
+}
+
 fn needs_escape(c: char) -> bool {
     c.is_control() || matches!(c, '\u{2028}' | '\u{2029}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
 }
@@ -87,6 +103,9 @@ impl SafeVisitor<'_, '_> {
         self.first = false;
         self.result = if field.name() == "message" {
             write!(self.writer, "{sep}{}", escape_controls(&value))
+        } else if is_quoted(&value) {
+            // Already a quoted, escaped token (`?value` of a string): it cannot end early.
+            write!(self.writer, "{sep}{}={}", field.name(), escape_controls(&value))
         } else if value.is_empty() || value.contains([' ', '=', '"', '\\']) || value.chars().any(needs_escape) {
             let quoted = value.replace('\\', "\\\\").replace('"', "\\\"");
             write!(self.writer, "{sep}{}=\"{}\"", field.name(), escape_controls(&quoted))
@@ -178,6 +197,12 @@ mod tests {
     fn a_value_with_spaces_or_equals_is_quoted_so_it_cannot_pass_for_another_field() {
         let out = logged(Redactor::new(), || tracing::info!(job = %"a destination=slack", "x"));
         assert!(out.contains(r#"job="a destination=slack""#), "{out}");
+        // A value that only looks quoted is quoted again.
+        let out = logged(Redactor::new(), || tracing::info!(job = %r#""a" forged=1 "b""#, "x"));
+        assert!(out.contains(r#"job="\"a\" forged=1 \"b\"""#), "{out}");
+        // A string's Debug form is one quoted token already: kept as it is.
+        let out = logged(Redactor::new(), || tracing::info!(job = ?"a \"b\"", "x"));
+        assert!(out.contains(r#"job="a \"b\"""#), "{out}");
     }
 
     #[test]

@@ -587,7 +587,10 @@ impl SqliteStore {
         )?;
         let rows = stmt
             .query_map(params![job_id], |r| {
-                Ok((r.get::<_, Option<String>>(0)?.unwrap_or_default(), r.get::<_, Option<String>>(1)?.unwrap_or_default()))
+                Ok((
+                    r.get::<_, Option<String>>(0)?.unwrap_or_default(),
+                    r.get::<_, Option<String>>(1)?.unwrap_or_default(),
+                ))
             })?
             .collect::<Result<Vec<_>, _>>()?;
         let wanted = name.map(sanitize_label_value);
