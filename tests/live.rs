@@ -406,3 +406,76 @@ async fn hostile_names_reach_promql_escaped_and_select_only_their_own_series() {
     .unwrap_err();
     assert!(err.to_string().contains("no Flink job named"), "{err}");
 }
+
+/// A live diagnosis of `job` at `at` through `url`: the snapshot and the verdict.
+async fn snapshot_through(
+    url: &str,
+    job: &culprit::samples::synthetic::SyntheticJob,
+    at: i64,
+    with_graph: bool,
+) -> (culprit::model::snapshot::Snapshot, Verdict) {
+    let config = Config::default();
+    let prom = Prometheus::new(&PrometheusConfig {
+        url: url.to_string(),
+        timeout: Millis::from_secs(30),
+        deadline: Millis::from_secs(60),
+        auth: None,
+        tenant: None,
+    })
+    .unwrap();
+    let source = PromSource::new(&prom, at);
+    let request = DiagnosisRequest { job: Some("synthetic-job".into()), at_ms: Some(at), window_ms: None };
+    let graph = with_graph.then(|| JobGraph::from_plan_json(&job.plan_json()).unwrap());
+    let snapshot = collect(
+        &source,
+        CollectInput { request: &request, graph, checkpoint_config: None, config: &config, catalog: &config.metrics },
+    )
+    .await
+    .unwrap();
+    let verdict = diagnose(&snapshot, &config.diagnosis);
+    (snapshot, verdict)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_refusing_large_queries_gets_smaller_ones_and_the_same_verdict_or_says_what_is_missing() {
+    use culprit::samples::synthetic::SyntheticJob;
+    // 12 vertices × 8 subtasks, 5 min at 5 s: 96 series per task metric.
+    let job = SyntheticJob { vertices: 12, subtasks: 8, samples: 60, start_ms: 1_795_000_000_000, job: 0 };
+    let tmp = tempfile::tempdir().unwrap();
+    let rec = tmp.path().join("job.om");
+    job.write_openmetrics(std::fs::File::create(&rec).unwrap()).unwrap();
+    let server = support::prometheus_with(&rec);
+    let at = job.start_ms + 59 * 5_000;
+    let (direct, expected) = snapshot_through(&server.url, &job, at, true).await;
+    assert!(direct.notes.iter().all(|n| !n.contains("refused")), "{:?}", direct.notes);
+
+    // Mimir-like: at most 20 series per query (two or three vertices), and at most 200
+    // evaluations per range query (the 1 h trend at 5 s has 721).
+    for with_graph in [true, false] {
+        let limits = support::limits::start(&server.url, 20, 200).await;
+        let (snapshot, live) = snapshot_through(&limits.url, &job, at, with_graph).await;
+        let refused = limits.asked().iter().filter(|a| a.refused.is_some()).count();
+        assert!(refused > 0, "the limits were hit");
+        assert!(snapshot.missing.iter().all(|m| !m.detail.contains("query failed")), "{:?}", snapshot.missing);
+        assert!(snapshot.notes.iter().any(|n| n.contains("as too large")), "{:?}", snapshot.notes);
+        if with_graph {
+            let mut a = serde_json::to_value(&expected).unwrap();
+            let mut b = serde_json::to_value(&live).unwrap();
+            a["notes"] = Value::Null;
+            b["notes"] = Value::Null;
+            assert_same(&a, &b, "limited");
+        } else {
+            assert_eq!(live.culprit.as_ref().map(|c| c.vertex_id.clone()), Some(SyntheticJob::vertex_id(6)));
+        }
+        eprintln!("graph {with_graph}: {} requests, {refused} refused", limits.asked().len());
+    }
+
+    // At most 4 series: one vertex of 8 subtasks is already too many. The per-vertex
+    // signals are given up with the reason, never answered in part.
+    let limits = support::limits::start(&server.url, 4, 200).await;
+    let (snapshot, _) = snapshot_through(&limits.url, &job, at, true).await;
+    let refused: Vec<&culprit::model::snapshot::Missing> =
+        snapshot.missing.iter().filter(|m| m.detail.contains("refused even for vertex")).collect();
+    assert!(!refused.is_empty(), "{:?}", snapshot.missing);
+    assert!(snapshot.vertex_aggregates.iter().all(|a| a.busy_max.is_none()), "no partial busy time");
+}

@@ -25,8 +25,27 @@ use crate::model::snapshot::{
 /// A query that could not be answered (network, HTTP status, bad answer). The message
 /// never contains credentials.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
-#[error("{0}")]
-pub struct QueryError(pub String);
+#[error("{message}")]
+pub struct QueryError {
+    pub message: String,
+    /// The backend refused the query as too large: smaller queries may be answered.
+    pub too_large: Option<TooLarge>,
+}
+
+/// What a backend found too large in a query it refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TooLarge {
+    /// Too many series, chunks or samples: fewer series (or a shorter range) may pass.
+    Series,
+    /// Too many evaluation steps, or too long a range: only a shorter range passes.
+    Steps,
+}
+
+impl QueryError {
+    pub fn new(message: impl Into<String>) -> Self {
+        QueryError { message: message.into(), too_large: None }
+    }
+}
 
 /// Something that answers queries: a recording in memory or a live backend.
 pub trait MetricSource {
@@ -261,7 +280,20 @@ pub const STALE_AFTER_MS: i64 = 90_000;
 /// job-level signals (`job_wide_queries`, `job_signal_queries`: checkpoints, RocksDB,
 /// sources, TaskManagers, Kafka lag), and the per-subtask detail of the vertices the
 /// runbook looks into (`detail_queries`).
+///
+/// A query the backend refuses as too large is asked again in smaller pieces that add up
+/// to the same answer (per vertex, shorter ranges; [`crate::collect::degrade`]) before the
+/// signal is given up; a note says so.
 pub async fn collect<S: MetricSource>(source: &S, input: CollectInput<'_>) -> Result<Snapshot, CollectError> {
+    let vertex_ids: Vec<String> =
+        input.graph.as_ref().map(|g| g.vertices.iter().map(|v| v.id.clone()).collect()).unwrap_or_default();
+    let source = crate::collect::degrade::Degrading::new(source, vertex_ids);
+    let mut snapshot = collect_from(&source, input).await?;
+    snapshot.notes.extend(source.note());
+    Ok(snapshot)
+}
+
+async fn collect_from<S: MetricSource>(source: &S, input: CollectInput<'_>) -> Result<Snapshot, CollectError> {
     let cfg = &input.config.diagnosis;
     let at = input.request.at_ms.or_else(|| source.latest_ms()).ok_or(CollectError::NoData)?;
 
@@ -553,14 +585,18 @@ pub async fn find_runs<S: MetricSource>(
         aggregation: Some(Aggregation::new(Agg::Max, &[l::JOB_ID, l::JOB_NAME])),
     };
     let mut answers = source.run(&[lookup, newest_query(cat, at)]).await.into_iter();
-    let uptime = answers.next().expect("two answers").map_err(|e| CollectError::Source(e.0))?;
+    let uptime = answers.next().expect("two answers").map_err(|e| CollectError::Source(e.message))?;
     // Unknown (the query failed): staleness is judged against `at`, as before.
     let newest = answers.next().and_then(Result::ok).and_then(|a| newest_ms(&a));
     let mut runs = job_runs(&uptime);
     if runs.is_empty() {
         // No JobManager metrics (e.g. only TaskManager scrapes): jobs from task metrics.
-        let busy =
-            source.run(&[fallback_lookup]).await.pop().expect("one answer").map_err(|e| CollectError::Source(e.0))?;
+        let busy = source
+            .run(&[fallback_lookup])
+            .await
+            .pop()
+            .expect("one answer")
+            .map_err(|e| CollectError::Source(e.message))?;
         runs = busy
             .iter()
             .filter(|s| !s.label(l::JOB_ID).is_empty())

@@ -7,9 +7,12 @@
 //!   over the store (and, live, by Prometheus itself).
 //! * [`identity`]: which series stand for the same thing (task attempts, one target
 //!   scraped twice, two deployments under one job id).
+//! * [`degrade`]: a query a backend refuses as too large, asked again in smaller pieces
+//!   that add up to the same answer.
 //! * [`collector`]: request + metric source → snapshot.
 
 pub mod collector;
+pub mod degrade;
 pub mod exposition;
 pub mod flink_rest;
 pub mod identity;

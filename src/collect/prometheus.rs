@@ -23,7 +23,7 @@ use reqwest::StatusCode;
 use secrecy::{ExposeSecret, SecretString};
 use serde::Deserialize;
 
-use crate::collect::collector::{MetricSource, QueryError};
+use crate::collect::collector::{MetricSource, QueryError, TooLarge};
 use crate::collect::query::{Query, QueryResult, ResultSeries};
 use crate::config::{HttpAuth, PrometheusConfig};
 use crate::model::secret::Redactor;
@@ -54,12 +54,130 @@ pub struct PromError {
     pub status: Option<u16>,
     /// Whether trying again may succeed.
     pub retryable: bool,
+    /// The backend refused the query as too large ([`TOO_LARGE`]): not worth retrying as
+    /// it is, but smaller queries may be answered.
+    pub too_large: Option<TooLarge>,
 }
 
 impl PromError {
     fn new(message: impl Into<String>, status: Option<u16>, retryable: bool) -> Self {
-        PromError { message: message.into(), status, retryable }
+        PromError { message: message.into(), status, retryable, too_large: None }
     }
+}
+
+impl From<PromError> for QueryError {
+    fn from(e: PromError) -> Self {
+        QueryError { message: e.message, too_large: e.too_large }
+    }
+}
+
+/// How backends say a query is too large: a piece of the error message, what was too
+/// large, and where the limit is documented. Matched case-insensitively in a 4xx answer's
+/// error.
+pub const TOO_LARGE: &[(&str, TooLarge, &str)] = &[
+    // Prometheus: `query.max-samples` (422) and the points per series of a range query (400).
+    (
+        "query processing would load too many samples into memory",
+        TooLarge::Series,
+        "https://prometheus.io/docs/prometheus/latest/command-line/prometheus/ (--query.max-samples)",
+    ),
+    (
+        "exceeded maximum resolution of",
+        TooLarge::Steps,
+        "https://prometheus.io/docs/prometheus/latest/querying/api/#range-queries",
+    ),
+    // Grafana Mimir: the per-query limits (422), each with its error id.
+    (
+        "err-mimir-max-series-per-query",
+        TooLarge::Series,
+        "https://grafana.com/docs/mimir/latest/manage/mimir-runbooks/#err-mimir-max-series-per-query",
+    ),
+    (
+        "err-mimir-max-chunks-per-query",
+        TooLarge::Series,
+        "https://grafana.com/docs/mimir/latest/manage/mimir-runbooks/#err-mimir-max-chunks-per-query",
+    ),
+    (
+        "err-mimir-max-chunks-bytes-per-query",
+        TooLarge::Series,
+        "https://grafana.com/docs/mimir/latest/manage/mimir-runbooks/#err-mimir-max-chunks-bytes-per-query",
+    ),
+    (
+        "err-mimir-max-estimated-chunks-per-query",
+        TooLarge::Series,
+        "https://grafana.com/docs/mimir/latest/manage/mimir-runbooks/#err-mimir-max-estimated-chunks-per-query",
+    ),
+    (
+        "err-mimir-max-estimated-memory-consumption-per-query",
+        TooLarge::Series,
+        "https://grafana.com/docs/mimir/latest/manage/mimir-runbooks/#err-mimir-max-estimated-memory-consumption-per-query",
+    ),
+    (
+        "err-mimir-max-query-length",
+        TooLarge::Steps,
+        "https://grafana.com/docs/mimir/latest/manage/mimir-runbooks/#err-mimir-max-query-length",
+    ),
+    // Cortex: the querier's limits (422).
+    (
+        "the query hit the max number of series limit",
+        TooLarge::Series,
+        "https://cortexmetrics.io/docs/configuration/configuration-file/#limits_config",
+    ),
+    (
+        "the query hit the max number of chunks limit",
+        TooLarge::Series,
+        "https://cortexmetrics.io/docs/configuration/configuration-file/#limits_config",
+    ),
+    (
+        "the query hit the aggregated chunks size limit",
+        TooLarge::Series,
+        "https://cortexmetrics.io/docs/configuration/configuration-file/#limits_config",
+    ),
+    (
+        "the query time range exceeds the limit",
+        TooLarge::Steps,
+        "https://cortexmetrics.io/docs/configuration/configuration-file/#limits_config",
+    ),
+    // Thanos Store: series and sample limits.
+    ("exceeded series limit", TooLarge::Series, "https://thanos.io/tip/components/store.md/#series-limits"),
+    ("exceeded samples limit", TooLarge::Series, "https://thanos.io/tip/components/store.md/#series-limits"),
+    ("exceeded chunks limit", TooLarge::Series, "https://thanos.io/tip/components/store.md/#series-limits"),
+    // VictoriaMetrics: `-search.max*` flags (422).
+    (
+        "-search.maxSamplesPerQuery",
+        TooLarge::Series,
+        "https://docs.victoriametrics.com/victoriametrics/single-server-victoriametrics/#resource-usage-limits",
+    ),
+    (
+        "-search.maxUniqueTimeseries",
+        TooLarge::Series,
+        "https://docs.victoriametrics.com/victoriametrics/single-server-victoriametrics/#resource-usage-limits",
+    ),
+    (
+        "-search.maxSeries",
+        TooLarge::Series,
+        "https://docs.victoriametrics.com/victoriametrics/single-server-victoriametrics/#resource-usage-limits",
+    ),
+    (
+        "-search.maxSamplesPerSeries",
+        TooLarge::Series,
+        "https://docs.victoriametrics.com/victoriametrics/single-server-victoriametrics/#resource-usage-limits",
+    ),
+    (
+        "-search.maxPointsPerTimeseries",
+        TooLarge::Steps,
+        "https://docs.victoriametrics.com/victoriametrics/single-server-victoriametrics/#resource-usage-limits",
+    ),
+];
+
+/// What a refused query's error says was too large ([`TOO_LARGE`]); None for any other
+/// refusal.
+pub fn too_large(status: u16, error: &str) -> Option<TooLarge> {
+    let error = error.to_ascii_lowercase();
+    if !(400..500).contains(&status) {
+        return None;
+    }
+    TOO_LARGE.iter().find(|(marker, _, _)| error.contains(&marker.to_ascii_lowercase())).map(|(_, kind, _)| *kind)
 }
 
 /// Whether an HTTP status is worth retrying: 429, 5xx (503 included). 400 and 422 mean the
@@ -404,7 +522,9 @@ fn status_error(base: &str, status: StatusCode, body: &[u8], redactor: &Redactor
         503 => "unavailable",
         _ => "error",
     };
-    PromError::new(format!("{base}: HTTP {code} {what}: {detail}"), Some(code), retryable_status(code))
+    let mut e = PromError::new(format!("{base}: HTTP {code} {what}: {detail}"), Some(code), retryable_status(code));
+    e.too_large = too_large(code, &detail);
+    e
 }
 
 /// The live metric source: a client and the time "now" stands for.
@@ -505,7 +625,7 @@ impl PromSource<'_> {
     async fn run_group(&self, eval: Eval, queries: &[Query], idx: &[usize]) -> Vec<Result<QueryResult, QueryError>> {
         if idx.len() == 1 {
             let q = for_backend(&queries[idx[0]]);
-            return vec![self.request(eval, &q.to_promql()).await.map(|a| a.series).map_err(|e| QueryError(e.message))];
+            return vec![self.request(eval, &q.to_promql()).await.map(|a| a.series).map_err(QueryError::from)];
         }
         let parts: Vec<(usize, &Query)> = idx.iter().map(|i| (*i, &queries[*i])).collect();
         match self.request(eval, &merged_expr(&parts)).await {
@@ -525,13 +645,11 @@ impl PromSource<'_> {
             Err(e) if !e.retryable => {
                 let singles = idx.iter().map(|i| {
                     let q = for_backend(&queries[*i]);
-                    async move {
-                        self.request(eval, &q.to_promql()).await.map(|a| a.series).map_err(|e| QueryError(e.message))
-                    }
+                    async move { self.request(eval, &q.to_promql()).await.map(|a| a.series).map_err(QueryError::from) }
                 });
                 futures::future::join_all(singles).await
             }
-            Err(e) => idx.iter().map(|_| Err(QueryError(e.message.clone()))).collect(),
+            Err(e) => idx.iter().map(|_| Err(QueryError::from(e.clone()))).collect(),
         }
     }
 }

@@ -95,6 +95,7 @@ impl<'a> RecordingSource<'a> {
             message: format!("cannot write the recording: {e}"),
             status: None,
             retryable: false,
+            too_large: None,
         };
         let mut samples = 0;
         let mut last_name = String::new();

@@ -236,6 +236,11 @@ impl SeriesStore {
         candidates.filter(|s| selector.matches(|l| self.label_of(s, l))).collect()
     }
 
+    /// How many series `selector` matches (its hygiene aside).
+    pub fn count_matching(&self, selector: &Selector) -> usize {
+        self.select(selector).len()
+    }
+
     /// Evaluates a query with Prometheus' semantics (see the module doc).
     pub fn evaluate(&self, query: &Query) -> QueryResult {
         match query {

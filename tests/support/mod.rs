@@ -11,6 +11,7 @@
 pub mod capture;
 pub mod echo;
 pub mod faulty_disk;
+pub mod limits;
 pub mod logs;
 
 use std::io::Read;
