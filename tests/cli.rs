@@ -47,6 +47,84 @@ fn diagnose_help_explains_every_flag_and_the_exit_codes() {
         assert!(help.contains(flag), "{flag} missing from help");
     }
     assert!(help.contains("Exit codes") && help.contains("0  a verdict was produced") && help.contains("2  bad usage"));
+    assert!(help.contains("3  a backend is unreachable"), "{help}");
+}
+
+/// A port nothing listens on.
+fn dead_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// A configuration reading Prometheus at `prometheus`, giving up after 2 s.
+fn short_deadline_config(dir: &Path, prometheus: &str) -> PathBuf {
+    let path = dir.join("c.toml");
+    std::fs::write(
+        &path,
+        format!("[prometheus]\nurl = \"{prometheus}\"\ntimeout = \"1s\"\ndeadline = \"2s\"\n[flink]\ntimeout = \"1s\"\ndeadline = \"2s\"\n"),
+    )
+    .unwrap();
+    path
+}
+
+/// Exit code 3 (a backend is unreachable), the line saying retrying started, then the
+/// error line.
+fn assert_backend_unreachable(out: &Output, retrying: &str, error: &[&str]) {
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "stderr: {stderr}");
+    let lines: Vec<&str> = stderr.trim_end().lines().collect();
+    assert_eq!(lines.len(), 2, "the retry line, then the error: {stderr}");
+    assert_eq!(lines[0], format!("culprit: {retrying}"));
+    for needle in error {
+        assert!(lines[1].contains(needle), "`{needle}` missing from: {}", lines[1]);
+    }
+    assert!(out.stdout.is_empty());
+}
+
+#[test]
+fn a_prometheus_that_refuses_the_connection_says_so_when_retrying_starts_and_exits_3() {
+    let tmp = tempfile::tempdir().unwrap();
+    let url = format!("http://127.0.0.1:{}", dead_port());
+    let config = short_deadline_config(tmp.path(), &url);
+    let out = culprit(&["diagnose", "--config", s(&config), "--job", "fraud-detection"]);
+    assert_backend_unreachable(
+        &out,
+        &format!("Prometheus at {url} refused the connection; retrying for 2 s (prometheus.deadline)"),
+        &["could not look up the job", "Connection refused", "retried for the 2 s deadline"],
+    );
+    let out = culprit(&[
+        "record",
+        "--config",
+        s(&config),
+        "--job",
+        "fraud-detection",
+        "--out",
+        s(&tmp.path().join("r.om.gz")),
+    ]);
+    assert_eq!(out.status.code(), Some(3), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+#[test]
+fn an_unreachable_flink_rest_given_with_flink_says_so_when_retrying_starts_and_exits_3() {
+    let tmp = tempfile::tempdir().unwrap();
+    let prometheus = format!("http://127.0.0.1:{}", dead_port());
+    let flink = format!("http://127.0.0.1:{}", dead_port());
+    let config = short_deadline_config(tmp.path(), &prometheus);
+    let out = culprit(&["diagnose", "--config", s(&config), "--job", "fraud-detection", "--flink", &flink]);
+    assert_backend_unreachable(
+        &out,
+        &format!("Flink REST at {flink} refused the connection; retrying for 2 s (flink.deadline)"),
+        &[&format!("--flink {flink}"), "could not be reached", "Connection refused"],
+    );
+}
+
+#[test]
+fn an_unreachable_scrape_endpoint_exits_3_in_one_sentence() {
+    let url = format!("http://127.0.0.1:{}/metrics", dead_port());
+    let out = culprit(&["diagnose", "--scrape", &url, "--job", "x"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
+    assert!(stderr.contains(&format!("--scrape {url}: cannot connect")) && stderr.contains("refused"), "{stderr}");
 }
 
 #[test]
@@ -123,11 +201,8 @@ fn a_bad_time_or_window_is_a_usage_error() {
 }
 
 #[test]
-fn a_scrape_target_that_is_not_a_url_or_does_not_answer_says_why() {
+fn a_scrape_target_that_is_not_a_url_says_why() {
     assert_one_sentence_error(&culprit(&["diagnose", "--scrape", "localhost:9249"]), &["not an http(s) URL"]);
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let url = format!("http://127.0.0.1:{port}/metrics");
-    assert_one_sentence_error(&culprit(&["diagnose", "--scrape", &url]), &["cannot connect", "refused"]);
 }
 
 #[test]

@@ -25,9 +25,13 @@ pub const EXIT_OK: i32 = 0;
 pub const EXIT_INTERNAL: i32 = 1;
 /// Exit code: bad usage or bad input (the message names the file and line).
 pub const EXIT_USAGE: i32 = 2;
+/// Exit code: a backend is unreachable: Prometheus, Flink REST given with `--flink`, a
+/// `--scrape` endpoint (or, for `check-config --connect`, any backend or destination)
+/// could not be reached or did not answer in time.
+pub const EXIT_BACKEND: i32 = 3;
 
-const EXIT_CODES: &str = "Exit codes:\n  0  a verdict was produced (whatever it says)\n  1  internal error\n  2  bad usage or bad input; the message names the file and line";
-const RECORD_EXIT_CODES: &str = "Exit codes:\n  0  the recording was written\n  1  internal error\n  2  bad usage, bad configuration, or Prometheus could not be read";
+const EXIT_CODES: &str = "Exit codes:\n  0  a verdict was produced (whatever it says)\n  1  internal error\n  2  bad usage or bad input; the message names the file and line\n  3  a backend is unreachable (Prometheus, --flink, --scrape): it refused the connection,\n     timed out, or failed until its deadline; stderr says when retrying starts";
+const RECORD_EXIT_CODES: &str = "Exit codes:\n  0  the recording was written\n  1  internal error\n  2  bad usage or bad configuration\n  3  Prometheus (or Flink REST) is unreachable; stderr says when retrying starts";
 const SERVE_EXIT_CODES: &str = "Exit codes:\n  0  stopped by SIGTERM or Ctrl-C after draining\n  1  internal error\n  2  bad configuration, or the listen address could not be bound";
 
 /// Finds the Apache Flink operator that really slows a backpressured job, why, and the fix.
@@ -174,6 +178,36 @@ impl CliError {
     fn usage(message: impl Into<String>) -> Self {
         CliError { code: EXIT_USAGE, message: message.into() }
     }
+
+    fn backend(message: impl Into<String>) -> Self {
+        CliError { code: EXIT_BACKEND, message: message.into() }
+    }
+
+    /// A failed live diagnosis: a backend that did not answer is [`EXIT_BACKEND`], anything
+    /// else (no such job, a plan of another job) [`EXIT_USAGE`].
+    fn pipeline(e: crate::service::pipeline::PipelineError) -> Self {
+        use crate::collect::collector::CollectError;
+        use crate::service::pipeline::PipelineError;
+        match e {
+            PipelineError::Collect(CollectError::Source(_)) => CliError::backend(e.to_string()),
+            _ => CliError::usage(e.to_string()),
+        }
+    }
+}
+
+/// Prints on stderr, once per backend, that retrying has started (a backend that is down is
+/// not silence).
+fn announce_on_stderr() -> crate::collect::prometheus::Announce {
+    std::sync::Arc::new(|line: String| eprintln!("culprit: {}", logging::escape_controls(&line)))
+}
+
+/// `--flink URL` given but unreachable: the user asked for it, so it is an error
+/// ([`EXIT_BACKEND`]), not a note.
+async fn require_flink(rest: &crate::collect::flink_rest::FlinkRest, url: &str) -> Result<(), CliError> {
+    match rest.jobs().await {
+        Err(e) if e.is_unreachable() => Err(CliError::backend(format!("--flink {url}: {e}"))),
+        _ => Ok(()),
+    }
 }
 
 /// Runs a parsed command, writing the result to `out`.
@@ -303,8 +337,10 @@ fn flink_from_url(url: &str, config: &Config) -> Result<crate::collect::flink_re
         r#match: Default::default(),
         auth: None,
     };
-    crate::collect::flink_rest::FlinkRest::new(&cluster, &config.flink)
-        .map_err(|e| CliError::usage(format!("--flink {url}: {e}")))
+    let mut rest = crate::collect::flink_rest::FlinkRest::new(&cluster, &config.flink)
+        .map_err(|e| CliError::usage(format!("--flink {url}: {e}")))?;
+    rest.announce_retries(announce_on_stderr());
+    Ok(rest)
 }
 
 /// `culprit diagnose` live (Prometheus from the configuration) or over `--scrape`.
@@ -333,16 +369,20 @@ pub async fn diagnose_live_command(args: &DiagnoseArgs, now_ms: i64) -> Result<V
     if args.job.is_none() {
         return Err(CliError::usage("a live diagnosis needs --job NAME_OR_ID"));
     }
-    let live = crate::service::pipeline::Live::new(config).map_err(|e| CliError::usage(e.to_string()))?;
+    let mut live = crate::service::pipeline::Live::new(config).map_err(|e| CliError::usage(e.to_string()))?;
+    live.announce_retries(announce_on_stderr());
     let mut labels = cluster_labels(args.cluster.as_deref());
     if let Some(url) = &args.flink {
         labels.insert(crate::config::CLUSTER_CHOICE.into(), url.clone());
+        if let Some(rest) = live.flink_for(&labels) {
+            require_flink(rest, url).await?;
+        }
     }
     let overrides = crate::service::pipeline::Overrides {
         graph: read_plan(args)?,
         checkpoint_config: read_checkpoint_config(args)?,
     };
-    live.diagnose_with(&request, &labels, now_ms, overrides).await.map_err(|e| CliError::usage(e.to_string()))
+    live.diagnose_with(&request, &labels, now_ms, overrides).await.map_err(CliError::pipeline)
 }
 
 /// Reads Flink reporter endpoints now and diagnoses from that one scrape.
@@ -367,12 +407,13 @@ async fn scrape_command(
                 )));
             }
         }
-        let failed = |e: reqwest::Error| {
-            let why = match e.status() {
-                Some(status) => format!("the endpoint answered {status}"),
-                None => crate::collect::prometheus::without_url(&e),
-            };
-            CliError::usage(format!("--scrape {url}: {why}"))
+        let failed = |e: reqwest::Error| match e.status() {
+            // A wrong path is bad usage; no answer, or a server error, an unreachable backend.
+            Some(status) if !status.is_server_error() => {
+                CliError::usage(format!("--scrape {url}: the endpoint answered {status}"))
+            }
+            Some(status) => CliError::backend(format!("--scrape {url}: the endpoint answered {status}")),
+            None => CliError::backend(format!("--scrape {url}: {}", crate::collect::prometheus::without_url(&e))),
         };
         let body = client
             .get(url)
@@ -392,6 +433,7 @@ async fn scrape_command(
     let mut request = request.clone();
     if let Some(url) = &args.flink {
         let rest = flink_from_url(url, config)?;
+        require_flink(&rest, url).await?;
         let wanted = request.job.clone();
         match wanted {
             Some(wanted) => match rest.jobs().await {
@@ -435,7 +477,8 @@ pub async fn record_command(args: &RecordArgs, now_ms: i64) -> Result<String, Cl
         return Err(CliError::usage("--lookback must be at least the window"));
     }
     let at_ms = args.at.as_deref().map(parse_at).transpose()?.unwrap_or(now_ms);
-    let live = crate::service::pipeline::Live::new(config.clone()).map_err(|e| CliError::usage(e.to_string()))?;
+    let mut live = crate::service::pipeline::Live::new(config.clone()).map_err(|e| CliError::usage(e.to_string()))?;
+    live.announce_retries(announce_on_stderr());
     let prometheus = live
         .prometheus()
         .ok_or_else(|| CliError::usage(format!("{}: no [prometheus] section", args.config.display())))?;
@@ -465,7 +508,7 @@ pub async fn record_command(args: &RecordArgs, now_ms: i64) -> Result<String, Cl
         },
     )
     .await
-    .map_err(|e| CliError::usage(e.to_string()))?;
+    .map_err(|e| CliError::pipeline(e.into()))?;
     let verdict = diagnose(&snapshot, &config.diagnosis);
     let file = std::fs::File::create(&args.out)
         .map_err(|e| CliError::usage(format!("{}: cannot create: {e}", args.out.display())))?;

@@ -182,6 +182,15 @@ impl FlinkError {
         }
     }
 
+    /// Whether the cluster could not be reached: the connection failed or timed out, or it
+    /// kept answering 5xx until the deadline.
+    pub fn is_unreachable(&self) -> bool {
+        match self {
+            FlinkError::GaveUp { .. } => true,
+            other => other.is_retryable(),
+        }
+    }
+
     /// The HTTP status of the answer behind this error (404 for [`FlinkError::NoSuchJob`];
     /// the last attempt's status for [`FlinkError::GaveUp`]), `None` when there was no
     /// HTTP answer. E.g. `checkpoint_config` of a job without checkpointing gives 404.
@@ -224,6 +233,9 @@ pub struct FlinkRest {
     /// Every wire form of the credentials, removed from anything quoted back.
     redactor: Redactor,
     requests: AtomicU64,
+    /// Told once, in a sentence, when retrying first starts (the CLI prints it).
+    announce: Option<crate::collect::prometheus::Announce>,
+    announced: std::sync::atomic::AtomicBool,
 }
 
 impl fmt::Debug for FlinkRest {
@@ -280,6 +292,8 @@ impl FlinkRest {
         }
         Ok(FlinkRest {
             redactor,
+            announce: None,
+            announced: std::sync::atomic::AtomicBool::new(false),
             cluster: cluster.name.clone(),
             base,
             client,
@@ -288,6 +302,12 @@ impl FlinkRest {
             auth,
             requests: AtomicU64::new(0),
         })
+    }
+
+    /// Says once, through `announce`, when retrying first starts and for how long it goes
+    /// on (the CLI prints it on stderr).
+    pub fn announce_retries(&mut self, announce: crate::collect::prometheus::Announce) {
+        self.announce = Some(announce);
     }
 
     /// The cluster's name, as in messages.
@@ -403,6 +423,23 @@ impl FlinkRest {
             delay.filter(|d| *d < left)
         })
         .notify(|err, delay| {
+            if let Some(announce) = &self.announce
+                && !self.announced.swap(true, Ordering::Relaxed)
+            {
+                let what = match err {
+                    FlinkError::Network { reason, .. } if reason.contains("Connection refused") => {
+                        "refused the connection".to_string()
+                    }
+                    FlinkError::Timeout { .. } => "did not answer in time".to_string(),
+                    FlinkError::Status { status, .. } => format!("answered HTTP {status}"),
+                    other => format!("failed ({other})"),
+                };
+                announce(format!(
+                    "Flink REST at {} {what}; retrying for {} s (flink.deadline)",
+                    self.base.as_str().trim_end_matches('/'),
+                    self.deadline.as_secs()
+                ));
+            }
             tracing::warn!(
                 cluster = %self.cluster,
                 path = %path,

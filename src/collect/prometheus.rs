@@ -203,7 +203,14 @@ pub struct Prometheus {
     tenant: Option<String>,
     requests: AtomicU64,
     durations: Mutex<Vec<Duration>>,
+    /// Told once, in a sentence, when retrying first starts (the CLI prints it).
+    announce: Option<Announce>,
+    announced: std::sync::atomic::AtomicBool,
 }
+
+/// Receives one sentence when a client starts retrying a backend that does not answer
+/// (`Prometheus at http://… refused the connection; retrying for 30 s`).
+pub type Announce = std::sync::Arc<dyn Fn(String) + Send + Sync>;
 
 impl std::fmt::Debug for Prometheus {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -348,7 +355,20 @@ impl Prometheus {
             tenant: cfg.tenant.clone(),
             requests: AtomicU64::new(0),
             durations: Mutex::new(Vec::new()),
+            announce: None,
+            announced: std::sync::atomic::AtomicBool::new(false),
         })
+    }
+
+    /// Says once, through `announce`, when retrying first starts and for how long it goes
+    /// on (the CLI prints it on stderr, so that a backend that is down is not silence).
+    pub fn announce_retries(&mut self, announce: Announce) {
+        self.announce = Some(announce);
+    }
+
+    /// The base URL, as messages name the backend.
+    pub fn base(&self) -> &str {
+        &self.base
     }
 
     /// HTTP requests sent so far (retries count).
@@ -410,6 +430,16 @@ impl Prometheus {
             .when(|e: &PromError| e.retryable)
             .notify(|e: &PromError, wait: Duration| {
                 *last_error.lock().expect("not poisoned") = Some(e.message.clone());
+                if let Some(announce) = &self.announce
+                    && !self.announced.swap(true, Ordering::Relaxed)
+                {
+                    announce(format!(
+                        "Prometheus at {} {}; retrying for {} s (prometheus.deadline)",
+                        self.base,
+                        what_went_wrong(&self.base, e),
+                        self.deadline.as_secs()
+                    ));
+                }
                 tracing::warn!(backend = %self.base, error = %e, retry_in_ms = wait.as_millis() as u64, "prometheus query failed; retrying");
             });
         match tokio::time::timeout(self.deadline, retried).await {
@@ -474,6 +504,21 @@ impl Prometheus {
         self.durations.lock().expect("not poisoned").push(started.elapsed());
         tracing::debug!(backend = %self.base, elapsed_ms = started.elapsed().as_millis() as u64, ok = outcome.is_ok(), "prometheus request");
         outcome
+    }
+}
+
+/// What a failed request came to, in words (after "Prometheus at <url>"): `refused the
+/// connection`, `answered HTTP 503 …`, `did not answer in time`, or the error itself.
+pub fn what_went_wrong(base: &str, e: &PromError) -> String {
+    let detail = e.message.strip_prefix(base).map(|m| m.trim_start_matches(": ")).unwrap_or(&e.message);
+    if detail.contains("Connection refused") {
+        "refused the connection".into()
+    } else if detail.contains("timed out") || detail.contains("no answer within") {
+        "did not answer in time".into()
+    } else if e.status.is_some() {
+        format!("answered {detail}")
+    } else {
+        format!("could not be reached ({detail})")
     }
 }
 

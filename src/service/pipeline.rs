@@ -66,6 +66,17 @@ impl Live {
         &self.config
     }
 
+    /// Says once per backend, through `announce`, when retrying it first starts (the CLI
+    /// prints it on stderr).
+    pub fn announce_retries(&mut self, announce: crate::collect::prometheus::Announce) {
+        if let Some(p) = &mut self.prometheus {
+            p.announce_retries(announce.clone());
+        }
+        for (_, rest) in &mut self.clusters {
+            rest.announce_retries(announce.clone());
+        }
+    }
+
     /// The Prometheus client, when configured.
     pub fn prometheus(&self) -> Option<&Prometheus> {
         self.prometheus.as_ref()

@@ -31,7 +31,6 @@ use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 use tokio::sync::watch;
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
-use tower_http::timeout::TimeoutLayer;
 use tower_http::trace::TraceLayer;
 
 use crate::config::{Config, HttpAuth};
@@ -217,30 +216,99 @@ async fn diagnose(State(state): State<Arc<AppState>>, headers: HeaderMap, Query(
     };
     let request = DiagnosisRequest { job: Some(job), at_ms, window_ms };
     let labels = Service::request_labels(p.cluster.as_deref());
+    if let Some(down) = prometheus_down(&state).await {
+        return down;
+    }
     let now = jiff::Timestamp::now().as_millisecond();
     let started = std::time::Instant::now();
-    match state.service.live.diagnose(&request, &labels, now).await {
-        Ok(v) => {
+    let budget = api_budget(&state.service.config);
+    match tokio::time::timeout(budget, state.service.live.diagnose(&request, &labels, now)).await {
+        Ok(Ok(v)) => {
             state.service.metrics.diagnosis_duration.observe(started.elapsed().as_secs_f64());
             state.service.metrics.diagnosis("api", &v);
             render_response(&serde_json::to_value(&v).expect("json"), format)
         }
-        Err(e) => {
-            use crate::collect::collector::CollectError;
-            use crate::service::pipeline::PipelineError;
-            let status = match &e {
-                // Nothing to diagnose at that time is the answer, not an outage.
-                PipelineError::Collect(
-                    CollectError::JobNotFound { .. } | CollectError::NoJobs { .. } | CollectError::NoData,
-                ) => StatusCode::NOT_FOUND,
-                PipelineError::UnknownCluster(..) => StatusCode::BAD_REQUEST,
-                PipelineError::Collect(CollectError::AmbiguousJob { .. }) => StatusCode::BAD_REQUEST,
-                _ => StatusCode::SERVICE_UNAVAILABLE,
-            };
-            let reason = if status == StatusCode::SERVICE_UNAVAILABLE { "api_backend" } else { "api_request" };
-            state.service.metrics.diagnosis_failure(reason);
-            json_error(status, &state.service.redactor.redact(&e.to_string()))
+        Ok(Err(e)) => diagnose_error(&state, e),
+        Err(_) => {
+            state.service.metrics.diagnosis_failure("api_backend");
+            let base = state.service.live.prometheus().map(|p| p.base().to_string()).unwrap_or_default();
+            backend_error(
+                &state,
+                &format!(
+                    "no verdict within {} s (server.request_timeout): Prometheus at {base} answers slowly or a query keeps failing (the log names it)",
+                    budget.as_secs()
+                ),
+                None,
+            )
         }
+    }
+}
+
+/// How long the API's live diagnosis may take: a second less than the request timeout,
+/// so that the answer is this handler's JSON, not the timeout's.
+fn api_budget(config: &Config) -> Duration {
+    Duration::from_millis(config.server.request_timeout.as_ms().saturating_sub(1000).max(1000) as u64)
+}
+
+/// How long the API waits for Prometheus to answer a probe before saying it is down.
+const API_PING: Duration = Duration::from_secs(2);
+
+/// A 503 naming Prometheus and why, at once, when it does not answer a probe (no
+/// diagnosis is tried: retrying a refused connection until the deadline would hang the
+/// caller for nothing).
+async fn prometheus_down(state: &AppState) -> Option<Response> {
+    let p = state.service.live.prometheus()?;
+    let e = p.ping(API_PING).await.err()?;
+    state.service.metrics.diagnosis_failure("api_backend");
+    let what = crate::collect::prometheus::what_went_wrong(p.base(), &e);
+    let cause = e.message.strip_prefix(p.base()).map(|m| m.trim_start_matches(": ")).unwrap_or(&e.message);
+    let message = format!("Prometheus at {} {what}; no diagnosis was tried", p.base());
+    Some(backend_error(state, &message, Some(cause)))
+}
+
+/// 503 `{"error": …, "backend": "prometheus", "cause": …}`, redacted, with `Retry-After`.
+fn backend_error(state: &AppState, message: &str, cause: Option<&str>) -> Response {
+    let redact = |s: &str| state.service.redactor.redact(s);
+    let mut body = serde_json::json!({ "error": redact(message), "backend": "prometheus" });
+    if let Some(cause) = cause {
+        body["cause"] = redact(cause).into();
+    }
+    let mut r = (StatusCode::SERVICE_UNAVAILABLE, axum::Json(body)).into_response();
+    r.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("10"));
+    r
+}
+
+/// A failed API diagnosis: 404 when there is nothing to diagnose, 400 for a bad request,
+/// 503 naming the backend when it failed.
+fn diagnose_error(state: &AppState, e: crate::service::pipeline::PipelineError) -> Response {
+    use crate::collect::collector::CollectError;
+    use crate::service::pipeline::PipelineError;
+    let status = match &e {
+        // Nothing to diagnose at that time is the answer, not an outage.
+        PipelineError::Collect(
+            CollectError::JobNotFound { .. } | CollectError::NoJobs { .. } | CollectError::NoData,
+        ) => StatusCode::NOT_FOUND,
+        PipelineError::UnknownCluster(..) => StatusCode::BAD_REQUEST,
+        PipelineError::Collect(CollectError::AmbiguousJob { .. }) => StatusCode::BAD_REQUEST,
+        _ => StatusCode::SERVICE_UNAVAILABLE,
+    };
+    if status == StatusCode::SERVICE_UNAVAILABLE {
+        state.service.metrics.diagnosis_failure("api_backend");
+        return backend_error(state, &e.to_string(), None);
+    }
+    state.service.metrics.diagnosis_failure("api_request");
+    json_error(status, &state.service.redactor.redact(&e.to_string()))
+}
+
+/// Answers 503 with a JSON body naming the limit when a request takes longer than
+/// `server.request_timeout` (tower-http's timeout answers with an empty body).
+async fn request_timeout(State(limit): State<Duration>, req: axum::extract::Request, next: Next) -> Response {
+    match tokio::time::timeout(limit, next.run(req)).await {
+        Ok(r) => r,
+        Err(_) => json_error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            &format!("the request took longer than server.request_timeout ({} s)", limit.as_secs()),
+        ),
     }
 }
 
@@ -358,9 +426,9 @@ pub fn router(state: Arc<AppState>, cfg: &Config) -> Router {
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
         .layer(DefaultBodyLimit::max(cfg.server.body_limit_bytes))
-        .layer(TimeoutLayer::with_status_code(
-            StatusCode::SERVICE_UNAVAILABLE,
+        .layer(middleware::from_fn_with_state(
             Duration::from_millis(cfg.server.request_timeout.as_ms() as u64),
+            request_timeout,
         ))
         .layer(PropagateRequestIdLayer::x_request_id())
         .layer(TraceLayer::new_for_http())
