@@ -8,6 +8,8 @@ tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 
 echo "smoke: benches/diagnose (criterion test mode: each benchmark once, 6 vertices × 2 subtasks × 12 samples)"
 CULPRIT_BENCH_SIZES=6x2x12 cargo test -q --bench diagnose
+echo "smoke: benches/page (criterion test mode, 6 vertices × 2 subtasks × 12 samples)"
+CULPRIT_BENCH_SIZES=6x2x12 cargo test -q --bench page
 
 echo "smoke: examples/synthetic, then culprit diagnose on what it wrote"
 cargo run -q --example synthetic -- --vertices 6 --subtasks 2 --samples 12 --out "$tmp/job.om" --plan-out "$tmp/plan.json"

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Runs the whole test suite, then every example and bench briefly (scripts/smoke.sh).
 # The integration tests start real Prometheus, VictoriaMetrics and Alertmanager
-# processes on free loopback ports; this script installs them from Debian's packages
-# when they are missing (with sudo when not root).
+# processes on free loopback ports, and a headless Chromium renders the verdict pages;
+# this script installs them from Debian's packages when they are missing (with sudo
+# when not root).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -10,6 +11,7 @@ missing=()
 command -v prometheus >/dev/null && command -v promtool >/dev/null || missing+=(prometheus)
 command -v victoria-metrics >/dev/null || missing+=(victoria-metrics)
 command -v prometheus-alertmanager >/dev/null || missing+=(prometheus-alertmanager)
+command -v chromium >/dev/null || missing+=(chromium)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "installing ${missing[*]} (Debian packages used by the integration tests)" >&2
   sudo=""

@@ -135,6 +135,9 @@ impl Config {
         }
         add_auth(self.server.auth.as_ref(), &mut r);
         let resolved = |s: Option<&SecretSource>| s.and_then(|s| s.resolve().ok());
+        if let Some(k) = resolved(self.server.link_secret.as_ref()) {
+            r.add(secrecy::ExposeSecret::expose_secret(&k));
+        }
         if let Some(slack) = &self.notify.slack {
             if let Some(t) = resolved(slack.token.as_ref()) {
                 r.add(secrecy::ExposeSecret::expose_secret(&t));
@@ -667,6 +670,12 @@ pub struct ServerConfig {
     /// Authentication required on `/webhook/*` and `/api/*` (bearer or basic, compared in
     /// constant time). `/healthz`, `/readyz` and `/metrics` stay open.
     pub auth: Option<HttpAuth>,
+    /// The key that signs links to verdict pages (`{external_url}/verdicts/{id}?expires=…&sig=…`,
+    /// HMAC-SHA256), a secret reference. A browser cannot send the API's token: with a key,
+    /// a signed link opens its page until it expires; without one, links point at the API.
+    pub link_secret: Option<SecretSource>,
+    /// How long a signed link opens its page. Default 7d.
+    pub link_expiry: Millis,
 }
 
 impl Default for ServerConfig {
@@ -677,6 +686,8 @@ impl Default for ServerConfig {
             body_limit_bytes: 1024 * 1024,
             request_timeout: Millis::from_secs(30),
             auth: None,
+            link_secret: None,
+            link_expiry: Millis::from_secs(7 * 24 * 3600),
         }
     }
 }

@@ -121,6 +121,11 @@ fn every_capture_renders_within_its_limits_and_as_its_snapshot() {
         insta::assert_snapshot!(format!("{name}__verbose"), verbose);
         insta::assert_snapshot!(format!("{name}__markdown"), render_with(&v, Format::Markdown, &Options::default()));
         insta::assert_json_snapshot!(format!("{name}__messages"), messages(&name, &v));
+        let page = culprit::render::html::page(&v);
+        assert!(page.len() <= 60 * 1024, "{name}: a page of {} bytes", page.len());
+        assert!(!page.contains("<script") && !page.contains("src=") && !page.contains("@import"), "{name}");
+        assert!(!page.contains("NotNullEnforcer(") || name.starts_with("report-04"), "{name}");
+        insta::assert_snapshot!(format!("{name}__page"), page);
     }
 }
 

@@ -8,9 +8,12 @@
 //! for where it goes.
 
 pub mod alertmanager;
+pub mod html;
+pub mod layout;
 pub mod markdown;
 pub mod names;
 pub mod pagerduty;
+pub mod plot;
 pub mod slack;
 pub mod text;
 
@@ -24,6 +27,8 @@ pub enum Format {
     Json,
     Text,
     Markdown,
+    /// The verdict page: self-contained HTML with the job graph and plots as inline SVG.
+    Html,
 }
 
 /// Renders a verdict in a format, the default view at the default width.
@@ -37,6 +42,7 @@ pub fn render_with(verdict: &Verdict, format: Format, options: &Options) -> Stri
         Format::Json => json(verdict),
         Format::Text => text::render(verdict, options),
         Format::Markdown => markdown::render(verdict, options.verbose),
+        Format::Html => html::page(verdict),
     }
 }
 

@@ -19,7 +19,8 @@
 //!    problem, and the other culprits when there are several), finding, confidence, job
 //!    and time.
 //! 8. `context`: the alert group's common labels.
-//! 9. `context`: the link to the stored verdict, when there is one.
+//! 9. `actions`: a "View verdict" button opening the verdict page, when there is a link
+//!    (its URL is not counted as text; a URL Slack could not link to is shown as text).
 //!
 //! The cause (the queueing theory), every number, the runbook's steps, what was missing and
 //! the notes go to a reply in the message's thread: [`details`].
@@ -105,6 +106,10 @@ pub const MAX_BLOCKS_TEXT: usize = 8000;
 /// Longest `text` of [`fallback`], the message sent alone after Slack refused one: a
 /// quarter of the length Slack refuses, so it surely fits.
 pub const MAX_SAFE_TEXT: usize = 1000;
+
+/// Longest `url` of a button element.
+/// <https://api.slack.com/reference/block-kit/block-elements#button>
+pub const MAX_BUTTON_URL: usize = 3000;
 
 /// Subtask ids listed before `…`.
 const MAX_SUBTASKS_LISTED: usize = 16;
@@ -504,9 +509,31 @@ fn labels_line(labels: &BTreeMap<String, String>) -> Option<String> {
 /// `<url|label>` when the URL is a plain http(s) URL; otherwise the escaped URL as text
 /// (never a link).
 fn link(url: &str, label: &str) -> String {
-    let clean = (url.starts_with("https://") || url.starts_with("http://"))
-        && !url.chars().any(|c| c.is_whitespace() || names::is_unsafe(c) || matches!(c, '<' | '>' | '|'));
-    if clean { format!("<{}|{label}>", escape(url)) } else { code(&names::clean(url)) }
+    if linkable(url) { format!("<{}|{label}>", escape(url)) } else { code(&names::clean(url)) }
+}
+
+/// True for a URL Slack can link to: plain http(s), nothing that could break out of a link.
+fn linkable(url: &str) -> bool {
+    (url.starts_with("https://") || url.starts_with("http://"))
+        && !url.chars().any(|c| c.is_whitespace() || names::is_unsafe(c) || matches!(c, '<' | '>' | '|'))
+}
+
+/// The "View verdict" button (an `actions` block) when the notice links to a verdict page
+/// Slack can open; else the link (or the URL as text) in a `context` block.
+fn view_block(n: &Notice) -> Option<Value> {
+    let url = n.verdict_url.as_deref()?;
+    if linkable(url) && slack_len(url) <= MAX_BUTTON_URL {
+        return Some(json!({
+            "type": "actions",
+            "elements": [{
+                "type": "button",
+                "text": { "type": "plain_text", "text": "View verdict", "emoji": false },
+                "url": url,
+                "action_id": "view_verdict",
+            }]
+        }));
+    }
+    verdict_link(n).map(|l| context(vec![l], Budget::LINK))
 }
 
 fn verdict_link(n: &Notice) -> Option<String> {
@@ -567,9 +594,7 @@ fn verdict_blocks(n: &Notice, v: &Verdict) -> Vec<Value> {
     if let Some(labels) = labels_line(&n.labels) {
         blocks.push(context(vec![labels], Budget::LABELS));
     }
-    if let Some(l) = verdict_link(n) {
-        blocks.push(context(vec![l], Budget::LINK));
-    }
+    blocks.extend(view_block(n));
     within_block_limit(blocks)
 }
 
@@ -884,6 +909,11 @@ mod tests {
                     for x in e {
                         assert!(slack_len(x["text"].as_str().unwrap()) <= MAX_TEXT_OBJECT);
                     }
+                }
+                "actions" => {
+                    let e = &b["elements"][0];
+                    assert_eq!(e["type"], "button");
+                    assert!(slack_len(e["url"].as_str().unwrap()) <= MAX_BUTTON_URL);
                 }
                 other => panic!("unexpected block type {other}"),
             }
@@ -1217,10 +1247,10 @@ mod tests {
         n.job.id = String::new();
         n.job.name = "job_with_underscores".into();
         for m in [message(&n), fallback(&n), changed_reply(&n), details(&n).unwrap()] {
-            for t in all_text(&m)
-                .iter()
-                .filter(|t| !["mrkdwn", "plain_text", "header", "section", "context"].contains(&t.as_str()))
-            {
+            for t in all_text(&m).iter().filter(|t| {
+                !["mrkdwn", "plain_text", "header", "section", "context", "actions", "button", "view_verdict"]
+                    .contains(&t.as_str())
+            }) {
                 if m.blocks.iter().any(|b| b["type"] == "header" && b["text"]["text"] == **t) {
                     continue; // plain_text: Slack formats nothing there.
                 }

@@ -28,6 +28,7 @@
 
 mod delivery;
 pub mod intake;
+pub mod links;
 pub mod metrics;
 pub mod pipeline;
 pub mod retry;
@@ -195,6 +196,8 @@ pub struct Service {
     /// Every configured secret in every wire form: removed from whatever the service
     /// stores, answers or posts (each client redacts its own as well).
     pub redactor: crate::model::secret::Redactor,
+    /// The key of signed links to verdict pages (`server.link_secret`).
+    pub link_key: Option<Vec<u8>>,
     work_ready: Notify,
     outbox_ready: Vec<Notify>,
 }
@@ -232,7 +235,19 @@ impl Service {
         let store = Store::open(&config.store, metrics.clone()).map_err(|e| e.to_string())?;
         let live = Live::new(config.clone()).map_err(|e| e.to_string())?;
         let outbox_ready = destinations.iter().map(|_| Notify::new()).collect();
+        let link_key = match &config.server.link_secret {
+            Some(s) => {
+                let key = s.resolve().map_err(|e| format!("server.link_secret: {e}"))?;
+                let key = secrecy::ExposeSecret::expose_secret(&key).as_bytes().to_vec();
+                if key.is_empty() {
+                    return Err("server.link_secret is empty".into());
+                }
+                Some(key)
+            }
+            None => None,
+        };
         Ok(Service {
+            link_key,
             redactor: config.redactor(),
             config,
             store,

@@ -167,11 +167,14 @@ fn negotiate(format: Option<&str>, headers: &HeaderMap) -> Result<Format, String
         Some("json") => return Ok(Format::Json),
         Some("text") => return Ok(Format::Text),
         Some("markdown") | Some("md") => return Ok(Format::Markdown),
-        Some(other) => return Err(format!("format `{other}` is not json, text or markdown")),
+        Some("html") => return Ok(Format::Html),
+        Some(other) => return Err(format!("format `{other}` is not json, text, markdown or html")),
         None => {}
     }
     let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()).unwrap_or("");
-    Ok(if accept.contains("text/markdown") {
+    Ok(if accept.contains("text/html") {
+        Format::Html
+    } else if accept.contains("text/markdown") {
         Format::Markdown
     } else if accept.contains("text/plain") {
         Format::Text
@@ -185,6 +188,7 @@ fn render_response(v: &serde_json::Value, format: Format) -> Response {
         Format::Json => "application/json",
         Format::Text => "text/plain; charset=utf-8",
         Format::Markdown => "text/markdown; charset=utf-8",
+        Format::Html => "text/html; charset=utf-8",
     };
     let body = match format {
         Format::Json => serde_json::to_string_pretty(v).expect("json"),
@@ -358,6 +362,80 @@ async fn verdict(
     }
 }
 
+#[derive(Deserialize)]
+struct LinkParams {
+    expires: Option<String>,
+    sig: Option<String>,
+}
+
+/// A page saying why a verdict link does not open (401 unsigned, 403 expired or invalid).
+fn link_denied(status: StatusCode, why: &str, html: bool) -> Response {
+    if !html {
+        return json_error(status, why);
+    }
+    let page = format!(
+        "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>culprit: the link does not open</title></head>\
+         <body style=\"font:16px system-ui,sans-serif;max-width:640px;margin:40px auto\"><h1>The verdict cannot be shown</h1><p>{}</p></body></html>\n",
+        crate::render::html::escape(why)
+    );
+    (status, [(header::CONTENT_TYPE, "text/html; charset=utf-8")], page).into_response()
+}
+
+/// `GET /verdicts/{id}`: the verdict page to a browser (`Accept: text/html`), its JSON
+/// otherwise. A signed link (`expires`, `sig`) opens it without credentials until it
+/// expires; without a signature the API's authentication applies. 401 unsigned (when the
+/// API needs credentials), 403 expired or invalid; 404 no such verdict.
+async fn verdict_link(
+    State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    Query(p): Query<LinkParams>,
+) -> Response {
+    use crate::service::links::{LinkError, check};
+    let html = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()).is_some_and(|a| a.contains("text/html"));
+    let Ok(id) = id.parse::<i64>() else {
+        return link_denied(StatusCode::NOT_FOUND, "There is no such verdict.", html);
+    };
+    let signed = p.expires.is_some() || p.sig.is_some();
+    match (&state.service.link_key, signed) {
+        (Some(key), true) => {
+            let now = jiff::Timestamp::now().as_millisecond();
+            match check(key, id, p.expires.as_deref(), p.sig.as_deref(), now) {
+                Ok(()) => {}
+                Err(e @ (LinkError::Expired | LinkError::Invalid)) => {
+                    return link_denied(StatusCode::FORBIDDEN, e.explain(), html);
+                }
+                Err(LinkError::Unsigned) => {
+                    return link_denied(StatusCode::UNAUTHORIZED, LinkError::Unsigned.explain(), html);
+                }
+            }
+        }
+        (None, true) => {
+            return link_denied(
+                StatusCode::FORBIDDEN,
+                "This culprit signs no links (server.link_secret is not set).",
+                html,
+            );
+        }
+        (_, false) => {
+            if let Some(expected) = &state.auth
+                && !expected.accepts(&headers)
+            {
+                return link_denied(StatusCode::UNAUTHORIZED, LinkError::Unsigned.explain(), html);
+            }
+        }
+    }
+    let format = if html { Format::Html } else { Format::Json };
+    match state.service.store.verdict(id).await {
+        Ok(Some(v)) => render_response(&v.verdict, format),
+        Ok(None) => link_denied(StatusCode::NOT_FOUND, "There is no such verdict.", html),
+        Err(e) => {
+            tracing::error!(error = %e, "cannot read a verdict");
+            link_denied(StatusCode::SERVICE_UNAVAILABLE, "The store is unavailable.", html)
+        }
+    }
+}
+
 async fn healthz() -> &'static str {
     "ok\n"
 }
@@ -422,6 +500,7 @@ pub fn router(state: Arc<AppState>, cfg: &Config) -> Router {
         .route_layer(middleware::from_fn_with_state(state.clone(), require_auth));
     Router::new()
         .merge(protected)
+        .route("/verdicts/{id}", get(verdict_link))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))

@@ -241,8 +241,12 @@ impl Service {
                 (None, Some(r)) => Outcome::CouldNotDiagnose(r),
                 (None, None) => Outcome::CouldNotDiagnose(""),
             };
-            let url = match (&me.config.server.external_url, verdict_id) {
-                (Some(base), Some(id)) => Some(format!("{}/api/v1/verdicts/{id}", base.trim_end_matches('/'))),
+            // A signed link to the verdict page when links are signed, else the API's URL.
+            let url = match (&me.config.server.external_url, verdict_id, &me.link_key) {
+                (Some(base), Some(id), Some(key)) => {
+                    Some(crate::service::links::signed_url(base, key, id, now, me.config.server.link_expiry.as_ms()))
+                }
+                (Some(base), Some(id), None) => Some(format!("{}/api/v1/verdicts/{id}", base.trim_end_matches('/'))),
                 _ => None,
             };
             let plan = NoticePlan {

@@ -95,6 +95,15 @@ pub fn slack_refusal(body: &serde_json::Value) -> Option<&'static str> {
                     && e.iter().all(|x| chars(&x["text"]).is_some_and(|n| (1..=SLACK_MAX_SECTION).contains(&n)))
             }),
             Some("divider") => true,
+            Some("actions") => b["elements"].as_array().is_some_and(|e| {
+                !e.is_empty()
+                    && e.len() <= 25
+                    && e.iter().all(|x| {
+                        x["type"] == "button"
+                            && chars(&x["text"]["text"]).is_some_and(|n| (1..=75).contains(&n))
+                            && x.get("url").is_none_or(|u| chars(u).is_some_and(|n| n <= 3000))
+                    })
+            }),
             _ => false,
         };
         if !ok {

@@ -1,0 +1,112 @@
+//! A verdict page opened as a new user would: from the "View verdict" button of the Slack
+//! message, in a browser that sends no credentials. The signed link opens the page (200
+//! HTML); a tampered, expired or unsigned link does not (403, 403, 401, each with a page
+//! saying why); the JSON API keeps its authentication. Real Prometheus, culprit serve, a
+//! capture server for Slack.
+
+mod support;
+
+use std::time::Duration;
+
+use culprit::config::Config;
+use culprit::service::server::Application;
+use support::capture::Capture;
+
+const API_TOKEN: &str = "api-t0ken-for-tests";
+const LINK_KEY: &str = "link-signing-key-for-tests";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_view_verdict_button_opens_the_page_and_a_tampered_or_expired_link_does_not() {
+    let now = jiff::Timestamp::now().as_millisecond();
+    let jobs = support::synthetic_jobs(1, now - 1_000);
+    let prom = support::prometheus_with_texts(&[jobs[0].1.clone()], support::free_port());
+    let (slack, pagerduty) = (Capture::start().await, Capture::start().await);
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(tmp.path().join("api-token"), API_TOKEN).unwrap();
+    std::fs::write(tmp.path().join("link-key"), LINK_KEY).unwrap();
+    let port = support::free_port();
+    let text =
+        support::culprit_config(tmp.path(), &prom.url, &slack.url, &pagerduty.url, "[service]\ncoalesce = \"100ms\"\n")
+            .replace(
+                "[server]\nlisten = \"127.0.0.1:0\"\n",
+                &format!(
+                    "[server]\nlisten = \"127.0.0.1:{port}\"\nexternal_url = \"http://127.0.0.1:{port}\"\n\
+                 link_secret = {{ file = \"{}\" }}\nauth = {{ type = \"bearer\", token = {{ file = \"{}\" }} }}\n",
+                    tmp.path().join("link-key").display(),
+                    tmp.path().join("api-token").display()
+                ),
+            );
+    assert!(text.contains("link_secret"), "{text}");
+    let app = Application::build(Config::from_toml(&text, "links.toml").unwrap()).await.unwrap();
+    let client = reqwest::Client::new();
+    let (job, _) = &jobs[0];
+    let status = client
+        .post(format!("{}/webhook/alertmanager", app.url()))
+        .bearer_auth(API_TOKEN)
+        .json(&support::webhook_for(&job.job_id(), &job.job_name(), &["a".into()]))
+        .send()
+        .await
+        .unwrap()
+        .status();
+    assert_eq!(status, 202);
+    support::wait_for("the Slack message", Duration::from_secs(60), || !slack.slack_messages().is_empty()).await;
+
+    let message = &slack.slack_messages()[0];
+    let button = message["blocks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|b| b["type"] == "actions")
+        .unwrap_or_else(|| panic!("no View verdict button: {message:#}"));
+    let url = button["elements"][0]["url"].as_str().unwrap().to_string();
+    assert_eq!(button["elements"][0]["text"]["text"], "View verdict");
+    assert!(url.starts_with(&format!("http://127.0.0.1:{port}/verdicts/")) && url.contains("&sig="), "{url}");
+    let pd = &pagerduty.pagerduty_events()[0];
+    assert_eq!(pd["links"][0]["href"], url, "PagerDuty links to the same page");
+
+    // A browser: no credentials, asks for HTML.
+    let open = |u: String| {
+        let client = client.clone();
+        async move { client.get(u).header("accept", "text/html,application/xhtml+xml").send().await.unwrap() }
+    };
+    let page = open(url.clone()).await;
+    assert_eq!(page.status(), 200);
+    assert_eq!(page.headers()["content-type"], "text/html; charset=utf-8");
+    let body = page.text().await.unwrap();
+    assert!(body.starts_with("<!doctype html>") && body.contains("is the culprit"), "{}", &body[..body.len().min(500)]);
+
+    let tampered = format!("{}{}", &url[..url.len() - 1], if url.ends_with('0') { '1' } else { '0' });
+    let r = open(tampered).await;
+    assert_eq!(r.status(), 403);
+    assert!(r.text().await.unwrap().contains("signature is not valid"));
+
+    let id: i64 = url.split("/verdicts/").nth(1).unwrap().split('?').next().unwrap().parse().unwrap();
+    let expired = culprit::service::links::signed_url(
+        &app.url(),
+        LINK_KEY.as_bytes(),
+        id,
+        now - 8 * 24 * 3600 * 1000,
+        7 * 24 * 3600 * 1000,
+    );
+    let r = open(expired).await;
+    assert_eq!(r.status(), 403);
+    assert!(r.text().await.unwrap().contains("expired"));
+
+    let unsigned = open(format!("{}/verdicts/{id}", app.url())).await;
+    assert_eq!(unsigned.status(), 401);
+    assert!(unsigned.text().await.unwrap().contains("not signed"));
+
+    // The JSON API keeps its authentication.
+    let api = client.get(format!("{}/api/v1/verdicts/{id}", app.url())).send().await.unwrap();
+    assert_eq!(api.status(), 401);
+    let api = client.get(format!("{}/api/v1/verdicts/{id}", app.url())).bearer_auth(API_TOKEN).send().await.unwrap();
+    assert_eq!(api.status(), 200);
+    let html = client
+        .get(format!("{}/api/v1/verdicts/{id}?format=html", app.url()))
+        .bearer_auth(API_TOKEN)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(html.headers()["content-type"], "text/html; charset=utf-8");
+    app.stop().await;
+}
