@@ -39,6 +39,7 @@ mod worker;
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
 
 use tokio::sync::{Notify, watch};
@@ -199,6 +200,9 @@ pub struct Service {
     /// The key of signed links to verdict pages (`server.link_secret`).
     pub link_key: Option<Vec<u8>>,
     work_ready: Notify,
+    /// When the worker next looks at the queue by itself, Unix ms (`i64::MAX` while it
+    /// is looking): intake wakes it only for work due before that.
+    work_wake_ms: AtomicI64,
     outbox_ready: Vec<Notify>,
 }
 
@@ -256,6 +260,7 @@ impl Service {
             metrics,
             clock,
             work_ready: Notify::new(),
+            work_wake_ms: AtomicI64::new(i64::MAX),
             outbox_ready,
         })
     }
@@ -296,7 +301,11 @@ impl Service {
         match self.store.enqueue(intakes, now, coalesce, self.config.store.max_queue).await {
             Ok(Enqueued::Stored { jobs, depth, .. }) => {
                 self.metrics.set_queue("work", depth);
-                self.work_ready.notify_one();
+                // Waking the worker at every webhook would have it look at the queue (and
+                // contend with intake) for work due only after the window.
+                if now + coalesce < self.work_wake_ms.load(Ordering::SeqCst) {
+                    self.work_ready.notify_one();
+                }
                 Intake::Accepted { jobs, ignored, why, dropped }
             }
             Ok(Enqueued::QueueFull { depth }) => {

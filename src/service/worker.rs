@@ -8,6 +8,7 @@
 //! again because its outcome could not be stored (the outcome waits in memory).
 
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use tokio::sync::{Semaphore, watch};
@@ -53,6 +54,7 @@ impl Service {
                 p = permits.clone().acquire_owned() => p.expect("never closed"),
                 _ = stop.changed() => continue,
             };
+            self.work_wake_ms.store(i64::MAX, Ordering::SeqCst);
             let wait = match self.store.claim_work(self.clock.now_ms()).await {
                 Ok(Some(item)) => {
                     backoff.reset();
@@ -76,6 +78,7 @@ impl Service {
                     wait
                 }
             };
+            self.work_wake_ms.store(self.clock.now_ms() + wait.as_millis() as i64, Ordering::SeqCst);
             tokio::select! {
                 _ = self.work_ready.notified() => {}
                 _ = tokio::time::sleep(wait) => {}

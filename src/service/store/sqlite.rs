@@ -339,18 +339,20 @@ impl SqliteStore {
 
     /// See [`super::Store::claim_work`].
     pub fn claim_work(&self, now_ms: i64) -> Result<Option<WorkItem>, StoreError> {
+        const CANDIDATE: &str = "SELECT w.id FROM work w WHERE w.state = 'pending' AND w.due_ms <= ?1
+               AND NOT EXISTS (SELECT 1 FROM work r WHERE r.job_key = w.job_key AND r.state = 'running')
+             ORDER BY w.due_ms, w.id LIMIT 1";
         let mut conn = self.conn();
+        // Look before taking the write lock: most wakes find nothing due, and the lock
+        // would stall the intake writer.
+        if conn.prepare_cached(CANDIDATE)?.query_row(params![now_ms], |r| r.get::<_, i64>(0)).optional()?.is_none() {
+            return Ok(None);
+        }
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let mut dead = Vec::new();
         let item = loop {
-            let candidate: Option<i64> = tx
-                .prepare_cached(
-                    "SELECT w.id FROM work w WHERE w.state = 'pending' AND w.due_ms <= ?1
-                       AND NOT EXISTS (SELECT 1 FROM work r WHERE r.job_key = w.job_key AND r.state = 'running')
-                     ORDER BY w.due_ms, w.id LIMIT 1",
-                )?
-                .query_row(params![now_ms], |r| r.get(0))
-                .optional()?;
+            let candidate: Option<i64> =
+                tx.prepare_cached(CANDIDATE)?.query_row(params![now_ms], |r| r.get(0)).optional()?;
             let Some(id) = candidate else { break None };
             match read_work(&tx, id)? {
                 Ok(item) => {
@@ -440,20 +442,22 @@ impl SqliteStore {
 
     /// See [`super::Store::claim_delivery`].
     pub fn claim_delivery(&self, destination: &str, now_ms: i64) -> Result<Option<OutboxRow>, StoreError> {
+        const CANDIDATE: &str = "SELECT o.id FROM outbox o
+             WHERE o.destination = ?1 AND o.state = 'pending' AND o.next_ms <= ?2
+               AND NOT EXISTS (SELECT 1 FROM outbox e WHERE e.destination = o.destination
+                 AND e.group_key = o.group_key AND e.state IN ('pending', 'sending') AND e.id < o.id)
+             ORDER BY o.priority, o.id LIMIT 1";
         let mut conn = self.conn();
+        // Look before taking the write lock (see `claim_work`).
+        let due = conn.prepare_cached(CANDIDATE)?.query_row(params![destination, now_ms], |r| r.get::<_, i64>(0));
+        if due.optional()?.is_none() {
+            return Ok(None);
+        }
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let mut dead = Vec::new();
         let row = loop {
-            let candidate: Option<i64> = tx
-                .prepare_cached(
-                    "SELECT o.id FROM outbox o
-                     WHERE o.destination = ?1 AND o.state = 'pending' AND o.next_ms <= ?2
-                       AND NOT EXISTS (SELECT 1 FROM outbox e WHERE e.destination = o.destination
-                         AND e.group_key = o.group_key AND e.state IN ('pending', 'sending') AND e.id < o.id)
-                     ORDER BY o.priority, o.id LIMIT 1",
-                )?
-                .query_row(params![destination, now_ms], |r| r.get(0))
-                .optional()?;
+            let candidate: Option<i64> =
+                tx.prepare_cached(CANDIDATE)?.query_row(params![destination, now_ms], |r| r.get(0)).optional()?;
             let Some(id) = candidate else { break None };
             match read_outbox(&tx, id)? {
                 Ok(mut row) => {
