@@ -329,6 +329,8 @@ async fn collect_from<S: MetricSource>(source: &S, input: CollectInput<'_>) -> R
     round3.extend(job_signal_queries(&scope));
     let mut round3: Vec<(String, Query)> = round3.into_iter().map(|(n, q)| (n.to_string(), q)).collect();
     round3.extend(kafka::lag_queries(&kafka_inputs, scope.trend_start, at, scope.step));
+    let task = |selector: Selector| scope.series.task(selector.with(l::JOB_ID, scope.job_id));
+    round3.extend(kafka::flink_offset_queries(&kafka_inputs, task, scope.trend_start, at, scope.step));
     round3.extend(identity::superseded_queries(&scope.job(&scope.cat.records_in), window.len_ms(), at));
     answers.ask(source, round3).await;
     answers.note_missing_task_metrics(scope.cat);
@@ -357,6 +359,7 @@ async fn collect_from<S: MetricSource>(source: &S, input: CollectInput<'_>) -> R
     let subtasks = assemble_subtasks(DETAIL.map(|name| answers.get(name)));
     let (partitions, retention) = kafka::assemble(&kafka_inputs, &answers.results, &input.config.kafka.retention);
     let signals = assemble_job_signals(&mut answers, scope.cat, &subtasks, input.checkpoint_config);
+    notes.extend(signals.lag_note.clone());
     let Answers { promql, mut missing, .. } = answers;
     missing.sort();
     missing.dedup();
@@ -781,6 +784,16 @@ fn job_signal_queries(s: &Scope<'_>) -> Vec<(&'static str, Query)> {
         ),
         ("rocksdb_stall_micros", rocksdb(&cat.rocksdb_stall_micros_suffix, OverTime::Rate, Agg::Sum)),
         ("pending_records", s.range(s.job(&cat.pending_records), by_subtask(Agg::Sum), s.trend_start)),
+        (
+            "records_lag_max",
+            s.range(
+                s.series.task(
+                    Selector::metrics(&[&cat.records_lag_max, &cat.legacy_records_lag_max]).with(l::JOB_ID, s.job_id),
+                ),
+                by_subtask(Agg::Max),
+                s.trend_start,
+            ),
+        ),
         ("emit_event_time_lag", s.over_window(s.job(&cat.emit_event_time_lag), OverTime::Avg, by_subtask(Agg::Max))),
         ("gc_time", s.over_window(s.taskmanager(&cat.gc_time), OverTime::Rate, by_tm(Agg::Sum))),
         ("cpu_load", s.over_window(s.taskmanager(&cat.cpu_load), OverTime::Avg, by_tm(Agg::Max))),
@@ -908,6 +921,8 @@ struct JobSignals {
     taskmanagers: Vec<TaskManagerMetrics>,
     watermarks: Vec<VertexWatermark>,
     samples_in_window: Option<u32>,
+    /// How the source lag was read, when not from `pendingRecords`.
+    lag_note: Option<String>,
 }
 
 /// Checkpoints, RocksDB, source lag, TaskManagers (those running `subtasks`), watermarks
@@ -928,7 +943,8 @@ fn assemble_job_signals(
         r("rocksdb_estimate_pending_compaction_bytes"),
         r("rocksdb_stall_micros"),
     );
-    let source_lag = assemble_source_lag(r("pending_records"), r("emit_event_time_lag"));
+    let (source_lag, lag_note) =
+        assemble_source_lag(r("pending_records"), r("records_lag_max"), r("emit_event_time_lag"), cat);
     let job_tms: BTreeSet<&str> = subtasks.iter().filter_map(|s| s.tm_id.as_deref()).collect();
     let taskmanagers = assemble_taskmanagers(r("gc_time"), r("cpu_load"), &job_tms);
     let watermarks = r("input_watermark")
@@ -944,7 +960,7 @@ fn assemble_job_signals(
             detail: "no checkpoint metrics for this job (checkpointing off, or JobManager not scraped)".into(),
         });
     }
-    JobSignals { checkpoints, rocksdb, source_lag, taskmanagers, watermarks, samples_in_window }
+    JobSignals { checkpoints, rocksdb, source_lag, taskmanagers, watermarks, samples_in_window, lag_note }
 }
 
 /// Per-vertex aggregates from round 3's answers.
@@ -1100,18 +1116,45 @@ fn assemble_rocksdb(
         .collect()
 }
 
-fn assemble_source_lag(pending: &QueryResult, emit_lag: &QueryResult) -> Vec<SourceSubtaskLag> {
+/// Source lag per subtask: `pendingRecords`, else the Kafka consumer's `records-lag-max`
+/// (the subtask's worst partition: a lower bound of its lag), with a note saying so.
+fn assemble_source_lag(
+    pending: &QueryResult,
+    lag_max: &QueryResult,
+    emit_lag: &QueryResult,
+    cat: &MetricCatalog,
+) -> (Vec<SourceSubtaskLag>, Option<String>) {
     let pending = per_subtask(pending);
+    let lag_max = per_subtask(lag_max);
     let emit = per_subtask(emit_lag);
-    let keys: BTreeSet<(String, u32)> = pending.keys().chain(emit.keys()).cloned().collect();
-    keys.into_iter()
-        .map(|key| SourceSubtaskLag {
-            vertex_id: key.0.clone(),
-            subtask: key.1,
-            pending_records: pending.get(&key).map(|s| s.points.clone()).unwrap_or_default(),
-            emit_event_time_lag_ms: emit.get(&key).and_then(|s| s.last_value()).and_then(finite),
+    let keys: BTreeSet<(String, u32)> = pending.keys().chain(lag_max.keys()).chain(emit.keys()).cloned().collect();
+    let mut from_lag_max = 0;
+    let lags = keys
+        .into_iter()
+        .map(|key| {
+            let pending_records = match (pending.get(&key), lag_max.get(&key)) {
+                (Some(s), _) => s.points.clone(),
+                (None, Some(s)) => {
+                    from_lag_max += 1;
+                    s.points.clone()
+                }
+                (None, None) => Vec::new(),
+            };
+            SourceSubtaskLag {
+                vertex_id: key.0.clone(),
+                subtask: key.1,
+                pending_records,
+                emit_event_time_lag_ms: emit.get(&key).and_then(|s| s.last_value()).and_then(finite),
+            }
         })
-        .collect()
+        .collect();
+    let note = (from_lag_max > 0).then(|| {
+        format!(
+            "{from_lag_max} source subtask(s) report no `{}`: their lag is the Kafka consumer's `records-lag-max`, the lag of each subtask's worst partition, a lower bound of the records behind",
+            cat.pending_records
+        )
+    });
+    (lags, note)
 }
 
 fn assemble_taskmanagers(gc: &QueryResult, cpu: &QueryResult, job_tms: &BTreeSet<&str>) -> Vec<TaskManagerMetrics> {

@@ -16,16 +16,23 @@
 //!
 //! | exporter | lag (records) | lag (s) | committed offset | log start | log end |
 //! |---|---|---|---|---|---|
-//! | `kafka_exporter` (danielqsj) | `kafka_consumergroup_lag` | – | `kafka_consumergroup_current_offset` | `kafka_topic_partition_oldest_offset` | `kafka_topic_partition_current_offset` |
+//! | `kafka_exporter` (danielqsj; also Strimzi's Kafka Exporter) | `kafka_consumergroup_lag` | – | `kafka_consumergroup_current_offset` | `kafka_topic_partition_oldest_offset` | `kafka_topic_partition_current_offset` |
 //! | `kminion` | `kminion_kafka_consumer_group_topic_partition_lag` | – | – | `kminion_kafka_topic_partition_low_water_mark` | `kminion_kafka_topic_partition_high_water_mark` |
 //! | `kafka_lag_exporter` (seglo) | `kafka_consumergroup_group_lag` | `kafka_consumergroup_group_lag_seconds` | `kafka_consumergroup_group_offset` | `kafka_partition_earliest_offset` | `kafka_partition_latest_offset` |
+//! | `redpanda` (`/public_metrics`) | log end − committed | – | `redpanda_kafka_consumer_group_committed_offset` | – | `redpanda_kafka_max_offset` |
+//! | `flink` (the Kafka source's own) | log end − committed | – | `…_KafkaSourceReader_topic_partition_committedOffset` | – | – |
 //!
 //! Group / topic / partition labels: `consumergroup` / `topic` / `partition`
 //! (kafka_exporter), `group_id` / `topic_name` / `partition_id` (KMinion), `group` /
-//! `topic` / `partition` (kafka-lag-exporter). Every query is
-//! `max by (<topic label>, <partition label>) (…)`, so extra labels (`instance`,
-//! `cluster_name`, `member_host`, `consumer_id`, `client_id`) and exporter replicas do not
-//! split a partition into several series.
+//! `topic` / `partition` (kafka-lag-exporter), `redpanda_group` / `redpanda_topic` /
+//! `redpanda_partition` (Redpanda); Flink's offsets are the job's (`job_id`, its task series
+//! hygiene) with `topic` / `partition`, and count only beside an exporter's log offsets.
+//! Every query is `max by (<topic label>, <partition label>) (…)`, so extra labels
+//! (`instance`, `cluster_name`, `member_host`, `consumer_id`, `client_id`, Strimzi's
+//! `strimzi_io_*` and pod labels) and exporter replicas do not split a partition into
+//! several series. Where an exporter gives no lag in records, it is the log end less the
+//! committed offset. Flink's `pendingRecords` per source subtask (and, without it, the Kafka
+//! consumer's `records-lag-max`) is read by the collector as the source lag.
 //!
 //! Pure: no IO, no clock.
 
@@ -51,6 +58,15 @@ pub const KAFKA_EXPORTER: &str = "kafka_exporter";
 pub const KMINION: &str = "kminion";
 /// [`PartitionLag::exporter`] of series from seglo/kafka-lag-exporter.
 pub const KAFKA_LAG_EXPORTER: &str = "kafka_lag_exporter";
+/// [`PartitionLag::exporter`] of Redpanda's own `/public_metrics`.
+pub const REDPANDA: &str = "redpanda";
+/// [`PartitionLag::exporter`] of the Flink Kafka source's own per-partition offsets.
+pub const FLINK: &str = "flink";
+/// The Flink Kafka source's committed offset per partition (`KafkaSourceReader.topic.<t>
+/// .partition.<p>.committedOffset`; the reporter turns `topic` and `partition` into labels),
+/// and the value it reports before the first commit.
+pub const FLINK_COMMITTED_OFFSET: &str =
+    "flink_taskmanager_job_task_operator_KafkaSourceReader_topic_partition_committedOffset";
 
 /// KMinion's topic info series: value 1, topic config in labels.
 pub const KMINION_TOPIC_INFO: &str = "kminion_kafka_topic_info";
@@ -113,6 +129,14 @@ struct Exporter {
 }
 
 impl Exporter {
+    /// Whether the group's series are found by the group label; Flink's own offsets are
+    /// found by the job instead ([`flink_offset_queries`]).
+    fn by_group(&self) -> bool {
+        !self.group_label.is_empty()
+    }
+}
+
+impl Exporter {
     fn metric(&self, q: Quantity) -> Option<&'static str> {
         match q {
             Quantity::Lag => self.lag,
@@ -131,7 +155,7 @@ impl Exporter {
 
 /// The supported exporters; also the order in which a partition's log offsets are borrowed
 /// from another exporter (see [`assemble`]).
-const EXPORTERS: [Exporter; 3] = [
+const EXPORTERS: [Exporter; 5] = [
     Exporter {
         name: KAFKA_EXPORTER,
         group_label: "consumergroup",
@@ -167,6 +191,35 @@ const EXPORTERS: [Exporter; 3] = [
         log_start: Some("kafka_partition_earliest_offset"),
         log_end: Some("kafka_partition_latest_offset"),
         no_committed_offset: None,
+    },
+    // Redpanda's `/public_metrics`: no per-partition lag (only `…_lag_max` / `…_lag_sum`
+    // per group, and only with `enable_consumer_group_metrics` holding `consumer_lag`), no
+    // log start; the lag is the high watermark less the committed offset.
+    Exporter {
+        name: REDPANDA,
+        group_label: "redpanda_group",
+        topic_label: "redpanda_topic",
+        partition_label: "redpanda_partition",
+        lag: None,
+        lag_seconds: None,
+        consumer_offset: Some("redpanda_kafka_consumer_group_committed_offset"),
+        log_start: None,
+        log_end: Some("redpanda_kafka_max_offset"),
+        no_committed_offset: None,
+    },
+    // Flink's Kafka source: committed offsets per partition, found by the job's id, no
+    // log offsets of its own (they come from an exporter above).
+    Exporter {
+        name: FLINK,
+        group_label: "",
+        topic_label: "topic",
+        partition_label: "partition",
+        lag: None,
+        lag_seconds: None,
+        consumer_offset: Some(FLINK_COMMITTED_OFFSET),
+        log_start: None,
+        log_end: None,
+        no_committed_offset: Some(-1.0),
     },
 ];
 
@@ -221,7 +274,7 @@ pub fn lag_queries(inputs: &KafkaInputs, start_ms: i64, end_ms: i64, step_ms: i6
     }
     let topics = clean_topics(&inputs.topics);
     let mut out = Vec::new();
-    for e in &EXPORTERS {
+    for e in EXPORTERS.iter().filter(|e| e.by_group()) {
         for q in Quantity::GROUP {
             let Some(metric) = e.metric(q) else { continue };
             let mut selector = Selector::metric(metric).with(e.group_label, &inputs.consumer_group);
@@ -232,6 +285,27 @@ pub fn lag_queries(inputs: &KafkaInputs, start_ms: i64, end_ms: i64, step_ms: i6
         }
     }
     out
+}
+
+/// Round A, Flink's side: the committed offset of every partition the job's Kafka source
+/// reads, `max by (topic, partition) (<FLINK_COMMITTED_OFFSET>{job_id=…})`, under the name
+/// `kafka/flink/consumer_offset`. `task` turns a selector into the job's task selector (its
+/// id, deployment and series hygiene: only the newest attempt counts, as a restored
+/// attempt's offsets may be lower than a superseded one's). Pure.
+pub fn flink_offset_queries(
+    inputs: &KafkaInputs,
+    task: impl Fn(Selector) -> Selector,
+    start_ms: i64,
+    end_ms: i64,
+    step_ms: i64,
+) -> Vec<(String, Query)> {
+    let topics = clean_topics(&inputs.topics);
+    let e = EXPORTERS.iter().find(|e| e.name == FLINK).expect("listed");
+    let mut selector = task(Selector::metric(FLINK_COMMITTED_OFFSET));
+    if !topics.is_empty() {
+        selector = selector.with_one_of(e.topic_label, &topics);
+    }
+    vec![(query_name(FLINK, Quantity::ConsumerOffset), range(selector, e.by_partition(), start_ms, end_ms, step_ms))]
 }
 
 /// The topics the group was seen reading: the topic labels of round A's answers (keyed by
@@ -359,16 +433,27 @@ pub fn assemble(
                     .unwrap_or_default()
             };
             let own = |m: &ByPartition| m.get(key).cloned().unwrap_or_default();
+            let (log_start_offset, log_end_offset) = (log(0), log(1));
+            // Flink's offsets say something about retention only beside an exporter's
+            // log offsets.
+            if !e.by_group() && log_start_offset.is_empty() && log_end_offset.is_empty() {
+                continue;
+            }
+            let consumer_offset = own(&consumer_offset);
+            let mut lag_records = own(&lag);
+            if lag_records.is_empty() {
+                lag_records = behind(&log_end_offset, &consumer_offset);
+            }
             partitions.push(PartitionLag {
                 topic: key.0.clone(),
                 partition: key.1.clone(),
                 consumer_group: inputs.consumer_group.clone(),
                 exporter: e.name.to_string(),
-                lag_records: own(&lag),
+                lag_records,
                 lag_seconds: own(&lag_seconds),
-                consumer_offset: own(&consumer_offset),
-                log_start_offset: log(0),
-                log_end_offset: log(1),
+                consumer_offset,
+                log_start_offset,
+                log_end_offset,
             });
         }
     }
@@ -395,6 +480,13 @@ pub fn assemble(
         retention.entry(topic.clone()).or_insert(TopicRetention { topic, retention_ms, from: KMINION.into() });
     }
     (partitions, retention.into_values().collect())
+}
+
+/// Records behind at each time both are known: log end less committed offset (never
+/// below 0: the committed offset of a partition can run a scrape ahead of its log end).
+fn behind(log_end: &[Point], committed: &[Point]) -> Vec<Point> {
+    let committed: BTreeMap<i64, f64> = committed.iter().copied().collect();
+    log_end.iter().filter_map(|&(t, end)| committed.get(&t).map(|c| (t, (end - c).max(0.0)))).collect()
 }
 
 /// `retention.ms` per topic from KMinion's topic info series (see [`assemble`]).
@@ -844,11 +936,12 @@ mod tests {
                 "kafka/kminion/log_end_offset",
                 "kafka/kafka_lag_exporter/log_start_offset",
                 "kafka/kafka_lag_exporter/log_end_offset",
+                "kafka/redpanda/log_end_offset",
                 "kafka/kminion/topic_info",
             ]
         );
         assert_eq!(
-            offsets[6].1.to_promql(),
+            offsets[7].1.to_promql(),
             r#"max by (topic_name, retention_ms) ({__name__="kminion_kafka_topic_info", topic_name=~"orders\\.v1"})"#
         );
         let (partitions, _) = run(&s, &inputs, &no_config());
@@ -862,8 +955,9 @@ mod tests {
         assert!(lag_queries(&inputs("", &["orders"]), T0, END, STEP).is_empty());
         assert!(offset_queries(&[], T0, END, STEP).is_empty());
         assert!(offset_queries(&[String::new()], T0, END, STEP).is_empty());
-        // Every exporter's lag, kafka-lag-exporter's lag in seconds, and the committed
-        // offsets of the two exporters that report them: 3 + 1 + 2 = 6 queries.
+        // The lag of the three exporters that report it per partition, kafka-lag-exporter's
+        // lag in seconds, and the committed offsets of the three that report them (Redpanda
+        // included): 3 + 1 + 3 = 7 queries. Flink's own offsets are asked by job.
         let names: Vec<String> = lag_queries(&inputs(GROUP, &[]), T0, END, STEP).into_iter().map(|(n, _)| n).collect();
         assert_eq!(
             names,
@@ -874,6 +968,7 @@ mod tests {
                 "kafka/kafka_lag_exporter/lag_records",
                 "kafka/kafka_lag_exporter/lag_seconds",
                 "kafka/kafka_lag_exporter/consumer_offset",
+                "kafka/redpanda/consumer_offset",
             ]
         );
     }

@@ -57,6 +57,11 @@ pub struct MetricCatalog {
     pub last_checkpoint_completed_timestamp: String,
     /// Operator `pendingRecords` (FLIP-33 source lag), records.
     pub pending_records: String,
+    /// Kafka source `KafkaSourceReader.KafkaConsumer.records-lag-max`: the lag of the
+    /// subtask's worst partition, records; read when `pendingRecords` is not reported.
+    pub records_lag_max: String,
+    /// The same from the legacy `FlinkKafkaConsumer` (`KafkaConsumer.records-lag-max`).
+    pub legacy_records_lag_max: String,
     /// Operator `currentEmitEventTimeLag` (FLIP-33), ms.
     pub emit_event_time_lag: String,
     /// Task `currentInputWatermark`, Unix ms of event time.
@@ -150,6 +155,8 @@ impl Default for MetricCatalog {
             in_progress_checkpoints: job("numberOfInProgressCheckpoints"),
             last_checkpoint_completed_timestamp: job("lastCheckpointCompletedTimestamp"),
             pending_records: task("operator_pendingRecords"),
+            records_lag_max: task("operator_KafkaSourceReader_KafkaConsumer_records_lag_max"),
+            legacy_records_lag_max: task("operator_KafkaConsumer_records_lag_max"),
             emit_event_time_lag: task("operator_currentEmitEventTimeLag"),
             input_watermark: task("currentInputWatermark"),
             gc_time: "flink_taskmanager_Status_JVM_GarbageCollector_All_Time".into(),
