@@ -200,16 +200,24 @@ pub struct DiagnosisConfig {
     pub window: Millis,
     /// How far back trends (checkpoints, lag) look. Default 1h.
     pub trend_lookback: Millis,
-    /// Samples from the job's first seconds of uptime are left out: Flink reports every
-    /// task 1000 ms/s busy right after submit. Default 20s.
+    /// Samples whose averaging span reaches back over the job's start, a restart or a
+    /// rescale are left out: Flink reports every task 1000 ms/s busy right after submit,
+    /// and busy, idle, backpressured time and the `*PerSecond` rates are ~60 s moving
+    /// averages, so a change shows fully only a minute later. Default 75s (60 s of
+    /// averaging, plus the tasks' deployment and one scrape).
     pub startup_exclusion: Millis,
     /// Resolution of trend series (the `step` of range queries). Default 5s.
     pub step: Millis,
     /// Shorten the window to the current backpressure episode (or calm) when it began
     /// inside the window, so averages describe the present state. Default true.
     pub episode_window: bool,
-    /// The window is never shortened below this. Default 30s.
+    /// The window is never shortened below this (nor below two periods of a recurring
+    /// backpressure). Default 1m.
     pub min_window: Millis,
+    /// Parallelism advice includes the capacity to drain the current backlog within this
+    /// (the Flink autoscaler's `job.autoscaler.catch-up.duration`); 0 leaves the backlog
+    /// out. Default 30m.
+    pub catch_up: Millis,
     pub thresholds: Thresholds,
     /// Operator kind by vertex or operator name (as Flink shows it), overriding the kind
     /// read from the name: `aggregate`, `join`, `window`, `order_dependent`, `async_io`,
@@ -222,10 +230,11 @@ impl Default for DiagnosisConfig {
         DiagnosisConfig {
             window: Millis::from_secs(300),
             trend_lookback: Millis::from_secs(3600),
-            startup_exclusion: Millis::from_secs(20),
+            startup_exclusion: Millis::from_secs(75),
             step: Millis::from_secs(5),
             episode_window: true,
-            min_window: Millis::from_secs(30),
+            min_window: Millis::from_secs(60),
+            catch_up: Millis::from_secs(1800),
             thresholds: Thresholds::default(),
             operator_kinds: BTreeMap::new(),
         }
@@ -337,6 +346,14 @@ pub struct Thresholds {
     /// A watermark that has not advanced for this long, while records flow, is stalled.
     /// Default 2m.
     pub watermark_stall: Millis,
+    /// In the time-resolved reading, a vertex that holds the job back in at least this share
+    /// of the window's samples is a bottleneck (two such: it alternates). Default 0.2.
+    pub timeline_holder_share: f64,
+    /// The samples overrule the window averages when their bottleneck holds the job back
+    /// this much more often than the vertex the averages point to. Default 0.1.
+    pub timeline_share_margin: f64,
+    /// Backpressure in at least this share of the samples is steady. Default 0.9.
+    pub timeline_steady_share: f64,
 }
 
 impl Default for Thresholds {
@@ -365,6 +382,9 @@ impl Default for Thresholds {
             retention_warning: Millis::from_secs(24 * 3600),
             async_io_cpu_load: 0.5,
             watermark_stall: Millis::from_secs(120),
+            timeline_holder_share: 0.2,
+            timeline_share_margin: 0.1,
+            timeline_steady_share: 0.9,
         }
     }
 }
@@ -384,6 +404,9 @@ impl Thresholds {
             ("rocksdb_flag_persistent_ratio", self.rocksdb_flag_persistent_ratio),
             ("rocksdb_stall_ratio", self.rocksdb_stall_ratio),
             ("async_io_cpu_load", self.async_io_cpu_load),
+            ("timeline_holder_share", self.timeline_holder_share),
+            ("timeline_share_margin", self.timeline_share_margin),
+            ("timeline_steady_share", self.timeline_steady_share),
         ];
         for (key, v) in ratios {
             if !(0.0..=1.0).contains(&v) {

@@ -671,5 +671,21 @@ pub fn diagnose_command(args: &DiagnoseArgs, now_ms: i64) -> Result<Verdict, Cli
             crate::model::verdict::rfc3339(stamp)
         ));
     }
+    warn_unmatched_operator_kinds(&snapshot, &config);
     Ok(diagnose(&snapshot, &config.diagnosis))
+}
+
+/// `[diagnosis.operator_kinds]` keys that match no operator of the job diagnosed: a typo or
+/// a stale name, said on stderr (the verdict is about the job, not the configuration).
+fn warn_unmatched_operator_kinds(snapshot: &crate::model::snapshot::Snapshot, config: &Config) {
+    if config.diagnosis.operator_kinds.is_empty() {
+        return;
+    }
+    let signals = crate::diagnose::signals::JobSignals::derive(snapshot, &config.diagnosis);
+    for key in crate::diagnose::signals::unmatched_operator_kinds(&config.diagnosis, &signals) {
+        eprintln!(
+            "warning: [diagnosis.operator_kinds] key {key:?} matches no vertex or operator of job {} (names as Flink shows them or as the reporter writes them)",
+            snapshot.job.name
+        );
+    }
 }

@@ -15,11 +15,12 @@ use crate::collect::kafka;
 use crate::collect::query::{Agg, Aggregation, OverTime, Query, QueryResult, ResultSeries, Selector};
 use crate::config::Config;
 use crate::model::catalog::{MetricCatalog, labels as l};
-use crate::model::graph::{JobGraph, sanitize_label_value};
+use crate::model::graph::{JobGraph, flink_taskmanager_id, sanitize_label_value};
 use crate::model::request::DiagnosisRequest;
 use crate::model::snapshot::{
-    CheckpointConfig, CheckpointPoint, Checkpoints, JobIdentity, Missing, RocksDbSubtask, Snapshot, SourceSubtaskLag,
-    SubtaskMetrics, TaskManagerMetrics, VertexAggregate, VertexWatermark, Window, WindowBound,
+    CheckpointConfig, CheckpointPoint, Checkpoints, JobIdentity, Missing, OperatorRates, RocksDbSubtask, Snapshot,
+    SourceSubtaskLag, SubtaskMetrics, TaskManagerMetrics, VertexAggregate, VertexTimeline, VertexWatermark, Window,
+    WindowBound,
 };
 
 /// A query that could not be answered (network, HTTP status, bad answer). The message
@@ -303,7 +304,7 @@ async fn collect_from<S: MetricSource>(source: &S, input: CollectInput<'_>) -> R
     // Round 2: which series (the hygiene the run's task series need), then which window.
     let mut answers = Answers::default();
     let series = which_series(source, &input, &run, at, &mut notes, &mut answers.missing).await;
-    let window = which_window(source, &input, &run, &series, at, &mut answers.missing).await;
+    let window = which_window(source, &input, &run, &series, at, &mut answers.missing, &mut notes).await;
 
     // The name as Flink shows it when the plan belongs to this job, else the reporter's.
     let name = input
@@ -357,6 +358,12 @@ async fn collect_from<S: MetricSource>(source: &S, input: CollectInput<'_>) -> R
     }
 
     let subtasks = assemble_subtasks(DETAIL.map(|name| answers.get(name)));
+    let operators = assemble_operators(
+        answers.get("operator_records_in"),
+        answers.get("operator_records_in_meter"),
+        answers.get("operator_records_out_meter"),
+    );
+    let timeline = assemble_timeline(answers.get("timeline_busy"), answers.get("timeline_backpressured"));
     let (partitions, retention) = kafka::assemble(&kafka_inputs, &answers.results, &input.config.kafka.retention);
     let signals = assemble_job_signals(&mut answers, scope.cat, &subtasks, input.checkpoint_config);
     notes.extend(signals.lag_note.clone());
@@ -380,6 +387,8 @@ async fn collect_from<S: MetricSource>(source: &S, input: CollectInput<'_>) -> R
         job_topics: kafka_inputs.topics.clone(),
         taskmanagers: signals.taskmanagers,
         watermarks: signals.watermarks,
+        timeline,
+        operators,
         step_ms: scope.step,
         samples_in_window: signals.samples_in_window,
         queries: promql,
@@ -658,9 +667,11 @@ async fn which_series<S: MetricSource>(
     series
 }
 
-/// Round 2, second half: the window averages are taken over, ending at `at`: the
-/// requested length, after the job's start-up, not before the data, and from the start of
-/// the current backpressure episode when configured. A failed episode query is noted in
+/// Round 2, second half: the window averages are taken over, ending at `at`: the requested length,
+/// after the job's start-up and its last restart or rescale (plus the span Flink averages
+/// over), not before the data, and from the start of the current backpressure episode when
+/// configured — never narrower than `min_window`, nor than two periods of a backpressure
+/// that recurs. Notes say when and why the window was narrowed; a failed query is noted in
 /// `missing`.
 async fn which_window<S: MetricSource>(
     source: &S,
@@ -669,20 +680,61 @@ async fn which_window<S: MetricSource>(
     series: &SeriesScope,
     at: i64,
     missing: &mut Vec<Missing>,
+    notes: &mut Vec<String>,
 ) -> Window {
     let cfg = &input.config.diagnosis;
+    let cat = input.catalog;
     let requested = input.request.window_ms.unwrap_or(cfg.window.as_ms());
     let min_window = cfg.min_window.as_ms().min(requested);
     let mut window =
         Window { start_ms: at - requested, end_ms: at, requested_ms: requested, bound: WindowBound::Requested };
-    if let Some(start) = run.start_ms {
-        let settled = start + cfg.startup_exclusion.as_ms();
+    let step = cfg.step.as_ms();
+    let exclusion = cfg.startup_exclusion.as_ms();
+    let job_range = |selector: Selector, start_ms: i64| Query::Range {
+        selector,
+        aggregation: Some(Aggregation::new(Agg::Max, &[])),
+        start_ms,
+        end_ms: at,
+        step_ms: step,
+    };
+    let task = |m: &str| series.task(Selector::metric(m).with(l::JOB_ID, &run.id));
+    let job = |m: &str| series.deployment(Selector::metric(m).with(l::JOB_ID, &run.id));
+    // Twice the window back, to see whether the backpressure recurs (a pattern needs at
+    // least three onsets).
+    let pattern_start = window.start_ms - requested;
+    let queries = vec![
+        job_range(task(&cat.backpressured), pattern_start),
+        job_range(job(&cat.num_restarts), window.start_ms - exclusion),
+        job_range(job(&cat.num_rescales), window.start_ms - exclusion),
+    ];
+    let mut answers = source.run(&queries).await.into_iter();
+    let mut series = |name: &str| match answers.next().expect("one answer per query") {
+        Ok(result) => result.first().map(|s| s.points.clone()).unwrap_or_default(),
+        Err(e) => {
+            missing.push(Missing { metric: name.to_string(), detail: format!("query failed: {e}") });
+            Vec::new()
+        }
+    };
+    let (backpressure, restarts, rescales) =
+        (series(&cat.backpressured), series(&cat.num_restarts), series(&cat.num_rescales));
+
+    // Start-up, restarts and rescales: Flink's ratios and rates average over ~60 s.
+    let restarted = [&restarts, &rescales].iter().filter_map(|s| last_increase(s)).max();
+    let start = run.start_ms.into_iter().chain(restarted).max();
+    if let Some(start) = start {
+        let settled = start + exclusion;
         if settled > window.start_ms {
-            // Never shorter than min_window, never before the job started.
+            // Never shorter than min_window, never before the job (re)started.
             window.start_ms = settled.min(at - min_window).max(start);
-            // When the job is younger than startup_exclusion + min_window, start-up stays in
-            // the window; the diagnosis says so and lowers its confidence.
-            window.bound = WindowBound::StartupExcluded;
+            window.bound =
+                if restarted == Some(start) { WindowBound::RestartExcluded } else { WindowBound::StartupExcluded };
+            notes.push(format!(
+                "Samples before {} are left out: the job {} at {}, and Flink's busy, idle and backpressured times and records rates are ~60 s averages that still carry what happened before{}.",
+                crate::model::verdict::rfc3339(window.start_ms),
+                if restarted == Some(start) { "restarted or rescaled" } else { "started" },
+                crate::model::verdict::rfc3339(start),
+                if window.start_ms < settled { "; the window keeps its minimum length, so some of them remain" } else { "" }
+            ));
         }
     }
     // Rates over a range that starts before the data would be diluted: begin with the data.
@@ -691,30 +743,45 @@ async fn which_window<S: MetricSource>(
         window.bound = WindowBound::DataStart;
     }
     if cfg.episode_window {
-        let cat = input.catalog;
-        let q = Query::Range {
-            selector: series.task(Selector::metric(&cat.backpressured).with(l::JOB_ID, &run.id)),
-            aggregation: Some(Aggregation::new(Agg::Max, &[])),
-            start_ms: window.start_ms,
-            end_ms: at,
-            step_ms: cfg.step.as_ms(),
-        };
-        match source.run(std::slice::from_ref(&q)).await.pop().expect("one answer") {
-            Ok(result) => {
-                let points = result.first().map(|s| s.points.clone()).unwrap_or_default();
-                let threshold = cfg.thresholds.backpressured_ratio * 1000.0;
-                if let Some(flip) = episode_start(&points, threshold) {
-                    let start = flip.min(at - min_window);
-                    if start > window.start_ms {
-                        window.start_ms = start;
-                        window.bound = WindowBound::EpisodeStart;
-                    }
-                }
+        let threshold = cfg.thresholds.backpressured_ratio * 1000.0;
+        // A backpressure that comes and goes is one pattern, not a new episode each time:
+        // keep at least two of its periods.
+        let period = crate::diagnose::timeline::period_of_series(&backpressure, threshold);
+        let points: Vec<(i64, f64)> = backpressure.into_iter().filter(|p| p.0 > window.start_ms).collect();
+        let keep = period.map_or(min_window, |p| (2 * p).max(min_window));
+        if let Some(flip) = episode_start(&points, threshold) {
+            let start = flip.min(at - keep);
+            if start > window.start_ms {
+                let state = if points.last().is_some_and(|p| p.1 > threshold) { "backpressure" } else { "calm" };
+                notes.push(match period {
+                    Some(p) => format!(
+                        "The window starts at {} ({} s before {}), not the {} s asked for: backpressure comes and goes every ~{} s there, and two periods are kept so the reading does not depend on where {} falls.",
+                        crate::model::verdict::rfc3339(start),
+                        (at - start) / 1000,
+                        crate::model::verdict::rfc3339(at),
+                        requested / 1000,
+                        p / 1000,
+                        crate::model::verdict::rfc3339(at)
+                    ),
+                    None => format!(
+                        "The window starts at {} ({} s before {}), not the {} s asked for: the current {state} began then, and averages over the time before it would describe another state.",
+                        crate::model::verdict::rfc3339(start),
+                        (at - start) / 1000,
+                        crate::model::verdict::rfc3339(at),
+                        requested / 1000
+                    ),
+                });
+                window.start_ms = start;
+                window.bound = WindowBound::EpisodeStart;
             }
-            Err(e) => missing.push(Missing { metric: cat.backpressured.clone(), detail: format!("query failed: {e}") }),
         }
     }
     window
+}
+
+/// The time of the last increase of a counter sampled per step (a restart), if any.
+fn last_increase(points: &[(i64, f64)]) -> Option<i64> {
+    points.windows(2).rev().find(|w| w[1].1.is_finite() && w[0].1.is_finite() && w[1].1 > w[0].1).map(|w| w[1].0)
 }
 
 /// Round 3, first half: every vertex aggregated over its subtasks (max, min, mean and
@@ -802,6 +869,15 @@ fn job_signal_queries(s: &Scope<'_>) -> Vec<(&'static str, Query)> {
             s.range(s.job(&cat.input_watermark), Some(Aggregation::new(Agg::Min, &[l::TASK_ID])), s.window.start_ms),
         ),
         ("samples_in_window", s.over_window(s.job(&cat.busy), OverTime::Count, Some(Aggregation::new(Agg::Max, &[])))),
+        // Every vertex per step of the window, for the time-resolved reading.
+        (
+            "timeline_busy",
+            s.range(s.job(&cat.busy), Some(Aggregation::new(Agg::Max, &[l::TASK_ID])), s.window.start_ms),
+        ),
+        (
+            "timeline_backpressured",
+            s.range(s.job(&cat.backpressured), Some(Aggregation::new(Agg::Max, &[l::TASK_ID])), s.window.start_ms),
+        ),
     ]
 }
 
@@ -906,11 +982,81 @@ fn detail_queries(s: &Scope<'_>, detail_ids: &[String]) -> Vec<(String, Query)> 
         (&cat.checkpoint_start_delay, OverTime::Avg),
         (&cat.checkpoint_alignment, OverTime::Avg),
     ];
+    let by_operator = || Some(Aggregation::new(Agg::Sum, &[l::TASK_ID, OPERATOR_NAME]));
     DETAIL
         .iter()
         .zip(metrics)
         .map(|(name, (metric, func))| (name.to_string(), s.over_window(detail(metric), func, identity())))
+        .chain([
+            (
+                "operator_records_in".to_string(),
+                s.over_window(detail(&cat.operator_records_in), OverTime::Rate, by_operator()),
+            ),
+            (
+                "operator_records_in_meter".to_string(),
+                s.over_window(detail(&cat.operator_records_in_per_second), OverTime::Avg, by_operator()),
+            ),
+            (
+                "operator_records_out_meter".to_string(),
+                s.over_window(detail(&cat.operator_records_out_per_second), OverTime::Avg, by_operator()),
+            ),
+        ])
         .collect()
+}
+
+/// The operator label of operator-scope metrics.
+const OPERATOR_NAME: &str = "operator_name";
+
+/// Operator-level records rates from round 4's answers, per (vertex, operator).
+fn assemble_operators(counter_in: &QueryResult, meter_in: &QueryResult, meter_out: &QueryResult) -> Vec<OperatorRates> {
+    let key = |s: &ResultSeries| (s.label(l::TASK_ID).to_string(), s.label(OPERATOR_NAME).to_string());
+    let mut out: BTreeMap<(String, String), OperatorRates> = BTreeMap::new();
+    for (i, result) in [counter_in, meter_in, meter_out].into_iter().enumerate() {
+        for series in result {
+            let (vertex_id, operator_name) = key(series);
+            if vertex_id.is_empty() || operator_name.is_empty() {
+                continue;
+            }
+            let value = series.last_value().and_then(finite);
+            let e = out.entry((vertex_id.clone(), operator_name.clone())).or_insert(OperatorRates {
+                vertex_id,
+                operator_name,
+                records_in_per_s: None,
+                records_out_per_s: None,
+            });
+            match i {
+                0 => e.records_in_per_s = value,
+                1 => e.records_in_per_s = e.records_in_per_s.or(value),
+                _ => e.records_out_per_s = value,
+            }
+        }
+    }
+    out.into_values().collect()
+}
+
+/// Per-vertex values per step of the window, as ratios.
+fn assemble_timeline(busy: &QueryResult, backpressured: &QueryResult) -> Vec<VertexTimeline> {
+    let mut out: BTreeMap<String, VertexTimeline> = BTreeMap::new();
+    for (is_busy, result) in [(true, busy), (false, backpressured)] {
+        for series in result {
+            let id = series.label(l::TASK_ID);
+            if id.is_empty() {
+                continue;
+            }
+            let e = out.entry(id.to_string()).or_insert_with(|| VertexTimeline {
+                vertex_id: id.to_string(),
+                busy_max: Vec::new(),
+                backpressured_max: Vec::new(),
+            });
+            let points = series.points.iter().map(|&(t, v)| (t, v / 1000.0)).collect();
+            if is_busy {
+                e.busy_max = points;
+            } else {
+                e.backpressured_max = points;
+            }
+        }
+    }
+    out.into_values().collect()
 }
 
 /// The job-level parts of a snapshot, from round 3's answers.
@@ -1049,7 +1195,7 @@ fn assemble_subtasks(results: [&QueryResult; 9]) -> Vec<SubtaskMetrics> {
                 vertex_id: key.0.clone(),
                 subtask: key.1,
                 task_name: identity.label(l::TASK_NAME).to_string(),
-                tm_id: label(l::TM_ID),
+                tm_id: label(l::TM_ID).map(|id| flink_taskmanager_id(&id)),
                 host: label(l::HOST),
                 busy_ratio: ratio(0),
                 backpressured_ratio: ratio(1),
@@ -1161,10 +1307,11 @@ fn assemble_taskmanagers(gc: &QueryResult, cpu: &QueryResult, job_tms: &BTreeSet
     let mut out: BTreeMap<String, TaskManagerMetrics> = BTreeMap::new();
     for (is_gc, result) in [(true, gc), (false, cpu)] {
         for s in result {
-            let tm = s.label(l::TM_ID);
-            if tm.is_empty() || !job_tms.contains(tm) {
+            let tm = flink_taskmanager_id(s.label(l::TM_ID));
+            if tm.is_empty() || !job_tms.contains(tm.as_str()) {
                 continue;
             }
+            let tm = tm.as_str();
             let entry = out.entry(tm.to_string()).or_insert_with(|| TaskManagerMetrics {
                 tm_id: tm.to_string(),
                 host: Some(s.label(l::HOST).to_string()).filter(|h| !h.is_empty()),

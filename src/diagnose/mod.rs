@@ -4,11 +4,13 @@
 //! file under [`steps`] and reports a [`StepReport`]. No IO, no clock, no logging: the
 //! same snapshot always gives the same verdict.
 
+pub mod parallelism;
 pub mod runbook;
 pub mod signals;
 pub mod steps;
 #[cfg(test)]
 pub mod testkit;
+pub mod timeline;
 
 use std::collections::BTreeSet;
 
@@ -26,6 +28,8 @@ pub struct Context<'a> {
     pub cfg: &'a DiagnosisConfig,
     /// Ids of backpressured vertices (`p_max` above the threshold).
     pub red: BTreeSet<String>,
+    /// The window read sample by sample.
+    pub timeline: timeline::Reading,
 }
 
 impl<'a> Context<'a> {
@@ -36,7 +40,8 @@ impl<'a> Context<'a> {
             .filter(|v| v.backpressured_max().is_some_and(|p| p > cfg.thresholds.backpressured_ratio))
             .map(|v| v.id.clone())
             .collect();
-        Context { snapshot, signals, cfg, red }
+        let timeline = timeline::read(snapshot, signals, cfg);
+        Context { snapshot, signals, cfg, red, timeline }
     }
 
     pub fn is_red(&self, v: &VertexSignals) -> bool {

@@ -28,6 +28,10 @@ pub fn diagnose(snapshot: &Snapshot, cfg: &DiagnosisConfig) -> Verdict {
     let finding_report = run.finding_report();
     let finding = finding_report.and_then(|r| r.finding).unwrap_or(Finding::None);
     let status = run.status(&ctx, finding);
+    // A vertex that holds the job back for a reason no step finds is its own outcome,
+    // never "culprit found" with no finding.
+    let finding =
+        if status == Status::CulpritFound && finding == Finding::None { Finding::Unexplained } else { finding };
     let culprit_shown = if matches!(status, Status::CulpritFound) { run.culprit } else { None };
     let (hazards, retention) = retention::evaluate(&ctx);
 
@@ -43,7 +47,15 @@ pub fn diagnose(snapshot: &Snapshot, cfg: &DiagnosisConfig) -> Verdict {
             }
         }
     }
-    let mut missing: Vec<String> = snapshot.missing.iter().map(|m| format!("{} ({})", m.metric, m.detail)).collect();
+    // Only what would change or firm up this verdict: checkpoint metrics matter when the
+    // checkpoints step ran (it then lists them itself).
+    let checkpoints_ran = run.reports.iter().any(|(s, r)| *s == StepName::Checkpoints && r.outcome != Outcome::Skipped);
+    let mut missing: Vec<String> = snapshot
+        .missing
+        .iter()
+        .filter(|m| checkpoints_ran || !m.metric.ends_with("lastCheckpointDuration"))
+        .map(|m| format!("{} ({})", m.metric, m.detail))
+        .collect();
     for r in &evaluated {
         missing.extend(r.missing.iter().cloned());
     }
@@ -54,7 +66,7 @@ pub fn diagnose(snapshot: &Snapshot, cfg: &DiagnosisConfig) -> Verdict {
     let summary = summary(&ctx, finding_report, status, culprit_shown, &culprits, &hazards);
     let mut notes = notes(snapshot, &signals, cfg);
     notes.extend(retention.notes);
-    let confidence = confidence(&ctx, status, finding, &run.located.report, &run.reports, &missing);
+    let confidence = confidence(&ctx, status, finding, &run, &missing);
     let graph = verdict_graph(&ctx, &culprits);
 
     Verdict {
@@ -79,6 +91,7 @@ pub fn diagnose(snapshot: &Snapshot, cfg: &DiagnosisConfig) -> Verdict {
         confidence,
         missing,
         notes,
+        timeline: ctx.timeline.view(&signals, cfg, snapshot.step_ms),
     }
 }
 
@@ -194,10 +207,15 @@ fn explain(
         fix.extend(located.fix.iter().cloned());
         not_the_fix.extend(located.not_the_fix.iter().cloned());
     }
-    if culprit_shown.is_some() && finding == Finding::None {
+    if let Some(c) = culprit_shown.filter(|_| finding == Finding::Unexplained) {
+        cause.push(format!(
+            "No runbook step explains why: it is not a sink, no subtask is hot, no state-backend or checkpoint trouble shows, and it runs at ρ = {} (below the headroom threshold){}. The reason is in its code or its environment, not in the task metrics.",
+            c.utilisation().map(|u| format!("{u:.2}")).unwrap_or_else(|| "unknown".into()),
+            c.capacity().map(|cap| format!("; it could handle about {} records/s at 100% busy", crate::diagnose::num(cap))).unwrap_or_default()
+        ));
         fix.push(format!(
-            "Profile {}: a flame graph (rest.flamegraph.enabled: true) or a thread dump shows where its time goes.",
-            culprit_shown.map(|c| c.name.as_str()).unwrap_or_default()
+            "Profile {}: a flame graph (rest.flamegraph.enabled: true, then the vertex's Flame Graph tab) or a few thread dumps of its TaskManagers (Flink UI → Task Managers → Thread Dump) show where its time goes: a blocking call, lock contention, an expensive function, serialization.",
+            c.name
         ));
     }
     Explained { cause, fix, not_the_fix }
@@ -370,9 +388,9 @@ fn skipped_detail(hit: Option<StepName>, located: &StepReport) -> String {
 fn default_summary(ctx: &Context, status: Status, culprit: Option<&VertexSignals>) -> String {
     match (status, culprit) {
         (Status::CulpritFound, Some(c)) => format!(
-            "{} holds the job back (busy {}, not backpressured), but no runbook step explains why.",
+            "{} holds the job back (busy {}, not backpressured) for a reason the metrics do not show: profile it (flame graph, thread dump).",
             c.name,
-            pct(c.busy_max().unwrap_or(0.0))
+            c.busy_max().map(pct).unwrap_or_else(|| "unknown".into())
         ),
         (Status::NoBackpressure, _) => {
             let busiest = ctx
@@ -397,14 +415,8 @@ fn default_summary(ctx: &Context, status: Status, culprit: Option<&VertexSignals
     }
 }
 
-fn confidence(
-    ctx: &Context,
-    status: Status,
-    finding: Finding,
-    located: &StepReport,
-    reports: &[(StepName, StepReport)],
-    missing: &[String],
-) -> Confidence {
+fn confidence(ctx: &Context, status: Status, finding: Finding, run: &Run, missing: &[String]) -> Confidence {
+    let (located, reports) = (&run.located.report, &run.reports);
     if ctx.signals.graph_free || status == Status::Inconclusive || located.outcome == Outcome::NoData {
         return Confidence::Low;
     }
@@ -419,9 +431,12 @@ fn confidence(
     }
     let no_data_before_finding = reports.iter().any(|(_, r)| r.outcome == Outcome::NoData);
     let records_missing = missing.iter().any(|m| m.contains("numRecordsIn"));
-    if (status == Status::CulpritFound && finding == Finding::None)
+    // A culprit whose busy time is unknown (a legacy source's NaN) rests on other signs.
+    let culprit_busy_unknown = run.culprit.is_some_and(|c| c.busy_max().is_none());
+    if (status == Status::CulpritFound && finding == Finding::Unexplained)
         || no_data_before_finding
         || records_missing
+        || culprit_busy_unknown
         || startup_in_window_ms(ctx.snapshot, ctx.cfg) > 0
     {
         return Confidence::Medium;
@@ -500,17 +515,20 @@ mod tests {
 
     #[test]
     fn a_window_reaching_into_start_up_lowers_the_confidence_and_says_how_much() {
-        // Started 40 s before `at`; start-up is its first 20 s, up to −20 s. The window
-        // (−30 s, 0] keeps the 30 s minimum, so −30 … −20 s = 10 s of it are start-up.
+        // Started 40 s before `at`; start-up is its first 75 s (60 s of Flink's averaging
+        // and deployment), up to +35 s. The window (−30 s, 0] keeps its minimum, so all
+        // 30 s of it are start-up.
         let v = verdict(&slow_sink().job_started(-40).window_from(-30).build());
         assert_eq!((v.status, v.confidence), (Status::CulpritFound, Confidence::Medium));
         assert!(
-            v.notes.iter().any(|n| n.starts_with("The job has run only 40 s: 10 s of the window")),
+            v.notes
+                .iter()
+                .any(|n| n.starts_with("The job has run only 40 s: 30 s of the window fall in its first 75 s")),
             "{:?}",
             v.notes
         );
-        // Started 50 s before: start-up ends at −30 s, where the window begins: no overlap.
-        let v = verdict(&slow_sink().job_started(-50).window_from(-30).build());
+        // Started 105 s before: start-up ends at −30 s, where the window begins: no overlap.
+        let v = verdict(&slow_sink().job_started(-105).window_from(-30).build());
         assert_eq!(v.confidence, Confidence::High);
     }
 
@@ -568,7 +586,7 @@ mod tests {
     }
 
     #[test]
-    fn a_culprit_no_step_explains_is_found_with_medium_confidence_and_profiling_advice() {
+    fn a_culprit_no_step_explains_is_its_own_outcome_with_medium_confidence_and_profiling_advice() {
         // map busy 0.8 behind a red source: not a sink, no skew, stateless, no checkpoint
         // data, ρ 0.8 < 0.9.
         let snap = slow_sink()
@@ -577,9 +595,18 @@ mod tests {
             .all_subtasks("sink", 0.1, 0.0, 0.9, 300.0)
             .build();
         let v = verdict(&snap);
-        assert_eq!((v.status, v.finding), (Status::CulpritFound, Finding::None));
+        // Never "culprit found" with finding none: the finding says no step explains it.
+        assert_eq!((v.status, v.finding), (Status::CulpritFound, Finding::Unexplained));
         assert_eq!(v.culprit.as_ref().unwrap().vertex_id, "map");
-        assert!(v.summary.starts_with("map holds the job back (busy 80%, not backpressured)"), "{}", v.summary);
+        assert!(
+            v.summary.starts_with(
+                "map holds the job back (busy 80%, not backpressured) for a reason the metrics do not show"
+            ),
+            "{}",
+            v.summary
+        );
+        // The numbers: ρ 0.80 and capacity 2 × 300 / 0.8 = 750 records/s.
+        assert!(v.cause.contains("ρ = 0.80") && v.cause.contains("about 750 records/s"), "{}", v.cause);
         assert!(v.fix.iter().any(|f| f.starts_with("Profile map")), "{:?}", v.fix);
         assert_eq!(v.confidence, Confidence::Medium);
         assert_eq!(outcomes(&v)[5], (StepName::Headroom, Outcome::Clear));
@@ -739,6 +766,7 @@ mod tests {
                 "culprits",
                 "advice",
                 "notes",
+                "timeline",
             ])
         );
         assert_eq!(json["schema"], "culprit.verdict/v1");

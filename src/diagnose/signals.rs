@@ -11,8 +11,9 @@ use std::collections::BTreeMap;
 
 use crate::config::Thresholds;
 use crate::config::{DiagnosisConfig, OperatorKind};
+use crate::model::graph::sanitize_label_value;
 use crate::model::graph::{Edge, JobGraph};
-use crate::model::snapshot::{Snapshot, SubtaskMetrics, VertexAggregate};
+use crate::model::snapshot::{OperatorRates, Snapshot, SubtaskMetrics, VertexAggregate};
 
 /// One subtask's signals.
 #[derive(Debug, Clone, PartialEq)]
@@ -54,6 +55,8 @@ pub struct VertexSignals {
     pub kind: OperatorKind,
     /// The chain holds an async I/O or lookup operator.
     pub has_async: bool,
+    /// Records rates of the operators chained in the vertex (operator scope), when collected.
+    pub operator_rates: Vec<OperatorRates>,
 }
 
 fn clamp01(v: f64) -> f64 {
@@ -150,14 +153,42 @@ impl VertexSignals {
         self.subtasks.iter().filter(|s| s.busy.is_some()).max_by(|a, b| a.busy.unwrap().total_cmp(&b.busy.unwrap()))
     }
 
-    /// The throughput a subtask handles, records/s: records in, or records out for a
-    /// source (whose records come from outside the job).
-    pub fn throughput_of(&self, s: &SubtaskSignals) -> Option<f64> {
-        if self.is_source { s.records_out_per_s } else { s.records_in_per_s }
+    /// True when the vertex is both a source and a sink (everything chained into one
+    /// vertex): Flink then reports 0 records in and 0 records out for its tasks, which says
+    /// nothing about what it handles.
+    fn task_counters_meaningless(&self) -> bool {
+        self.is_source && self.is_sink
     }
 
-    /// Total throughput over subtasks, records/s; `None` when any subtask lacks it.
+    /// The records-in rate of a chained operator (operator scope, summed over subtasks),
+    /// by its name as Flink shows it or as the reporter wrote it.
+    pub fn operator_records_in(&self, operator: &str) -> Option<f64> {
+        let sanitized = sanitize_label_value(operator);
+        self.operator_rates
+            .iter()
+            .find(|o| o.operator_name == operator || o.operator_name == sanitized)
+            .and_then(|o| o.records_in_per_s)
+    }
+
+    /// The throughput a subtask handles, records/s: records in, or records out for a
+    /// source (whose records come from outside the job). Unknown for a vertex that is both
+    /// source and sink.
+    pub fn throughput_of(&self, s: &SubtaskSignals) -> Option<f64> {
+        if self.task_counters_meaningless() {
+            None
+        } else if self.is_source {
+            s.records_out_per_s
+        } else {
+            s.records_in_per_s
+        }
+    }
+
+    /// Total throughput over subtasks, records/s; `None` when any subtask lacks it. For a
+    /// vertex that is both source and sink, what its first operator reads (operator scope).
     pub fn throughput(&self) -> Option<f64> {
+        if self.task_counters_meaningless() {
+            return self.operators.first().and_then(|op| self.operator_records_in(op)).map(|r| r.max(0.0));
+        }
         if !self.detailed() {
             let a = self.aggregate.as_ref()?;
             return if self.is_source { a.records_out_per_s } else { a.records_in_per_s }.map(|r| r.max(0.0));
@@ -166,19 +197,24 @@ impl VertexSignals {
         v.filter(|v| !v.is_empty()).map(|v| v.iter().sum())
     }
 
-    /// True processing rate (capacity), records/s: Σ throughput / busy over subtasks — what
-    /// the vertex could do at 100 % busy (the Flink autoscaler's and DS2's estimate).
-    /// `None` when a subtask lacks either number or is not busy at all.
+    /// True processing rate (capacity), records/s: what the vertex could do at 100 % busy
+    /// (the Flink autoscaler's and DS2's estimate). Per subtask, throughput / busy, from the
+    /// subtasks that have busy time and a records rate, scaled to every subtask (a subtask
+    /// with busy 0 says nothing about capacity, and voids no estimate); without per-subtask
+    /// detail, the vertex's throughput / its mean busy. `None` when no subtask has both.
     pub fn capacity(&self) -> Option<f64> {
-        let mut total = 0.0;
-        for s in &self.subtasks {
-            let (rate, busy) = (self.throughput_of(s)?, s.busy?);
-            if busy <= 0.0 {
-                return None;
-            }
-            total += rate / busy;
+        let per: Vec<f64> = self
+            .subtasks
+            .iter()
+            .filter_map(|s| Some((self.throughput_of(s)?, s.busy?)))
+            .filter(|(_, busy)| *busy > 0.0)
+            .map(|(rate, busy)| rate / busy)
+            .collect();
+        if !per.is_empty() {
+            return Some(per.iter().sum::<f64>() / per.len() as f64 * self.subtask_count() as f64);
         }
-        (!self.subtasks.is_empty()).then_some(total)
+        let (rate, busy) = (self.throughput()?, self.utilisation()?);
+        (busy > 0.0).then(|| rate / busy)
     }
 
     /// Subtasks the plan has that report no metrics (a TaskManager not scraped, a
@@ -224,12 +260,13 @@ impl JobSignals {
         let aggregates: BTreeMap<&str, &VertexAggregate> =
             snapshot.vertex_aggregates.iter().map(|a| (a.vertex_id.as_str(), a)).collect();
         match &snapshot.graph {
-            Some(graph) => Self::with_graph(graph, &by_vertex, &aggregates, cfg),
-            None => Self::graph_free(&by_vertex, &aggregates, cfg),
+            Some(graph) => Self::with_graph(snapshot, graph, &by_vertex, &aggregates, cfg),
+            None => Self::graph_free(snapshot, &by_vertex, &aggregates, cfg),
         }
     }
 
     fn with_graph(
+        snapshot: &Snapshot,
         graph: &JobGraph,
         by_vertex: &BTreeMap<&str, Vec<&SubtaskMetrics>>,
         aggregates: &BTreeMap<&str, &VertexAggregate>,
@@ -253,6 +290,7 @@ impl JobSignals {
                     keyed_input: graph.has_keyed_input(&v.id),
                     kind,
                     has_async,
+                    operator_rates: operators_of(snapshot, &v.id),
                 }
             })
             .collect();
@@ -268,6 +306,7 @@ impl JobSignals {
     }
 
     fn graph_free(
+        snapshot: &Snapshot,
         by_vertex: &BTreeMap<&str, Vec<&SubtaskMetrics>>,
         aggregates: &BTreeMap<&str, &VertexAggregate>,
         cfg: &DiagnosisConfig,
@@ -299,6 +338,7 @@ impl JobSignals {
                     keyed_input: false,
                     kind,
                     has_async,
+                    operator_rates: operators_of(snapshot, id),
                 }
             })
             .collect();
@@ -334,6 +374,10 @@ impl JobSignals {
         seen.sort_by_key(|v| self.vertices.iter().position(|x| x.id == v.id));
         seen
     }
+}
+
+fn operators_of(snapshot: &Snapshot, vertex_id: &str) -> Vec<OperatorRates> {
+    snapshot.operators.iter().filter(|o| o.vertex_id == vertex_id).cloned().collect()
 }
 
 fn subtask_signals(subs: &[&SubtaskMetrics]) -> Vec<SubtaskSignals> {
@@ -388,6 +432,11 @@ pub fn detail_vertices(graph: Option<&JobGraph>, aggregates: &[VertexAggregate],
             out.insert(a.vertex_id.clone());
         }
     }
+    // Nothing backpressured: the sources are where the runbook looks (source-bound, an
+    // async lookup chained with the source).
+    if let Some(g) = graph.filter(|_| !aggregates.iter().any(red)) {
+        out.extend(g.vertices.iter().filter(|v| g.is_source(&v.id)).map(|v| v.id.clone()));
+    }
     if let Some(busiest) = aggregates
         .iter()
         .filter(|a| a.busy_mean.is_some())
@@ -406,9 +455,8 @@ pub fn classify(name: &str, operators: &[String], cfg: &DiagnosisConfig) -> (Ope
         let lower = op.to_ascii_lowercase();
         op.contains("AsyncWaitOperator") || lower.contains("async") || op.contains("LookupJoin")
     });
-    if let Some(kind) =
-        cfg.operator_kinds.get(name).or_else(|| operators.iter().find_map(|op| cfg.operator_kinds.get(op)))
-    {
+    let kind_of = |n: &str| cfg.operator_kinds.iter().find(|(k, _)| key_matches(k, n)).map(|(_, kind)| kind);
+    if let Some(kind) = kind_of(name).or_else(|| operators.iter().find_map(|op| kind_of(op))) {
         return (*kind, has_async || *kind == OperatorKind::AsyncIo);
     }
     let any = |needles: &[&str]| operators.iter().any(|op| needles.iter().any(|n| op.contains(n)));
@@ -428,9 +476,43 @@ pub fn classify(name: &str, operators: &[String], cfg: &DiagnosisConfig) -> (Ope
     (kind, has_async)
 }
 
+/// An `operator_kinds` key names an operator or vertex as Flink shows it
+/// (`Window(TumblingEventTimeWindows(60000), …)`) or as the reporter wrote it
+/// (`Window_TumblingEventTimeWindows_60000_…`).
+fn key_matches(key: &str, name: &str) -> bool {
+    key == name || sanitize_label_value(key) == sanitize_label_value(name)
+}
+
+/// The `operator_kinds` keys that match no vertex or operator of this job (a typo, or a
+/// key meant for another job): the configuration should be told.
+pub fn unmatched_operator_kinds(cfg: &DiagnosisConfig, signals: &JobSignals) -> Vec<String> {
+    cfg.operator_kinds
+        .keys()
+        .filter(|k| {
+            !signals.vertices.iter().any(|v| key_matches(k, &v.name) || v.operators.iter().any(|op| key_matches(k, op)))
+        })
+        .cloned()
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn operator_kind_keys_match_the_flink_name_or_the_sanitized_one() {
+        let mut cfg = DiagnosisConfig::default();
+        // As the reporter writes it: every character outside [A-Za-z0-9:_] became `_`.
+        cfg.operator_kinds.insert("Window_TumblingEventTimeWindows_60000___Agg_".into(), OperatorKind::Aggregate);
+        cfg.operator_kinds.insert("no-such-operator".into(), OperatorKind::Join);
+        let ops = vec!["Window(TumblingEventTimeWindows(60000), Agg)".to_string()];
+        assert_eq!(classify(&ops[0], &ops, &cfg).0, OperatorKind::Aggregate);
+        let snap = crate::diagnose::testkit::SnapshotBuilder::new()
+            .vertex("w", "Window(TumblingEventTimeWindows(60000), Agg)", 1)
+            .build();
+        let signals = JobSignals::derive(&snap, &cfg);
+        assert_eq!(unmatched_operator_kinds(&cfg, &signals), ["no-such-operator"]);
+    }
 
     fn sub(i: u32, busy: Option<f64>, bp: Option<f64>, idle: Option<f64>, rate: Option<f64>) -> SubtaskSignals {
         SubtaskSignals {
@@ -459,6 +541,7 @@ mod tests {
             keyed_input: false,
             kind: OperatorKind::Unknown,
             has_async: false,
+            operator_rates: Vec::new(),
         }
     }
 

@@ -123,6 +123,8 @@ impl SnapshotBuilder {
                 job_topics: Vec::new(),
                 taskmanagers: Vec::new(),
                 watermarks: Vec::new(),
+                timeline: Vec::new(),
+                operators: Vec::new(),
                 step_ms: 5000,
                 samples_in_window: Some(60),
                 queries: Default::default(),
@@ -314,6 +316,29 @@ impl SnapshotBuilder {
     /// Min input watermark of a vertex over time (event time, Unix ms).
     pub fn watermark(mut self, vertex: &str, points: Vec<Point>) -> Self {
         self.snapshot.watermarks.push(VertexWatermark { vertex_id: vertex.into(), input_watermark: points });
+        self
+    }
+
+    /// A vertex's max busy and backpressured ratios over subtasks at each step, for the
+    /// time-resolved reading: `samples` are `(offset_s from at, busy, backpressured)`.
+    pub fn timeline(mut self, vertex: &str, samples: &[(i64, f64, f64)]) -> Self {
+        self.snapshot.timeline.push(crate::model::snapshot::VertexTimeline {
+            vertex_id: vertex.into(),
+            busy_max: samples.iter().map(|(s, b, _)| (t(*s), *b)).collect(),
+            backpressured_max: samples.iter().map(|(s, _, p)| (t(*s), *p)).collect(),
+        });
+        self
+    }
+
+    /// Records in and out per second of one chained operator of a vertex, summed over its
+    /// subtasks.
+    pub fn operator_rates(mut self, vertex: &str, operator: &str, records_in: f64, records_out: f64) -> Self {
+        self.snapshot.operators.push(crate::model::snapshot::OperatorRates {
+            vertex_id: vertex.into(),
+            operator_name: sanitize_label_value(operator),
+            records_in_per_s: Some(records_in),
+            records_out_per_s: Some(records_out),
+        });
         self
     }
 

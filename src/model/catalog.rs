@@ -66,6 +66,15 @@ pub struct MetricCatalog {
     pub emit_event_time_lag: String,
     /// Task `currentInputWatermark`, Unix ms of event time.
     pub input_watermark: String,
+    /// Operator `numRecordsIn` (counter) and `numRecordsInPerSecond` / `numRecordsOutPerSecond`
+    /// (60 s meters), records: what each chained operator handles.
+    pub operator_records_in: String,
+    pub operator_records_in_per_second: String,
+    pub operator_records_out_per_second: String,
+    /// Job `numRestarts` and `numRescales` (Flink 2.0+; older versions count rescales as
+    /// restarts): samples right after one are not representative.
+    pub num_restarts: String,
+    pub num_rescales: String,
     /// TaskManager `Status.JVM.GarbageCollector.All.Time`, ms (counter).
     pub gc_time: String,
     /// TaskManager `Status.JVM.CPU.Load`, ratio.
@@ -159,6 +168,11 @@ impl Default for MetricCatalog {
             legacy_records_lag_max: task("operator_KafkaConsumer_records_lag_max"),
             emit_event_time_lag: task("operator_currentEmitEventTimeLag"),
             input_watermark: task("currentInputWatermark"),
+            operator_records_in: task("operator_numRecordsIn"),
+            operator_records_in_per_second: task("operator_numRecordsInPerSecond"),
+            operator_records_out_per_second: task("operator_numRecordsOutPerSecond"),
+            num_restarts: job("numRestarts"),
+            num_rescales: job("numRescales"),
             gc_time: "flink_taskmanager_Status_JVM_GarbageCollector_All_Time".into(),
             cpu_load: "flink_taskmanager_Status_JVM_CPU_Load".into(),
             rocksdb_is_write_stopped_suffix: "_rocksdb_is_write_stopped".into(),

@@ -242,9 +242,57 @@ pub fn sanitize_label_value(s: &str) -> String {
     s.chars().map(|c| if c.is_ascii_alphanumeric() || c == ':' || c == '_' { c } else { '_' }).collect()
 }
 
+/// A TaskManager id as Flink writes it, from the `tm_id` label the reporter sanitized
+/// (`.` and `-` became `_`), where the form is unambiguous: a standalone or YARN
+/// TaskManager's `10.0.3.7:40113-901294` (`10_0_3_7:40113_901294`), and a Kubernetes pod
+/// name such as `fraud-taskmanager-1-3` (`fraud_taskmanager_1_3`; pod names cannot
+/// contain `_`). Anything else is kept as written. The id is what Flink's REST API and UI
+/// (thread dumps, logs) need.
+pub fn flink_taskmanager_id(label: &str) -> String {
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    if let Some((host, rest)) = label.split_once(':') {
+        let octets: Vec<&str> = host.split('_').collect();
+        if let Some((port, suffix)) = rest.split_once('_')
+            && octets.len() == 4
+            && octets.iter().all(|o| digits(o) && o.len() <= 3)
+            && digits(port)
+            && !suffix.is_empty()
+            && suffix.bytes().all(|b| b.is_ascii_hexdigit())
+        {
+            return format!("{}:{port}-{suffix}", octets.join("."));
+        }
+        return label.to_string();
+    }
+    let parts: Vec<&str> = label.split('_').collect();
+    let pod_like = label.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
+    if pod_like
+        && parts.len() >= 3
+        && parts[parts.len() - 3].ends_with("taskmanager")
+        && digits(parts[parts.len() - 2])
+        && digits(parts[parts.len() - 1])
+    {
+        return label.replace('_', "-");
+    }
+    label.to_string()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn taskmanager_ids_are_restored_to_flinks_form_where_unambiguous() {
+        assert_eq!(flink_taskmanager_id("10_0_3_7:40113_901294"), "10.0.3.7:40113-901294");
+        assert_eq!(flink_taskmanager_id("127_0_0_1:46181_1f9e48"), "127.0.0.1:46181-1f9e48");
+        assert_eq!(flink_taskmanager_id("fraud_detection_taskmanager_1_3"), "fraud-detection-taskmanager-1-3");
+        // YARN container ids have real underscores; unknown forms stay as written.
+        assert_eq!(
+            flink_taskmanager_id("container_e01_1700000000000_0001_01_000002"),
+            "container_e01_1700000000000_0001_01_000002"
+        );
+        assert_eq!(flink_taskmanager_id("tm-7"), "tm-7");
+        assert_eq!(flink_taskmanager_id("10_0_3:40113_9"), "10_0_3:40113_9");
+    }
 
     const CHAINED: &str = r#"{"plan":{"jid":"f60c","name":"bp-lab-chained-culprit","nodes":[
         {"id":"sink","parallelism":2,"description":"sink: Writer<br/>","inputs":[{"id":"mid","ship_strategy":"FORWARD"}]},

@@ -37,6 +37,9 @@ pub enum WindowBound {
     /// Starts where the current backpressure episode (or calm) began inside the requested
     /// window, so a regime change does not dilute the averages.
     EpisodeStart,
+    /// Starts after a restart or rescale of the job (`numRestarts`, `numRescales`) plus
+    /// the ~60 s Flink's rates and time ratios average over.
+    RestartExcluded,
 }
 
 /// The period averages are taken over: `(start_ms, end_ms]`.
@@ -254,6 +257,33 @@ pub struct VertexWatermark {
     pub input_watermark: Vec<Point>,
 }
 
+/// One vertex at each evaluation step of the window, aggregated over its subtasks: what
+/// the time-resolved reading classifies sample by sample (window averages hide a
+/// bottleneck that comes and goes).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct VertexTimeline {
+    pub vertex_id: String,
+    /// Max over subtasks of `busyTimeMsPerSecond` / 1000 per step (ratio; NaN: unknown).
+    pub busy_max: Vec<Point>,
+    /// Max over subtasks of `backPressuredTimeMsPerSecond` / 1000 per step (ratio).
+    pub backpressured_max: Vec<Point>,
+}
+
+/// Records rates of one operator inside a vertex's chain, summed over subtasks (Flink's
+/// operator-scope `numRecordsIn` / `numRecordsOut`). They tell what a chained operator
+/// (an async wait operator, a lookup join) handles when the task-level counters cannot: a
+/// vertex that is both source and sink reports 0 records in and out.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OperatorRates {
+    pub vertex_id: String,
+    /// `operator_name` as the reporter wrote it (sanitized).
+    pub operator_name: String,
+    /// records/s.
+    pub records_in_per_s: Option<f64>,
+    /// records/s.
+    pub records_out_per_s: Option<f64>,
+}
+
 /// A metric that was looked for and not found.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct Missing {
@@ -291,6 +321,13 @@ pub struct Snapshot {
     pub job_topics: Vec<String>,
     pub taskmanagers: Vec<TaskManagerMetrics>,
     pub watermarks: Vec<VertexWatermark>,
+    /// Every vertex per step of the window (max over subtasks), for the time-resolved
+    /// reading; empty when not collected.
+    #[serde(default)]
+    pub timeline: Vec<VertexTimeline>,
+    /// Operator-level records rates of the vertices the diagnosis looks into.
+    #[serde(default)]
+    pub operators: Vec<OperatorRates>,
     /// Step of the trend series, ms.
     pub step_ms: i64,
     /// Samples per task series in the window (max over series): 1 for a single scrape,

@@ -1,7 +1,9 @@
 //! The verdict: schema `culprit.verdict/v1`, the one value every interface renders.
 //!
 //! Field names are fixed by the spec (§4); fields may be added, never renamed. Fields
-//! added here beyond the spec: `window_start`, `culprits`, `advice`, `notes`, `graph.from_plan`.
+//! added here beyond the spec: `window_start`, `culprits`, `advice`, `notes`,
+//! `graph.from_plan`, `timeline`; the finding `unexplained`. The JSON Schema published in
+//! `docs/verdict.schema.json` is generated from these types ([`json_schema`]).
 //!
 //! Pure data.
 
@@ -10,7 +12,7 @@ use serde::{Deserialize, Serialize};
 /// The schema id written in every verdict.
 pub const SCHEMA: &str = "culprit.verdict/v1";
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Status {
     CulpritFound,
@@ -30,7 +32,7 @@ impl Status {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Finding {
     Sink,
@@ -43,6 +45,9 @@ pub enum Finding {
     Network,
     AsyncIo,
     WatermarkStall,
+    /// A vertex holds the job back (busy by itself, not backpressured) for a reason no
+    /// runbook step finds in the metrics: profile it (added value).
+    Unexplained,
     None,
 }
 
@@ -59,12 +64,13 @@ impl Finding {
             Finding::Network => "network",
             Finding::AsyncIo => "async_io",
             Finding::WatermarkStall => "watermark_stall",
+            Finding::Unexplained => "unexplained",
             Finding::None => "none",
         }
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Role {
     Source,
@@ -73,14 +79,14 @@ pub enum Role {
 }
 
 /// The job the verdict is about.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct JobRef {
     pub name: String,
     pub id: String,
 }
 
 /// The culprit vertex.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Culprit {
     pub vertex_id: String,
     pub vertex_name: String,
@@ -93,7 +99,7 @@ pub struct Culprit {
 }
 
 /// The runbook steps, in order.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum StepName {
     Locate,
@@ -126,7 +132,7 @@ impl StepName {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Outcome {
     Hit,
@@ -147,21 +153,21 @@ impl Outcome {
 }
 
 /// One runbook step's outcome.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Step {
     pub step: StepName,
     pub outcome: Outcome,
     pub detail: String,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum HazardKind {
     Retention,
     CheckpointsStalled,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Severity {
     Warning,
@@ -169,7 +175,7 @@ pub enum Severity {
 }
 
 /// A risk reported whatever the finding.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Hazard {
     pub kind: HazardKind,
     pub severity: Severity,
@@ -182,7 +188,7 @@ pub struct Hazard {
 }
 
 /// A number the verdict rests on.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Evidence {
     /// Vertex (`fraud-score`) or subtask (`fraud-score[0]`), TaskManager or job.
     pub subject: String,
@@ -198,7 +204,7 @@ pub struct Evidence {
     pub query: Option<String>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum VertexState {
     Culprit,
@@ -219,7 +225,7 @@ impl VertexState {
 }
 
 /// A vertex as the verdict shows it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct GraphVertex {
     pub id: String,
     pub name: String,
@@ -233,7 +239,7 @@ pub struct GraphVertex {
     pub state: VertexState,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct GraphEdge {
     pub from: String,
     pub to: String,
@@ -241,7 +247,7 @@ pub struct GraphEdge {
 }
 
 /// The job graph, vertices in topological order.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Graph {
     pub vertices: Vec<GraphVertex>,
     pub edges: Vec<GraphEdge>,
@@ -256,7 +262,7 @@ fn from_plan_default() -> bool {
     true
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Confidence {
     High,
@@ -274,8 +280,74 @@ impl Confidence {
     }
 }
 
+/// How the backpressure behaved over the window, read sample by sample.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Pattern {
+    /// Nothing was backpressured in any sample.
+    Calm,
+    /// One vertex held the job back in (nearly) every sample.
+    Steady,
+    /// Backpressure came and went without a regular period.
+    Intermittent,
+    /// Backpressure recurred with a regular period (`period_seconds`).
+    Periodic,
+    /// The bottleneck moved between vertices, each holding the job back a share of the time.
+    Alternating,
+}
+
+impl Pattern {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Pattern::Calm => "calm",
+            Pattern::Steady => "steady",
+            Pattern::Intermittent => "intermittent",
+            Pattern::Periodic => "periodic",
+            Pattern::Alternating => "alternating",
+        }
+    }
+}
+
+/// One vertex in the time-resolved reading.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct TimelineVertex {
+    pub id: String,
+    pub name: String,
+    /// Share of the window's samples in which this vertex held the job back (it was the
+    /// bottleneck), ratio.
+    pub bottleneck_share: f64,
+    /// Share of the window's samples in which it was backpressured, ratio.
+    pub backpressured_share: f64,
+}
+
+/// The window read sample by sample (added field): at each evaluation step, which vertex
+/// held the job back, by the rules of `locate` applied to that step's values (max over
+/// subtasks of Flink's ~60 s busy and backpressured averages).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Timeline {
+    /// Samples (evaluation steps) classified.
+    pub samples: u32,
+    /// Spacing of the samples, s.
+    pub step_seconds: f64,
+    pub pattern: Pattern,
+    /// Period of a periodic pattern, s.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub period_seconds: Option<f64>,
+    /// True when the periodic stalls recur with checkpoint completions.
+    pub with_checkpoints: bool,
+    /// Share of samples in which nothing was backpressured, ratio.
+    pub calm_share: f64,
+    /// Share of samples in which the backpressure stopped at an exchange whose receiver was
+    /// not busy, ratio.
+    pub network_share: f64,
+    /// Share of samples that could not be classified (metrics missing), ratio.
+    pub unknown_share: f64,
+    /// Every vertex, in the graph's order.
+    pub vertices: Vec<TimelineVertex>,
+}
+
 /// `culprit.verdict/v1`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Verdict {
     /// Always [`SCHEMA`].
     pub schema: String,
@@ -312,6 +384,47 @@ pub struct Verdict {
     pub missing: Vec<String>,
     /// How the data was chosen (job runs, plan mismatches, short windows) (added field).
     pub notes: Vec<String>,
+    /// The window read sample by sample; null when the per-step values were not collected
+    /// (added field).
+    #[serde(default)]
+    pub timeline: Option<Timeline>,
+}
+
+/// A decided threshold is "close" within this many points of a ratio (0.04 = 4 points):
+/// Flink's 60 s averages move that much within a minute after an alert.
+pub const CLOSE_CALL_RATIO: f64 = 0.04;
+
+impl Verdict {
+    /// Why the verdict is weak enough to diagnose again a minute later: no finding, a
+    /// confidence below high, or a ratio within [`CLOSE_CALL_RATIO`] of the threshold it
+    /// was judged by. `None` for a firm verdict.
+    pub fn weak(&self) -> Option<String> {
+        if matches!(self.finding, Finding::None | Finding::Unexplained) {
+            return Some(format!("no finding ({})", self.finding.as_str()));
+        }
+        if self.confidence != Confidence::High {
+            return Some(format!("confidence {}", self.confidence.as_str()));
+        }
+        self.evidence
+            .iter()
+            .filter(|e| e.unit == "ratio")
+            .find(|e| e.threshold.is_some_and(|t| (e.value - t).abs() < CLOSE_CALL_RATIO))
+            .map(|e| {
+                format!(
+                    "{} of {} is {:.2}, close to its threshold {:.2}",
+                    e.metric,
+                    e.subject,
+                    e.value,
+                    e.threshold.unwrap_or(0.0)
+                )
+            })
+    }
+}
+
+/// The JSON Schema (draft 2020-12) of `culprit.verdict/v1`, generated from these types;
+/// `docs/verdict.schema.json` is this value, pretty-printed.
+pub fn json_schema() -> serde_json::Value {
+    serde_json::to_value(schemars::schema_for!(Verdict)).expect("a schema is JSON")
 }
 
 /// RFC 3339 (UTC) of Unix milliseconds, as verdicts and notifications write times; the

@@ -204,6 +204,7 @@ mod tests {
             confidence: Confidence::High,
             missing: vec![],
             notes: vec![],
+            timeline: None,
         }
     }
 

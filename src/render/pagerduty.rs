@@ -274,6 +274,7 @@ mod tests {
             confidence: Confidence::Low,
             missing: vec![],
             notes: vec![],
+            timeline: None,
         }
     }
 

@@ -126,6 +126,9 @@ fn ms(v: f64) -> String {
 }
 
 pub fn run(ctx: &Context, culprit: Option<&VertexSignals>) -> StepReport {
+    if let Some(r) = culprit.and_then(|c| stalls_in_checkpoints(ctx, c)) {
+        return r;
+    }
     let t = &ctx.cfg.thresholds;
     let snap = ctx.snapshot;
     let series = &snap.checkpoints.series;
@@ -155,6 +158,36 @@ pub fn run(ctx: &Context, culprit: Option<&VertexSignals>) -> StepReport {
     } else {
         clear_report(ctx, &f)
     }
+}
+
+/// A culprit (not a sink: the sink step explains those) that stalls the job in phase with
+/// the checkpoints, read sample by sample: its synchronous checkpoint phase blocks its task
+/// thread (a large synchronous snapshot, a flush or commit in `snapshotState`).
+fn stalls_in_checkpoints(ctx: &Context, c: &VertexSignals) -> Option<StepReport> {
+    let tl = &ctx.timeline;
+    let index = ctx.signals.vertices.iter().position(|v| v.id == c.id)?;
+    if !tl.with_checkpoints || tl.ranked().first().map(|x| x.0) != Some(index) {
+        return None;
+    }
+    let period_s = tl.period_ms? / 1000;
+    let mut r = StepReport::hit(
+        Finding::Checkpoints,
+        format!("{} stalls the job every ~{period_s} s, in phase with the checkpoints.", c.name),
+    );
+    r.cause.push(format!(
+        "{} holds the job back only while checkpoints run (every ~{period_s} s): its synchronous checkpoint phase blocks the task thread — a large synchronous snapshot, or a flush or commit in snapshotState — and everything before it is backpressured until it ends.",
+        c.name
+    ));
+    r.fix.push(format!(
+        "In the Flink UI (Checkpoints → History → the checkpoint → {}) compare the sync and async durations per subtask; move work out of snapshotState (flush by size and time between checkpoints), and for RocksDB state use incremental checkpoints (execution.checkpointing.incremental: true) so the synchronous part stays small.",
+        c.name
+    ));
+    r.not_the_fix.push(
+        "Unaligned checkpoints: they cannot help while the task thread itself is blocked in the snapshot.".into(),
+    );
+    r.summary =
+        Some(format!("{} is the culprit: it stalls the job during every checkpoint (every ~{period_s} s).", c.name));
+    Some(r)
 }
 
 /// What the step judges by.

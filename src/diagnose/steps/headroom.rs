@@ -11,48 +11,10 @@
 //! waits on its in-flight queue, not on CPU (Little's law), and needs a different fix.
 
 use crate::diagnose::signals::VertexSignals;
-use crate::diagnose::steps::locate::{exporter_lag, sum_lag};
-use crate::diagnose::{Context, StepReport, num, pct, slope_per_s};
+use crate::diagnose::{Context, StepReport, num, pct};
 use crate::model::verdict::Finding;
 
-/// The parallelism a vertex needs for the offered load at the target utilisation.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Needed {
-    pub parallelism: u32,
-    /// Offered rate at this vertex, records/s.
-    pub offered_per_s: f64,
-    /// The vertex's true processing rate now, records/s.
-    pub capacity_per_s: f64,
-    /// False when the offered rate is the observed one (a lower bound).
-    pub offered_known: bool,
-}
-
-/// How much more the sources are offered than they emit: (Σ emitted + lag growth) /
-/// Σ emitted, the lag from Flink's `pendingRecords` or else a Kafka exporter's consumer-group
-/// lag. `None` without lag data.
-pub fn offered_factor(ctx: &Context) -> Option<f64> {
-    let sources: Vec<&VertexSignals> = ctx.signals.vertices.iter().filter(|v| v.is_source).collect();
-    let emitted: f64 = sources.iter().filter_map(|v| v.throughput()).sum();
-    // Flink's own pendingRecords per source, or else the job's consumer-group lag once.
-    let own: Vec<f64> = sources.iter().filter_map(|v| slope_per_s(&sum_lag(ctx, &v.id))).collect();
-    let growth = if own.is_empty() { slope_per_s(&exporter_lag(ctx))? } else { own.iter().map(|g| g.max(0.0)).sum() };
-    (emitted > 0.0).then(|| (emitted + growth.max(0.0)) / emitted)
-}
-
-/// `ceil(p × offered / (capacity × target))` for `v`, or `None` without rates.
-pub fn parallelism_needed(ctx: &Context, v: &VertexSignals) -> Option<Needed> {
-    let capacity = v.capacity()?;
-    let observed = v.throughput()?;
-    if capacity <= 0.0 {
-        return None;
-    }
-    let factor = offered_factor(ctx);
-    let offered = observed * factor.unwrap_or(1.0);
-    let p = v.subtask_count().max(1) as f64;
-    let target = ctx.cfg.thresholds.target_utilisation;
-    let parallelism = (p * offered / (capacity * target)).ceil().max(1.0) as u32;
-    Some(Needed { parallelism, offered_per_s: offered, capacity_per_s: capacity, offered_known: factor.is_some() })
-}
+pub use crate::diagnose::parallelism::{Needed, needed as parallelism_needed, offered_factor};
 
 /// What `headroom` found besides its report.
 #[derive(Debug, Clone, PartialEq)]
@@ -90,6 +52,20 @@ pub fn run(ctx: &Context, culprit: Option<&VertexSignals>) -> HeadroomResult {
             no_single_culprit: false,
         };
     };
+    // Several vertices near capacity, judged over all vertices whatever the subject's own
+    // ρ: when the subject does not stand out from them, no single vertex is the culprit.
+    let near: Vec<&VertexSignals> = ctx
+        .signals
+        .vertices
+        .iter()
+        .filter(|v| v.utilisation().is_some_and(|u| u >= t.near_capacity_utilisation))
+        .collect();
+    let others_max = near.iter().filter(|v| v.id != subject.id).filter_map(|v| v.utilisation()).reduce(f64::max);
+    if near.len() >= 2
+        && let Some(other) = others_max.filter(|o| rho - o <= t.stand_out_margin)
+    {
+        return no_single_culprit(ctx, subject, &near, rho, other);
+    }
     let role = if culprit.is_some() { "the culprit" } else { "the busiest vertex" };
     if rho < t.headroom_utilisation {
         return HeadroomResult {
@@ -105,16 +81,6 @@ pub fn run(ctx: &Context, culprit: Option<&VertexSignals>) -> HeadroomResult {
         };
     }
 
-    let near: Vec<&VertexSignals> = ctx
-        .signals
-        .vertices
-        .iter()
-        .filter(|v| v.utilisation().is_some_and(|u| u >= t.near_capacity_utilisation))
-        .collect();
-    let others_max = near.iter().filter(|v| v.id != subject.id).filter_map(|v| v.utilisation()).reduce(f64::max);
-    if let Some(other) = others_max.filter(|o| rho - o <= t.stand_out_margin) {
-        return no_single_culprit(ctx, subject, &near, rho, other);
-    }
     if let Some(report) = async_io(ctx, subject, rho) {
         return HeadroomResult { report, subject: Some(subject.id.clone()), no_single_culprit: false };
     }
@@ -172,12 +138,17 @@ fn at_capacity(ctx: &Context, culprit: Option<&VertexSignals>, subject: &VertexS
         "busy",
     ));
     r.summary = Some(match (culprit, parallelism_needed(ctx, subject)) {
-        (Some(_), Some(n)) => format!(
+        (Some(_), Some(n)) if n.parallelism > subject.subtask_count() as u32 => format!(
             "{} is the culprit: it runs at {} of its capacity; raise its parallelism from {} to {}.",
             subject.name,
             pct(rho),
             subject.subtask_count(),
-            n.parallelism.max(subject.subtask_count() as u32 + 1)
+            n.parallelism
+        ),
+        (Some(_), Some(_)) => format!(
+            "{} is the culprit: it runs at {} of its capacity, and more parallelism cannot help (see the fix).",
+            subject.name,
+            pct(rho)
         ),
         (Some(_), None) => format!("{} is the culprit: it runs at {} of its capacity.", subject.name, pct(rho)),
         (None, _) => format!(
@@ -196,15 +167,13 @@ fn parallelism_fix(ctx: &Context, subject: &VertexSignals, r: &mut StepReport) {
     match parallelism_needed(ctx, subject) {
         Some(n) => {
             r.fix.push(format!(
-                "Raise {}'s parallelism from {} to {}: ceil({} × offered {} records/s / (capacity {} records/s × {})){}. Here, unlike for backpressured vertices, parallelism helps.",
-                subject.name,
-                subject.subtask_count(),
-                n.parallelism.max(subject.subtask_count() as u32 + 1),
-                subject.subtask_count(),
-                num(n.offered_per_s),
-                num(n.capacity_per_s),
-                t.target_utilisation,
-                if n.offered_known { "" } else { " — the offered rate is the observed one, a lower bound: without source lag data the real demand is unknown" }
+                "{} Here, unlike for backpressured vertices, parallelism helps.",
+                n.sentence(
+                    &subject.name,
+                    subject.subtask_count() as u32,
+                    t.target_utilisation,
+                    ctx.cfg.catch_up.as_ms() as f64 / 1000.0
+                )
             ));
             r.evidence.push(ctx.evidence(
                 &subject.name,
@@ -251,7 +220,7 @@ fn no_single_culprit(
     let mut r = StepReport::hit(
         Finding::Headroom,
         format!(
-            "{} vertices run near capacity (ρ ≥ {:.2}): {list}; {} ({:.2}) does not stand out from the next ({:.2}) by more than {:.2}.",
+            "{} vertices run near capacity (ρ ≥ {:.2}): {list}; {} ({:.2}) does not stand out from the busiest of the others ({:.2}) by more than {:.2}.",
             near.len(),
             t.near_capacity_utilisation,
             subject.name,
@@ -266,13 +235,11 @@ fn no_single_culprit(
     ));
     for v in near {
         match parallelism_needed(ctx, v) {
-            Some(n) => r.fix.push(format!(
-                "{}: parallelism {} → {} (capacity {} records/s, offered {} records/s).",
-                v.name,
-                v.subtask_count(),
-                n.parallelism.max(v.subtask_count() as u32 + 1),
-                num(n.capacity_per_s),
-                num(n.offered_per_s)
+            Some(n) => r.fix.push(n.sentence(
+                &v.name,
+                v.subtask_count() as u32,
+                t.target_utilisation,
+                ctx.cfg.catch_up.as_ms() as f64 / 1000.0,
             )),
             None => r.fix.push(format!(
                 "{}: more parallelism (now {}); records rates are missing.",
@@ -298,8 +265,10 @@ fn no_single_culprit(
 }
 
 /// A busy async I/O or lookup operator on TaskManagers with low CPU load waits on its
-/// in-flight queue.
-fn async_io(ctx: &Context, v: &VertexSignals, rho: f64) -> Option<StepReport> {
+/// in-flight queue. Little's law: throughput = in-flight capacity × parallelism ÷ latency,
+/// so with the throughput it manages and the capacity (from a Flink SQL plan's
+/// `async=[mode, timeout, capacity]`, else unknown) the service's latency follows.
+pub fn async_io(ctx: &Context, v: &VertexSignals, rho: f64) -> Option<StepReport> {
     if !v.has_async {
         return None;
     }
@@ -319,6 +288,10 @@ fn async_io(ctx: &Context, v: &VertexSignals, rho: f64) -> Option<StepReport> {
     if cpu >= t.async_io_cpu_load {
         return None;
     }
+    let p = v.subtask_count().max(1) as f64;
+    let async_op = v.operators.iter().find(|op| is_async_operator(op));
+    let lookups = async_op.and_then(|op| v.operator_records_in(op)).or_else(|| v.throughput());
+    let settings = v.operators.iter().find_map(|op| async_settings(op));
     let mut r = StepReport::hit(
         Finding::AsyncIo,
         format!(
@@ -328,19 +301,51 @@ fn async_io(ctx: &Context, v: &VertexSignals, rho: f64) -> Option<StepReport> {
             pct(cpu)
         ),
     );
+    let law = match (lookups, settings.and_then(|s| s.capacity)) {
+        (Some(rate), Some(c)) if rate > 0.0 => format!(
+            " It completes {} requests/s with {} subtasks × {c} in-flight slots, so each request takes about {} × {c} / {} = {:.2} s: the ceiling is {} × {c} / {:.2} s = {} requests/s until the latency falls or the capacity grows.",
+            num(rate),
+            p,
+            p,
+            num(rate),
+            p * c as f64 / rate,
+            p,
+            p * c as f64 / rate,
+            num(rate)
+        ),
+        (Some(rate), None) if rate > 0.0 => format!(
+            " It completes {} requests/s over {} subtasks, {} per subtask per second = capacity ÷ latency: with a capacity of 100 in-flight requests that is {:.2} s per request.",
+            num(rate),
+            p,
+            num(rate / p),
+            100.0 * p / rate
+        ),
+        _ => String::new(),
+    };
     r.cause.push(format!(
-        "{} is {} busy but its TaskManagers use only {} CPU: the task thread waits for a free slot in the async operator's in-flight queue. Throughput is bounded by queue capacity × parallelism ÷ request latency (Little's law){}.",
+        "{} is {} busy but its TaskManagers use only {} CPU: the task thread waits for a free slot in the async operator's in-flight queue (Flink counts that wait as busy time). Throughput is bounded by queue capacity × parallelism ÷ request latency (Little's law).{law}",
         v.name,
         pct(rho),
         pct(cpu),
-        v.throughput().map(|r| format!("; now {} records/s", num(r))).unwrap_or_default()
     ));
     r.fix.push("Fix the latency of the service it calls (its p99 is what bounds throughput), or cache its answers (lookup joins: lookup.cache = 'PARTIAL' with lookup.partial-cache.max-rows and lookup.partial-cache.expire-after-write).".into());
-    r.fix.push(format!(
-        "Raise the in-flight capacity of the async operator (AsyncDataStream.unorderedWait(…, timeout, capacity): e.g. capacity 100 → 400; SQL: table.exec.async-lookup.buffer-capacity) and check its timeout; parallelism of {} multiplies it too.",
-        v.name
-    ));
+    let capacity_fix = match (settings.and_then(|s| s.capacity), lookups) {
+        (Some(c), Some(rate)) => format!(
+            "Raise the in-flight capacity from {c} to {} (SQL: table.exec.async-lookup.buffer-capacity; DataStream: the capacity argument of AsyncDataStream.unorderedWait): at the same latency the ceiling doubles to ~{} requests/s, if the service can take the extra concurrency{}.",
+            2 * c,
+            num(2.0 * rate),
+            settings.and_then(|s| s.timeout_ms).map(|ms| format!("; check the {} ms timeout too", ms)).unwrap_or_default()
+        ),
+        _ => "Raise the in-flight capacity of the async operator (AsyncDataStream.unorderedWait(…, timeout, capacity); SQL: table.exec.async-lookup.buffer-capacity) and check its timeout: the ceiling grows with it at the same latency.".to_string(),
+    };
+    r.fix.push(capacity_fix);
     r.not_the_fix.push("More CPU or memory for the TaskManagers: they are waiting, not computing.".into());
+    if v.is_source {
+        r.not_the_fix.push(format!(
+            "More source parallelism or partitions for {}: the reader is not what is slow; more subtasks only add waiting slots in front of the same slow service.",
+            v.name
+        ));
+    }
     r.evidence.push(ctx.evidence(&v.name, "Status.JVM.CPU.Load", cpu, "ratio", Some(t.async_io_cpu_load), "cpu_load"));
     r.evidence.push(ctx.evidence(
         &v.name,
@@ -350,9 +355,35 @@ fn async_io(ctx: &Context, v: &VertexSignals, rho: f64) -> Option<StepReport> {
         Some(t.headroom_utilisation),
         "busy",
     ));
+    if let Some(rate) = lookups {
+        r.evidence.push(ctx.evidence(&v.name, "async requests completed", rate, "records/s", None, "records_in"));
+    }
     r.summary =
         Some(format!("{} is the culprit: its async I/O waits on the service it calls (CPU {}).", v.name, pct(cpu)));
     Some(r)
+}
+
+/// An async wait operator or an async lookup join, by the names Flink gives them.
+fn is_async_operator(op: &str) -> bool {
+    let lower = op.to_ascii_lowercase();
+    lower.contains("async") || op.contains("LookupJoin")
+}
+
+/// `async=[UNORDERED, 20000ms, 120]` of a Flink SQL lookup join.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct AsyncSettings {
+    pub timeout_ms: Option<u64>,
+    pub capacity: Option<u32>,
+}
+
+/// The async settings a Flink SQL plan writes into the operator's description.
+pub fn async_settings(op: &str) -> Option<AsyncSettings> {
+    let start = op.find("async=[")? + "async=[".len();
+    let inner = &op[start..start + op[start..].find(']')?];
+    let parts: Vec<&str> = inner.split(',').map(str::trim).collect();
+    let timeout_ms = parts.iter().find_map(|p| p.strip_suffix("ms")?.parse().ok());
+    let capacity = parts.iter().rev().find_map(|p| p.parse().ok());
+    Some(AsyncSettings { timeout_ms, capacity })
 }
 
 #[cfg(test)]
@@ -402,7 +433,7 @@ mod tests {
         let h = on_score(&snap);
         assert!(!h.no_single_culprit);
         assert_eq!((h.report.outcome, h.report.finding), (Outcome::Hit, Some(Finding::Headroom)));
-        assert!(h.report.fix[0].contains("from 2 to 4"), "{:?}", h.report.fix);
+        assert!(h.report.fix[0].contains("parallelism 2 → 4"), "{:?}", h.report.fix);
         assert!(!h.report.fix[0].contains("lower bound"), "{:?}", h.report.fix);
         assert_close(evidence(&h.report.evidence, "offered rate").value, 2280.0, 1e-6);
         // Busy time per record = ρ × 1000 ms × 2 / 1900 records/s = 0.95 × 2000 / 1900 = 1.00 ms.
@@ -421,7 +452,7 @@ mod tests {
         assert!(!needed.offered_known);
         let h = on_score(&snap);
         assert!(
-            h.report.fix[0].contains("from 2 to 3") && h.report.fix[0].contains("lower bound"),
+            h.report.fix[0].contains("parallelism 2 → 3") && h.report.fix[0].contains("lower bound"),
             "{:?}",
             h.report.fix
         );
@@ -472,8 +503,8 @@ mod tests {
         assert_eq!(
             h.report.fix,
             [
-                "a: parallelism 2 → 3 (capacity 1087 records/s, offered 1000 records/s).",
-                "b: parallelism 2 → 3 (capacity 1136 records/s, offered 1000 records/s)."
+                "a: parallelism 2 → 3: ceil(2 × (offered 1000 records/s / 0.7) / capacity 1087 records/s) — the offered rate is the observed one, a lower bound: without source lag data the real demand is unknown.",
+                "b: parallelism 2 → 3: ceil(2 × (offered 1000 records/s / 0.7) / capacity 1136 records/s) — the offered rate is the observed one, a lower bound: without source lag data the real demand is unknown."
             ]
         );
 
@@ -490,6 +521,34 @@ mod tests {
         assert!(json["culprit"].is_null());
         // Not "a is the culprit": locate's cause and fix are left out.
         assert!(!v.cause.contains("it is the slowest vertex"), "{}", v.cause);
+    }
+
+    #[test]
+    fn a_first_non_red_vertex_below_ninety_percent_among_busier_ones_is_no_single_culprit() {
+        // src (red 0.3) → seg (ρ 0.85, the first non-red vertex: the culprit by locate) →
+        // match (ρ 0.93) → writer (ρ 0.84). seg is below the 0.9 headroom threshold, but
+        // the judgement is over all vertices: three at ≥ 0.8, and 0.85 − 0.93 < 0.1.
+        let snap = SnapshotBuilder::new()
+            .vertex("src", "Source: t", 2)
+            .vertex("seg", "seg", 2)
+            .vertex("match", "match", 2)
+            .vertex("writer", "writer", 2)
+            .edge("src", "seg", "HASH")
+            .edge("seg", "match", "HASH")
+            .edge("match", "writer", "REBALANCE")
+            .all_subtasks("src", 0.68, 0.3, 0.02, None)
+            .all_subtasks("seg", 0.85, 0.05, 0.1, 500.0)
+            .all_subtasks("match", 0.93, 0.0, 0.07, 500.0)
+            .all_subtasks("writer", 0.84, 0.0, 0.16, 500.0)
+            .build();
+        let v = verdict(&snap);
+        assert_eq!((v.status, v.finding), (Status::NoSingleCulprit, Finding::Headroom));
+        assert!(v.culprit.is_none());
+        assert_eq!(v.fix.len(), 3, "{:?}", v.fix);
+        // seg: capacity 2 × 500 / 0.85 = 1176.5; ceil(2 × 1000 / 0.7 / 1176.5) = ceil(2.43)
+        // = 3; keyed (128 key groups): floor(128/3) = 42, ceil(128/3) = 43 > 42 → 4.
+        assert!(v.fix[0].starts_with("seg: parallelism 2 → 4"), "{}", v.fix[0]);
+        assert!(v.fix[0].contains("raised to 4"), "{}", v.fix[0]);
     }
 
     #[test]
@@ -528,7 +587,10 @@ mod tests {
         let h = with_context(&snap, |ctx| run(ctx, ctx.signals.vertex("enrich")));
         assert_eq!(h.report.finding, Some(Finding::AsyncIo));
         assert_close(evidence(&h.report.evidence, "Status.JVM.CPU.Load").value, 0.2, 1e-9);
-        assert!(h.report.cause[0].contains("(Little's law); now 400 records/s"), "{:?}", h.report.cause);
+        // 2 × 200 records/s = 400 requests/s, 200 per subtask = capacity ÷ latency: with a
+        // capacity of 100, 100 × 2 / 400 = 0.50 s per request.
+        assert!(h.report.cause[0].contains("It completes 400 requests/s over 2 subtasks"), "{:?}", h.report.cause);
+        assert!(h.report.cause[0].contains("0.50 s per request"), "{:?}", h.report.cause);
         assert_eq!(verdict(&snap).finding, Finding::AsyncIo);
     }
 

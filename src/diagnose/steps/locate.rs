@@ -9,6 +9,8 @@
 //! are ranked by `b_max` and the verdict says so.
 
 use crate::diagnose::signals::VertexSignals;
+use crate::diagnose::steps::headroom;
+use crate::diagnose::timeline::{self, Holder};
 use crate::diagnose::{Context, StepReport, limited_list, num, pct, slope_per_s};
 use crate::model::verdict::{Finding, Outcome};
 
@@ -22,7 +24,23 @@ pub struct Located {
     pub network: Vec<(String, String)>,
 }
 
+/// `locate` over the window averages, then over the window read sample by sample: when
+/// the samples show a vertex holding the job back more often than the one the averages
+/// point to (a bottleneck that comes and goes), the samples decide.
 pub fn run(ctx: &Context) -> Located {
+    let averaged = on_averages(ctx);
+    if averaged.report.finding == Some(Finding::Source) {
+        return averaged;
+    }
+    let index = |id: &str| ctx.signals.vertices.iter().position(|v| v.id == id);
+    let averaged_top = averaged.culprits.first().and_then(|id| index(id));
+    match timeline::refine_target(&ctx.timeline, averaged_top, ctx.cfg) {
+        Some(top) => from_samples(ctx, top, &averaged),
+        None => with_alternation(ctx, averaged),
+    }
+}
+
+fn on_averages(ctx: &Context) -> Located {
     let verts = &ctx.signals.vertices;
     let with_metrics: Vec<&VertexSignals> = verts.iter().filter(|v| v.backpressured_max().is_some()).collect();
     if with_metrics.is_empty() {
@@ -175,17 +193,7 @@ fn culprit_report(
             first.name
         ));
     }
-    if first.operators.len() > 1 {
-        report.cause.push(format!(
-            "The vertex chains {} operators ({}); task metrics are per vertex, so they cannot tell which operator inside the chain is slow.",
-            first.operators.len(),
-            first.operators.join(", ")
-        ));
-        report.fix.push(format!(
-            "To see which of {} is slow, break the chain: disableChaining() on the suspect operator (or startNewChain()), or pipeline.operator-chaining.enabled: false for a test run; a flame graph (rest.flamegraph.enabled: true, then the vertex's Flame Graph tab) shows it without redeploying.",
-            first.operators.join(", ")
-        ));
-    }
+    chain_advice(first, &mut report);
     if culprits.len() > 1 {
         report.detail.push_str(&format!(
             " {} independent culprits: {}.",
@@ -213,6 +221,167 @@ fn culprit_report(
         ));
     }
     report
+}
+
+/// The culprit the samples show (`top`, an index into the signals' vertices), overruling
+/// what the window averages said (`averaged`).
+fn from_samples(ctx: &Context, top: usize, averaged: &Located) -> Located {
+    let t = &ctx.cfg.thresholds;
+    let r = &ctx.timeline;
+    let v = &ctx.signals.vertices[top];
+    let share = r.bottleneck_share(top);
+    let (busy_holding, busy_other) = r.busy_when_holding(top);
+    let upstream: Vec<(usize, f64)> = ctx
+        .signals
+        .vertices
+        .iter()
+        .enumerate()
+        .filter(|(_, u)| ctx.signals.upstream(&v.id).iter().any(|x| x.id == u.id))
+        .filter_map(|(i, _)| r.backpressured_during(i, top).map(|p| (i, p)))
+        .filter(|(_, p)| *p > t.backpressured_ratio)
+        .collect();
+    let names = |list: &[(usize, f64)]| -> String {
+        limited_list(
+            &list
+                .iter()
+                .map(|(i, p)| format!("{} up to {}", ctx.signals.vertices[*i].name, pct(*p)))
+                .collect::<Vec<_>>(),
+            4,
+        )
+    };
+    let averages = format!(
+        "busy {}{}",
+        v.busy_max().map(pct).unwrap_or_else(|| "unknown".into()),
+        match averaged.report.finding {
+            Some(Finding::Network) => ", which by the averages points to the exchange before it".to_string(),
+            _ if averaged.culprits.is_empty() => String::new(),
+            _ => format!(
+                ", while the averages point to {}",
+                averaged.culprits.first().and_then(|id| ctx.signals.vertex(id)).map(|c| c.name.as_str()).unwrap_or("?")
+            ),
+        }
+    );
+    let when = format!(
+        "in {} of the {} samples of the window ({}){}",
+        r.bottleneck_count[top],
+        r.len(),
+        pct(share),
+        match (busy_holding, upstream.is_empty()) {
+            (Some(b), false) => format!(", busy up to {} while {} backpressured", pct(b), names(&upstream)),
+            (Some(b), true) => format!(", busy up to {}", pct(b)),
+            (None, _) => String::new(),
+        }
+    );
+    let calm = r.share_of(Holder::Calm);
+    let network = r.share_of(Holder::Network);
+    let period = periodic_sentence(ctx);
+    let mut report = StepReport::new(
+        Outcome::Hit,
+        format!(
+            "Read sample by sample, {} holds the job back {when}; nothing is backpressured in {} of them{}. Averaged over the window it is {averages}: the averages hide a bottleneck that comes and goes.{period}",
+            v.name,
+            pct(calm),
+            if network > 0.0 { format!(" and the exchange is suspect in {}", pct(network)) } else { String::new() },
+        ),
+    );
+    report.cause.push(format!(
+        "Backpressure comes and goes: {} holds the job back {when}{}; between those stalls nothing is backpressured. Credit-based flow control stalls everything before it while it is blocked, so the window averages ({averages}) understate it.{period}",
+        v.name,
+        busy_other.map(|b| format!(" and drops to {} busy between them", pct(b))).unwrap_or_default(),
+    ));
+    if !upstream.is_empty() {
+        report.not_the_fix.push(format!(
+            "More parallelism or resources for the vertices it stalls ({}): they wait on {}.",
+            limited_list(&upstream.iter().map(|(i, _)| ctx.signals.vertices[*i].name.clone()).collect::<Vec<_>>(), 4),
+            v.name
+        ));
+    }
+    chain_advice(v, &mut report);
+    report.evidence.push(ctx.evidence(
+        &v.name,
+        "share of samples as the bottleneck",
+        share,
+        "ratio",
+        Some(t.timeline_holder_share),
+        "busy",
+    ));
+    if let Some(b) = busy_holding {
+        report.evidence.push(ctx.evidence(
+            &v.name,
+            "busyTimeMsPerSecond while it holds the job back",
+            b,
+            "ratio",
+            Some(t.busy_ratio),
+            "busy",
+        ));
+    }
+    for (i, p) in &upstream {
+        report.evidence.push(ctx.evidence(
+            &ctx.signals.vertices[*i].name,
+            "backPressuredTimeMsPerSecond while stalled",
+            *p,
+            "ratio",
+            Some(t.backpressured_ratio),
+            "backpressured",
+        ));
+    }
+    Located { report, culprits: vec![v.id.clone()], network: Vec::new() }
+}
+
+/// " The stalls recur every ~120 s, in phase with the checkpoints (completed every ~120 s)."
+/// when the backpressure is periodic.
+pub fn periodic_sentence(ctx: &Context) -> String {
+    let r = &ctx.timeline;
+    match (r.period_ms, r.with_checkpoints, r.checkpoint_spacing_ms) {
+        (Some(p), true, Some(c)) => format!(
+            " The stalls recur every ~{} s, in phase with the checkpoints (completed every ~{} s).",
+            p / 1000,
+            c / 1000
+        ),
+        (Some(p), _, _) => format!(" The stalls recur every ~{} s.", p / 1000),
+        _ => String::new(),
+    }
+}
+
+/// When the bottleneck alternates between vertices and the averages name one of them,
+/// the verdict names every one with its share of the time.
+fn with_alternation(ctx: &Context, mut located: Located) -> Located {
+    let holders = ctx.timeline.holders_over(ctx.cfg.thresholds.timeline_holder_share);
+    if holders.len() < 2 {
+        return located;
+    }
+    let list = holders
+        .iter()
+        .map(|(i, s)| format!("{} {}", ctx.signals.vertices[*i].name, pct(*s)))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let first = &ctx.signals.vertices[holders[0].0].name;
+    located.report.cause.push(format!(
+        "The bottleneck alternates between vertices (window firings, bursts): read sample by sample, the share of the window each holds the job back is {list}; {first} holds it back most often, so the fix starts there, and the others come next."
+    ));
+    located.report.detail.push_str(&format!(" The bottleneck alternates: {list} of the samples."));
+    if located.culprits.first().map(String::as_str) != Some(ctx.signals.vertices[holders[0].0].id.as_str())
+        && located.report.finding.is_none()
+    {
+        located.culprits.retain(|id| *id != ctx.signals.vertices[holders[0].0].id);
+        located.culprits.insert(0, ctx.signals.vertices[holders[0].0].id.clone());
+    }
+    located
+}
+
+/// Chains: task metrics cannot tell which operator inside is slow.
+fn chain_advice(v: &VertexSignals, report: &mut StepReport) {
+    if v.operators.len() > 1 {
+        report.cause.push(format!(
+            "The vertex chains {} operators ({}); task metrics are per vertex, so they cannot tell which operator inside the chain is slow.",
+            v.operators.len(),
+            v.operators.join(", ")
+        ));
+        report.fix.push(format!(
+            "To see which of {} is slow, break the chain: disableChaining() on the suspect operator (or startNewChain()), or pipeline.operator-chaining.enabled: false for a test run; a flame graph (rest.flamegraph.enabled: true, then the vertex's Flame Graph tab) shows it without redeploying.",
+            v.operators.join(", ")
+        ));
+    }
 }
 
 /// The report when the backpressure stops at the exchange `from` → `to`, whose receiver
@@ -275,65 +444,104 @@ fn unknown_report(unknown: &[&VertexSignals], red_list: &str) -> StepReport {
     )
 }
 
-/// Nothing backpressured: the source is the culprit when it is busy and its lag grows.
+/// Nothing backpressured: the source is the culprit when its lag grows steadily and it is
+/// busy — or its busy time is unknown (legacy sources report NaN), with lowered
+/// confidence. A source chain that holds an async I/O operator waiting on its service
+/// (busy, with idle CPUs) is `async_io` instead: more source parallelism would only add
+/// waiting slots in front of the same slow service.
 fn source_bound(ctx: &Context) -> Located {
     let t = &ctx.cfg.thresholds;
     for v in ctx.signals.vertices.iter().filter(|v| v.is_source) {
-        let Some(b) = v.busy_max().filter(|b| *b >= t.source_busy_ratio) else { continue };
-        let lag: Vec<(i64, f64)> = source_lag(ctx, &v.id);
-        let growth = slope_per_s(&lag).filter(|g| *g > 0.0);
-        if let Some(growth) = growth {
-            let mut r = StepReport::hit(
-                Finding::Source,
-                format!(
-                    "Nothing is backpressured; source {} is busy {} and its lag grows by {} records/s: the source itself is the bottleneck.",
-                    v.name,
-                    pct(b),
-                    num(growth)
-                ),
-            );
-            r.cause.push(format!(
-                "{} spends {} of its time reading and emitting, with no backpressure from downstream, and its lag (pendingRecords) grows by {} records/s: it cannot read as fast as data arrives.",
-                v.name,
-                pct(b),
-                num(growth)
-            ));
-            r.fix.push(format!(
-                "Raise {}'s parallelism (now {}) up to the number of partitions of its topic; beyond that, add partitions.",
-                v.name, v.parallelism
-            ));
-            r.fix.push(
-                "Tune the source's fetch settings (Kafka: properties.fetch.min.bytes, properties.max.partition.fetch.bytes, properties.max.poll.records) and check deserialization cost.".into(),
-            );
-            r.summary = Some(format!(
-                "Source {} is the culprit: it is {} busy and cannot keep up; its lag grows.",
-                v.name,
-                pct(b)
-            ));
-            r.evidence.push(ctx.evidence(
-                &v.name,
-                "busyTimeMsPerSecond",
-                b,
-                "ratio",
-                Some(t.source_busy_ratio),
-                "busy",
-            ));
-            r.evidence.push(ctx.evidence(
-                &v.name,
-                "pendingRecords growth",
-                growth,
-                "records/s",
-                Some(0.0),
-                "pending_records",
-            ));
-            return Located { report: r, culprits: vec![v.id.clone()], network: Vec::new() };
+        let busy = v.busy_max();
+        if busy.is_some_and(|b| b < t.source_busy_ratio) {
+            continue;
         }
+        let Some(growth) = steady_growth(&source_lag(ctx, &v.id)) else { continue };
+        if let Some(report) = v.utilisation().and_then(|rho| headroom::async_io(ctx, v, rho)) {
+            return Located { report, culprits: vec![v.id.clone()], network: Vec::new() };
+        }
+        return Located {
+            report: source_report(ctx, v, busy, growth),
+            culprits: vec![v.id.clone()],
+            network: Vec::new(),
+        };
     }
     Located {
         report: StepReport::clear(format!("No vertex is backpressured (every p_max ≤ {:.2}).", t.backpressured_ratio)),
         culprits: Vec::new(),
         network: Vec::new(),
     }
+}
+
+/// The report naming source `v` (busy `busy`, unknown when `None`) whose lag grows by
+/// `growth` records/s.
+fn source_report(ctx: &Context, v: &VertexSignals, busy: Option<f64>, growth: f64) -> StepReport {
+    let t = &ctx.cfg.thresholds;
+    let busy_text = busy.map(|b| format!("is busy {}", pct(b))).unwrap_or_else(|| "has an unknown busy time".into());
+    let mut r = StepReport::hit(
+        Finding::Source,
+        format!(
+            "Nothing is backpressured; source {} {busy_text} and its lag grows steadily by {} records/s: the source itself is the bottleneck.",
+            v.name,
+            num(growth)
+        ),
+    );
+    let emitted = v.throughput().map(|e| format!(", emitting {} records/s", num(e))).unwrap_or_default();
+    r.cause.push(match busy {
+        Some(b) => format!(
+            "{} spends {} of its time reading and emitting{emitted}, with no backpressure from downstream, and its lag grows by {} records/s: it cannot read as fast as data arrives.",
+            v.name,
+            pct(b),
+            num(growth)
+        ),
+        None => format!(
+            "{}'s busy and idle time are unknown (Flink reports NaN for legacy SourceFunction sources), so its load cannot be read; but nothing downstream is backpressured or holds it back{emitted}, and its lag grows steadily by {} records/s: it cannot read as fast as data arrives. This rests on the lag alone, so the confidence is lowered.",
+            v.name,
+            num(growth)
+        ),
+    });
+    r.fix.push(format!(
+        "Raise {}'s parallelism (now {}) up to the number of partitions of its topic; beyond that, add partitions.",
+        v.name, v.parallelism
+    ));
+    r.fix.push(
+        "Tune the source's fetch settings (Kafka: properties.fetch.min.bytes, properties.max.partition.fetch.bytes, properties.max.poll.records) and check deserialization cost.".into(),
+    );
+    if busy.is_none() {
+        r.fix.push(
+            "Move to the FLIP-27 KafkaSource: it reports busy, idle and pendingRecords, so its load can be read."
+                .into(),
+        );
+    }
+    r.summary = Some(format!(
+        "Source {} is the culprit: {}; its lag grows by {} records/s.",
+        v.name,
+        match busy {
+            Some(b) => format!("it is {} busy and cannot keep up", pct(b)),
+            None => "it cannot keep up (its busy time is unknown)".into(),
+        },
+        num(growth)
+    ));
+    if let Some(b) = busy {
+        r.evidence.push(ctx.evidence(&v.name, "busyTimeMsPerSecond", b, "ratio", Some(t.source_busy_ratio), "busy"));
+    }
+    r.evidence.push(ctx.evidence(&v.name, "lag growth", growth, "records/s", Some(0.0), "pending_records"));
+    r
+}
+
+/// The growth of a lag series, records/s, when it grows steadily: the least-squares slope,
+/// when the growth it makes over the series' span exceeds the spread of the lag around the
+/// line (an exporter's lag saw-tooths with the checkpoints, because Flink commits offsets
+/// only when one completes: that is not growth).
+pub fn steady_growth(points: &[(i64, f64)]) -> Option<f64> {
+    let slope = slope_per_s(points).filter(|g| *g > 0.0)?;
+    let pts: Vec<(f64, f64)> = points.iter().filter(|p| p.1.is_finite()).map(|p| (p.0 as f64 / 1000.0, p.1)).collect();
+    let n = pts.len() as f64;
+    let (mt, mv) = (pts.iter().map(|p| p.0).sum::<f64>() / n, pts.iter().map(|p| p.1).sum::<f64>() / n);
+    let residuals = pts.iter().map(|p| p.1 - (mv + slope * (p.0 - mt)));
+    let spread = residuals.clone().fold(f64::MIN, f64::max) - residuals.fold(f64::MAX, f64::min);
+    let span = pts.last()?.0 - pts.first()?.0;
+    (slope * span > spread).then_some(slope)
 }
 
 /// The source vertex's total lag (pendingRecords summed over subtasks) per step in the
@@ -584,7 +792,7 @@ mod tests {
         let located = with_context(&snap, run);
         assert_eq!(located.report.finding, Some(Finding::Source));
         assert_eq!(located.culprits, ["src"]);
-        assert_close(evidence(&located.report.evidence, "pendingRecords growth").value, 100.0, 1e-6);
+        assert_close(evidence(&located.report.evidence, "lag growth").value, 100.0, 1e-6);
         assert!(located.report.fix[0].contains("parallelism (now 2)"), "{:?}", located.report.fix);
 
         let v = verdict(&snap);
@@ -702,6 +910,94 @@ mod tests {
         let v = verdict(&snap);
         assert_eq!(v.graph.vertices[0].busy_max, None);
         assert_eq!(v.graph.vertices[0].state, VertexState::Backpressured);
+    }
+
+    /// A consumer-group lag that saw-tooths with the checkpoints: it drops by `drop` at
+    /// each commit (every 60 s) and climbs `per_s` in between, over the window.
+    fn sawtooth(trend_per_s: f64) -> Vec<(i64, f64)> {
+        // Climbs 4000 records/s between commits, drops by 240,000 at each: flat on
+        // average, plus `trend_per_s`.
+        (-295..=0)
+            .step_by(5)
+            .map(|s| {
+                let since_commit = (s + 300) % 60;
+                (t(s), 500_000.0 + 4000.0 * since_commit as f64 + trend_per_s * (s + 300) as f64)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn steady_growth_is_growth_beyond_the_sawtooth_of_commits() {
+        // Flat sawtooth: slope ~0 and a spread of 236,000 → not growth.
+        assert_eq!(steady_growth(&sawtooth(0.0)), None);
+        // +2000 records/s: 2000 × 295 s = 590,000 > the spread (~240,000) → growth ≈ 2000.
+        let g = steady_growth(&sawtooth(2000.0)).unwrap();
+        assert!((g - 2000.0).abs() < 200.0, "{g}");
+        // A clean line is growth however small.
+        assert_eq!(steady_growth(&line(-300, 0, 5, 0.0, 1.0)), Some(1.0));
+    }
+
+    /// Legacy source (busy and idle NaN: unknown) → keyed → sink, nothing backpressured and
+    /// downstream mostly idle; the consumer group's lag saw-tooths, plus `trend` records/s.
+    fn legacy_source(trend: f64) -> crate::model::snapshot::Snapshot {
+        let p = crate::model::snapshot::PartitionLag { lag_records: sawtooth(trend), ..partition("clicks", "0") };
+        line_job()
+            .all_subtasks("src", None, 0.0, None, None)
+            .records_out("src", 0, 2871.0)
+            .records_out("src", 1, 2871.0)
+            .all_subtasks("parse", 0.16, 0.0, 0.84, 5742.0)
+            .all_subtasks("score", 0.16, 0.0, 0.84, 5742.0)
+            .all_subtasks("sink", 0.09, 0.0, 0.91, 5742.0)
+            .partition(p)
+            .build()
+    }
+
+    #[test]
+    fn a_source_with_unknown_busy_time_and_a_steadily_growing_lag_is_the_culprit_with_lowered_confidence() {
+        let v = verdict(&legacy_source(2000.0));
+        assert_eq!((v.status, v.finding), (Status::CulpritFound, Finding::Source));
+        assert_eq!(v.culprit.as_ref().unwrap().vertex_id, "src");
+        assert_eq!(v.confidence, crate::model::verdict::Confidence::Medium);
+        // Unknown, never 0: no busy evidence, the graph says null, the cause says unknown.
+        assert_eq!(v.graph.vertices[0].busy_max, None);
+        assert!(!v.evidence.iter().any(|e| e.subject == "Source: txn" && e.metric == "busyTimeMsPerSecond"));
+        assert!(v.cause.contains("busy and idle time are unknown"), "{}", v.cause);
+        assert!(v.summary.contains("its busy time is unknown"), "{}", v.summary);
+    }
+
+    #[test]
+    fn the_same_source_whose_lag_only_saw_tooths_with_the_commits_is_no_culprit() {
+        let v = verdict(&legacy_source(0.0));
+        assert_eq!((v.status, v.finding), (Status::NoBackpressure, Finding::None));
+    }
+
+    #[test]
+    fn an_async_wait_chained_with_the_source_on_idle_cpus_is_async_io_not_source() {
+        // One vertex: source → async wait → writer, busy 0.99 at CPU 0.07, nothing red, the
+        // lag grows 100 records/s. The source-bound rule fits by the letter; async_io
+        // decides first. The async operator completes 2 × 150 = 300 requests/s (operator
+        // scope: the task counters of a source-and-sink vertex say 0).
+        let snap = SnapshotBuilder::new()
+            .vertex("all", "Source: pings -> async wait operator -> Writer", 2)
+            .all_subtasks("all", 0.99, 0.0, 0.01, 0.0)
+            .records_out("all", 0, 0.0)
+            .records_out("all", 1, 0.0)
+            .on_taskmanager("all", 0, "tm-1", "node-1")
+            .on_taskmanager("all", 1, "tm-2", "node-2")
+            .taskmanager("tm-1", 1.0, 0.07)
+            .taskmanager("tm-2", 1.0, 0.07)
+            .operator_rates("all", "Source: pings", 320.0, 320.0)
+            .operator_rates("all", "async wait operator", 300.0, 300.0)
+            .pending_records("all", 0, line(-295, 0, 5, 0.0, 50.0))
+            .pending_records("all", 1, line(-295, 0, 5, 0.0, 50.0))
+            .build();
+        let v = verdict(&snap);
+        assert_eq!((v.status, v.finding), (Status::CulpritFound, Finding::AsyncIo));
+        // 300 requests/s over 2 subtasks = 150 per subtask per second = capacity ÷ latency:
+        // with a capacity of 100, 100 × 2 / 300 = 0.67 s per request.
+        assert!(v.cause.contains("150 per subtask per second"), "{}", v.cause);
+        assert!(v.cause.contains("0.67 s per request"), "{}", v.cause);
+        assert!(v.not_the_fix.iter().any(|n| n.starts_with("More source parallelism")), "{:?}", v.not_the_fix);
     }
 
     #[test]

@@ -119,7 +119,11 @@ fn source_lag_exposures(
         let growth = slope_per_s(&lag).unwrap_or(0.0);
         let topic = topic_of_source(ctx, &v.name);
         let Some(Some(ms)) = retention.get(topic.as_str()) else {
-            if growth > 0.0 || lag_records > 0.0 {
+            // Retention matters only for a backlog that grows or is more than a minute of
+            // data; a small flat lag can never fall out of any retention.
+            let relevant = crate::diagnose::steps::locate::steady_growth(&lag).is_some()
+                || (out > 0.0 && lag_records / out > 60.0);
+            if relevant {
                 missing.push(format!(
                     "retention.ms of the topic that {} reads (set [kafka.retention] and [[kafka.jobs]] topics in the configuration)",
                     v.name

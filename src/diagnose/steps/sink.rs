@@ -21,6 +21,9 @@ pub fn run(ctx: &Context, culprit: &VertexSignals) -> StepReport {
     }
     let t = &ctx.cfg.thresholds;
     let mut r = StepReport::hit(Finding::Sink, format!("{} is a sink vertex (no downstream consumers).", culprit.name));
+    if let Some(r) = flushes_on_checkpoints(ctx, culprit, r.clone()) {
+        return r;
+    }
     let throughput = culprit.throughput();
     let per_record_ms = match (culprit.utilisation(), throughput) {
         (Some(rho), Some(rate)) if rate > 0.0 => Some(rho * 1000.0 * culprit.subtask_count() as f64 / rate),
@@ -90,14 +93,17 @@ pub fn run(ctx: &Context, culprit: &VertexSignals) -> StepReport {
             r.fix.push(
                 "Write in bigger batches: raise the sink's batch size and flush interval (JDBC sink.buffer-flush.max-rows / sink.buffer-flush.interval, Elasticsearch sink.bulk-flush.max-actions, Kafka properties.linger.ms and properties.batch.size).".into(),
             );
-            if let Some(needed) = headroom::parallelism_needed(ctx, culprit) {
+            if let Some(needed) =
+                headroom::parallelism_needed(ctx, culprit).filter(|n| n.parallelism > culprit.subtask_count() as u32)
+            {
                 r.fix.push(format!(
-                    "Only if the destination scales with more connections: raise {}'s parallelism from {} to {} (for the offered {} records/s at {} busy).",
-                    culprit.name,
-                    culprit.parallelism,
-                    needed.parallelism,
-                    num(needed.offered_per_s),
-                    pct(ctx.cfg.thresholds.target_utilisation)
+                    "Only if the destination scales with more connections: {}",
+                    needed.sentence(
+                        &culprit.name,
+                        culprit.subtask_count() as u32,
+                        ctx.cfg.thresholds.target_utilisation,
+                        ctx.cfg.catch_up.as_ms() as f64 / 1000.0
+                    )
                 ));
             }
             r.summary = Some(format!(
@@ -122,6 +128,45 @@ pub fn run(ctx: &Context, culprit: &VertexSignals) -> StepReport {
         r.evidence.push(ctx.evidence(&culprit.name, "busy time per record", ms, "ms", None, "busy"));
     }
     r
+}
+
+/// A sink whose stalls recur with the checkpoints, read sample by sample: it buffers writes
+/// and flushes them synchronously in `snapshotState` (or commits in its pre-commit), and its
+/// task thread is blocked while it does. `None` when the stalls are not the checkpoints'.
+fn flushes_on_checkpoints(ctx: &Context, culprit: &VertexSignals, mut r: StepReport) -> Option<StepReport> {
+    let tl = &ctx.timeline;
+    let index = ctx.signals.vertices.iter().position(|v| v.id == culprit.id)?;
+    if !tl.with_checkpoints || tl.ranked().first().map(|x| x.0) != Some(index) {
+        return None;
+    }
+    let period_s = tl.period_ms? / 1000;
+    let (during, between) = tl.busy_when_holding(index);
+    let last_duration = ctx.snapshot.checkpoints.series.iter().rev().find_map(|p| p.last_duration_ms);
+    r.cause.push(format!(
+        "{} stalls the job in phase with the checkpoints (every ~{period_s} s){}: a sink that buffers its writes and flushes them synchronously in snapshotState (or commits in a pre-commit) blocks its task thread during every checkpoint, so its input buffers fill and everything upstream is backpressured until the flush ends; between checkpoints it keeps up{}.",
+        culprit.name,
+        last_duration.map(|d| format!(", and the last checkpoint took {}", crate::diagnose::human_secs(d / 1000.0))).unwrap_or_default(),
+        match (during, between) {
+            (Some(d), Some(b)) => format!(" (busy up to {} during the flush, {} between)", pct(d), pct(b)),
+            _ => String::new(),
+        }
+    ));
+    r.fix.push(format!(
+        "Make {} flush by size and time between checkpoints instead of holding everything until snapshotState (buffer-flush max rows / interval: HBase sink.buffer-flush.max-rows and sink.buffer-flush.interval, JDBC sink.buffer-flush.*, Elasticsearch bulk-flush), so each checkpoint has little left to write.",
+        culprit.name
+    ));
+    r.fix.push("Look at the destination's write throughput during the flush (write throttling, flush or compaction queues of the database or region servers): the flush takes as long as it accepts the buffered rows.".into());
+    r.not_the_fix.push("Unaligned checkpoints: they let barriers overtake buffered data, but here the task thread itself is blocked in the snapshot.".into());
+    r.not_the_fix.push("Checkpoints as the finding: they are slow because the sink flushes in them, not because barriers wait behind data.".into());
+    r.summary = Some(format!(
+        "{} (sink) is the culprit: it stalls the job during every checkpoint (every ~{period_s} s), flushing what it buffered.",
+        culprit.name
+    ));
+    if let Some(d) = last_duration {
+        r.evidence.push(ctx.evidence("job", "lastCheckpointDuration", d, "ms", None, "checkpoints"));
+    }
+    r.evidence.push(ctx.evidence(&culprit.name, "period of the stalls", period_s as f64, "s", None, "busy"));
+    Some(r)
 }
 
 #[cfg(test)]
@@ -160,7 +205,7 @@ mod tests {
         assert!(r.fix[0].contains("3.00 ms"), "{:?}", r.fix);
         // Capacity = 300/0.95 + 300/0.85 = 315.79 + 352.94 = 668.73 records/s; offered =
         // observed 600 (no source lag). ceil(2 × 600 / (668.73 × 0.7)) = ceil(2.564) = 3.
-        assert!(r.fix.iter().any(|f| f.contains("from 2 to 3")), "{:?}", r.fix);
+        assert!(r.fix.iter().any(|f| f.contains("parallelism 2 → 3")), "{:?}", r.fix);
         // Uniform: no particular subtask.
         assert_eq!(r.subtasks, None);
     }

@@ -1,0 +1,343 @@
+//! Parallelism advice users can apply, the way the Flink autoscaler computes it
+//! (`ScalingMetricEvaluator`, `JobVertexScaler`):
+//!
+//! * capacity (true processing rate) from the subtasks that have busy time;
+//! * the target rate: the offered rate at the target utilisation, plus a catch-up term
+//!   that drains the current backlog within `diagnosis.catch_up`;
+//! * `ceil(p × target rate / capacity)`, clamped to the max parallelism (key groups) of a
+//!   keyed vertex or the partition count of a source, and aligned so that the busiest
+//!   subtask's share of key groups or partitions gives the capacity needed;
+//! * how long the backlog takes to drain at the parallelism advised.
+//!
+//! Pure.
+
+use crate::diagnose::Context;
+use crate::diagnose::signals::VertexSignals;
+use crate::diagnose::steps::locate::{exporter_lag, sum_lag};
+use crate::diagnose::{human_secs, num, slope_per_s};
+
+/// What bounds the parallelism of a vertex.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Limit {
+    /// Key groups of a keyed vertex (its max parallelism); `default` when it is Flink's
+    /// default for the current parallelism, not read from the job.
+    KeyGroups { count: u32, default: bool },
+    /// Partitions a source reads.
+    Partitions(u32),
+}
+
+/// The parallelism a vertex needs, with the numbers behind it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Needed {
+    /// The parallelism advised: keeps up at the target utilisation, drains the backlog
+    /// within the catch-up time, within the limit, aligned to it.
+    pub parallelism: u32,
+    /// What only keeps up with the offered rate at the target utilisation (no catch-up).
+    pub keep_up: u32,
+    /// Offered rate at this vertex, records/s.
+    pub offered_per_s: f64,
+    /// The vertex's true processing rate now, records/s.
+    pub capacity_per_s: f64,
+    /// False when the offered rate is the observed one (a lower bound).
+    pub offered_known: bool,
+    /// The backlog as this vertex will see it, records (the source lag scaled by this
+    /// vertex's records per source record).
+    pub backlog: Option<f64>,
+    /// Extra rate to drain the backlog within the catch-up time, records/s.
+    pub catch_up_per_s: f64,
+    /// Seconds to drain the backlog at [`Self::parallelism`] running flat out; `None`
+    /// without a backlog, infinite when it cannot.
+    pub drain_seconds: Option<f64>,
+    /// The bound that applies, and whether it cut the advice.
+    pub limit: Option<Limit>,
+    pub clamped: bool,
+    /// Raised above the plain number so the busiest subtask's key groups or partitions
+    /// allow the capacity needed.
+    pub aligned_from: Option<u32>,
+}
+
+/// Flink's default max parallelism (number of key groups) for operator parallelism `p`:
+/// `min(max(roundUpToPowerOfTwo(p + p / 2), 128), 32768)`.
+pub fn default_max_parallelism(p: u32) -> u32 {
+    (p + p / 2).max(1).next_power_of_two().clamp(128, 32768)
+}
+
+/// How much more the sources are offered than they emit: (Σ emitted + lag growth) /
+/// Σ emitted, the lag from Flink's `pendingRecords` or else a Kafka exporter's consumer-group
+/// lag. `None` without lag data.
+pub fn offered_factor(ctx: &Context) -> Option<f64> {
+    let emitted = emitted(ctx)?;
+    let sources: Vec<&VertexSignals> = ctx.signals.vertices.iter().filter(|v| v.is_source).collect();
+    // Flink's own pendingRecords per source, or else the job's consumer-group lag once.
+    let own: Vec<f64> = sources.iter().filter_map(|v| slope_per_s(&sum_lag(ctx, &v.id))).collect();
+    let growth = if own.is_empty() { slope_per_s(&exporter_lag(ctx))? } else { own.iter().map(|g| g.max(0.0)).sum() };
+    Some((emitted + growth.max(0.0)) / emitted)
+}
+
+/// Records/s the source vertices emit; `None` when unknown or 0.
+fn emitted(ctx: &Context) -> Option<f64> {
+    let e: f64 = ctx.signals.vertices.iter().filter(|v| v.is_source).filter_map(|v| v.throughput()).sum();
+    (e > 0.0).then_some(e)
+}
+
+/// The current backlog at the sources, records: Flink's `pendingRecords` summed over the
+/// source subtasks at their newest step, else the job's consumer-group lag.
+pub fn backlog(ctx: &Context) -> Option<f64> {
+    let own: f64 = ctx
+        .signals
+        .vertices
+        .iter()
+        .filter(|v| v.is_source)
+        .filter_map(|v| sum_lag(ctx, &v.id).last().map(|p| p.1))
+        .sum();
+    if own > 0.0 {
+        return Some(own);
+    }
+    exporter_lag(ctx).last().map(|p| p.1).filter(|b| *b > 0.0)
+}
+
+/// Partitions the job's sources read (distinct topic partitions of its consumer group).
+pub fn partitions(ctx: &Context) -> Option<u32> {
+    let set: std::collections::BTreeSet<(&str, &str)> =
+        ctx.snapshot.partitions.iter().map(|p| (p.topic.as_str(), p.partition.as_str())).collect();
+    (!set.is_empty()).then_some(set.len() as u32)
+}
+
+/// The smallest parallelism ≥ `raw` (and ≤ `units`) whose busiest subtask holds at most
+/// `floor(units / raw)` of the `units` (key groups, partitions): with uneven shares the
+/// busiest subtask sets the pace, so 17 subtasks over 128 key groups (some hold 8) do no
+/// better than 16; 19 (at most 7 each) do.
+pub fn align(raw: u32, units: u32) -> u32 {
+    if raw >= units {
+        return units;
+    }
+    let per_subtask = units / raw;
+    (raw..=units).find(|p| units.div_ceil(*p) <= per_subtask).unwrap_or(units)
+}
+
+/// The parallelism `v` needs, or `None` without rates or busy time.
+pub fn needed(ctx: &Context, v: &VertexSignals) -> Option<Needed> {
+    let capacity = v.capacity().filter(|c| *c > 0.0)?;
+    let observed = v.throughput()?;
+    let p = v.subtask_count().max(1) as f64;
+    let factor = offered_factor(ctx);
+    let offered = observed * factor.unwrap_or(1.0);
+    let target = ctx.cfg.thresholds.target_utilisation;
+    let catch_up_s = ctx.cfg.catch_up.as_ms() as f64 / 1000.0;
+    // The backlog reaches this vertex in proportion to the records it gets per source record.
+    let backlog = backlog(ctx).zip(emitted(ctx)).map(|(b, e)| b * observed / e);
+    let catch_up_per_s = match backlog {
+        Some(b) if catch_up_s > 0.0 => b / catch_up_s,
+        _ => 0.0,
+    };
+    let keep_up = ((p * offered / (capacity * target)).ceil().max(1.0)) as u32;
+    let raw = ((p * (offered / target + catch_up_per_s) / capacity).ceil().max(1.0)) as u32;
+    let limit = if v.is_source {
+        partitions(ctx).map(Limit::Partitions)
+    } else if v.keyed_input {
+        Some(Limit::KeyGroups { count: default_max_parallelism(v.parallelism), default: true })
+    } else {
+        None
+    };
+    let units = match limit {
+        Some(Limit::KeyGroups { count, .. }) | Some(Limit::Partitions(count)) => Some(count),
+        None => None,
+    };
+    let (parallelism, clamped, aligned_from) = match units {
+        Some(u) => {
+            let a = align(raw, u);
+            (a, raw > u, (a != raw && raw <= u).then_some(raw))
+        }
+        None => (raw, false, None),
+    };
+    // The capacity the advised parallelism gives: the busiest subtask's share sets it.
+    let effective = match units {
+        Some(u) => u as f64 / u.div_ceil(parallelism) as f64,
+        None => parallelism as f64,
+    };
+    let new_capacity = capacity / p * effective;
+    let drain_seconds = backlog.filter(|b| *b > 0.0).map(|b| {
+        let surplus = new_capacity - offered;
+        if surplus > 0.0 { b / surplus } else { f64::INFINITY }
+    });
+    Some(Needed {
+        parallelism,
+        keep_up,
+        offered_per_s: offered,
+        capacity_per_s: capacity,
+        offered_known: factor.is_some(),
+        backlog,
+        catch_up_per_s,
+        drain_seconds,
+        limit,
+        clamped,
+        aligned_from,
+    })
+}
+
+impl Needed {
+    /// The advice in one sentence with its numbers: `name`'s parallelism from `now` to the
+    /// advised number, why, and how long the backlog takes.
+    pub fn sentence(&self, name: &str, now: u32, target: f64, catch_up_s: f64) -> String {
+        let mut s = format!(
+            "{name}: parallelism {now} → {}: ceil({now} × (offered {} records/s / {target}{}) / capacity {} records/s)",
+            self.parallelism,
+            num(self.offered_per_s),
+            if self.catch_up_per_s > 0.0 {
+                format!(
+                    " + {} records/s to drain the backlog within {}",
+                    num(self.catch_up_per_s),
+                    human_secs(catch_up_s)
+                )
+            } else {
+                String::new()
+            },
+            num(self.capacity_per_s),
+        );
+        if let Some(from) = self.aligned_from {
+            s.push_str(&format!(" = {from}, raised to {}{}", self.parallelism, self.limit_text(true)));
+        } else if self.clamped {
+            s.push_str(&format!(", capped at {}{}", self.parallelism, self.limit_text(false)));
+        }
+        if self.keep_up != self.parallelism && self.catch_up_per_s > 0.0 {
+            s.push_str(&format!("; {} would only keep the lag from growing", self.keep_up));
+        }
+        match self.drain_seconds {
+            Some(d) if d.is_finite() => s.push_str(&format!(
+                "; at {} the backlog of {} records drains in about {}",
+                self.parallelism,
+                num(self.backlog.unwrap_or(0.0)),
+                human_secs(d)
+            )),
+            Some(_) => s.push_str(&format!(
+                "; at {} the backlog of {} records does not drain: {}",
+                self.parallelism,
+                num(self.backlog.unwrap_or(0.0)),
+                match self.limit {
+                    Some(Limit::Partitions(_)) => "the topic needs more partitions",
+                    Some(Limit::KeyGroups { .. }) => "the max parallelism is reached",
+                    None => "more capacity per subtask is needed",
+                }
+            )),
+            None => {}
+        }
+        if !self.offered_known {
+            s.push_str(" — the offered rate is the observed one, a lower bound: without source lag data the real demand is unknown");
+        }
+        s.push('.');
+        s
+    }
+
+    fn limit_text(&self, aligned: bool) -> String {
+        let text = match self.limit {
+            Some(Limit::KeyGroups { count, default }) => format!(
+                " {} the {count} key groups{}",
+                if aligned { "so the busiest subtask's share of" } else { "by" },
+                if default {
+                    " (Flink's default max parallelism at this parallelism; pipeline.max-parallelism if the job sets it; it cannot change without losing keyed state)"
+                } else {
+                    ""
+                }
+            ),
+            Some(Limit::Partitions(n)) => format!(
+                " {} the {n} partitions it reads",
+                if aligned { "so the busiest subtask's share of" } else { "by" }
+            ),
+            None => String::new(),
+        };
+        text + if aligned && self.limit.is_some() { " gives the capacity needed" } else { "" }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::diagnose::testkit::*;
+
+    #[test]
+    fn flinks_default_max_parallelism_is_a_power_of_two_at_least_128() {
+        // 12 + 6 = 18 → 32 → at least 128; 200 + 100 = 300 → 512.
+        assert_eq!(default_max_parallelism(12), 128);
+        assert_eq!(default_max_parallelism(200), 512);
+        assert_eq!(default_max_parallelism(30000), 32768);
+    }
+
+    #[test]
+    fn alignment_gives_the_busiest_subtask_few_enough_key_groups() {
+        // 128 key groups: 16 divides them (8 each). 17 leaves some subtasks 8 (= 16's
+        // pace); floor(128 / 17) = 7 → ceil(128 / p) ≤ 7 → p ≥ 18.3 → 19.
+        assert_eq!(align(16, 128), 16);
+        assert_eq!(align(17, 128), 19);
+        // 16 partitions, 5 needed: floor(16/5) = 3 → ceil(16/p) ≤ 3 → p ≥ 5.33 → 6.
+        assert_eq!(align(5, 16), 6);
+        // More than there are: capped at the count.
+        assert_eq!(align(40, 16), 16);
+    }
+
+    /// Source (2 subtasks emitting 500 records/s each, lag growing 100 records/s per
+    /// subtask from 0) → score (keyed, 2 subtasks at 0.9 busy, 500 records/s each).
+    fn job() -> SnapshotBuilder {
+        SnapshotBuilder::new()
+            .vertex("src", "Source: in", 2)
+            .vertex("score", "score", 2)
+            .edge("src", "score", "HASH")
+            .all_subtasks("src", 0.05, 0.9, 0.05, None)
+            .records_out("src", 0, 500.0)
+            .records_out("src", 1, 500.0)
+            .all_subtasks("score", 0.9, 0.0, 0.1, 500.0)
+            .pending_records("src", 0, line(-300, 0, 5, 0.0, 100.0))
+            .pending_records("src", 1, line(-300, 0, 5, 0.0, 100.0))
+    }
+
+    #[test]
+    fn the_advice_drains_the_backlog_within_the_catch_up_time_and_says_how_long_it_takes() {
+        // Capacity = 2 × 500 / 0.9 = 1111.1 records/s. Offered = 1000 × (1000 + 200) / 1000
+        // = 1200. Backlog = 2 × 100 × 300 = 60,000 records (score gets 1000 per 1000 source
+        // records: the same). Catch-up 60,000 / 1800 s = 33.3 records/s.
+        // Keep up: ceil(2 × 1200 / (1111.1 × 0.7)) = ceil(3.086) = 4.
+        // Advised: ceil(2 × (1200 / 0.7 + 33.3) / 1111.1) = ceil(2 × 1747.6 / 1111.1)
+        //        = ceil(3.146) = 4; 128 key groups: floor(128/4) = 32 = ceil(128/4) → 4.
+        // At 4: capacity 2222.2, surplus 2222.2 − 1200 = 1022.2 → 60,000 / 1022.2 = 58.7 s.
+        let snap = job().build();
+        let n = on_vertex(&snap, "score", needed).unwrap();
+        assert_eq!((n.keep_up, n.parallelism), (4, 4));
+        assert_close(n.capacity_per_s, 1111.11, 0.01);
+        assert_close(n.offered_per_s, 1200.0, 1e-6);
+        assert_close(n.backlog.unwrap(), 60_000.0, 1e-6);
+        assert_close(n.catch_up_per_s, 33.33, 0.01);
+        assert_close(n.drain_seconds.unwrap(), 58.70, 0.01);
+        assert_eq!(n.limit, Some(Limit::KeyGroups { count: 128, default: true }));
+        let text = n.sentence("score", 2, 0.7, 1800.0);
+        assert!(text.contains("parallelism 2 → 4"), "{text}");
+        assert!(text.contains("drains in about 59 s"), "{text}");
+    }
+
+    #[test]
+    fn a_subtask_with_no_busy_time_does_not_void_the_capacity() {
+        // score[1] reports busy 0 (it got nothing): capacity from score[0] alone,
+        // 500 / 0.9 = 555.6 per subtask × 2 subtasks = 1111.1 records/s.
+        let snap = job().subtask("score", 1, 0.0, 0.0, 1.0, 0.0).build();
+        let v = with_context(&snap, |ctx| ctx.signals.vertex("score").unwrap().capacity());
+        assert_close(v.unwrap(), 1111.11, 0.01);
+    }
+
+    #[test]
+    fn a_source_is_capped_at_its_partitions_and_says_the_backlog_cannot_drain() {
+        // The source itself, 2 subtasks at 0.95 busy emitting 500 each: capacity
+        // 2 × 500 / 0.95 = 1052.6. It reads 2 partitions. Advised ≥ 3 → capped at 2 = now:
+        // capacity stays 1052.6 < offered 1200: the backlog never drains.
+        let snap = job()
+            .all_subtasks("src", 0.95, 0.0, 0.05, None)
+            .records_out("src", 0, 500.0)
+            .records_out("src", 1, 500.0)
+            .partition(crate::model::snapshot::PartitionLag { ..partition("in", "0") })
+            .partition(crate::model::snapshot::PartitionLag { ..partition("in", "1") })
+            .build();
+        let n = on_vertex(&snap, "src", needed).unwrap();
+        assert_eq!((n.parallelism, n.clamped), (2, true));
+        assert_eq!(n.drain_seconds, Some(f64::INFINITY));
+        let text = n.sentence("Source: in", 2, 0.7, 1800.0);
+        assert!(text.contains("capped at 2 by the 2 partitions it reads"), "{text}");
+        assert!(text.contains("the topic needs more partitions"), "{text}");
+    }
+}
