@@ -155,7 +155,8 @@ async fn a_live_diagnosis_by_job_name_uses_flink_rest_for_the_graph_and_checkpoi
     assert_eq!(v.finding, expected.finding, "{}", v.summary);
     assert_eq!(v.culprit.unwrap().vertex_id, "b6178eccb258469b79a723c7c5e49988");
     assert_eq!(v.job.name, "bp-lab-slow-instance");
-    assert_eq!(v.confidence.as_str(), "high");
+    // As the recording's: a lab job this young has start-up samples in its window.
+    assert_eq!(v.confidence, expected.confidence);
     // Flink REST answered: checkpoint interval from it, not estimated.
     let ckpt = v.steps.iter().find(|s| s.step.as_str() == "checkpoints").unwrap();
     assert!(!ckpt.detail.contains("estimated"), "{}", ckpt.detail);

@@ -155,6 +155,18 @@ pub fn num(v: f64) -> String {
     }
 }
 
+/// A rate or count to three significant digits, readable: `33400`, `778000`, `12.5`:
+/// advice numbers that should not wobble with the last digits of a float sum.
+pub fn approx(v: f64) -> String {
+    if v.abs() >= 1000.0 {
+        let digits = v.abs().log10().floor() as i32 - 2;
+        let factor = 10f64.powi(digits);
+        format!("{:.0}", (v / factor).round() * factor)
+    } else {
+        num(v)
+    }
+}
+
 /// Seconds, readable: `45 s`, `12 min`, `3.5 h`, `2.1 d`.
 pub fn human_secs(s: f64) -> String {
     if s < 120.0 {
@@ -221,6 +233,11 @@ mod tests {
     fn numbers_read_well() {
         assert_eq!(pct(0.973), "97%");
         assert_eq!(num(1660.03), "1660");
+        // Three significant digits from 1000 up: 33365 and 33366 read the same.
+        assert_eq!(
+            (approx(33365.2), approx(33366.0), approx(778267.0), approx(999.4)),
+            ("33400".into(), "33400".into(), "778000".into(), "999".into())
+        );
         assert_eq!(human_secs(5400.0), "90 min");
         assert_eq!(human_bytes(3_500_000.0), "3.5 MB");
         assert_eq!(round_sig(0.123456), 0.1235);

@@ -14,7 +14,7 @@
 use crate::diagnose::Context;
 use crate::diagnose::signals::VertexSignals;
 use crate::diagnose::steps::locate::{exporter_lag, sum_lag};
-use crate::diagnose::{human_secs, num, slope_per_s};
+use crate::diagnose::{approx, human_secs, slope_per_s};
 
 /// What bounds the parallelism of a vertex.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -182,17 +182,17 @@ impl Needed {
         let mut s = format!(
             "{name}: parallelism {now} → {}: ceil({now} × (offered {} records/s / {target}{}) / capacity {} records/s)",
             self.parallelism,
-            num(self.offered_per_s),
+            approx(self.offered_per_s),
             if self.catch_up_per_s > 0.0 {
                 format!(
                     " + {} records/s to drain the backlog within {}",
-                    num(self.catch_up_per_s),
+                    approx(self.catch_up_per_s),
                     human_secs(catch_up_s)
                 )
             } else {
                 String::new()
             },
-            num(self.capacity_per_s),
+            approx(self.capacity_per_s),
         );
         if let Some(from) = self.aligned_from {
             s.push_str(&format!(" = {from}, raised to {}{}", self.parallelism, self.limit_text(true)));
@@ -206,13 +206,13 @@ impl Needed {
             Some(d) if d.is_finite() => s.push_str(&format!(
                 "; at {} the backlog of {} records drains in about {}",
                 self.parallelism,
-                num(self.backlog.unwrap_or(0.0)),
+                approx(self.backlog.unwrap_or(0.0)),
                 human_secs(d)
             )),
             Some(_) => s.push_str(&format!(
                 "; at {} the backlog of {} records does not drain: {}",
                 self.parallelism,
-                num(self.backlog.unwrap_or(0.0)),
+                approx(self.backlog.unwrap_or(0.0)),
                 match self.limit {
                     Some(Limit::Partitions(_)) => "the topic needs more partitions",
                     Some(Limit::KeyGroups { .. }) => "the max parallelism is reached",
@@ -310,6 +310,20 @@ mod tests {
         let text = n.sentence("score", 2, 0.7, 1800.0);
         assert!(text.contains("parallelism 2 → 4"), "{text}");
         assert!(text.contains("drains in about 59 s"), "{text}");
+    }
+
+    #[test]
+    fn without_the_plan_the_same_data_gives_the_same_advice() {
+        // The source shows in its metrics (pendingRecords), so the offered rate and the
+        // backlog are the same with or without the plan. Without it the key groups are
+        // unknown (no edges, so no keyBy): the advice is not aligned, and it says nothing
+        // about key groups. Here 4 needs no alignment either way.
+        let with = on_vertex(&job().build(), "score", needed).unwrap();
+        let without = on_vertex(&job().without_graph().build(), "score", needed).unwrap();
+        assert_eq!((without.parallelism, without.keep_up), (with.parallelism, with.keep_up));
+        assert_close(without.offered_per_s, with.offered_per_s, 1e-9);
+        assert_eq!(without.backlog, with.backlog);
+        assert!(without.offered_known);
     }
 
     #[test]

@@ -326,6 +326,13 @@ impl JobSignals {
                 let (kind, has_async) = classify(&name, &operators, cfg);
                 let parallelism =
                     aggregate.as_ref().map(|a| a.subtask_count).unwrap_or(subs.len() as u32).max(subs.len() as u32);
+                // Without a plan a source still shows in its metrics: Flink's own source
+                // lag (pendingRecords), or records out with none in. The same data then
+                // gives the same offered rate and advice as with the plan.
+                let is_source = snapshot.source_lag.iter().any(|l| l.vertex_id == id)
+                    || aggregate.as_ref().is_some_and(|a| {
+                        a.records_in_per_s == Some(0.0) && a.records_out_per_s.is_some_and(|r| r > 0.0)
+                    });
                 VertexSignals {
                     id: id.to_string(),
                     name,
@@ -333,7 +340,7 @@ impl JobSignals {
                     parallelism,
                     subtasks: subtask_signals(subs),
                     aggregate,
-                    is_source: false,
+                    is_source,
                     is_sink: false,
                     keyed_input: false,
                     kind,

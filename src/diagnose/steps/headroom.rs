@@ -503,8 +503,8 @@ mod tests {
         assert_eq!(
             h.report.fix,
             [
-                "a: parallelism 2 → 3: ceil(2 × (offered 1000 records/s / 0.7) / capacity 1087 records/s) — the offered rate is the observed one, a lower bound: without source lag data the real demand is unknown.",
-                "b: parallelism 2 → 3: ceil(2 × (offered 1000 records/s / 0.7) / capacity 1136 records/s) — the offered rate is the observed one, a lower bound: without source lag data the real demand is unknown."
+                "a: parallelism 2 → 3: ceil(2 × (offered 1000 records/s / 0.7) / capacity 1090 records/s) — the offered rate is the observed one, a lower bound: without source lag data the real demand is unknown.",
+                "b: parallelism 2 → 3: ceil(2 × (offered 1000 records/s / 0.7) / capacity 1140 records/s) — the offered rate is the observed one, a lower bound: without source lag data the real demand is unknown."
             ]
         );
 
