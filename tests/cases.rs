@@ -149,7 +149,7 @@ fn a_job_near_capacity_everywhere_has_no_single_culprit_and_each_vertex_gets_its
     assert!(v.culprit.is_none());
     // Three stages near capacity, each with a number.
     for stage in ["trip-segmenter", "geofence-matcher", "trip-events: Writer"] {
-        assert!(v.fix.iter().any(|f| f.starts_with(stage) && f.contains("→")), "{stage}: {:?}", v.fix);
+        assert!(v.fix.iter().any(|f| f.starts_with(stage) && f.contains(" parallelism ")), "{stage}: {:?}", v.fix);
     }
 }
 

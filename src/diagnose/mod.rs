@@ -140,7 +140,9 @@ pub fn limited_list(items: &[String], max: usize) -> String {
 
 /// `0.973` → `97%`.
 pub fn pct(ratio: f64) -> String {
-    format!("{:.0}%", ratio * 100.0)
+    // Rounded to 4 significant digits first, so float sums that differ in the last bits
+    // (a live backend and its recording) read alike.
+    format!("{:.0}%", round_sig(ratio) * 100.0)
 }
 
 /// A rate or count, readable: `1660`, `12.5`, `0.84`.

@@ -180,7 +180,7 @@ impl Needed {
     /// advised number, why, and how long the backlog takes.
     pub fn sentence(&self, name: &str, now: u32, target: f64, catch_up_s: f64) -> String {
         let mut s = format!(
-            "{name}: parallelism {now} → {}: ceil({now} × (offered {} records/s / {target}{}) / capacity {} records/s)",
+            "{name}: parallelism {now} to {}: ceil({now} × (offered {} records/s / {target}{}) / capacity {} records/s)",
             self.parallelism,
             approx(self.offered_per_s),
             if self.catch_up_per_s > 0.0 {
@@ -308,7 +308,7 @@ mod tests {
         assert_close(n.drain_seconds.unwrap(), 58.70, 0.01);
         assert_eq!(n.limit, Some(Limit::KeyGroups { count: 128, default: true }));
         let text = n.sentence("score", 2, 0.7, 1800.0);
-        assert!(text.contains("parallelism 2 → 4"), "{text}");
+        assert!(text.contains("parallelism 2 to 4"), "{text}");
         assert!(text.contains("drains in about 59 s"), "{text}");
     }
 

@@ -214,7 +214,7 @@ fn explain(
             c.capacity().map(|cap| format!("; it could handle about {} records/s at 100% busy", crate::diagnose::num(cap))).unwrap_or_default()
         ));
         fix.push(format!(
-            "Profile {}: a flame graph (rest.flamegraph.enabled: true, then the vertex's Flame Graph tab) or a few thread dumps of its TaskManagers (Flink UI → Task Managers → Thread Dump) show where its time goes: a blocking call, lock contention, an expensive function, serialization.",
+            "Profile {}: a flame graph (rest.flamegraph.enabled: true, then the vertex's Flame Graph tab) or a few thread dumps of its TaskManagers (Flink UI: Task Managers, Thread Dump) show where its time goes: a blocking call, lock contention, an expensive function, serialization.",
             c.name
         ));
     }

@@ -179,7 +179,7 @@ fn stalls_in_checkpoints(ctx: &Context, c: &VertexSignals) -> Option<StepReport>
         c.name
     ));
     r.fix.push(format!(
-        "In the Flink UI (Checkpoints → History → the checkpoint → {}) compare the sync and async durations per subtask; move work out of snapshotState (flush by size and time between checkpoints), and for RocksDB state use incremental checkpoints (execution.checkpointing.incremental: true) so the synchronous part stays small.",
+        "In the Flink UI (Checkpoints, History, the checkpoint, {}) compare the sync and async durations per subtask; move work out of snapshotState (flush by size and time between checkpoints), and for RocksDB state use incremental checkpoints (execution.checkpointing.incremental: true) so the synchronous part stays small.",
         c.name
     ));
     r.not_the_fix.push(

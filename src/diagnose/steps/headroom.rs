@@ -72,7 +72,8 @@ pub fn run(ctx: &Context, culprit: Option<&VertexSignals>) -> HeadroomResult {
             report: StepReport::clear(format!(
                 "{} ({role}) runs at ρ = {:.2} (mean busy over {} subtasks), below {:.2}.",
                 subject.name,
-                rho,
+                // Rounded first, so float sums that differ in the last bits read alike.
+                crate::diagnose::round_sig(rho),
                 subject.subtask_count(),
                 t.headroom_utilisation
             )),
@@ -433,7 +434,7 @@ mod tests {
         let h = on_score(&snap);
         assert!(!h.no_single_culprit);
         assert_eq!((h.report.outcome, h.report.finding), (Outcome::Hit, Some(Finding::Headroom)));
-        assert!(h.report.fix[0].contains("parallelism 2 → 4"), "{:?}", h.report.fix);
+        assert!(h.report.fix[0].contains("parallelism 2 to 4"), "{:?}", h.report.fix);
         assert!(!h.report.fix[0].contains("lower bound"), "{:?}", h.report.fix);
         assert_close(evidence(&h.report.evidence, "offered rate").value, 2280.0, 1e-6);
         // Busy time per record = ρ × 1000 ms × 2 / 1900 records/s = 0.95 × 2000 / 1900 = 1.00 ms.
@@ -452,7 +453,7 @@ mod tests {
         assert!(!needed.offered_known);
         let h = on_score(&snap);
         assert!(
-            h.report.fix[0].contains("parallelism 2 → 3") && h.report.fix[0].contains("lower bound"),
+            h.report.fix[0].contains("parallelism 2 to 3") && h.report.fix[0].contains("lower bound"),
             "{:?}",
             h.report.fix
         );
@@ -503,8 +504,8 @@ mod tests {
         assert_eq!(
             h.report.fix,
             [
-                "a: parallelism 2 → 3: ceil(2 × (offered 1000 records/s / 0.7) / capacity 1090 records/s) — the offered rate is the observed one, a lower bound: without source lag data the real demand is unknown.",
-                "b: parallelism 2 → 3: ceil(2 × (offered 1000 records/s / 0.7) / capacity 1140 records/s) — the offered rate is the observed one, a lower bound: without source lag data the real demand is unknown."
+                "a: parallelism 2 to 3: ceil(2 × (offered 1000 records/s / 0.7) / capacity 1090 records/s) — the offered rate is the observed one, a lower bound: without source lag data the real demand is unknown.",
+                "b: parallelism 2 to 3: ceil(2 × (offered 1000 records/s / 0.7) / capacity 1140 records/s) — the offered rate is the observed one, a lower bound: without source lag data the real demand is unknown."
             ]
         );
 
@@ -547,7 +548,7 @@ mod tests {
         assert_eq!(v.fix.len(), 3, "{:?}", v.fix);
         // seg: capacity 2 × 500 / 0.85 = 1176.5; ceil(2 × 1000 / 0.7 / 1176.5) = ceil(2.43)
         // = 3; keyed (128 key groups): floor(128/3) = 42, ceil(128/3) = 43 > 42 → 4.
-        assert!(v.fix[0].starts_with("seg: parallelism 2 → 4"), "{}", v.fix[0]);
+        assert!(v.fix[0].starts_with("seg: parallelism 2 to 4"), "{}", v.fix[0]);
         assert!(v.fix[0].contains("raised to 4"), "{}", v.fix[0]);
     }
 

@@ -205,7 +205,7 @@ mod tests {
         assert!(r.fix[0].contains("3.00 ms"), "{:?}", r.fix);
         // Capacity = 300/0.95 + 300/0.85 = 315.79 + 352.94 = 668.73 records/s; offered =
         // observed 600 (no source lag). ceil(2 × 600 / (668.73 × 0.7)) = ceil(2.564) = 3.
-        assert!(r.fix.iter().any(|f| f.contains("parallelism 2 → 3")), "{:?}", r.fix);
+        assert!(r.fix.iter().any(|f| f.contains("parallelism 2 to 3")), "{:?}", r.fix);
         // Uniform: no particular subtask.
         assert_eq!(r.subtasks, None);
     }
