@@ -97,7 +97,7 @@ impl Config {
     pub fn from_toml(text: &str, source_name: &str) -> Result<Config, ConfigError> {
         let config: Config = toml::from_str(text).map_err(|e| ConfigError {
             source_name: source_name.to_string(),
-            problems: vec![e.message().to_string() + &line_of(text, e.span())],
+            problems: vec![toml_problem(text, e.message(), e.span())],
         })?;
         let problems = config.validate();
         if problems.is_empty() {
@@ -133,7 +133,9 @@ impl Config {
         for w in &self.notify.webhook {
             add_auth(w.auth.as_ref(), &mut r);
         }
-        add_auth(self.server.auth.as_ref(), &mut r);
+        for a in [&self.server.auth, &self.server.webhook_auth, &self.server.api_auth] {
+            add_auth(a.as_ref().and_then(ServerAuth::http).as_ref(), &mut r);
+        }
         let resolved = |s: Option<&SecretSource>| s.and_then(|s| s.resolve().ok());
         if let Some(k) = resolved(self.server.link_secret.as_ref()) {
             r.add(secrecy::ExposeSecret::expose_secret(&k));
@@ -182,14 +184,57 @@ impl Config {
     }
 }
 
-fn line_of(text: &str, span: Option<std::ops::Range<usize>>) -> String {
-    match span {
-        Some(span) => format!(
-            " (line {})",
-            text.as_bytes()[..span.start.min(text.len())].iter().filter(|b| **b == b'\n').count() + 1
-        ),
-        None => String::new(),
+/// A TOML error as one sentence naming the key (as a dotted path), the line, and for a
+/// key given twice both lines and the fix.
+fn toml_problem(text: &str, message: &str, span: Option<std::ops::Range<usize>>) -> String {
+    let Some(span) = span else { return message.to_string() };
+    let line = text.as_bytes()[..span.start.min(text.len())].iter().filter(|b| **b == b'\n').count() + 1;
+    let Some(path) = key_path_at(text, line) else { return format!("{message} (line {line})") };
+    if message.starts_with("duplicate key") {
+        let earlier = (1..line).rev().find(|l| key_path_at(text, *l).as_deref() == Some(path.as_str()));
+        let definition = |l: usize| text.lines().nth(l - 1).unwrap_or("").trim().to_string();
+        return match earlier {
+            Some(first) if definition(first).ends_with("[]") => format!(
+                "`{path}` is given twice, as `{}` (line {first}) and as `{}` (line {line}): remove the empty `{}`, the tables below it make the list",
+                definition(first),
+                definition(line),
+                definition(first)
+            ),
+            Some(first) => format!(
+                "`{path}` is given twice (line {first} and line {line}): keep one of `{}` and `{}`",
+                definition(first),
+                definition(line)
+            ),
+            None => format!("`{path}` is given twice (line {line}): keep one"),
+        };
     }
+    format!("`{path}`: {message} (line {line})")
+}
+
+/// The dotted path of the key or table defined on line `line` (1-based): a table header
+/// names itself, `key = …` is the key in the table of the last header before it.
+fn key_path_at(text: &str, line: usize) -> Option<String> {
+    let mut table = String::new();
+    for (i, l) in text.lines().enumerate().take(line) {
+        let l = l.trim();
+        let header = l
+            .strip_prefix("[[")
+            .and_then(|h| h.split("]]").next())
+            .or_else(|| l.strip_prefix('[').and_then(|h| h.split(']').next()));
+        if let Some(h) = header {
+            table = h.trim().to_string();
+            if i + 1 == line {
+                return Some(table);
+            }
+        } else if i + 1 == line {
+            let key = l.split('=').next()?.trim().trim_matches('"');
+            if key.is_empty() || key.starts_with('#') {
+                return None;
+            }
+            return Some(if table.is_empty() { key.to_string() } else { format!("{table}.{key}") });
+        }
+    }
+    None
 }
 
 /// Diagnosis settings: the window and the runbook's thresholds.
@@ -681,7 +726,8 @@ pub struct FlinkCluster {
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ServerConfig {
-    /// Address to listen on. Default `0.0.0.0:9187`.
+    /// Address to listen on. Default `127.0.0.1:9187` (this host only); another address
+    /// (`0.0.0.0:9187` in a container) needs `auth`.
     pub listen: String,
     /// Base URL users reach culprit at, for links to verdicts (`https://culprit.example.com`).
     pub external_url: Option<String>,
@@ -691,8 +737,14 @@ pub struct ServerConfig {
     /// runs a whole diagnosis).
     pub request_timeout: Millis,
     /// Authentication required on `/webhook/*` and `/api/*` (bearer or basic, compared in
-    /// constant time). `/healthz`, `/readyz` and `/metrics` stay open.
-    pub auth: Option<HttpAuth>,
+    /// constant time), or `{ type = "none" }` to accept anyone on purpose. `/healthz`,
+    /// `/readyz` and `/metrics` stay open. Unset: allowed only while `listen` is a loopback
+    /// address (`serve` refuses to start otherwise).
+    pub auth: Option<ServerAuth>,
+    /// Credentials for `/webhook/*` only (Alertmanager's), instead of `auth`.
+    pub webhook_auth: Option<ServerAuth>,
+    /// Credentials for `/api/*` only (people and bots reading verdicts), instead of `auth`.
+    pub api_auth: Option<ServerAuth>,
     /// The key that signs links to verdict pages (`{external_url}/verdicts/{id}?expires=…&sig=…`,
     /// HMAC-SHA256), a secret reference. A browser cannot send the API's token: with a key,
     /// a signed link opens its page until it expires; without one, links point at the API.
@@ -701,21 +753,81 @@ pub struct ServerConfig {
     pub link_expiry: Millis,
 }
 
+/// How `culprit serve` authenticates requests.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "snake_case", tag = "type")]
+pub enum ServerAuth {
+    /// No authentication: whoever reaches the port may post alerts and read verdicts.
+    /// Only when chosen explicitly.
+    None,
+    /// `Authorization: Bearer <token>`.
+    Bearer { token: SecretSource },
+    /// `Authorization: Basic …`.
+    Basic { username: String, password: SecretSource },
+}
+
+impl ServerAuth {
+    /// The credentials to expect, `None` for [`ServerAuth::None`].
+    pub fn http(&self) -> Option<HttpAuth> {
+        match self {
+            ServerAuth::None => None,
+            ServerAuth::Bearer { token } => Some(HttpAuth::Bearer { token: token.clone() }),
+            ServerAuth::Basic { username, password } => {
+                Some(HttpAuth::Basic { username: username.clone(), password: password.clone() })
+            }
+        }
+    }
+}
+
 impl Default for ServerConfig {
     fn default() -> Self {
         ServerConfig {
-            listen: "0.0.0.0:9187".into(),
+            listen: "127.0.0.1:9187".into(),
             external_url: None,
             body_limit_bytes: 1024 * 1024,
             request_timeout: Millis::from_secs(30),
             auth: None,
             link_secret: None,
             link_expiry: Millis::from_secs(7 * 24 * 3600),
+            webhook_auth: None,
+            api_auth: None,
         }
     }
 }
 
 impl ServerConfig {
+    /// The authentication of `/webhook/*`: `webhook_auth`, else `auth`.
+    pub fn webhook(&self) -> Option<&ServerAuth> {
+        self.webhook_auth.as_ref().or(self.auth.as_ref())
+    }
+
+    /// The authentication of `/api/*`: `api_auth`, else `auth`.
+    pub fn api(&self) -> Option<&ServerAuth> {
+        self.api_auth.as_ref().or(self.auth.as_ref())
+    }
+
+    /// Why `serve` must not start as configured: a `listen` address other hosts can reach
+    /// while `/webhook/*` or `/api/*` has no authentication and none was chosen explicitly
+    /// (`{ type = "none" }`). A browser page can post to an open webhook cross-site.
+    pub fn exposure_problem(&self) -> Option<String> {
+        let addr: std::net::SocketAddr = self.listen.parse().ok()?;
+        if addr.ip().is_loopback() {
+            return None;
+        }
+        let open: Vec<&str> = [("/webhook/*", self.webhook()), ("/api/*", self.api())]
+            .into_iter()
+            .filter(|(_, auth)| auth.is_none())
+            .map(|(route, _)| route)
+            .collect();
+        (!open.is_empty()).then(|| {
+            format!(
+                "server.listen {} is reachable from other hosts and {} would accept anyone: set server.auth = {{ type = \"bearer\", token = {{ file = \"/run/secrets/culprit/webhook-token\" }} }} (Alertmanager sends the same token), or server.auth = {{ type = \"none\" }} to accept unauthenticated requests on purpose, or listen on 127.0.0.1",
+                self.listen,
+                open.join(" and ")
+            )
+        })
+    }
+
     fn validate(&self, problems: &mut Vec<String>) {
         if self.listen.parse::<std::net::SocketAddr>().is_err() {
             problems.push(format!("server.listen `{}` is not an address such as 0.0.0.0:9187", self.listen));
@@ -1164,6 +1276,29 @@ mod tests {
         assert_eq!(c, Config::default());
         assert_eq!(c.diagnosis.thresholds.backpressured_ratio, 0.10);
         assert_eq!(c.diagnosis.window, Millis(300_000));
+    }
+
+    #[test]
+    fn a_key_given_twice_names_the_key_both_lines_and_the_fix() {
+        let err = Config::from_toml(
+            "[notify]\nwebhook = []\n\n[[notify.webhook]]\nname = \"a\"\nurl = \"http://x\"\n",
+            "c.toml",
+        )
+        .unwrap_err()
+        .to_string();
+        assert_eq!(
+            err,
+            "c.toml: `notify.webhook` is given twice, as `webhook = []` (line 2) and as `[[notify.webhook]]` (line 4): remove the empty `webhook = []`, the tables below it make the list"
+        );
+        let err = Config::from_toml(
+            "[prometheus]\nurl = \"http://a\"\nauth = { type = \"bearer\", token = { env = \"A\" } }\nauth = { type = \"bearer\", token = { env = \"B\" } }\n",
+            "c.toml",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.starts_with("c.toml: `prometheus.auth` is given twice (line 3 and line 4): keep one of"), "{err}");
+        let err = Config::from_toml("[server]\nlisten = 9187\n", "c.toml").unwrap_err().to_string();
+        assert_eq!(err, "c.toml: `server.listen`: invalid type: integer `9187`, expected a string (line 2)");
     }
 
     #[test]

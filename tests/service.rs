@@ -187,12 +187,20 @@ async fn the_webhook_answers_what_alertmanager_expects() {
     assert_eq!(c.post(&url).json(&good).send().await.unwrap().status(), 401);
     assert_eq!(c.post(&url).bearer_auth("s3cretX").json(&good).send().await.unwrap().status(), 401);
     // Malformed: 400 with a reason.
-    let r = c.post(&url).bearer_auth("s3cret").body("{not json").send().await.unwrap();
+    let r = c
+        .post(&url)
+        .bearer_auth("s3cret")
+        .header("content-type", "application/json")
+        .body("{not json")
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 400);
     assert!(r.text().await.unwrap().contains("not an Alertmanager webhook"));
     // Over the body limit: 413.
     let big = "x".repeat(10_000);
-    assert_eq!(c.post(&url).bearer_auth("s3cret").body(big).send().await.unwrap().status(), 413);
+    let big = c.post(&url).bearer_auth("s3cret").header("content-type", "application/json").body(big);
+    assert_eq!(big.send().await.unwrap().status(), 413);
     // Accepted durably: 202, and a request id comes back.
     let r = c.post(&url).bearer_auth("s3cret").json(&good).send().await.unwrap();
     assert_eq!(r.status(), 202);

@@ -1,6 +1,7 @@
 //! The `culprit` command line: parsing, the documented exit codes, and the wiring of
 //! inputs (recordings, scrape dumps, plans) to the collector, the diagnosis and a renderer.
 
+pub mod check;
 pub mod logging;
 
 use std::io::Write;
@@ -32,6 +33,7 @@ pub const EXIT_BACKEND: i32 = 3;
 
 const EXIT_CODES: &str = "Exit codes:\n  0  a verdict was produced (whatever it says)\n  1  internal error\n  2  bad usage or bad input; the message names the file and line\n  3  a backend is unreachable (Prometheus, --flink, --scrape): it refused the connection,\n     timed out, or failed until its deadline; stderr says when retrying starts";
 const RECORD_EXIT_CODES: &str = "Exit codes:\n  0  the recording was written\n  1  internal error\n  2  bad usage or bad configuration\n  3  Prometheus (or Flink REST) is unreachable; stderr says when retrying starts";
+const CHECK_EXIT_CODES: &str = "Exit codes:\n  0  the configuration is valid (and, with --connect, everything answered)\n  1  internal error\n  2  the configuration cannot be used (the message names the key and the fix)\n  3  with --connect: a backend or destination could not be reached or refused the credentials";
 const SERVE_EXIT_CODES: &str = "Exit codes:\n  0  stopped by SIGTERM or Ctrl-C after draining\n  1  internal error\n  2  bad configuration, or the listen address could not be bound";
 
 /// Finds the Apache Flink operator that really slows a backpressured job, why, and the fix.
@@ -64,6 +66,25 @@ pub enum Command {
     /// (RUST_LOG=debug for more).
     #[command(after_help = SERVE_EXIT_CODES)]
     Serve(ServeArgs),
+    /// Validate a configuration and say what it sets up (backends, Flink clusters,
+    /// destinations, how serve would listen); with --connect, reach each of them without
+    /// posting anything.
+    #[command(after_help = CHECK_EXIT_CODES)]
+    CheckConfig(CheckConfigArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct CheckConfigArgs {
+    /// The configuration (TOML; see config/culprit.example.toml).
+    #[arg(value_name = "FILE")]
+    pub file: PathBuf,
+    /// Reach Prometheus, each Flink cluster and each destination. Nothing is posted:
+    /// Slack's token is checked with auth.test (an incoming webhook with an empty post it
+    /// refuses), Alertmanager with GET /api/v2/status; PagerDuty and generic webhooks have
+    /// no dry run, so only that they answer is checked (PagerDuty gets an event without a
+    /// routing key, which it refuses; a webhook a HEAD request).
+    #[arg(long)]
+    pub connect: bool,
 }
 
 #[derive(Debug, Args)]
@@ -235,6 +256,7 @@ pub fn run(cli: Cli, out: &mut dyn Write) -> Result<(), CliError> {
                 Ok::<(), CliError>(())
             })
         }
+        Command::CheckConfig(args) => check::run(&args.file, args.connect, out),
         Command::Demo(args) => {
             let verdicts = crate::samples::captures::CAPTURES.iter().map(|capture| {
                 crate::samples::captures::verdict(capture).map(|v| (capture, v)).map_err(|e| CliError {
@@ -262,7 +284,7 @@ pub fn run(cli: Cli, out: &mut dyn Write) -> Result<(), CliError> {
     }
 }
 
-fn write_out(out: &mut dyn Write, s: &str) -> Result<(), CliError> {
+pub(crate) fn write_out(out: &mut dyn Write, s: &str) -> Result<(), CliError> {
     match out.write_all(s.as_bytes()) {
         Ok(()) => Ok(()),
         // A closed pipe (`| head`) is not an error of ours.
@@ -290,7 +312,7 @@ fn now_ms() -> i64 {
     jiff::Timestamp::now().as_millisecond()
 }
 
-fn runtime() -> Result<tokio::runtime::Runtime, CliError> {
+pub(crate) fn runtime() -> Result<tokio::runtime::Runtime, CliError> {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

@@ -106,6 +106,27 @@ impl Alertmanager {
         }
     }
 
+    /// A dry run for `check-config --connect`: `GET {url}/api/v2/status` with the
+    /// configured auth (Alertmanager's version); nothing is posted.
+    pub async fn probe(&self) -> Result<String, NotifyError> {
+        let url = self.alerts_url.as_str().trim_end_matches(ALERTS_PATH).to_string() + "api/v2/status";
+        let request = self.client.get(&url);
+        let request = match &self.auth {
+            Some(a) => a.apply(request),
+            None => request,
+        };
+        let response = request.send().await.map_err(|e| transport_error("alertmanager", &e))?;
+        let (status, headers, answer) = read_answer(response).await;
+        if (200..300).contains(&status) {
+            let version = serde_json::from_str::<Value>(&answer)
+                .ok()
+                .and_then(|v| v["versionInfo"]["version"].as_str().map(str::to_string))
+                .unwrap_or_else(|| "?".into());
+            return Ok(format!("Alertmanager {version} answers (GET /api/v2/status); nothing was posted"));
+        }
+        Err(status_error("alertmanager", status, &headers, &answer, &Auth::redactor(self.auth.as_ref())))
+    }
+
     /// Posts once (see the module docs).
     ///
     /// Errors: a verdict notice without a verdict (final, nothing sent); a non-2xx answer

@@ -246,6 +246,35 @@ impl Destination for Notifier {
     }
 }
 
+/// One line per configured destination, without a secret (a webhook shows only its
+/// scheme, host and port: a path may hold a token): what `serve` logs at start and
+/// `check-config` prints.
+pub fn describe(cfg: &crate::config::NotifyConfig) -> Vec<String> {
+    use crate::config::SlackMode;
+    let origin = |url: &str| {
+        reqwest::Url::parse(url).map(|u| u.origin().ascii_serialization()).unwrap_or_else(|_| "an invalid URL".into())
+    };
+    let mut out = Vec::new();
+    if let Some(s) = &cfg.slack {
+        out.push(match s.mode {
+            SlackMode::WebApi => {
+                format!("slack (Web API at {}, channel {})", s.api_url, s.channel.as_deref().unwrap_or("?"))
+            }
+            SlackMode::IncomingWebhook => "slack (incoming webhook)".to_string(),
+        });
+    }
+    if let Some(p) = &cfg.pagerduty {
+        out.push(format!("pagerduty (Events API v2 at {}, severity {})", p.url, p.severity));
+    }
+    if let Some(a) = &cfg.alertmanager {
+        out.push(format!("alertmanager ({}, alert {})", a.url, a.alertname));
+    }
+    for w in &cfg.webhook {
+        out.push(format!("webhook:{} ({})", w.name, origin(&w.url)));
+    }
+    out
+}
+
 /// A configured destination.
 pub enum Notifier {
     Slack(slack::Slack),
@@ -302,6 +331,17 @@ impl Notifier {
             Notifier::PagerDuty(n) => n.send(notice, state).await,
             Notifier::Alertmanager(n) => n.send(notice, state).await,
             Notifier::Webhook(n) => n.send(notice, state).await,
+        }
+    }
+
+    /// Reaches the destination without posting anything where it can (see each
+    /// notifier's `probe`): for `check-config --connect`. `Ok` says what was checked.
+    pub async fn probe(&self) -> Result<String, NotifyError> {
+        match self {
+            Notifier::Slack(n) => n.probe().await,
+            Notifier::PagerDuty(n) => n.probe().await,
+            Notifier::Alertmanager(n) => n.probe().await,
+            Notifier::Webhook(n) => n.probe().await,
         }
     }
 

@@ -121,6 +121,36 @@ impl PagerDuty {
     }
 }
 
+impl PagerDuty {
+    /// A reachability check for `check-config --connect`. PagerDuty's Events API has no
+    /// dry run: any valid event with the routing key triggers (or joins) an incident. So an
+    /// event without a routing key is posted, which PagerDuty refuses with 400 and which
+    /// opens nothing: the endpoint answers; the routing key itself is not verified.
+    pub async fn probe(&self) -> Result<String, NotifyError> {
+        let response = self
+            .client
+            .post(self.url.clone())
+            .json(&serde_json::json!({}))
+            .send()
+            .await
+            .map_err(|e| transport_error("pagerduty", &e))?;
+        let (status, headers, answer) = read_answer(response).await;
+        if status == 400 {
+            return Ok(format!(
+                "{} answers (an event without a routing key was refused with 400, so nothing was opened); PagerDuty has no dry run, so the routing key is not verified",
+                self.url
+            ));
+        }
+        Err(status_error(
+            "pagerduty",
+            status,
+            &headers,
+            &error_detail(&answer),
+            &Redactor::of(self.routing_key.expose_secret()),
+        ))
+    }
+}
+
 /// PagerDuty's error answer `{"status", "message", "errors": [..]}` as `message: error; error`,
 /// else the answer as it is.
 fn error_detail(answer: &str) -> String {

@@ -413,6 +413,47 @@ impl Slack {
         Ok(None)
     }
 
+    /// A dry run that posts nothing, for `check-config --connect`. `web_api`:
+    /// [`auth.test`](https://api.slack.com/methods/auth.test) with the token (the bot and
+    /// team it belongs to). `incoming_webhook`: an empty post, which Slack refuses with 400
+    /// `no_text` (or `invalid_payload`) when the webhook exists and posts nothing; 403/404
+    /// (`invalid_token`, `no_service`) say it is revoked or wrong.
+    pub async fn probe(&self) -> Result<String, NotifyError> {
+        match &self.mode {
+            Mode::WebApi { api_url, channel, .. } => {
+                let answer =
+                    self.call_json("auth.test", &json!({})).await.map_err(|f| classify_failure("auth.test", f))?;
+                let field = |k: &str| answer.get(k).and_then(Value::as_str).unwrap_or("?").to_string();
+                Ok(format!(
+                    "the token is valid (auth.test at {api_url}: bot {} in team {}); posts go to channel {channel}; nothing was posted",
+                    field("user"),
+                    field("team")
+                ))
+            }
+            Mode::Webhook { url } => {
+                let what = "slack: incoming webhook";
+                let response = self
+                    .client
+                    .post(url.expose_secret())
+                    .header(CONTENT_TYPE, "application/json; charset=utf-8")
+                    .body("{}")
+                    .send()
+                    .await
+                    .map_err(|e| transport_error(what, &e))?;
+                let status = response.status().as_u16();
+                let headers = response.headers().clone();
+                let answer = read_answer(response).await.unwrap_or_default();
+                match (status, answer.trim()) {
+                    (400, "no_text" | "invalid_payload" | "missing_text_or_fallback_or_attachments") => Ok(format!(
+                        "the webhook exists (an empty post was refused with 400 {}, so nothing was posted)",
+                        answer.trim()
+                    )),
+                    _ => Err(status_error(what, status, &headers, &answer, &self.redactor)),
+                }
+            }
+        }
+    }
+
     async fn send_web_api(&self, channel: &str, notice: &Notice, state: Option<&Value>) -> Result<Sent, NotifyError> {
         let msg = message(notice);
         let parent = Parent::from_state(state);

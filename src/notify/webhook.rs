@@ -124,6 +124,26 @@ impl Webhook {
     }
 }
 
+impl Webhook {
+    /// A reachability check for `check-config --connect`: `HEAD` of the URL with the
+    /// configured auth. A generic webhook has no dry run: nothing is posted, and any answer
+    /// but 401/403 (credentials refused) and 5xx counts as reachable.
+    pub async fn probe(&self) -> Result<String, NotifyError> {
+        let what = format!("webhook:{}", self.name);
+        let request = self.client.head(self.url.clone());
+        let request = match &self.auth {
+            Some(a) => a.apply(request),
+            None => request,
+        };
+        let response = request.send().await.map_err(|e| transport_error(&what, &e))?;
+        let (status, headers, answer) = read_answer(response).await;
+        if status == 401 || status == 403 || status >= 500 {
+            return Err(status_error(&what, status, &headers, &answer, &Auth::redactor(self.auth.as_ref())));
+        }
+        Ok(format!("reachable (HEAD answered {status}); a generic webhook has no dry run, so nothing was posted"))
+    }
+}
+
 /// The `culprit.notice/v1` body of a notice without a verdict:
 ///
 /// ```json

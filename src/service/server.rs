@@ -33,7 +33,7 @@ use tokio::sync::watch;
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
 use tower_http::trace::TraceLayer;
 
-use crate::config::{Config, HttpAuth};
+use crate::config::{Config, HttpAuth, ServerAuth};
 use crate::model::request::DiagnosisRequest;
 use crate::render::Format;
 use crate::service::{Intake, Service};
@@ -47,9 +47,15 @@ fn digest(s: &[u8]) -> [u8; 32] {
 }
 
 impl ExpectedAuth {
-    fn from_config(auth: &HttpAuth) -> Result<Self, String> {
+    /// The credentials of `key` (`server.auth`, `server.webhook_auth`, `server.api_auth`);
+    /// `None` for `{ type = "none" }` or when unset.
+    fn from_server(auth: Option<&ServerAuth>, key: &str) -> Result<Option<Self>, String> {
+        auth.and_then(ServerAuth::http).map(|a| Self::from_config(&a, key)).transpose()
+    }
+
+    fn from_config(auth: &HttpAuth, key: &str) -> Result<Self, String> {
         let resolve = |secret: &crate::config::SecretSource, what: &str| {
-            secret.resolve().map_err(|e| format!("server.auth {what}: {e}"))
+            secret.resolve().map_err(|e| format!("{key} {what}: {e}"))
         };
         let header = match auth {
             HttpAuth::Bearer { token } => format!("Bearer {}", resolve(token, "token")?.expose_secret()),
@@ -71,7 +77,10 @@ impl ExpectedAuth {
 /// What the handlers share.
 pub struct AppState {
     pub service: Arc<Service>,
-    auth: Option<ExpectedAuth>,
+    /// What `/webhook/*` expects (`server.webhook_auth`, else `server.auth`).
+    webhook_auth: Option<ExpectedAuth>,
+    /// What `/api/*` expects (`server.api_auth`, else `server.auth`).
+    api_auth: Option<ExpectedAuth>,
 }
 
 fn json_error(status: StatusCode, message: &str) -> Response {
@@ -84,7 +93,8 @@ async fn require_auth(
     req: axum::extract::Request,
     next: Next,
 ) -> Response {
-    if let Some(expected) = &state.auth
+    let expected = if req.uri().path().starts_with("/webhook") { &state.webhook_auth } else { &state.api_auth };
+    if let Some(expected) = expected
         && !expected.accepts(&headers)
     {
         if req.uri().path().starts_with("/webhook") {
@@ -97,12 +107,31 @@ async fn require_auth(
     next.run(req).await
 }
 
+/// Whether a `Content-Type` is `application/json` (parameters such as `charset` allowed).
+fn is_json(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|t| t.trim().eq_ignore_ascii_case("application/json"))
+}
+
 async fn webhook(
     State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
     body: Result<Bytes, axum::extract::rejection::BytesRejection>,
 ) -> Response {
     let started = Instant::now();
     let metrics = &state.service.metrics;
+    // Only JSON, as Alertmanager sends it: a browser page may post `text/plain` cross-site
+    // without a preflight, `application/json` it may not.
+    if !is_json(&headers) {
+        metrics.webhook("unsupported_media_type");
+        return json_error(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "the webhook takes Content-Type: application/json (as Alertmanager sends it)",
+        );
+    }
     let body = match body {
         Ok(b) => b,
         Err(e) if e.status() == StatusCode::PAYLOAD_TOO_LARGE => {
@@ -515,6 +544,35 @@ pub fn router(state: Arc<AppState>, cfg: &Config) -> Router {
         .with_state(state)
 }
 
+/// The key that sets the webhook's (or the API's) credentials, for messages.
+fn auth_key(config: &Config, webhook: bool) -> &'static str {
+    match (webhook, &config.server.webhook_auth, &config.server.api_auth) {
+        (true, Some(_), _) => "server.webhook_auth",
+        (false, _, Some(_)) => "server.api_auth",
+        _ => "server.auth",
+    }
+}
+
+/// One line saying where culprit listens, how requests are authenticated and where
+/// verdicts go; a warning when they go nowhere.
+fn log_startup(config: &Config, addr: SocketAddr) {
+    let kind = |a: Option<&ServerAuth>| match a {
+        None => "none (loopback only)",
+        Some(ServerAuth::None) => "none (explicit)",
+        Some(ServerAuth::Bearer { .. }) => "bearer",
+        Some(ServerAuth::Basic { .. }) => "basic",
+    };
+    let destinations = crate::notify::describe(&config.notify);
+    tracing::info!(%addr, webhook_auth = kind(config.server.webhook()), api_auth = kind(config.server.api()),
+        destinations = %if destinations.is_empty() { "none".to_string() } else { destinations.join(", ") },
+        "culprit listening");
+    if destinations.is_empty() {
+        tracing::warn!(
+            "no destination is configured ([notify.slack], [notify.pagerduty], [notify.alertmanager], [[notify.webhook]]): verdicts are stored and served by the API, and go nowhere else"
+        );
+    }
+}
+
 /// A running culprit service.
 pub struct Application {
     addr: SocketAddr,
@@ -530,7 +588,11 @@ impl Application {
         if config.prometheus.is_none() {
             return Err("the service diagnoses live: the configuration needs a [prometheus] section with `url`".into());
         }
-        let auth = config.server.auth.as_ref().map(ExpectedAuth::from_config).transpose()?;
+        if let Some(problem) = config.server.exposure_problem() {
+            return Err(problem);
+        }
+        let webhook_auth = ExpectedAuth::from_server(config.server.webhook(), auth_key(&config, true))?;
+        let api_auth = ExpectedAuth::from_server(config.server.api(), auth_key(&config, false))?;
         let listener = tokio::net::TcpListener::bind(&config.server.listen)
             .await
             .map_err(|e| format!("cannot listen on {}: {e}", config.server.listen))?;
@@ -538,7 +600,7 @@ impl Application {
         let service = Arc::new(Service::new(config.clone())?);
         let (stop, stop_rx) = watch::channel(false);
         let workers = service.spawn(stop_rx.clone());
-        let state = Arc::new(AppState { service: service.clone(), auth });
+        let state = Arc::new(AppState { service: service.clone(), webhook_auth, api_auth });
         let app = router(state, &config);
         let mut shutdown = stop_rx;
         let server = tokio::spawn(async move {
@@ -551,7 +613,7 @@ impl Application {
                 tracing::error!(error = %e, "the HTTP server stopped");
             }
         });
-        tracing::info!(%addr, "culprit listening");
+        log_startup(&config, addr);
         Ok(Application { addr, service, stop, server, workers })
     }
 
@@ -600,6 +662,7 @@ mod tests {
     #[test]
     fn auth_compares_the_whole_header() {
         let e = ExpectedAuth(digest(b"Bearer abc"));
+        assert!(ExpectedAuth::from_server(Some(&ServerAuth::None), "server.auth").unwrap().is_none());
         let mut h = HeaderMap::new();
         h.insert(header::AUTHORIZATION, HeaderValue::from_static("Bearer abc"));
         assert!(e.accepts(&h));

@@ -1,0 +1,197 @@
+//! `culprit check-config FILE [--connect]`: validates a configuration, says what it
+//! configures (backends, clusters, destinations, how `serve` would listen), and with
+//! `--connect` reaches each backend and destination without posting anything (a dry run
+//! where the destination has one; PagerDuty and generic webhooks have none, and the report
+//! says so).
+//!
+//! Nothing printed holds a secret: secrets are named by their reference (`env`, `file`),
+//! and whatever a backend answers is redacted.
+
+use std::fmt::Write as _;
+use std::path::Path;
+use std::time::Duration;
+
+use crate::cli::{CliError, EXIT_BACKEND, EXIT_USAGE};
+use crate::config::{Config, HttpAuth, SecretSource, ServerAuth};
+
+/// How long a probe of Prometheus may take.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
+
+fn secret_ref(s: &SecretSource) -> String {
+    match s {
+        SecretSource::Env(v) => format!("env {v}"),
+        SecretSource::File(p) => format!("file {}", p.display()),
+    }
+}
+
+fn http_auth(a: Option<&HttpAuth>) -> String {
+    match a {
+        None => "no auth".into(),
+        Some(HttpAuth::Bearer { token }) => format!("bearer token from {}", secret_ref(token)),
+        Some(HttpAuth::Basic { username, password }) => {
+            format!("basic auth as {username}, password from {}", secret_ref(password))
+        }
+    }
+}
+
+fn server_auth(a: Option<&ServerAuth>) -> String {
+    match a {
+        None => "none (allowed on a loopback address only)".into(),
+        Some(ServerAuth::None) => "none, on purpose".into(),
+        Some(other) => http_auth(other.http().as_ref()),
+    }
+}
+
+/// What the configuration sets up, one line per part.
+pub fn describe(config: &Config) -> String {
+    let mut out = String::new();
+    let s = &config.server;
+    let _ = writeln!(out, "server: listens on {}", s.listen);
+    let _ = writeln!(out, "  webhook auth: {}", server_auth(s.webhook()));
+    let _ = writeln!(out, "  API auth: {}", server_auth(s.api()));
+    let _ = writeln!(out, "store: {} (synchronous {:?})", config.store.path.display(), config.store.synchronous);
+    match &config.prometheus {
+        Some(p) => {
+            let tenant = p.tenant.as_deref().map(|t| format!(", tenant {t}")).unwrap_or_default();
+            let _ = writeln!(out, "prometheus: {} ({}{tenant})", p.url, http_auth(p.auth.as_ref()));
+        }
+        None => {
+            let _ = writeln!(out, "prometheus: none (recordings and scrapes only; serve needs one)");
+        }
+    }
+    let f = &config.flink;
+    if f.clusters.is_empty() {
+        let _ = writeln!(out, "flink clusters: none (diagnoses without Flink REST)");
+    }
+    for c in &f.clusters {
+        let matches = if c.r#match.is_empty() {
+            "the default".to_string()
+        } else {
+            c.r#match.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(", ")
+        };
+        let _ =
+            writeln!(out, "flink cluster {}: {} (for {matches}; {})", c.name, c.rest_url, http_auth(c.auth.as_ref()));
+    }
+    if let Some(label) = &f.cluster_label {
+        let _ = writeln!(out, "  an alert's `{label}` label chooses the cluster by name");
+    }
+    for (job, path) in &f.plans {
+        let state = if path.exists() { "" } else { " (the file does not exist)" };
+        let _ = writeln!(out, "flink plan: {job} -> {}{state}", path.display());
+    }
+    let svc = &config.service;
+    let names =
+        if svc.alertnames.is_empty() { "every alert with a job label".into() } else { svc.alertnames.join(", ") };
+    let _ = writeln!(out, "alerts diagnosed: {names} (job labels {}, {})", svc.job_id_label, svc.job_name_label);
+    let destinations = crate::notify::describe(&config.notify);
+    if destinations.is_empty() {
+        let _ = writeln!(out, "destinations: none (verdicts are stored and served by the API only)");
+    }
+    for d in destinations {
+        let _ = writeln!(out, "destination: {d}");
+    }
+    out
+}
+
+/// Problems that stop `serve` (or a live diagnosis) although the file parses: secrets that
+/// cannot be read, a listen address open to other hosts without auth.
+fn problems(config: &Config) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Some(p) = config.server.exposure_problem() {
+        out.push(p);
+    }
+    for (key, auth) in [
+        ("server.auth", &config.server.auth),
+        ("server.webhook_auth", &config.server.webhook_auth),
+        ("server.api_auth", &config.server.api_auth),
+    ] {
+        let secret = match auth.as_ref().and_then(ServerAuth::http) {
+            Some(HttpAuth::Bearer { token }) => Some(token),
+            Some(HttpAuth::Basic { password, .. }) => Some(password),
+            None => None,
+        };
+        if let Some(Err(e)) = secret.as_ref().map(SecretSource::resolve) {
+            out.push(format!("{key}: {e}"));
+        }
+    }
+    if let Err(e) = crate::service::pipeline::Live::new(config.clone()) {
+        out.push(e.to_string());
+    }
+    if let Err(e) = crate::notify::Notifier::from_config(&config.notify) {
+        out.push(e);
+    }
+    out
+}
+
+/// Reaches every backend and destination; one line each, and whether all answered.
+async fn connect(config: &Config) -> (String, bool) {
+    let redactor = config.redactor();
+    let mut out = String::from("connect:\n");
+    let mut ok = true;
+    let mut line = |what: String, result: Result<String, String>| {
+        let (mark, text) = match result {
+            Ok(t) => ("ok", t),
+            Err(e) => {
+                ok = false;
+                ("FAILED", e)
+            }
+        };
+        let _ = writeln!(out, "  {what}: {mark}: {}", redactor.redact(&text));
+    };
+    if let Ok(live) = crate::service::pipeline::Live::new(config.clone()) {
+        if let Some(p) = live.prometheus() {
+            let result = p.ping(PROBE_TIMEOUT).await.map(|()| "answers queries".to_string()).map_err(|e| {
+                format!(
+                    "Prometheus at {} {} ({})",
+                    p.base(),
+                    crate::collect::prometheus::what_went_wrong(p.base(), &e),
+                    e
+                )
+            });
+            line(format!("prometheus {}", p.base()), result);
+        }
+        for c in &config.flink.clusters {
+            let labels = crate::service::Service::request_labels(Some(&c.name));
+            if let Some(rest) = live.flink_for(&labels) {
+                let result = rest.jobs().await.map(|jobs| format!("{} jobs", jobs.len())).map_err(|e| e.to_string());
+                line(format!("flink cluster {} {}", c.name, c.rest_url), result);
+            }
+        }
+    }
+    if let Ok(notifiers) = crate::notify::Notifier::from_config(&config.notify) {
+        for n in notifiers {
+            let result = n.probe().await.map_err(|e| e.message);
+            line(n.name(), result);
+        }
+    }
+    (out, ok)
+}
+
+/// `check-config`: the report on `out`; an error (exit 2 for a configuration that cannot
+/// be used, 3 when `--connect` could not reach something) after it.
+pub fn run(path: &Path, connect_too: bool, out: &mut dyn std::io::Write) -> Result<(), CliError> {
+    let config = Config::load(path).map_err(|e| CliError { code: EXIT_USAGE, message: e.to_string() })?;
+    let mut report = format!("{}: valid\n", path.display());
+    report.push_str(&describe(&config));
+    let problems = problems(&config);
+    for p in &problems {
+        let _ = writeln!(report, "problem: {p}");
+    }
+    let mut unreachable = false;
+    if connect_too {
+        let (text, ok) = crate::cli::runtime()?.block_on(connect(&config));
+        report.push_str(&text);
+        unreachable = !ok;
+    }
+    crate::cli::write_out(out, &report)?;
+    if !problems.is_empty() {
+        return Err(CliError { code: EXIT_USAGE, message: format!("{}: {}", path.display(), problems.join("; ")) });
+    }
+    if unreachable {
+        return Err(CliError {
+            code: EXIT_BACKEND,
+            message: format!("{}: a backend or destination could not be reached (see above)", path.display()),
+        });
+    }
+    Ok(())
+}
