@@ -447,7 +447,7 @@ async fn verdict_link(
             );
         }
         (_, false) => {
-            if let Some(expected) = &state.auth
+            if let Some(expected) = &state.api_auth
                 && !expected.accepts(&headers)
             {
                 return link_denied(StatusCode::UNAUTHORIZED, LinkError::Unsigned.explain(), html);
