@@ -48,7 +48,8 @@ async fn main() {
         .unwrap();
         let started = Instant::now();
         let source = PromSource::new(&prom, a.at_ms);
-        let request = DiagnosisRequest { job: Some(a.job.clone()), at_ms: Some(a.at_ms), window_ms: None };
+        let request =
+            DiagnosisRequest { job: Some(a.job.clone()), at_ms: Some(a.at_ms), window_ms: None, ..Default::default() };
         let snapshot = collect(
             &source,
             CollectInput {

@@ -30,6 +30,7 @@ fn args(dir: &Path) -> DiagnoseArgs {
         cluster: None,
         plan: Some(dir.join("plan.json")),
         job: None,
+        label: Vec::new(),
         at: None,
         window: None,
         config: None,

@@ -48,7 +48,8 @@ async fn live_verdict(url: &str, dir: &Path, at_ms: i64, job: &str) -> (Verdict,
     .unwrap();
     let source = PromSource::new(&prom, at_ms);
     let graph = JobGraph::from_plan_json(&std::fs::read_to_string(dir.join("plan.json")).unwrap()).unwrap();
-    let request = DiagnosisRequest { job: Some(job.to_string()), at_ms: Some(at_ms), window_ms: None };
+    let request =
+        DiagnosisRequest { job: Some(job.to_string()), at_ms: Some(at_ms), window_ms: None, ..Default::default() };
     let snapshot = collect(
         &source,
         CollectInput {
@@ -149,8 +150,12 @@ async fn a_live_diagnosis_by_job_name_uses_flink_rest_for_the_graph_and_checkpoi
     let tmp = tempfile::tempdir().unwrap();
     let config = Config::load(&write_config(tmp.path(), &prom.url, &flink.uri())).unwrap();
     let live = culprit::service::pipeline::Live::new(config).unwrap();
-    let request =
-        DiagnosisRequest { job: Some("bp-lab-slow-instance".into()), at_ms: Some(at_of(&expected)), window_ms: None };
+    let request = DiagnosisRequest {
+        job: Some("bp-lab-slow-instance".into()),
+        at_ms: Some(at_of(&expected)),
+        window_ms: None,
+        ..Default::default()
+    };
     let v = live.diagnose(&request, &Default::default(), at_of(&expected)).await.unwrap();
     assert_eq!(v.finding, expected.finding, "{}", v.summary);
     assert_eq!(v.culprit.unwrap().vertex_id, "b6178eccb258469b79a723c7c5e49988");
@@ -174,8 +179,12 @@ async fn without_flink_rest_the_live_diagnosis_runs_graph_free_and_says_so() {
     config.flink.deadline = Millis::from_secs(1);
     config.flink.timeout = Millis::from_secs(1);
     let live = culprit::service::pipeline::Live::new(config).unwrap();
-    let request =
-        DiagnosisRequest { job: Some("bp_lab_slow_sink".into()), at_ms: Some(at_of(&expected)), window_ms: None };
+    let request = DiagnosisRequest {
+        job: Some("bp_lab_slow_sink".into()),
+        at_ms: Some(at_of(&expected)),
+        window_ms: None,
+        ..Default::default()
+    };
     let v = live.diagnose(&request, &Default::default(), at_of(&expected)).await.unwrap();
     assert_eq!(v.culprit.as_ref().unwrap().vertex_id, "2e588ce1c86a9d46e2e85186773ce4fd", "{}", v.summary);
     assert_eq!(v.confidence.as_str(), "low");
@@ -209,6 +218,7 @@ async fn a_recording_written_by_record_replays_to_the_live_verdict_and_holds_onl
         window: None,
         config: config_path.clone(),
         cluster: None,
+        label: Vec::new(),
         out: out.clone(),
         plan_out: Some(plan.clone()),
         checkpoint_config_out: Some(ckpt.clone()),
@@ -224,7 +234,12 @@ async fn a_recording_written_by_record_replays_to_the_live_verdict_and_holds_onl
     assert!(bundle.contains("bp_lab_rocksdb_stall") && !bundle.contains("bp_lab_rocksdb_bound"));
 
     let live = culprit::service::pipeline::Live::new(Config::load(&config_path).unwrap()).unwrap();
-    let request = DiagnosisRequest { job: Some("bp-lab-rocksdb-stall".into()), at_ms: Some(at), window_ms: None };
+    let request = DiagnosisRequest {
+        job: Some("bp-lab-rocksdb-stall".into()),
+        at_ms: Some(at),
+        window_ms: None,
+        ..Default::default()
+    };
     let live_verdict = live.diagnose(&request, &Default::default(), at).await.unwrap();
 
     let replay = culprit::cli::diagnose_command(
@@ -236,6 +251,7 @@ async fn a_recording_written_by_record_replays_to_the_live_verdict_and_holds_onl
             cluster: None,
             plan: Some(plan),
             job: None,
+            label: Vec::new(),
             at: None,
             window: None,
             config: None,
@@ -279,6 +295,7 @@ async fn scraping_the_reporters_directly_finds_the_culprit_without_prometheus() 
         cluster: None,
         plan: None,
         job: Some("bp-lab-hot-key".into()),
+        label: Vec::new(),
         at: None,
         window: None,
         config: None,
@@ -312,7 +329,8 @@ async fn a_diagnosis_of_a_100_vertex_64_subtask_job_sends_at_most_12_requests() 
     // The last sample is at start + 11 × 5 s.
     let at = job.start_ms + 55_000;
     let source = PromSource::new(&prom, at);
-    let request = DiagnosisRequest { job: Some("synthetic-job".into()), at_ms: Some(at), window_ms: None };
+    let request =
+        DiagnosisRequest { job: Some("synthetic-job".into()), at_ms: Some(at), window_ms: None, ..Default::default() };
     let snapshot = collect(
         &source,
         CollectInput {
@@ -379,7 +397,8 @@ async fn hostile_names_reach_promql_escaped_and_select_only_their_own_series() {
     let at = job.start_ms + 55_000;
     let source = PromSource::new(&prom, at);
     let graph = Some(JobGraph::from_plan_json(&job.plan_json()).unwrap());
-    let request = DiagnosisRequest { job: Some("synthetic-job".into()), at_ms: Some(at), window_ms: None };
+    let request =
+        DiagnosisRequest { job: Some("synthetic-job".into()), at_ms: Some(at), window_ms: None, ..Default::default() };
     let snapshot = collect(
         &source,
         CollectInput {
@@ -398,7 +417,12 @@ async fn hostile_names_reach_promql_escaped_and_select_only_their_own_series() {
     assert_eq!(snapshot.partitions[0].consumer_group, hostile);
 
     // A hostile job name given directly selects nothing and says so.
-    let request = DiagnosisRequest { job: Some(r#"x"} or vector(1) or {""#.into()), at_ms: Some(at), window_ms: None };
+    let request = DiagnosisRequest {
+        job: Some(r#"x"} or vector(1) or {""#.into()),
+        at_ms: Some(at),
+        window_ms: None,
+        ..Default::default()
+    };
     let err = collect(
         &source,
         CollectInput { request: &request, graph, checkpoint_config: None, config: &config, catalog: &config.metrics },

@@ -33,6 +33,7 @@ fn args(dir: &Path, recording: &Path) -> DiagnoseArgs {
         cluster: None,
         plan: Some(dir.join("plan.json")),
         job: None,
+        label: Vec::new(),
         at: None,
         window: None,
         config: None,
@@ -212,4 +213,153 @@ async fn a_capture_scraped_by_two_scrape_jobs_gives_the_verdict_of_the_capture_s
     let v = live(&server.url, &dir, &request).await;
     assert_same(&serde_json::to_value(&expected).unwrap(), &serde_json::to_value(&v).unwrap(), "slow-sink twice live");
     assert_eq!(v.culprit.as_ref().map(|c| c.vertex_name.as_str()), Some("slow-sink: Writer"), "{}", v.summary);
+}
+
+// ---------------------------------------------------------------------------------------
+// 01: two application-mode deployments share the job id 000…0.
+// ---------------------------------------------------------------------------------------
+
+fn with_labels(mut a: DiagnoseArgs, labels: &[&str]) -> DiagnoseArgs {
+    a.label = labels.iter().map(|s| s.to_string()).collect();
+    a
+}
+
+/// The slow US deployment, as the alert's `namespace` names it: its sink is the culprit,
+/// with the US numbers only (sink busy max(995, 990) = 0.995, sources backpressured
+/// max(930, 925) = 0.93, 2 subtasks each as the plan says); the EU copy (busy 0.18, nothing
+/// backpressured) blends in nowhere.
+fn assert_report_01_us(v: &Verdict) {
+    assert_eq!((v.status, v.finding), (Status::CulpritFound, Finding::Sink), "{}", v.summary);
+    assert_eq!(v.culprit.as_ref().unwrap().vertex_name, "Sink: orders-out");
+    assert_eq!(v.culprit.as_ref().unwrap().subtasks, [0, 1]);
+    assert_eq!(vertex(v, "Sink: orders-out").busy_max, Some(0.995));
+    assert_eq!(vertex(v, "Source: orders").backpressured_max, Some(0.93));
+    no_plan_of_another_run_note(v);
+    assert!(
+        v.notes.iter().any(|n| n.starts_with("2 deployments report this job id at once (namespace=flink-eu; namespace=flink-us): diagnosing namespace=flink-us")),
+        "{:#?}",
+        v.notes
+    );
+}
+
+/// The healthy EU deployment: no backpressure, its own numbers (enrich busy max(220, 230)).
+fn assert_report_01_eu(v: &Verdict) {
+    assert_eq!((v.status, v.finding), (Status::NoBackpressure, Finding::None), "{}", v.summary);
+    assert_eq!(vertex(v, "enrich").busy_max, Some(0.23));
+    assert_eq!(vertex(v, "Source: orders").backpressured_max, Some(0.0));
+    no_plan_of_another_run_note(v);
+}
+
+fn assert_refuses_to_blend(message: &str) {
+    assert!(
+        message.contains(
+            "job_id 00000000000000000000000000000000 is reported by 2 deployments at once (namespace=flink-eu; namespace=flink-us) and the request does not say which; their metrics are not blended into one verdict"
+        ),
+        "{message}"
+    );
+}
+
+#[test]
+fn report_01_two_deployments_under_one_job_id_are_never_blended_offline() {
+    let dir = report("01-zero-job-id-two-deployments");
+    let recording = dir.join("recording.om.gz");
+    // Nothing says which deployment: refused, naming both (exit code 2, bad input).
+    let err = diagnose_command(&args(&dir, &recording), 0).unwrap_err();
+    assert_eq!(err.code, culprit::cli::EXIT_USAGE);
+    assert_refuses_to_blend(&err.message);
+    let us = diagnose_command(&with_labels(args(&dir, &recording), &["namespace=flink-us"]), 0).unwrap();
+    assert_report_01_us(&us);
+    let eu = diagnose_command(&with_labels(args(&dir, &recording), &["namespace=flink-eu"]), 0).unwrap();
+    assert_report_01_eu(&eu);
+    // Labels that do not tell the deployments apart change nothing; a namespace that is
+    // neither is refused.
+    let err =
+        diagnose_command(&with_labels(args(&dir, &recording), &["alertname=FlinkJobBackpressured"]), 0).unwrap_err();
+    assert_refuses_to_blend(&err.message);
+    let err = diagnose_command(&with_labels(args(&dir, &recording), &["namespace=flink-ap"]), 0).unwrap_err();
+    assert!(err.message.contains("the request's namespace=flink-ap names no single one of them"), "{}", err.message);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn report_01_two_deployments_under_one_job_id_are_never_blended_live() {
+    let dir = report("01-zero-job-id-two-deployments");
+    let recording = dir.join("recording.om.gz");
+    let expected_us = diagnose_command(&with_labels(args(&dir, &recording), &["namespace=flink-us"]), 0).unwrap();
+    let server = support::prometheus_with(&recording);
+    let request = |labels: &[(&str, &str)]| DiagnosisRequest {
+        job: Some("orders-enricher".into()),
+        at_ms: Some(at_of(&expected_us)),
+        labels: labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+        ..Default::default()
+    };
+    let us =
+        live(&server.url, &dir, &request(&[("namespace", "flink-us"), ("alertname", "FlinkJobBackpressured")])).await;
+    assert_report_01_us(&us);
+    assert_same(&serde_json::to_value(&expected_us).unwrap(), &serde_json::to_value(&us).unwrap(), "01 us live");
+    assert_report_01_eu(&live(&server.url, &dir, &request(&[("namespace", "flink-eu")])).await);
+
+    // Without a namespace the live collection refuses too.
+    let config = Config::default();
+    let prom = Prometheus::new(&PrometheusConfig {
+        url: server.url.clone(),
+        timeout: Millis::from_secs(10),
+        deadline: Millis::from_secs(20),
+        auth: None,
+        tenant: None,
+    })
+    .unwrap();
+    let source = PromSource::new(&prom, at_of(&expected_us));
+    let err = collect(
+        &source,
+        CollectInput {
+            request: &request(&[]),
+            graph: None,
+            checkpoint_config: None,
+            config: &config,
+            catalog: &config.metrics,
+        },
+    )
+    .await
+    .unwrap_err();
+    assert_refuses_to_blend(&err.to_string());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn report_01_a_recording_of_one_deployment_holds_only_its_series_and_replays_to_its_verdict() {
+    let dir = report("01-zero-job-id-two-deployments");
+    let recording = dir.join("recording.om.gz");
+    let at = at_of(&diagnose_command(&with_labels(args(&dir, &recording), &["namespace=flink-us"]), 0).unwrap());
+    let server = support::prometheus_with(&recording);
+    let tmp = tempfile::tempdir().unwrap();
+    let config = tmp.path().join("culprit.toml");
+    std::fs::write(&config, format!("[prometheus]\nurl = \"{}\"\n", server.url)).unwrap();
+    let out = tmp.path().join("us.om.gz");
+    let record = culprit::cli::RecordArgs {
+        job: "orders-enricher".into(),
+        label: vec!["namespace=flink-us".into()],
+        lookback: "1h".into(),
+        at: Some(culprit::model::verdict::rfc3339(at)),
+        window: None,
+        config,
+        cluster: None,
+        out: out.clone(),
+        plan_out: None,
+        checkpoint_config_out: None,
+    };
+    let summary = culprit::cli::record_command(&record, at).await.unwrap_or_else(|e| panic!("{}", e.message));
+    assert!(summary.contains("verdict: "), "{summary}");
+    let text = tmp.path().join("us.om");
+    support::gunzip(&out, &text);
+    let text = std::fs::read_to_string(&text).unwrap();
+    assert!(text.contains("namespace=\"flink-us\"") && !text.contains("namespace=\"flink-eu\""));
+    // The bundle replays without a label: only one deployment is in it.
+    let mut replay = args(&dir, &out);
+    replay.plan = None;
+    let v = diagnose_command(&replay, 0).unwrap_or_else(|e| panic!("{}", e.message));
+    assert_eq!(
+        v.culprit.as_ref().map(|c| c.vertex_id.as_str()),
+        Some("4bf7c1955ffe56e2106d666433eaf137"),
+        "{}",
+        v.summary
+    );
 }

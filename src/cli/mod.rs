@@ -130,6 +130,12 @@ pub struct DiagnoseArgs {
     /// several runs share the name, the newest job id wins and the verdict says so.
     #[arg(long, value_name = "NAME_OR_ID")]
     pub job: Option<String>,
+    /// Which deployment is meant when two report the same job id (application mode with HA
+    /// gives every job the id 000…0), by a label its series carry: `--label
+    /// namespace=flink-us`. Repeat for more labels. Without it such a job is refused, not
+    /// blended.
+    #[arg(long, value_name = "LABEL=VALUE")]
+    pub label: Vec<String>,
     /// The time the verdict is about, RFC 3339 (`2026-11-29T10:36:00Z`). Default: the
     /// recording's last sample.
     #[arg(long, value_name = "RFC3339")]
@@ -155,6 +161,10 @@ pub struct RecordArgs {
     /// The job: its name as Flink shows it, as the reporter writes it, or its job id.
     #[arg(long, value_name = "NAME_OR_ID")]
     pub job: String,
+    /// Which deployment is meant when two report the same job id, by a label its series
+    /// carry (`--label namespace=flink-us`); repeatable.
+    #[arg(long, value_name = "LABEL=VALUE")]
+    pub label: Vec<String>,
     /// How far back the recording reaches (the trend lookback), e.g. `1h`.
     #[arg(long, value_name = "DURATION", default_value = "1h")]
     pub lookback: String,
@@ -346,6 +356,22 @@ fn check_job(job: Option<&str>) -> Result<(), CliError> {
     }
 }
 
+/// `--label name=value` flags as labels; a bad one is a usage error naming it.
+fn parse_labels(flags: &[String]) -> Result<std::collections::BTreeMap<String, String>, CliError> {
+    flags
+        .iter()
+        .map(|f| {
+            let (k, v) = f.split_once('=').unwrap_or((f, ""));
+            let valid = k.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+                && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+            if !valid || v.is_empty() {
+                return Err(CliError::usage(format!("--label `{f}` is not LABEL=VALUE, such as namespace=flink-us")));
+            }
+            Ok((k.to_string(), v.to_string()))
+        })
+        .collect()
+}
+
 /// `--cluster NAME` chooses the Flink cluster by name.
 fn cluster_labels(cluster: Option<&str>) -> std::collections::BTreeMap<String, String> {
     crate::service::Service::request_labels(cluster)
@@ -379,7 +405,7 @@ pub async fn diagnose_live_command(args: &DiagnoseArgs, now_ms: i64) -> Result<V
     let at_ms = args.at.as_deref().map(parse_at).transpose()?;
     let window_ms = parse_window(args.window.as_deref())?;
     check_job(args.job.as_deref())?;
-    let request = DiagnosisRequest { job: args.job.clone(), at_ms, window_ms };
+    let request = DiagnosisRequest { job: args.job.clone(), at_ms, window_ms, labels: parse_labels(&args.label)? };
     if !args.scrape.is_empty() {
         return scrape_command(args, &config, &request, now_ms).await;
     }
@@ -516,7 +542,8 @@ pub async fn record_command(args: &RecordArgs, now_ms: i64) -> Result<String, Cl
         graph = plan.ok();
         job = run_id;
     }
-    let request = DiagnosisRequest { job: Some(job), at_ms: Some(at_ms), window_ms };
+    let request =
+        DiagnosisRequest { job: Some(job), at_ms: Some(at_ms), window_ms, labels: parse_labels(&args.label)? };
     let source =
         crate::collect::recorder::RecordingSource::new(crate::collect::prometheus::PromSource::new(prometheus, at_ms));
     let snapshot = collect(
@@ -534,7 +561,8 @@ pub async fn record_command(args: &RecordArgs, now_ms: i64) -> Result<String, Cl
     let verdict = diagnose(&snapshot, &config.diagnosis);
     let file = std::fs::File::create(&args.out)
         .map_err(|e| CliError::usage(format!("{}: cannot create: {e}", args.out.display())))?;
-    let marker = [("job_id", snapshot.job.id.as_str()), ("job_name", snapshot.job.name.as_str())];
+    let mut marker = vec![("job_id", snapshot.job.id.as_str()), ("job_name", snapshot.job.name.as_str())];
+    marker.extend(snapshot.job.deployment.iter().map(|(k, v)| (k.as_str(), v.as_str())));
     let (series, samples) = source
         .write_recording(std::io::BufWriter::new(file), at_ms, snapshot.at_ms, &marker)
         .await
@@ -674,7 +702,7 @@ pub fn diagnose_command(args: &DiagnoseArgs, now_ms: i64) -> Result<Verdict, Cli
         }
     }
     store.finish();
-    let request = DiagnosisRequest { job: args.job.clone(), at_ms, window_ms };
+    let request = DiagnosisRequest { job: args.job.clone(), at_ms, window_ms, labels: parse_labels(&args.label)? };
     let snapshot = block_on(collect(
         &store,
         CollectInput { request: &request, graph, checkpoint_config, config: &config, catalog: &config.metrics },

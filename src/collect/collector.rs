@@ -77,6 +77,21 @@ pub enum CollectError {
     JobNotFound { wanted: String, known: Vec<String> },
     #[error("several jobs have metrics here ({}); choose one with --job", list_some(.names))]
     AmbiguousJob { names: Vec<String> },
+    #[error("{}", ambiguous_deployment(.job_id, .deployments, .labels, .asked))]
+    AmbiguousDeployment {
+        job_id: String,
+        /// Each deployment, as `label=value, …`.
+        deployments: Vec<String>,
+        /// The labels that tell them apart.
+        labels: Vec<String>,
+        /// What the request said of those labels (`label=value`).
+        asked: Vec<String>,
+    },
+    #[error(
+        "job_id {job_id} is reported by several deployments at once, and its task metrics carry none of the labels that tell the one with {} apart: they cannot be diagnosed apart. Give every series of each deployment a label that tells it apart (e.g. relabel `namespace` or `cluster` onto the TaskManagers' series too)",
+        .deployment.join(", ")
+    )]
+    InseparableDeployments { job_id: String, deployment: Vec<String> },
     #[error(
         "no Flink job metrics (`{metric}`) between {from} and {to}; is this a Flink reporter's output, and is that the time to look at?"
     )]
@@ -134,6 +149,21 @@ fn list_some(v: &[String]) -> String {
     }
 }
 
+fn ambiguous_deployment(job_id: &str, deployments: &[String], labels: &[String], asked: &[String]) -> String {
+    let example = labels.first().map(String::as_str).unwrap_or("namespace");
+    let which = if asked.is_empty() {
+        String::from("the request does not say which")
+    } else {
+        format!("the request's {} names no single one of them", asked.join(", "))
+    };
+    format!(
+        "job_id {job_id} is reported by {} deployments at once ({}) and {which}; their metrics are not blended into one verdict. Name one by {} (an alert label, `--label {example}=…`, or the API's `label={example}=…`)",
+        deployments.len(),
+        deployments.join("; "),
+        labels.join(", ")
+    )
+}
+
 /// Everything the collector needs besides the metric source.
 pub struct CollectInput<'a> {
     pub request: &'a DiagnosisRequest,
@@ -164,6 +194,10 @@ pub struct JobRun {
     /// The first evaluation time with data for this run (a recording may begin after the
     /// run started), Unix ms.
     pub first_seen_ms: i64,
+    /// The labels of its JobManager series besides `job_id` and `job_name`, scrape labels
+    /// dropped (`host`, `namespace`, `cluster`, …): what tells two deployments under one job
+    /// id apart.
+    pub labels: BTreeMap<String, String>,
 }
 
 /// Runs of every job seen in the answer of the job lookup query (uptime per step).
@@ -191,6 +225,12 @@ pub fn job_runs(uptime: &QueryResult) -> Vec<JobRun> {
                 scrape_interval_ms,
                 start_ms: Some(sampled_at - u as i64),
                 first_seen_ms: finite[0].0,
+                labels: s
+                    .labels
+                    .iter()
+                    .filter(|(k, _)| *k != l::JOB_ID && *k != l::JOB_NAME)
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect(),
             })
         })
         .collect()
@@ -299,11 +339,12 @@ async fn collect_from<S: MetricSource>(source: &S, input: CollectInput<'_>) -> R
     let at = input.request.at_ms.or_else(|| source.latest_ms()).ok_or(CollectError::NoData)?;
 
     // Round 1: which job.
-    let (run, mut notes, at) = which_job(source, &input, at).await?;
+    let Which { run, mut notes, at, distinguishing } = which_job(source, &input, at).await?;
 
-    // Round 2: which series (the hygiene the run's task series need), then which window.
+    // Round 2: which series (the run's deployment, the hygiene its task series need), then
+    // which window.
     let mut answers = Answers::default();
-    let series = which_series(source, &input, &run, at, &mut notes, &mut answers.missing).await;
+    let series = which_series(source, &input, &run, &distinguishing, at, &mut notes, &mut answers.missing).await?;
     let window = which_window(source, &input, &run, &series, at, &mut answers.missing, &mut notes).await;
 
     // The name as Flink shows it when the plan belongs to this job, else the reporter's.
@@ -371,7 +412,11 @@ async fn collect_from<S: MetricSource>(source: &S, input: CollectInput<'_>) -> R
     missing.sort();
     missing.dedup();
     Ok(Snapshot {
-        job: JobIdentity { name: name.clone(), id: run.id.clone() },
+        job: JobIdentity {
+            name: name.clone(),
+            id: run.id.clone(),
+            deployment: series.matchers.iter().cloned().collect(),
+        },
         at_ms: at,
         window,
         job_start_ms: run.start_ms,
@@ -485,18 +530,74 @@ impl Answers {
 
 /// Round 1: the run to diagnose, notes about the choice, and the time the diagnosis is
 /// about (`at`, or earlier when the data ends earlier: see [`data_end`]).
-async fn which_job<S: MetricSource>(
-    source: &S,
-    input: &CollectInput<'_>,
-    at: i64,
-) -> Result<(JobRun, Vec<String>, i64), CollectError> {
+async fn which_job<S: MetricSource>(source: &S, input: &CollectInput<'_>, at: i64) -> Result<Which, CollectError> {
     let cfg = &input.config.diagnosis;
     let (runs, newest) = find_runs(source, input.catalog, at, cfg.trend_lookback.as_ms(), cfg.step.as_ms()).await?;
     let plan_job_id = input.graph.as_ref().and_then(|g| g.job_id.clone());
-    let (run, mut notes) = resolve_job(&runs, input.request.job.as_deref(), plan_job_id.as_deref())?;
+    let (picked, mut notes) = resolve_job(&newest_per_id(&runs), input.request.job.as_deref(), plan_job_id.as_deref())?;
+    let (run, distinguishing) =
+        choose_deployment(&runs, &picked.id, &input.request.labels, cfg.step.as_ms(), &mut notes)?;
     let stale_after = run.scrape_interval_ms.map_or(STALE_AFTER_MS, |i| 2 * i + cfg.step.as_ms());
     let at = data_end(&run, at, newest, stale_after, input.request.at_ms.is_some(), &mut notes);
-    Ok((run, notes, at))
+    Ok(Which { run, notes, at, distinguishing })
+}
+
+/// Round 1's answer.
+struct Which {
+    run: JobRun,
+    notes: Vec<String>,
+    /// The time the diagnosis is about.
+    at: i64,
+    /// The labels that tell the run's deployment from others under its job id, with its
+    /// values (empty: the job id is one deployment's).
+    distinguishing: Vec<(String, String)>,
+}
+
+/// One run per job id (its newest series) for choosing the job; the deployments of the
+/// chosen id are told apart afterwards.
+fn newest_per_id(runs: &[JobRun]) -> Vec<JobRun> {
+    let mut by_id: BTreeMap<&str, &JobRun> = BTreeMap::new();
+    for r in runs {
+        let e = by_id.entry(&r.id).or_insert(r);
+        if (r.sampled_at_ms, r.last_seen_ms) > (e.sampled_at_ms, e.last_seen_ms) {
+            *e = r;
+        }
+    }
+    by_id.into_values().cloned().collect()
+}
+
+/// The deployment to diagnose among the JobManager series of job id `id`: one, or the one
+/// the request's labels name (a note says so); several at once without a choice is an
+/// error naming them.
+fn choose_deployment(
+    runs: &[JobRun],
+    id: &str,
+    wanted: &BTreeMap<String, String>,
+    step: i64,
+    notes: &mut Vec<String>,
+) -> Result<(JobRun, Vec<(String, String)>), CollectError> {
+    let of_id: Vec<&JobRun> = runs.iter().filter(|r| r.id == id).collect();
+    let newest = of_id.iter().map(|r| r.sampled_at_ms).max().unwrap_or_default();
+    let reporters: Vec<identity::Reporter> = of_id
+        .iter()
+        .map(|r| identity::Reporter {
+            labels: &r.labels,
+            current: newest - r.sampled_at_ms <= r.scrape_interval_ms.map_or(STALE_AFTER_MS, |i| 2 * i + step),
+            sampled_at_ms: r.sampled_at_ms,
+        })
+        .collect();
+    match identity::pick_deployment(&reporters, wanted) {
+        Ok(chosen) => {
+            notes.extend(chosen.note);
+            Ok((of_id[chosen.index].clone(), chosen.distinguishing))
+        }
+        Err(a) => Err(CollectError::AmbiguousDeployment {
+            job_id: id.to_string(),
+            deployments: a.deployments,
+            labels: a.labels,
+            asked: a.asked,
+        }),
+    }
 }
 
 /// The end of the window: `at`, or earlier when the data ends earlier.
@@ -582,9 +683,11 @@ pub async fn find_runs<S: MetricSource>(
     lookback: i64,
     step: i64,
 ) -> Result<(Vec<JobRun>, Option<i64>), CollectError> {
+    // One series per JobManager, however many scrape jobs read it; deployments that share a
+    // job id stay apart by their other labels.
     let lookup = Query::Range {
         selector: Selector::metric(&cat.uptime),
-        aggregation: Some(Aggregation::new(Agg::Max, &[l::JOB_ID, l::JOB_NAME])),
+        aggregation: Some(Aggregation::without(Agg::Max, &cat.scrape_labels)),
         start_ms: at - lookback,
         end_ms: at,
         step_ms: step,
@@ -620,6 +723,7 @@ pub async fn find_runs<S: MetricSource>(
                 scrape_interval_ms: None,
                 start_ms: None,
                 first_seen_ms: at,
+                labels: BTreeMap::new(),
             })
             .collect();
     }
@@ -633,28 +737,46 @@ pub async fn find_runs<S: MetricSource>(
     Ok((runs, newest))
 }
 
-/// Round 2, first half: which series of the run count: its deployment, and the hygiene its
-/// task series need (only the newest of several task attempts, each of several scrape
-/// targets once); a note when series were scraped more than once. A failed query is noted
-/// in `missing` and leaves the series as they are.
+/// Round 2, first half: which series of the run count: its deployment (of
+/// `distinguishing`, the labels its task series carry), and the hygiene its task series
+/// need (only the newest of several task attempts, each of several scrape targets once); a
+/// note when series were scraped more than once. A failed query is noted in `missing` and
+/// leaves the series as they are.
 async fn which_series<S: MetricSource>(
     source: &S,
     input: &CollectInput<'_>,
     run: &JobRun,
+    distinguishing: &[(String, String)],
     at: i64,
     notes: &mut Vec<String>,
     missing: &mut Vec<Missing>,
-) -> SeriesScope {
-    let mut series = SeriesScope::default();
+) -> Result<SeriesScope, CollectError> {
+    // Until the task series say otherwise, the deployment is told apart by every label
+    // that tells its JobManager series apart.
+    let mut series = SeriesScope { matchers: distinguishing.to_vec(), ..SeriesScope::default() };
     let cat = input.catalog;
-    let selector = series.deployment(Selector::metric(&cat.records_in).with(l::JOB_ID, &run.id));
+    let selector = Selector::metric(&cat.records_in).with(l::JOB_ID, &run.id);
     let lookback = input.config.diagnosis.trend_lookback.as_ms();
-    let named = identity::hygiene_queries(&selector, &cat.scrape_labels, at, lookback);
+    let labels: Vec<String> = distinguishing.iter().map(|(k, _)| k.clone()).collect();
+    let named = identity::hygiene_queries(&selector, &labels, &cat.scrape_labels, at, lookback);
     let queries: Vec<Query> = named.iter().map(|(_, q)| q.clone()).collect();
     let mut answers = source.run(&queries).await.into_iter();
     match (answers.next(), answers.next()) {
         (Some(Ok(attempts)), Some(Ok(once))) => {
-            let (hygiene, note) = identity::hygiene_from(&attempts, &once, &cat.scrape_labels);
+            if !attempts.is_empty() {
+                series.matchers = identity::task_matchers(distinguishing, &attempts);
+                if series.matchers.is_empty() && !distinguishing.is_empty() {
+                    return Err(CollectError::InseparableDeployments {
+                        job_id: run.id.clone(),
+                        deployment: distinguishing.iter().map(|(k, v)| format!("{k}={v}")).collect(),
+                    });
+                }
+            }
+            let (hygiene, note) = identity::hygiene_from(
+                &identity::matching(&attempts, &series.matchers),
+                &identity::matching(&once, &series.matchers),
+                &cat.scrape_labels,
+            );
             series.hygiene = hygiene;
             notes.extend(note);
         }
@@ -664,7 +786,7 @@ async fn which_series<S: MetricSource>(
         }),
         _ => {}
     }
-    series
+    Ok(series)
 }
 
 /// Round 2, second half: the window averages are taken over, ending at `at`: the requested length,
@@ -1344,6 +1466,7 @@ mod tests {
             scrape_interval_ms: None,
             start_ms: Some(start),
             first_seen_ms: start,
+            labels: BTreeMap::new(),
         }
     }
 
@@ -1433,7 +1556,7 @@ mod tests {
 
     fn collect_job(store: &crate::collect::store::SeriesStore, job: &str, at_ms: Option<i64>) -> Snapshot {
         let config = Config::default();
-        let request = DiagnosisRequest { job: Some(job.into()), at_ms, window_ms: None };
+        let request = DiagnosisRequest { job: Some(job.into()), at_ms, window_ms: None, ..Default::default() };
         let input = CollectInput {
             request: &request,
             graph: None,
@@ -1506,7 +1629,7 @@ mod tests {
         assert_eq!(snap.at_ms, 600_000);
         let at_637 = {
             let config = Config::default();
-            let request = DiagnosisRequest { job: Some("j".into()), at_ms: None, window_ms: None };
+            let request = DiagnosisRequest { job: Some("j".into()), ..Default::default() };
             let input = CollectInput {
                 request: &request,
                 graph: None,
@@ -1527,7 +1650,7 @@ mod tests {
         // not said to have stopped (it is as current as the store).
         let store = one_job_until(600);
         let config = Config::default();
-        let request = DiagnosisRequest { job: Some("j".into()), at_ms: None, window_ms: None };
+        let request = DiagnosisRequest { job: Some("j".into()), ..Default::default() };
         let input = CollectInput {
             request: &request,
             graph: None,
@@ -1556,6 +1679,58 @@ mod tests {
         fn latest_ms(&self) -> Option<i64> {
             Some(self.1)
         }
+    }
+
+    /// Two standalone clusters run job id `z` at once; only their JobManagers' `host`
+    /// (jm-a, jm-b) tells them apart, and task series carry their TaskManager's host.
+    fn two_clusters_told_apart_by_the_jobmanager_host_only() -> crate::collect::store::SeriesStore {
+        let mut text = String::new();
+        for (jm, tm) in [("jm-a", "tm-a"), ("jm-b", "tm-b")] {
+            for t in (0..=300).step_by(15) {
+                text.push_str(&format!(
+                    "flink_jobmanager_job_uptime{{job_id=\"z\",job_name=\"z\",host=\"{jm}\"}} {} {t}\n",
+                    t * 1000 + 3_600_000
+                ));
+                text.push_str(&format!(
+                    "flink_taskmanager_job_task_numRecordsIn{{job_id=\"z\",job_name=\"z\",host=\"{tm}\",task_id=\"v\",subtask_index=\"0\",task_attempt_num=\"0\"}} {} {t}\n",
+                    t * 10
+                ));
+            }
+        }
+        text.push_str("# EOF\n");
+        let mut store = crate::collect::store::SeriesStore::new();
+        store.read_from(text.as_bytes(), "two-clusters", None).unwrap();
+        store.finish();
+        store
+    }
+
+    #[test]
+    fn deployments_their_task_series_cannot_tell_apart_are_refused_not_blended() {
+        let store = two_clusters_told_apart_by_the_jobmanager_host_only();
+        let config = Config::default();
+        let diagnose = |labels: &[(&str, &str)]| {
+            let request = DiagnosisRequest {
+                job: Some("z".into()),
+                labels: labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+                ..Default::default()
+            };
+            let input = CollectInput {
+                request: &request,
+                graph: None,
+                checkpoint_config: None,
+                config: &config,
+                catalog: &config.metrics,
+            };
+            crate::collect::block_on(collect(&store, input)).unwrap_err()
+        };
+        let err = diagnose(&[]);
+        assert!(matches!(&err, CollectError::AmbiguousDeployment { labels, .. } if labels == &["host"]), "{err}");
+        // Naming one by its JobManager host does not help: no task series carries it.
+        let err = diagnose(&[("host", "jm-a")]);
+        assert!(
+            matches!(&err, CollectError::InseparableDeployments { deployment, .. } if deployment == &["host=jm-a"]),
+            "{err}"
+        );
     }
 
     #[test]

@@ -52,6 +52,105 @@ impl SeriesScope {
     }
 }
 
+/// One series of a job id's JobManager uptime (scrape labels dropped): a deployment that
+/// reports the job, or an older incarnation of one.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Reporter<'a> {
+    /// Its labels but `job_id` and `job_name`.
+    pub labels: &'a BTreeMap<String, String>,
+    /// Reports up to the newest data of the job id (not an incarnation that stopped).
+    pub current: bool,
+    /// When its newest sample was taken, Unix ms.
+    pub sampled_at_ms: i64,
+}
+
+/// The deployment chosen among the reporters of one job id.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Chosen {
+    /// Index into the reporters.
+    pub index: usize,
+    /// The labels that tell the deployments apart, with the chosen one's values; empty when
+    /// the job id is one deployment's.
+    pub distinguishing: Vec<(String, String)>,
+    pub note: Option<String>,
+}
+
+/// Several deployments report the job id at once and the request does not pick one.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Ambiguous {
+    /// Each deployment, as `label=value, …`.
+    pub deployments: Vec<String>,
+    /// The labels that tell them apart.
+    pub labels: Vec<String>,
+    /// The request's values of those labels, as `label=value` (none: it named none).
+    pub asked: Vec<String>,
+}
+
+fn describe(labels: &[String], values: &[String]) -> String {
+    let pairs: Vec<String> =
+        labels.iter().zip(values).filter(|(_, v)| !v.is_empty()).map(|(k, v)| format!("{k}={v}")).collect();
+    pairs.join(", ")
+}
+
+/// Picks the deployment to diagnose among the reporters of one job id (application mode
+/// with HA gives every job the id `000…0`). Current reporters whose labels differ in a
+/// label with two or more values are several deployments: `wanted` (the request's labels)
+/// must name one by those labels, or nothing is blended and the answer is [`Ambiguous`].
+/// Reporters that differ only where one has a label the other lacks (two relabelling
+/// schemes), or that stopped, are one deployment: the newest wins.
+pub fn pick_deployment(reporters: &[Reporter], wanted: &BTreeMap<String, String>) -> Result<Chosen, Ambiguous> {
+    let newest_of = |members: &[usize]| {
+        *members
+            .iter()
+            .max_by_key(|&&i| (reporters[i].current, reporters[i].sampled_at_ms))
+            .expect("at least one reporter")
+    };
+    let all: Vec<usize> = (0..reporters.len()).collect();
+    let current: Vec<usize> = all.iter().copied().filter(|&i| reporters[i].current).collect();
+    let mut values_of: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+    for &i in &current {
+        for (k, v) in reporters[i].labels.iter().filter(|(_, v)| !v.is_empty()) {
+            values_of.entry(k.as_str()).or_default().insert(v.as_str());
+        }
+    }
+    let labels: Vec<String> = values_of.iter().filter(|(_, vs)| vs.len() > 1).map(|(k, _)| k.to_string()).collect();
+    if labels.is_empty() {
+        return Ok(Chosen { index: newest_of(&all), distinguishing: Vec::new(), note: None });
+    }
+    let mut groups: BTreeMap<Vec<String>, Vec<usize>> = BTreeMap::new();
+    for &i in &current {
+        let key = labels.iter().map(|l| reporters[i].labels.get(l).cloned().unwrap_or_default()).collect();
+        groups.entry(key).or_default().push(i);
+    }
+    let deployments: Vec<String> = groups.keys().map(|k| describe(&labels, k)).collect();
+    let asked: Vec<(usize, &String)> =
+        labels.iter().enumerate().filter_map(|(i, l)| wanted.get(l).map(|v| (i, v))).collect();
+    let matching: Vec<(&Vec<String>, &Vec<usize>)> =
+        groups.iter().filter(|(k, _)| asked.iter().all(|(i, v)| k[*i] == **v)).collect();
+    match (asked.is_empty(), matching.as_slice()) {
+        (false, [(values, members)]) => {
+            let distinguishing = labels
+                .iter()
+                .zip(values.iter())
+                .filter(|(_, v)| !v.is_empty())
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            let note = format!(
+                "{} deployments report this job id at once ({}): diagnosing {}, which the request names; the others' series are left out",
+                groups.len(),
+                deployments.join("; "),
+                describe(&labels, values)
+            );
+            Ok(Chosen { index: newest_of(members), distinguishing, note: Some(note) })
+        }
+        _ => Err(Ambiguous {
+            deployments,
+            asked: asked.iter().map(|(i, v)| format!("{}={v}", labels[*i])).collect(),
+            labels,
+        }),
+    }
+}
+
 /// Names of the queries that find the hygiene a run needs.
 pub const ATTEMPTS: &str = "series/attempts";
 pub const ATTEMPTS_ONCE: &str = "series/attempts_once";
@@ -64,24 +163,44 @@ pub const SUPERSEDED_NEWEST: &str = "series/superseded_newest";
 /// run's job id and deployment) over `lookback` before `at`, as they are and once per
 /// scrape target. Several attempts call for the newest-attempt rule; fewer series once per
 /// target than as they are, for merging what two scrape jobs read.
+///
+/// With `deployment_labels` (those that tell deployments under one job id apart), the
+/// counts are per their values too: [`task_matchers`] reads which of them the task series
+/// carry.
 pub fn hygiene_queries(
     selector: &Selector,
+    deployment_labels: &[String],
     scrape_labels: &[String],
     at_ms: i64,
     lookback_ms: i64,
 ) -> Vec<(String, Query)> {
+    let mut by: Vec<&str> = vec![ATTEMPT_LABEL];
+    by.extend(deployment_labels.iter().map(String::as_str));
     let per_attempt = |selector: Selector| Query::OverTime {
         selector,
         func: OverTime::Last,
         range_ms: lookback_ms,
         at_ms,
-        aggregation: Some(Aggregation::new(Agg::Count, &[ATTEMPT_LABEL])),
+        aggregation: Some(Aggregation::new(Agg::Count, &by)),
     };
     let once = Hygiene { attempts: Vec::new(), scrape_labels: scrape_labels.to_vec() };
     vec![
         (ATTEMPTS.to_string(), per_attempt(selector.clone())),
         (ATTEMPTS_ONCE.to_string(), per_attempt(selector.clone().with_hygiene(once))),
     ]
+}
+
+/// The deployment's matchers its task series can be selected by: of `distinguishing` (the
+/// labels that tell the deployments apart, with the chosen one's values), those whose value
+/// the task series of [`hygiene_queries`]' `attempts` answer carry. Empty when none do (the
+/// JobManager's `host` tells deployments apart, but task series carry their TaskManager's).
+pub fn task_matchers(distinguishing: &[(String, String)], attempts: &QueryResult) -> Vec<(String, String)> {
+    distinguishing.iter().filter(|(k, v)| attempts.iter().any(|s| s.label(k) == v)).cloned().collect()
+}
+
+/// The rows of `result` whose labels match every matcher.
+pub fn matching(result: &QueryResult, matchers: &[(String, String)]) -> QueryResult {
+    result.iter().filter(|s| matchers.iter().all(|(k, v)| s.label(k) == v)).cloned().collect()
 }
 
 /// The hygiene [`hygiene_queries`]' answers call for, and a note when series were scraped
@@ -356,6 +475,71 @@ mod tests {
             step_ms: 100_000,
         };
         assert_eq!(restarted().evaluate(&q)[0].points, vec![(100_000, 900.0), (200_000, 400.0)]);
+    }
+
+    fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    #[test]
+    fn two_deployments_at_once_are_refused_unless_the_request_names_one() {
+        let eu = labels(&[("host", "jm"), ("namespace", "flink-eu")]);
+        let us = labels(&[("host", "jm"), ("namespace", "flink-us")]);
+        let reporters = [
+            Reporter { labels: &eu, current: true, sampled_at_ms: 1_000 },
+            Reporter { labels: &us, current: true, sampled_at_ms: 1_000 },
+        ];
+        // `host` is the same: only `namespace` tells them apart.
+        let err = pick_deployment(&reporters, &labels(&[("alertname", "X")])).unwrap_err();
+        assert_eq!(err.deployments, ["namespace=flink-eu", "namespace=flink-us"]);
+        assert_eq!(err.labels, ["namespace"]);
+        assert!(err.asked.is_empty());
+        let chosen = pick_deployment(&reporters, &labels(&[("namespace", "flink-us")])).unwrap();
+        assert_eq!(chosen.index, 1);
+        assert_eq!(chosen.distinguishing, [("namespace".to_string(), "flink-us".to_string())]);
+        let err = pick_deployment(&reporters, &labels(&[("namespace", "flink-ap")])).unwrap_err();
+        assert_eq!(err.asked, ["namespace=flink-ap"]);
+    }
+
+    #[test]
+    fn one_jobmanager_under_two_relabelling_schemes_is_one_deployment() {
+        // Pod annotations give `kubernetes_namespace`, the PodMonitor `namespace`: each
+        // label has one value, so nothing tells two deployments apart.
+        let a = labels(&[("host", "jm"), ("kubernetes_namespace", "flink")]);
+        let b = labels(&[("host", "jm"), ("namespace", "flink")]);
+        let reporters = [
+            Reporter { labels: &a, current: true, sampled_at_ms: 1_000 },
+            Reporter { labels: &b, current: true, sampled_at_ms: 2_000 },
+        ];
+        let chosen = pick_deployment(&reporters, &BTreeMap::new()).unwrap();
+        assert_eq!((chosen.index, chosen.distinguishing.len(), chosen.note), (1, 0, None));
+    }
+
+    #[test]
+    fn a_jobmanager_that_stopped_is_an_older_incarnation_not_a_second_deployment() {
+        // A JobManager failover moved the job to host jm-b; jm-a's series stopped.
+        let old = labels(&[("host", "jm-a")]);
+        let new = labels(&[("host", "jm-b")]);
+        let reporters = [
+            Reporter { labels: &old, current: false, sampled_at_ms: 1_000 },
+            Reporter { labels: &new, current: true, sampled_at_ms: 9_000 },
+        ];
+        let chosen = pick_deployment(&reporters, &BTreeMap::new()).unwrap();
+        assert_eq!((chosen.index, chosen.distinguishing.len()), (1, 0));
+    }
+
+    #[test]
+    fn task_series_are_split_only_by_labels_they_carry() {
+        let row = |pairs: &[(&str, &str)]| crate::collect::query::ResultSeries {
+            labels: labels(pairs),
+            points: vec![(0, 4.0)],
+        };
+        let attempts = vec![row(&[("task_attempt_num", "0"), ("namespace", "flink-us")])];
+        let distinguishing =
+            [("host".to_string(), "jm-us".to_string()), ("namespace".to_string(), "flink-us".to_string())];
+        // The JobManager's host is not on task series; the namespace is.
+        assert_eq!(task_matchers(&distinguishing, &attempts), [distinguishing[1].clone()]);
+        assert!(task_matchers(&distinguishing[..1], &attempts).is_empty());
     }
 
     #[test]

@@ -217,16 +217,23 @@ pub enum Agg {
     Median,
 }
 
-/// An aggregation and the labels it keeps (`<agg> by (<by>)`).
+/// An aggregation and the labels it keeps (`<agg> by (<by>)`), or drops
+/// (`<agg> without (<by>)`, when `without`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Aggregation {
     pub agg: Agg,
     pub by: Vec<String>,
+    pub without: bool,
 }
 
 impl Aggregation {
     pub fn new(agg: Agg, by: &[&str]) -> Self {
-        Aggregation { agg, by: by.iter().map(|s| s.to_string()).collect() }
+        Aggregation { agg, by: by.iter().map(|s| s.to_string()).collect(), without: false }
+    }
+
+    /// `<agg> without (<labels>)`: every label but these (and the metric name) is kept.
+    pub fn without(agg: Agg, labels: &[String]) -> Self {
+        Aggregation { agg, by: labels.to_vec(), without: true }
     }
 }
 
@@ -332,7 +339,8 @@ fn wrap_aggregation(aggregation: Option<&Aggregation>, inner: String) -> String 
                 Agg::Median => "quantile",
             };
             let param = if a.agg == Agg::Median { "0.5, " } else { "" };
-            format!("{name} by ({}) ({param}{inner})", a.by.join(", "))
+            let keyword = if a.without { "without" } else { "by" };
+            format!("{name} {keyword} ({}) ({param}{inner})", a.by.join(", "))
         }
     }
 }

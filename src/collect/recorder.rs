@@ -53,11 +53,13 @@ impl<'a> RecordingSource<'a> {
 
     /// Fetches the raw samples of every remembered selector over the span it needed and
     /// writes them, with the marker at `at_ms`, as gzip OpenMetrics. Series of other jobs
-    /// (a `job_id` other than the marker's) are left out; series without `job_id`
-    /// (TaskManager, Kafka) are kept; so are samples after `data_end_ms`, the end of the
-    /// diagnosis' window: a store that hid its newest samples from the diagnosis
-    /// (VictoriaMetrics' latency offset) may still return them raw, and the replay must
-    /// see what the diagnosis saw. Returns the number of series and samples written.
+    /// (a `job_id` other than the marker's) are left out, and so are series of other
+    /// deployments under the same job id (a marker label besides `job_id` and `job_name`,
+    /// such as `namespace`, with another value); series without `job_id` (TaskManager,
+    /// Kafka) are kept; so are samples after `data_end_ms`, the end of the diagnosis'
+    /// window: a store that hid its newest samples from the diagnosis (VictoriaMetrics'
+    /// latency offset) may still return them raw, and the replay must see what the
+    /// diagnosis saw. Returns the number of series and samples written.
     pub async fn write_recording<W: Write>(
         &self,
         out: W,
@@ -66,6 +68,8 @@ impl<'a> RecordingSource<'a> {
         marker_labels: &[(&str, &str)],
     ) -> Result<(usize, usize), PromError> {
         let job_id = marker_labels.iter().find(|(k, _)| *k == "job_id").map(|(_, v)| *v);
+        let deployment: Vec<(&str, &str)> =
+            marker_labels.iter().filter(|(k, _)| *k != "job_id" && *k != "job_name").copied().collect();
         let wanted: Vec<(Selector, i64, i64)> = self.seen.lock().expect("not poisoned").values().cloned().collect();
         let fetches = wanted.iter().map(|(selector, start, end)| async move {
             let span = (end - start).max(1);
@@ -80,6 +84,10 @@ impl<'a> RecordingSource<'a> {
                 // The job lookup saw every job: another job's series do not belong in this
                 // job's bug-report bundle (they may be someone else's data).
                 if s.labels.get("job_id").is_some_and(|id| Some(id.as_str()) != job_id) {
+                    continue;
+                }
+                // Nor do another deployment's that share the job id.
+                if deployment.iter().any(|(k, v)| s.labels.get(*k).is_some_and(|x| x != v)) {
                     continue;
                 }
                 let mut labels = s.labels.clone();

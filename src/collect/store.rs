@@ -414,12 +414,17 @@ fn aggregate(
 ) -> Vec<(BTreeMap<String, String>, f64)> {
     let Some(aggregation) = aggregation else { return values };
     let mut groups: BTreeMap<BTreeMap<String, String>, Vec<f64>> = BTreeMap::new();
-    for (labels, v) in values {
-        let key: BTreeMap<String, String> = aggregation
-            .by
-            .iter()
-            .filter_map(|l| labels.get(l).filter(|v| !v.is_empty()).map(|v| (l.clone(), v.clone())))
-            .collect();
+    for (mut labels, v) in values {
+        let key: BTreeMap<String, String> = if aggregation.without {
+            labels.retain(|k, v| k != "__name__" && !v.is_empty() && !aggregation.by.contains(k));
+            labels
+        } else {
+            aggregation
+                .by
+                .iter()
+                .filter_map(|l| labels.get(l).filter(|v| !v.is_empty()).map(|v| (l.clone(), v.clone())))
+                .collect()
+        };
         groups.entry(key).or_default().push(v);
     }
     groups.into_iter().map(|(k, vs)| (k, aggregate_values(aggregation.agg, vs))).collect()

@@ -102,7 +102,11 @@ impl SnapshotBuilder {
     pub fn new() -> Self {
         SnapshotBuilder {
             snapshot: Snapshot {
-                job: JobIdentity { name: JOB.into(), id: "7e57000000000000000000000000000a".into() },
+                job: JobIdentity {
+                    name: JOB.into(),
+                    id: "7e57000000000000000000000000000a".into(),
+                    deployment: Default::default(),
+                },
                 at_ms: AT_MS,
                 window: Window {
                     start_ms: t(-WINDOW_S),

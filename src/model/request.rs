@@ -15,4 +15,9 @@ pub struct DiagnosisRequest {
     pub at_ms: Option<i64>,
     /// Window length in ms. `None`: the configured default.
     pub window_ms: Option<i64>,
+    /// Labels that say which deployment is meant when two report the same job id (the
+    /// alert's labels, `--label namespace=flink-us`, the API's `label=`), e.g.
+    /// `namespace`, `cluster`. Only labels that tell the job's deployments apart are read.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub labels: std::collections::BTreeMap<String, String>,
 }

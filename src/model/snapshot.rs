@@ -22,6 +22,11 @@ pub struct JobIdentity {
     pub name: String,
     /// Flink job id (32 hex digits).
     pub id: String,
+    /// The labels that tell this job's deployment from others reporting the same job id
+    /// (e.g. `namespace = flink-us`), as its series carry them; empty when the job id is
+    /// one deployment's.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub deployment: std::collections::BTreeMap<String, String>,
 }
 
 /// Why the diagnosis window has the bounds it has.

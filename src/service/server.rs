@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::{DefaultBodyLimit, Path, Query, State};
+use axum::extract::{DefaultBodyLimit, Path, Query, RawQuery, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
@@ -229,7 +229,25 @@ fn render_response(v: &serde_json::Value, format: Format) -> Response {
     ([(header::CONTENT_TYPE, content_type)], body).into_response()
 }
 
-async fn diagnose(State(state): State<Arc<AppState>>, headers: HeaderMap, Query(p): Query<DiagnoseParams>) -> Response {
+/// The `label=name=value` parameters (repeatable), which `Query` cannot gather.
+fn label_params(raw: Option<&str>) -> Result<std::collections::BTreeMap<String, String>, String> {
+    let Some(raw) = raw else { return Ok(Default::default()) };
+    let url = reqwest::Url::parse(&format!("http://query/?{raw}")).map_err(|e| format!("bad query string: {e}"))?;
+    url.query_pairs()
+        .filter(|(k, _)| k == "label")
+        .map(|(_, v)| match v.split_once('=') {
+            Some((k, v)) if !k.is_empty() && !v.is_empty() => Ok((k.to_string(), v.to_string())),
+            _ => Err(format!("`label={v}` is not label=NAME=VALUE, such as label=namespace=flink-us")),
+        })
+        .collect()
+}
+
+async fn diagnose(
+    State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
+    Query(p): Query<DiagnoseParams>,
+    RawQuery(raw): RawQuery,
+) -> Response {
     let format = match negotiate(p.format.as_deref(), &headers) {
         Ok(f) => f,
         Err(e) => return json_error(StatusCode::BAD_REQUEST, &e),
@@ -247,7 +265,11 @@ async fn diagnose(State(state): State<Arc<AppState>>, headers: HeaderMap, Query(
         Some(Ok(m)) if m.as_ms() >= 1000 => Some(m.as_ms()),
         _ => return json_error(StatusCode::BAD_REQUEST, "`window` is not a duration of at least 1s, such as 5m"),
     };
-    let request = DiagnosisRequest { job: Some(job), at_ms, window_ms };
+    let labels = match label_params(raw.as_deref()) {
+        Ok(l) => l,
+        Err(e) => return json_error(StatusCode::BAD_REQUEST, &e),
+    };
+    let request = DiagnosisRequest { job: Some(job), at_ms, window_ms, labels };
     let labels = Service::request_labels(p.cluster.as_deref());
     if let Some(down) = prometheus_down(&state).await {
         return down;
@@ -322,7 +344,11 @@ fn diagnose_error(state: &AppState, e: crate::service::pipeline::PipelineError) 
             CollectError::JobNotFound { .. } | CollectError::NoJobs { .. } | CollectError::NoData,
         ) => StatusCode::NOT_FOUND,
         PipelineError::UnknownCluster(..) => StatusCode::BAD_REQUEST,
-        PipelineError::Collect(CollectError::AmbiguousJob { .. }) => StatusCode::BAD_REQUEST,
+        PipelineError::Collect(
+            CollectError::AmbiguousJob { .. }
+            | CollectError::AmbiguousDeployment { .. }
+            | CollectError::InseparableDeployments { .. },
+        ) => StatusCode::BAD_REQUEST,
         _ => StatusCode::SERVICE_UNAVAILABLE,
     };
     if status == StatusCode::SERVICE_UNAVAILABLE {
@@ -669,5 +695,18 @@ mod tests {
         h.insert(header::AUTHORIZATION, HeaderValue::from_static("Bearer abcd"));
         assert!(!e.accepts(&h));
         assert!(!e.accepts(&HeaderMap::new()));
+    }
+
+    #[test]
+    fn label_parameters_name_a_deployment_and_may_repeat() {
+        let labels = label_params(Some("job=x&label=namespace%3Dflink-us&label=cluster=eu-1&at=now")).unwrap();
+        let expected: std::collections::BTreeMap<String, String> = [("cluster", "eu-1"), ("namespace", "flink-us")]
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        assert_eq!(labels, expected);
+        assert!(label_params(None).unwrap().is_empty());
+        let err = label_params(Some("label=namespace")).unwrap_err();
+        assert_eq!(err, "`label=namespace` is not label=NAME=VALUE, such as label=namespace=flink-us");
     }
 }

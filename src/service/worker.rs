@@ -144,7 +144,9 @@ impl Service {
             return Diagnosed::Resolved;
         }
         let started = Instant::now();
-        let request = DiagnosisRequest { job: Some(item.job.clone()), at_ms: None, window_ms: None };
+        // The alert's labels say which deployment is meant when two share the job id.
+        let request =
+            DiagnosisRequest { job: Some(item.job.clone()), labels: item.labels.clone(), ..Default::default() };
         let result = self.live.diagnose(&request, &item.labels, now).await;
         let retry_for = self.config.service.diagnose_retry_for.as_ms();
         let give_up = now - item.first_failure_ms.unwrap_or(now) >= retry_for;
