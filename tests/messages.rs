@@ -33,6 +33,7 @@ fn report_04() -> Verdict {
         cluster: None,
         plan: Some(dir.join("plan.json")),
         job: None,
+        label: Vec::new(),
         at: None,
         window: None,
         config: None,

@@ -38,6 +38,7 @@ fn verdict(dir: &Path, with_plan: bool) -> Verdict {
         cluster: None,
         plan: with_plan.then(|| dir.join("plan.json")),
         job: None,
+        label: Vec::new(),
         at: None,
         window: None,
         config: None,
