@@ -449,7 +449,8 @@ async fn snapshot_through(
     })
     .unwrap();
     let source = PromSource::new(&prom, at);
-    let request = DiagnosisRequest { job: Some("synthetic-job".into()), at_ms: Some(at), window_ms: None };
+    let request =
+        DiagnosisRequest { job: Some("synthetic-job".into()), at_ms: Some(at), window_ms: None, ..Default::default() };
     let graph = with_graph.then(|| JobGraph::from_plan_json(&job.plan_json()).unwrap());
     let snapshot = collect(
         &source,
