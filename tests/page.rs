@@ -40,6 +40,7 @@ fn verdict(dir: &Path) -> Verdict {
         cluster: None,
         plan: Some(dir.join("plan.json")),
         job: None,
+        label: Vec::new(),
         at: None,
         window: None,
         config: None,
