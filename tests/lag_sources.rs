@@ -69,7 +69,8 @@ fn diagnosed(extra: &str, retention: Option<i64>) -> (Snapshot, Verdict) {
     if let Some(s) = retention {
         config.kafka.retention.insert("orders".into(), Millis::from_secs(s));
     }
-    let request = DiagnosisRequest { job: Some("synthetic-job".into()), at_ms: None, window_ms: None };
+    let request =
+        DiagnosisRequest { job: Some("synthetic-job".into()), at_ms: None, window_ms: None, ..Default::default() };
     let snapshot = block_on(collect(
         &store,
         CollectInput {
