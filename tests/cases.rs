@@ -41,6 +41,7 @@ fn args(dir: &Path, at: Option<&str>) -> DiagnoseArgs {
         cluster: None,
         plan: Some(dir.join("plan.json")),
         job: e["job_name"].as_str().map(str::to_string),
+        label: Vec::new(),
         at: Some(at.map(str::to_string).unwrap_or_else(|| e["at"].as_str().unwrap().to_string())),
         window: None,
         config: None,

@@ -52,6 +52,7 @@ fn every_verdict_of_the_captures_and_cases_validates_against_the_schema() {
             cluster: None,
             plan: Some(dir.join("plan.json")),
             job: None,
+            label: Vec::new(),
             at: None,
             window: None,
             config: None,
