@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs the whole test suite, then every example and bench briefly (scripts/smoke.sh).
-# The integration tests start real Prometheus, VictoriaMetrics and Alertmanager
+# The integration tests start real Prometheus, VictoriaMetrics, Alertmanager and PostgreSQL
 # processes on free loopback ports, and a headless Chromium renders the verdict pages;
 # this script installs them from Debian's packages when they are missing (with sudo
 # when not root).
@@ -12,6 +12,8 @@ command -v prometheus >/dev/null && command -v promtool >/dev/null || missing+=(
 command -v victoria-metrics >/dev/null || missing+=(victoria-metrics)
 command -v prometheus-alertmanager >/dev/null || missing+=(prometheus-alertmanager)
 command -v chromium >/dev/null || missing+=(chromium)
+# The store's PostgreSQL tests run initdb and postgres from Debian's package.
+compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || missing+=(postgresql)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "installing ${missing[*]} (Debian packages used by the integration tests)" >&2
   sudo=""

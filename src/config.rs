@@ -165,6 +165,12 @@ impl Config {
         self.metrics.validate(&mut problems);
         self.server.validate(&mut problems);
         self.notify.validate(&mut problems);
+        if let Some(url) = &self.store.url {
+            problems.extend(store_url_problems(url));
+        }
+        if self.store.lease.as_ms() < 3000 {
+            problems.push("store.lease must be at least 3s (renewed every third of it)".into());
+        }
         if self.store.max_queue == 0 {
             problems.push("store.max_queue must be at least 1 (0 would answer every webhook with 503)".into());
         }
@@ -857,6 +863,16 @@ pub enum Synchronous {
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct StoreConfig {
+    /// PostgreSQL (`postgres://user@host:5432/db`), shared by any number of replicas.
+    /// Unset: the SQLite file at `path` (one replica). Never holds the password.
+    pub url: Option<String>,
+    /// The PostgreSQL password (a secret reference).
+    pub password: Option<SecretSource>,
+    /// PostgreSQL connections per replica. Default 16.
+    pub pool_size: usize,
+    /// How long a replica's claim on a diagnosis or a send lasts without renewal: after
+    /// it dies, another replica takes its rows this much later. Default 30s.
+    pub lease: Millis,
     /// Database file. Default `culprit.db` in the working directory.
     pub path: std::path::PathBuf,
     /// Default `full`.
@@ -877,6 +893,10 @@ pub struct StoreConfig {
 impl Default for StoreConfig {
     fn default() -> Self {
         StoreConfig {
+            url: None,
+            password: None,
+            pool_size: 16,
+            lease: Millis::from_secs(30),
             path: "culprit.db".into(),
             synchronous: Synchronous::Full,
             max_queue: 10_000,
@@ -885,6 +905,22 @@ impl Default for StoreConfig {
             keep_rows: 100_000,
         }
     }
+}
+
+/// What is wrong with `store.url`: not PostgreSQL, or a password written in it.
+fn store_url_problems(url: &str) -> Vec<String> {
+    let mut problems = Vec::new();
+    let Some(rest) = url.strip_prefix("postgres://").or_else(|| url.strip_prefix("postgresql://")) else {
+        problems.push(
+            "store.url must be a PostgreSQL URL (postgres://user@host:5432/database); for SQLite set store.path".into(),
+        );
+        return problems;
+    };
+    let authority = rest.split(['/', '?']).next().unwrap_or("");
+    if authority.rsplit_once('@').is_some_and(|(user, _)| user.contains(':')) {
+        problems.push("store.url holds a password: give it as store.password = { env = \"…\" } or { file = \"…\" } (the value is not shown)".into());
+    }
+    problems
 }
 
 /// From Alertmanager alerts to diagnoses.

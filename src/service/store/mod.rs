@@ -24,6 +24,7 @@
 //! asks the destination whether it arrived (Slack) before sending it again, and otherwise
 //! sends it again with the same idempotency key (at least once).
 
+mod postgres;
 mod sqlite;
 #[cfg(test)]
 mod tests;
@@ -38,6 +39,7 @@ use crate::model::notice::{Notice, NoticeKind};
 use crate::service::intake::Intake;
 use crate::service::metrics::Metrics;
 
+pub use postgres::PgStore;
 pub use sqlite::SqliteStore;
 
 /// What kind of failure a store error is: it decides readiness and the metric label.
@@ -277,9 +279,17 @@ struct Health {
     write_error: Option<String>,
 }
 
+/// Where the store keeps its rows.
+enum Backend {
+    /// One replica, a file.
+    Sqlite(Arc<SqliteStore>),
+    /// Any number of replicas, one database.
+    Postgres(PgStore),
+}
+
 /// The store: the backend and what it has been seen to do.
 pub struct Store {
-    backend: Arc<SqliteStore>,
+    backend: Backend,
     health: Mutex<Health>,
     metrics: Arc<Metrics>,
 }
@@ -289,9 +299,18 @@ const WRITES: &[&str] =
     &["enqueue", "claim_work", "retry_work", "complete", "claim_delivery", "record_delivery", "prune", "touch"];
 
 impl Store {
-    /// Opens (creating) the store: takes the single-process lock, migrates, recovers from
-    /// a crash, starts the intake writer.
+    /// Opens the store `cfg` names: PostgreSQL when `store.url` is set (no connection yet:
+    /// the first operation connects and migrates, and `/readyz` says why it cannot), else
+    /// SQLite at `store.path` (takes the single-process lock, migrates, recovers from a
+    /// crash, starts the intake writer).
     pub fn open(cfg: &StoreConfig, metrics: Arc<Metrics>) -> Result<Store, StoreError> {
+        if let Some(url) = &cfg.url {
+            let backend = Backend::Postgres(PgStore::new(cfg, url, metrics.clone())?);
+            // Claims of a replica that died come back through lease expiry, not at start.
+            metrics.store_recovered("work", 0);
+            metrics.store_recovered("outbox", 0);
+            return Ok(Store { backend, health: Mutex::new(Health::default()), metrics });
+        }
         let (backend, recovered) = SqliteStore::open(cfg, metrics.clone())?;
         if recovered != Recovered::default() {
             tracing::warn!(
@@ -302,29 +321,52 @@ impl Store {
         }
         metrics.store_recovered("work", recovered.work as u64);
         metrics.store_recovered("outbox", recovered.deliveries as u64);
-        let store = Store { backend: Arc::new(backend), health: Mutex::new(Health::default()), metrics };
-        if let Err(e) = store.backend.quick_check() {
+        let backend = Arc::new(backend);
+        let store = Store { backend: Backend::Sqlite(backend.clone()), health: Mutex::new(Health::default()), metrics };
+        if let Err(e) = backend.quick_check() {
             store.observe("quick_check", &e);
         }
         Ok(store)
     }
 
-    /// Runs a blocking backend call off the async threads, and keeps track of health.
-    async fn run<T: Send + 'static>(
+    /// Which backend this is: `sqlite` or `postgres`.
+    pub fn backend_name(&self) -> &'static str {
+        match self.backend {
+            Backend::Sqlite(_) => "sqlite",
+            Backend::Postgres(_) => "postgres",
+        }
+    }
+
+    /// Runs an operation on the backend — a blocking SQLite call off the async threads, or
+    /// a PostgreSQL future — and keeps track of health.
+    async fn call<T, F>(
         &self,
         op: &'static str,
-        f: impl FnOnce(&SqliteStore) -> Result<T, StoreError> + Send + 'static,
-    ) -> Result<T, StoreError> {
-        let backend = self.backend.clone();
-        let result = tokio::task::spawn_blocking(move || f(&backend))
-            .await
-            .unwrap_or_else(|e| Err(StoreError::new(StoreErrorKind::Other, format!("the store task failed: {e}"))));
-        match &result {
+        sqlite: impl FnOnce(&SqliteStore) -> Result<T, StoreError> + Send + 'static,
+        postgres: impl FnOnce(PgStore) -> F,
+    ) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: Future<Output = Result<T, StoreError>>,
+    {
+        let result = match &self.backend {
+            Backend::Sqlite(backend) => {
+                let backend = backend.clone();
+                tokio::task::spawn_blocking(move || sqlite(&backend)).await.unwrap_or_else(task_failed)
+            }
+            Backend::Postgres(p) => postgres(p.clone()).await,
+        };
+        self.track(op, &result);
+        result
+    }
+
+    /// Remembers what an operation's outcome says about readiness.
+    fn track<T>(&self, op: &str, result: &Result<T, StoreError>) {
+        match result {
             Ok(_) if WRITES.contains(&op) => self.health().write_error = None,
             Ok(_) => {}
             Err(e) => self.observe(op, e),
         }
-        result
     }
 
     fn health(&self) -> std::sync::MutexGuard<'_, Health> {
@@ -353,30 +395,36 @@ impl Store {
         coalesce_ms: i64,
         max_queue: usize,
     ) -> Result<Enqueued, StoreError> {
-        let result = self.backend.enqueue(intakes, now_ms, now_ms + coalesce_ms, max_queue).await;
-        match &result {
-            Ok(_) => self.health().write_error = None,
-            Err(e) => self.observe("enqueue", e),
-        }
+        let due_ms = now_ms + coalesce_ms;
+        let result = match &self.backend {
+            Backend::Sqlite(s) => s.enqueue(intakes, now_ms, due_ms, max_queue).await,
+            Backend::Postgres(p) => p.enqueue(intakes, now_ms, due_ms, max_queue).await,
+        };
+        self.track("enqueue", &result);
         result
     }
 
     /// Claims the earliest due diagnosis of a job that has none running (it becomes
     /// `running`). Rows that cannot be decoded go to the dead-letter table on the way.
     pub async fn claim_work(&self, now_ms: i64) -> Result<Option<WorkItem>, StoreError> {
-        self.run("claim_work", move |s| s.claim_work(now_ms)).await
+        self.call("claim_work", move |s| s.claim_work(now_ms), |p| async move { p.claim_work(now_ms).await }).await
     }
 
     /// The earliest time a claimable diagnosis is due, Unix ms.
     pub async fn next_work_ms(&self) -> Result<Option<i64>, StoreError> {
-        self.run("next_work", |s| s.next_work_ms()).await
+        self.call("next_work", |s| s.next_work_ms(), |p| async move { p.next_work_ms().await }).await
     }
 
     /// Puts a failed diagnosis back, due again at `due_ms`. If webhooks queued a newer
     /// diagnosis of the job meanwhile, the two merge.
     pub async fn retry_work(&self, item: &WorkItem, due_ms: i64, first_failure_ms: i64) -> Result<(), StoreError> {
-        let item = item.clone();
-        self.run("retry_work", move |s| s.retry_work(&item, due_ms, first_failure_ms)).await
+        let (lite, pg) = (item.clone(), item.clone());
+        self.call(
+            "retry_work",
+            move |s| s.retry_work(&lite, due_ms, first_failure_ms),
+            |p| async move { p.retry_work(&pg, due_ms, first_failure_ms).await },
+        )
+        .await
     }
 
     /// Finishes a diagnosis in one transaction: stores the verdict, reads the last verdict
@@ -384,22 +432,40 @@ impl Store {
     /// (`completion.plan`), enqueues them (a notice already in the outbox is not added
     /// again), remembers each group's verdict per destination, and removes the work.
     pub async fn complete(&self, item: &WorkItem, completion: Completion) -> Result<Completed, StoreError> {
-        let item = item.clone();
-        self.run("complete", move |s| s.complete(&item, completion)).await
+        // By hand: the completion moves into whichever backend runs it.
+        let result = match &self.backend {
+            Backend::Sqlite(s) => {
+                let (s, item) = (s.clone(), item.clone());
+                tokio::task::spawn_blocking(move || s.complete(&item, completion)).await.unwrap_or_else(task_failed)
+            }
+            Backend::Postgres(p) => p.complete(item, completion).await,
+        };
+        self.track("complete", &result);
+        result
     }
 
     /// Claims the next notice for `destination`: the oldest due head of a group with
     /// nothing in flight, verdicts and resolutions before "could not diagnose". It becomes
     /// `sending`. Undecodable rows go to the dead-letter table on the way.
     pub async fn claim_delivery(&self, destination: &str, now_ms: i64) -> Result<Option<OutboxRow>, StoreError> {
-        let destination = destination.to_string();
-        self.run("claim_delivery", move |s| s.claim_delivery(&destination, now_ms)).await
+        let d = destination.to_string();
+        self.call(
+            "claim_delivery",
+            move |s| s.claim_delivery(&d, now_ms),
+            |p| async move { p.claim_delivery(destination, now_ms).await },
+        )
+        .await
     }
 
     /// When the next notice for `destination` is due (a group head), Unix ms.
     pub async fn next_delivery_ms(&self, destination: &str) -> Result<Option<i64>, StoreError> {
-        let destination = destination.to_string();
-        self.run("next_delivery", move |s| s.next_delivery_ms(&destination)).await
+        let d = destination.to_string();
+        self.call(
+            "next_delivery",
+            move |s| s.next_delivery_ms(&d),
+            |p| async move { p.next_delivery_ms(destination).await },
+        )
+        .await
     }
 
     /// Records a delivery and the destination's new state for the group.
@@ -410,29 +476,47 @@ impl Store {
         now_ms: i64,
     ) -> Result<(), StoreError> {
         let (id, destination, group) = (row.id, row.destination.clone(), row.notice.group_key.clone());
-        self.run("record_delivery", move |s| s.delivered(id, &destination, &group, state.as_ref(), now_ms)).await
+        let pg_state = state.clone();
+        self.call(
+            "record_delivery",
+            move |s| s.delivered(id, &destination, &group, state.as_ref(), now_ms),
+            |p| async move {
+                p.delivered(row.id, &row.destination, &row.notice.group_key, pg_state.as_ref(), now_ms).await
+            },
+        )
+        .await
     }
 
     /// Schedules another attempt at `next_ms`; `unsure` when this attempt may have arrived.
     pub async fn retry_delivery(&self, id: i64, next_ms: i64, error: &str, unsure: bool) -> Result<(), StoreError> {
-        let error = error.to_string();
-        self.run("record_delivery", move |s| s.retry_delivery(id, next_ms, &error, unsure)).await
+        let e = error.to_string();
+        self.call(
+            "record_delivery",
+            move |s| s.retry_delivery(id, next_ms, &e, unsure),
+            |p| async move { p.retry_delivery(id, next_ms, error, unsure).await },
+        )
+        .await
     }
 
     /// Gives up on a notice.
     pub async fn fail_delivery(&self, id: i64, error: &str, now_ms: i64) -> Result<(), StoreError> {
-        let error = error.to_string();
-        self.run("record_delivery", move |s| s.fail_delivery(id, &error, now_ms)).await
+        let e = error.to_string();
+        self.call(
+            "record_delivery",
+            move |s| s.fail_delivery(id, &e, now_ms),
+            |p| async move { p.fail_delivery(id, error, now_ms).await },
+        )
+        .await
     }
 
     /// Recent verdicts, newest first (undecodable ones go to the dead-letter table).
     pub async fn verdicts(&self, limit: usize) -> Result<Vec<StoredVerdict>, StoreError> {
-        self.run("verdicts", move |s| s.verdicts(limit)).await
+        self.call("verdicts", move |s| s.verdicts(limit), |p| async move { p.verdicts(limit).await }).await
     }
 
     /// One verdict.
     pub async fn verdict(&self, id: i64) -> Result<Option<StoredVerdict>, StoreError> {
-        self.run("verdicts", move |s| s.verdict(id)).await
+        self.call("verdicts", move |s| s.verdict(id), |p| async move { p.verdict(id).await }).await
     }
 
     /// The job as the newest stored verdict about it names it (Flink's name, with its id),
@@ -444,22 +528,28 @@ impl Store {
         job_id: Option<String>,
         name: Option<String>,
     ) -> Result<Option<crate::model::verdict::JobRef>, StoreError> {
-        self.run("verdicts", move |s| s.last_verdict_job(job_id.as_deref(), name.as_deref())).await
+        let (id2, name2) = (job_id.clone(), name.clone());
+        self.call(
+            "verdicts",
+            move |s| s.last_verdict_job(job_id.as_deref(), name.as_deref()),
+            |p| async move { p.last_verdict_job(id2.as_deref(), name2.as_deref()).await },
+        )
+        .await
     }
 
     /// The dead-letter table, newest first.
     pub async fn dead_letters(&self, limit: usize) -> Result<Vec<DeadLetter>, StoreError> {
-        self.run("dead_letters", move |s| s.dead_letters(limit)).await
+        self.call("dead_letters", move |s| s.dead_letters(limit), |p| async move { p.dead_letters(limit).await }).await
     }
 
     /// Items waiting, counted in the database.
     pub async fn depths(&self) -> Result<Depths, StoreError> {
-        self.run("depths", |s| s.depths()).await
+        self.call("depths", |s| s.depths(), |p| async move { p.depths().await }).await
     }
 
     /// Removes finished rows by age and count.
     pub async fn prune(&self, policy: Prune) -> Result<Pruned, StoreError> {
-        self.run("prune", move |s| s.prune(policy)).await
+        self.call("prune", move |s| s.prune(policy), |p| async move { p.prune(policy).await }).await
     }
 
     /// Whether the store can take work: not corrupt, and a write (the `health` row)
@@ -470,8 +560,14 @@ impl Store {
                 "store corrupt: {c} (stop culprit, move the database file aside or restore it; a new one is created at start)"
             ));
         }
-        self.run("touch", move |s| s.touch(now_ms)).await.map_err(|e| format!("store cannot write: {}", e.message))
+        self.call("touch", move |s| s.touch(now_ms), |p| async move { p.touch(now_ms).await })
+            .await
+            .map_err(|e| format!("store cannot write: {}", e.message))
     }
+}
+
+fn task_failed<T>(e: tokio::task::JoinError) -> Result<T, StoreError> {
+    Err(StoreError::new(StoreErrorKind::Other, format!("the store task failed: {e}")))
 }
 
 /// Reads a column as text whatever its type, for dead letters: NULL as null, numbers as

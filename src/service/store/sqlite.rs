@@ -899,7 +899,7 @@ fn dead_letter_outbox(tx: &Connection, id: i64, error: &str, now_ms: i64) -> Res
 }
 
 /// Logs and counts dead letters once their transaction committed.
-fn report_dead(metrics: &Metrics, dead: Vec<DeadLetter>) {
+pub(super) fn report_dead(metrics: &Metrics, dead: Vec<DeadLetter>) {
     for d in dead {
         tracing::error!(table = %d.source, row = d.source_id, destination = d.destination.as_deref().unwrap_or(""),
             error = %d.error, dead_letter = d.id, "moved an undecodable row to the dead-letter table");

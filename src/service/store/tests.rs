@@ -1,9 +1,14 @@
-//! The store's own tests, on real SQLite files in temporary directories. Disk faults come
+//! The store's own tests. The semantics every backend shares run against both: a real
+//! SQLite file in a temporary directory (`on_sqlite::…`) and a real PostgreSQL, one
+//! database per test on a server shared by the test process (`on_postgres::…`, skipped
+//! with a message when PostgreSQL is not installed). SQLite's own faults follow. Disk faults come
 //! from `tests/support/faulty_disk.rs`, a VFS shim that makes every write under a
 //! directory fail with `SQLITE_FULL` (what SQLite reports for `ENOSPC`).
 
 #[path = "../../../tests/support/faulty_disk.rs"]
 mod faulty_disk;
+#[path = "../../../tests/support/pg_server.rs"]
+mod pg_server;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -30,6 +35,101 @@ fn open(dir: &std::path::Path) -> Store {
 fn open_with(dir: &std::path::Path) -> (Store, Arc<Metrics>) {
     let m = Arc::new(Metrics::new());
     (Store::open(&config(dir), m.clone()).unwrap(), m)
+}
+
+/// One store under test: a SQLite file, or a PostgreSQL database of its own.
+struct Fx {
+    dir: tempfile::TempDir,
+    pg: Option<(&'static pg_server::PgServer, String)>,
+}
+
+impl Fx {
+    fn sqlite() -> Fx {
+        Fx { dir: tempfile::tempdir().unwrap(), pg: None }
+    }
+
+    /// `None` when PostgreSQL is not installed (the server says so once).
+    fn postgres() -> Option<Fx> {
+        static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let server = pg_server::PgServer::shared()?;
+        let name = format!("store_{}", N.fetch_add(1, std::sync::atomic::Ordering::SeqCst));
+        server.database(&name);
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("pw"), pg_server::PASSWORD).unwrap();
+        Some(Fx { dir, pg: Some((server, name)) })
+    }
+
+    fn config(&self) -> StoreConfig {
+        match &self.pg {
+            None => config(self.dir.path()),
+            Some((server, name)) => StoreConfig {
+                url: Some(server.url(name)),
+                password: Some(crate::config::SecretSource::File(self.dir.path().join("pw"))),
+                ..StoreConfig::default()
+            },
+        }
+    }
+
+    fn open(&self) -> Store {
+        self.open_with().0
+    }
+
+    fn open_with(&self) -> (Store, Arc<Metrics>) {
+        let m = Arc::new(Metrics::new());
+        (Store::open(&self.config(), m.clone()).unwrap(), m)
+    }
+
+    /// Changes rows behind the store's back (as an operator or a damaged disk would):
+    /// `sqlite` on SQLite, `postgres` on PostgreSQL.
+    fn poke2(&self, sqlite: &str, postgres: &str) {
+        match &self.pg {
+            None => poke(self.dir.path(), sqlite),
+            Some((server, name)) => {
+                server.psql(name, postgres);
+            }
+        }
+    }
+
+    /// Changes rows with SQL both understand.
+    fn poke(&self, sql: &str) {
+        self.poke2(sql, sql)
+    }
+
+    /// The first column of a query's rows, as text.
+    fn column(&self, sql: &str) -> Vec<String> {
+        match &self.pg {
+            None => {
+                let conn = rusqlite::Connection::open(self.dir.path().join("culprit.db")).unwrap();
+                let mut stmt = conn.prepare(sql).unwrap();
+                stmt.query_map([], |r| r.get(0)).unwrap().collect::<Result<_, _>>().unwrap()
+            }
+            Some((server, name)) => server.psql(name, sql).lines().map(str::to_string).collect(),
+        }
+    }
+
+    fn is_postgres(&self) -> bool {
+        self.pg.is_some()
+    }
+}
+
+/// Runs each named test against both backends: `on_sqlite::name`, `on_postgres::name`.
+macro_rules! both {
+    ($($name:ident),* $(,)?) => {
+        mod on_sqlite {
+            $(#[tokio::test]
+            async fn $name() {
+                super::$name(super::Fx::sqlite()).await
+            })*
+        }
+        mod on_postgres {
+            $(#[tokio::test]
+            async fn $name() {
+                if let Some(f) = super::Fx::postgres() {
+                    super::$name(f).await
+                }
+            })*
+        }
+    };
 }
 
 fn intake(job: &str, group: &str) -> Intake {
@@ -104,10 +204,8 @@ fn metric(m: &Metrics, line_start: &str) -> f64 {
 // Work: intake, claim, retry, completion
 // ---------------------------------------------------------------------------------------
 
-#[tokio::test]
-async fn webhooks_for_one_job_coalesce_into_one_diagnosis_due_after_the_window() {
-    let tmp = tempfile::tempdir().unwrap();
-    let store = open(tmp.path());
+async fn webhooks_for_one_job_coalesce_into_one_diagnosis_due_after_the_window(f: Fx) {
+    let store = f.open();
     assert_eq!(stored(&store, vec![intake("a", "g1")], T0).await, Enqueued::Stored { jobs: 1, created: 1, depth: 1 });
     assert_eq!(
         stored(&store, vec![intake("a", "g2")], T0 + 5).await,
@@ -119,10 +217,8 @@ async fn webhooks_for_one_job_coalesce_into_one_diagnosis_due_after_the_window()
     assert_eq!(store.claim_work(T0 + COALESCE).await.unwrap(), None, "claimed once");
 }
 
-#[tokio::test]
-async fn a_job_has_at_most_one_running_diagnosis_and_the_next_waits_for_it() {
-    let tmp = tempfile::tempdir().unwrap();
-    let store = open(tmp.path());
+async fn a_job_has_at_most_one_running_diagnosis_and_the_next_waits_for_it(f: Fx) {
+    let store = f.open();
     stored(&store, vec![intake("a", "g1")], T0).await;
     let first = store.claim_work(T0 + COALESCE).await.unwrap().unwrap();
     // A webhook while it runs queues the next diagnosis of the job …
@@ -141,10 +237,8 @@ async fn a_job_has_at_most_one_running_diagnosis_and_the_next_waits_for_it() {
     assert_eq!((next.job.as_str(), next.groups.keys().map(String::as_str).collect::<Vec<_>>()), ("a", vec!["g2"]));
 }
 
-#[tokio::test]
-async fn the_queue_bound_is_hard_and_a_webhook_is_stored_all_or_nothing() {
-    let tmp = tempfile::tempdir().unwrap();
-    let store = open(tmp.path());
+async fn the_queue_bound_is_hard_and_a_webhook_is_stored_all_or_nothing(f: Fx) {
+    let store = f.open();
     let enqueue = |intakes, max| store.enqueue(intakes, T0, COALESCE, max);
     assert!(matches!(
         enqueue(vec![intake("a", "g"), intake("b", "g")], 3).await.unwrap(),
@@ -162,10 +256,8 @@ async fn the_queue_bound_is_hard_and_a_webhook_is_stored_all_or_nothing() {
     assert_eq!(enqueue(vec![intake("e", "g")], 3).await.unwrap(), Enqueued::QueueFull { depth: 3 });
 }
 
-#[tokio::test]
-async fn a_failed_diagnosis_is_retried_later_and_merges_with_webhooks_that_came_meanwhile() {
-    let tmp = tempfile::tempdir().unwrap();
-    let store = open(tmp.path());
+async fn a_failed_diagnosis_is_retried_later_and_merges_with_webhooks_that_came_meanwhile(f: Fx) {
+    let store = f.open();
     stored(&store, vec![intake("a", "g1")], T0).await;
     let item = store.claim_work(T0 + COALESCE).await.unwrap().unwrap();
     // Alone: pending again at the due time, one attempt more, the first failure kept.
@@ -183,10 +275,8 @@ async fn a_failed_diagnosis_is_retried_later_and_merges_with_webhooks_that_came_
     assert_eq!((merged.attempts, merged.first_failure_ms), (2, Some(T0 + COALESCE)));
 }
 
-#[tokio::test]
-async fn completing_stores_the_verdict_and_notices_and_a_replay_adds_nothing() {
-    let tmp = tempfile::tempdir().unwrap();
-    let store = open(tmp.path());
+async fn completing_stores_the_verdict_and_notices_and_a_replay_adds_nothing(f: Fx) {
+    let store = f.open();
     stored(&store, vec![intake("a", "g")], T0).await;
     let item = store.claim_work(T0 + COALESCE).await.unwrap().unwrap();
     let make = |seen: Arc<std::sync::Mutex<Vec<LastVerdicts>>>| Completion {
@@ -205,24 +295,28 @@ async fn completing_stores_the_verdict_and_notices_and_a_replay_adds_nothing() {
     let id = done.verdict_id.unwrap();
     assert_eq!(store.verdict(id).await.unwrap().unwrap().verdict["schema"], "culprit.verdict/v1");
     assert_eq!(store.depths().await.unwrap(), Depths { work: 0, outbox: 1, dead_letters: 0 });
-    // The same diagnosis replayed (a crash before the work row went): the notice is
-    // there already, and the planner sees the verdict it remembered.
+    // The same diagnosis replayed: nothing is added. On SQLite (a crash before the work
+    // row went) the notice is there already and the planner sees the verdict it
+    // remembered; on PostgreSQL the replica no longer holds the work, so nothing is
+    // planned at all.
     let replay = store.complete(&item, make(seen.clone())).await.unwrap();
     assert_eq!(replay.notices, 0);
     assert_eq!(store.depths().await.unwrap().outbox, 1);
     let seen = seen.lock().unwrap();
     assert_eq!(seen[0], LastVerdicts::default());
-    assert_eq!(seen[1].get("slack", "g").as_deref(), Some("v1"));
+    if f.is_postgres() {
+        assert_eq!((seen.len(), replay.verdict_id), (1, None));
+    } else {
+        assert_eq!(seen[1].get("slack", "g").as_deref(), Some("v1"));
+    }
 }
 
 // ---------------------------------------------------------------------------------------
 // Outbox: per-group order, priority, recording
 // ---------------------------------------------------------------------------------------
 
-#[tokio::test]
-async fn a_groups_notices_go_in_order_one_at_a_time_and_groups_do_not_wait_for_each_other() {
-    let tmp = tempfile::tempdir().unwrap();
-    let store = open(tmp.path());
+async fn a_groups_notices_go_in_order_one_at_a_time_and_groups_do_not_wait_for_each_other(f: Fx) {
+    let store = f.open();
     with_notices(
         &store,
         "a",
@@ -255,10 +349,8 @@ async fn a_groups_notices_go_in_order_one_at_a_time_and_groups_do_not_wait_for_e
     assert_eq!(store.claim_delivery("pagerduty", now).await.unwrap(), None);
 }
 
-#[tokio::test]
-async fn could_not_diagnose_notices_wait_while_a_verdict_is_due() {
-    let tmp = tempfile::tempdir().unwrap();
-    let store = open(tmp.path());
+async fn could_not_diagnose_notices_wait_while_a_verdict_is_due(f: Fx) {
+    let store = f.open();
     let mut notices: Vec<(&str, Notice)> =
         (0..5).map(|i| ("slack", notice(NoticeKind::CouldNotDiagnose, &format!("f{i}"), &format!("f{i}")))).collect();
     notices.push(("slack", notice(NoticeKind::Verdict, "v", "v")));
@@ -273,10 +365,8 @@ async fn could_not_diagnose_notices_wait_while_a_verdict_is_due() {
     assert_eq!(order, ["v", "r", "f0", "f1", "f2", "f3", "f4"]);
 }
 
-#[tokio::test]
-async fn a_failed_notice_is_final_and_the_next_of_its_group_goes() {
-    let tmp = tempfile::tempdir().unwrap();
-    let store = open(tmp.path());
+async fn a_failed_notice_is_final_and_the_next_of_its_group_goes(f: Fx) {
+    let store = f.open();
     with_notices(
         &store,
         "a",
@@ -325,11 +415,9 @@ async fn after_a_crash_running_work_is_pending_again_and_sends_in_flight_are_uns
     assert!(store.claim_delivery("slack", T0 + COALESCE).await.unwrap().unwrap().unsure);
 }
 
-#[tokio::test]
-async fn a_clean_restart_recovers_nothing() {
-    let tmp = tempfile::tempdir().unwrap();
-    drop(open(tmp.path()));
-    let (_store, metrics) = open_with(tmp.path());
+async fn a_clean_restart_recovers_nothing(f: Fx) {
+    drop(f.open());
+    let (_store, metrics) = f.open_with();
     assert!(metrics.encode().contains("culprit_store_recovered_total{table=\"work\"} 0"));
 }
 
@@ -337,10 +425,8 @@ async fn a_clean_restart_recovers_nothing() {
 // Dead letters
 // ---------------------------------------------------------------------------------------
 
-#[tokio::test]
-async fn an_undecodable_outbox_row_goes_to_the_dead_letter_table_and_delivery_goes_on() {
-    let tmp = tempfile::tempdir().unwrap();
-    let (store, metrics) = open_with(tmp.path());
+async fn an_undecodable_outbox_row_goes_to_the_dead_letter_table_and_delivery_goes_on(f: Fx) {
+    let (store, metrics) = f.open_with();
     with_notices(
         &store,
         "a",
@@ -353,10 +439,13 @@ async fn an_undecodable_outbox_row_goes_to_the_dead_letter_table_and_delivery_go
     )
     .await;
     // Three kinds of damage: not JSON, a blob, JSON of the wrong shape.
-    poke(
-        tmp.path(),
+    // (PostgreSQL's text cannot hold a blob: an empty notice there.)
+    f.poke2(
         "UPDATE outbox SET notice = 'not json' WHERE idem_key = '1';
          UPDATE outbox SET notice = x'00ff' WHERE idem_key = '2';
+         UPDATE outbox SET notice = '{\"kind\": \"telegram\"}' WHERE idem_key = '3';",
+        "UPDATE outbox SET notice = 'not json' WHERE idem_key = '1';
+         UPDATE outbox SET notice = '' WHERE idem_key = '2';
          UPDATE outbox SET notice = '{\"kind\": \"telegram\"}' WHERE idem_key = '3';",
     );
     let row = store.claim_delivery("slack", T0 + COALESCE).await.unwrap().unwrap();
@@ -365,20 +454,21 @@ async fn an_undecodable_outbox_row_goes_to_the_dead_letter_table_and_delivery_go
     assert_eq!(dead.len(), 3);
     assert!(dead.iter().all(|d| d.source == "outbox" && d.destination.as_deref() == Some("slack")));
     assert!(dead.iter().any(|d| d.payload["notice"] == "not json" && d.error.contains("notice")), "{dead:#?}");
-    assert!(dead.iter().any(|d| d.payload["notice"] == "x'00ff'"), "{dead:#?}");
+    let blob = if f.is_postgres() { "" } else { "x'00ff'" };
+    assert!(dead.iter().any(|d| d.payload["notice"] == blob), "{dead:#?}");
     assert_eq!(metric(&metrics, "culprit_dead_letters_total{table=\"outbox\"}"), 3.0);
     assert_eq!(store.depths().await.unwrap(), Depths { work: 0, outbox: 1, dead_letters: 3 });
 }
 
-#[tokio::test]
-async fn an_undecodable_work_row_is_moved_aside_at_claim_and_at_intake() {
-    let tmp = tempfile::tempdir().unwrap();
-    let (store, metrics) = open_with(tmp.path());
+async fn an_undecodable_work_row_is_moved_aside_at_claim_and_at_intake(f: Fx) {
+    let (store, metrics) = f.open_with();
     stored(&store, vec![intake("a", "g"), intake("b", "g"), intake("c", "g")], T0).await;
-    poke(
-        tmp.path(),
+    f.poke2(
         "UPDATE work SET groups = '[1, 2' WHERE job = 'a';
          UPDATE work SET labels = x'01' WHERE job = 'b';
+         UPDATE work SET groups = 'garbage' WHERE job = 'c';",
+        "UPDATE work SET groups = '[1, 2' WHERE job = 'a';
+         UPDATE work SET labels = '' WHERE job = 'b';
          UPDATE work SET groups = 'garbage' WHERE job = 'c';",
     );
     // An intake for c merges into a row it cannot read: the row goes, a new one is made.
@@ -391,10 +481,8 @@ async fn an_undecodable_work_row_is_moved_aside_at_claim_and_at_intake() {
     assert_eq!(metric(&metrics, "culprit_dead_letters_total{table=\"work\"}"), 3.0);
 }
 
-#[tokio::test]
-async fn an_undecodable_group_state_or_verdict_is_moved_aside_and_the_rest_is_served() {
-    let tmp = tempfile::tempdir().unwrap();
-    let store = open(tmp.path());
+async fn an_undecodable_group_state_or_verdict_is_moved_aside_and_the_rest_is_served(f: Fx) {
+    let store = f.open();
     with_notices(
         &store,
         "a",
@@ -403,7 +491,7 @@ async fn an_undecodable_group_state_or_verdict_is_moved_aside_and_the_rest_is_se
     .await;
     let row = store.claim_delivery("slack", T0 + COALESCE).await.unwrap().unwrap();
     store.delivered(&row, Some(serde_json::json!({"channel": "C1", "ts": "1.2"})), T0).await.unwrap();
-    poke(tmp.path(), "UPDATE group_state SET state = '{\"channel\": ' WHERE group_key = 'g';");
+    f.poke("UPDATE group_state SET state = '{\"channel\": ' WHERE group_key = 'g';");
     // The group's next notice goes without a state (a new message, not a lost one).
     let next = store.claim_delivery("slack", T0 + COALESCE).await.unwrap().unwrap();
     assert_eq!((next.notice.idempotency_key.as_str(), next.group_state.clone()), ("2", None));
@@ -420,7 +508,7 @@ async fn an_undecodable_group_state_or_verdict_is_moved_aside_and_the_rest_is_se
         };
         store.complete(&item, c).await.unwrap();
     }
-    poke(tmp.path(), "UPDATE verdicts SET json = 'nope' WHERE json = '{\"n\": 1}';");
+    f.poke("UPDATE verdicts SET json = 'nope' WHERE json = '{\"n\": 1}';");
     let listed: Vec<serde_json::Value> = store.verdicts(10).await.unwrap().into_iter().map(|v| v.verdict).collect();
     assert_eq!(listed, [serde_json::json!({"n": 2}), serde_json::json!({"n": 0})]);
     assert_eq!(store.dead_letters(10).await.unwrap()[0].source, "verdicts");
@@ -578,10 +666,8 @@ async fn a_store_written_by_culprit_0_1_0_is_migrated_and_its_rows_delivered() {
 // Pruning
 // ---------------------------------------------------------------------------------------
 
-#[tokio::test]
-async fn finished_rows_are_pruned_by_age_and_by_count_and_waiting_ones_never() {
-    let tmp = tempfile::tempdir().unwrap();
-    let store = open(tmp.path());
+async fn finished_rows_are_pruned_by_age_and_by_count_and_waiting_ones_never(f: Fx) {
+    let store = f.open();
     let day = 86_400_000;
     // Six notices in six groups; five delivered on days 0..4, one still waiting.
     with_notices(
@@ -603,21 +689,12 @@ async fn finished_rows_are_pruned_by_age_and_by_count_and_waiting_ones_never() {
     let again = store.prune(p).await.unwrap();
     assert_eq!(again, Pruned::default());
     // The pruned group starts afresh; the kept ones keep their state.
-    let conn = rusqlite::Connection::open(tmp.path().join("culprit.db")).unwrap();
-    let groups: Vec<String> = conn
-        .prepare("SELECT group_key FROM group_state ORDER BY group_key")
-        .unwrap()
-        .query_map([], |r| r.get(0))
-        .unwrap()
-        .collect::<Result<_, _>>()
-        .unwrap();
+    let groups = f.column("SELECT group_key FROM group_state ORDER BY group_key");
     assert_eq!(groups, ["g1", "g2", "g3", "g4", "g5"]);
 }
 
-#[tokio::test]
-async fn verdicts_and_dead_letters_are_pruned_too() {
-    let tmp = tempfile::tempdir().unwrap();
-    let store = open(tmp.path());
+async fn verdicts_and_dead_letters_are_pruned_too(f: Fx) {
+    let store = f.open();
     for i in 0..5 {
         stored(&store, vec![intake(&format!("v{i}"), "g")], T0).await;
         let item = store.claim_work(T0 + COALESCE).await.unwrap().unwrap();
@@ -625,10 +702,170 @@ async fn verdicts_and_dead_letters_are_pruned_too() {
         store.complete(&item, c).await.unwrap();
     }
     stored(&store, vec![intake("x", "g"), intake("y", "g")], T0).await;
-    poke(tmp.path(), "UPDATE work SET groups = 'bad';");
+    f.poke("UPDATE work SET groups = 'bad';");
     assert_eq!(store.claim_work(T0 + COALESCE).await.unwrap(), None);
     let p = Prune { now_ms: T0 + 10, older_than_ms: 100_000, keep_rows: 1, verdicts_kept: 2 };
     let pruned = store.prune(p).await.unwrap();
     assert_eq!((pruned.verdicts, pruned.dead_letters), (3, 1));
     assert_eq!(store.verdicts(10).await.unwrap().len(), 2);
+}
+
+both![
+    webhooks_for_one_job_coalesce_into_one_diagnosis_due_after_the_window,
+    a_job_has_at_most_one_running_diagnosis_and_the_next_waits_for_it,
+    the_queue_bound_is_hard_and_a_webhook_is_stored_all_or_nothing,
+    a_failed_diagnosis_is_retried_later_and_merges_with_webhooks_that_came_meanwhile,
+    completing_stores_the_verdict_and_notices_and_a_replay_adds_nothing,
+    a_groups_notices_go_in_order_one_at_a_time_and_groups_do_not_wait_for_each_other,
+    could_not_diagnose_notices_wait_while_a_verdict_is_due,
+    a_failed_notice_is_final_and_the_next_of_its_group_goes,
+    a_clean_restart_recovers_nothing,
+    an_undecodable_outbox_row_goes_to_the_dead_letter_table_and_delivery_goes_on,
+    an_undecodable_work_row_is_moved_aside_at_claim_and_at_intake,
+    an_undecodable_group_state_or_verdict_is_moved_aside_and_the_rest_is_served,
+    finished_rows_are_pruned_by_age_and_by_count_and_waiting_ones_never,
+    verdicts_and_dead_letters_are_pruned_too,
+];
+
+// ---------------------------------------------------------------------------------------
+// PostgreSQL: replicas sharing one database
+// ---------------------------------------------------------------------------------------
+
+async fn claim_all(s: &Store) -> Vec<WorkItem> {
+    let mut got = Vec::new();
+    while let Some(item) = s.claim_work(T0 + COALESCE).await.unwrap() {
+        got.push(item);
+        tokio::task::yield_now().await;
+    }
+    got
+}
+
+async fn deliver_all(s: &Store) -> Vec<i64> {
+    let mut got = Vec::new();
+    while let Some(row) = s.claim_delivery("slack", T0 + COALESCE).await.unwrap() {
+        s.delivered(&row, None, T0 + COALESCE).await.unwrap();
+        got.push(row.id);
+    }
+    got
+}
+
+/// A second replica on the same database (its own pool and owner name).
+fn replica(f: &Fx, lease_ms: i64) -> Store {
+    let cfg = StoreConfig { lease: crate::config::Millis(lease_ms), ..f.config() };
+    Store::open(&cfg, Arc::new(Metrics::new())).unwrap()
+}
+
+#[tokio::test]
+async fn replicas_starting_at_once_migrate_the_database_once() {
+    let Some(f) = Fx::postgres() else { return };
+    let stores: Vec<Store> = (0..4).map(|_| f.open()).collect();
+    let depths = futures::future::join_all(stores.iter().map(|s| s.depths())).await;
+    assert!(depths.iter().all(|d| d.as_ref().is_ok_and(|d| *d == Depths::default())), "{depths:?}");
+    assert_eq!(f.column("SELECT version FROM culprit_schema"), ["1"]);
+}
+
+#[tokio::test]
+async fn two_replicas_claiming_at_once_never_claim_the_same_diagnosis_or_notice() {
+    let Some(f) = Fx::postgres() else { return };
+    let (a, b) = (f.open(), f.open());
+    // 40 jobs → 40 diagnoses, claimed by both replicas racing.
+    let intakes: Vec<Intake> = (0..40).map(|i| intake(&format!("j{i}"), &format!("g{i}"))).collect();
+    stored(&a, intakes, T0).await;
+    let (ga, gb) = tokio::join!(claim_all(&a), claim_all(&b));
+    let mut ids: Vec<i64> = ga.iter().chain(&gb).map(|i| i.id).collect();
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), 40, "each diagnosis claimed once: {} + {}", ga.len(), gb.len());
+    // Each completes its own with one notice per group; then both deliver.
+    for (s, items) in [(&a, &ga), (&b, &gb)] {
+        for item in items.iter() {
+            let g = item.groups.keys().next().unwrap().clone();
+            s.complete(item, completion(vec![("slack", notice(NoticeKind::Verdict, &g, &g))], T0 + COALESCE))
+                .await
+                .unwrap();
+        }
+    }
+    let (da, db) = tokio::join!(deliver_all(&a), deliver_all(&b));
+    let mut sent: Vec<i64> = da.iter().chain(&db).copied().collect();
+    sent.sort();
+    sent.dedup();
+    assert_eq!((sent.len(), da.len() + db.len()), (40, 40), "each notice sent once");
+}
+
+#[tokio::test]
+async fn a_replica_that_dies_hands_its_diagnosis_and_its_send_to_another_once_the_lease_expires() {
+    let Some(f) = Fx::postgres() else { return };
+    let lease = 10_000;
+    let (item_id, row_id) = {
+        let dying = replica(&f, lease);
+        with_notices(&dying, "a", vec![("slack", notice(NoticeKind::Verdict, "g", "1"))]).await;
+        stored(&dying, vec![intake("b", "g1")], T0).await;
+        let item = dying.claim_work(T0 + COALESCE).await.unwrap().unwrap();
+        stored(&dying, vec![intake("b", "g2")], T0 + COALESCE).await;
+        let row = dying.claim_delivery("slack", T0 + COALESCE).await.unwrap().unwrap();
+        (item.id, row.id)
+        // Dropped: it renews nothing any more.
+    };
+    let other = replica(&f, lease);
+    // While the lease lasts, the rows stay with the replica that claimed them.
+    assert_eq!(other.claim_delivery("slack", T0 + COALESCE + lease - 1).await.unwrap(), None);
+    assert_eq!(other.claim_work(T0 + COALESCE + lease - 1).await.unwrap(), None);
+    // Past it: the diagnosis runs again, merged with the webhook that came meanwhile, and
+    // the send is unsure (the destination is asked before sending again).
+    let after = T0 + COALESCE + lease + 1;
+    let item = other.claim_work(after).await.unwrap().unwrap();
+    assert_eq!(item.groups.keys().map(String::as_str).collect::<Vec<_>>(), ["g1", "g2"]);
+    assert_ne!(item.id, item_id, "the newer row carries both");
+    let row = other.claim_delivery("slack", after).await.unwrap().unwrap();
+    assert_eq!((row.id, row.unsure, row.attempts), (row_id, true, 2));
+}
+
+#[tokio::test]
+async fn a_replica_whose_lease_expired_cannot_store_an_outcome_or_a_delivery() {
+    let Some(f) = Fx::postgres() else { return };
+    let lease = 10_000;
+    let (slow, other) = (replica(&f, lease), replica(&f, lease));
+    with_notices(&slow, "a", vec![("slack", notice(NoticeKind::Verdict, "g", "1"))]).await;
+    stored(&slow, vec![intake("b", "g1")], T0).await;
+    let item = slow.claim_work(T0 + COALESCE).await.unwrap().unwrap();
+    let row = slow.claim_delivery("slack", T0 + COALESCE).await.unwrap().unwrap();
+    let after = T0 + COALESCE + lease + 1;
+    let taken = other.claim_work(after).await.unwrap().unwrap();
+    let taken_row = other.claim_delivery("slack", after).await.unwrap().unwrap();
+    // The slow replica comes back: its outcome is dropped, its retry changes nothing.
+    let late = slow
+        .complete(&item, completion(vec![("slack", notice(NoticeKind::Verdict, "g1", "late"))], after))
+        .await
+        .unwrap();
+    assert_eq!(late, Completed { verdict_id: None, notices: 0 });
+    slow.retry_delivery(row.id, after + 60_000, "timeout", true).await.unwrap();
+    // The replica holding them now finishes both.
+    other.complete(&taken, completion(vec![], after)).await.unwrap();
+    other.delivered(&taken_row, None, after).await.unwrap();
+    assert_eq!(other.depths().await.unwrap(), Depths { work: 0, outbox: 0, dead_letters: 0 });
+}
+
+#[tokio::test]
+async fn the_same_group_from_two_replicas_at_once_is_one_diagnosis() {
+    let Some(f) = Fx::postgres() else { return };
+    let (a, b) = (f.open(), f.open());
+    // Alertmanager HA: both members send the group, each to another replica, at once,
+    // twenty times over.
+    for round in 0..20 {
+        let job = format!("j{round}");
+        let (ra, rb) = tokio::join!(stored(&a, vec![intake(&job, "g")], T0), stored(&b, vec![intake(&job, "g")], T0));
+        let created =
+            [ra, rb].iter().map(|r| if let Enqueued::Stored { created, .. } = r { *created } else { 9 }).sum::<usize>();
+        assert_eq!(created, 1, "round {round}: {ra:?} {rb:?}");
+    }
+    assert_eq!(a.depths().await.unwrap().work, 20);
+}
+
+#[test]
+fn a_password_written_in_the_url_is_refused_without_showing_it() {
+    let text = "[store]\nurl = \"postgres://culprit:hunter2@db:5432/culprit\"\n";
+    let e = crate::config::Config::from_toml(text, "c.toml").unwrap_err().to_string();
+    assert!(e.contains("store.url holds a password") && !e.contains("hunter2"), "{e}");
+    let ok = "[store]\nurl = \"postgres://culprit@db:5432/culprit\"\npassword = { env = \"CULPRIT_DB_PASSWORD\" }\n";
+    assert!(crate::config::Config::from_toml(ok, "c.toml").is_ok());
 }
