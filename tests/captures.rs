@@ -183,3 +183,48 @@ fn a_flink_1_x_job_whose_checkpoints_complete_is_not_called_stalled_without_last
         assert_ne!(v.finding.as_str(), "checkpoints", "{name}: {}", v.summary);
     }
 }
+
+#[test]
+fn every_taskmanager_of_a_flink_1_x_capture_has_its_gc_time_though_all_time_is_not_reported() {
+    // Flink 1.16 and 1.18 export only each collector's counter (G1_Young_Generation_Time,
+    // G1_Old_Generation_Time); 1.20 and 2.x also export All_Time. Either way each TaskManager
+    // running the job gets a GC time, and the PromQL shown is of the series it came from.
+    use culprit::collect::block_on;
+    use culprit::collect::collector::{CollectInput, collect};
+    use culprit::collect::store::SeriesStore;
+    use culprit::config::Config;
+    use culprit::model::graph::JobGraph;
+    use culprit::model::request::DiagnosisRequest;
+    for (name, per_collector) in [
+        ("flink-1.16-hot-key", true),
+        ("flink-1.18-slow-sink", true),
+        ("flink-1.20-hot-key", false),
+        ("hot-key", false),
+    ] {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/captures").join(name);
+        let mut store = SeriesStore::new();
+        store.read_path(&dir.join("recording.om.gz"), None).unwrap();
+        store.finish();
+        let config = Config::default();
+        let plan = std::fs::read_to_string(dir.join("plan.json")).unwrap();
+        let request = DiagnosisRequest::default();
+        let snapshot = block_on(collect(
+            &store,
+            CollectInput {
+                request: &request,
+                graph: Some(JobGraph::from_plan_json(&plan).unwrap()),
+                checkpoint_config: None,
+                config: &config,
+                catalog: &config.metrics,
+            },
+        ))
+        .unwrap();
+        assert!(!snapshot.taskmanagers.is_empty(), "{name}");
+        for tm in &snapshot.taskmanagers {
+            let gc = tm.gc_ms_per_s.unwrap_or_else(|| panic!("{name}: {} has no GC time", tm.tm_id));
+            assert!(gc.is_finite() && gc >= 0.0, "{name}: {} GC {gc} ms/s", tm.tm_id);
+        }
+        let shown = &snapshot.queries["gc_time"];
+        assert_eq!(shown.contains("G1_Young_Generation_Time"), per_collector, "{name}: {shown}");
+    }
+}

@@ -985,6 +985,20 @@ fn job_signal_queries(s: &Scope<'_>) -> Vec<(&'static str, Query)> {
         ),
         ("emit_event_time_lag", s.over_window(s.job(&cat.emit_event_time_lag), OverTime::Avg, by_subtask(Agg::Max))),
         ("gc_time", s.over_window(s.taskmanager(&cat.gc_time), OverTime::Rate, by_tm(Agg::Sum))),
+        // Raw counters, names kept: a rate over several names would give series equal but
+        // for the dropped name, which Prometheus 2 refuses; the rate is taken here instead.
+        (
+            GC_PER_COLLECTOR,
+            s.range(
+                s.series.taskmanager(Selector::metrics(if cat.gc_collector_times.is_empty() {
+                    std::slice::from_ref(&cat.gc_time)
+                } else {
+                    &cat.gc_collector_times
+                })),
+                None,
+                s.window.start_ms,
+            ),
+        ),
         ("cpu_load", s.over_window(s.taskmanager(&cat.cpu_load), OverTime::Avg, by_tm(Agg::Max))),
         (
             "input_watermark",
@@ -1214,7 +1228,8 @@ fn assemble_job_signals(
     let (source_lag, lag_note) =
         assemble_source_lag(r("pending_records"), r("records_lag_max"), r("emit_event_time_lag"), cat);
     let job_tms: BTreeSet<&str> = subtasks.iter().filter_map(|s| s.tm_id.as_deref()).collect();
-    let taskmanagers = assemble_taskmanagers(r("gc_time"), r("cpu_load"), &job_tms);
+    let (taskmanagers, gc_from_collectors) =
+        assemble_taskmanagers(r("gc_time"), r(GC_PER_COLLECTOR), r("cpu_load"), &job_tms);
     let watermarks = r("input_watermark")
         .iter()
         .filter(|s| !s.label(l::TASK_ID).is_empty())
@@ -1222,6 +1237,12 @@ fn assemble_job_signals(
         .collect();
     let samples_in_window =
         r("samples_in_window").first().and_then(|s| s.last_value()).filter(|v| v.is_finite()).map(|v| v as u32);
+    if gc_from_collectors {
+        // The GC times came from each collector's counter: theirs is the PromQL shown.
+        if let Some(q) = answers.promql.get(GC_PER_COLLECTOR).cloned() {
+            answers.promql.insert("gc_time".into(), q);
+        }
+    }
     if checkpoints.series.iter().all(|p| p.last_duration_ms.is_none()) {
         answers.missing.push(Missing {
             metric: cat.last_checkpoint_duration.clone(),
@@ -1425,7 +1446,18 @@ fn assemble_source_lag(
     (lags, note)
 }
 
-fn assemble_taskmanagers(gc: &QueryResult, cpu: &QueryResult, job_tms: &BTreeSet<&str>) -> Vec<TaskManagerMetrics> {
+/// The per-collector GC counters (raw, over the window), for TaskManagers without
+/// `All.Time`.
+const GC_PER_COLLECTOR: &str = "gc_time_per_collector";
+
+/// The TaskManagers running the job's subtasks, with their GC time (`All.Time`'s rate, else
+/// the sum of each collector's) and CPU load; true when a GC time came from the collectors.
+fn assemble_taskmanagers(
+    gc: &QueryResult,
+    gc_collectors: &QueryResult,
+    cpu: &QueryResult,
+    job_tms: &BTreeSet<&str>,
+) -> (Vec<TaskManagerMetrics>, bool) {
     let mut out: BTreeMap<String, TaskManagerMetrics> = BTreeMap::new();
     for (is_gc, result) in [(true, gc), (false, cpu)] {
         for s in result {
@@ -1448,7 +1480,53 @@ fn assemble_taskmanagers(gc: &QueryResult, cpu: &QueryResult, job_tms: &BTreeSet
             }
         }
     }
-    out.into_values().collect()
+    let mut from_collectors = false;
+    for (tm, ms_per_s) in gc_rate_per_taskmanager(gc_collectors) {
+        if !job_tms.contains(tm.as_str()) {
+            continue;
+        }
+        let entry = out.entry(tm.clone()).or_insert_with(|| TaskManagerMetrics {
+            tm_id: tm.clone(),
+            host: None,
+            gc_ms_per_s: None,
+            cpu_load: None,
+        });
+        if entry.gc_ms_per_s.is_none() {
+            entry.gc_ms_per_s = Some(ms_per_s);
+            from_collectors = true;
+        }
+    }
+    (out.into_values().collect(), from_collectors)
+}
+
+/// GC time per TaskManager, ms/s: each collector's counter increase over its span (a drop
+/// is a restart of the counter: the new value is the increase), summed over collectors.
+/// One series per (TaskManager, collector): a second scrape target's copy is left out.
+/// A TaskManager whose collectors have fewer than two points each has no rate.
+fn gc_rate_per_taskmanager(series: &QueryResult) -> BTreeMap<String, f64> {
+    let mut per_collector: BTreeMap<(String, String), &ResultSeries> = BTreeMap::new();
+    for s in series {
+        let tm = flink_taskmanager_id(s.label(l::TM_ID));
+        if tm.is_empty() {
+            continue;
+        }
+        let slot = per_collector.entry((tm, s.label("__name__").to_string())).or_insert(s);
+        if s.points.len() > slot.points.len() {
+            *slot = s;
+        }
+    }
+    let mut out: BTreeMap<String, f64> = BTreeMap::new();
+    for ((tm, _), s) in per_collector {
+        let points: Vec<(i64, f64)> = s.points.iter().copied().filter(|p| p.1.is_finite()).collect();
+        let (Some(first), Some(last)) = (points.first(), points.last()) else { continue };
+        let span_s = (last.0 - first.0) as f64 / 1000.0;
+        if span_s <= 0.0 {
+            continue;
+        }
+        let increase: f64 = points.windows(2).map(|w| if w[1].1 >= w[0].1 { w[1].1 - w[0].1 } else { w[1].1 }).sum();
+        *out.entry(tm).or_insert(0.0) += increase / span_s;
+    }
+    out
 }
 
 #[cfg(test)]
@@ -1739,5 +1817,51 @@ mod tests {
         let points = [(0, 0.0), (10, 50.0), (20, 900.0), (30, 990.0)];
         assert_eq!(episode_start(&points, 100.0), Some(10));
         assert_eq!(episode_start(&points[2..], 100.0), None);
+    }
+
+    fn gc_series(tm: &str, collector: &str, points: &[(i64, f64)]) -> ResultSeries {
+        let labels = [
+            ("__name__", format!("flink_taskmanager_Status_JVM_GarbageCollector_{collector}_Time")),
+            (l::TM_ID, tm.to_string()),
+        ];
+        ResultSeries { labels: labels.into_iter().map(|(k, v)| (k.to_string(), v)).collect(), points: points.to_vec() }
+    }
+
+    #[test]
+    fn gc_time_without_all_time_is_the_sum_of_each_collectors_rate() {
+        let collectors = vec![
+            // 100 → 150 → 250 ms over 20 s: 150 / 20 = 7.5 ms/s.
+            gc_series("tm-1", "G1_Young_Generation", &[(0, 100.0), (10_000, 150.0), (20_000, 250.0)]),
+            // 0 → 20 ms over 20 s: 1 ms/s; tm-1 in all: 7.5 + 1 = 8.5 ms/s.
+            gc_series("tm-1", "G1_Old_Generation", &[(0, 0.0), (20_000, 20.0)]),
+            // A second scrape target's shorter copy of the same counter is left out.
+            gc_series("tm-1", "G1_Old_Generation", &[(0, 0.0), (10_000, 900.0)]),
+            // The counter restarts at 500 → 40: the increase is 40, then 20; 60 / 20 = 3 ms/s.
+            gc_series("tm-2", "G1_Young_Generation", &[(0, 500.0), (10_000, 40.0), (20_000, 60.0)]),
+            // One point has no rate.
+            gc_series("tm-3", "G1_Young_Generation", &[(0, 5.0)]),
+        ];
+        let rates = gc_rate_per_taskmanager(&collectors);
+        assert_eq!(rates.get("tm-1"), Some(&8.5));
+        assert_eq!(rates.get("tm-2"), Some(&3.0));
+        assert_eq!(rates.get("tm-3"), None);
+    }
+
+    #[test]
+    fn all_time_is_preferred_and_the_collectors_fill_only_the_taskmanagers_without_it() {
+        let mut all = gc_series("tm-1", "All", &[(20_000, 4.0)]);
+        all.labels.remove("__name__");
+        let collectors = vec![
+            gc_series("tm-1", "G1_Young_Generation", &[(0, 0.0), (20_000, 400.0)]),
+            gc_series("tm-2", "G1_Young_Generation", &[(0, 0.0), (20_000, 60.0)]),
+            // Not one of the job's TaskManagers.
+            gc_series("tm-9", "G1_Young_Generation", &[(0, 0.0), (20_000, 60.0)]),
+        ];
+        let job_tms: BTreeSet<&str> = ["tm-1", "tm-2"].into();
+        let (tms, from_collectors) = assemble_taskmanagers(&vec![all], &collectors, &vec![], &job_tms);
+        let gc: Vec<(&str, Option<f64>)> = tms.iter().map(|t| (t.tm_id.as_str(), t.gc_ms_per_s)).collect();
+        // tm-1 keeps All.Time's 4 ms/s (not 400 / 20 = 20); tm-2 gets 60 / 20 = 3 ms/s.
+        assert_eq!(gc, vec![("tm-1", Some(4.0)), ("tm-2", Some(3.0))]);
+        assert!(from_collectors);
     }
 }

@@ -77,6 +77,10 @@ pub struct MetricCatalog {
     pub num_rescales: String,
     /// TaskManager `Status.JVM.GarbageCollector.All.Time`, ms (counter).
     pub gc_time: String,
+    /// TaskManager `Status.JVM.GarbageCollector.<collector>.Time`, ms (counters), one per
+    /// JVM garbage collector. Read when `All.Time` is absent (Flink before 1.20 reports only
+    /// these); their sum is what `All.Time` counts.
+    pub gc_collector_times: Vec<String>,
     /// TaskManager `Status.JVM.CPU.Load`, ratio.
     pub cpu_load: String,
     /// Name suffixes of RocksDB native metrics. They match both forms the reporter
@@ -131,13 +135,19 @@ impl MetricCatalog {
             if key == "scrape_labels" {
                 continue;
             }
-            let name = v.as_str().unwrap_or_default();
-            let tail = name.trim_start_matches('_');
-            let ok = !name.is_empty()
-                && tail.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':')
-                && (key.ends_with("_suffix") || !name.starts_with(|c: char| c.is_ascii_digit()));
-            if !ok {
-                problems.push(format!("metrics.{key} = `{name}` is not a valid Prometheus metric name"));
+            // A list (gc_collector_times) holds names; an empty list asks for nothing.
+            let names: Vec<&str> = match v.as_array() {
+                Some(list) => list.iter().map(|n| n.as_str().unwrap_or_default()).collect(),
+                None => vec![v.as_str().unwrap_or_default()],
+            };
+            for name in names {
+                let tail = name.trim_start_matches('_');
+                let ok = !name.is_empty()
+                    && tail.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':')
+                    && (key.ends_with("_suffix") || !name.starts_with(|c: char| c.is_ascii_digit()));
+                if !ok {
+                    problems.push(format!("metrics.{key} = `{name}` is not a valid Prometheus metric name"));
+                }
             }
         }
     }
@@ -174,6 +184,29 @@ impl Default for MetricCatalog {
             num_restarts: job("numRestarts"),
             num_rescales: job("numRescales"),
             gc_time: "flink_taskmanager_Status_JVM_GarbageCollector_All_Time".into(),
+            // The JVM's collector bean names (HotSpot's G1, Parallel, Serial, CMS, ZGC,
+            // Shenandoah), spaces written as `_` by Flink's Prometheus reporter.
+            gc_collector_times: [
+                "G1_Young_Generation",
+                "G1_Old_Generation",
+                "G1_Concurrent_GC",
+                "PS_Scavenge",
+                "PS_MarkSweep",
+                "Copy",
+                "MarkSweepCompact",
+                "ParNew",
+                "ConcurrentMarkSweep",
+                "ZGC_Cycles",
+                "ZGC_Pauses",
+                "ZGC_Minor_Cycles",
+                "ZGC_Minor_Pauses",
+                "ZGC_Major_Cycles",
+                "ZGC_Major_Pauses",
+                "Shenandoah_Cycles",
+                "Shenandoah_Pauses",
+            ]
+            .map(|c| format!("flink_taskmanager_Status_JVM_GarbageCollector_{c}_Time"))
+            .to_vec(),
             cpu_load: "flink_taskmanager_Status_JVM_CPU_Load".into(),
             rocksdb_is_write_stopped_suffix: "_rocksdb_is_write_stopped".into(),
             rocksdb_actual_delayed_write_rate_suffix: "_rocksdb_actual_delayed_write_rate".into(),
@@ -223,5 +256,19 @@ mod tests {
         let mut problems = Vec::new();
         MetricCatalog::default().validate(&mut problems);
         assert!(problems.is_empty(), "{problems:?}");
+    }
+
+    #[test]
+    fn each_name_of_a_metric_list_must_be_a_metric_name() {
+        let cat = MetricCatalog {
+            gc_collector_times: vec![
+                "flink_taskmanager_Status_JVM_GarbageCollector_ParNew_Time".into(),
+                "G1 Old".into(),
+            ],
+            ..MetricCatalog::default()
+        };
+        let mut problems = Vec::new();
+        cat.validate(&mut problems);
+        assert_eq!(problems, ["metrics.gc_collector_times = `G1 Old` is not a valid Prometheus metric name"]);
     }
 }
