@@ -392,7 +392,9 @@ impl Service {
                 _ = tokio::time::sleep(PRUNE_EVERY) => {}
                 _ = stop.changed() => {}
             }
-            if *stop.borrow() {
+            // A dropped sender (the application gone without `stop`) ends it too, or
+            // `changed()` would return at once, forever.
+            if *stop.borrow() || stop.has_changed().is_err() {
                 break;
             }
         }

@@ -13,6 +13,7 @@ pub mod echo;
 pub mod faulty_disk;
 pub mod limits;
 pub mod logs;
+pub mod pg_server;
 
 use std::io::Read;
 use std::net::TcpListener;

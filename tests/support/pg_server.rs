@@ -116,9 +116,12 @@ impl PgServer {
     }
 
     fn configure(&self, durable: bool) {
+        // Without `durable`, no fsync: a stopped (even killed) server loses nothing the
+        // kernel holds, and only a machine crash would. Commits stay synchronous: an
+        // acknowledged commit is in the WAL the kernel holds.
         let sync = if durable { "on" } else { "off" };
         let conf = format!(
-            "listen_addresses = '127.0.0.1'\nport = {}\nunix_socket_directories = '{}'\nmax_connections = 300\nshared_buffers = 64MB\nfsync = {sync}\nsynchronous_commit = {sync}\nfull_page_writes = {sync}\nlog_min_messages = warning\n",
+            "listen_addresses = '127.0.0.1'\nport = {}\nunix_socket_directories = '{}'\nmax_connections = 300\nshared_buffers = 64MB\nfsync = {sync}\nsynchronous_commit = on\nfull_page_writes = {sync}\nlog_min_messages = warning\n",
             self.port,
             self.dir.display()
         );

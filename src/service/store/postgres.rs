@@ -16,8 +16,11 @@
 //!   transaction under `pg_advisory_xact_lock`: replicas starting at once migrate once.
 //!   They run at the first operation, not at start: a database that is down at start
 //!   makes culprit not ready (503 with the reason) until it answers, never a crash loop.
+//! * Webhook intake is group-committed by one writer task per replica ([`intake`]).
 //! * Connections come from a deadpool pool; a connection broken by a database restart
 //!   is dropped and a new one made at the next use.
+
+mod intake;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Weak};
@@ -128,6 +131,8 @@ struct Inner {
     owner: String,
     lease_ms: i64,
     migrated: tokio::sync::OnceCell<()>,
+    /// The intake writer, started at the first webhook.
+    intake: std::sync::OnceLock<tokio::sync::mpsc::Sender<intake::Batch>>,
     metrics: Arc<Metrics>,
 }
 
@@ -157,7 +162,11 @@ impl From<tokio_postgres::Error> for StoreError {
         };
         let detail = match e.as_db_error() {
             Some(db) => db.message().to_string(),
-            None => e.to_string(),
+            // "error connecting to server" says little without its cause.
+            None => match std::error::Error::source(&e) {
+                Some(cause) => format!("{e}: {cause}"),
+                None => e.to_string(),
+            },
         };
         StoreError::new(kind, format!("PostgreSQL: {detail}"))
     }
@@ -209,6 +218,7 @@ impl PgStore {
             owner: owner_id(),
             lease_ms: cfg.lease.as_ms().max(1000),
             migrated: tokio::sync::OnceCell::new(),
+            intake: std::sync::OnceLock::new(),
             metrics,
         };
         Ok(PgStore { inner: Arc::new(inner) })
@@ -237,32 +247,20 @@ impl PgStore {
         now_ms + self.inner.lease_ms
     }
 
-    /// See [`super::Store::enqueue`]. One transaction per webhook; the intakes are applied
-    /// in job order so that two webhooks naming the same jobs never deadlock.
+    /// See [`super::Store::enqueue`]: through this replica's intake writer (group commit).
     pub async fn enqueue(
         &self,
-        mut intakes: Vec<Intake>,
+        intakes: Vec<Intake>,
         now_ms: i64,
         due_ms: i64,
         max_queue: usize,
     ) -> Result<Enqueued, StoreError> {
-        intakes.sort_by(|a, b| a.job_key.cmp(&b.job_key));
-        let mut client = self.client().await?;
-        let tx = client.transaction().await?;
-        let depth: i64 = tx.query_one(&tx.prepare_cached("SELECT COUNT(*) FROM work").await?, &[]).await?.get(0);
-        let mut created = 0usize;
-        let mut dead = Vec::new();
-        for i in &intakes {
-            created += apply_intake(&tx, i, now_ms, due_ms, &mut dead).await?;
-        }
+        let writer = self.inner.intake.get_or_init(|| intake::spawn_writer(Arc::downgrade(&self.inner)));
+        let (done, wait) = tokio::sync::oneshot::channel();
+        let stopped = || StoreError::new(StoreErrorKind::Other, "the intake writer stopped");
         let max_queue = i64::try_from(max_queue).unwrap_or(i64::MAX);
-        if created > 0 && depth + created as i64 > max_queue {
-            tx.rollback().await?;
-            return Ok(Enqueued::QueueFull { depth });
-        }
-        tx.commit().await?;
-        report_dead(&self.inner.metrics, dead);
-        Ok(Enqueued::Stored { jobs: intakes.len(), created, depth: depth + created as i64 })
+        writer.send(intake::Batch { intakes, now_ms, due_ms, max_queue, done }).await.map_err(|_| stopped())?;
+        wait.await.map_err(|_| stopped())?
     }
 
     /// See [`super::Store::claim_work`]. Running work whose lease expired is put back first.

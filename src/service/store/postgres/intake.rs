@@ -1,0 +1,130 @@
+//! Webhook intake on PostgreSQL: one writer task per replica commits every webhook waiting
+//! in one transaction (group commit), so a burst costs one commit (one WAL flush) per
+//! batch, not per webhook, and a replica holds one intake connection, not one per request.
+//!
+//! When no webhook of the batch can take the queue over its bound, every intake is applied
+//! in job order (stable: a job's webhooks keep their order), so two replicas' batches lock
+//! jobs' rows in the same order and never deadlock. Near the bound, each webhook is a
+//! savepoint of its own, all or nothing, as on SQLite.
+
+use std::sync::Weak;
+
+use deadpool_postgres::Transaction;
+use tokio::sync::{mpsc, oneshot};
+
+use super::{Inner, PgStore, apply_intake, report_dead};
+use crate::service::intake::Intake;
+use crate::service::store::{DeadLetter, Enqueued, StoreError};
+
+/// Most webhooks committed in one intake transaction.
+const MAX_BATCH: usize = 256;
+
+/// A webhook's intakes on their way to the writer task.
+pub(super) struct Batch {
+    pub intakes: Vec<Intake>,
+    pub now_ms: i64,
+    pub due_ms: i64,
+    pub max_queue: i64,
+    pub done: oneshot::Sender<Result<Enqueued, StoreError>>,
+}
+
+/// Starts the writer task; it ends when the store is dropped (the sender with it).
+pub(super) fn spawn_writer(inner: Weak<Inner>) -> mpsc::Sender<Batch> {
+    let (tx, rx) = mpsc::channel::<Batch>(4096);
+    tokio::spawn(writer(inner, rx));
+    tx
+}
+
+async fn writer(inner: Weak<Inner>, mut rx: mpsc::Receiver<Batch>) {
+    while let Some(first) = rx.recv().await {
+        let mut batches = vec![first];
+        while batches.len() < MAX_BATCH {
+            match rx.try_recv() {
+                Ok(b) => batches.push(b),
+                Err(_) => break,
+            }
+        }
+        let Some(inner) = inner.upgrade() else { return };
+        let store = PgStore { inner };
+        let mut dead = Vec::new();
+        match commit_batches(&store, &batches, &mut dead).await {
+            Ok(results) => {
+                report_dead(&store.inner.metrics, dead);
+                for (b, r) in batches.into_iter().zip(results) {
+                    let _ = b.done.send(r);
+                }
+            }
+            Err(e) => {
+                for b in batches {
+                    let _ = b.done.send(Err(e.clone()));
+                }
+            }
+        }
+    }
+}
+
+/// One transaction for many webhooks. The outer error fails them all (the commit failed);
+/// an inner one fails that webhook alone.
+async fn commit_batches(
+    store: &PgStore,
+    batches: &[Batch],
+    dead: &mut Vec<DeadLetter>,
+) -> Result<Vec<Result<Enqueued, StoreError>>, StoreError> {
+    let mut client = store.client().await?;
+    let mut tx = client.transaction().await?;
+    let mut depth: i64 = tx.query_one(&tx.prepare_cached("SELECT COUNT(*) FROM work").await?, &[]).await?.get(0);
+    let total: usize = batches.iter().map(|b| b.intakes.len()).sum();
+    let bound = batches.iter().map(|b| b.max_queue).min().unwrap_or(i64::MAX);
+    let mut results = Vec::with_capacity(batches.len());
+    if depth.saturating_add(total as i64) <= bound {
+        let mut order: Vec<(usize, &Intake)> =
+            batches.iter().enumerate().flat_map(|(k, b)| b.intakes.iter().map(move |i| (k, i))).collect();
+        order.sort_by(|a, b| a.1.job_key.cmp(&b.1.job_key));
+        let mut created = vec![0usize; batches.len()];
+        for (k, i) in order {
+            created[k] += apply_intake(&tx, i, batches[k].now_ms, batches[k].due_ms, dead).await?;
+        }
+        for (b, created) in batches.iter().zip(created) {
+            depth += created as i64;
+            results.push(Ok(Enqueued::Stored { jobs: b.intakes.len(), created, depth }));
+        }
+    } else {
+        for b in batches {
+            results.push(one_webhook(&mut tx, b, &mut depth, dead).await?);
+        }
+    }
+    tx.commit().await?;
+    Ok(results)
+}
+
+/// One webhook in a savepoint: stored whole, refused whole when the queue is full, or
+/// failed alone.
+async fn one_webhook(
+    tx: &mut Transaction<'_>,
+    b: &Batch,
+    depth: &mut i64,
+    dead: &mut Vec<DeadLetter>,
+) -> Result<Result<Enqueued, StoreError>, StoreError> {
+    let mut intakes: Vec<&Intake> = b.intakes.iter().collect();
+    intakes.sort_by(|a, b| a.job_key.cmp(&b.job_key));
+    let sp = tx.savepoint("webhook").await?;
+    let mut own_dead = Vec::new();
+    let mut created = 0usize;
+    for i in intakes {
+        match apply_intake(&sp, i, b.now_ms, b.due_ms, &mut own_dead).await {
+            Ok(n) => created += n,
+            Err(e) => {
+                sp.rollback().await?;
+                return Ok(Err(e));
+            }
+        }
+    }
+    if created > 0 && *depth + created as i64 > b.max_queue {
+        sp.rollback().await?;
+        return Ok(Ok(Enqueued::QueueFull { depth: *depth }));
+    }
+    sp.commit().await?;
+    *depth += created as i64;
+    dead.append(&mut own_dead);
+    Ok(Ok(Enqueued::Stored { jobs: b.intakes.len(), created, depth: *depth }))
+}
