@@ -5,7 +5,7 @@
 #
 #   scripts/fuzz.sh [SECONDS_PER_TARGET] [TARGET...]      # default 600 s; all four targets
 #
-# Targets: webhook (the Alertmanager webhook parser and intake), recording (the recording
+# Targets: exposition (the exposition reader alone; not run by default), webhook (the Alertmanager webhook parser and intake), recording (the recording
 # reader, then collection, diagnosis and rendering of what it read), plan (the Flink job
 # plan reader), config (the configuration loader and what check-config prints).
 # Seed corpora are built from the captures (fuzz/seeds.py) into fuzz/corpus/<target>;
