@@ -5,9 +5,10 @@
 #
 #   scripts/fuzz.sh [SECONDS_PER_TARGET] [TARGET...]      # default 600 s; all four targets
 #
-# Targets: exposition (the exposition reader alone; not run by default), webhook (the Alertmanager webhook parser and intake), recording (the recording
+# Targets: webhook (the Alertmanager webhook parser and intake), recording (the recording
 # reader, then collection, diagnosis and rendering of what it read), plan (the Flink job
-# plan reader), config (the configuration loader and what check-config prints).
+# plan reader), config (the configuration loader and what check-config prints); and
+# exposition (the exposition reader alone), run only when named.
 # Seed corpora are built from the captures (fuzz/seeds.py) into fuzz/corpus/<target>;
 # a crash is written to fuzz/artifacts/<target>/ and stops that target (the script goes on
 # and exits 1 at the end); reproduce it with
