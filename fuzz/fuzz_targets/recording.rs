@@ -21,7 +21,7 @@ fuzz_target!(|data: &[u8]| {
     }
     store.finish();
     let config = Config::default();
-    let request = DiagnosisRequest { job: None, at_ms: None, window_ms: None };
+    let request = DiagnosisRequest::default(); // the only job there is, at its newest data
     let input = CollectInput {
         request: &request,
         graph: None,
