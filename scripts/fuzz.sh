@@ -43,8 +43,8 @@ for t in "${targets[@]}"; do
   cargo +nightly fuzz run -O -a -s none "$t" "corpus/$t" -- \
     -max_total_time="$seconds" -max_len="$max_len" -timeout=10 -print_final_stats=1 \
     >"logs/$t.log" 2>&1 || status=$?
-  execs=$(grep -o 'stat::number_of_executed_units: [0-9]*' "logs/$t.log" | grep -o '[0-9]*$' || true)
-  rate=$(grep -o 'stat::average_exec_per_sec: [0-9]*' "logs/$t.log" | grep -o '[0-9]*$' || true)
+  execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "logs/$t.log" | grep -o '[0-9]*$' || true)
+  rate=$(grep -o 'stat::average_exec_per_sec: *[0-9]*' "logs/$t.log" | grep -o '[0-9]*$' || true)
   crashes=$(ls "artifacts/$t" 2>/dev/null | grep -c -E '^(crash|oom|timeout|leak)-' || true)
   echo "fuzz: $t: ${execs:-?} execs (${rate:-?}/s), $crashes crash(es), exit $status" >&2
   if [ "$status" -ne 0 ] || [ "$crashes" -gt 0 ]; then
