@@ -398,6 +398,40 @@ fn the_kustomization_builds_when_kubectl_is_installed() {
 }
 
 #[test]
+fn the_ha_variant_runs_two_replicas_on_postgres_with_a_budget_spread_over_nodes_and_ready_on_the_store() {
+    let (name, text) = deploy_configs()
+        .into_iter()
+        .find(|(name, _)| name.starts_with("deploy/kubernetes-ha/configmap.yaml"))
+        .expect("deploy/kubernetes-ha/configmap.yaml holds a culprit.toml");
+    let config = Config::from_toml(&text, &name).unwrap();
+    let url = config.store.url.as_deref().expect("the HA variant's store is PostgreSQL");
+    // (The loader refuses a URL that holds a password.)
+    assert!(url.starts_with("postgres://"), "{url}");
+    assert_eq!(config.store.password, Some(culprit::config::SecretSource::Env("CULPRIT_DB_PASSWORD".into())));
+    // The password's variable comes from the Secret's db-password key.
+    let patch = yaml_file("deploy/kubernetes-ha/deployment.yaml");
+    let container = &patch.at(&["spec", "template", "spec", "containers"]).seq()[0];
+    let var = container.at(&["env"]).seq().iter().find(|e| e.at(&["name"]).str() == "CULPRIT_DB_PASSWORD").unwrap();
+    let key = var.at(&["valueFrom", "secretKeyRef", "key"]).str();
+    let secret = yaml_file("deploy/kubernetes/secret.example.yaml");
+    assert!(secret.at(&["stringData"]).get(key).is_some(), "secret.example.yaml has no {key}");
+    let pdb = yaml_file("deploy/kubernetes-ha/pdb.yaml");
+    assert_eq!(pdb.at(&["kind"]).str(), "PodDisruptionBudget");
+    let Some(kubectl) = find_on_path("kubectl") else {
+        eprintln!("kubectl is not installed: `kubectl kustomize deploy/kubernetes-ha` not run");
+        return;
+    };
+    let out = run(&kubectl, &["kustomize", "deploy/kubernetes-ha"]);
+    for want in ["replicas: 2", "kind: PodDisruptionBudget", "podAntiAffinity", "path: /readyz", "type: RollingUpdate"]
+    {
+        assert!(out.contains(want), "kubectl kustomize deploy/kubernetes-ha: no {want}:\n{out}");
+    }
+    for unwanted in ["kind: PersistentVolumeClaim", "claimName", "kind: Secret", "type: Recreate"] {
+        assert!(!out.contains(unwanted), "kubectl kustomize deploy/kubernetes-ha: {unwanted}:\n{out}");
+    }
+}
+
+#[test]
 fn the_dockerfile_builds_the_locked_release_and_runs_culprit_serve_as_the_deployments_user() {
     let text = read("deploy/Dockerfile");
     let lines: Vec<&str> = text.lines().map(str::trim).filter(|l| !l.starts_with('#')).collect();
