@@ -405,6 +405,13 @@ pub struct Thresholds {
     pub timeline_share_margin: f64,
     /// Backpressure in at least this share of the samples is steady. Default 0.9.
     pub timeline_steady_share: f64,
+    /// Without busy time (a reporter older than Flink 1.13), a candidate is the culprit when
+    /// its input buffer pool usage (`inPoolUsage`) reaches this: records wait in front of
+    /// it. Default 0.9.
+    pub in_pool_full_ratio: f64,
+    /// …and its output buffer pool usage (`outPoolUsage`) is at most this: nothing after it
+    /// holds it back. Default 0.5.
+    pub out_pool_low_ratio: f64,
 }
 
 impl Default for Thresholds {
@@ -436,6 +443,8 @@ impl Default for Thresholds {
             timeline_holder_share: 0.2,
             timeline_share_margin: 0.1,
             timeline_steady_share: 0.9,
+            in_pool_full_ratio: 0.9,
+            out_pool_low_ratio: 0.5,
         }
     }
 }
@@ -458,6 +467,8 @@ impl Thresholds {
             ("timeline_holder_share", self.timeline_holder_share),
             ("timeline_share_margin", self.timeline_share_margin),
             ("timeline_steady_share", self.timeline_steady_share),
+            ("in_pool_full_ratio", self.in_pool_full_ratio),
+            ("out_pool_low_ratio", self.out_pool_low_ratio),
         ];
         for (key, v) in ratios {
             if !(0.0..=1.0).contains(&v) {

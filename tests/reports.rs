@@ -363,3 +363,63 @@ async fn report_01_a_recording_of_one_deployment_holds_only_its_series_and_repla
         v.summary
     );
 }
+
+// ---------------------------------------------------------------------------------------
+// 03: Flink ≤ 1.12 reports isBackPressured and buffer pool usage, no busy or
+// backpressured time.
+// ---------------------------------------------------------------------------------------
+
+/// Report 03's expectation, by the classic method. Source and Map report isBackPressured =
+/// 1 in every sample (their backpressured time would be 900–920 ms/s) → share 1.0; the sink
+/// 0 in every sample → 0.0. The sink's input pool is full (inPoolUsage 1.0 ≥ 0.9) and its
+/// output pool low (outPoolUsage 0.1 ≤ 0.5): it is the culprit, a sink. Busy time is
+/// unknown everywhere, never 0; confidence is lowered to medium.
+fn assert_report_03(v: &Verdict) {
+    assert_eq!((v.status, v.finding), (Status::CulpritFound, Finding::Sink), "{}", v.summary);
+    let culprit = v.culprit.as_ref().expect("a culprit");
+    assert_eq!(
+        (culprit.vertex_name.as_str(), culprit.vertex_id.as_str()),
+        ("Sink: JDBC", "6d2677a0ecc3fd8df0b72ec675edf8f4")
+    );
+    assert_eq!(v.confidence, culprit::model::verdict::Confidence::Medium);
+    for (name, p) in [("Source: Custom Source", 1.0), ("Map", 1.0), ("Sink: JDBC", 0.0)] {
+        assert_eq!(vertex(v, name).backpressured_max, Some(p), "{name}");
+        assert_eq!(vertex(v, name).busy_max, None, "{name}: busy is unknown, never 0");
+    }
+    let states: Vec<_> = v.graph.vertices.iter().map(|g| (g.name.as_str(), g.state)).collect();
+    use culprit::model::verdict::VertexState::{Backpressured, Culprit};
+    assert_eq!(states, [("Source: Custom Source", Backpressured), ("Map", Backpressured), ("Sink: JDBC", Culprit)]);
+    let evidence =
+        |metric: &str| v.evidence.iter().find(|e| e.subject == "Sink: JDBC" && e.metric == metric).map(|e| e.value);
+    assert_eq!(evidence("inPoolUsage"), Some(1.0));
+    assert_eq!(evidence("outPoolUsage"), Some(0.1));
+    assert_eq!(evidence("busyTimeMsPerSecond"), None, "no busy time to show");
+    let note = v.notes.iter().find(|n| n.contains("predates Flink 1.13")).expect("a note on the reporter");
+    assert!(note.contains("isBackPressured") && note.contains("inPoolUsage"), "{note}");
+    assert!(
+        v.missing.iter().any(|m| m.contains("busyTimeMsPerSecond") && m.contains("predates Flink 1.13")),
+        "{:#?}",
+        v.missing
+    );
+    let text = culprit::render::render(v, Format::Text);
+    for wrong in ["busy 0%", "0%–0%", "nothing is backpressured"] {
+        assert!(!text.contains(wrong), "`{wrong}` in:\n{text}");
+    }
+}
+
+#[test]
+fn report_03_a_flink_1_12_reporter_without_busy_time_gets_the_classic_method_offline() {
+    assert_report_03(&offline(&report("03-flink-1.12-no-busy-metrics")));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn report_03_a_flink_1_12_reporter_without_busy_time_gets_the_classic_method_live() {
+    let dir = report("03-flink-1.12-no-busy-metrics");
+    let expected = offline(&dir);
+    let server = support::prometheus_with(&dir.join("recording.om.gz"));
+    let request =
+        DiagnosisRequest { job: Some(expected.job.id.clone()), at_ms: Some(at_of(&expected)), ..Default::default() };
+    let v = live(&server.url, &dir, &request).await;
+    assert_report_03(&v);
+    assert_same(&serde_json::to_value(&expected).unwrap(), &serde_json::to_value(&v).unwrap(), "03 live");
+}

@@ -18,9 +18,9 @@ use crate::model::catalog::{MetricCatalog, labels as l};
 use crate::model::graph::{JobGraph, flink_taskmanager_id, sanitize_label_value};
 use crate::model::request::DiagnosisRequest;
 use crate::model::snapshot::{
-    CheckpointConfig, CheckpointPoint, Checkpoints, JobIdentity, Missing, OperatorRates, RocksDbSubtask, Snapshot,
-    SourceSubtaskLag, SubtaskMetrics, TaskManagerMetrics, VertexAggregate, VertexTimeline, VertexWatermark, Window,
-    WindowBound,
+    BackpressureMeasure, CheckpointConfig, CheckpointPoint, Checkpoints, JobIdentity, Missing, OperatorRates,
+    RocksDbSubtask, Snapshot, SourceSubtaskLag, SubtaskMetrics, TaskManagerMetrics, VertexAggregate, VertexTimeline,
+    VertexWatermark, Window, WindowBound,
 };
 
 /// A query that could not be answered (network, HTTP status, bad answer). The message
@@ -345,7 +345,7 @@ async fn collect_from<S: MetricSource>(source: &S, input: CollectInput<'_>) -> R
     // which window.
     let mut answers = Answers::default();
     let series = which_series(source, &input, &run, &distinguishing, at, &mut notes, &mut answers.missing).await?;
-    let window = which_window(source, &input, &run, &series, at, &mut answers.missing, &mut notes).await;
+    let (window, measure) = which_window(source, &input, &run, &series, at, &mut answers.missing, &mut notes).await;
 
     // The name as Flink shows it when the plan belongs to this job, else the reporter's.
     let name = input
@@ -363,6 +363,7 @@ async fn collect_from<S: MetricSource>(source: &S, input: CollectInput<'_>) -> R
         at,
         step: cfg.step.as_ms(),
         trend_start: at - cfg.trend_lookback.as_ms(),
+        measure,
     };
 
     // Round 3: every vertex aggregated over its subtasks, the job-level signals, and the
@@ -375,8 +376,8 @@ async fn collect_from<S: MetricSource>(source: &S, input: CollectInput<'_>) -> R
     round3.extend(kafka::flink_offset_queries(&kafka_inputs, task, scope.trend_start, at, scope.step));
     round3.extend(identity::superseded_queries(&scope.job(&scope.cat.records_in), window.len_ms(), at));
     answers.ask(source, round3).await;
-    answers.note_missing_task_metrics(scope.cat);
-    let vertex_aggregates = assemble_aggregates(&|name| answers.get(name));
+    answers.note_missing_task_metrics(scope.cat, measure);
+    let vertex_aggregates = assemble_aggregates(&|name| answers.get(name), scope.backpressure_scale());
     let (graph, plan_mismatch) = check_plan(input.graph, &run, &vertex_aggregates, &mut notes);
     let vertex_name = |id: &str, label: &str| {
         graph.as_ref().and_then(|g| g.vertex(id)).map(|v| v.name.clone()).unwrap_or_else(|| label.to_string())
@@ -390,7 +391,8 @@ async fn collect_from<S: MetricSource>(source: &S, input: CollectInput<'_>) -> R
 
     // Round 4: per-subtask detail for the vertices the diagnosis looks into, and the
     // offsets of the topics round 3 found.
-    let detail_ids = crate::diagnose::signals::detail_vertices(graph.as_ref(), &vertex_aggregates, &cfg.thresholds);
+    let detail_ids =
+        crate::diagnose::signals::detail_vertices(graph.as_ref(), &vertex_aggregates, &cfg.thresholds, measure);
     let mut round4 = detail_queries(&scope, &detail_ids);
     let topics = kafka::topics_seen(&kafka_inputs, &answers.results);
     round4.extend(kafka::offset_queries(&topics, scope.trend_start, at, scope.step));
@@ -398,13 +400,17 @@ async fn collect_from<S: MetricSource>(source: &S, input: CollectInput<'_>) -> R
         answers.ask(source, round4).await;
     }
 
-    let subtasks = assemble_subtasks(DETAIL.map(|name| answers.get(name)));
+    let subtasks = assemble_subtasks(DETAIL.map(|name| answers.get(name)), scope.backpressure_scale());
     let operators = assemble_operators(
         answers.get("operator_records_in"),
         answers.get("operator_records_in_meter"),
         answers.get("operator_records_out_meter"),
     );
-    let timeline = assemble_timeline(answers.get("timeline_busy"), answers.get("timeline_backpressured"));
+    let timeline = assemble_timeline(
+        answers.get("timeline_busy"),
+        answers.get("timeline_backpressured"),
+        scope.backpressure_scale(),
+    );
     let (partitions, retention) = kafka::assemble(&kafka_inputs, &answers.results, &input.config.kafka.retention);
     let signals = assemble_job_signals(&mut answers, scope.cat, &subtasks, input.checkpoint_config);
     notes.extend(signals.lag_note.clone());
@@ -436,6 +442,7 @@ async fn collect_from<S: MetricSource>(source: &S, input: CollectInput<'_>) -> R
         operators,
         step_ms: scope.step,
         samples_in_window: signals.samples_in_window,
+        backpressure_measure: measure,
         queries: promql,
         missing,
         notes,
@@ -454,9 +461,38 @@ struct Scope<'a> {
     step: i64,
     /// Start of the longer look back that trends (checkpoints, lag) need, Unix ms.
     trend_start: i64,
+    /// What the job's reporter measures backpressure with.
+    measure: BackpressureMeasure,
 }
 
 impl Scope<'_> {
+    /// The task metric backpressured ratios come from: time backpressured, or (a reporter
+    /// older than Flink 1.13) `isBackPressured`.
+    fn backpressure_metric(&self) -> &str {
+        match self.measure {
+            BackpressureMeasure::TimeMsPerSecond => &self.cat.backpressured,
+            BackpressureMeasure::IsBackPressuredShare => &self.cat.is_backpressured,
+        }
+    }
+
+    /// What a value of [`Scope::backpressure_metric`] is divided by to give a ratio: ms/s
+    /// over 1000; the mean of a 0/1 gauge is already the share of samples.
+    fn backpressure_scale(&self) -> f64 {
+        match self.measure {
+            BackpressureMeasure::TimeMsPerSecond => 1000.0,
+            BackpressureMeasure::IsBackPressuredShare => 1.0,
+        }
+    }
+
+    /// A task metric every subtask reports, to count subtasks and samples by: busy time,
+    /// or `isBackPressured` when the reporter has no busy time.
+    fn presence_metric(&self) -> &str {
+        match self.measure {
+            BackpressureMeasure::TimeMsPerSecond => &self.cat.busy,
+            BackpressureMeasure::IsBackPressuredShare => &self.cat.is_backpressured,
+        }
+    }
+
     /// The job's task series of metric `m` (newest attempts, each target once).
     fn job(&self, m: &str) -> Selector {
         self.series.task(Selector::metric(m).with(l::JOB_ID, self.job_id))
@@ -512,11 +548,17 @@ impl Answers {
     }
 
     /// After round 3: the task metrics every step needs, when absent.
-    fn note_missing_task_metrics(&mut self, cat: &MetricCatalog) {
+    fn note_missing_task_metrics(&mut self, cat: &MetricCatalog, measure: BackpressureMeasure) {
+        let classic = measure == BackpressureMeasure::IsBackPressuredShare;
         for (name, key) in [(&cat.busy, "busy"), (&cat.backpressured, "backpressured"), (&cat.idle, "idle")] {
-            if self.get(key).is_empty() {
-                self.missing
-                    .push(Missing { metric: name.clone(), detail: "no samples for this job in the window".into() });
+            let detail = if classic && key != "idle" {
+                "the reporter predates Flink 1.13, which added busy and backpressured time; backpressure is read from isBackPressured, busy time is unknown"
+            } else {
+                "no samples for this job in the window"
+            };
+            // In the classic case the `backpressured` answer is isBackPressured's.
+            if (classic && key == "backpressured") || self.get(key).is_empty() {
+                self.missing.push(Missing { metric: name.clone(), detail: detail.into() });
             }
         }
         if self.get("records_in").is_empty() && self.get("records_in_meter").is_empty() {
@@ -693,7 +735,7 @@ pub async fn find_runs<S: MetricSource>(
         step_ms: step,
     };
     let fallback_lookup = Query::OverTime {
-        selector: Selector::metric(&cat.busy),
+        selector: Selector::metrics(&[&cat.busy, &cat.is_backpressured]),
         func: OverTime::Last,
         range_ms: lookback,
         at_ms: at,
@@ -803,7 +845,7 @@ async fn which_window<S: MetricSource>(
     at: i64,
     missing: &mut Vec<Missing>,
     notes: &mut Vec<String>,
-) -> Window {
+) -> (Window, BackpressureMeasure) {
     let cfg = &input.config.diagnosis;
     let cat = input.catalog;
     let requested = input.request.window_ms.unwrap_or(cfg.window.as_ms());
@@ -828,6 +870,7 @@ async fn which_window<S: MetricSource>(
         job_range(task(&cat.backpressured), pattern_start),
         job_range(job(&cat.num_restarts), window.start_ms - exclusion),
         job_range(job(&cat.num_rescales), window.start_ms - exclusion),
+        job_range(task(&cat.is_backpressured), pattern_start),
     ];
     let mut answers = source.run(&queries).await.into_iter();
     let mut series = |name: &str| match answers.next().expect("one answer per query") {
@@ -837,8 +880,19 @@ async fn which_window<S: MetricSource>(
             Vec::new()
         }
     };
-    let (backpressure, restarts, rescales) =
-        (series(&cat.backpressured), series(&cat.num_restarts), series(&cat.num_rescales));
+    let (backpressure, restarts, rescales, is_backpressured) = (
+        series(&cat.backpressured),
+        series(&cat.num_restarts),
+        series(&cat.num_rescales),
+        series(&cat.is_backpressured),
+    );
+    // A reporter older than Flink 1.13 has no backpressured time, only isBackPressured
+    // (0 or 1 per scrape): its max over subtasks per step, against the ratio threshold.
+    let (measure, backpressure, scale) = if backpressure.is_empty() && !is_backpressured.is_empty() {
+        (BackpressureMeasure::IsBackPressuredShare, is_backpressured, 1.0)
+    } else {
+        (BackpressureMeasure::TimeMsPerSecond, backpressure, 1000.0)
+    };
 
     // Start-up, restarts and rescales: Flink's ratios and rates average over ~60 s.
     let restarted = [&restarts, &rescales].iter().filter_map(|s| last_increase(s)).max();
@@ -865,7 +919,7 @@ async fn which_window<S: MetricSource>(
         window.bound = WindowBound::DataStart;
     }
     if cfg.episode_window {
-        let threshold = cfg.thresholds.backpressured_ratio * 1000.0;
+        let threshold = cfg.thresholds.backpressured_ratio * scale;
         // A backpressure that comes and goes is one pattern, not a new episode each time:
         // keep at least two of its periods.
         let period = crate::diagnose::timeline::period_of_series(&backpressure, threshold);
@@ -898,7 +952,7 @@ async fn which_window<S: MetricSource>(
             }
         }
     }
-    window
+    (window, measure)
 }
 
 /// The time of the last increase of a counter sampled per step (a restart), if any.
@@ -913,20 +967,27 @@ fn job_wide_queries(s: &Scope<'_>) -> Vec<(&'static str, Query)> {
     let by_vertex = |agg: Agg| Some(Aggregation::new(agg, &[l::TASK_ID, l::TASK_NAME]));
     let avg = |m: &str, agg: Agg| s.over_window(s.job(m), OverTime::Avg, by_vertex(agg));
     let rate = |m: &str, agg: Agg| s.over_window(s.job(m), OverTime::Rate, by_vertex(agg));
-    vec![
-        ("backpressured", avg(&cat.backpressured, Agg::Max)),
+    let mut queries = vec![
+        ("backpressured", avg(s.backpressure_metric(), Agg::Max)),
         ("busy", avg(&cat.busy, Agg::Max)),
         ("busy_min", avg(&cat.busy, Agg::Min)),
         ("busy_mean", avg(&cat.busy, Agg::Avg)),
         ("busy_median", avg(&cat.busy, Agg::Median)),
-        ("subtask_count", avg(&cat.busy, Agg::Count)),
+        ("subtask_count", avg(s.presence_metric(), Agg::Count)),
         ("idle", avg(&cat.idle, Agg::Avg)),
         ("records_in", rate(&cat.records_in, Agg::Sum)),
         ("records_in_meter", avg(&cat.records_in_per_second, Agg::Sum)),
         ("records_out", rate(&cat.records_out, Agg::Sum)),
         ("records_out_meter", avg(&cat.records_out_per_second, Agg::Sum)),
         ("checkpoint_start_delay", avg(&cat.checkpoint_start_delay, Agg::Max)),
-    ]
+    ];
+    // Without busy time, the classic method tells the culprit by its buffer pools: a full
+    // input pool and an empty output pool.
+    if s.measure == BackpressureMeasure::IsBackPressuredShare {
+        queries.push(("in_pool_usage", avg(&cat.in_pool_usage, Agg::Max)));
+        queries.push(("out_pool_usage", avg(&cat.out_pool_usage, Agg::Max)));
+    }
+    queries
 }
 
 /// Round 3, second half: the job-level signals: checkpoint history, RocksDB per subtask,
@@ -1004,7 +1065,10 @@ fn job_signal_queries(s: &Scope<'_>) -> Vec<(&'static str, Query)> {
             "input_watermark",
             s.range(s.job(&cat.input_watermark), Some(Aggregation::new(Agg::Min, &[l::TASK_ID])), s.window.start_ms),
         ),
-        ("samples_in_window", s.over_window(s.job(&cat.busy), OverTime::Count, Some(Aggregation::new(Agg::Max, &[])))),
+        (
+            "samples_in_window",
+            s.over_window(s.job(s.presence_metric()), OverTime::Count, Some(Aggregation::new(Agg::Max, &[]))),
+        ),
         // Every vertex per step of the window, for the time-resolved reading.
         (
             "timeline_busy",
@@ -1012,7 +1076,7 @@ fn job_signal_queries(s: &Scope<'_>) -> Vec<(&'static str, Query)> {
         ),
         (
             "timeline_backpressured",
-            s.range(s.job(&cat.backpressured), Some(Aggregation::new(Agg::Max, &[l::TASK_ID])), s.window.start_ms),
+            s.range(s.job(s.backpressure_metric()), Some(Aggregation::new(Agg::Max, &[l::TASK_ID])), s.window.start_ms),
         ),
     ]
 }
@@ -1107,9 +1171,9 @@ fn detail_queries(s: &Scope<'_>, detail_ids: &[String]) -> Vec<(String, Query)> 
             &[l::TASK_ID, l::SUBTASK_INDEX, l::TASK_NAME, l::TM_ID, l::HOST, "task_attempt_num"],
         ))
     };
-    let metrics = [
+    let metrics: [(&str, OverTime); 9] = [
         (&cat.busy, OverTime::Avg),
-        (&cat.backpressured, OverTime::Avg),
+        (s.backpressure_metric(), OverTime::Avg),
         (&cat.idle, OverTime::Avg),
         (&cat.records_in, OverTime::Rate),
         (&cat.records_in_per_second, OverTime::Avg),
@@ -1171,7 +1235,7 @@ fn assemble_operators(counter_in: &QueryResult, meter_in: &QueryResult, meter_ou
 }
 
 /// Per-vertex values per step of the window, as ratios.
-fn assemble_timeline(busy: &QueryResult, backpressured: &QueryResult) -> Vec<VertexTimeline> {
+fn assemble_timeline(busy: &QueryResult, backpressured: &QueryResult, backpressure_scale: f64) -> Vec<VertexTimeline> {
     let mut out: BTreeMap<String, VertexTimeline> = BTreeMap::new();
     for (is_busy, result) in [(true, busy), (false, backpressured)] {
         for series in result {
@@ -1184,7 +1248,8 @@ fn assemble_timeline(busy: &QueryResult, backpressured: &QueryResult) -> Vec<Ver
                 busy_max: Vec::new(),
                 backpressured_max: Vec::new(),
             });
-            let points = series.points.iter().map(|&(t, v)| (t, v / 1000.0)).collect();
+            let scale = if is_busy { 1000.0 } else { backpressure_scale };
+            let points = series.points.iter().map(|&(t, v)| (t, v / scale)).collect();
             if is_busy {
                 e.busy_max = points;
             } else {
@@ -1253,7 +1318,7 @@ fn assemble_job_signals(
 }
 
 /// Per-vertex aggregates from round 3's answers.
-fn assemble_aggregates<'a>(r: &impl Fn(&str) -> &'a QueryResult) -> Vec<VertexAggregate> {
+fn assemble_aggregates<'a>(r: &impl Fn(&str) -> &'a QueryResult, backpressure_scale: f64) -> Vec<VertexAggregate> {
     let by_task = |name: &str| -> BTreeMap<String, &'a ResultSeries> {
         r(name)
             .iter()
@@ -1264,7 +1329,18 @@ fn assemble_aggregates<'a>(r: &impl Fn(&str) -> &'a QueryResult) -> Vec<VertexAg
     let keys = ["backpressured", "busy", "busy_min", "busy_mean", "busy_median", "subtask_count", "idle"];
     let maps: BTreeMap<&str, BTreeMap<String, &ResultSeries>> = keys
         .iter()
-        .chain(["records_in", "records_in_meter", "records_out", "records_out_meter", "checkpoint_start_delay"].iter())
+        .chain(
+            [
+                "records_in",
+                "records_in_meter",
+                "records_out",
+                "records_out_meter",
+                "checkpoint_start_delay",
+                "in_pool_usage",
+                "out_pool_usage",
+            ]
+            .iter(),
+        )
         .map(|k| (*k, by_task(k)))
         .collect();
     let ids: BTreeSet<&String> = keys.iter().flat_map(|k| maps[k].keys()).collect();
@@ -1285,11 +1361,13 @@ fn assemble_aggregates<'a>(r: &impl Fn(&str) -> &'a QueryResult) -> Vec<VertexAg
                 busy_min: ratio("busy_min"),
                 busy_mean: ratio("busy_mean"),
                 busy_median: ratio("busy_median"),
-                backpressured_max: ratio("backpressured"),
+                backpressured_max: value("backpressured").map(|v| v / backpressure_scale),
                 idle_mean: ratio("idle"),
                 records_in_per_s: value("records_in").or_else(|| value("records_in_meter")),
                 records_out_per_s: value("records_out").or_else(|| value("records_out_meter")),
                 checkpoint_start_delay_ms_max: value("checkpoint_start_delay").map(|ns| ns / 1e6),
+                in_pool_usage_max: value("in_pool_usage"),
+                out_pool_usage_max: value("out_pool_usage"),
             }
         })
         .collect()
@@ -1322,7 +1400,7 @@ fn per_subtask(result: &QueryResult) -> BTreeMap<(String, u32), &ResultSeries> {
     out
 }
 
-fn assemble_subtasks(results: [&QueryResult; 9]) -> Vec<SubtaskMetrics> {
+fn assemble_subtasks(results: [&QueryResult; 9], backpressure_scale: f64) -> Vec<SubtaskMetrics> {
     let maps: Vec<BTreeMap<(String, u32), &ResultSeries>> = results.iter().map(|r| per_subtask(r)).collect();
     let keys: BTreeSet<(String, u32)> = maps[..3].iter().flat_map(|m| m.keys().cloned()).collect();
     keys.into_iter()
@@ -1341,7 +1419,7 @@ fn assemble_subtasks(results: [&QueryResult; 9]) -> Vec<SubtaskMetrics> {
                 tm_id: label(l::TM_ID).map(|id| flink_taskmanager_id(&id)),
                 host: label(l::HOST),
                 busy_ratio: ratio(0),
-                backpressured_ratio: ratio(1),
+                backpressured_ratio: value(1).and_then(finite).map(|v| v / backpressure_scale),
                 idle_ratio: ratio(2),
                 records_in_per_s: rate(3, 4),
                 records_out_per_s: rate(5, 6),

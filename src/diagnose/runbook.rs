@@ -313,6 +313,13 @@ fn notes(snapshot: &Snapshot, signals: &JobSignals, cfg: &DiagnosisConfig) -> Ve
     if signals.graph_free {
         notes.push("No job graph: vertices come from the metrics and the culprit is the busiest vertex that is not backpressured; confidence is lowered.".into());
     }
+    if snapshot.backpressure_measure == crate::model::snapshot::BackpressureMeasure::IsBackPressuredShare {
+        notes.push(format!(
+            "The job's metrics reporter predates Flink 1.13: it reports no busy or backpressured time. Backpressure is the share of samples with isBackPressured = 1 (one sample per scrape, so short bursts may be missed), and the culprit is told by the classic method: the first vertex downstream of backpressured ones that is not backpressured, with a full input buffer pool (inPoolUsage ≥ {}) and a low output pool (outPoolUsage ≤ {}); busy time is unknown, and confidence is lowered.",
+            pct(cfg.thresholds.in_pool_full_ratio),
+            pct(cfg.thresholds.out_pool_low_ratio)
+        ));
+    }
     let startup_ms = startup_in_window_ms(snapshot, cfg);
     if startup_ms > 0 {
         notes.push(format!(
@@ -433,10 +440,14 @@ fn confidence(ctx: &Context, status: Status, finding: Finding, run: &Run, missin
     let records_missing = missing.iter().any(|m| m.contains("numRecordsIn"));
     // A culprit whose busy time is unknown (a legacy source's NaN) rests on other signs.
     let culprit_busy_unknown = run.culprit.is_some_and(|c| c.busy_max().is_none());
+    // Flink ≤ 1.12: backpressure sampled once per scrape, busy time unknown.
+    let classic =
+        ctx.snapshot.backpressure_measure == crate::model::snapshot::BackpressureMeasure::IsBackPressuredShare;
     if (status == Status::CulpritFound && finding == Finding::Unexplained)
         || no_data_before_finding
         || records_missing
         || culprit_busy_unknown
+        || classic
         || startup_in_window_ms(ctx.snapshot, ctx.cfg) > 0
     {
         return Confidence::Medium;

@@ -2,7 +2,9 @@
 //!
 //! Units: ratios in [0, 1] (busy b, backpressured p, idle i), rates in records/s.
 //! b = 1 − min(i + p, 1) when Flink reports busy as NaN (legacy sources) and i and p are
-//! known; otherwise an unknown b stays unknown, never 0. Values that add up to slightly
+//! known time ratios; otherwise an unknown b stays unknown, never 0. A reporter older than
+//! Flink 1.13 has no busy time at all, and its p is a share of `isBackPressured` samples, not
+//! time: b is not inferred from it. Values that add up to slightly
 //! more than 1 (seen: p 1.0 with i 0.055) are clamped, not rejected.
 //!
 //! Pure.
@@ -13,7 +15,7 @@ use crate::config::Thresholds;
 use crate::config::{DiagnosisConfig, OperatorKind};
 use crate::model::graph::sanitize_label_value;
 use crate::model::graph::{Edge, JobGraph};
-use crate::model::snapshot::{OperatorRates, Snapshot, SubtaskMetrics, VertexAggregate};
+use crate::model::snapshot::{BackpressureMeasure, OperatorRates, Snapshot, SubtaskMetrics, VertexAggregate};
 
 /// One subtask's signals.
 #[derive(Debug, Clone, PartialEq)]
@@ -148,6 +150,17 @@ impl VertexSignals {
         }
     }
 
+    /// Max over subtasks of the input buffer pool usage (`inPoolUsage`), ratio; collected
+    /// only for reporters older than Flink 1.13.
+    pub fn in_pool_usage(&self) -> Option<f64> {
+        self.aggregate.as_ref()?.in_pool_usage_max.map(clamp01)
+    }
+
+    /// Max over subtasks of the output buffer pool usage (`outPoolUsage`), ratio.
+    pub fn out_pool_usage(&self) -> Option<f64> {
+        self.aggregate.as_ref()?.out_pool_usage_max.map(clamp01)
+    }
+
     /// The subtask with the highest busy ratio.
     pub fn hottest(&self) -> Option<&SubtaskSignals> {
         self.subtasks.iter().filter(|s| s.busy.is_some()).max_by(|a, b| a.busy.unwrap().total_cmp(&b.busy.unwrap()))
@@ -276,7 +289,8 @@ impl JobSignals {
             .vertices
             .iter()
             .map(|v| {
-                let subtasks = by_vertex.get(v.id.as_str()).map(|s| subtask_signals(s)).unwrap_or_default();
+                let subtasks =
+                    by_vertex.get(v.id.as_str()).map(|s| subtask_signals(s, infers_busy(snapshot))).unwrap_or_default();
                 let (kind, has_async) = classify(&v.name, &v.operators, cfg);
                 VertexSignals {
                     id: v.id.clone(),
@@ -338,7 +352,7 @@ impl JobSignals {
                     name,
                     operators,
                     parallelism,
-                    subtasks: subtask_signals(subs),
+                    subtasks: subtask_signals(subs, infers_busy(snapshot)),
                     aggregate,
                     is_source,
                     is_sink: false,
@@ -387,7 +401,15 @@ fn operators_of(snapshot: &Snapshot, vertex_id: &str) -> Vec<OperatorRates> {
     snapshot.operators.iter().filter(|o| o.vertex_id == vertex_id).cloned().collect()
 }
 
-fn subtask_signals(subs: &[&SubtaskMetrics]) -> Vec<SubtaskSignals> {
+/// Whether a NaN busy time may be inferred from idle and backpressured: only when
+/// backpressure is measured as time.
+fn infers_busy(snapshot: &Snapshot) -> bool {
+    snapshot.backpressure_measure == BackpressureMeasure::TimeMsPerSecond
+}
+
+/// Per-subtask signals; a NaN busy time is inferred from idle and backpressured time when
+/// `infer_busy`.
+fn subtask_signals(subs: &[&SubtaskMetrics], infer_busy: bool) -> Vec<SubtaskSignals> {
     let mut out: Vec<SubtaskSignals> = subs
         .iter()
         .map(|s| {
@@ -395,7 +417,7 @@ fn subtask_signals(subs: &[&SubtaskMetrics]) -> Vec<SubtaskSignals> {
             let idle = s.idle_ratio.map(clamp01);
             let (busy, busy_inferred) = match (s.busy_ratio, idle, backpressured) {
                 (Some(b), _, _) => (Some(clamp01(b)), false),
-                (None, Some(i), Some(p)) => (Some(1.0 - (i + p).min(1.0)), true),
+                (None, Some(i), Some(p)) if infer_busy => (Some(1.0 - (i + p).min(1.0)), true),
                 _ => (None, false),
             };
             SubtaskSignals {
@@ -419,8 +441,14 @@ fn subtask_signals(subs: &[&SubtaskMetrics]) -> Vec<SubtaskSignals> {
 /// candidates (not backpressured, downstream of a backpressured vertex; without a graph,
 /// not backpressured and busy), vertices near capacity, the busiest vertex, and vertices
 /// whose busy time is unknown in aggregate (legacy sources report NaN: it is inferred per
-/// subtask). Everything else is judged by its aggregate.
-pub fn detail_vertices(graph: Option<&JobGraph>, aggregates: &[VertexAggregate], t: &Thresholds) -> Vec<String> {
+/// subtask; not when the reporter has no busy time at all, `measure`). Everything else is
+/// judged by its aggregate.
+pub fn detail_vertices(
+    graph: Option<&JobGraph>,
+    aggregates: &[VertexAggregate],
+    t: &Thresholds,
+    measure: BackpressureMeasure,
+) -> Vec<String> {
     let red = |a: &VertexAggregate| a.backpressured_max.is_some_and(|p| p > t.backpressured_ratio);
     let by_id: BTreeMap<&str, &VertexAggregate> = aggregates.iter().map(|a| (a.vertex_id.as_str(), a)).collect();
     let mut out: std::collections::BTreeSet<String> = std::collections::BTreeSet::new();
@@ -434,7 +462,7 @@ pub fn detail_vertices(graph: Option<&JobGraph>, aggregates: &[VertexAggregate],
             }
         };
         let near_capacity = a.busy_mean.is_some_and(|b| b >= t.near_capacity_utilisation);
-        let unknown_busy = a.busy_max.is_none();
+        let unknown_busy = a.busy_max.is_none() && measure == BackpressureMeasure::TimeMsPerSecond;
         if candidate || near_capacity || unknown_busy {
             out.insert(a.vertex_id.clone());
         }
@@ -568,7 +596,7 @@ mod tests {
             checkpoint_start_delay_ms: None,
             checkpoint_alignment_ms: None,
         };
-        let s = &subtask_signals(&[&m])[0];
+        let s = &subtask_signals(&[&m], true)[0];
         // b = 1 − min(0.5 + 0.3, 1) = 0.2
         assert!((s.busy.unwrap() - 0.2).abs() < 1e-12);
         assert!(s.busy_inferred);
@@ -590,7 +618,29 @@ mod tests {
             checkpoint_start_delay_ms: None,
             checkpoint_alignment_ms: None,
         };
-        assert_eq!(subtask_signals(&[&m])[0].busy, None);
+        assert_eq!(subtask_signals(&[&m], true)[0].busy, None);
+    }
+
+    #[test]
+    fn a_share_of_is_backpressured_samples_never_infers_busy_time() {
+        // Flink ≤ 1.12: p = 0.3 is a share of samples, not time; 1 − (0.5 + 0.3) would be a
+        // guess dressed as a measurement.
+        let m = SubtaskMetrics {
+            vertex_id: "v".into(),
+            subtask: 0,
+            task_name: "v".into(),
+            tm_id: None,
+            host: None,
+            busy_ratio: None,
+            backpressured_ratio: Some(0.3),
+            idle_ratio: Some(0.5),
+            records_in_per_s: None,
+            records_out_per_s: None,
+            checkpoint_start_delay_ms: None,
+            checkpoint_alignment_ms: None,
+        };
+        let s = &subtask_signals(&[&m], false)[0];
+        assert_eq!((s.busy, s.busy_inferred), (None, false));
     }
 
     #[test]
@@ -609,7 +659,7 @@ mod tests {
             checkpoint_start_delay_ms: None,
             checkpoint_alignment_ms: None,
         };
-        let s = &subtask_signals(&[&m])[0];
+        let s = &subtask_signals(&[&m], true)[0];
         // i + p = 1.055 → min(…, 1) = 1 → b = 0
         assert_eq!(s.busy, Some(0.0));
         assert_eq!(s.backpressured, Some(1.0));

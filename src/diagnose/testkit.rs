@@ -131,6 +131,7 @@ impl SnapshotBuilder {
                 operators: Vec::new(),
                 step_ms: 5000,
                 samples_in_window: Some(60),
+                backpressure_measure: Default::default(),
                 queries: Default::default(),
                 missing: Vec::new(),
                 notes: Vec::new(),
@@ -439,6 +440,8 @@ fn aggregate(vertex: &str, subtasks: &[SubtaskMetrics]) -> Option<VertexAggregat
         records_in_per_s: sum_all(|s| s.records_in_per_s),
         records_out_per_s: sum_all(|s| s.records_out_per_s),
         checkpoint_start_delay_ms_max: max(values(|s| s.checkpoint_start_delay_ms)),
+        in_pool_usage_max: None,
+        out_pool_usage_max: None,
     })
 }
 

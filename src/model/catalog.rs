@@ -1,4 +1,4 @@
-//! Raw metric names, as Flink's Prometheus reporter (Flink 1.15+ and 2.x) and the Kafka
+//! Raw metric names, as Flink's Prometheus reporter (Flink 1.x and 2.x) and the Kafka
 //! exporters write them. Derived signals live in the snapshot and the diagnosis; only
 //! this module knows the names.
 //!
@@ -31,6 +31,15 @@ pub struct MetricCatalog {
     pub backpressured: String,
     /// Task `idleTimeMsPerSecond`, ms/s.
     pub idle: String,
+    /// Task `isBackPressured`, 0 or 1 at each scrape: the only backpressure signal of
+    /// Flink ≤ 1.12, whose reporter has no busy or backpressured time (added in 1.13).
+    pub is_backpressured: String,
+    /// Task `buffers.inPoolUsage` (input buffer pool usage, floating and exclusive
+    /// buffers), ratio; read when the reporter predates Flink 1.13.
+    pub in_pool_usage: String,
+    /// Task `buffers.outPoolUsage` (output buffer pool usage), ratio; read when the
+    /// reporter predates Flink 1.13.
+    pub out_pool_usage: String,
     /// Task `numRecordsIn`, records (counter).
     pub records_in: String,
     /// Task `numRecordsInPerSecond`, records/s (a 60 s meter).
@@ -161,6 +170,9 @@ impl Default for MetricCatalog {
             busy: task("busyTimeMsPerSecond"),
             backpressured: task("backPressuredTimeMsPerSecond"),
             idle: task("idleTimeMsPerSecond"),
+            is_backpressured: task("isBackPressured"),
+            in_pool_usage: task("buffers_inPoolUsage"),
+            out_pool_usage: task("buffers_outPoolUsage"),
             records_in: task("numRecordsIn"),
             records_in_per_second: task("numRecordsInPerSecond"),
             records_out: task("numRecordsOut"),

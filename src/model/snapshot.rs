@@ -64,6 +64,19 @@ impl Window {
     }
 }
 
+/// How the snapshot's backpressured ratios were measured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BackpressureMeasure {
+    /// `backPressuredTimeMsPerSecond` / 1000 (Flink ≥ 1.13): time backpressured.
+    #[default]
+    TimeMsPerSecond,
+    /// The share of samples with `isBackPressured` = 1 (Flink ≤ 1.12, whose reporter has
+    /// neither busy nor backpressured time): backpressure sampled once per scrape, busy
+    /// time unknown.
+    IsBackPressuredShare,
+}
+
 /// One subtask's task metrics averaged over the window.
 ///
 /// Ratios are the Flink `…TimeMsPerSecond` gauges divided by 1000, as measured (not
@@ -82,7 +95,8 @@ pub struct SubtaskMetrics {
     pub host: Option<String>,
     /// `busyTimeMsPerSecond` / 1000 (ratio).
     pub busy_ratio: Option<f64>,
-    /// `backPressuredTimeMsPerSecond` / 1000 (ratio).
+    /// `backPressuredTimeMsPerSecond` / 1000, or the share of samples with
+    /// `isBackPressured` = 1 ([`Snapshot::backpressure_measure`]), ratio.
     pub backpressured_ratio: Option<f64>,
     /// `idleTimeMsPerSecond` / 1000 (ratio).
     pub idle_ratio: Option<f64>,
@@ -122,6 +136,14 @@ pub struct VertexAggregate {
     pub records_out_per_s: Option<f64>,
     /// Max over subtasks of the mean `checkpointStartDelayNanos`, in ms.
     pub checkpoint_start_delay_ms_max: Option<f64>,
+    /// Max over subtasks of the mean input buffer pool usage (`inPoolUsage`), ratio;
+    /// collected only when the reporter predates Flink 1.13.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub in_pool_usage_max: Option<f64>,
+    /// Max over subtasks of the mean output buffer pool usage (`outPoolUsage`), ratio;
+    /// collected only when the reporter predates Flink 1.13.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub out_pool_usage_max: Option<f64>,
 }
 
 /// Job-level checkpoint gauges at one evaluation time (`flink_jobmanager_job_*`).
@@ -338,6 +360,10 @@ pub struct Snapshot {
     /// Samples per task series in the window (max over series): 1 for a single scrape,
     /// where nothing can be called persistent or growing.
     pub samples_in_window: Option<u32>,
+    /// What the backpressured ratios measure (time, or the share of `isBackPressured`
+    /// samples when the reporter predates Flink 1.13).
+    #[serde(default)]
+    pub backpressure_measure: BackpressureMeasure,
     /// The PromQL behind each signal, by signal (`busy`, `backpressured`, …), for evidence.
     pub queries: std::collections::BTreeMap<String, String>,
     pub missing: Vec<Missing>,

@@ -32,6 +32,13 @@ pub fn run(ctx: &Context, culprit: &VertexSignals) -> StepReport {
     if culprit.subtasks.len() < 2 {
         return StepReport::clear(format!("{} has one subtask; there is no skew to look at.", culprit.name));
     }
+    if culprit.busy_max().is_none() {
+        // Flink ≤ 1.12 reports no busy time: a hot subtask cannot be told from the others.
+        return StepReport::no_data(
+            format!("{}'s busy time is unknown: a hot subtask cannot be told from the others.", culprit.name),
+            vec!["busyTimeMsPerSecond".into()],
+        );
+    }
     let Some(hot) = skew::find(culprit, t) else {
         return StepReport::clear(format!(
             "No single hot subtask: busy ratios {} (hot needs ≥ {} with the others' median ≤ {}).",

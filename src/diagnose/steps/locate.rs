@@ -7,11 +7,18 @@
 //! the red region upstream of each, then by `b_max`. With nothing red, a busy source whose
 //! lag grows is the culprit (finding `source`). Without a job graph, not-red busy vertices
 //! are ranked by `b_max` and the verdict says so.
+//!
+//! A reporter older than Flink 1.13 has no busy time, and `p_max` is the share of
+//! `isBackPressured` samples. There the classic method decides a candidate: a full input
+//! buffer pool (`inPoolUsage ≥ in_pool_full_ratio`) and a low output pool (`outPoolUsage ≤
+//! out_pool_low_ratio`, or none: a sink) make it the culprit; an input pool that is not full
+//! points to the exchange before it; without pool usage nothing is concluded.
 
 use crate::diagnose::signals::VertexSignals;
 use crate::diagnose::steps::headroom;
 use crate::diagnose::timeline::{self, Holder};
 use crate::diagnose::{Context, StepReport, limited_list, num, pct, slope_per_s};
+use crate::model::snapshot::BackpressureMeasure;
 use crate::model::verdict::{Finding, Outcome};
 
 /// What `locate` found besides its report.
@@ -67,7 +74,7 @@ fn on_averages(ctx: &Context) -> Located {
     } else if let Some((from, to)) = found.network.first() {
         network_report(ctx, from, to, &red_list)
     } else {
-        unknown_report(&found.unknown, &red_list)
+        unknown_report(&found.unknown, &red_list, classic(ctx))
     };
     Located {
         report,
@@ -117,6 +124,16 @@ fn search<'a>(ctx: &Context<'a>, red: &[&VertexSignals]) -> Search<'a> {
                     let region = ctx.signals.upstream_region(&v.id, |u| ctx.is_red(u)).len();
                     culprits.push((v, region));
                 }
+                None if classic(ctx) => match starved_input(ctx, v) {
+                    Some(true) => {
+                        let region = ctx.signals.upstream_region(&v.id, |u| ctx.is_red(u)).len();
+                        culprits.push((v, region));
+                    }
+                    Some(false) if v.missing_subtasks() == 0 => {
+                        network.extend(red_upstream.iter().map(|u| (u.id.clone(), v.id.clone())))
+                    }
+                    _ => unknown.push(v),
+                },
                 // A busy subtask may be among those not reporting: no conclusion.
                 Some(_) if v.missing_subtasks() > 0 => unknown.push(v),
                 Some(_) => network.extend(red_upstream.iter().map(|u| (u.id.clone(), v.id.clone()))),
@@ -129,6 +146,22 @@ fn search<'a>(ctx: &Context<'a>, red: &[&VertexSignals]) -> Search<'a> {
     Search { culprits, network, unknown }
 }
 
+/// The reporter predates Flink 1.13: backpressure is the share of `isBackPressured`
+/// samples and busy time is unknown.
+pub fn classic(ctx: &Context) -> bool {
+    ctx.snapshot.backpressure_measure == BackpressureMeasure::IsBackPressuredShare
+}
+
+/// The classic method on a candidate: `Some(true)` when its input buffer pool is full and
+/// its output pool low (or absent: a sink), `Some(false)` when its input pool is not full
+/// or its output pool is full, `None` without input pool usage.
+fn starved_input(ctx: &Context, v: &VertexSignals) -> Option<bool> {
+    let t = &ctx.cfg.thresholds;
+    let input = v.in_pool_usage()?;
+    let output_low = v.out_pool_usage().is_none_or(|o| o <= t.out_pool_low_ratio);
+    Some(input >= t.in_pool_full_ratio && output_low)
+}
+
 /// The report when `first` is the culprit (`culprits` ranked, `first` among them).
 fn culprit_report(
     ctx: &Context,
@@ -137,6 +170,9 @@ fn culprit_report(
     red: &[&VertexSignals],
     red_list: &str,
 ) -> StepReport {
+    if classic(ctx) && first.busy_max().is_none() {
+        return classic_culprit_report(ctx, first, red, red_list);
+    }
     let t = &ctx.cfg.thresholds;
     let b = first.busy_max().unwrap_or(0.0);
     let p = first.backpressured_max().unwrap_or(0.0);
@@ -384,26 +420,114 @@ fn chain_advice(v: &VertexSignals, report: &mut StepReport) {
     }
 }
 
+/// The culprit by the classic method (no busy time): not backpressured, downstream of
+/// backpressured vertices, its input buffer pool full and its output pool low.
+fn classic_culprit_report(ctx: &Context, first: &VertexSignals, red: &[&VertexSignals], red_list: &str) -> StepReport {
+    let t = &ctx.cfg.thresholds;
+    let p = first.backpressured_max().unwrap_or(0.0);
+    let input = first.in_pool_usage().unwrap_or(0.0);
+    let output = match first.out_pool_usage() {
+        Some(o) => format!("its output pool nearly empty (outPoolUsage {})", pct(o)),
+        None => "no output pool (nothing after it)".to_string(),
+    };
+    let upstream_red: Vec<String> =
+        ctx.signals.upstream_region(&first.id, |u| ctx.is_red(u)).iter().map(|v| v.name.clone()).collect();
+    let mut report = StepReport::new(
+        Outcome::Hit,
+        format!(
+            "Backpressured (isBackPressured = 1 in more than {} of samples): {red_list}. First vertex downstream that is not: {} (isBackPressured = 1 in {} of samples), with its input buffer pool full (inPoolUsage {} ≥ {}) and {}. Busy time is unknown: the reporter predates Flink 1.13.",
+            pct(t.backpressured_ratio),
+            first.name,
+            pct(p),
+            pct(input),
+            pct(t.in_pool_full_ratio),
+            output
+        ),
+    );
+    report.cause.push(format!(
+        "{} is not backpressured while {} upstream of it {} backpressured, and records wait in front of it: its input buffers are full (inPoolUsage {}) and {}. It takes records more slowly than they arrive, and credit-based flow control slows everything before it.",
+        first.name,
+        plural(upstream_red.len(), "vertex", "vertices"),
+        if upstream_red.len() == 1 { "is" } else { "are" },
+        pct(input),
+        output
+    ));
+    if !upstream_red.is_empty() {
+        report.not_the_fix.push(format!(
+            "More parallelism or resources for the backpressured {} ({}): they wait on {}; the job's throughput is the minimum over its vertices.",
+            if upstream_red.len() == 1 { "vertex" } else { "vertices" },
+            limited_list(&upstream_red, 8),
+            first.name
+        ));
+    }
+    report.evidence.push(ctx.evidence(
+        &first.name,
+        "isBackPressured share of samples",
+        p,
+        "ratio",
+        Some(t.backpressured_ratio),
+        "backpressured",
+    ));
+    report.evidence.push(ctx.evidence(
+        &first.name,
+        "inPoolUsage",
+        input,
+        "ratio",
+        Some(t.in_pool_full_ratio),
+        "in_pool_usage",
+    ));
+    if let Some(o) = first.out_pool_usage() {
+        report.evidence.push(ctx.evidence(
+            &first.name,
+            "outPoolUsage",
+            o,
+            "ratio",
+            Some(t.out_pool_low_ratio),
+            "out_pool_usage",
+        ));
+    }
+    for v in red {
+        report.evidence.push(ctx.evidence(
+            &v.name,
+            "isBackPressured share of samples",
+            v.backpressured_max().unwrap_or(0.0),
+            "ratio",
+            Some(t.backpressured_ratio),
+            "backpressured",
+        ));
+    }
+    report
+}
+
 /// The report when the backpressure stops at the exchange `from` → `to`, whose receiver
 /// is neither backpressured nor busy.
 fn network_report(ctx: &Context, from: &str, to: &str, red_list: &str) -> StepReport {
     let t = &ctx.cfg.thresholds;
     let (from_v, to_v) = (ctx.signals.vertex(from).expect("edge end"), ctx.signals.vertex(to).expect("edge end"));
+    // Without busy time (Flink ≤ 1.12) the receiver's input buffer pool says it is not the
+    // one holding records back.
+    let (not_busy, receiver_state) = match to_v.busy_max() {
+        Some(b) => (format!("nor busy ({})", pct(b)), format!("is {} busy", pct(b))),
+        None => {
+            let input = to_v.in_pool_usage().map(pct).unwrap_or_else(|| "unknown".into());
+            (
+                format!("nor short of input buffers (inPoolUsage {input}; busy time unknown)"),
+                format!("has free input buffers (inPoolUsage {input})"),
+            )
+        }
+    };
     let detail = format!(
-        "Backpressured (p_max > {:.2}): {red_list}. The backpressure stops at the exchange {} → {}: {} is neither backpressured ({}) nor busy ({}).",
+        "Backpressured (p_max > {:.2}): {red_list}. The backpressure stops at the exchange {} → {}: {} is neither backpressured ({}) {not_busy}.",
         t.backpressured_ratio,
         from_v.name,
         to_v.name,
         to_v.name,
         pct(to_v.backpressured_max().unwrap_or(0.0)),
-        pct(to_v.busy_max().unwrap_or(0.0)),
     );
     let mut report = StepReport::hit(Finding::Network, detail);
     report.cause.push(format!(
-        "{} waits to send while {} is {} busy and not backpressured: the exchange between them (network, serialization, a stuck channel) is slow, not an operator.",
-        from_v.name,
-        to_v.name,
-        pct(to_v.busy_max().unwrap_or(0.0))
+        "{} waits to send while {} {receiver_state} and is not backpressured: the exchange between them (network, serialization, a stuck channel) is slow, not an operator.",
+        from_v.name, to_v.name,
     ));
     report.fix.push(format!(
         "Look at the exchange {} → {}: network between the TaskManagers (bandwidth, packet loss), serialization cost of the records (Kryo fallback: pipeline.generic-types: false shows it), and the network buffers (taskmanager.memory.network.fraction; outPoolUsage of {} and inPoolUsage of {}).",
@@ -414,20 +538,26 @@ fn network_report(ctx: &Context, from: &str, to: &str, red_list: &str) -> StepRe
         from_v.name, to_v.name
     ));
     for v in [from_v, to_v] {
+        if let Some(b) = v.busy_max() {
+            report.evidence.push(ctx.evidence(&v.name, "busyTimeMsPerSecond", b, "ratio", Some(t.busy_ratio), "busy"));
+        }
+    }
+    if let Some(input) = to_v.in_pool_usage().filter(|_| to_v.busy_max().is_none()) {
         report.evidence.push(ctx.evidence(
-            &v.name,
-            "busyTimeMsPerSecond",
-            v.busy_max().unwrap_or(0.0),
+            &to_v.name,
+            "inPoolUsage",
+            input,
             "ratio",
-            Some(t.busy_ratio),
-            "busy",
+            Some(t.in_pool_full_ratio),
+            "in_pool_usage",
         ));
     }
     report
 }
 
 /// The report when the vertices below the red ones have no or partial metrics.
-fn unknown_report(unknown: &[&VertexSignals], red_list: &str) -> StepReport {
+/// `classic`: the reporter predates Flink 1.13, and only buffer pool usage could decide.
+fn unknown_report(unknown: &[&VertexSignals], red_list: &str, classic: bool) -> StepReport {
     let names: Vec<String> = unknown
         .iter()
         .map(|v| match v.missing_subtasks() {
@@ -435,11 +565,17 @@ fn unknown_report(unknown: &[&VertexSignals], red_list: &str) -> StepReport {
             _ => format!("{}: {} of {} subtasks report", v.name, v.subtask_count(), v.parallelism),
         })
         .collect();
+    let names = if names.is_empty() { "none found".to_string() } else { names.join(", ") };
+    if classic {
+        return StepReport::no_data(
+            format!(
+                "Backpressured: {red_list}, but the reporter predates Flink 1.13 (no busy time) and the vertices downstream of them report no input buffer pool usage to confirm a culprit ({names})."
+            ),
+            vec!["inPoolUsage".into(), "outPoolUsage".into()],
+        );
+    }
     StepReport::no_data(
-        format!(
-            "Backpressured: {red_list}, but the vertices downstream of them have no or partial metrics ({}).",
-            if names.is_empty() { "none found".to_string() } else { names.join(", ") }
-        ),
+        format!("Backpressured: {red_list}, but the vertices downstream of them have no or partial metrics ({names})."),
         vec!["busyTimeMsPerSecond".into(), "backPressuredTimeMsPerSecond".into()],
     )
 }
@@ -1017,5 +1153,66 @@ mod tests {
             located.report.cause
         );
         assert!(located.report.fix.iter().any(|f| f.contains("disableChaining()")), "{:?}", located.report.fix);
+    }
+
+    /// Flink ≤ 1.12: no busy time, backpressure as the share of isBackPressured samples,
+    /// and buffer pool usage `(vertex, inPoolUsage, outPoolUsage)` per vertex.
+    fn classic_job(pools: &[(&str, Option<f64>, Option<f64>)], candidate: &str) -> crate::model::snapshot::Snapshot {
+        let mut b = line_job();
+        for v in ["src", "parse", "score", "sink"] {
+            // Red up to the candidate, not red from it on.
+            let red = ["src", "parse", "score", "sink"].iter().position(|x| *x == v)
+                < ["src", "parse", "score", "sink"].iter().position(|x| *x == candidate);
+            b = b.all_subtasks(v, None, if red { 1.0 } else { 0.0 }, 0.02, 1000.0);
+        }
+        let mut snap = b.build();
+        snap.backpressure_measure = BackpressureMeasure::IsBackPressuredShare;
+        for (id, input, output) in pools {
+            let a = snap.vertex_aggregates.iter_mut().find(|a| a.vertex_id == *id).unwrap();
+            (a.in_pool_usage_max, a.out_pool_usage_max) = (*input, *output);
+        }
+        snap
+    }
+
+    #[test]
+    fn without_busy_time_a_full_input_pool_and_a_low_output_pool_make_the_culprit() {
+        // src, parse: isBackPressured in every sample (share 1.0 > 0.10); score in none, its
+        // input pool 0.97 ≥ 0.9 and output pool 0.2 ≤ 0.5.
+        let snap = classic_job(&[("score", Some(0.97), Some(0.2)), ("sink", Some(0.1), None)], "score");
+        let located = with_context(&snap, run);
+        assert_eq!(located.culprits, ["score"]);
+        assert_eq!(evidence(&located.report.evidence, "inPoolUsage").value, 0.97);
+        assert_eq!(evidence(&located.report.evidence, "outPoolUsage").value, 0.2);
+        assert!(!located.report.evidence.iter().any(|e| e.metric == "busyTimeMsPerSecond"));
+        assert!(located.report.detail.contains("predates Flink 1.13"), "{}", located.report.detail);
+        assert!(!located.report.cause.join(" ").contains("busy 0%"), "{:?}", located.report.cause);
+    }
+
+    #[test]
+    fn without_busy_time_a_sink_with_a_full_input_pool_and_no_output_pool_is_the_culprit() {
+        let snap = classic_job(&[("sink", Some(1.0), None)], "sink");
+        let located = with_context(&snap, run);
+        assert_eq!(located.culprits, ["sink"]);
+        assert!(located.report.cause[0].contains("no output pool"), "{:?}", located.report.cause);
+    }
+
+    #[test]
+    fn without_busy_time_an_input_pool_that_is_not_full_points_at_the_exchange() {
+        // score's input pool 0.3 < 0.9: records do not wait in front of it.
+        let snap = classic_job(&[("score", Some(0.3), Some(0.1))], "score");
+        let located = with_context(&snap, run);
+        assert!(located.culprits.is_empty());
+        assert_eq!(located.network, [("parse".to_string(), "score".to_string())]);
+        assert_eq!(located.report.finding, Some(Finding::Network));
+        assert!(located.report.detail.contains("inPoolUsage 30%"), "{}", located.report.detail);
+    }
+
+    #[test]
+    fn without_busy_time_or_buffer_pools_nothing_is_concluded_and_the_pools_are_missing() {
+        let snap = classic_job(&[], "score");
+        let located = with_context(&snap, run);
+        assert!(located.culprits.is_empty() && located.network.is_empty());
+        assert_eq!(located.report.outcome, Outcome::NoData);
+        assert_eq!(located.report.missing, ["inPoolUsage", "outPoolUsage"]);
     }
 }

@@ -72,19 +72,7 @@ pub fn run(ctx: &Context, culprit: &VertexSignals) -> StepReport {
             ));
         }
         None => {
-            let busy_min = culprit.subtasks.iter().filter_map(|s| s.busy).reduce(f64::min).unwrap_or(0.0);
-            r.cause.push(format!(
-                "{} of the sink are busy ({}–{}): the system it writes to accepts only about {} records/s in total{}.",
-                match culprit.subtask_count() {
-                    1 => "The one subtask".to_string(),
-                    2 => "Both subtasks".to_string(),
-                    n => format!("All {n} subtasks"),
-                },
-                pct(busy_min),
-                pct(culprit.busy_max().unwrap_or(0.0)),
-                throughput.map(num).unwrap_or_else(|| "?".into()),
-                per_record_ms.map(|ms| format!(" ({ms:.2} ms per record per writer)")).unwrap_or_default()
-            ));
+            r.cause.push(uniform_cause(culprit, throughput, per_record_ms));
             r.fix.push(format!(
                 "Fix the system behind {}: it takes {} per record. Look at its write latency, locks, throttling, indexing and partitions (database, search cluster, HTTP service or broker).",
                 culprit.name,
@@ -113,14 +101,9 @@ pub fn run(ctx: &Context, culprit: &VertexSignals) -> StepReport {
             ));
         }
     }
-    r.evidence.push(ctx.evidence(
-        &culprit.name,
-        "busyTimeMsPerSecond",
-        culprit.busy_max().unwrap_or(0.0),
-        "ratio",
-        Some(t.busy_ratio),
-        "busy",
-    ));
+    if let Some(b) = culprit.busy_max() {
+        r.evidence.push(ctx.evidence(&culprit.name, "busyTimeMsPerSecond", b, "ratio", Some(t.busy_ratio), "busy"));
+    }
     if let Some(rate) = throughput {
         r.evidence.push(ctx.evidence(&culprit.name, "numRecordsIn rate", rate, "records/s", None, "records_in"));
     }
@@ -167,6 +150,30 @@ fn flushes_on_checkpoints(ctx: &Context, culprit: &VertexSignals, mut r: StepRep
     }
     r.evidence.push(ctx.evidence(&culprit.name, "period of the stalls", period_s as f64, "s", None, "busy"));
     Some(r)
+}
+
+/// The cause when every subtask of the sink is busy (none hot): the destination's total
+/// rate, and the writers' busy range when busy time is known (Flink ≤ 1.12 has none).
+fn uniform_cause(culprit: &VertexSignals, throughput: Option<f64>, per_record_ms: Option<f64>) -> String {
+    let busy_min = culprit.subtasks.iter().filter_map(|s| s.busy).reduce(f64::min);
+    let accepts = format!(
+        "the system it writes to accepts only about {} records/s in total",
+        throughput.map(num).unwrap_or_else(|| "?".into())
+    );
+    match (busy_min, culprit.busy_max()) {
+        (Some(min), Some(max)) => format!(
+            "{} of the sink are busy ({}–{}): {accepts}{}.",
+            match culprit.subtask_count() {
+                1 => "The one subtask".to_string(),
+                2 => "Both subtasks".to_string(),
+                n => format!("All {n} subtasks"),
+            },
+            pct(min),
+            pct(max),
+            per_record_ms.map(|ms| format!(" ({ms:.2} ms per record per writer)")).unwrap_or_default()
+        ),
+        _ => format!("The sink holds the job back and {accepts} (its busy time is unknown)."),
+    }
 }
 
 #[cfg(test)]
