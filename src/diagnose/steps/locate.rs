@@ -507,12 +507,12 @@ fn network_report(ctx: &Context, from: &str, to: &str, red_list: &str) -> StepRe
     // Without busy time (Flink ≤ 1.12) the receiver's input buffer pool says it is not the
     // one holding records back.
     let (not_busy, receiver_state) = match to_v.busy_max() {
-        Some(b) => (format!("nor busy ({})", pct(b)), format!("is {} busy", pct(b))),
+        Some(b) => (format!("nor busy ({})", pct(b)), format!("is {} busy and not backpressured", pct(b))),
         None => {
             let input = to_v.in_pool_usage().map(pct).unwrap_or_else(|| "unknown".into());
             (
                 format!("nor short of input buffers (inPoolUsage {input}; busy time unknown)"),
-                format!("has free input buffers (inPoolUsage {input})"),
+                format!("has free input buffers (inPoolUsage {input}) and is not backpressured"),
             )
         }
     };
@@ -526,7 +526,7 @@ fn network_report(ctx: &Context, from: &str, to: &str, red_list: &str) -> StepRe
     );
     let mut report = StepReport::hit(Finding::Network, detail);
     report.cause.push(format!(
-        "{} waits to send while {} {receiver_state} and is not backpressured: the exchange between them (network, serialization, a stuck channel) is slow, not an operator.",
+        "{} waits to send while {} {receiver_state}: the exchange between them (network, serialization, a stuck channel) is slow, not an operator.",
         from_v.name, to_v.name,
     ));
     report.fix.push(format!(
