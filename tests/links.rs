@@ -81,10 +81,20 @@ async fn the_view_verdict_button_opens_the_page_and_a_tampered_or_expired_link_d
     assert!(r.text().await.unwrap().contains("signature is not valid"));
 
     let id: i64 = url.split("/verdicts/").nth(1).unwrap().split('?').next().unwrap().parse().unwrap();
+    let stored: serde_json::Value = client
+        .get(format!("{}/api/v1/verdicts/{id}", app.url()))
+        .bearer_auth(API_TOKEN)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     let expired = culprit::service::links::signed_url(
         &app.url(),
         LINK_KEY.as_bytes(),
         id,
+        &culprit::service::links::binding(&stored),
         now - 8 * 24 * 3600 * 1000,
         7 * 24 * 3600 * 1000,
     );

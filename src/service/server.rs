@@ -452,10 +452,19 @@ async fn verdict_link(
         return link_denied(StatusCode::NOT_FOUND, "There is no such verdict.", html);
     };
     let signed = p.expires.is_some() || p.sig.is_some();
+    // The stored verdict first: a signature holds only for the verdict it was made for.
+    let stored = match state.service.store.verdict(id).await {
+        Ok(v) => v,
+        Err(e) => {
+            tracing::error!(error = %e, "cannot read a verdict");
+            return link_denied(StatusCode::SERVICE_UNAVAILABLE, "The store is unavailable.", html);
+        }
+    };
     match (&state.service.link_key, signed) {
         (Some(key), true) => {
             let now = jiff::Timestamp::now().as_millisecond();
-            match check(key, id, p.expires.as_deref(), p.sig.as_deref(), now) {
+            let binding = stored.as_ref().map(|s| crate::service::links::binding(&s.verdict));
+            match check(key, id, binding.as_deref(), p.expires.as_deref(), p.sig.as_deref(), now) {
                 Ok(()) => {}
                 Err(e @ (LinkError::Expired | LinkError::Invalid)) => {
                     return link_denied(StatusCode::FORBIDDEN, e.explain(), html);
@@ -481,13 +490,9 @@ async fn verdict_link(
         }
     }
     let format = if html { Format::Html } else { Format::Json };
-    match state.service.store.verdict(id).await {
-        Ok(Some(v)) => render_response(&v.verdict, format),
-        Ok(None) => link_denied(StatusCode::NOT_FOUND, "There is no such verdict.", html),
-        Err(e) => {
-            tracing::error!(error = %e, "cannot read a verdict");
-            link_denied(StatusCode::SERVICE_UNAVAILABLE, "The store is unavailable.", html)
-        }
+    match stored {
+        Some(v) => render_response(&v.verdict, format),
+        None => link_denied(StatusCode::NOT_FOUND, "There is no such verdict.", html),
     }
 }
 

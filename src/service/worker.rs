@@ -248,9 +248,17 @@ impl Service {
             };
             // A signed link to the verdict page when links are signed, else the API's URL.
             let url = match (&me.config.server.external_url, verdict_id, &me.link_key) {
-                (Some(base), Some(id), Some(key)) => {
-                    Some(crate::service::links::signed_url(base, key, id, now, me.config.server.link_expiry.as_ms()))
-                }
+                (Some(base), Some(id), Some(key)) => verdict.as_ref().map(|v| {
+                    let binding = crate::service::links::binding(&serde_json::to_value(v).unwrap_or_default());
+                    crate::service::links::signed_url(
+                        base,
+                        key,
+                        id,
+                        &binding,
+                        now,
+                        me.config.server.link_expiry.as_ms(),
+                    )
+                }),
                 (Some(base), Some(id), None) => Some(format!("{}/api/v1/verdicts/{id}", base.trim_end_matches('/'))),
                 _ => None,
             };
