@@ -76,6 +76,11 @@ pub fn parse(body: &[u8]) -> Result<Webhook, BadWebhook> {
     if w.status != "firing" && w.status != "resolved" {
         return Err(BadWebhook(format!("the webhook status `{}` is neither firing nor resolved", w.status)));
     }
+    // An alert's own status decides whether it still fires: anything else is not
+    // Alertmanager's and must not be read as firing.
+    if let Some((i, a)) = w.alerts.iter().enumerate().find(|(_, a)| a.status != "firing" && a.status != "resolved") {
+        return Err(BadWebhook(format!("alerts[{i}] has status `{}`, neither firing nor resolved", a.status)));
+    }
     if !w.version.is_empty() && w.version != "4" {
         return Err(BadWebhook(format!("webhook version {} is not supported (Alertmanager sends 4)", w.version)));
     }
@@ -157,7 +162,10 @@ impl Plan {
                     quoted.push_str(&format!(" and {} more", distinct.len() - QUOTED_NAMES));
                 }
                 match reason {
-                    IgnoreReason::Own => format!("{alerts} ({quoted}) are culprit's own and are never diagnosed"),
+                    IgnoreReason::Own => {
+                        let verb = if n == 1 { "is" } else { "are" };
+                        format!("{alerts} ({quoted}) {verb} culprit's own and {verb} never diagnosed")
+                    }
                     IgnoreReason::Alertname => format!(
                         "{alerts} ({quoted}) not diagnosed: culprit diagnoses only the alertnames of service.alertnames ({})",
                         cfg.alertnames.join(", ")
@@ -283,6 +291,16 @@ mod tests {
         let mut v: serde_json::Value = serde_json::from_slice(&real()).unwrap();
         v["notification_reason"] = "repeat".into();
         v["alerts"][0]["silenceURL"] = "http://x".into();
+        assert!(parse(v.to_string().as_bytes()).is_ok());
+    }
+
+    #[test]
+    fn an_alert_whose_status_is_neither_firing_nor_resolved_is_refused_not_read_as_firing() {
+        let mut v: serde_json::Value = serde_json::from_slice(&real()).unwrap();
+        v["alerts"][0]["status"] = "weird".into();
+        let e = parse(v.to_string().as_bytes()).unwrap_err();
+        assert_eq!(e.0, "alerts[0] has status `weird`, neither firing nor resolved");
+        v["alerts"][0]["status"] = "resolved".into();
         assert!(parse(v.to_string().as_bytes()).is_ok());
     }
 
