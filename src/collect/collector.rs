@@ -126,6 +126,9 @@ pub fn closest<'a>(wanted: &str, known: &'a [String], max: usize) -> Vec<&'a str
     let w = norm(wanted);
     let mut scored: Vec<(f64, &str)> = known
         .iter()
+        // A job without a name (series without `job_name`) is nothing to suggest, and the
+        // empty string is inside every name.
+        .filter(|k| !k.trim().is_empty())
         .map(|k| {
             let n = norm(k);
             let mut score = strsim::normalized_damerau_levenshtein(&w, &n);
@@ -1662,10 +1665,12 @@ mod tests {
             // alike), the three suffixed names 3 each (0.83; ties alphabetical).
             "no Flink job named or with id `fraud-detection` has metrics here; did you mean `fraud_detector`, `fraud_detection_eu`, `fraud_detection_us`?"
         );
+        // A run without a job_name is never suggested (the empty name is inside every name).
+        runs.push(run("a5", "", 1, 0));
         let err = resolve_job(&runs, Some("payments"), None).unwrap_err().to_string();
         assert_eq!(
             err,
-            "no Flink job named or with id `payments` has metrics here (504 other jobs have metrics; none is named alike)"
+            "no Flink job named or with id `payments` has metrics here (505 other jobs have metrics; none is named alike)"
         );
     }
 
