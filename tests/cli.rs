@@ -47,7 +47,7 @@ fn diagnose_help_explains_every_flag_and_the_exit_codes() {
         assert!(help.contains(flag), "{flag} missing from help");
     }
     assert!(help.contains("Exit codes") && help.contains("0  a verdict was produced") && help.contains("2  bad usage"));
-    assert!(help.contains("3  a backend is unreachable"), "{help}");
+    assert!(help.contains("3  a backend failed") && help.contains("refused the query"), "{help}");
 }
 
 /// A port nothing listens on.
@@ -288,6 +288,16 @@ fn the_demo_in_json_is_one_array_of_verdicts() {
     let all: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).expect("one JSON array");
     assert_eq!(all.len(), 13);
     assert!(all.iter().all(|v| v["schema"] == "culprit.verdict/v1"));
+}
+
+#[test]
+fn the_demo_refuses_html_and_says_how_to_get_one_verdict_page() {
+    // Thirteen HTML documents in one stream would open as one broken page.
+    let out = culprit(&["demo", "--format", "html"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(err.contains("--format html > verdict.html"), "{err}");
+    assert!(out.stdout.is_empty());
 }
 
 /// Joins two OpenMetrics recordings into one (dropping the first `# EOF`).

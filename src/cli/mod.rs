@@ -31,7 +31,7 @@ pub const EXIT_USAGE: i32 = 2;
 /// could not be reached or did not answer in time.
 pub const EXIT_BACKEND: i32 = 3;
 
-const EXIT_CODES: &str = "Exit codes:\n  0  a verdict was produced (whatever it says)\n  1  internal error\n  2  bad usage or bad input; the message names the file and line\n  3  a backend is unreachable (Prometheus, --flink, --scrape): it refused the connection,\n     timed out, or failed until its deadline; stderr says when retrying starts";
+const EXIT_CODES: &str = "Exit codes:\n  0  a verdict was produced (whatever it says)\n  1  internal error\n  2  bad usage or bad input; the message names the file and line\n  3  a backend failed (Prometheus, --flink, --scrape): it refused the connection, timed out,\n     failed until its deadline, or refused the query (the message quotes its answer);\n     stderr says when retrying starts";
 const RECORD_EXIT_CODES: &str = "Exit codes:\n  0  the recording was written\n  1  internal error\n  2  bad usage or bad configuration\n  3  Prometheus (or Flink REST) is unreachable; stderr says when retrying starts";
 const CHECK_EXIT_CODES: &str = "Exit codes:\n  0  the configuration is valid (and, with --connect, everything answered)\n  1  internal error\n  2  the configuration cannot be used (the message names the key and the fix)\n  3  with --connect: a backend or destination could not be reached or refused the credentials";
 const SERVE_EXIT_CODES: &str = "Exit codes:\n  0  stopped by SIGTERM or Ctrl-C after draining\n  1  internal error\n  2  bad configuration, or the listen address could not be bound";
@@ -268,6 +268,12 @@ pub fn run(cli: Cli, out: &mut dyn Write) -> Result<(), CliError> {
         }
         Command::CheckConfig(args) => check::run(&args.file, args.connect, out),
         Command::Demo(args) => {
+            if args.format == Format::Html {
+                // One page per document: thirteen HTML documents in one stream open as none.
+                return Err(CliError::usage(
+                    "demo writes many verdicts: use --format text, markdown or json; for one verdict page run `culprit diagnose --recording examples/captures/hot-key/recording.om.gz --plan examples/captures/hot-key/plan.json --format html > verdict.html`",
+                ));
+            }
             let verdicts = crate::samples::captures::CAPTURES.iter().map(|capture| {
                 crate::samples::captures::verdict(capture).map(|v| (capture, v)).map_err(|e| CliError {
                     code: EXIT_INTERNAL,
