@@ -129,7 +129,8 @@ impl Service {
             Diagnosed::Verdict(v) => {
                 self.metrics.diagnosis("alert", &v);
                 tracing::info!(job = ?v.job.name, status = v.status.as_str(), finding = v.finding.as_str(),
-                    culprit = ?v.culprit.as_ref().map(|c| c.vertex_name.as_str()).unwrap_or(""), "verdict");
+                    culprit = ?v.culprit.as_ref().map(|c| crate::render::names::vertex_name(&c.vertex_name)).unwrap_or_default(),
+                    "verdict");
                 self.finish(&item, Some(*v), None, now, &stop).await;
             }
             Diagnosed::Resolved => self.finish(&item, None, None, now, &stop).await,
