@@ -1,6 +1,11 @@
 //! Webhook intake under load: culprit's `POST /webhook/alertmanager` (parse, plan, durable
-//! enqueue with group commit) next to a bare axum handler that only reads the body and
-//! answers 202, in the same run and process, on loopback.
+//! enqueue with group commit) on SQLite and on PostgreSQL, next to a bare axum handler
+//! that only reads the body and answers 202, in the same run and process, on loopback.
+//!
+//! PostgreSQL is a real server started for the run (`initdb` in a temporary directory,
+//! Debian's `postgresql` package; fsync and synchronous commit on, as in production; left
+//! out with a message when it is not installed). Its own CPU (other processes) is not in
+//! the CPU column.
 //!
 //! ```sh
 //! cargo run --release --example webhook_bench -- --seconds 10 --connections 64 --rounds 3
@@ -17,8 +22,11 @@ use std::time::{Duration, Instant};
 
 use axum::routing::post;
 use clap::Parser;
-use culprit::config::{Config, Synchronous};
+use culprit::config::{Config, SecretSource, Synchronous};
 use culprit::service::server::Application;
+
+#[path = "../tests/support/pg_server.rs"]
+mod pg_server;
 
 #[derive(Parser)]
 struct Args {
@@ -138,7 +146,19 @@ async fn main() {
     config.store.max_queue = usize::MAX;
     // Diagnoses wait: this measures intake alone.
     config.service.coalesce = culprit::config::Millis::from_secs(3600);
-    let app = Application::build(config).await.unwrap();
+    let app = Application::build(config.clone()).await.unwrap();
+    // The same culprit on PostgreSQL (a replica of a set sharing one database).
+    let pg = pg_server::PgServer::start(true);
+    let pg_app = match &pg {
+        Some(server) => {
+            std::fs::write(dir.path().join("pw"), pg_server::PASSWORD).unwrap();
+            let mut c = config.clone();
+            c.store.url = Some(server.database("bench"));
+            c.store.password = Some(SecretSource::File(dir.path().join("pw")));
+            Some(Application::build(c).await.unwrap())
+        }
+        None => None,
+    };
 
     let bare = axum::Router::new()
         .route("/webhook/alertmanager", post(|_body: axum::body::Bytes| async { axum::http::StatusCode::ACCEPTED }));
@@ -147,10 +167,13 @@ async fn main() {
     tokio::spawn(async move { axum::serve(listener, bare).await.unwrap() });
 
     let bodies = Arc::new(bodies());
-    let targets: Vec<(String, String)> = vec![
+    let mut targets: Vec<(String, String)> = vec![
         ("bare axum handler".into(), bare_url),
         (format!("culprit, SQLite synchronous={}", a.synchronous), format!("{}/webhook/alertmanager", app.url())),
     ];
+    if let Some(p) = &pg_app {
+        targets.push(("culprit, PostgreSQL (fsync on)".into(), format!("{}/webhook/alertmanager", p.url())));
+    }
     for (_, url) in &targets {
         let _warm = load(url.clone(), bodies.clone(), 1, a.connections).await;
     }
@@ -182,6 +205,14 @@ async fn main() {
         );
     }
     let depths = app.service.store.depths().await.unwrap();
-    println!("diagnoses queued after the run: {} (one per job)", depths.work);
+    println!("diagnoses queued after the run: {} on SQLite (one per job)", depths.work);
     app.stop().await;
+    if let Some(p) = pg_app {
+        println!(
+            "diagnoses queued after the run: {} on PostgreSQL (one per job)",
+            p.service.store.depths().await.unwrap().work
+        );
+        p.stop().await;
+    }
+    drop(pg);
 }
