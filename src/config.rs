@@ -611,7 +611,11 @@ impl PrometheusConfig {
     fn validate(&self, problems: &mut Vec<String>) {
         check_backend_url("prometheus.url", &self.url, "[prometheus.auth]", problems);
         if self.timeout.0 <= 0 || self.deadline < self.timeout {
-            problems.push("prometheus.timeout must be positive and at most prometheus.deadline".into());
+            problems.push(format!(
+                "prometheus.timeout ({} s) must be positive and at most prometheus.deadline ({} s); the defaults are 10 s and 30 s: set both when lowering the deadline",
+                self.timeout.0 as f64 / 1000.0,
+                self.deadline.0 as f64 / 1000.0
+            ));
         }
     }
 }

@@ -154,6 +154,7 @@ fn check_config_says_what_a_file_sets_up_and_names_the_key_and_the_fix_when_it_c
     ] {
         assert!(out.lines().any(|l| l == line), "`{line}` missing from:\n{out}");
     }
+    assert!(out.starts_with(&format!("{}: loads, but cannot be used as it is", file.display())), "{out}");
     assert!(out.contains("problem: server.listen 0.0.0.0:9187 is reachable from other hosts"), "{out}");
     assert!(out.contains("problem: prometheus auth: the environment variable PROM_TOKEN_NOT_SET is not set"), "{out}");
     assert!(err.starts_with("culprit: "), "{err}");
@@ -169,6 +170,9 @@ fn check_config_says_what_a_file_sets_up_and_names_the_key_and_the_fix_when_it_c
     let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("config/culprit.example.toml");
     let (code, out, err) = check_config(&[example.to_str().unwrap()]);
     assert_eq!(code, Some(0), "{out}{err}");
+    // As the other commands take it, too.
+    let (code, again, err) = check_config(&["--config", example.to_str().unwrap()]);
+    assert_eq!((code, &again), (Some(0), &out), "{err}");
     assert!(out.contains("destinations: none"), "{out}");
 }
 
@@ -254,6 +258,46 @@ async fn check_config_connect_reaches_every_backend_and_destination_and_posts_no
     assert_eq!(code, Some(3), "{out}");
     assert!(
         out.contains(&format!("  prometheus {dead}: FAILED: Prometheus at {dead} refused the connection")),
+        "{out}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn check_config_connect_takes_a_head_not_implemented_as_reachable_and_says_when_an_empty_event_is_accepted() {
+    // Python's http.server answers HEAD with 501: the receiver is there. A URL that accepts
+    // an event without a routing key is not PagerDuty (it answers 400): said, not FAILED.
+    let mock = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/prom/api/v1/query"))
+        .respond_with(
+            ResponseTemplate::new(200)
+                .set_body_json(json!({"status": "success", "data": {"resultType": "vector", "result": []}})),
+        )
+        .mount(&mock)
+        .await;
+    Mock::given(method("POST"))
+        .and(path("/pd"))
+        .respond_with(
+            ResponseTemplate::new(202).set_body_json(json!({"status": "success", "message": "Event processed"})),
+        )
+        .mount(&mock)
+        .await;
+    Mock::given(method("HEAD")).and(path("/hook")).respond_with(ResponseTemplate::new(501)).mount(&mock).await;
+    let tmp = tempfile::tempdir().unwrap();
+    let m = mock.uri();
+    let text = format!(
+        "[prometheus]\nurl = \"{m}/prom\"\n[notify.pagerduty]\nrouting_key = {}\nurl = \"{m}/pd\"\n\
+         [[notify.webhook]]\nname = \"bot\"\nurl = \"{m}/hook\"\n",
+        secret(tmp.path(), "rk", "R0UT1NGKEY"),
+    );
+    let file = tmp.path().join("c.toml");
+    std::fs::write(&file, text).unwrap();
+    let f = file.to_str().unwrap().to_string();
+    let (code, out, err) = tokio::task::spawn_blocking(move || check_config(&[&f, "--connect"])).await.unwrap();
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert!(out.contains("  webhook:bot: ok: reachable (HEAD answered 501)"), "{out}");
+    assert!(
+        out.contains(&format!("  pagerduty: ok: {m}/pd answers, but accepted an event without a routing key (202)")),
         "{out}"
     );
 }

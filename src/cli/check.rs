@@ -171,9 +171,10 @@ async fn connect(config: &Config) -> (String, bool) {
 /// be used, 3 when `--connect` could not reach something) after it.
 pub fn run(path: &Path, connect_too: bool, out: &mut dyn std::io::Write) -> Result<(), CliError> {
     let config = Config::load(path).map_err(|e| CliError { code: EXIT_USAGE, message: e.to_string() })?;
-    let mut report = format!("{}: valid\n", path.display());
-    report.push_str(&describe(&config));
     let problems = problems(&config);
+    let verdict = if problems.is_empty() { "valid" } else { "loads, but cannot be used as it is (problems below)" };
+    let mut report = format!("{}: {verdict}\n", path.display());
+    report.push_str(&describe(&config));
     for p in &problems {
         let _ = writeln!(report, "problem: {p}");
     }

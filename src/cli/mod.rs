@@ -75,9 +75,13 @@ pub enum Command {
 
 #[derive(Debug, Args)]
 pub struct CheckConfigArgs {
-    /// The configuration (TOML; see config/culprit.example.toml).
-    #[arg(value_name = "FILE")]
-    pub file: PathBuf,
+    /// The configuration (TOML; see config/culprit.example.toml); `--config FILE` as the
+    /// other commands take it works too.
+    #[arg(value_name = "FILE", required_unless_present = "config", conflicts_with = "config")]
+    pub file: Option<PathBuf>,
+    /// The same as FILE.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
     /// Reach Prometheus, each Flink cluster and each destination. Nothing is posted:
     /// Slack's token is checked with auth.test (an incoming webhook with an empty post it
     /// refuses), Alertmanager with GET /api/v2/status; PagerDuty and generic webhooks have
@@ -266,7 +270,10 @@ pub fn run(cli: Cli, out: &mut dyn Write) -> Result<(), CliError> {
                 Ok::<(), CliError>(())
             })
         }
-        Command::CheckConfig(args) => check::run(&args.file, args.connect, out),
+        Command::CheckConfig(args) => {
+            let file = args.file.or(args.config).expect("clap requires FILE or --config");
+            check::run(&file, args.connect, out)
+        }
         Command::Demo(args) => {
             if args.format == Format::Html {
                 // One page per document: thirteen HTML documents in one stream open as none.

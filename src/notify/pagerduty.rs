@@ -135,6 +135,12 @@ impl PagerDuty {
             .await
             .map_err(|e| transport_error("pagerduty", &e))?;
         let (status, headers, answer) = read_answer(response).await;
+        if (200..300).contains(&status) {
+            return Ok(format!(
+                "{} answers, but accepted an event without a routing key ({status}), which PagerDuty's Events API v2 refuses with 400: a proxy or another service is behind this URL; the routing key is not verified",
+                self.url
+            ));
+        }
         if status == 400 {
             return Ok(format!(
                 "{} answers (an event without a routing key was refused with 400, so nothing was opened); PagerDuty has no dry run, so the routing key is not verified",

@@ -137,7 +137,8 @@ impl Webhook {
         };
         let response = request.send().await.map_err(|e| transport_error(&what, &e))?;
         let (status, headers, answer) = read_answer(response).await;
-        if status == 401 || status == 403 || status >= 500 {
+        // 501: the server does not implement HEAD (Python's http.server): it answered.
+        if status == 401 || status == 403 || (status >= 500 && status != 501) {
             return Err(status_error(&what, status, &headers, &answer, &Auth::redactor(self.auth.as_ref())));
         }
         Ok(format!("reachable (HEAD answered {status}); a generic webhook has no dry run, so nothing was posted"))
