@@ -5,7 +5,12 @@
 //!     --out /tmp/job.om --plan-out /tmp/job-plan.json
 //! /usr/bin/time -v target/release/culprit diagnose --recording /tmp/job.om --plan /tmp/job-plan.json
 //! ```
+//!
+//! `--out -` writes the recording to standard output, so a recording larger than the disk
+//! can be streamed into `culprit diagnose --recording -` (see `benches/recording.sh`).
 
+use std::fs::File;
+use std::io::Write;
 use std::path::PathBuf;
 
 use clap::Parser;
@@ -19,7 +24,7 @@ struct Args {
     subtasks: usize,
     #[arg(long, default_value_t = 60)]
     samples: usize,
-    /// Recording to write (OpenMetrics text).
+    /// Recording to write (OpenMetrics text); `-` is standard output.
     #[arg(long)]
     out: PathBuf,
     /// Plan JSON to write.
@@ -37,7 +42,32 @@ fn main() -> std::io::Result<()> {
         job: 0,
     };
     std::fs::write(&a.plan_out, job.plan_json())?;
-    job.write_openmetrics(std::fs::File::create(&a.out)?)?;
-    eprintln!("wrote {} and {}", a.out.display(), a.plan_out.display());
+    let out: Box<dyn Write> =
+        if a.out.as_os_str() == "-" { Box::new(std::io::stdout().lock()) } else { Box::new(File::create(&a.out)?) };
+    let written = match job.write_openmetrics(Counting { inner: out, bytes: 0 }) {
+        Ok(w) => w.bytes,
+        // A closed pipe (the reader gave up) is the reader's story to tell.
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(()),
+        Err(e) => return Err(e),
+    };
+    eprintln!("wrote {written} bytes to {} and {}", a.out.display(), a.plan_out.display());
     Ok(())
+}
+
+/// Counts the bytes of the recording (benches/recording.sh reports throughput from it).
+struct Counting<W> {
+    inner: W,
+    bytes: u64,
+}
+
+impl<W: Write> Write for Counting<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.bytes += n as u64;
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
 }

@@ -11,6 +11,11 @@ CULPRIT_BENCH_SIZES=6x2x12 cargo test -q --bench diagnose
 echo "smoke: benches/page (criterion test mode, 6 vertices × 2 subtasks × 12 samples)"
 CULPRIT_BENCH_SIZES=6x2x12 cargo test -q --bench page
 
+echo "smoke: benches/recording (criterion test mode, 6 vertices × 2 subtasks × 12 samples)"
+CULPRIT_BENCH_SIZES=6x2x12 cargo test -q --bench recording
+echo "smoke: benches/recording.sh (streamed, capture and promtool runs on the test build)"
+PROFILE=dev BIG=6x2x12 SMALL=6x2x12 benches/recording.sh
+
 echo "smoke: examples/synthetic, then culprit diagnose on what it wrote"
 cargo run -q --example synthetic -- --vertices 6 --subtasks 2 --samples 12 --out "$tmp/job.om" --plan-out "$tmp/plan.json"
 cargo run -q -- diagnose --recording "$tmp/job.om" --plan "$tmp/plan.json" --format text >/dev/null

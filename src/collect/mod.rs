@@ -2,7 +2,8 @@
 //!
 //! * [`exposition`]: the Prometheus text / OpenMetrics reader and writer (never drops a
 //!   sample silently).
-//! * [`store`]: an in-memory series store filled by the reader.
+//! * [`store`]: an in-memory series store filled by the reader, its samples compressed
+//!   in [`chunk`]s.
 //! * [`query`]: the few query shapes the diagnosis needs, evaluated with PromQL semantics
 //!   over the store (and, live, by Prometheus itself).
 //! * [`identity`]: which series stand for the same thing (task attempts, one target
@@ -11,6 +12,7 @@
 //!   that add up to the same answer.
 //! * [`collector`]: request + metric source → snapshot.
 
+pub mod chunk;
 pub mod collector;
 pub mod degrade;
 pub mod exposition;
