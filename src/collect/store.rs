@@ -25,7 +25,9 @@ use std::sync::Arc;
 use crate::collect::chunk::{Chunk, Cursor};
 use crate::collect::exposition::{self, Format, ReadError, ReadSummary, SampleLine, SampleSink, TimeUnit};
 use crate::collect::identity::{self, Row};
-use crate::collect::query::{Agg, Aggregation, MatchOp, Matcher, OverTime, Query, QueryResult, ResultSeries, Selector};
+use crate::collect::query::{
+    Agg, Aggregation, MatchOp, Matcher, OverTime, Query, QueryResult, ResultSeries, SUBTASK_LABELS, Selector,
+};
 
 /// Prometheus' default lookback delta for instant selectors, in ms.
 pub const LOOKBACK_DELTA_MS: i64 = 5 * 60 * 1000;
@@ -273,46 +275,10 @@ impl SeriesStore {
     pub fn evaluate(&self, query: &Query) -> QueryResult {
         match query {
             Query::OverTime { selector, func, range_ms, at_ms, aggregation } => {
-                let start = at_ms - range_ms;
-                let (mut ts, mut vs) = (Vec::new(), Vec::new());
-                let mut rows: Vec<Row> = Vec::new();
-                for s in self.select(selector) {
-                    s.samples.range_into(start, *at_ms, &mut ts, &mut vs);
-                    if !ts.is_empty() {
-                        let value = over_time(*func, &ts, &vs, start, *at_ms);
-                        rows.push(Row { labels: self.labels_map(s, false), value });
-                    }
-                }
-                let per_series = identity::reduce(&selector.hygiene, rows, true);
-                aggregate(per_series, aggregation.as_ref())
-                    .into_iter()
-                    .map(|(labels, v)| ResultSeries { labels, points: vec![(*at_ms, v)] })
-                    .collect()
+                self.over_time(selector, *func, *at_ms - range_ms, *at_ms, aggregation.as_ref())
             }
             Query::Range { selector, aggregation, start_ms, end_ms, step_ms } => {
-                let series = self.select(selector);
-                let mut cursors: Vec<Cursor<'_>> = series.iter().map(|s| Cursor::new(&s.samples)).collect();
-                let keep_name = aggregation.is_none();
-                let mut out: BTreeMap<BTreeMap<String, String>, Vec<(i64, f64)>> = BTreeMap::new();
-                let step = (*step_ms).max(1);
-                let mut t = *start_ms;
-                while t <= *end_ms {
-                    let rows: Vec<Row> = series
-                        .iter()
-                        .zip(cursors.iter_mut())
-                        .filter_map(|(s, cursor)| {
-                            let (sample_t, value) = cursor.at_or_before(t)?;
-                            (sample_t > t - LOOKBACK_DELTA_MS)
-                                .then(|| Row { labels: self.labels_map(s, keep_name), value: Some(value) })
-                        })
-                        .collect();
-                    let instant = identity::reduce(&selector.hygiene, rows, !keep_name);
-                    for (labels, v) in aggregate(instant, aggregation.as_ref()) {
-                        out.entry(labels).or_default().push((t, v));
-                    }
-                    t += step;
-                }
-                out.into_iter().map(|(labels, points)| ResultSeries { labels, points }).collect()
+                self.range(selector, aggregation.as_ref(), *start_ms, *end_ms, *step_ms)
             }
             Query::Newest { selectors, at_ms } => {
                 let newest = selectors
@@ -328,6 +294,115 @@ impl SeriesStore {
                     .collect()
             }
         }
+    }
+
+    /// `<aggregation> (<func>_over_time(selector[end - start]))` at `end`.
+    fn over_time(
+        &self,
+        selector: &Selector,
+        func: OverTime,
+        start: i64,
+        end: i64,
+        aggregation: Option<&Aggregation>,
+    ) -> QueryResult {
+        let series = self.select(selector);
+        let (mut ts, mut vs) = (Vec::new(), Vec::new());
+        let mut out = Vec::new();
+        for part in self.partitions(&series, selector, aggregation) {
+            let mut rows: Vec<Row> = Vec::new();
+            for s in part.iter().map(|&i| series[i]) {
+                s.samples.range_into(start, end, &mut ts, &mut vs);
+                if !ts.is_empty() {
+                    let value = over_time(func, &ts, &vs, start, end);
+                    rows.push(Row { labels: self.labels_map(s, false), value });
+                }
+            }
+            let per_series = identity::reduce(&selector.hygiene, rows, true);
+            out.extend(aggregate(per_series, aggregation));
+        }
+        if aggregation.is_some() {
+            out.sort_by(|a, b| a.0.cmp(&b.0));
+        }
+        out.into_iter().map(|(labels, v)| ResultSeries { labels, points: vec![(end, v)] }).collect()
+    }
+
+    /// A range query: the instant vector of `<aggregation> (selector)` at every step.
+    fn range(
+        &self,
+        selector: &Selector,
+        aggregation: Option<&Aggregation>,
+        start_ms: i64,
+        end_ms: i64,
+        step_ms: i64,
+    ) -> QueryResult {
+        let series = self.select(selector);
+        let parts = self.partitions(&series, selector, aggregation);
+        let mut cursors: Vec<Cursor<'_>> = series.iter().map(|s| Cursor::new(&s.samples)).collect();
+        let keep_name = aggregation.is_none();
+        let mut out: BTreeMap<BTreeMap<String, String>, Vec<(i64, f64)>> = BTreeMap::new();
+        let step = step_ms.max(1);
+        let mut t = start_ms;
+        while t <= end_ms {
+            for part in &parts {
+                let rows: Vec<Row> = part
+                    .iter()
+                    .filter_map(|&i| {
+                        let (sample_t, value) = cursors[i].at_or_before(t)?;
+                        (sample_t > t - LOOKBACK_DELTA_MS)
+                            .then(|| Row { labels: self.labels_map(series[i], keep_name), value: Some(value) })
+                    })
+                    .collect();
+                let instant = identity::reduce(&selector.hygiene, rows, !keep_name);
+                for (labels, v) in aggregate(instant, aggregation) {
+                    out.entry(labels).or_default().push((t, v));
+                }
+            }
+            t += step;
+        }
+        out.into_iter().map(|(labels, points)| ResultSeries { labels, points }).collect()
+    }
+
+    /// Splits the selected series (by index, order kept) into groups that neither the
+    /// hygiene nor the aggregation ever mixes, so their rows (labels as strings) are made
+    /// a group at a time instead of all at once: on a recording of 128,000 subtasks that
+    /// is what keeps a query from holding every subtask's labels.
+    ///
+    /// The groups are by the values of the subtask labels ([`SUBTASK_LABELS`]) that are
+    /// also grouping labels of the aggregation and not scrape labels: superseded attempts
+    /// are found per subtask, series merged once per target agree on every label but the
+    /// scrape labels, and an aggregation never groups across its grouping labels. A label
+    /// absent and a label empty are alike, as in the aggregation. Without an aggregation,
+    /// or without such labels, there is one group.
+    fn partitions(
+        &self,
+        series: &[&Series],
+        selector: &Selector,
+        aggregation: Option<&Aggregation>,
+    ) -> Vec<Vec<usize>> {
+        let whole = || vec![(0..series.len()).collect::<Vec<usize>>()];
+        let Some(aggregation) = aggregation else { return whole() };
+        let grouped = |l: &str| aggregation.by.iter().any(|b| b == l) != aggregation.without;
+        let scrape = |l: &str| selector.hygiene.scrape_labels.iter().any(|s| s == l);
+        let keys: Vec<Sym> =
+            SUBTASK_LABELS.iter().filter(|l| grouped(l) && !scrape(l)).filter_map(|l| self.strings.get(l)).collect();
+        if keys.is_empty() {
+            return whole();
+        }
+        let empty = self.strings.get("");
+        let value_of = |s: &Series, k: Sym| {
+            self.labels_of(s).iter().find(|(name, _)| *name == k).map(|(_, v)| *v).filter(|v| Some(*v) != empty)
+        };
+        let mut keyed: Vec<(Vec<Option<Sym>>, usize)> =
+            series.iter().enumerate().map(|(i, s)| (keys.iter().map(|&k| value_of(s, k)).collect(), i)).collect();
+        keyed.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.cmp(&b.1)));
+        let mut parts: Vec<Vec<usize>> = Vec::new();
+        for (n, (key, i)) in keyed.iter().enumerate() {
+            if n == 0 || keyed[n - 1].0 != *key {
+                parts.push(Vec::new());
+            }
+            parts.last_mut().expect("a group was started").push(*i);
+        }
+        parts
     }
 }
 
