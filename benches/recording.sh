@@ -42,7 +42,7 @@ report() { # LABEL BYTES TIMEFILE
 if [[ ,$PARTS, == *,big,* ]]; then
   # The plan first (no samples), so culprit never waits on it.
   # shellcheck disable=SC2046
-  "$bin/examples/synthetic" $(sizes "$BIG") --samples 0 --out /dev/null --plan-out "$tmp/big-plan.json" 2>/dev/null
+  "$bin/examples/synthetic" $(sizes "${BIG%x*}x0") --out /dev/null --plan-out "$tmp/big-plan.json" 2>/dev/null
   # shellcheck disable=SC2046
   "$bin/examples/synthetic" $(sizes "$BIG") --out - --plan-out "$tmp/big-plan.json" 2>"$tmp/big-bytes" |
     /usr/bin/time -v -o "$tmp/big-time" "$bin/culprit" diagnose --recording - --plan "$tmp/big-plan.json" \
