@@ -346,6 +346,31 @@ async fn could_not_diagnose_goes_to_slack_and_never_opens_a_pagerduty_incident()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_alert_whose_job_id_has_no_metrics_is_diagnosed_by_its_job_name_and_the_verdict_says_so() {
+    let now = jiff::Timestamp::now().as_millisecond();
+    let jobs = support::synthetic_jobs(1, now - 1_000);
+    let prom = support::prometheus_with_texts(&[jobs[0].1.clone()], support::free_port());
+    let (slack, pagerduty) = (Capture::start().await, Capture::start().await);
+    let tmp = tempfile::tempdir().unwrap();
+    let text =
+        support::culprit_config(tmp.path(), &prom.url, &slack.url, &pagerduty.url, "[service]\ncoalesce = \"100ms\"\n");
+    let app = Application::build(Config::from_toml(&text, "stale.toml").unwrap()).await.unwrap();
+    // The job_id of an earlier run (no metrics), the job's real name.
+    let stale = "0123456789abcdef0123456789abcdef";
+    let (job, _) = &jobs[0];
+    assert_ne!(job.job_id(), stale);
+    let body = support::webhook_for(stale, &job.job_name(), &["a".into()]);
+    assert_eq!(post(&app.url(), &body).await, 202);
+    support::wait_for("the Slack message", Duration::from_secs(60), || !slack.slack_messages().is_empty()).await;
+    support::drained(&app).await;
+    let first = slack.slack_messages()[0].to_string();
+    assert!(!first.contains("could not diagnose"), "{first}");
+    let verdict = pagerduty.pagerduty_events()[0].to_string();
+    assert!(verdict.contains(&format!("has no metrics; the job it names, `{}`", job.job_name())), "{verdict}");
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_webhook_naming_ten_thousand_jobs_is_capped_and_the_queue_never_passes_its_bound() {
     let (slack, pagerduty) = (Capture::start().await, Capture::start().await);
     let tmp = tempfile::tempdir().unwrap();

@@ -148,7 +148,22 @@ impl Service {
         // The alert's labels say which deployment is meant when two share the job id.
         let request =
             DiagnosisRequest { job: Some(item.job.clone()), labels: item.labels.clone(), ..Default::default() };
-        let result = self.live.diagnose(&request, &item.labels, now).await;
+        let mut result = self.live.diagnose(&request, &item.labels, now).await;
+        // A job_id with no metrics (an alert from an earlier run, a relabelled id) does not
+        // keep the alert's job_name from being diagnosed; the verdict says so.
+        if let Err(PipelineError::Collect(CollectError::JobNotFound { .. })) = &result
+            && let Some(name) = item.labels.get(&self.config.service.job_name_label).filter(|n| **n != item.job)
+            && !name.is_empty()
+        {
+            let by_name = DiagnosisRequest { job: Some(name.clone()), ..request.clone() };
+            if let Ok(mut v) = self.live.diagnose(&by_name, &item.labels, now).await {
+                v.notes.push(format!(
+                    "The alert's {} `{}` has no metrics; the job it names, `{name}`, was diagnosed by its name instead",
+                    self.config.service.job_id_label, item.job
+                ));
+                result = Ok(v);
+            }
+        }
         let retry_for = self.config.service.diagnose_retry_for.as_ms();
         let give_up = now - item.first_failure_ms.unwrap_or(now) >= retry_for;
         match result {
