@@ -143,6 +143,66 @@ async fn a_sigkill_midway_loses_no_alert_and_delivers_no_verdict_twice() {
     drop(culprit);
 }
 
+/// A crash while Slack takes 6 s to answer `chat.postMessage`: Slack got the message, culprit
+/// never recorded it. After the restart the message is found by its metadata and not sent
+/// again, and the details reply (cause, numbers, runbook steps) it never got goes into its
+/// thread, once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_sigkill_during_the_slack_post_still_gets_the_details_into_its_thread_once() {
+    let now = jiff::Timestamp::now().as_millisecond();
+    let jobs = support::synthetic_jobs(1, now + 30_000);
+    let prom = support::prometheus_with_texts(&[jobs[0].1.clone()], support::free_port());
+    let (slack, pagerduty) = (Capture::start().await, Capture::start().await);
+    slack.delay(6_000);
+    let tmp = tempfile::tempdir().unwrap();
+    let port = support::free_port();
+    let text =
+        support::culprit_config(tmp.path(), &prom.url, &slack.url, &pagerduty.url, "[service]\ncoalesce = \"100ms\"\n")
+            .replace("listen = \"127.0.0.1:0\"", &format!("listen = \"127.0.0.1:{port}\""));
+    let config = tmp.path().join("culprit.toml");
+    std::fs::write(&config, text).unwrap();
+    let log = tmp.path().join("culprit.log");
+
+    let mut culprit = start(&config, port, &log).await;
+    let (job, _) = &jobs[0];
+    let webhook = support::webhook_for(&job.job_id(), &job.job_name(), &["a".into()]);
+    let client = reqwest::Client::new();
+    let status = client.post(format!("{}/webhook/alertmanager", culprit.url)).json(&webhook).send().await.unwrap();
+    assert_eq!(status.status(), 202);
+    support::wait_for("chat.postMessage in flight", Duration::from_secs(60), || {
+        slack.in_flight("/api/chat.postMessage") > 0
+    })
+    .await;
+    unsafe_kill(&mut culprit.child);
+    drop(culprit);
+    slack.delay(0);
+    // Slack processes the post all the same.
+    support::wait_for("the message at Slack", Duration::from_secs(20), || slack.slack_messages().len() == 1).await;
+
+    let culprit = start(&config, port, &log).await;
+    support::wait_for("the details reply", Duration::from_secs(60), || slack.on("/api/chat.postMessage").len() >= 2)
+        .await;
+    support::drained_at(&culprit.url).await;
+    let posts = slack.on("/api/chat.postMessage");
+    let top: Vec<_> = posts.iter().filter(|p| p.body.get("thread_ts").is_none()).collect();
+    assert_eq!(top.len(), 1, "the message was not sent again: {posts:#?}");
+    // The capture server numbers its posts from 1795000001.000100: the message's ts.
+    let ts = "1795000001.000100";
+    let details: Vec<_> =
+        posts.iter().filter(|p| p.body["metadata"]["event_type"] == "culprit_verdict_details").collect();
+    assert_eq!(details.len(), 1, "the details, once: {posts:#?}");
+    assert_eq!(details[0].body["thread_ts"], ts);
+    assert_eq!(
+        details[0].body["metadata"]["event_payload"]["idempotency_key"],
+        top[0].body["metadata"]["event_payload"]["idempotency_key"]
+    );
+    let text = details[0].body.to_string();
+    assert!(text.contains("Why") && text.contains("Runbook steps") && text.contains("Numbers"), "{text}");
+    let logs = std::fs::read_to_string(&log).unwrap();
+    assert!(logs.contains("found already delivered; not sent again"), "{logs}");
+    drop(culprit);
+}
+
 /// SIGKILL: no chance to flush or clean up.
 fn unsafe_kill(child: &mut Child) {
     let status = Command::new("kill").args(["-9", &child.id().to_string()]).status().unwrap();

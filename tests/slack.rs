@@ -127,10 +127,12 @@ async fn the_first_verdict_of_a_group_is_posted_with_metadata_and_blocks_and_its
     let n = first_verdict();
     let sent = slack.send(&n, None).await.unwrap();
     assert_eq!(sent, Sent { state: Some(state()) });
-    // The message, then the details in its thread (cause, numbers, steps), without metadata.
+    // The message, then the details in its thread (cause, numbers, steps), with metadata of
+    // their own type: never taken for the notice itself, found by their own key.
     let details = &bodies(&server, "/chat.postMessage").await[1];
     assert_eq!(details["thread_ts"], TS);
-    assert!(details.get("metadata").is_none());
+    assert_eq!(details["metadata"]["event_type"], "culprit_verdict_details");
+    assert_eq!(details["metadata"]["event_payload"]["idempotency_key"], "slack:g1:v1");
     assert!(details["blocks"][0]["text"]["text"].as_str().unwrap().starts_with("*Why*\nslow-sink: Writer is busy 99%"));
 
     let body = &bodies(&server, "/chat.postMessage").await[0];
@@ -322,6 +324,81 @@ async fn a_message_refused_for_its_blocks_or_size_is_sent_again_once_as_the_shor
         assert!(requests[1]["text"].as_str().unwrap().chars().count() <= culprit::render::slack::MAX_SAFE_TEXT);
         assert_eq!(requests[1]["metadata"], requests[0]["metadata"]);
     }
+}
+
+fn is_reply(r: &Request) -> bool {
+    serde_json::from_slice::<Value>(&r.body).is_ok_and(|b| b.get("thread_ts").is_some())
+}
+
+#[tokio::test]
+async fn details_refused_for_their_blocks_or_size_are_sent_again_once_as_text_that_fits() {
+    for code in ["invalid_blocks", "msg_blocks_too_long"] {
+        let server = MockServer::start().await;
+        Mock::given(path("/chat.postMessage"))
+            .and(has_blocks)
+            .and(is_reply)
+            .respond_with(slack_error(code))
+            .expect(1)
+            .mount(&server)
+            .await;
+        Mock::given(path("/chat.postMessage")).respond_with(posted(TS)).expect(2).mount(&server).await;
+        let (slack, _f) = web_api(&server);
+        let n = first_verdict();
+        assert_eq!(slack.send(&n, None).await.unwrap().state, Some(state()));
+        let requests = bodies(&server, "/chat.postMessage").await;
+        assert_eq!(requests.len(), 3, "{code}: the message, its details, their short fallback");
+        let short = &requests[2];
+        assert_eq!(short["thread_ts"], TS);
+        assert!(short.get("blocks").is_none(), "{short:#}");
+        assert_eq!(short["text"], culprit::render::slack::details_fallback(&n).unwrap().text);
+        assert!(short["text"].as_str().unwrap().chars().count() <= culprit::render::slack::MAX_SAFE_TEXT);
+        assert_eq!(short["metadata"], requests[1]["metadata"]);
+    }
+}
+
+#[tokio::test]
+async fn a_verdict_found_already_posted_gets_its_missing_details_reply_once() {
+    let server = MockServer::start().await;
+    let ours = json!({ "event_type": "culprit_verdict", "event_payload": { "idempotency_key": "slack:g1:v1" } });
+    Mock::given(method("GET"))
+        .and(path("/conversations.history"))
+        .respond_with(
+            ResponseTemplate::new(200)
+                .set_body_json(json!({"ok": true, "messages": [{"type": "message", "ts": TS, "metadata": ours}]})),
+        )
+        .mount(&server)
+        .await;
+    // The thread: first with the message alone (the crash came before the details), then
+    // with the details reply the first recovery sent.
+    let replies = Arc::new(Mutex::new(vec![json!({"type": "message", "ts": TS, "metadata": ours})]));
+    struct Thread(Arc<Mutex<Vec<Value>>>);
+    impl Respond for Thread {
+        fn respond(&self, _: &Request) -> ResponseTemplate {
+            ResponseTemplate::new(200).set_body_json(json!({"ok": true, "messages": *self.0.lock().unwrap()}))
+        }
+    }
+    Mock::given(method("GET"))
+        .and(path("/conversations.replies"))
+        .and(query_param("ts", TS))
+        .and(query_param("include_all_metadata", "true"))
+        .respond_with(Thread(replies.clone()))
+        .expect(2)
+        .mount(&server)
+        .await;
+    Mock::given(path("/chat.postMessage")).respond_with(posted("1795000001.000200")).expect(1).mount(&server).await;
+    let (slack, _f) = web_api(&server);
+    let n = first_verdict();
+    assert_eq!(slack.already_sent(&n, None).await.unwrap(), Some(Sent { state: Some(state()) }));
+    let posts = bodies(&server, "/chat.postMessage").await;
+    assert_eq!(posts.len(), 1, "only the details: {posts:#?}");
+    assert_eq!(posts[0]["thread_ts"], TS);
+    assert_eq!(posts[0]["metadata"]["event_type"], "culprit_verdict_details");
+    assert!(posts[0]["blocks"][0]["text"]["text"].as_str().unwrap().starts_with("*Why*"));
+    // Asked again (another crash): the details are in the thread now, nothing is posted.
+    replies.lock().unwrap().push(json!({"type": "message", "ts": "1795000001.000200", "thread_ts": TS,
+        "metadata": posts[0]["metadata"]}));
+    assert_eq!(slack.already_sent(&n, None).await.unwrap(), Some(Sent { state: Some(state()) }));
+    assert_eq!(bodies(&server, "/chat.postMessage").await.len(), 1);
 }
 
 #[tokio::test]

@@ -15,8 +15,12 @@
 //!   `channel` and `ts`, new metadata) and posts a short reply in its thread (`thread_ts`)
 //!   saying what it says now. After a verdict (first or changed) a second reply in the
 //!   thread carries the details the message leaves out ([`crate::render::slack::details`]:
-//!   the cause, numbers, runbook steps, notes); it is best-effort: its failure is logged and
-//!   does not fail the notice. If the message is gone (`message_not_found`,
+//!   the cause, numbers, runbook steps, notes), with its own metadata
+//!   ([`DETAILS_EVENT_TYPE`]); refused blocks or size fall back to its text alone, as the
+//!   message does. Right after the message it is best-effort (its failure is logged and
+//!   does not fail the notice); when a crash left the message posted but not recorded,
+//!   [`Slack::already_sent`] finds the message and then the replies it lacks in its thread
+//!   (by their metadata) and sends those, once. If the message is gone (`message_not_found`,
 //!   `cant_update_message`) the verdict is posted as a new message, which becomes the state.
 //! * [`NoticeKind::Resolved`] and [`NoticeKind::CouldNotDiagnose`] are replies in the
 //!   thread; without a state they are new messages (and their message becomes the state).
@@ -64,7 +68,7 @@ use crate::config::{SlackConfig, SlackMode};
 use crate::model::notice::{Notice, NoticeKind};
 use crate::model::secret::Redactor;
 use crate::notify::{FailureReason, NotifyError, Sent, retry_after, status_error, transport_error};
-use crate::render::slack::{SlackMessage, changed_reply, details, fallback, message};
+use crate::render::slack::{SlackMessage, changed_reply, details, details_fallback, fallback, message};
 
 /// Least time between two posts to one channel: Slack allows about one message per second
 /// per channel.
@@ -79,6 +83,11 @@ pub const HISTORY_LIMIT: u32 = 100;
 /// `metadata.event_type` of every message culprit posts.
 /// <https://api.slack.com/metadata/using>
 pub const EVENT_TYPE: &str = "culprit_verdict";
+
+/// `metadata.event_type` of the details reply in a verdict's thread: its own type, so the
+/// reply is never taken for the notice itself, and its own find after a crash
+/// ([`Slack::already_sent`] sends it when it is missing).
+pub const DETAILS_EVENT_TYPE: &str = "culprit_verdict_details";
 
 /// Time one request may take, connection included.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
@@ -243,10 +252,21 @@ impl Pacer {
 }
 
 fn metadata(notice: &Notice) -> Value {
+    metadata_of(EVENT_TYPE, notice)
+}
+
+fn metadata_of(event_type: &str, notice: &Notice) -> Value {
     json!({
-        "event_type": EVENT_TYPE,
+        "event_type": event_type,
         "event_payload": { "idempotency_key": notice.idempotency_key, "group_key": notice.group_key }
     })
+}
+
+/// Whether a message of a history or thread carries `event_type` metadata for `notice`.
+fn carries(m: &Value, event_type: &str, notice: &Notice) -> bool {
+    let md = &m["metadata"];
+    md["event_type"] == event_type
+        && md["event_payload"]["idempotency_key"].as_str() == Some(notice.idempotency_key.as_str())
 }
 
 /// A bounded, lossy UTF-8 read of an answer.
@@ -359,8 +379,9 @@ impl Slack {
     /// `Ok(Some)` with the found message as state (`{"channel", "ts"}`); `Ok(None)` when it
     /// is not there, in `incoming_webhook` mode, or when the history cannot be read for a
     /// reason retrying will not fix (a missing `channels:history` scope, a channel given by
-    /// name: logged). Replies in threads are not in the history: they are not found.
-    /// Errors: retryable failures only (rate limits, 5xx, transport).
+    /// name: logged). Replies in threads are not in the history: they are looked up in the
+    /// group's thread. A verdict found posted gets the replies it may lack
+    /// (`complete_thread`). Errors: retryable failures only (rate limits, 5xx, transport).
     pub async fn already_sent(&self, notice: &Notice, state: Option<&Value>) -> Result<Option<Sent>, NotifyError> {
         let Mode::WebApi { channel, .. } = &self.mode else {
             return Ok(None);
@@ -396,21 +417,78 @@ impl Slack {
                     return Ok(None);
                 }
             };
-            let found = history.get("messages").and_then(Value::as_array).into_iter().flatten().find(|m| {
-                let md = &m["metadata"];
-                md["event_type"] == EVENT_TYPE
-                    && md["event_payload"]["idempotency_key"].as_str() == Some(notice.idempotency_key.as_str())
-            });
+            let found = history
+                .get("messages")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .find(|m| carries(m, EVENT_TYPE, notice));
             let Some(ts) = found.and_then(|m| m["ts"].as_str()) else { continue };
             tracing::info!(destination = "slack", channel = %channel, ts, "slack: the notice was already posted");
-            // A reply leaves the group's message (the state) as it was.
-            let state = match (&parent, method) {
-                (Some(p), "conversations.replies") => p.state(),
-                _ => Parent { channel: channel.clone(), ts: ts.to_string() }.state(),
+            // A reply leaves the group's message (the state) as it was. A verdict found as
+            // the group's own message was an update: its "changed" reply may be missing.
+            let (thread, updated) = match (&parent, method) {
+                (Some(p), "conversations.replies") => (p.clone(), false),
+                _ => {
+                    let found = Parent { channel: channel.clone(), ts: ts.to_string() };
+                    let updated = parent.as_ref() == Some(&found);
+                    (found, updated)
+                }
             };
-            return Ok(Some(Sent { state: Some(state) }));
+            self.complete_thread(&thread, notice, updated).await?;
+            return Ok(Some(Sent { state: Some(thread.state()) }));
         }
         Ok(None)
+    }
+
+    /// After a crash: the replies a verdict's message found already posted may still lack
+    /// (the "changed" reply of an update, the details), each found by its own metadata in
+    /// the thread, else sent now, so that each arrives once. Errors: retryable failures only
+    /// (the notice is asked about again later); anything else is logged.
+    async fn complete_thread(&self, thread: &Parent, notice: &Notice, updated: bool) -> Result<(), NotifyError> {
+        let want_details = details(notice).is_some();
+        if notice.kind != NoticeKind::Verdict || !(want_details || updated) {
+            return Ok(());
+        }
+        let method = "conversations.replies";
+        let limit = HISTORY_LIMIT.to_string();
+        let query = [
+            ("channel", thread.channel.as_str()),
+            ("ts", thread.ts.as_str()),
+            ("limit", limit.as_str()),
+            ("include_all_metadata", "true"),
+        ];
+        let replies = match self.call(method, self.request(method, reqwest::Method::GET).query(&query)).await {
+            Ok(r) => r,
+            Err(f) => match classify_failure(method, f) {
+                e if e.retryable => return Err(e),
+                e => {
+                    tracing::warn!(destination = "slack", error = %e, "slack: cannot read the thread; its replies are sent again");
+                    Value::Null
+                }
+            },
+        };
+        let messages = replies.get("messages").and_then(Value::as_array).cloned().unwrap_or_default();
+        // Slack lists the thread's own message first: it is not a reply.
+        let has = |event_type: &str| messages.iter().any(|m| m["ts"] != thread.ts && carries(m, event_type, notice));
+        let result = async {
+            if updated && !has(EVENT_TYPE) {
+                self.post_reply(thread, notice, &changed_reply(notice)).await?;
+            }
+            if want_details && !has(DETAILS_EVENT_TYPE) {
+                self.post_details(thread, notice).await?;
+            }
+            Ok::<_, NotifyError>(())
+        }
+        .await;
+        match result {
+            Err(e) if e.retryable => Err(e),
+            Err(e) => {
+                tracing::warn!(destination = "slack", error = %e, "slack: a reply to the recovered message failed for good");
+                Ok(())
+            }
+            Ok(()) => Ok(()),
+        }
     }
 
     /// A dry run that posts nothing, for `check-config --connect`. `web_api`:
@@ -489,7 +567,7 @@ impl Slack {
                 Err(f) => return Err(self.error("chat.update", f)),
             }
             self.post_reply(&parent, notice, &changed_reply(notice)).await?;
-            self.post_details(&parent, notice).await;
+            self.post_details_logged(&parent, notice).await;
         } else {
             self.post_reply(&parent, notice, &msg).await?;
         }
@@ -508,34 +586,46 @@ impl Slack {
         };
         self.pacer.learn(channel, &parent.channel);
         tracing::info!(destination = "slack", channel = %parent.channel, ts = %parent.ts, kind = ?notice.kind, "slack: posted");
-        self.post_details(&parent, notice).await;
+        self.post_details_logged(&parent, notice).await;
         Ok(Sent { state: Some(parent.state()) })
     }
 
-    /// The verdict's details in its thread, best-effort: the notice was delivered with its
-    /// message, so a failure here is logged and not retried (a retry would post the
-    /// message again). No metadata: the details are never taken for the notice itself.
-    async fn post_details(&self, parent: &Parent, notice: &Notice) {
-        let Some(d) = details(notice) else { return };
-        let body = json!({
-            "channel": parent.channel,
-            "thread_ts": parent.ts,
-            "text": d.text,
-            "blocks": d.blocks,
-            "unfurl_links": false,
-            "unfurl_media": false,
-            "parse": "none",
-            "link_names": false,
-        });
-        match self.paced_call("chat.postMessage", Some(&parent.channel), &body).await {
-            Ok(_) => {
-                tracing::info!(destination = "slack", channel = %parent.channel, thread_ts = %parent.ts, "slack: details replied in the thread")
-            }
-            Err(f) => {
-                let e = classify_failure("chat.postMessage", f);
-                tracing::warn!(destination = "slack", error = %e, "slack: the details reply failed; the verdict itself was posted");
-            }
+    /// [`Self::post_details`] right after the verdict's message: the notice was delivered
+    /// with its message, so a failure here is logged and not retried (a retry would post
+    /// the message again).
+    async fn post_details_logged(&self, parent: &Parent, notice: &Notice) {
+        if let Err(e) = self.post_details(parent, notice).await {
+            tracing::warn!(destination = "slack", error = %e, "slack: the details reply failed; the verdict itself was posted");
         }
+    }
+
+    /// The verdict's details in its thread, with their own metadata type
+    /// ([`DETAILS_EVENT_TYPE`]). Refused blocks or size ([`BLOCK_ERRORS`]) are sent again
+    /// once as [`details_fallback`] (text alone, short enough to surely fit), as the
+    /// message itself is.
+    async fn post_details(&self, parent: &Parent, notice: &Notice) -> Result<(), NotifyError> {
+        let (Some(d), Some(short)) = (details(notice), details_fallback(notice)) else { return Ok(()) };
+        let body = |text: &str, blocks: &[Value]| {
+            let mut b = json!({
+                "channel": parent.channel,
+                "thread_ts": parent.ts,
+                "text": text,
+                "metadata": metadata_of(DETAILS_EVENT_TYPE, notice),
+                "unfurl_links": false,
+                "unfurl_media": false,
+                "parse": "none",
+                "link_names": false,
+            });
+            if !blocks.is_empty() {
+                b["blocks"] = json!(blocks);
+            }
+            b
+        };
+        let method = "chat.postMessage";
+        let (full, short) = (body(&d.text, &d.blocks), body(&short.text, &[]));
+        self.write(method, Some(&parent.channel), full, short).await.map_err(|f| classify_failure(method, f))?;
+        tracing::info!(destination = "slack", channel = %parent.channel, thread_ts = %parent.ts, "slack: details replied in the thread");
+        Ok(())
     }
 
     async fn post_reply(&self, parent: &Parent, notice: &Notice, msg: &SlackMessage) -> Result<(), NotifyError> {

@@ -727,6 +727,14 @@ pub fn details(notice: &Notice) -> Option<SlackMessage> {
     Some(SlackMessage { text: clip(&text, MAX_FALLBACK_TEXT), blocks })
 }
 
+/// The details reply as text alone, at most [`MAX_SAFE_TEXT`] long: sent when Slack refused
+/// the details' blocks or size (`msg_blocks_too_long`, `invalid_blocks`, …), as
+/// [`fallback`] is for the message. `None` for a notice without a verdict.
+pub fn details_fallback(notice: &Notice) -> Option<SlackMessage> {
+    let d = details(notice)?;
+    Some(SlackMessage { text: clip(&d.text, MAX_SAFE_TEXT), blocks: Vec::new() })
+}
+
 /// The whole notice as escaped `mrkdwn` text without blocks, at most
 /// [`MAX_FALLBACK_TEXT`] long: the `text` of every message (what notifications show).
 ///

@@ -187,6 +187,11 @@ impl Capture {
         arrived - g.received.iter().filter(|r| r.path == path).count()
     }
 
+    /// Requests that arrived, processed or not.
+    pub fn arrived(&self) -> usize {
+        self.inner.lock().unwrap().arrived.len()
+    }
+
     /// Requests received on `path`.
     pub fn on(&self, path: &str) -> Vec<Received> {
         self.inner.lock().unwrap().received.iter().filter(|r| r.path == path).cloned().collect()
