@@ -333,3 +333,105 @@ async fn a_group_key_with_a_newline_and_control_characters_in_a_job_name_cannot_
     assert!(job_line.contains(r#"job="inject\u{1b}[31mred\u{7}\0\r2026-11-30T00:00:00Z ERROR"#), "{job_line}");
     assert_eq!(logs.lines().filter(|l| l.contains("forged-line-from-a-job-name")).count(), job_lines(&logs), "{logs}");
 }
+
+/// `webhook_for`'s webhook with its group resolved.
+fn resolved(job_id: &str, job_name: &str) -> Value {
+    let mut w = support::webhook_for(job_id, job_name, &["a".into()]);
+    w["status"] = "resolved".into();
+    w["alerts"][0]["status"] = "resolved".into();
+    w["alerts"][0]["endsAt"] = "2026-11-29T10:45:53.562Z".into();
+    w
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_resolved_webhook_needs_no_diagnosis_and_is_accepted_when_the_diagnosis_queue_is_full() {
+    // A Prometheus that answers after 10 s (culprit gives up on a query after 2 s): the
+    // diagnosis keeps running while the webhooks come.
+    let slow_prometheus = Capture::start().await;
+    slow_prometheus.delay(10_000);
+    let d = Destinations::start().await;
+    let tmp = tempfile::tempdir().unwrap();
+    let mut config = d.config(tmp.path(), &slow_prometheus.url, "[service]\ncoalesce = \"100ms\"\n");
+    config.store.max_queue = 1;
+    let app = Application::build(config).await.unwrap();
+    let (id, name) = ("0123456789abcdef0123456789abcdef", "slow_job");
+    assert_eq!(post(&app, &support::webhook_for(id, name, &["a".into()])).await.0, 202);
+    support::wait_for("the diagnosis running", Duration::from_secs(30), || slow_prometheus.arrived() > 0).await;
+    // The job fires again while its diagnosis runs: another diagnosis would make 2 > 1.
+    let (status, body) = post(&app, &support::webhook_for(id, name, &["a".into(), "b".into()])).await;
+    assert_eq!(status, 503, "{body}");
+    // The group resolves: no diagnosis is needed, so the bound does not refuse it.
+    let (status, body) = post(&app, &resolved(id, name)).await;
+    assert_eq!(status, 202, "{body}");
+    assert_eq!(body["jobs"], 1, "{body}");
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_group_that_resolves_within_the_coalescing_window_is_said_and_counted_and_nothing_is_posted() {
+    support::logs::capture();
+    let d = Destinations::start().await;
+    let tmp = tempfile::tempdir().unwrap();
+    let dead = format!("http://127.0.0.1:{}", support::free_port());
+    let app = Application::build(d.config(tmp.path(), &dead, "[service]\ncoalesce = \"2s\"\n")).await.unwrap();
+    let (id, name) = ("fedcba9876543210fedcba9876543210", "brief_job");
+    assert_eq!(post(&app, &support::webhook_for(id, name, &["a".into()])).await.0, 202);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(post(&app, &resolved(id, name)).await.0, 202);
+    support::drained(&app).await;
+    assert_eq!(d.posts(), 0, "nothing to post: {:#?}", [d.slack.all(), d.pagerduty.all(), d.other.all()].concat());
+    let m = metrics(&app).await;
+    assert_eq!(support::metric(&m, "culprit_groups_resolved_before_diagnosis_total"), 1.0, "{m}");
+    let logs = support::logs::text();
+    assert!(
+        logs.lines().any(|l| l.contains(" INFO ")
+            && l.contains("resolved before it was diagnosed; nothing posted")
+            && l.contains(id)),
+        "{logs}"
+    );
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn could_not_diagnose_sixty_jobs_of_one_group_is_one_notice_per_destination_naming_them() {
+    let now = jiff::Timestamp::now().as_millisecond();
+    let jobs = support::synthetic_jobs(1, now - 1_000);
+    let prom = support::prometheus_with_texts(&[jobs[0].1.clone()], support::free_port());
+    let d = Destinations::start().await;
+    let tmp = tempfile::tempdir().unwrap();
+    let app = Application::build(d.config(tmp.path(), &prom.url, "[service]\ncoalesce = \"100ms\"\n")).await.unwrap();
+    // One group, 60 alerts naming 60 jobs Prometheus has never seen.
+    let mut w = support::webhook_for("x", "x", &[]);
+    w["alerts"] = (0..60)
+        .map(|i| json!({"status": "firing", "labels": {"alertname": "FlinkJobBackpressured", "job_name": format!("unknown_job_{i:02}")}, "fingerprint": format!("{i}")}))
+        .collect::<Vec<_>>()
+        .into();
+    let (status, body) = post(&app, &w).await;
+    assert_eq!((status, body["jobs"].as_u64()), (202, Some(50)), "{body}");
+    support::wait_for("the notices", Duration::from_secs(90), || {
+        d.slack.slack_messages().len() == 1
+            && d.other.on("/am/api/v2/alerts").len() == 1
+            && d.other.on("/hook").len() == 1
+    })
+    .await;
+    support::drained(&app).await;
+    // One Slack post (no reply), one Alertmanager alert, one webhook; PagerDuty opens no
+    // incident for a failure to diagnose.
+    assert_eq!(d.slack.on("/api/chat.postMessage").len(), 1);
+    let am = d.other.on("/am/api/v2/alerts");
+    assert_eq!((am.len(), am[0].body.as_array().map(Vec::len)), (1, Some(1)), "{:#?}", am[0].body);
+    assert_eq!(d.other.on("/hook").len(), 1);
+    assert!(d.pagerduty.all().is_empty());
+    // 50 jobs: the notice's own and 49 more, 10 of them named, 39 counted.
+    let text = d.slack.slack_messages()[0]["text"].as_str().unwrap().to_string();
+    assert!(
+        text.contains("could not diagnose") && text.contains("49 more jobs") && text.contains("and 39 more"),
+        "{text}"
+    );
+    let named = (0..50).filter(|i| text.contains(&format!("unknown_job_{i:02}"))).count();
+    assert_eq!(named, 11, "the notice's job and 10 more named: {text}");
+    for hook in [&d.other.on("/hook")[0].body, &am[0].body] {
+        assert!(hook.to_string().contains("and 39 more"), "{hook:#}");
+    }
+    app.stop().await;
+}

@@ -18,6 +18,8 @@
 //! * `culprit_store_recovered_total{table}`: rows found in flight at start (a crash).
 //! * `culprit_store_pruned_total{table}`: finished rows removed by age or count.
 //! * `culprit_webhook_jobs_dropped_total`: jobs beyond `service.max_jobs_per_webhook`.
+//! * `culprit_groups_resolved_before_diagnosis_total`: alert groups that resolved before
+//!   any verdict was posted for them: nothing is posted.
 //! * Latency histograms, seconds: `culprit_webhook_duration_seconds`,
 //!   `culprit_diagnosis_duration_seconds`, `culprit_notification_duration_seconds{destination}`.
 
@@ -101,6 +103,7 @@ pub struct Metrics {
     pub store_recovered: Family<Table, Counter>,
     pub store_pruned: Family<Table, Counter>,
     pub webhook_jobs_dropped: Counter,
+    pub groups_resolved_before_diagnosis: Counter,
 }
 
 impl Default for Metrics {
@@ -188,6 +191,12 @@ impl Metrics {
             "Jobs named by a webhook beyond service.max_jobs_per_webhook, not diagnosed",
             webhook_jobs_dropped.clone(),
         );
+        let groups_resolved_before_diagnosis = Counter::default();
+        registry.register(
+            "groups_resolved_before_diagnosis",
+            "Alert groups that resolved before a verdict was posted for them (within the coalescing window): nothing posted",
+            groups_resolved_before_diagnosis.clone(),
+        );
         Metrics {
             registry,
             notification_failures,
@@ -196,6 +205,7 @@ impl Metrics {
             store_recovered,
             store_pruned,
             webhook_jobs_dropped,
+            groups_resolved_before_diagnosis,
             webhooks,
             alerts_ignored,
             diagnoses,

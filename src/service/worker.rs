@@ -7,8 +7,8 @@
 //! A store that fails is retried with backoff at every step; a diagnosis is never run
 //! again because its outcome could not be stored (the outcome waits in memory).
 
-use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use tokio::sync::{Semaphore, watch};
@@ -26,6 +26,16 @@ use crate::service::{NoticePlan, Outcome, Service, intake, plan_notices};
 /// The longest the worker sleeps without looking at the queue (a safety net: intake and
 /// completions wake it).
 const IDLE_POLL: Duration = Duration::from_secs(1);
+
+/// What a finished diagnosis hands to its planner.
+struct Planned {
+    verdict: Option<Verdict>,
+    reason: Option<String>,
+    job: JobRef,
+    /// Filled by the planner: the resolved groups no destination heard a verdict of (they
+    /// resolved before they were diagnosed).
+    unseen: Arc<Mutex<Vec<String>>>,
+}
 
 /// What diagnosing a work item came to.
 enum Diagnosed {
@@ -137,6 +147,16 @@ impl Service {
         }
     }
 
+    /// Says so when groups resolved before any verdict was posted for them: nothing is
+    /// posted for them (there is nothing to resolve), and that is a decision, not a loss.
+    fn report_resolved_before_diagnosis(&self, item: &WorkItem, groups: &[String]) {
+        for group in groups {
+            self.metrics.groups_resolved_before_diagnosis.inc();
+            tracing::info!(job = ?item.job, group = ?group,
+                "the alert group resolved before it was diagnosed; nothing posted");
+        }
+    }
+
     /// Diagnoses a work item whose groups still fire. A failure is worth retrying while
     /// the retry window (`diagnose_retry_for`) lasts: a source that does not answer, or a
     /// verdict some of whose queries failed; past it, the verdict as it is, or none.
@@ -199,11 +219,21 @@ impl Service {
             Some(v) => v.job.clone(),
             None => self.job_without_verdict(item).await,
         };
+        let unseen = Arc::new(Mutex::new(Vec::new()));
         let completed: Option<Completed> = self
             .until_stored("complete", stop, || {
                 let completion = Completion {
                     verdict: verdict_json.clone(),
-                    plan: self.planner(item, verdict.clone(), reason.clone(), job.clone(), now),
+                    plan: self.planner(
+                        item,
+                        Planned {
+                            verdict: verdict.clone(),
+                            reason: reason.clone(),
+                            job: job.clone(),
+                            unseen: unseen.clone(),
+                        },
+                        now,
+                    ),
                     now_ms: now,
                 };
                 self.store.complete(item, completion)
@@ -213,6 +243,8 @@ impl Service {
             tracing::warn!(job = ?item.job, "stopped before the outcome could be stored; the diagnosis runs again at start");
             return;
         };
+        let unseen = std::mem::take(&mut *unseen.lock().unwrap_or_else(|p| p.into_inner()));
+        self.report_resolved_before_diagnosis(item, &unseen);
         if completed.notices > 0 {
             for n in &self.outbox_ready {
                 n.notify_one();
@@ -241,17 +273,22 @@ impl Service {
 
     /// The planning of a finished diagnosis's notices, run inside the completing
     /// transaction with the groups' last verdicts as it sees them.
-    fn planner(
-        self: &Arc<Self>,
-        item: &WorkItem,
-        verdict: Option<Verdict>,
-        reason: Option<String>,
-        job: JobRef,
-        now: i64,
-    ) -> Planner {
+    fn planner(self: &Arc<Self>, item: &WorkItem, planned: Planned, now: i64) -> Planner {
         let me = self.clone();
         let item = item.clone();
+        let Planned { verdict, reason, job, unseen } = planned;
         Box::new(move |verdict_id: Option<i64>, last: &LastVerdicts| -> Vec<NewNotice> {
+            // Resolved groups without a verdict posted anywhere (since they last resolved)
+            // resolved before their diagnosis (within the coalescing window).
+            *unseen.lock().unwrap_or_else(|p| p.into_inner()) = item
+                .groups
+                .iter()
+                .filter(|(g, info)| {
+                    !info.firing
+                        && me.destinations.iter().all(|d| last.get(&d.name(), g).is_none_or(|p| p == super::RESOLVED))
+                })
+                .map(|(g, _)| g.clone())
+                .collect();
             let job = match &verdict {
                 Some(v) => v.job.clone(),
                 None => job.clone(),

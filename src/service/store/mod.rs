@@ -8,7 +8,10 @@
 //!   twice (a replay after a crash) is stored once. Delivered per (destination, group):
 //!   a group's notices in order, one at a time; groups independently, so a group held by a
 //!   `Retry-After` holds no other. "Could not diagnose" notices wait while a verdict or a
-//!   resolution is due for the same destination.
+//!   resolution is due for the same destination, and while a diagnosis of their alert group
+//!   is queued or running (at most [`FOLD_WAIT_MAX_MS`]); claimed, a group's pending ones
+//!   fold into one ([`fold_could_not_diagnose`]): one notice per destination and group,
+//!   never one per job.
 //! * `group_state`: per destination and alert group, the last verdict posted and the
 //!   destination's own state (the Slack message to thread under).
 //! * `verdicts`: recent verdicts, for the API and links.
@@ -191,6 +194,62 @@ pub fn priority(kind: NoticeKind) -> i64 {
         NoticeKind::Verdict | NoticeKind::Resolved => 0,
         NoticeKind::CouldNotDiagnose => 1,
     }
+}
+
+/// Longest a "could not diagnose" notice waits for the other diagnoses of its alert group
+/// still queued or running, so that their failures fold into it ([`fold_could_not_diagnose`]).
+pub const FOLD_WAIT_MAX_MS: i64 = 60_000;
+
+/// Most jobs a folded "could not diagnose" notice names; the rest are counted.
+pub const FOLDED_JOBS_NAMED: usize = 10;
+
+/// Folds the other "could not diagnose" notices of the same destination and alert group
+/// into `head`, so that one group gets one such notice per destination, never one per
+/// job: the reason goes on to name the other jobs, at most [`FOLDED_JOBS_NAMED`], counts
+/// the rest ("and N more"), and says whether they failed for the same reason (a reason
+/// that differs only by naming its own job is the same). Pure.
+pub fn fold_could_not_diagnose(head: &mut Notice, others: &[Notice]) {
+    let own = head.reason.clone().unwrap_or_default();
+    let mut seen = std::collections::BTreeSet::from([head.job.name.clone()]);
+    let mut same = true;
+    let mut jobs = Vec::new();
+    for n in others {
+        let reason = n.reason.clone().unwrap_or_default();
+        let (name, head_name) = (n.job.name.as_str(), head.job.name.as_str());
+        same &= reason == own || (!name.is_empty() && replace_word(&reason, name, head_name) == own);
+        if seen.insert(name.to_string()) {
+            jobs.push(name.to_string());
+        }
+    }
+    if jobs.is_empty() {
+        return;
+    }
+    let mut list = jobs.iter().take(FOLDED_JOBS_NAMED).cloned().collect::<Vec<_>>().join(", ");
+    if jobs.len() > FOLDED_JOBS_NAMED {
+        list.push_str(&format!(" and {} more", jobs.len() - FOLDED_JOBS_NAMED));
+    }
+    let more = if jobs.len() == 1 { "1 more job".to_string() } else { format!("{} more jobs", jobs.len()) };
+    let why = if same { "for the same reason" } else { "each for its own reason (culprit's log has them)" };
+    head.reason = Some(format!("{own}\nNot diagnosed either in this alert group, {why}: {more}: {list}"));
+}
+
+/// `s` with every `from` that stands as a word of its own (no letter, digit, `_` or `-`
+/// around it) replaced by `to`.
+fn replace_word(s: &str, from: &str, to: &str) -> String {
+    let word = |c: Option<char>| c.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == '-');
+    let mut out = String::with_capacity(s.len());
+    let mut rest = 0;
+    for (i, _) in s.match_indices(from) {
+        let end = i + from.len();
+        if i < rest || word(s[..i].chars().next_back()) || word(s[end..].chars().next()) {
+            continue;
+        }
+        out.push_str(&s[rest..i]);
+        out.push_str(to);
+        rest = end;
+    }
+    out.push_str(&s[rest..]);
+    out
 }
 
 /// The last verdict key each (destination, group) of a work item holds, as the completing
@@ -387,7 +446,8 @@ impl Store {
     /// Durably records one webhook's intakes, all or nothing; returns once committed.
     /// Coalescing: an intake for a job with a pending diagnosis merges into it; otherwise
     /// a new diagnosis is due at `now_ms + coalesce_ms`. When the new diagnoses would take
-    /// the queue (waiting and running) over `max_queue`, nothing is stored.
+    /// the queue (waiting and running) over `max_queue`, nothing is stored; a new row for a
+    /// resolved group (its job's diagnosis runs) needs no diagnosis and is not held to it.
     pub async fn enqueue(
         &self,
         intakes: Vec<Intake>,

@@ -31,11 +31,11 @@ use tokio_postgres::NoTls;
 use tokio_postgres::error::SqlState;
 
 use super::{
-    Completed, Completion, DeadLetter, Depths, Enqueued, GroupInfo, LastVerdicts, OutboxRow, Prune, Pruned, StoreError,
-    StoreErrorKind, StoredVerdict, WorkItem, priority,
+    Completed, Completion, DeadLetter, Depths, Enqueued, FOLD_WAIT_MAX_MS, GroupInfo, LastVerdicts, OutboxRow, Prune,
+    Pruned, StoreError, StoreErrorKind, StoredVerdict, WorkItem, priority,
 };
 use crate::config::StoreConfig;
-use crate::model::notice::Notice;
+use crate::model::notice::{Notice, NoticeKind};
 use crate::model::verdict::JobRef;
 use crate::service::intake::Intake;
 use crate::service::metrics::Metrics;
@@ -393,10 +393,14 @@ impl PgStore {
     /// See [`super::Store::claim_delivery`]. Sends whose lease expired are pending again
     /// and unsure first.
     pub async fn claim_delivery(&self, destination: &str, now_ms: i64) -> Result<Option<OutboxRow>, StoreError> {
+        // "Could not diagnose" waits (up to $3 ms) while a diagnosis of its group is queued
+        // or running: its failure folds in. The group's key is in the work row's `groups`.
         const CANDIDATE: &str = "SELECT o.id FROM outbox o
              WHERE o.destination = $1 AND o.state = 'pending' AND o.next_ms <= $2
                AND NOT EXISTS (SELECT 1 FROM outbox e WHERE e.destination = o.destination
                  AND e.group_key = o.group_key AND e.state IN ('pending', 'sending') AND e.id < o.id)
+               AND (o.priority = 0 OR o.first_ms <= $2 - $3
+                 OR NOT EXISTS (SELECT 1 FROM work w WHERE strpos(w.groups, to_jsonb(o.group_key)::text) > 0))
              ORDER BY o.priority, o.id LIMIT 1 FOR UPDATE SKIP LOCKED";
         let mut client = self.client().await?;
         let tx = client.transaction().await?;
@@ -412,7 +416,8 @@ impl PgStore {
         }
         let mut dead = Vec::new();
         let row = loop {
-            let Some(c) = tx.query_opt(&tx.prepare_cached(CANDIDATE).await?, &[&destination, &now_ms]).await? else {
+            let candidate = tx.prepare_cached(CANDIDATE).await?;
+            let Some(c) = tx.query_opt(&candidate, &[&destination, &now_ms, &FOLD_WAIT_MAX_MS]).await? else {
                 break None;
             };
             let id: i64 = c.get(0);
@@ -422,6 +427,7 @@ impl PgStore {
                     tx.execute(&tx.prepare_cached(sql).await?, &[&id, &self.inner.owner, &self.lease_until(now_ms)])
                         .await?;
                     row.attempts += 1;
+                    fold_siblings(&tx, &mut row, now_ms).await?;
                     row.group_state = group_state(&tx, destination, &row.notice.group_key, &mut dead, now_ms).await?;
                     break Some(row);
                 }
@@ -442,7 +448,9 @@ impl PgStore {
         let sql = "SELECT LEAST(
                (SELECT MIN(o.next_ms) FROM outbox o WHERE o.destination = $1 AND o.state = 'pending'
                   AND NOT EXISTS (SELECT 1 FROM outbox e WHERE e.destination = o.destination
-                    AND e.group_key = o.group_key AND e.state IN ('pending', 'sending') AND e.id < o.id)),
+                    AND e.group_key = o.group_key AND e.state IN ('pending', 'sending') AND e.id < o.id)
+                  AND (o.priority = 0
+                    OR NOT EXISTS (SELECT 1 FROM work w WHERE strpos(w.groups, to_jsonb(o.group_key)::text) > 0))),
                (SELECT MIN(lease_until_ms) FROM outbox WHERE destination = $1 AND state = 'sending'))";
         Ok(client.query_one(&client.prepare_cached(sql).await?, &[&destination]).await?.get(0))
     }
@@ -822,6 +830,39 @@ async fn read_work(tx: &Transaction<'_>, id: i64) -> Result<Result<WorkItem, Str
             first_failure_ms: r.get(6),
         })
     })())
+}
+
+/// Folds the group's other pending "could not diagnose" notices into a claimed one
+/// ([`super::fold_could_not_diagnose`]): the claimed row carries them from now on (its
+/// notice is rewritten), and they are done.
+async fn fold_siblings(tx: &Transaction<'_>, row: &mut OutboxRow, now_ms: i64) -> Result<(), StoreError> {
+    if row.notice.kind != NoticeKind::CouldNotDiagnose {
+        return Ok(());
+    }
+    let sql = "SELECT id, notice FROM outbox WHERE destination = $1 AND group_key = $2 AND state = 'pending'
+                 AND priority = 1 AND id <> $3 ORDER BY id FOR UPDATE";
+    let rows = tx.query(&tx.prepare_cached(sql).await?, &[&row.destination, &row.notice.group_key, &row.id]).await?;
+    let mut others = Vec::new();
+    let mut ids: Vec<i64> = Vec::new();
+    for r in rows {
+        // An undecodable row is left for the claim that moves it aside.
+        if let Ok(n) = serde_json::from_str::<Notice>(r.get(1)) {
+            others.push(n);
+            ids.push(r.get(0));
+        }
+    }
+    if ids.is_empty() {
+        return Ok(());
+    }
+    super::fold_could_not_diagnose(&mut row.notice, &others);
+    let sql = "UPDATE outbox SET notice = $2 WHERE id = $1";
+    tx.execute(&tx.prepare_cached(sql).await?, &[&row.id, &serde_json::to_string(&row.notice)?]).await?;
+    let why = format!("folded into notice {}", row.id);
+    let sql = "UPDATE outbox SET state = 'sent', last_error = $2, done_ms = $3 WHERE id = ANY($1)";
+    tx.execute(&tx.prepare_cached(sql).await?, &[&ids, &why, &now_ms]).await?;
+    tracing::info!(destination = %row.destination, group = ?row.notice.group_key, folded = ids.len(),
+        "could-not-diagnose notices of one alert group folded into one");
+    Ok(())
 }
 
 /// Decodes an outbox row (without its group state); `Ok(Err(why))` when it cannot be.

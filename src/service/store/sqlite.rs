@@ -28,11 +28,11 @@ use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 use tokio::sync::{mpsc, oneshot};
 
 use super::{
-    Completed, Completion, DeadLetter, Depths, Enqueued, GroupInfo, LastVerdicts, OutboxRow, Prune, Pruned, Recovered,
-    StoreError, StoreErrorKind, StoredVerdict, WorkItem, column_as_json, priority,
+    Completed, Completion, DeadLetter, Depths, Enqueued, FOLD_WAIT_MAX_MS, GroupInfo, LastVerdicts, OutboxRow, Prune,
+    Pruned, Recovered, StoreError, StoreErrorKind, StoredVerdict, WorkItem, column_as_json, priority,
 };
 use crate::config::{StoreConfig, Synchronous};
-use crate::model::notice::Notice;
+use crate::model::notice::{Notice, NoticeKind};
 use crate::model::verdict::JobRef;
 use crate::service::intake::Intake;
 use crate::service::metrics::Metrics;
@@ -442,28 +442,37 @@ impl SqliteStore {
 
     /// See [`super::Store::claim_delivery`].
     pub fn claim_delivery(&self, destination: &str, now_ms: i64) -> Result<Option<OutboxRow>, StoreError> {
+        // "Could not diagnose" waits (up to ?3 ms) while a diagnosis of its group is queued
+        // or running: its failure folds in. The group's key is in the work row's `groups`.
         const CANDIDATE: &str = "SELECT o.id FROM outbox o
              WHERE o.destination = ?1 AND o.state = 'pending' AND o.next_ms <= ?2
                AND NOT EXISTS (SELECT 1 FROM outbox e WHERE e.destination = o.destination
                  AND e.group_key = o.group_key AND e.state IN ('pending', 'sending') AND e.id < o.id)
+               AND (o.priority = 0 OR o.first_ms <= ?2 - ?3
+                 OR NOT EXISTS (SELECT 1 FROM work w WHERE instr(w.groups, json_quote(o.group_key)) > 0))
              ORDER BY o.priority, o.id LIMIT 1";
         let mut conn = self.conn();
         // Look before taking the write lock (see `claim_work`).
-        let due = conn.prepare_cached(CANDIDATE)?.query_row(params![destination, now_ms], |r| r.get::<_, i64>(0));
+        let due = conn
+            .prepare_cached(CANDIDATE)?
+            .query_row(params![destination, now_ms, FOLD_WAIT_MAX_MS], |r| r.get::<_, i64>(0));
         if due.optional()?.is_none() {
             return Ok(None);
         }
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let mut dead = Vec::new();
         let row = loop {
-            let candidate: Option<i64> =
-                tx.prepare_cached(CANDIDATE)?.query_row(params![destination, now_ms], |r| r.get(0)).optional()?;
+            let candidate: Option<i64> = tx
+                .prepare_cached(CANDIDATE)?
+                .query_row(params![destination, now_ms, FOLD_WAIT_MAX_MS], |r| r.get(0))
+                .optional()?;
             let Some(id) = candidate else { break None };
             match read_outbox(&tx, id)? {
                 Ok(mut row) => {
                     tx.prepare_cached("UPDATE outbox SET state = 'sending', attempts = attempts + 1 WHERE id = ?1")?
                         .execute(params![id])?;
                     row.attempts += 1;
+                    fold_siblings(&tx, &mut row, now_ms)?;
                     row.group_state = group_state(&tx, destination, &row.notice.group_key, &mut dead, now_ms)?;
                     break Some(row);
                 }
@@ -484,7 +493,9 @@ impl SqliteStore {
             .prepare_cached(
                 "SELECT MIN(o.next_ms) FROM outbox o WHERE o.destination = ?1 AND o.state = 'pending'
                    AND NOT EXISTS (SELECT 1 FROM outbox e WHERE e.destination = o.destination
-                     AND e.group_key = o.group_key AND e.state IN ('pending', 'sending') AND e.id < o.id)",
+                     AND e.group_key = o.group_key AND e.state IN ('pending', 'sending') AND e.id < o.id)
+                   AND (o.priority = 0
+                     OR NOT EXISTS (SELECT 1 FROM work w WHERE instr(w.groups, json_quote(o.group_key)) > 0))",
             )?
             .query_row(params![destination], |r| r.get(0))?)
     }
@@ -732,6 +743,50 @@ fn read_outbox(tx: &Connection, id: i64) -> Result<Result<OutboxRow, String>, St
     })?)
 }
 
+/// Folds the group's other pending "could not diagnose" notices into a claimed one
+/// ([`super::fold_could_not_diagnose`]): the claimed row carries them from now on (its
+/// notice is rewritten), and they are done.
+fn fold_siblings(tx: &Connection, row: &mut OutboxRow, now_ms: i64) -> Result<(), StoreError> {
+    if row.notice.kind != NoticeKind::CouldNotDiagnose {
+        return Ok(());
+    }
+    let mut others = Vec::new();
+    let mut ids = Vec::new();
+    {
+        let mut stmt = tx.prepare_cached(
+            "SELECT id, notice FROM outbox WHERE destination = ?1 AND group_key = ?2 AND state = 'pending'
+               AND priority = 1 AND id <> ?3 ORDER BY id",
+        )?;
+        let rows = stmt.query_map(params![row.destination, row.notice.group_key, row.id], |r| {
+            Ok((r.get::<_, i64>(0)?, r.get::<_, rusqlite::types::Value>(1)?))
+        })?;
+        for r in rows {
+            let (id, notice) = r?;
+            // An undecodable row is left for the claim that moves it aside.
+            if let rusqlite::types::Value::Text(t) = notice
+                && let Ok(n) = serde_json::from_str::<Notice>(&t)
+            {
+                others.push(n);
+                ids.push(id);
+            }
+        }
+    }
+    if ids.is_empty() {
+        return Ok(());
+    }
+    super::fold_could_not_diagnose(&mut row.notice, &others);
+    tx.prepare_cached("UPDATE outbox SET notice = ?2 WHERE id = ?1")?
+        .execute(params![row.id, serde_json::to_string(&row.notice)?])?;
+    let why = format!("folded into notice {}", row.id);
+    for id in &ids {
+        tx.prepare_cached("UPDATE outbox SET state = 'sent', last_error = ?2, done_ms = ?3 WHERE id = ?1")?
+            .execute(params![id, why, now_ms])?;
+    }
+    tracing::info!(destination = %row.destination, group = ?row.notice.group_key, folded = ids.len(),
+        "could-not-diagnose notices of one alert group folded into one");
+    Ok(())
+}
+
 /// The destination's state for a group; an undecodable one is moved aside (the group
 /// starts afresh: a new Slack message instead of a reply).
 fn group_state(
@@ -948,14 +1003,17 @@ fn commit_batches(
     for b in batches {
         let mut sp = tx.savepoint()?;
         let mut own_dead = Vec::new();
-        let applied =
-            b.intakes.iter().try_fold(0usize, |n, i| Ok::<_, StoreError>(n + apply_intake(&sp, i, b, &mut own_dead)?));
+        // The bound is about diagnosis work: a new row for a resolved group needs none.
+        let applied = b.intakes.iter().try_fold((0usize, 0usize), |(n, d), i| {
+            let c = apply_intake(&sp, i, b, &mut own_dead)?;
+            Ok::<_, StoreError>((n + c, d + if i.firing { c } else { 0 }))
+        });
         results.push(match applied {
-            Ok(created) if created > 0 && depth + created as i64 > b.max_queue => {
+            Ok((_, diagnoses)) if diagnoses > 0 && depth + diagnoses as i64 > b.max_queue => {
                 sp.rollback()?;
                 Ok(Enqueued::QueueFull { depth })
             }
-            Ok(created) => {
+            Ok((created, _)) => {
                 sp.commit()?;
                 depth += created as i64;
                 dead.append(&mut own_dead);

@@ -256,6 +256,84 @@ async fn the_queue_bound_is_hard_and_a_webhook_is_stored_all_or_nothing(f: Fx) {
     assert_eq!(enqueue(vec![intake("e", "g")], 3).await.unwrap(), Enqueued::QueueFull { depth: 3 });
 }
 
+async fn a_resolved_group_needs_no_diagnosis_and_is_stored_when_the_queue_is_full(f: Fx) {
+    let store = f.open();
+    stored(&store, vec![intake("a", "g"), intake("b", "g")], T0).await;
+    let running = store.claim_work(T0 + COALESCE).await.unwrap().unwrap();
+    assert_eq!(running.job, "a");
+    let enqueue = |intakes| store.enqueue(intakes, T0 + COALESCE, COALESCE, 2);
+    // Job a fires again while its diagnosis runs: a new diagnosis would make 3 > 2.
+    assert_eq!(enqueue(vec![intake("a", "g")]).await.unwrap(), Enqueued::QueueFull { depth: 2 });
+    // Its group resolves instead: a row waits behind the running diagnosis, but it needs no
+    // diagnosis, so the bound (about diagnosis work) does not refuse it.
+    let resolved = Intake { firing: false, ..intake("a", "g") };
+    assert!(matches!(enqueue(vec![resolved]).await.unwrap(), Enqueued::Stored { created: 1, depth: 3, .. }));
+    // Job c firing is still refused: 3 + 1 > 2.
+    assert_eq!(enqueue(vec![intake("c", "g")]).await.unwrap(), Enqueued::QueueFull { depth: 3 });
+}
+
+/// A "could not diagnose" notice of `job` for group `group`, keyed `key`.
+fn could_not(job: &str, group: &str, key: &str) -> Notice {
+    let mut n = notice(NoticeKind::CouldNotDiagnose, group, key);
+    n.job = JobRef { name: job.into(), id: String::new() };
+    n.reason = Some(format!("Prometheus has no job named {job}"));
+    n
+}
+
+async fn could_not_diagnose_notices_of_one_group_fold_into_one_once_its_diagnoses_are_done(f: Fx) {
+    let store = f.open();
+    stored(&store, vec![intake("a", "g"), intake("b", "g"), intake("c", "g")], T0).await;
+    let now = T0 + COALESCE;
+    let (a, b) = (store.claim_work(now).await.unwrap().unwrap(), store.claim_work(now).await.unwrap().unwrap());
+    store.complete(&a, completion(vec![("slack", could_not("a", "g", "ka"))], now)).await.unwrap();
+    store.complete(&b, completion(vec![("slack", could_not("b", "g", "kb"))], now)).await.unwrap();
+    // Job c's diagnosis of the same group still waits: the notices wait for it.
+    assert_eq!(store.claim_delivery("slack", now).await.unwrap(), None);
+    assert_eq!(store.next_delivery_ms("slack").await.unwrap(), None);
+    let c = store.claim_work(now).await.unwrap().unwrap();
+    store.complete(&c, completion(vec![("slack", could_not("c", "g", "kc"))], now)).await.unwrap();
+    // One notice for the group: a's, naming b and c, failed for the same reason.
+    let row = store.claim_delivery("slack", now).await.unwrap().unwrap();
+    assert_eq!(row.notice.idempotency_key, "ka");
+    assert_eq!(
+        row.notice.reason.as_deref(),
+        Some(
+            "Prometheus has no job named a\nNot diagnosed either in this alert group, for the same reason: 2 more jobs: b, c"
+        )
+    );
+    store.delivered(&row, None, now).await.unwrap();
+    assert_eq!(store.claim_delivery("slack", now).await.unwrap(), None);
+    assert_eq!(store.depths().await.unwrap().outbox, 0);
+
+    // A diagnosis of the group that takes longer than FOLD_WAIT_MAX_MS holds nothing.
+    stored(&store, vec![intake("d", "g2"), intake("e", "g2")], now).await;
+    let later = now + COALESCE;
+    let d = store.claim_work(later).await.unwrap().unwrap();
+    store.complete(&d, completion(vec![("slack", could_not("d", "g2", "kd"))], later)).await.unwrap();
+    assert_eq!(store.claim_delivery("slack", later).await.unwrap(), None);
+    let row = store.claim_delivery("slack", later + FOLD_WAIT_MAX_MS).await.unwrap().unwrap();
+    assert_eq!(row.notice.reason.as_deref(), Some("Prometheus has no job named d"));
+}
+
+#[test]
+fn a_folded_notice_names_at_most_ten_jobs_and_counts_the_rest() {
+    let mut head = could_not("j0", "g", "k0");
+    let others: Vec<Notice> = (1..50).map(|i| could_not(&format!("j{i}"), "g", &format!("k{i}"))).collect();
+    fold_could_not_diagnose(&mut head, &others);
+    // 49 others: 10 named (j1 … j10), 39 counted.
+    assert_eq!(
+        head.reason.as_deref(),
+        Some(
+            "Prometheus has no job named j0\nNot diagnosed either in this alert group, for the same reason: 49 more jobs: j1, j2, j3, j4, j5, j6, j7, j8, j9, j10 and 39 more"
+        )
+    );
+    let mut head = could_not("x", "g", "k");
+    let mut other = could_not("y", "g", "k2");
+    other.reason = Some("Prometheus timed out".into());
+    fold_could_not_diagnose(&mut head, &[other, could_not("x", "g", "k3")]);
+    assert!(head.reason.unwrap().ends_with("each for its own reason (culprit's log has them): 1 more job: y"));
+}
+
 async fn a_failed_diagnosis_is_retried_later_and_merges_with_webhooks_that_came_meanwhile(f: Fx) {
     let store = f.open();
     stored(&store, vec![intake("a", "g1")], T0).await;
@@ -714,6 +792,8 @@ both![
     webhooks_for_one_job_coalesce_into_one_diagnosis_due_after_the_window,
     a_job_has_at_most_one_running_diagnosis_and_the_next_waits_for_it,
     the_queue_bound_is_hard_and_a_webhook_is_stored_all_or_nothing,
+    a_resolved_group_needs_no_diagnosis_and_is_stored_when_the_queue_is_full,
+    could_not_diagnose_notices_of_one_group_fold_into_one_once_its_diagnoses_are_done,
     a_failed_diagnosis_is_retried_later_and_merges_with_webhooks_that_came_meanwhile,
     completing_stores_the_verdict_and_notices_and_a_replay_adds_nothing,
     a_groups_notices_go_in_order_one_at_a_time_and_groups_do_not_wait_for_each_other,

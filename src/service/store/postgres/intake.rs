@@ -109,17 +109,21 @@ async fn one_webhook(
     intakes.sort_by(|a, b| a.job_key.cmp(&b.job_key));
     let sp = tx.savepoint("webhook").await?;
     let mut own_dead = Vec::new();
-    let mut created = 0usize;
+    let (mut created, mut diagnoses) = (0usize, 0usize);
     for i in intakes {
         match apply_intake(&sp, i, b.now_ms, b.due_ms, &mut own_dead).await {
-            Ok(n) => created += n,
+            Ok(n) => {
+                created += n;
+                // The bound is about diagnosis work: a new row for a resolved group needs none.
+                diagnoses += if i.firing { n } else { 0 };
+            }
             Err(e) => {
                 sp.rollback().await?;
                 return Ok(Err(e));
             }
         }
     }
-    if created > 0 && *depth + created as i64 > b.max_queue {
+    if diagnoses > 0 && *depth + diagnoses as i64 > b.max_queue {
         sp.rollback().await?;
         return Ok(Ok(Enqueued::QueueFull { depth: *depth }));
     }
