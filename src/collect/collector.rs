@@ -404,6 +404,7 @@ async fn collect_from<S: MetricSource>(source: &S, input: CollectInput<'_>) -> R
     }
 
     let subtasks = assemble_subtasks(DETAIL.map(|name| answers.get(name)), scope.backpressure_scale());
+    notes.extend(implausible_ratios_note(&|name| answers.get(name), scope.backpressure_scale(), &vertex_name));
     let operators = assemble_operators(
         answers.get("operator_records_in"),
         answers.get("operator_records_in_meter"),
@@ -1252,7 +1253,9 @@ fn assemble_timeline(busy: &QueryResult, backpressured: &QueryResult, backpressu
                 backpressured_max: Vec::new(),
             });
             let scale = if is_busy { 1000.0 } else { backpressure_scale };
-            let points = series.points.iter().map(|&(t, v)| (t, v / scale)).collect();
+            // An implausible value is unknown (NaN), as a legacy source's busy time is.
+            let points =
+                series.points.iter().map(|&(t, v)| (t, plausible_ratio(v, scale).unwrap_or(f64::NAN))).collect();
             if is_busy {
                 e.busy_max = points;
             } else {
@@ -1350,7 +1353,7 @@ fn assemble_aggregates<'a>(r: &impl Fn(&str) -> &'a QueryResult, backpressure_sc
     ids.into_iter()
         .map(|id| {
             let value = |k: &str| maps[k].get(id).and_then(|s| s.last_value()).and_then(finite);
-            let ratio = |k: &str| value(k).map(|v| v / 1000.0);
+            let ratio = |k: &str| value(k).and_then(|v| plausible_ratio(v, 1000.0));
             let name = keys
                 .iter()
                 .find_map(|k| maps[k].get(id))
@@ -1364,7 +1367,7 @@ fn assemble_aggregates<'a>(r: &impl Fn(&str) -> &'a QueryResult, backpressure_sc
                 busy_min: ratio("busy_min"),
                 busy_mean: ratio("busy_mean"),
                 busy_median: ratio("busy_median"),
-                backpressured_max: value("backpressured").map(|v| v / backpressure_scale),
+                backpressured_max: value("backpressured").and_then(|v| plausible_ratio(v, backpressure_scale)),
                 idle_mean: ratio("idle"),
                 records_in_per_s: value("records_in").or_else(|| value("records_in_meter")),
                 records_out_per_s: value("records_out").or_else(|| value("records_out_meter")),
@@ -1384,6 +1387,63 @@ fn subtask_key(s: &ResultSeries) -> Option<(String, u32)> {
 
 fn finite(v: f64) -> Option<f64> {
     v.is_finite().then_some(v)
+}
+
+/// Slack above 1 a ratio of time per second may show from measuring and averaging noise
+/// (Flink's busy time is 1000 − idle − backpressured, each measured apart); beyond it the
+/// value is not Flink's. Below 0 only rounding: 1 ms/s.
+const RATIO_SLACK: f64 = 0.05;
+const RATIO_SLACK_BELOW_0: f64 = 0.001;
+
+/// A ratio from busy, idle or backpressured time per second (ms/s ÷ 1000; an
+/// `isBackPressured` share ÷ 1), clamped to 0–1; unknown when not finite or outside 0–1 by
+/// more than the slack: −5 or 10⁹ ms/s is a broken reporter or recording, and
+/// reasoning with it would name a wrong culprit.
+fn plausible_ratio(v: f64, scale: f64) -> Option<f64> {
+    let r = v / scale;
+    (r.is_finite() && (-RATIO_SLACK_BELOW_0..=1.0 + RATIO_SLACK).contains(&r)).then(|| r.clamp(0.0, 1.0))
+}
+
+/// One note naming the busy, backpressured and idle values left out as implausible (at
+/// most three, then how many more), or none.
+fn implausible_ratios_note<'a>(
+    r: &impl Fn(&str) -> &'a QueryResult,
+    backpressure_scale: f64,
+    vertex_name: &impl Fn(&str, &str) -> String,
+) -> Option<String> {
+    let checked = [
+        ("busy", "busy time", 1000.0),
+        ("idle", "idle time", 1000.0),
+        ("backpressured", "backpressured time", backpressure_scale),
+        ("busy_per_subtask", "busy time", 1000.0),
+        ("idle_per_subtask", "idle time", 1000.0),
+        ("backpressured_per_subtask", "backpressured time", backpressure_scale),
+    ];
+    let mut seen: Vec<String> = Vec::new();
+    for (name, what, scale) in checked {
+        for s in r(name) {
+            let Some(v) = s.last_value() else { continue };
+            if v.is_nan() || plausible_ratio(v, scale).is_some() {
+                continue;
+            }
+            let vertex = vertex_name(s.label(l::TASK_ID), s.label(l::TASK_NAME));
+            let subtask = s.labels.get(l::SUBTASK_INDEX).map(|i| format!(" subtask {i}")).unwrap_or_default();
+            let item = format!("{what} {v} of `{vertex}`{subtask}");
+            if !seen.contains(&item) {
+                seen.push(item);
+            }
+        }
+    }
+    (!seen.is_empty()).then(|| {
+        let more = seen.len().saturating_sub(3);
+        let mut list = seen.into_iter().take(3).collect::<Vec<_>>().join(", ");
+        if more > 0 {
+            list.push_str(&format!(", and {more} more"));
+        }
+        format!(
+            "Left out as unknown, being no value Flink writes (busy, idle and backpressured time are 0–1000 ms per second): {list}. Is the reporter or the recording broken?"
+        )
+    })
 }
 
 /// Values per subtask; of several series for one subtask (task attempts), the highest
@@ -1411,7 +1471,7 @@ fn assemble_subtasks(results: [&QueryResult; 9], backpressure_scale: f64) -> Vec
             let value = |i: usize| maps[i].get(&key).and_then(|s| s.last_value());
             let identity = maps[..3].iter().find_map(|m| m.get(&key)).expect("key from these maps");
             let label = |name: &str| Some(identity.label(name).to_string()).filter(|v| !v.is_empty());
-            let ratio = |i: usize| value(i).and_then(finite).map(|v| v / 1000.0);
+            let ratio = |i: usize| value(i).and_then(|v| plausible_ratio(v, 1000.0));
             let rate = |counter: usize, meter: usize| {
                 value(counter).and_then(finite).or_else(|| value(meter).and_then(finite))
             };
@@ -1422,7 +1482,7 @@ fn assemble_subtasks(results: [&QueryResult; 9], backpressure_scale: f64) -> Vec
                 tm_id: label(l::TM_ID).map(|id| flink_taskmanager_id(&id)),
                 host: label(l::HOST),
                 busy_ratio: ratio(0),
-                backpressured_ratio: value(1).and_then(finite).map(|v| v / backpressure_scale),
+                backpressured_ratio: value(1).and_then(|v| plausible_ratio(v, backpressure_scale)),
                 idle_ratio: ratio(2),
                 records_in_per_s: rate(3, 4),
                 records_out_per_s: rate(5, 6),
@@ -1946,5 +2006,46 @@ mod tests {
         // tm-1 keeps All.Time's 4 ms/s (not 400 / 20 = 20); tm-2 gets 60 / 20 = 3 ms/s.
         assert_eq!(gc, vec![("tm-1", Some(4.0)), ("tm-2", Some(3.0))]);
         assert!(from_collectors);
+    }
+
+    #[test]
+    fn busy_idle_and_backpressured_time_outside_0_to_1000_ms_per_s_is_unknown_and_said() {
+        // 1000 ms/s is 1; 1030 ms/s is within the 5 % slack and reads 1; −5 and 10⁹ are no
+        // value Flink writes; +∞ and NaN are unknown.
+        assert_eq!(plausible_ratio(500.0, 1000.0), Some(0.5));
+        assert_eq!(plausible_ratio(1030.0, 1000.0), Some(1.0));
+        assert_eq!(plausible_ratio(-5.0, 1000.0), None);
+        assert_eq!(plausible_ratio(1e9, 1000.0), None);
+        assert_eq!(plausible_ratio(f64::INFINITY, 1000.0), None);
+        assert_eq!(plausible_ratio(f64::NAN, 1000.0), None);
+        // An isBackPressured share is already a ratio.
+        assert_eq!(plausible_ratio(0.25, 1.0), Some(0.25));
+        let series = |id: &str, name: &str, subtask: Option<&str>, v: f64| {
+            let mut labels: BTreeMap<String, String> =
+                [(l::TASK_ID, id), (l::TASK_NAME, name)].into_iter().map(|(k, v)| (k.into(), v.into())).collect();
+            if let Some(i) = subtask {
+                labels.insert(l::SUBTASK_INDEX.into(), i.into());
+            }
+            ResultSeries { labels, points: vec![(0, v)] }
+        };
+        let busy = vec![series("a", "sink", None, -5.0), series("b", "parse", None, 400.0)];
+        let per_subtask = vec![series("a", "sink", Some("1"), 1e9)];
+        let backpressured = vec![series("b", "parse", None, f64::INFINITY)];
+        let empty = Vec::new();
+        let answers = |name: &str| -> &QueryResult {
+            match name {
+                "busy" => &busy,
+                "busy_per_subtask" => &per_subtask,
+                "backpressured" => &backpressured,
+                _ => &empty,
+            }
+        };
+        let note = implausible_ratios_note(&answers, 1000.0, &|_: &str, label: &str| label.to_string()).unwrap();
+        assert_eq!(
+            note,
+            "Left out as unknown, being no value Flink writes (busy, idle and backpressured time are 0–1000 ms per second): busy time -5 of `sink`, backpressured time inf of `parse`, busy time 1000000000 of `sink` subtask 1. Is the reporter or the recording broken?"
+        );
+        let calm = vec![series("b", "parse", None, 400.0)];
+        assert_eq!(implausible_ratios_note(&|_: &str| &calm, 1000.0, &|_: &str, l: &str| l.to_string()), None);
     }
 }
