@@ -953,6 +953,11 @@ pub struct ServiceConfig {
     pub diagnose_retry_for: Millis,
     /// Diagnoses run at once. Default 4.
     pub concurrency: usize,
+    /// A weak verdict (no finding, confidence below high, a ratio within 4 points of its
+    /// threshold) is diagnosed once more this long after, and the posted messages are
+    /// updated in place if it changed (an alert often arrives while Flink's 60 s averages
+    /// still settle). `0s`: never. Default 1m.
+    pub rediagnose_weak_after: Millis,
     /// Post a short "resolved" follow-up when a group resolves. Default true.
     pub notify_resolved: bool,
     /// Alerts with these alertnames are culprit's own and are ignored (no loops). Default
@@ -980,6 +985,7 @@ impl Default for ServiceConfig {
             coalesce: Millis::from_secs(10),
             diagnose_retry_for: Millis::from_secs(300),
             concurrency: 4,
+            rediagnose_weak_after: Millis::from_secs(60),
             notify_resolved: true,
             ignore_alertnames: vec!["FlinkBackpressureCulprit".into()],
             max_jobs_per_webhook: 50,

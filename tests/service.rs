@@ -173,12 +173,11 @@ async fn the_webhook_answers_what_alertmanager_expects() {
         "[server.auth]\ntype = \"bearer\"\ntoken = {{ file = \"{}\" }}\n[service]\ncoalesce = \"1h\"\n",
         tmp.path().join("hook-token").display()
     );
-    let mut text = support::culprit_config(tmp.path(), &dead, &slack.url, &pagerduty.url, "");
+    let mut text = support::culprit_config(tmp.path(), &dead, &slack.url, &pagerduty.url, &extra);
     text = text.replace(
         "[server]\nlisten = \"127.0.0.1:0\"\n",
         "[server]\nlisten = \"127.0.0.1:0\"\nbody_limit_bytes = 4096\n",
     );
-    text.push_str(&extra);
     let app = Application::build(Config::from_toml(&text, "http.toml").unwrap()).await.unwrap();
     let c = reqwest::Client::new();
     let url = format!("{}/webhook/alertmanager", app.url());

@@ -20,6 +20,8 @@
 //! * `culprit_webhook_jobs_dropped_total`: jobs beyond `service.max_jobs_per_webhook`.
 //! * `culprit_groups_resolved_before_diagnosis_total`: alert groups that resolved before
 //!   any verdict was posted for them: nothing is posted.
+//! * `culprit_rediagnoses_total`: weak verdicts scheduled to be diagnosed once more
+//!   (`service.rediagnose_weak_after`).
 //! * Latency histograms, seconds: `culprit_webhook_duration_seconds`,
 //!   `culprit_diagnosis_duration_seconds`, `culprit_notification_duration_seconds{destination}`.
 
@@ -104,6 +106,7 @@ pub struct Metrics {
     pub store_pruned: Family<Table, Counter>,
     pub webhook_jobs_dropped: Counter,
     pub groups_resolved_before_diagnosis: Counter,
+    pub rediagnoses: Counter,
 }
 
 impl Default for Metrics {
@@ -197,6 +200,12 @@ impl Metrics {
             "Alert groups that resolved before a verdict was posted for them (within the coalescing window): nothing posted",
             groups_resolved_before_diagnosis.clone(),
         );
+        let rediagnoses = Counter::default();
+        registry.register(
+            "rediagnoses",
+            "Weak verdicts scheduled to be diagnosed once more (service.rediagnose_weak_after)",
+            rediagnoses.clone(),
+        );
         Metrics {
             registry,
             notification_failures,
@@ -206,6 +215,7 @@ impl Metrics {
             store_pruned,
             webhook_jobs_dropped,
             groups_resolved_before_diagnosis,
+            rediagnoses,
             webhooks,
             alerts_ignored,
             diagnoses,

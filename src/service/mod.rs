@@ -426,7 +426,10 @@ mod tests {
             groups: groups
                 .iter()
                 .map(|(g, f)| {
-                    (g.to_string(), GroupInfo { firing: *f, firing_set: "s".into(), labels: BTreeMap::new() })
+                    (
+                        g.to_string(),
+                        GroupInfo { firing: *f, firing_set: "s".into(), labels: BTreeMap::new(), rediagnosis: false },
+                    )
                 })
                 .collect(),
             created_ms: 0,

@@ -134,16 +134,17 @@ impl Service {
                 } else {
                     self.redactor.redact(&reason)
                 };
-                self.finish(&item, None, Some(reason), now, &stop).await;
+                self.finish(&item, None, Some(reason), now, &stop, None).await;
             }
             Diagnosed::Verdict(v) => {
                 self.metrics.diagnosis("alert", &v);
                 tracing::info!(job = ?v.job.name, status = v.status.as_str(), finding = v.finding.as_str(),
                     culprit = ?v.culprit.as_ref().map(|c| crate::render::names::vertex_name(&c.vertex_name)).unwrap_or_default(),
                     "verdict");
-                self.finish(&item, Some(*v), None, now, &stop).await;
+                let again = self.rediagnose_at(&item, &v, now);
+                self.finish(&item, Some(*v), None, now, &stop, again).await;
             }
-            Diagnosed::Resolved => self.finish(&item, None, None, now, &stop).await,
+            Diagnosed::Resolved => self.finish(&item, None, None, now, &stop, None).await,
         }
     }
 
@@ -155,6 +156,20 @@ impl Service {
             tracing::info!(job = ?item.job, group = ?group,
                 "the alert group resolved before it was diagnosed; nothing posted");
         }
+    }
+
+    /// When to diagnose again after this verdict: once, `service.rediagnose_weak_after`
+    /// later, when the verdict is weak and came from a webhook (a follow-up's verdict,
+    /// weak or not, is the last word until the next webhook: never a loop).
+    fn rediagnose_at(&self, item: &WorkItem, v: &Verdict, now: i64) -> Option<i64> {
+        let after = self.config.service.rediagnose_weak_after.as_ms();
+        if after <= 0 || item.is_rediagnosis() {
+            return None;
+        }
+        let why = v.weak()?;
+        tracing::info!(job = ?v.job.name, weak = %why, again_in_ms = after, "weak verdict; diagnosing it again");
+        self.metrics.rediagnoses.inc();
+        Some(now + after)
     }
 
     /// Diagnoses a work item whose groups still fire. A failure is worth retrying while
@@ -202,8 +217,9 @@ impl Service {
     }
 
     /// Stores the verdict (or why there is none) and the notices it gives, in one
-    /// transaction, retried until it commits; then wakes the delivery loops and the
-    /// worker (the job's next diagnosis may wait for this one).
+    /// transaction, retried until it commits, with the follow-up diagnosis due at `again`
+    /// if any; then wakes the delivery loops and the worker (the job's next diagnosis may
+    /// wait for this one).
     async fn finish(
         self: &Arc<Self>,
         item: &WorkItem,
@@ -211,6 +227,7 @@ impl Service {
         reason: Option<String>,
         now: i64,
         stop: &watch::Receiver<bool>,
+        again: Option<i64>,
     ) {
         let verdict_json = verdict
             .as_ref()
@@ -236,7 +253,7 @@ impl Service {
                     ),
                     now_ms: now,
                 };
-                self.store.complete(item, completion)
+                self.store.complete_rediagnosing(item, completion, again)
             })
             .await;
         let Some(completed) = completed else {

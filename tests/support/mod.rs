@@ -352,8 +352,16 @@ pub fn webhook_for(job_id: &str, job_name: &str, fingerprints: &[String]) -> ser
 }
 
 /// A culprit configuration posting to capture servers (Slack Web API at `slack`,
-/// PagerDuty at `pagerduty`), reading `prometheus`, storing in `dir`.
+/// PagerDuty at `pagerduty`), reading `prometheus`, storing in `dir`. Weak verdicts are not
+/// diagnosed again unless `extra` sets `service.rediagnose_weak_after` (the follow-up a
+/// minute later would hold [`drained`] for that minute; `tests/rediagnosis.rs` tests it).
 pub fn culprit_config(dir: &Path, prometheus: &str, slack: &str, pagerduty: &str, extra: &str) -> String {
+    let no_follow_up = "[service]\nrediagnose_weak_after = \"0s\"\n";
+    let extra = match extra {
+        e if e.contains("rediagnose_weak_after") => e.to_string(),
+        e if e.contains("[service]\n") => e.replacen("[service]\n", no_follow_up, 1),
+        e => format!("{e}\n{no_follow_up}"),
+    };
     std::fs::write(dir.join("slack-token"), "xoxb-test-token").unwrap();
     std::fs::write(dir.join("routing-key"), "R0UTINGKEY0000000000000000000000").unwrap();
     format!(

@@ -28,6 +28,8 @@
 //! sends it again with the same idempotency key (at least once).
 
 mod postgres;
+#[cfg(test)]
+mod rediagnosis_tests;
 mod sqlite;
 #[cfg(test)]
 mod tests;
@@ -119,6 +121,11 @@ pub struct GroupInfo {
     pub firing: bool,
     pub firing_set: String,
     pub labels: BTreeMap<String, String>,
+    /// The group is here for the follow-up of a weak verdict, not for a webhook (a webhook
+    /// for the group replaces the entry): a diagnosis whose groups are all follow-ups
+    /// schedules no further one.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub rediagnosis: bool,
 }
 
 /// A diagnosis to run.
@@ -135,6 +142,14 @@ pub struct WorkItem {
     pub attempts: i64,
     /// When the diagnosis first failed, for the retry window.
     pub first_failure_ms: Option<i64>,
+}
+
+impl WorkItem {
+    /// Whether this diagnosis is only the follow-up of a weak verdict: no webhook asked
+    /// for any of its groups since (it schedules no further follow-up).
+    pub fn is_rediagnosis(&self) -> bool {
+        !self.groups.is_empty() && self.groups.values().all(|g| g.rediagnosis)
+    }
 }
 
 /// A notice claimed for delivery (marked `sending`).
@@ -492,13 +507,31 @@ impl Store {
     /// (`completion.plan`), enqueues them (a notice already in the outbox is not added
     /// again), remembers each group's verdict per destination, and removes the work.
     pub async fn complete(&self, item: &WorkItem, completion: Completion) -> Result<Completed, StoreError> {
+        self.complete_rediagnosing(item, completion, None).await
+    }
+
+    /// [`Store::complete`], and, with `rediagnose_at_ms`, the item's firing groups are
+    /// diagnosed once more at that time (a weak verdict's follow-up), in the same
+    /// transaction: the finished row becomes pending again with its groups marked
+    /// [`GroupInfo::rediagnosis`]; if webhooks queued a diagnosis of the job meanwhile,
+    /// the groups it lacks join that one instead (it is due sooner; its own entries are
+    /// newer). A webhook for the job while the follow-up waits merges into it and brings
+    /// it forward to the coalescing window.
+    pub async fn complete_rediagnosing(
+        &self,
+        item: &WorkItem,
+        completion: Completion,
+        rediagnose_at_ms: Option<i64>,
+    ) -> Result<Completed, StoreError> {
         // By hand: the completion moves into whichever backend runs it.
         let result = match &self.backend {
             Backend::Sqlite(s) => {
                 let (s, item) = (s.clone(), item.clone());
-                tokio::task::spawn_blocking(move || s.complete(&item, completion)).await.unwrap_or_else(task_failed)
+                tokio::task::spawn_blocking(move || s.complete(&item, completion, rediagnose_at_ms))
+                    .await
+                    .unwrap_or_else(task_failed)
             }
-            Backend::Postgres(p) => p.complete(item, completion).await,
+            Backend::Postgres(p) => p.complete(item, completion, rediagnose_at_ms).await,
         };
         self.track("complete", &result);
         result

@@ -337,9 +337,14 @@ impl PgStore {
         Ok(())
     }
 
-    /// See [`super::Store::complete`]. The item's groups are locked first (sorted, so two
-    /// completions never deadlock): the last verdicts read are the last ones.
-    pub async fn complete(&self, item: &WorkItem, completion: Completion) -> Result<Completed, StoreError> {
+    /// See [`super::Store::complete_rediagnosing`]. The item's groups are locked first
+    /// (sorted, so two completions never deadlock): the last verdicts read are the last ones.
+    pub async fn complete(
+        &self,
+        item: &WorkItem,
+        completion: Completion,
+        rediagnose_at_ms: Option<i64>,
+    ) -> Result<Completed, StoreError> {
         let now_ms = completion.now_ms;
         let mut client = self.client().await?;
         let tx = client.transaction().await?;
@@ -385,7 +390,12 @@ impl PgStore {
         for group in item.groups.keys() {
             tx.execute(&touch, &[group, &now_ms]).await?;
         }
-        tx.execute(&tx.prepare_cached("DELETE FROM work WHERE id = $1").await?, &[&item.id]).await?;
+        match rediagnose_at_ms {
+            Some(due_ms) => rediagnose(&tx, item, due_ms, now_ms).await?,
+            None => {
+                tx.execute(&tx.prepare_cached("DELETE FROM work WHERE id = $1").await?, &[&item.id]).await?;
+            }
+        }
         tx.commit().await?;
         Ok(Completed { verdict_id, notices: added })
     }
@@ -717,7 +727,8 @@ async fn apply_intake(
     due_ms: i64,
     dead: &mut Vec<DeadLetter>,
 ) -> Result<usize, StoreError> {
-    let info = GroupInfo { firing: i.firing, firing_set: i.firing_set.clone(), labels: i.labels.clone() };
+    let info =
+        GroupInfo { firing: i.firing, firing_set: i.firing_set.clone(), labels: i.labels.clone(), rediagnosis: false };
     let labels = serde_json::to_string(&i.labels)?;
     let sql = "SELECT id, groups FROM work WHERE state = 'pending' AND job_key = $1 FOR UPDATE";
     if let Some(row) = tx.query_opt(&tx.prepare_cached(sql).await?, &[&i.job_key]).await? {
@@ -725,9 +736,14 @@ async fn apply_intake(
         let groups: String = row.get(1);
         match serde_json::from_str::<BTreeMap<String, GroupInfo>>(&groups) {
             Ok(mut groups) => {
+                // A weak verdict's follow-up waits longer than the coalescing window: a
+                // webhook brings it forward (a retry keeps its backoff).
+                let follow_up = groups.values().all(|g| g.rediagnosis);
                 groups.insert(i.group_key.clone(), info);
-                let sql = "UPDATE work SET groups = $2, labels = $3 WHERE id = $1";
-                tx.execute(&tx.prepare_cached(sql).await?, &[&id, &serde_json::to_string(&groups)?, &labels]).await?;
+                let due = if follow_up { due_ms } else { i64::MAX };
+                let sql = "UPDATE work SET groups = $2, labels = $3, due_ms = LEAST(due_ms, $4) WHERE id = $1";
+                let groups = serde_json::to_string(&groups)?;
+                tx.execute(&tx.prepare_cached(sql).await?, &[&id, &groups, &labels, &due]).await?;
                 return Ok(0);
             }
             Err(why) => dead.push(dead_letter_work(tx, id, &format!("groups: {why}"), now_ms).await?),
@@ -746,6 +762,44 @@ async fn apply_intake(
         )
         .await?;
     Ok(usize::from(row.get::<_, bool>(0)))
+}
+
+/// The follow-up of a weak verdict (see [`super::Store::complete_rediagnosing`]): the
+/// finished row is pending again at `due_ms` with its firing groups marked, or those groups
+/// join the job's pending diagnosis.
+async fn rediagnose(tx: &Transaction<'_>, item: &WorkItem, due_ms: i64, now_ms: i64) -> Result<(), StoreError> {
+    let groups: BTreeMap<String, GroupInfo> = item
+        .groups
+        .iter()
+        .filter(|(_, g)| g.firing)
+        .map(|(k, g)| (k.clone(), GroupInfo { rediagnosis: true, ..g.clone() }))
+        .collect();
+    let sql = "SELECT id FROM work WHERE state = 'pending' AND job_key = $1 FOR UPDATE";
+    let pending: Option<i64> = tx.query_opt(&tx.prepare_cached(sql).await?, &[&item.job_key]).await?.map(|r| r.get(0));
+    let pending = match pending {
+        Some(id) => Some(read_work(tx, id).await?),
+        None => None,
+    };
+    match pending {
+        _ if groups.is_empty() => {}
+        Some(Ok(newer)) => {
+            let mut merged = groups;
+            merged.extend(newer.groups);
+            let sql = "UPDATE work SET groups = $2 WHERE id = $1";
+            tx.execute(&tx.prepare_cached(sql).await?, &[&newer.id, &serde_json::to_string(&merged)?]).await?;
+        }
+        // The pending row goes to the dead letters at its claim; no follow-up beside it.
+        Some(Err(_)) => {}
+        None => {
+            let sql = "UPDATE work SET state = 'pending', owner = NULL, groups = $2, due_ms = $3, created_ms = $4,
+                   attempts = 0, first_failure_ms = NULL WHERE id = $1";
+            let groups = serde_json::to_string(&groups)?;
+            tx.execute(&tx.prepare_cached(sql).await?, &[&item.id, &groups, &due_ms, &now_ms]).await?;
+            return Ok(());
+        }
+    }
+    tx.execute(&tx.prepare_cached("DELETE FROM work WHERE id = $1").await?, &[&item.id]).await?;
+    Ok(())
 }
 
 /// Running work whose lease expired runs again (merged into the job's pending row).

@@ -393,8 +393,13 @@ impl SqliteStore {
         Ok(())
     }
 
-    /// See [`super::Store::complete`].
-    pub fn complete(&self, item: &WorkItem, completion: Completion) -> Result<Completed, StoreError> {
+    /// See [`super::Store::complete_rediagnosing`].
+    pub fn complete(
+        &self,
+        item: &WorkItem,
+        completion: Completion,
+        rediagnose_at_ms: Option<i64>,
+    ) -> Result<Completed, StoreError> {
         let now_ms = completion.now_ms;
         let mut conn = self.conn();
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
@@ -435,7 +440,12 @@ impl SqliteStore {
             tx.prepare_cached("UPDATE group_state SET updated_ms = ?2 WHERE group_key = ?1")?
                 .execute(params![group, now_ms])?;
         }
-        tx.prepare_cached("DELETE FROM work WHERE id = ?1")?.execute(params![item.id])?;
+        match rediagnose_at_ms {
+            Some(due_ms) => rediagnose(&tx, item, due_ms, now_ms)?,
+            None => {
+                tx.prepare_cached("DELETE FROM work WHERE id = ?1")?.execute(params![item.id])?;
+            }
+        }
         tx.commit()?;
         Ok(Completed { verdict_id, notices: added })
     }
@@ -837,6 +847,43 @@ fn last_verdicts<'a>(tx: &Connection, groups: impl Iterator<Item = &'a String>) 
     Ok(LastVerdicts(out))
 }
 
+/// The follow-up of a weak verdict (see [`super::Store::complete_rediagnosing`]): the
+/// finished row is pending again at `due_ms` with its firing groups marked, or those groups
+/// join the job's pending diagnosis.
+fn rediagnose(tx: &Connection, item: &WorkItem, due_ms: i64, now_ms: i64) -> Result<(), StoreError> {
+    let groups: BTreeMap<String, GroupInfo> = item
+        .groups
+        .iter()
+        .filter(|(_, g)| g.firing)
+        .map(|(k, g)| (k.clone(), GroupInfo { rediagnosis: true, ..g.clone() }))
+        .collect();
+    let pending: Option<i64> = tx
+        .prepare_cached("SELECT id FROM work WHERE state = 'pending' AND job_key = ?1")?
+        .query_row(params![item.job_key], |r| r.get(0))
+        .optional()?;
+    match pending.map(|id| read_work(tx, id)).transpose()? {
+        _ if groups.is_empty() => {}
+        Some(Ok(newer)) => {
+            let mut merged = groups;
+            merged.extend(newer.groups);
+            tx.prepare_cached("UPDATE work SET groups = ?2 WHERE id = ?1")?
+                .execute(params![newer.id, serde_json::to_string(&merged)?])?;
+        }
+        // The pending row goes to the dead letters at its claim; no follow-up beside it.
+        Some(Err(_)) => {}
+        None => {
+            tx.prepare_cached(
+                "UPDATE work SET state = 'pending', groups = ?2, due_ms = ?3, created_ms = ?4, attempts = 0,
+                   first_failure_ms = NULL WHERE id = ?1",
+            )?
+            .execute(params![item.id, serde_json::to_string(&groups)?, due_ms, now_ms])?;
+            return Ok(());
+        }
+    }
+    tx.prepare_cached("DELETE FROM work WHERE id = ?1")?.execute(params![item.id])?;
+    Ok(())
+}
+
 /// Puts running work back to pending (due at `retry.0`, first failure `retry.1`, one more
 /// attempt), or merges it into the job's newer pending row.
 fn requeue(
@@ -1033,7 +1080,8 @@ fn commit_batches(
 /// Returns 1 when a new diagnosis was created. A pending row that cannot be decoded is
 /// moved to the dead-letter table and replaced.
 fn apply_intake(tx: &Connection, i: &Intake, b: &Batch, dead: &mut Vec<DeadLetter>) -> Result<usize, StoreError> {
-    let info = GroupInfo { firing: i.firing, firing_set: i.firing_set.clone(), labels: i.labels.clone() };
+    let info =
+        GroupInfo { firing: i.firing, firing_set: i.firing_set.clone(), labels: i.labels.clone(), rediagnosis: false };
     let existing: Option<(i64, rusqlite::types::Value)> = tx
         .prepare_cached("SELECT id, groups FROM work WHERE state = 'pending' AND job_key = ?1")?
         .query_row(params![i.job_key], |r| Ok((r.get(0)?, r.get(1)?)))
@@ -1048,12 +1096,13 @@ fn apply_intake(tx: &Connection, i: &Intake, b: &Batch, dead: &mut Vec<DeadLette
         };
         match decoded {
             Ok(mut groups) => {
+                // A weak verdict's follow-up waits longer than the coalescing window: a
+                // webhook brings it forward (a retry keeps its backoff).
+                let follow_up = groups.values().all(|g| g.rediagnosis);
                 groups.insert(i.group_key.clone(), info);
-                tx.prepare_cached("UPDATE work SET groups = ?2, labels = ?3 WHERE id = ?1")?.execute(params![
-                    id,
-                    serde_json::to_string(&groups)?,
-                    labels
-                ])?;
+                let due = if follow_up { b.due_ms } else { i64::MAX };
+                tx.prepare_cached("UPDATE work SET groups = ?2, labels = ?3, due_ms = MIN(due_ms, ?4) WHERE id = ?1")?
+                    .execute(params![id, serde_json::to_string(&groups)?, labels, due])?;
                 return Ok(0);
             }
             Err(why) => dead.push(dead_letter_work(tx, id, &why, b.now_ms)?),
