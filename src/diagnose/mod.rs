@@ -145,6 +145,39 @@ pub fn pct(ratio: f64) -> String {
     format!("{:.0}%", round_sig(ratio) * 100.0)
 }
 
+/// [`pct`] of a value that may be missing: `unknown` then, never `0%`.
+pub fn pct_or_unknown(ratio: Option<f64>) -> String {
+    ratio.map(pct).unwrap_or_else(|| "unknown".into())
+}
+
+/// The busy range of a vertex over the subtasks that report busy time, saying how many do
+/// not: `54%–100%`, `54%–100%; 1 of 3 subtasks without data`, `unknown: no subtask
+/// reports busy time`. A subtask without data never counts as 0 % busy.
+pub fn busy_range(v: &VertexSignals) -> String {
+    let without = v.subtasks.iter().filter(|s| s.busy.is_none()).count() + v.missing_subtasks();
+    let of = v.subtask_count() + v.missing_subtasks();
+    let range = match (v.busy_min(), v.busy_max()) {
+        (Some(lo), Some(hi)) => format!("{}–{}", pct(lo), pct(hi)),
+        _ => return "unknown: no subtask reports busy time".into(),
+    };
+    match without {
+        0 => range,
+        n => format!("{range}; {n} of {of} subtasks without data"),
+    }
+}
+
+/// "max over 3 subtasks", or "max over the 2 of 3 subtasks with data": what a busy or
+/// backpressured maximum was taken over.
+pub fn max_over(v: &VertexSignals) -> String {
+    let with = v.subtasks.iter().filter(|s| s.busy.is_some()).count();
+    let of = v.subtask_count() + v.missing_subtasks();
+    if !v.detailed() || with == of {
+        format!("max over {of} subtasks")
+    } else {
+        format!("max over the {with} of {of} subtasks with data")
+    }
+}
+
 /// A rate or count, readable: `1660`, `12.5`, `0.84`.
 pub fn num(v: f64) -> String {
     let a = v.abs();

@@ -206,13 +206,13 @@ impl Needed {
             Some(d) if d.is_finite() => s.push_str(&format!(
                 "; at {} the backlog of {} records drains in about {}",
                 self.parallelism,
-                approx(self.backlog.unwrap_or(0.0)),
+                self.backlog.map(approx).unwrap_or_else(|| "unknown".into()),
                 human_secs(d)
             )),
             Some(_) => s.push_str(&format!(
                 "; at {} the backlog of {} records does not drain: {}",
                 self.parallelism,
-                approx(self.backlog.unwrap_or(0.0)),
+                self.backlog.map(approx).unwrap_or_else(|| "unknown".into()),
                 match self.limit {
                     Some(Limit::Partitions(_)) => "the topic needs more partitions",
                     Some(Limit::KeyGroups { .. }) => "the max parallelism is reached",

@@ -12,7 +12,7 @@ use crate::config::DiagnosisConfig;
 use crate::diagnose::signals::{JobSignals, VertexSignals};
 use crate::diagnose::steps::locate::Located;
 use crate::diagnose::steps::{checkpoints, headroom, hot_key, locate, retention, sink, state_backend};
-use crate::diagnose::{Context, StepReport, pct};
+use crate::diagnose::{Context, StepReport, pct, pct_or_unknown};
 use crate::model::snapshot::Snapshot;
 use crate::model::verdict::{
     Confidence, Culprit, Evidence, Finding, Graph, GraphEdge, GraphVertex, Hazard, JobRef, Outcome, Role, SCHEMA,
@@ -411,7 +411,7 @@ fn default_summary(ctx: &Context, status: Status, culprit: Option<&VertexSignals
                     "No backpressure in {}: nothing is backpressured and the busiest vertex ({}) is {} busy.",
                     ctx.snapshot.job.name,
                     v.name,
-                    pct(v.utilisation().unwrap_or(0.0))
+                    pct_or_unknown(v.utilisation())
                 ),
                 None => format!("No backpressure in {}.", ctx.snapshot.job.name),
             }

@@ -80,7 +80,8 @@ impl VertexSignals {
         self.subtasks.iter().filter_map(|s| s.busy).collect()
     }
 
-    fn detailed(&self) -> bool {
+    /// Whether per-subtask readings are at hand (else only the vertex aggregate).
+    pub fn detailed(&self) -> bool {
         !self.subtasks.is_empty()
     }
 

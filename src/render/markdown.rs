@@ -32,7 +32,7 @@ pub fn escape(s: &str) -> String {
 }
 
 fn pct(v: Option<f64>) -> String {
-    v.map(|r| format!("{:.0}%", r * 100.0)).unwrap_or_else(|| "?".into())
+    v.map(|r| format!("{:.0}%", r * 100.0)).unwrap_or_else(|| "unknown".into())
 }
 
 fn list(s: &mut String, title: &str, items: &[String], names: &Names, numbered: bool) {

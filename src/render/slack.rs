@@ -352,7 +352,7 @@ fn plain(s: &str) -> String {
 }
 
 fn pct(v: Option<f64>) -> String {
-    v.map(|r| format!("{:.0}%", r * 100.0)).unwrap_or_else(|| "?".into())
+    v.map(|r| format!("{:.0}%", r * 100.0)).unwrap_or_else(|| "unknown".into())
 }
 
 fn mrkdwn_object(text: &str, max: usize) -> Value {

@@ -92,7 +92,7 @@ fn at_most(mut lines: Vec<String>, max: usize, width: usize) -> Vec<String> {
 }
 
 fn pct(v: Option<f64>) -> String {
-    v.map(|r| format!("{:.0}%", r * 100.0)).unwrap_or_else(|| "?".into())
+    v.map(|r| format!("{:.0}%", r * 100.0)).unwrap_or_else(|| "unknown".into())
 }
 
 fn plural(n: usize, one: &str, many: &str) -> String {

@@ -11,7 +11,7 @@
 //! waits on its in-flight queue, not on CPU (Little's law), and needs a different fix.
 
 use crate::diagnose::signals::VertexSignals;
-use crate::diagnose::{Context, StepReport, num, pct};
+use crate::diagnose::{Context, StepReport, num, pct, pct_or_unknown};
 use crate::model::verdict::Finding;
 
 pub use crate::diagnose::parallelism::{Needed, needed as parallelism_needed, offered_factor};
@@ -213,11 +213,8 @@ fn no_single_culprit(
     other: f64,
 ) -> HeadroomResult {
     let t = &ctx.cfg.thresholds;
-    let list = near
-        .iter()
-        .map(|v| format!("{} {}", v.name, pct(v.utilisation().unwrap_or(0.0))))
-        .collect::<Vec<_>>()
-        .join(", ");
+    let list =
+        near.iter().map(|v| format!("{} {}", v.name, pct_or_unknown(v.utilisation()))).collect::<Vec<_>>().join(", ");
     let mut r = StepReport::hit(
         Finding::Headroom,
         format!(
@@ -248,14 +245,16 @@ fn no_single_culprit(
                 v.subtask_count()
             )),
         }
-        r.evidence.push(ctx.evidence(
-            &v.name,
-            "utilisation ρ (mean busyTimeMsPerSecond)",
-            v.utilisation().unwrap_or(0.0),
-            "ratio",
-            Some(t.near_capacity_utilisation),
-            "busy",
-        ));
+        if let Some(rho) = v.utilisation() {
+            r.evidence.push(ctx.evidence(
+                &v.name,
+                "utilisation ρ (mean busyTimeMsPerSecond)",
+                rho,
+                "ratio",
+                Some(t.near_capacity_utilisation),
+                "busy",
+            ));
+        }
     }
     r.not_the_fix.push(format!("Scaling only {}: the next vertex near capacity becomes the bottleneck.", subject.name));
     r.summary = Some(format!(

@@ -9,7 +9,7 @@
 use crate::config::OperatorKind;
 use crate::diagnose::signals::{SubtaskSignals, VertexSignals};
 use crate::diagnose::steps::skew;
-use crate::diagnose::{Context, StepReport, num, pct};
+use crate::diagnose::{Context, StepReport, num, pct, pct_or_unknown};
 use crate::model::verdict::{Evidence, Finding};
 
 pub fn run(ctx: &Context, culprit: &VertexSignals) -> StepReport {
@@ -287,13 +287,10 @@ fn gc_comparison(ctx: &Context, tm: Option<&str>) -> Option<(f64, Option<f64>)> 
 }
 
 fn busy_list(v: &VertexSignals) -> String {
-    let busy: Vec<f64> = v.subtasks.iter().filter_map(|s| s.busy).collect();
-    if busy.len() > 8 {
-        let min = busy.iter().copied().fold(f64::INFINITY, f64::min);
-        let max = busy.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-        return format!("{}–{} over {} subtasks", pct(min), pct(max), busy.len());
+    if v.subtasks.len() > 8 {
+        return crate::diagnose::busy_range(v);
     }
-    v.subtasks.iter().map(|s| s.busy.map(pct).unwrap_or_else(|| "?".into())).collect::<Vec<_>>().join(", ")
+    v.subtasks.iter().map(|s| pct_or_unknown(s.busy)).collect::<Vec<_>>().join(", ")
 }
 
 #[cfg(test)]

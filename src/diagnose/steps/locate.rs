@@ -17,7 +17,7 @@
 use crate::diagnose::signals::VertexSignals;
 use crate::diagnose::steps::headroom;
 use crate::diagnose::timeline::{self, Holder};
-use crate::diagnose::{Context, StepReport, limited_list, num, pct, slope_per_s};
+use crate::diagnose::{Context, StepReport, limited_list, max_over, num, pct, pct_or_unknown, slope_per_s};
 use crate::model::snapshot::BackpressureMeasure;
 use crate::model::verdict::{Finding, Outcome};
 
@@ -65,7 +65,7 @@ fn on_averages(ctx: &Context) -> Located {
         return source_bound(ctx);
     }
     let red_list = limited_list(
-        &red.iter().map(|v| format!("{} {}", v.name, pct(v.backpressured_max().unwrap_or(0.0)))).collect::<Vec<_>>(),
+        &red.iter().map(|v| format!("{} {}", v.name, pct_or_unknown(v.backpressured_max()))).collect::<Vec<_>>(),
         8,
     );
     let found = search(ctx, &red);
@@ -174,8 +174,8 @@ fn culprit_report(
         return classic_culprit_report(ctx, first, red, red_list);
     }
     let t = &ctx.cfg.thresholds;
-    let b = first.busy_max().unwrap_or(0.0);
-    let p = first.backpressured_max().unwrap_or(0.0);
+    // Unknown stays unknown (a legacy source's NaN busy time): said so, never 0 %.
+    let (b, p) = (first.busy_max(), first.backpressured_max());
     let upstream_red: Vec<String> = if ctx.signals.graph_free {
         red.iter().map(|v| v.name.clone()).collect()
     } else {
@@ -186,37 +186,37 @@ fn culprit_report(
             "Backpressured (p_max > {:.2}): {red_list}. Without the job graph, the busiest vertex that is not backpressured is taken: {} (busy {}, backpressured {}).",
             t.backpressured_ratio,
             first.name,
-            pct(b),
-            pct(p)
+            pct_or_unknown(b),
+            pct_or_unknown(p)
         )
     } else {
         format!(
             "Backpressured (p_max > {:.2}): {red_list}. First vertex downstream that is not: {} (busy {}, backpressured {}), busy by itself (b_max ≥ {:.2}).",
             t.backpressured_ratio,
             first.name,
-            pct(b),
-            pct(p),
+            pct_or_unknown(b),
+            pct_or_unknown(p),
             t.busy_ratio
         )
     };
     let mut report = StepReport::new(Outcome::Hit, detail);
     report.cause.push(if ctx.signals.graph_free {
         format!(
-            "{} is busy {} of the time (max over {} subtasks) and not backpressured ({}), while {} {} backpressured. Without the job graph it is assumed, not known, that they are upstream of it: then it is the slowest vertex, and credit-based flow control slows everything before it.",
+            "{} is busy {} of the time ({}) and not backpressured ({}), while {} {} backpressured. Without the job graph it is assumed, not known, that they are upstream of it: then it is the slowest vertex, and credit-based flow control slows everything before it.",
             first.name,
-            pct(b),
-            first.subtask_count(),
-            pct(p),
+            pct_or_unknown(b),
+            max_over(first),
+            pct_or_unknown(p),
             plural(upstream_red.len(), "other vertex", "other vertices"),
             if upstream_red.len() == 1 { "is" } else { "are" },
         )
     } else {
         format!(
-            "{} is busy {} of the time (max over {} subtasks) and not backpressured ({}), while {} upstream of it {} backpressured: it is the slowest vertex, and credit-based flow control slows everything before it.",
+            "{} is busy {} of the time ({}) and not backpressured ({}), while {} upstream of it {} backpressured: it is the slowest vertex, and credit-based flow control slows everything before it.",
             first.name,
-            pct(b),
-            first.subtask_count(),
-            pct(p),
+            pct_or_unknown(b),
+            max_over(first),
+            pct_or_unknown(p),
             plural(upstream_red.len(), "vertex", "vertices"),
             if upstream_red.len() == 1 { "is" } else { "are" },
         )
@@ -237,24 +237,21 @@ fn culprit_report(
             culprits.iter().map(|(v, n)| format!("{} ({} red upstream)", v.name, n)).collect::<Vec<_>>().join(", ")
         ));
     }
-    report.evidence.push(ctx.evidence(&first.name, "busyTimeMsPerSecond", b, "ratio", Some(t.busy_ratio), "busy"));
-    report.evidence.push(ctx.evidence(
-        &first.name,
-        "backPressuredTimeMsPerSecond",
-        p,
-        "ratio",
-        Some(t.backpressured_ratio),
-        "backpressured",
-    ));
-    for v in red {
-        report.evidence.push(ctx.evidence(
-            &v.name,
-            "backPressuredTimeMsPerSecond",
-            v.backpressured_max().unwrap_or(0.0),
-            "ratio",
-            Some(t.backpressured_ratio),
-            "backpressured",
-        ));
+    // Evidence is what was measured: an unknown value gives none (the detail says unknown).
+    if let Some(b) = b {
+        report.evidence.push(ctx.evidence(&first.name, "busyTimeMsPerSecond", b, "ratio", Some(t.busy_ratio), "busy"));
+    }
+    for (v, p) in std::iter::once((first, p)).chain(red.iter().map(|v| (*v, v.backpressured_max()))) {
+        if let Some(p) = p {
+            report.evidence.push(ctx.evidence(
+                &v.name,
+                "backPressuredTimeMsPerSecond",
+                p,
+                "ratio",
+                Some(t.backpressured_ratio),
+                "backpressured",
+            ));
+        }
     }
     report
 }
@@ -522,7 +519,7 @@ fn network_report(ctx: &Context, from: &str, to: &str, red_list: &str) -> StepRe
         from_v.name,
         to_v.name,
         to_v.name,
-        pct(to_v.backpressured_max().unwrap_or(0.0)),
+        pct_or_unknown(to_v.backpressured_max()),
     );
     let mut report = StepReport::hit(Finding::Network, detail);
     report.cause.push(format!(
@@ -761,6 +758,43 @@ mod tests {
         // Both red vertices (src, parse) are upstream: the fix is not theirs.
         assert!(located.report.not_the_fix[0].contains("Source: txn, parse"), "{:?}", located.report.not_the_fix);
         assert!(located.network.is_empty());
+    }
+
+    #[test]
+    fn a_receiver_without_backpressure_data_is_not_judged_as_an_exchange_from_a_missing_value() {
+        // src and parse red (p_max 0.97, 0.95); score reports busy 0.10 but no
+        // backPressuredTimeMsPerSecond. Read as 0 it would be "neither backpressured nor
+        // busy": the exchange parse → score. Unknown, it is not judged, and the step says so.
+        let snap = line_job()
+            .all_subtasks("src", 0.02, 0.97, 0.01, None)
+            .all_subtasks("parse", 0.03, 0.95, 0.02, 1000.0)
+            .all_subtasks("score", 0.10, None, 0.90, 1000.0)
+            .all_subtasks("sink", 0.05, 0.0, 0.95, 1000.0)
+            .build();
+        let located = with_context(&snap, run);
+        assert_ne!(located.report.finding, Some(Finding::Network));
+        assert!(located.network.is_empty());
+        assert!(located.report.detail.contains("score"), "{}", located.report.detail);
+        assert!(!located.report.detail.contains("score 0%"), "{}", located.report.detail);
+    }
+
+    #[test]
+    fn a_culprit_with_a_subtask_without_busy_data_says_what_its_maximum_is_over() {
+        // score: busy 0.98 and none; b_max = 0.98 over the 1 of 2 subtasks with data.
+        let snap = line_job()
+            .all_subtasks("src", 0.02, 0.97, 0.01, None)
+            .all_subtasks("parse", 0.03, 0.95, 0.02, 1000.0)
+            .subtask("score", 0, 0.98, 0.0, 0.02, 1000.0)
+            .subtask("score", 1, None, 0.0, None, 1000.0)
+            .all_subtasks("sink", 0.05, 0.0, 0.95, 1000.0)
+            .build();
+        let located = with_context(&snap, run);
+        assert_eq!(located.culprits, ["score"]);
+        assert!(
+            located.report.cause[0].contains("busy 98% of the time (max over the 1 of 2 subtasks with data)"),
+            "{:?}",
+            located.report.cause
+        );
     }
 
     #[test]

@@ -116,7 +116,9 @@ fn source_lag_exposures(
     for v in ctx.signals.vertices.iter().filter(|v| v.is_source) {
         let lag = sum_lag(ctx, &v.id);
         let (Some(lag_records), Some(out)) = (last(&lag), v.throughput()) else { continue };
-        let growth = slope_per_s(&lag).unwrap_or(0.0);
+        // One lag sample has no slope: the growth is unknown, not 0 (the age below is then
+        // judged on the consumed rate, a lower bound of the produced one).
+        let growth = slope_per_s(&lag);
         let topic = topic_of_source(ctx, &v.name);
         let Some(Some(ms)) = retention.get(topic.as_str()) else {
             // Retention matters only for a backlog that grows or is more than a minute of
@@ -131,26 +133,26 @@ fn source_lag_exposures(
             }
             continue;
         };
-        let produce = out + growth.max(0.0);
+        let produce = out + growth.unwrap_or(0.0).max(0.0);
         if produce <= 0.0 {
             continue;
         }
         // Age of the oldest unconsumed record ≈ lag ÷ produce rate; it grows by
         // growth ÷ produce seconds per second.
         let lag_s = lag_records / produce;
-        let lag_growth = growth / produce;
+        let lag_growth = growth.map(|g| g / produce);
         let retention_s = *ms as f64 / 1000.0;
         let time_to_loss_s = if lag_s >= retention_s {
             Some(0.0)
-        } else if lag_growth > 0.0 {
-            Some((retention_s - lag_s) / lag_growth)
+        } else if let Some(g) = lag_growth.filter(|g| *g > 0.0) {
+            Some((retention_s - lag_s) / g)
         } else {
             None
         };
         exposures.push(Exposure {
             topic,
             lag_s: Some(lag_s),
-            lag_growth: Some(lag_growth),
+            lag_growth,
             retention_s,
             time_to_loss_s,
             below_log_start: false,
@@ -189,11 +191,11 @@ fn retention_hazards(ctx: &Context, exposures: &[Exposure]) -> Vec<Hazard> {
                 human_secs(e.retention_s)
             ),
             Some(lag_s) => format!(
-                "{} falls out of retention in {}: the oldest unconsumed record is {} old and ages {:.2} s per s against a retention of {} ({}). The loss would be silent: the source resets to the earliest retained offset.",
+                "{} falls out of retention in {}: the oldest unconsumed record is {} old and ages {} s per s against a retention of {} ({}). The loss would be silent: the source resets to the earliest retained offset.",
                 e.topic,
                 human_secs(ttl),
                 human_secs(lag_s),
-                e.lag_growth.unwrap_or(0.0),
+                e.lag_growth.map(|g| format!("{g:.2}")).unwrap_or_else(|| "an unknown number of".into()),
                 human_secs(e.retention_s),
                 e.how
             ),

@@ -6,7 +6,7 @@
 
 use crate::diagnose::signals::VertexSignals;
 use crate::diagnose::steps::{headroom, skew};
-use crate::diagnose::{Context, StepReport, num, pct};
+use crate::diagnose::{Context, StepReport, busy_range, num, pct, pct_or_unknown};
 use crate::model::verdict::Finding;
 
 pub fn run(ctx: &Context, culprit: &VertexSignals) -> StepReport {
@@ -39,11 +39,11 @@ pub fn run(ctx: &Context, culprit: &VertexSignals) -> StepReport {
                     r.cause.push(format!(
                         "One sink subtask is hot: {} is busy {} and receives {} of the records (share {:.2} at parallelism {}), while the others are about {} busy: a hot key or document at the destination.",
                         culprit.subtask_name(hot.subtask),
-                        pct(hot.busy.unwrap_or(0.0)),
+                        pct_or_unknown(hot.busy),
                         pct(s),
                         s,
                         culprit.parallelism,
-                        pct(skew::others_median(culprit, hot.subtask).unwrap_or(0.0))
+                        pct_or_unknown(skew::others_median(culprit, hot.subtask))
                     ));
                     r.fix.push(format!(
                         "Spread the hot key at the destination: write it under a different key or partition (the sink's input is keyed so {} gets {} of the records), or batch and merge writes to that key before they reach the system behind {}.",
@@ -56,8 +56,8 @@ pub fn run(ctx: &Context, culprit: &VertexSignals) -> StepReport {
                     r.cause.push(format!(
                         "One sink writer is slow: {} is busy {} while the others are about {} busy, although records are spread evenly{}: that writer's connection or the destination node it talks to is slow or stuck.",
                         culprit.subtask_name(hot.subtask),
-                        pct(hot.busy.unwrap_or(0.0)),
-                        pct(skew::others_median(culprit, hot.subtask).unwrap_or(0.0)),
+                        pct_or_unknown(hot.busy),
+                        pct_or_unknown(skew::others_median(culprit, hot.subtask)),
                         share.map(|s| format!(" (share {s:.2})")).unwrap_or_default()
                     ));
                     r.fix.push(format!(
@@ -97,7 +97,7 @@ pub fn run(ctx: &Context, culprit: &VertexSignals) -> StepReport {
             r.summary = Some(format!(
                 "{} (sink) is the culprit: the system it writes to is too slow ({} records/s); the vertices before it are backpressured.",
                 culprit.name,
-                throughput.map(num).unwrap_or_else(|| "?".into())
+                throughput.map(num).unwrap_or_else(|| "unknown".into())
             ));
         }
     }
@@ -155,24 +155,25 @@ fn flushes_on_checkpoints(ctx: &Context, culprit: &VertexSignals, mut r: StepRep
 /// The cause when every subtask of the sink is busy (none hot): the destination's total
 /// rate, and the writers' busy range when busy time is known (Flink ≤ 1.12 has none).
 fn uniform_cause(culprit: &VertexSignals, throughput: Option<f64>, per_record_ms: Option<f64>) -> String {
-    let busy_min = culprit.subtasks.iter().filter_map(|s| s.busy).reduce(f64::min);
     let accepts = format!(
         "the system it writes to accepts only about {} records/s in total",
-        throughput.map(num).unwrap_or_else(|| "?".into())
+        throughput.map(num).unwrap_or_else(|| "unknown".into())
     );
-    match (busy_min, culprit.busy_max()) {
-        (Some(min), Some(max)) => format!(
-            "{} of the sink are busy ({}–{}): {accepts}{}.",
-            match culprit.subtask_count() {
-                1 => "The one subtask".to_string(),
-                2 => "Both subtasks".to_string(),
-                n => format!("All {n} subtasks"),
+    // Over the subtasks with data only: one without is unknown, never 0 % busy.
+    match culprit.busy_max() {
+        Some(_) => format!(
+            "{} of the sink are busy ({}): {accepts}{}.",
+            match (culprit.subtasks.iter().filter(|s| s.busy.is_some()).count(), culprit.subtask_count()) {
+                (1, all) if all > 1 => "The one subtask with data".to_string(),
+                (with, all) if with > 0 && with < all => format!("The {with} subtasks with data"),
+                (_, 1) => "The one subtask".to_string(),
+                (_, 2) => "Both subtasks".to_string(),
+                (_, n) => format!("All {n} subtasks"),
             },
-            pct(min),
-            pct(max),
+            busy_range(culprit),
             per_record_ms.map(|ms| format!(" ({ms:.2} ms per record per writer)")).unwrap_or_default()
         ),
-        _ => format!("The sink holds the job back and {accepts} (its busy time is unknown)."),
+        None => format!("The sink holds the job back and {accepts} (its busy time is unknown)."),
     }
 }
 
@@ -215,6 +216,41 @@ mod tests {
         assert!(r.fix.iter().any(|f| f.contains("parallelism 2 to 3")), "{:?}", r.fix);
         // Uniform: no particular subtask.
         assert_eq!(r.subtasks, None);
+    }
+
+    #[test]
+    fn a_sink_subtask_without_busy_data_is_left_out_of_the_range_and_counted_never_read_as_0() {
+        // Busy 0.95, 0.88 and none (the third writer reports no busyTimeMsPerSecond),
+        // 300 records/s each. The range is over the two with data: 88%–95% (not 0%–95%),
+        // and says 1 of 3 had none; ρ = (0.95 + 0.88) / 2 = 0.915 over those two.
+        let snap = job(3, "REBALANCE")
+            .subtask("sink", 0, 0.95, 0.0, 0.05, 300.0)
+            .subtask("sink", 1, 0.88, 0.0, 0.12, 300.0)
+            .subtask("sink", 2, None, None, None, 300.0)
+            .build();
+        let r = on_vertex(&snap, "sink", run);
+        assert_eq!(r.finding, Some(Finding::Sink));
+        assert!(
+            r.cause[0]
+                .starts_with("The 2 subtasks with data of the sink are busy (88%–95%; 1 of 3 subtasks without data)"),
+            "{:?}",
+            r.cause
+        );
+        assert!(!r.cause[0].contains("0%–"), "{:?}", r.cause);
+        // b_max over the subtasks with data: 0.95.
+        assert_close(evidence(&r.evidence, "busyTimeMsPerSecond").value, 0.95, 1e-9);
+    }
+
+    #[test]
+    fn a_sink_without_any_busy_data_says_unknown_and_gives_no_busy_evidence() {
+        // Both writers report records (300/s each) but no busy time: the range is unknown
+        // and no busy evidence is made up.
+        let snap = job(2, "REBALANCE").all_subtasks("sink", None, None, None, 300.0).build();
+        let r = on_vertex(&snap, "sink", run);
+        for line in r.cause.iter().chain(&r.fix) {
+            assert!(!line.contains(" 0%"), "{line}");
+        }
+        assert!(r.evidence.iter().all(|e| e.metric != "busyTimeMsPerSecond"), "{:?}", r.evidence);
     }
 
     #[test]

@@ -130,11 +130,11 @@ impl Readings {
         StepReport::clear(format!(
             "RocksDB of {} does not stall: is_write_stopped {}, actual_delayed_write_rate {}, stall_micros {}, compaction_pending {}, pending compaction bytes {}.",
             culprit.name,
-            stopped.map(|v| format!("{v:.0}")).unwrap_or_else(|| "n/a".into()),
-            delayed.map(|v| format!("{}/s", human_bytes(v))).unwrap_or_else(|| "n/a".into()),
-            stall.map(|v| format!("{:.0} ms/s", v / 1000.0)).unwrap_or_else(|| "n/a".into()),
-            compaction.map(pct).unwrap_or_else(|| "n/a".into()),
-            pending_now.map(human_bytes).unwrap_or_else(|| "n/a".into())
+            stopped.map(|v| format!("{v:.0}")).unwrap_or_else(|| "unknown".into()),
+            delayed.map(|v| format!("{}/s", human_bytes(v))).unwrap_or_else(|| "unknown".into()),
+            stall.map(|v| format!("{:.0} ms/s", v / 1000.0)).unwrap_or_else(|| "unknown".into()),
+            compaction.map(pct).unwrap_or_else(|| "unknown".into()),
+            pending_now.map(human_bytes).unwrap_or_else(|| "unknown".into())
         ))
     }
 }
