@@ -144,10 +144,8 @@ fn source_lag_exposures(
         let retention_s = *ms as f64 / 1000.0;
         let time_to_loss_s = if lag_s >= retention_s {
             Some(0.0)
-        } else if let Some(g) = lag_growth.filter(|g| *g > 0.0) {
-            Some((retention_s - lag_s) / g)
         } else {
-            None
+            lag_growth.filter(|g| *g > 0.0).map(|g| (retention_s - lag_s) / g)
         };
         exposures.push(Exposure {
             topic,
