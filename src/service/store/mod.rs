@@ -28,8 +28,6 @@
 //! sends it again with the same idempotency key (at least once).
 
 mod postgres;
-#[cfg(test)]
-mod rediagnosis_tests;
 mod sqlite;
 #[cfg(test)]
 mod tests;

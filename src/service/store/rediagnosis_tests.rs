@@ -2,21 +2,14 @@
 //! durable, merged with webhooks.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
-use super::*;
-use crate::config::StoreConfig;
+use super::Fx;
 use crate::service::intake::Intake;
-use crate::service::metrics::Metrics;
+use crate::service::store::{Completion, Enqueued, Store, WorkItem};
 
 const T0: i64 = 1_800_000_000_000;
 const COALESCE: i64 = 10_000;
 const AFTER: i64 = 60_000;
-
-fn open(dir: &std::path::Path) -> Store {
-    let cfg = StoreConfig { path: dir.join("culprit.db"), ..StoreConfig::default() };
-    Store::open(&cfg, Arc::new(Metrics::new())).unwrap()
-}
 
 fn intake(job: &str, group: &str, firing: bool) -> Intake {
     Intake {
@@ -42,17 +35,15 @@ async fn weak_verdict_of_a(store: &Store) -> WorkItem {
     item
 }
 
-#[tokio::test]
-async fn a_weak_verdict_leaves_one_follow_up_of_its_firing_groups_due_later_that_survives_a_restart() {
-    let tmp = tempfile::tempdir().unwrap();
-    let store = open(tmp.path());
+async fn a_weak_verdict_leaves_one_follow_up_of_its_firing_groups_due_later_that_survives_a_restart(f: Fx) {
+    let store = f.open();
     weak_verdict_of_a(&store).await;
     assert_eq!(store.depths().await.unwrap().work, 1);
     assert_eq!(store.next_work_ms().await.unwrap(), Some(T0 + COALESCE + AFTER));
     assert_eq!(store.claim_work(T0 + COALESCE + AFTER - 1).await.unwrap(), None, "not before its time");
     drop(store);
 
-    let store = open(tmp.path());
+    let store = f.open();
     let again = store.claim_work(T0 + COALESCE + AFTER).await.unwrap().expect("the follow-up, after a restart");
     // The resolved group g2 was answered already; only g1 is diagnosed again.
     assert_eq!(again.groups.keys().collect::<Vec<_>>(), ["g1"]);
@@ -62,10 +53,8 @@ async fn a_weak_verdict_leaves_one_follow_up_of_its_firing_groups_due_later_that
     assert_eq!(store.depths().await.unwrap().work, 0);
 }
 
-#[tokio::test]
-async fn a_webhook_while_the_follow_up_waits_merges_into_it_and_brings_it_forward() {
-    let tmp = tempfile::tempdir().unwrap();
-    let store = open(tmp.path());
+async fn a_webhook_while_the_follow_up_waits_merges_into_it_and_brings_it_forward(f: Fx) {
+    let store = f.open();
     weak_verdict_of_a(&store).await;
     let t = T0 + COALESCE + 5_000;
     let e = store.enqueue(vec![intake("a", "g1", true)], t, COALESCE, 100).await.unwrap();
@@ -76,10 +65,8 @@ async fn a_webhook_while_the_follow_up_waits_merges_into_it_and_brings_it_forwar
     assert!(!item.is_rediagnosis(), "a webhook asked again: its weak verdict may be followed up once more");
 }
 
-#[tokio::test]
-async fn a_webhook_during_the_diagnosis_keeps_its_own_row_and_the_follow_up_joins_it() {
-    let tmp = tempfile::tempdir().unwrap();
-    let store = open(tmp.path());
+async fn a_webhook_during_the_diagnosis_keeps_its_own_row_and_the_follow_up_joins_it(f: Fx) {
+    let store = f.open();
     store.enqueue(vec![intake("a", "g1", true), intake("a", "g3", true)], T0, COALESCE, 100).await.unwrap();
     let item = store.claim_work(T0 + COALESCE).await.unwrap().expect("due");
     // While it runs, g3 resolves: a new pending row of the job.
@@ -93,3 +80,9 @@ async fn a_webhook_during_the_diagnosis_keeps_its_own_row_and_the_follow_up_join
     assert!(next.groups["g1"].firing && next.groups["g1"].rediagnosis);
     assert!(!next.is_rediagnosis());
 }
+
+both![
+    a_weak_verdict_leaves_one_follow_up_of_its_firing_groups_due_later_that_survives_a_restart,
+    a_webhook_while_the_follow_up_waits_merges_into_it_and_brings_it_forward,
+    a_webhook_during_the_diagnosis_keeps_its_own_row_and_the_follow_up_joins_it,
+];

@@ -807,6 +807,10 @@ both![
     verdicts_and_dead_letters_are_pruned_too,
 ];
 
+/// The follow-up of a weak verdict, on both backends.
+#[path = "rediagnosis_tests.rs"]
+mod rediagnosis;
+
 // ---------------------------------------------------------------------------------------
 // PostgreSQL: replicas sharing one database
 // ---------------------------------------------------------------------------------------
