@@ -684,7 +684,26 @@ impl Default for FlinkConfig {
 impl FlinkConfig {
     fn validate(&self, problems: &mut Vec<String>) {
         for c in &self.clusters {
-            check_backend_url(&format!("flink.clusters `{}`: rest_url", c.name), &c.rest_url, "`auth`", problems);
+            match (&c.rest_url_template, c.rest_url.is_empty()) {
+                (None, _) => check_backend_url(
+                    &format!("flink.clusters `{}`: rest_url", c.name),
+                    &c.rest_url,
+                    "`auth`",
+                    problems,
+                ),
+                (Some(template), true) => match crate::model::rest_template::check(template, &c.template_labels) {
+                    Ok(sample) => check_backend_url(
+                        &format!("flink.clusters `{}`: rest_url_template", c.name),
+                        &sample,
+                        "`auth`",
+                        problems,
+                    ),
+                    Err(e) => problems.push(format!("flink.clusters `{}`: rest_url_template: {e}", c.name)),
+                },
+                (Some(_), false) => {
+                    problems.push(format!("flink.clusters `{}`: give rest_url or rest_url_template, not both", c.name))
+                }
+            }
         }
         let defaults = self.clusters.iter().filter(|c| c.r#match.is_empty()).count();
         if defaults > 1 {
@@ -727,13 +746,26 @@ fn is_label_name(s: &str) -> bool {
 }
 
 /// One Flink cluster.
-#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, PartialEq, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct FlinkCluster {
     /// A name for messages and `cluster=` selection.
     pub name: String,
-    /// The REST endpoint (JobManager), e.g. `http://flink-jobmanager:8081`.
+    /// The REST endpoint (JobManager), e.g. `http://flink-jobmanager:8081`. Either this or
+    /// `rest_url_template`.
+    #[serde(default)]
     pub rest_url: String,
+    /// The REST endpoint of each job from its labels (the alert's, else its series'), e.g.
+    /// `http://{deployment}-rest.{namespace}:8081`, the Flink Kubernetes Operator's REST
+    /// service. Each value must be a DNS label, else Flink REST is not asked and the
+    /// verdict says why.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rest_url_template: Option<String>,
+    /// Placeholder → the label that fills it. Defaults: `deployment` ← `app` (the label
+    /// Flink's native Kubernetes integration puts on its pods: the FlinkDeployment's name),
+    /// `namespace` ← `namespace`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub template_labels: BTreeMap<String, String>,
     /// Labels (on the alert or request) that select this cluster, e.g.
     /// `{ flink_cluster = "prod" }` or `{ namespace = "payments" }`.
     #[serde(default)]
@@ -1226,6 +1258,32 @@ mod tests {
         let ok = Config::from_toml("[metrics]\nbusy = \"my_flink_busy\"\n", "c.toml").unwrap();
         assert_eq!(ok.metrics.busy, "my_flink_busy");
         assert_eq!(ok.metrics.idle, crate::model::catalog::MetricCatalog::default().idle);
+    }
+
+    #[test]
+    fn a_cluster_has_a_rest_url_or_a_rest_url_template_whose_placeholders_are_filled_by_labels() {
+        let problems = |toml: &str| match Config::from_toml(toml, "t.toml") {
+            Ok(_) => String::new(),
+            Err(e) => e.to_string(),
+        };
+        let ok =
+            "[[flink.clusters]]\nname = \"k8s\"\nrest_url_template = \"http://{deployment}-rest.{namespace}:8081\"\n";
+        assert_eq!(problems(ok), "");
+        let c = &Config::from_toml(ok, "t.toml").unwrap().flink.clusters[0];
+        let labels: BTreeMap<String, String> =
+            [("app", "orders"), ("namespace", "shop")].map(|(k, v)| (k.to_string(), v.to_string())).into();
+        assert_eq!(
+            crate::model::rest_template::fill(c.rest_url_template.as_ref().unwrap(), &c.template_labels, &labels),
+            Ok("http://orders-rest.shop:8081".to_string())
+        );
+        let both = "[[flink.clusters]]\nname = \"k8s\"\nrest_url = \"http://jm:8081\"\nrest_url_template = \"http://{deployment}-rest.{namespace}:8081\"\n";
+        assert!(problems(both).contains("give rest_url or rest_url_template, not both"), "{}", problems(both));
+        let unmapped = "[[flink.clusters]]\nname = \"k8s\"\nrest_url_template = \"http://{cluster}:8081\"\n";
+        assert!(problems(unmapped).contains("set template_labels.cluster"), "{}", problems(unmapped));
+        let neither = "[[flink.clusters]]\nname = \"k8s\"\n";
+        assert!(problems(neither).contains("rest_url"), "{}", problems(neither));
+        let not_http = "[[flink.clusters]]\nname = \"k8s\"\nrest_url_template = \"{deployment}:8081\"\n";
+        assert!(problems(not_http).contains("rest_url_template"), "{}", problems(not_http));
     }
 
     #[test]

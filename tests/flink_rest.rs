@@ -22,7 +22,7 @@ fn flink(timeout_ms: i64, deadline_ms: i64) -> FlinkConfig {
 }
 
 fn cluster(url: &str, auth: Option<HttpAuth>) -> FlinkCluster {
-    FlinkCluster { name: "lab".into(), rest_url: url.into(), r#match: Default::default(), auth }
+    FlinkCluster { name: "lab".into(), rest_url: url.into(), auth, ..Default::default() }
 }
 
 fn client(server: &MockServer) -> FlinkRest {

@@ -505,3 +505,89 @@ async fn a_store_refusing_large_queries_gets_smaller_ones_and_the_same_verdict_o
     assert!(!refused.is_empty(), "{:?}", snapshot.missing);
     assert!(snapshot.vertex_aggregates.iter().all(|a| a.busy_max.is_none()), "no partial busy time");
 }
+
+/// A config whose one Flink cluster is reached through `rest_url_template` on the stub at
+/// `base` (one server standing in for every Kubernetes service, one path prefix each).
+fn templated_config(dir: &Path, prometheus: &str, base: &str, template_labels: &str) -> Config {
+    let path = dir.join("culprit.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "[prometheus]\nurl = \"{prometheus}\"\n\n[[flink.clusters]]\nname = \"k8s\"\nrest_url_template = \"{base}/{{deployment}}-rest.{{namespace}}\"\n{template_labels}"
+        ),
+    )
+    .unwrap();
+    let mut config = Config::load(&path).unwrap();
+    config.flink.deadline = Millis::from_secs(2);
+    config.flink.timeout = Millis::from_secs(1);
+    config
+}
+
+fn alert_labels(pairs: &[(&str, &str)]) -> std::collections::BTreeMap<String, String> {
+    pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_kubernetes_the_rest_url_follows_from_the_alerts_labels_and_hostile_values_never_reach_a_url() {
+    let dir = support::capture("slow-instance");
+    let expected = recording_verdict(&dir);
+    let prom = support::prometheus_with(&dir.join("recording.om.gz"));
+    // The operator's service `<deployment>-rest.<namespace>`, as a path under the stub.
+    let flink = support::flink_rest_under(&dir, "/fraud-scoring-rest.payments").await;
+    let tmp = tempfile::tempdir().unwrap();
+    let live =
+        culprit::service::pipeline::Live::new(templated_config(tmp.path(), &prom.url, &flink.uri(), "")).unwrap();
+    let request = DiagnosisRequest {
+        job: Some("bp-lab-slow-instance".into()),
+        at_ms: Some(at_of(&expected)),
+        ..Default::default()
+    };
+    // Defaults: {deployment} ← the alert's `app`, {namespace} ← its `namespace`.
+    let labels = alert_labels(&[("app", "fraud-scoring"), ("namespace", "payments")]);
+    let v = live.diagnose(&request, &labels, at_of(&expected)).await.unwrap();
+    assert_eq!(v.culprit.as_ref().unwrap().vertex_id, "b6178eccb258469b79a723c7c5e49988", "{}", v.summary);
+    let ckpt = v.steps.iter().find(|s| s.step.as_str() == "checkpoints").unwrap();
+    assert!(!ckpt.detail.contains("estimated"), "Flink REST answered: {}", ckpt.detail);
+    let asked: Vec<String> =
+        flink.received_requests().await.unwrap().iter().map(|r| r.url.path().to_string()).collect();
+    assert!(asked.iter().all(|p| p.starts_with("/fraud-scoring-rest.payments/jobs/")), "{asked:?}");
+    assert_eq!(asked.len(), 3, "jobs, plan, checkpoint config: {asked:?}");
+
+    // A value that would add a host, a port or a path is refused before any URL is built.
+    for hostile in ["evil.example:80/x", "a@evil.example", "fraud-scoring/../admin", "Fraud"] {
+        let labels = alert_labels(&[("app", hostile), ("namespace", "payments")]);
+        let v = live.diagnose(&request, &labels, at_of(&expected)).await.unwrap();
+        let note = v.notes.iter().find(|n| n.contains("no REST URL")).unwrap_or_else(|| panic!("{:#?}", v.notes));
+        assert!(note.contains("is not a DNS label") && note.contains("`app`"), "{note}");
+        assert!(v.notes.iter().any(|n| n.contains("No job graph")), "graph-free: {:#?}", v.notes);
+    }
+    assert_eq!(flink.received_requests().await.unwrap().len(), 3, "no request for a hostile value");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_label_the_alert_lacks_is_read_from_the_jobs_series_and_checked_the_same_way() {
+    let dir = support::capture("slow-instance");
+    let expected = recording_verdict(&dir);
+    let prom = support::prometheus_with(&dir.join("recording.om.gz"));
+    // The JobManager's series carry flink_role="jobmanager" and host="127_0_0_1".
+    let flink = support::flink_rest_under(&dir, "/jobmanager-rest.lab").await;
+    let tmp = tempfile::tempdir().unwrap();
+    let request = DiagnosisRequest {
+        job: Some("bp-lab-slow-instance".into()),
+        at_ms: Some(at_of(&expected)),
+        ..Default::default()
+    };
+    let labels = alert_labels(&[("namespace", "lab")]);
+    let config =
+        templated_config(tmp.path(), &prom.url, &flink.uri(), "template_labels = { deployment = \"flink_role\" }\n");
+    let v = culprit::service::pipeline::Live::new(config).unwrap().diagnose(&request, &labels, at_of(&expected)).await;
+    let v = v.unwrap();
+    assert!(!v.notes.iter().any(|n| n.contains("no REST URL") || n.contains("No job graph")), "{:#?}", v.notes);
+    assert_eq!(flink.received_requests().await.unwrap().len(), 3);
+    // `host` = "127_0_0_1" holds underscores: not a DNS label, refused.
+    let config = templated_config(tmp.path(), &prom.url, &flink.uri(), "template_labels = { deployment = \"host\" }\n");
+    let v = culprit::service::pipeline::Live::new(config).unwrap().diagnose(&request, &labels, at_of(&expected)).await;
+    let note = v.unwrap().notes.into_iter().find(|n| n.contains("no REST URL")).expect("refused");
+    assert!(note.contains("\"127_0_0_1\"") && note.contains("is not a DNS label"), "{note}");
+    assert_eq!(flink.received_requests().await.unwrap().len(), 3);
+}

@@ -69,8 +69,11 @@ pub fn describe(config: &Config) -> String {
         } else {
             c.r#match.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(", ")
         };
-        let _ =
-            writeln!(out, "flink cluster {}: {} (for {matches}; {})", c.name, c.rest_url, http_auth(c.auth.as_ref()));
+        let url = match &c.rest_url_template {
+            Some(t) => format!("{t} (per job, from its labels)"),
+            None => c.rest_url.clone(),
+        };
+        let _ = writeln!(out, "flink cluster {}: {url} (for {matches}; {})", c.name, http_auth(c.auth.as_ref()));
     }
     if let Some(label) = &f.cluster_label {
         let _ = writeln!(out, "  an alert's `{label}` label chooses the cluster by name");

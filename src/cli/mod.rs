@@ -392,12 +392,8 @@ fn cluster_labels(cluster: Option<&str>) -> std::collections::BTreeMap<String, S
 
 /// An ad-hoc Flink REST client for `--flink URL`.
 fn flink_from_url(url: &str, config: &Config) -> Result<crate::collect::flink_rest::FlinkRest, CliError> {
-    let cluster = crate::config::FlinkCluster {
-        name: url.to_string(),
-        rest_url: url.to_string(),
-        r#match: Default::default(),
-        auth: None,
-    };
+    let cluster =
+        crate::config::FlinkCluster { name: url.to_string(), rest_url: url.to_string(), ..Default::default() };
     let mut rest = crate::collect::flink_rest::FlinkRest::new(&cluster, &config.flink)
         .map_err(|e| CliError::usage(format!("--flink {url}: {e}")))?;
     rest.announce_retries(announce_on_stderr());
@@ -408,12 +404,8 @@ fn flink_from_url(url: &str, config: &Config) -> Result<crate::collect::flink_re
 pub async fn diagnose_live_command(args: &DiagnoseArgs, now_ms: i64) -> Result<Verdict, CliError> {
     let mut config = load_config(args.config.as_deref())?;
     if let Some(url) = &args.flink {
-        config.flink.clusters = vec![crate::config::FlinkCluster {
-            name: url.clone(),
-            rest_url: url.clone(),
-            r#match: Default::default(),
-            auth: None,
-        }];
+        config.flink.clusters =
+            vec![crate::config::FlinkCluster { name: url.clone(), rest_url: url.clone(), ..Default::default() }];
     }
     let at_ms = args.at.as_deref().map(parse_at).transpose()?;
     let window_ms = parse_window(args.window.as_deref())?;
@@ -544,7 +536,8 @@ pub async fn record_command(args: &RecordArgs, now_ms: i64) -> Result<String, Cl
         .prometheus()
         .ok_or_else(|| CliError::usage(format!("{}: no [prometheus] section", args.config.display())))?;
     let labels = cluster_labels(args.cluster.as_deref());
-    let (job_id, mut graph, checkpoint_config, context_notes) = live.job_context(Some(&args.job), &labels).await;
+    let (job_id, mut graph, checkpoint_config, context_notes) =
+        live.job_context(Some(&args.job), &labels, &labels).await;
     let why_missing =
         if context_notes.is_empty() { "no Flink cluster configured".into() } else { context_notes.join("; ") };
     let mut job = job_id.unwrap_or_else(|| args.job.clone());

@@ -259,8 +259,14 @@ impl FlinkRest {
     /// credentials (they belong in `auth`), the secret cannot be read, `flink.timeout` or
     /// `flink.deadline` is not positive, or the HTTP client cannot be built.
     pub fn new(cluster: &FlinkCluster, flink: &FlinkConfig) -> Result<FlinkRest, FlinkError> {
+        Self::at(cluster, flink, &cluster.rest_url)
+    }
+
+    /// [`Self::new`] at `rest_url` instead of the cluster's own (one built from a job's
+    /// labels by the cluster's `rest_url_template`).
+    pub fn at(cluster: &FlinkCluster, flink: &FlinkConfig, rest_url: &str) -> Result<FlinkRest, FlinkError> {
         let config_error = |reason: String| FlinkError::Config { cluster: cluster.name.clone(), reason };
-        let base = Url::parse(&cluster.rest_url)
+        let base = Url::parse(rest_url)
             .ok()
             .filter(|u| u.scheme() == "http" || u.scheme() == "https")
             .ok_or_else(|| config_error("rest_url is not an http(s) URL".into()))?;

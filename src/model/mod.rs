@@ -9,11 +9,13 @@
 //! * [`verdict`]: the `culprit.verdict/v1` value every interface renders.
 //! * [`notice`]: one thing to tell one destination about one alert group.
 //! * [`secret`]: the one redaction mechanism (every wire form of a secret).
+//! * [`rest_template`]: a Flink REST URL from a job's labels (Kubernetes), values checked.
 
 pub mod catalog;
 pub mod graph;
 pub mod notice;
 pub mod request;
+pub mod rest_template;
 pub mod secret;
 pub mod snapshot;
 pub mod verdict;

@@ -30,6 +30,22 @@ pub enum PipelineError {
     UnknownCluster(String, String),
 }
 
+/// A Flink REST client: a configured cluster's, or one built for one job's labels.
+pub enum Rest<'a> {
+    Shared(&'a FlinkRest),
+    Built(Box<FlinkRest>),
+}
+
+impl std::ops::Deref for Rest<'_> {
+    type Target = FlinkRest;
+    fn deref(&self) -> &FlinkRest {
+        match self {
+            Rest::Shared(r) => r,
+            Rest::Built(r) => r,
+        }
+    }
+}
+
 /// What a caller knows better than Flink REST (files given on the command line).
 #[derive(Debug, Clone, Default)]
 pub struct Overrides {
@@ -55,7 +71,8 @@ impl Live {
             None => None,
         };
         let mut clusters = Vec::new();
-        for c in &config.flink.clusters {
+        // A cluster with `rest_url_template` gets its client per job (`rest_for`).
+        for c in config.flink.clusters.iter().filter(|c| c.rest_url_template.is_none()) {
             let rest = FlinkRest::new(c, &config.flink).map_err(|e| PipelineError::Setup(e.to_string()))?;
             clusters.push((c.name.clone(), rest));
         }
@@ -82,24 +99,101 @@ impl Live {
         self.prometheus.as_ref()
     }
 
-    /// The Flink REST client for a request with these labels (`cluster` names one).
+    /// The Flink REST client for a request with these labels (`cluster` names one), when
+    /// the chosen cluster has a fixed `rest_url`.
     pub fn flink_for(&self, labels: &BTreeMap<String, String>) -> Option<&FlinkRest> {
         let cluster = self.config.flink.cluster_for(labels)?;
         self.clusters.iter().find(|(name, _)| *name == cluster.name).map(|(_, r)| r)
     }
 
+    /// The Flink REST client for a request whose `labels` choose the cluster: the
+    /// cluster's own, or, for a cluster with `rest_url_template`, one at the URL the job's
+    /// labels (`job_labels`) fill in. `Err`: why no URL could be built, one sentence.
+    pub fn rest_for(
+        &self,
+        labels: &BTreeMap<String, String>,
+        job_labels: &BTreeMap<String, String>,
+    ) -> Option<Result<Rest<'_>, String>> {
+        let cluster = self.config.flink.cluster_for(labels)?;
+        let Some(template) = &cluster.rest_url_template else {
+            return self.flink_for(labels).map(|r| Ok(Rest::Shared(r)));
+        };
+        let refused = |e: String| {
+            format!("Flink cluster {}: no REST URL for this job ({e}); diagnosing without Flink REST", cluster.name)
+        };
+        Some(
+            crate::model::rest_template::fill(template, &cluster.template_labels, job_labels)
+                .map_err(refused)
+                .and_then(|url| {
+                    FlinkRest::at(cluster, &self.config.flink, &url)
+                        .map(|r| Rest::Built(Box::new(r)))
+                        .map_err(|e| e.to_string())
+                }),
+        )
+    }
+
+    /// `labels` completed for a cluster with `rest_url_template`: by the request's
+    /// deployment labels, then by the labels of the job's JobManager series in Prometheus,
+    /// when the alert lacks one the template needs. The alert's own labels win.
+    pub async fn job_labels(
+        &self,
+        source: &PromSource<'_>,
+        request: &DiagnosisRequest,
+        labels: &BTreeMap<String, String>,
+        at_ms: i64,
+    ) -> BTreeMap<String, String> {
+        let mut out = labels.clone();
+        let Some(cluster) = self.config.flink.cluster_for(labels) else { return out };
+        let Some(template) = &cluster.rest_url_template else { return out };
+        for (k, v) in &request.labels {
+            out.entry(k.clone()).or_insert_with(|| v.clone());
+        }
+        let placeholders = crate::model::rest_template::placeholders(template).unwrap_or_default();
+        let complete = placeholders.iter().all(|p| {
+            crate::model::rest_template::label_for(p, &cluster.template_labels).is_some_and(|l| out.contains_key(l))
+        });
+        let Some(wanted) = request.job.as_deref().filter(|_| !complete) else { return out };
+        let d = &self.config.diagnosis;
+        let runs = crate::collect::collector::find_runs(
+            source,
+            &self.config.metrics,
+            at_ms,
+            d.trend_lookback.as_ms(),
+            d.step.as_ms(),
+        )
+        .await;
+        if let Ok((runs, _)) = runs
+            && let Ok((run, _)) = crate::collect::collector::resolve_job(&runs, Some(wanted), None)
+        {
+            for (k, v) in run.labels {
+                out.entry(k).or_insert(v);
+            }
+        }
+        out
+    }
+
     /// Graph, checkpoint configuration and the exact job id from Flink REST, as far as it
     /// answers; notes say what failed.
+    /// `labels` choose the cluster, `job_labels` fill its `rest_url_template`.
     pub async fn job_context(
         &self,
         wanted: Option<&str>,
         labels: &BTreeMap<String, String>,
+        job_labels: &BTreeMap<String, String>,
     ) -> (Option<String>, Option<JobGraph>, Option<CheckpointConfig>, Vec<String>) {
         let mut notes = Vec::new();
         let mut job_id = None;
         let mut graph = None;
         let mut checkpoint_config = None;
-        match (self.flink_for(labels), wanted) {
+        let rest = match self.rest_for(labels, job_labels) {
+            Some(Ok(rest)) => Some(rest),
+            Some(Err(why)) => {
+                notes.push(why);
+                return (job_id, graph, checkpoint_config, notes);
+            }
+            None => None,
+        };
+        match (rest.as_deref(), wanted) {
             (Some(rest), Some(wanted)) => {
                 match rest.jobs().await {
                     Ok(jobs) => match pick_job(&jobs, wanted) {
@@ -138,7 +232,7 @@ impl Live {
                     }
                 }
             }
-            (None, _) if !self.clusters.is_empty() => {
+            (None, _) if !self.config.flink.clusters.is_empty() => {
                 notes.push("no Flink cluster matches this request's labels; diagnosing without Flink REST".into())
             }
             _ => {}
@@ -151,10 +245,10 @@ impl Live {
     fn cluster_notes(&self, labels: &BTreeMap<String, String>) -> Vec<String> {
         let flink = &self.config.flink;
         match flink.cluster_label.as_ref().and_then(|l| labels.get(l).map(|v| (l, v))) {
-            Some((label, value)) if !self.clusters.is_empty() && !flink.clusters.iter().any(|c| c.name == *value) => {
+            Some((label, value)) if !flink.clusters.is_empty() && !flink.clusters.iter().any(|c| c.name == *value) => {
                 vec![format!(
                     "the alert's {label}=\"{value}\" names no configured Flink cluster ({}); chose by `match` instead",
-                    self.clusters.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>().join(", ")
+                    flink.clusters.iter().map(|c| c.name.as_str()).collect::<Vec<_>>().join(", ")
                 )]
             }
             _ => Vec::new(),
@@ -206,13 +300,15 @@ impl Live {
     /// `--cluster`) that is not configured. An alert's labels never fail a diagnosis.
     pub fn check_cluster(&self, labels: &BTreeMap<String, String>) -> Result<(), PipelineError> {
         match labels.get(CLUSTER_CHOICE) {
-            Some(name) if !self.clusters.iter().any(|(n, _)| n == name) => Err(PipelineError::UnknownCluster(
-                name.clone(),
-                match self.clusters.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>().join(", ") {
-                    names if names.is_empty() => "none".into(),
-                    names => names,
-                },
-            )),
+            Some(name) if !self.config.flink.clusters.iter().any(|c| &c.name == name) => {
+                Err(PipelineError::UnknownCluster(
+                    name.clone(),
+                    match self.config.flink.clusters.iter().map(|c| c.name.as_str()).collect::<Vec<_>>().join(", ") {
+                        names if names.is_empty() => "none".into(),
+                        names => names,
+                    },
+                ))
+            }
             _ => Ok(()),
         }
     }
@@ -239,13 +335,15 @@ impl Live {
     ) -> Result<Verdict, PipelineError> {
         let prometheus = self.prometheus.as_ref().ok_or(PipelineError::NoPrometheus)?;
         self.check_cluster(labels)?;
-        let (job_id, graph, checkpoint_config, mut notes) = self.job_context(request.job.as_deref(), labels).await;
+        let source = PromSource::new(prometheus, now_ms);
+        let job_labels = self.job_labels(&source, request, labels, request.at_ms.unwrap_or(now_ms)).await;
+        let (job_id, graph, checkpoint_config, mut notes) =
+            self.job_context(request.job.as_deref(), labels, &job_labels).await;
         notes.extend(self.cluster_notes(labels));
         let plan_given = overrides.graph.is_some();
         let mut graph = overrides.graph.or(graph);
         let checkpoint_config = overrides.checkpoint_config.or(checkpoint_config);
         let mut request = DiagnosisRequest { job: job_id.or_else(|| request.job.clone()), ..request.clone() };
-        let source = PromSource::new(prometheus, now_ms);
         if graph.is_none()
             && let Some(wanted) = request.job.clone()
             && let Some((run_id, plan, plan_notes)) =

@@ -279,26 +279,41 @@ pub fn alertmanager(config_yaml: &str, port: u16) -> Server {
 
 /// A Flink REST stand-in serving a capture's real answers.
 pub async fn flink_rest_for(dir: &Path) -> wiremock::MockServer {
+    flink_rest_under(dir, "").await
+}
+
+/// [`flink_rest_for`] under the path prefix `prefix` (`/name-rest.namespace`), as one
+/// server standing in for many Kubernetes services.
+pub async fn flink_rest_under(dir: &Path, prefix: &str) -> wiremock::MockServer {
     use wiremock::matchers::{method, path, path_regex};
     use wiremock::{Mock, ResponseTemplate};
     let server = wiremock::MockServer::start().await;
+    let re = regex_prefix(prefix);
     let file = |f: &str| std::fs::read_to_string(dir.join(f)).unwrap();
     Mock::given(method("GET"))
-        .and(path("/jobs/overview"))
+        .and(path(format!("{prefix}/jobs/overview")))
         .respond_with(ResponseTemplate::new(200).set_body_raw(file("rest/jobs-overview.json"), "application/json"))
         .mount(&server)
         .await;
     Mock::given(method("GET"))
-        .and(path_regex("^/jobs/[0-9a-f]{32}/plan$"))
+        .and(path_regex(format!("^{re}/jobs/[0-9a-f]{{32}}/plan$")))
         .respond_with(ResponseTemplate::new(200).set_body_raw(file("plan.json"), "application/json"))
         .mount(&server)
         .await;
     Mock::given(method("GET"))
-        .and(path_regex("^/jobs/[0-9a-f]{32}/checkpoints/config$"))
+        .and(path_regex(format!("^{re}/jobs/[0-9a-f]{{32}}/checkpoints/config$")))
         .respond_with(ResponseTemplate::new(200).set_body_raw(file("rest/checkpoints-config.json"), "application/json"))
         .mount(&server)
         .await;
     server
+}
+
+/// `prefix` with regex metacharacters escaped.
+fn regex_prefix(prefix: &str) -> String {
+    prefix
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || c == '/' { c.to_string() } else { format!("\\{c}") })
+        .collect()
 }
 
 /// Prometheus (no rules) on `port` holding several recordings (OpenMetrics texts), each
