@@ -185,9 +185,31 @@ pub fn read(snapshot: &Snapshot, signals: &JobSignals, cfg: &DiagnosisConfig) ->
     if steps.is_empty() {
         return Reading::default();
     }
+    // The value at each step: one walk over both ascending lists (a map per series cost
+    // more than the rest of the diagnosis). Of equal timestamps the last counts.
     let at = |points: &[(i64, f64)]| -> Vec<Option<f64>> {
-        let map: BTreeMap<i64, f64> = points.iter().copied().collect();
-        steps.iter().map(|t| map.get(t).copied().and_then(finite)).collect()
+        let sorted;
+        let points = if points.windows(2).all(|w| w[0].0 <= w[1].0) {
+            points
+        } else {
+            let mut copy = points.to_vec();
+            copy.sort_by_key(|p| p.0);
+            sorted = copy;
+            &sorted[..]
+        };
+        let mut j = 0;
+        steps
+            .iter()
+            .map(|&t| {
+                while j < points.len() && points[j].0 < t {
+                    j += 1;
+                }
+                while j + 1 < points.len() && points[j + 1].0 == t {
+                    j += 1;
+                }
+                points.get(j).filter(|p| p.0 == t).and_then(|p| finite(p.1))
+            })
+            .collect()
     };
     let n = signals.vertices.len();
     let mut busy = Vec::with_capacity(n);
@@ -204,11 +226,15 @@ pub fn read(snapshot: &Snapshot, signals: &JobSignals, cfg: &DiagnosisConfig) ->
             }
         }
     }
-    let upstream: Vec<Vec<usize>> = signals
-        .vertices
-        .iter()
-        .map(|v| signals.edges.iter().filter(|e| e.to == v.id).filter_map(|e| index_of(signals, &e.from)).collect())
-        .collect();
+    // Each vertex's upstream vertices by index, in one pass over the edges (looking each
+    // edge's ends up per vertex scanned the edges per vertex and the vertices per edge).
+    let index: BTreeMap<&str, usize> = signals.vertices.iter().enumerate().map(|(i, v)| (v.id.as_str(), i)).collect();
+    let mut upstream: Vec<Vec<usize>> = vec![Vec::new(); n];
+    for e in &signals.edges {
+        if let (Some(&from), Some(&to)) = (index.get(e.from.as_str()), index.get(e.to.as_str())) {
+            upstream[to].push(from);
+        }
+    }
     let t = &cfg.thresholds;
     let mut holders = Vec::with_capacity(steps.len());
     let mut bottleneck_count = vec![0; n];
@@ -237,10 +263,6 @@ pub fn read(snapshot: &Snapshot, signals: &JobSignals, cfg: &DiagnosisConfig) ->
     };
     periodicity(&mut reading, snapshot);
     reading
-}
-
-fn index_of(signals: &JobSignals, id: &str) -> Option<usize> {
-    signals.vertices.iter().position(|v| v.id == id)
 }
 
 /// One sample: `locate`'s rules on that step's values.
