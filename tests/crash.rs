@@ -6,45 +6,11 @@
 
 mod support;
 
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::Duration;
 
 use support::capture::Capture;
-
-struct Culprit {
-    child: Child,
-    url: String,
-}
-
-impl Drop for Culprit {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// Starts `culprit serve` on a fixed port and waits until it answers.
-async fn start(config: &std::path::Path, port: u16, log: &std::path::Path) -> Culprit {
-    let child = Command::new(env!("CARGO_BIN_EXE_culprit"))
-        .args(["serve", "--config"])
-        .arg(config)
-        .env("RUST_LOG", "info")
-        .stdout(Stdio::null())
-        .stderr(std::fs::OpenOptions::new().create(true).append(true).open(log).unwrap())
-        .spawn()
-        .unwrap();
-    let url = format!("http://127.0.0.1:{port}");
-    let started = std::time::Instant::now();
-    while reqwest::get(format!("{url}/healthz")).await.is_err() {
-        assert!(
-            started.elapsed() < Duration::from_secs(20),
-            "culprit did not start: {}",
-            std::fs::read_to_string(log).unwrap()
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    Culprit { child, url }
-}
+use support::serve::start;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_sigkill_midway_loses_no_alert_and_delivers_no_verdict_twice() {

@@ -10,13 +10,14 @@
 mod support;
 
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 use culprit::config::Config;
 use culprit::service::server::Application;
 use support::capture::Capture;
 use support::pg_server::{PASSWORD, PgServer};
+use support::serve::start;
 
 /// The configuration `support::culprit_config` writes, on PostgreSQL instead of SQLite:
 /// the URL without the password, the password from a file, a short lease.
@@ -39,13 +40,7 @@ async fn metrics(url: &str) -> String {
     reqwest::get(format!("{url}/metrics")).await.unwrap().text().await.unwrap()
 }
 
-fn diagnoses(metrics: &str) -> f64 {
-    metrics
-        .lines()
-        .filter(|l| l.starts_with("culprit_diagnoses_total{"))
-        .map(|l| l.rsplit_once(' ').unwrap().1.parse::<f64>().unwrap())
-        .sum()
-}
+use support::diagnoses_total as diagnoses;
 
 /// Top-level Slack posts by group (replies in a thread left out), sorted.
 fn slack_groups(slack: &Capture) -> Vec<String> {
@@ -203,41 +198,6 @@ async fn postgres_restarted_mid_storm_loses_nothing_posts_nothing_twice_and_repl
     for app in apps {
         app.stop().await;
     }
-}
-
-struct Replica {
-    child: Child,
-    url: String,
-}
-
-impl Drop for Replica {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// Starts `culprit serve` (the built binary) on a fixed port and waits until it answers.
-async fn start(config: &Path, port: u16, log: &Path) -> Replica {
-    let child = Command::new(env!("CARGO_BIN_EXE_culprit"))
-        .args(["serve", "--config"])
-        .arg(config)
-        .env("RUST_LOG", "info")
-        .stdout(Stdio::null())
-        .stderr(std::fs::OpenOptions::new().create(true).append(true).open(log).unwrap())
-        .spawn()
-        .unwrap();
-    let url = format!("http://127.0.0.1:{port}");
-    let started = std::time::Instant::now();
-    while reqwest::get(format!("{url}/healthz")).await.is_err() {
-        assert!(
-            started.elapsed() < Duration::from_secs(20),
-            "culprit did not start: {}",
-            std::fs::read_to_string(log).unwrap()
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    Replica { child, url }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

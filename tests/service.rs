@@ -14,13 +14,7 @@ async fn post(url: &str, body: &serde_json::Value) -> reqwest::StatusCode {
     reqwest::Client::new().post(format!("{url}/webhook/alertmanager")).json(body).send().await.unwrap().status()
 }
 
-fn diagnoses(metrics: &str) -> f64 {
-    metrics
-        .lines()
-        .filter(|l| l.starts_with("culprit_diagnoses_total{"))
-        .map(|l| l.rsplit_once(' ').unwrap().1.parse::<f64>().unwrap())
-        .sum()
-}
+use support::diagnoses_total as diagnoses;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_storm_of_1000_alerts_for_10_jobs_gives_10_diagnoses_and_10_posts_per_destination() {

@@ -42,13 +42,7 @@ async fn wait_metric(app: &Application, series: &str, at_least: f64) {
     }
 }
 
-fn diagnoses(metrics: &str) -> f64 {
-    metrics
-        .lines()
-        .filter(|l| l.starts_with("culprit_diagnoses_total{"))
-        .map(|l| l.rsplit_once(' ').unwrap().1.parse::<f64>().unwrap())
-        .sum()
-}
+use support::diagnoses_total as diagnoses;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_full_disk_stops_intake_and_claims_with_503s_and_once_freed_each_job_is_diagnosed_once() {

@@ -581,9 +581,9 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_nan_busy_is_inferred_from_idle_and_backpressure() {
-        let m = SubtaskMetrics {
+    /// One subtask with no busy time, backpressured 0.3 and idle `idle`.
+    fn unknown_busy(idle: Option<f64>) -> SubtaskMetrics {
+        SubtaskMetrics {
             vertex_id: "v".into(),
             subtask: 0,
             task_name: "v".into(),
@@ -591,12 +591,17 @@ mod tests {
             host: None,
             busy_ratio: None,
             backpressured_ratio: Some(0.3),
-            idle_ratio: Some(0.5),
+            idle_ratio: idle,
             records_in_per_s: None,
             records_out_per_s: None,
             checkpoint_start_delay_ms: None,
             checkpoint_alignment_ms: None,
-        };
+        }
+    }
+
+    #[test]
+    fn a_nan_busy_is_inferred_from_idle_and_backpressure() {
+        let m = unknown_busy(Some(0.5));
         let s = &subtask_signals(&[&m], true)[0];
         // b = 1 − min(0.5 + 0.3, 1) = 0.2
         assert!((s.busy.unwrap() - 0.2).abs() < 1e-12);
@@ -605,20 +610,7 @@ mod tests {
 
     #[test]
     fn an_unknown_busy_without_idle_stays_unknown_not_zero() {
-        let m = SubtaskMetrics {
-            vertex_id: "v".into(),
-            subtask: 0,
-            task_name: "v".into(),
-            tm_id: None,
-            host: None,
-            busy_ratio: None,
-            backpressured_ratio: Some(0.3),
-            idle_ratio: None,
-            records_in_per_s: None,
-            records_out_per_s: None,
-            checkpoint_start_delay_ms: None,
-            checkpoint_alignment_ms: None,
-        };
+        let m = unknown_busy(None);
         assert_eq!(subtask_signals(&[&m], true)[0].busy, None);
     }
 
@@ -626,20 +618,7 @@ mod tests {
     fn a_share_of_is_backpressured_samples_never_infers_busy_time() {
         // Flink ≤ 1.12: p = 0.3 is a share of samples, not time; 1 − (0.5 + 0.3) would be a
         // guess dressed as a measurement.
-        let m = SubtaskMetrics {
-            vertex_id: "v".into(),
-            subtask: 0,
-            task_name: "v".into(),
-            tm_id: None,
-            host: None,
-            busy_ratio: None,
-            backpressured_ratio: Some(0.3),
-            idle_ratio: Some(0.5),
-            records_in_per_s: None,
-            records_out_per_s: None,
-            checkpoint_start_delay_ms: None,
-            checkpoint_alignment_ms: None,
-        };
+        let m = unknown_busy(Some(0.5));
         let s = &subtask_signals(&[&m], false)[0];
         assert_eq!((s.busy, s.busy_inferred), (None, false));
     }

@@ -14,6 +14,7 @@ pub mod faulty_disk;
 pub mod limits;
 pub mod logs;
 pub mod pg_server;
+pub mod serve;
 
 use std::io::Read;
 use std::net::TcpListener;
@@ -462,4 +463,13 @@ pub async fn drained_at(url: &str) {
         assert!(started.elapsed() < Duration::from_secs(120), "culprit at {url} never drained");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+}
+
+/// The sum of `culprit_diagnoses_total` over its label sets in a `/metrics` answer.
+pub fn diagnoses_total(metrics: &str) -> f64 {
+    metrics
+        .lines()
+        .filter(|l| l.starts_with("culprit_diagnoses_total{"))
+        .map(|l| l.rsplit_once(' ').unwrap().1.parse::<f64>().unwrap())
+        .sum()
 }
