@@ -452,28 +452,9 @@ async fn verdict_link(
         return link_denied(StatusCode::NOT_FOUND, "There is no such verdict.", html);
     };
     let signed = p.expires.is_some() || p.sig.is_some();
-    // The stored verdict first: a signature holds only for the verdict it was made for.
-    let stored = match state.service.store.verdict(id).await {
-        Ok(v) => v,
-        Err(e) => {
-            tracing::error!(error = %e, "cannot read a verdict");
-            return link_denied(StatusCode::SERVICE_UNAVAILABLE, "The store is unavailable.", html);
-        }
-    };
-    match (&state.service.link_key, signed) {
-        (Some(key), true) => {
-            let now = jiff::Timestamp::now().as_millisecond();
-            let binding = stored.as_ref().map(|s| crate::service::links::binding(&s.verdict));
-            match check(key, id, binding.as_deref(), p.expires.as_deref(), p.sig.as_deref(), now) {
-                Ok(()) => {}
-                Err(e @ (LinkError::Expired | LinkError::Invalid)) => {
-                    return link_denied(StatusCode::FORBIDDEN, e.explain(), html);
-                }
-                Err(LinkError::Unsigned) => {
-                    return link_denied(StatusCode::UNAUTHORIZED, LinkError::Unsigned.explain(), html);
-                }
-            }
-        }
+    // Refusals that need no store first; then the stored verdict, since a signature holds
+    // only for the verdict it was made for.
+    let key = match (&state.service.link_key, signed) {
         (None, true) => {
             return link_denied(
                 StatusCode::FORBIDDEN,
@@ -485,6 +466,28 @@ async fn verdict_link(
             if let Some(expected) = &state.api_auth
                 && !expected.accepts(&headers)
             {
+                return link_denied(StatusCode::UNAUTHORIZED, LinkError::Unsigned.explain(), html);
+            }
+            None
+        }
+        (Some(key), true) => Some(key),
+    };
+    let stored = match state.service.store.verdict(id).await {
+        Ok(v) => v,
+        Err(e) => {
+            tracing::error!(error = %e, "cannot read a verdict");
+            return link_denied(StatusCode::SERVICE_UNAVAILABLE, "The store is unavailable.", html);
+        }
+    };
+    if let Some(key) = key {
+        let now = jiff::Timestamp::now().as_millisecond();
+        let binding = stored.as_ref().map(|s| crate::service::links::binding(&s.verdict));
+        match check(key, id, binding.as_deref(), p.expires.as_deref(), p.sig.as_deref(), now) {
+            Ok(()) => {}
+            Err(e @ (LinkError::Expired | LinkError::Invalid)) => {
+                return link_denied(StatusCode::FORBIDDEN, e.explain(), html);
+            }
+            Err(LinkError::Unsigned) => {
                 return link_denied(StatusCode::UNAUTHORIZED, LinkError::Unsigned.explain(), html);
             }
         }
