@@ -359,3 +359,33 @@ fn without_a_plan_the_text_view_says_the_vertex_order_is_unknown() {
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(text.contains("assumed, not known"), "{text}");
 }
+
+#[test]
+fn an_untimed_line_in_a_timestamped_recording_is_taken_at_its_newest_timestamp_not_now() {
+    // slow-sink's newest sample is at 1795948587.780 s = 2026-11-29T10:36:27.78Z; one `up`
+    // line without a timestamp is added at the top. Taken as "now" it would move the
+    // diagnosis time past the job's data; taken at the file's newest it changes nothing.
+    let rec = capture("slow-sink").join("recording.om.gz");
+    let mut text = String::new();
+    std::io::Read::read_to_string(&mut flate2::read::GzDecoder::new(std::fs::File::open(&rec).unwrap()), &mut text)
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mixed = dir.path().join("mixed.om");
+    std::fs::write(&mixed, format!("up{{instance=\"127.0.0.1:9252\",job=\"flink\"}} 1\n{text}")).unwrap();
+    let json = |path: &Path| -> serde_json::Value {
+        let out = culprit(&["diagnose", "--recording", s(path), "--format", "json"]);
+        assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let (plain, v) = (json(&rec), json(&mixed));
+    assert_eq!(v["at"], "2026-11-29T10:36:27.78Z");
+    assert_eq!((&v["finding"], &v["culprit"]), (&plain["finding"], &plain["culprit"]));
+    let notes = v["notes"].to_string();
+    assert!(
+        notes.contains(
+            "1 sample carries no timestamp in a file whose other samples do: taken at the file's newest timestamp (2026-11-29T10:36:27.78Z)"
+        ),
+        "{notes}"
+    );
+    assert!(!notes.contains("sampled now"), "{notes}");
+}

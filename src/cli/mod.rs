@@ -105,7 +105,8 @@ pub struct ServeArgs {
 pub struct DiagnoseArgs {
     /// A recording: Prometheus text exposition or OpenMetrics with timestamps, plain or
     /// gzip (written by `culprit record`, `promtool tsdb dump-openmetrics`, or the older
-    /// `promtool tsdb dump`); `-` reads standard input.
+    /// `promtool tsdb dump`); `-` reads standard input. A sample without a timestamp is
+    /// taken at the file's newest timestamp.
     #[arg(long, value_name = "FILE")]
     pub recording: Option<PathBuf>,
     /// A plain scrape dump of a Flink reporter endpoint (no timestamps); repeat for the
@@ -689,11 +690,9 @@ pub fn diagnose_command(args: &DiagnoseArgs, now_ms: i64) -> Result<Verdict, Cli
 
     let mut store = SeriesStore::new();
     let stamp = at_ms.unwrap_or(now_ms);
-    let mut untimed = 0;
     match (&args.recording, args.metrics.as_slice()) {
         (Some(path), _) => {
-            let read = read_metrics(&mut store, path, stamp, "--recording")?;
-            untimed += read.samples - read.with_timestamp;
+            read_metrics(&mut store, path, stamp, "--recording")?;
         }
         (None, []) => {
             return Err(CliError::usage(
@@ -702,8 +701,7 @@ pub fn diagnose_command(args: &DiagnoseArgs, now_ms: i64) -> Result<Verdict, Cli
         }
         (None, files) => {
             for path in files {
-                let read = read_metrics(&mut store, path, stamp, "--metrics")?;
-                untimed += read.samples - read.with_timestamp;
+                read_metrics(&mut store, path, stamp, "--metrics")?;
             }
         }
     }
@@ -720,15 +718,35 @@ pub fn diagnose_command(args: &DiagnoseArgs, now_ms: i64) -> Result<Verdict, Cli
     })?;
     refuse_plan_mismatch(args, &snapshot)?;
     let mut snapshot = snapshot;
-    if untimed > 0 && at_ms.is_none() {
-        // Ages (time since the last checkpoint, Kafka lag age) are measured from this stamp.
-        snapshot.notes.push(format!(
-            "{untimed} samples carry no timestamp and are taken as sampled now ({}); give --at with the time of the scrape if it was earlier",
-            crate::model::verdict::rfc3339(stamp)
-        ));
-    }
+    snapshot.notes.extend(untimed_notes(store.untimed(), at_ms, stamp));
     warn_unmatched_operator_kinds(&snapshot, &config);
     Ok(diagnose(&snapshot, &config.diagnosis))
+}
+
+/// What became of samples without a timestamp: in a file with timestamps they were taken at
+/// its newest one; in a file without any, at `stamp` (--at, else now, which is worth a note).
+fn untimed_notes(untimed: crate::collect::store::UntimedStamps, at_ms: Option<i64>, stamp: i64) -> Vec<String> {
+    let samples = |n: u64| if n == 1 { "1 sample carries".to_string() } else { format!("{n} samples carry") };
+    let mut notes = Vec::new();
+    if let (n @ 1.., Some(newest)) = (untimed.at_newest, untimed.newest_ms) {
+        notes.push(format!(
+            "{} no timestamp in a file whose other samples do: taken at the file's newest timestamp ({})",
+            samples(n),
+            crate::model::verdict::rfc3339(newest)
+        ));
+    }
+    match (untimed.at_default, at_ms) {
+        (0, _) => {}
+        // Ages (time since the last checkpoint, Kafka lag age) are measured from this stamp.
+        (n, None) => notes.push(format!(
+            "{} no timestamp: taken as sampled now ({}); give --at with the time of the scrape if it was earlier",
+            samples(n),
+            crate::model::verdict::rfc3339(stamp)
+        )),
+        // The user said when the scrape was: nothing to add.
+        (_, Some(_)) => {}
+    }
+    notes
 }
 
 /// `[diagnosis.operator_kinds]` keys that match no operator of the job diagnosed: a typo or

@@ -32,6 +32,11 @@ use crate::collect::query::{
 /// Prometheus' default lookback delta for instant selectors, in ms.
 pub const LOOKBACK_DELTA_MS: i64 = 5 * 60 * 1000;
 
+/// Samples without a timestamp held back during one read (16 bytes each: 16 MiB), until
+/// the input's newest timestamp is known. Beyond it a batch is stamped at the newest
+/// timestamp read so far (else the default time), so memory stays bounded on any input.
+pub const MAX_HELD_UNTIMED: usize = 1 << 20;
+
 type Sym = u32;
 /// Labels sorted by name.
 type LabelSet = Box<[(Sym, Sym)]>;
@@ -90,9 +95,29 @@ pub struct SeriesStore {
     last_raw: String,
     last_id: Option<usize>,
     key_buf: String,
-    /// Timestamp given to samples that carry none (a plain scrape dump), Unix ms.
+    /// Timestamp given to samples that carry none in an input that has no timestamps at
+    /// all (a plain scrape dump), Unix ms.
     default_t_ms: Option<i64>,
+    /// Samples without a timestamp of the input being read (series, value), stamped when
+    /// the read ends: at the input's newest timestamp when it has any, else the default.
+    held_untimed: Vec<(u32, f64)>,
+    /// At most this many held (tests lower it); None: [`MAX_HELD_UNTIMED`].
+    held_limit: Option<usize>,
+    /// The newest timestamp of the input being read, Unix ms.
+    read_newest_ms: Option<i64>,
+    untimed: UntimedStamps,
     samples: u64,
+}
+
+/// How the samples without a timestamp were stamped, over every read so far.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct UntimedStamps {
+    /// Taken at the newest timestamp of their input, which had timestamped samples too.
+    pub at_newest: u64,
+    /// The newest such stamp, Unix ms.
+    pub newest_ms: Option<i64>,
+    /// Taken at the default time given to the read (an input without timestamps).
+    pub at_default: u64,
 }
 
 /// What the store holds, for messages and tests.
@@ -107,15 +132,22 @@ impl SeriesStore {
         Self::default()
     }
 
-    /// Reads one exposition file (plain or gzip). Samples without a timestamp get
-    /// `default_t_ms`; when that is None, such a sample is an error naming its line.
+    /// Reads one exposition file (plain or gzip).
+    ///
+    /// Samples without a timestamp in an input whose other samples carry one are taken at
+    /// the input's newest timestamp (a hand-added line must not move the diagnosis time
+    /// past the job's data); in an input without any timestamp they get `default_t_ms`,
+    /// and when that is None the read is an error. They are held back until the read ends,
+    /// at most [`MAX_HELD_UNTIMED`] at a time (beyond that a batch is stamped at the newest
+    /// timestamp read so far). [`Self::untimed`] says how they were stamped.
     ///
     /// An input with OpenMetrics timestamps (seconds) that does not end with `# EOF` is an
     /// error: it was cut short, and the samples after the cut are lost.
     pub fn read_path(&mut self, path: &Path, default_t_ms: Option<i64>) -> Result<ReadSummary, ReadError> {
-        self.default_t_ms = default_t_ms;
-        let summary = exposition::read_path(path, self)?;
-        check_complete(&summary, &path.display().to_string())
+        let source = path.display().to_string();
+        self.begin_read(default_t_ms);
+        let read = exposition::read_path(path, self);
+        self.end_read(read, &source)
     }
 
     /// Same as [`Self::read_path`] over any reader; `source` names it in errors.
@@ -125,9 +157,59 @@ impl SeriesStore {
         source: &str,
         default_t_ms: Option<i64>,
     ) -> Result<ReadSummary, ReadError> {
+        self.begin_read(default_t_ms);
+        let read = exposition::read_from(reader, source, self);
+        self.end_read(read, source)
+    }
+
+    /// How the samples without a timestamp were stamped, over every read so far.
+    pub fn untimed(&self) -> UntimedStamps {
+        self.untimed
+    }
+
+    fn begin_read(&mut self, default_t_ms: Option<i64>) {
         self.default_t_ms = default_t_ms;
-        let summary = exposition::read_from(reader, source, self)?;
-        check_complete(&summary, source)
+        self.read_newest_ms = None;
+        self.held_untimed.clear();
+    }
+
+    /// Stamps the held samples without a timestamp, once the input's newest is known.
+    fn end_read(&mut self, read: Result<ReadSummary, ReadError>, source: &str) -> Result<ReadSummary, ReadError> {
+        let stamped = read.and_then(|summary| {
+            let held = self.held_untimed.len();
+            self.stamp_held().map_err(|m| ReadError::new(source, None, format!("{held} {m}")))?;
+            Ok(summary)
+        });
+        self.held_untimed = Vec::new();
+        check_complete(&stamped?, source)
+    }
+
+    /// Pushes the held samples at the newest timestamp read so far, else the default time.
+    fn stamp_held(&mut self) -> Result<(), String> {
+        if self.held_untimed.is_empty() {
+            return Ok(());
+        }
+        let n = self.held_untimed.len() as u64;
+        let t_ms = match (self.read_newest_ms, self.default_t_ms) {
+            (Some(t), _) => {
+                self.untimed.at_newest += n;
+                self.untimed.newest_ms = self.untimed.newest_ms.max(Some(t));
+                t
+            }
+            (None, Some(t)) => {
+                self.untimed.at_default += n;
+                t
+            }
+            (None, None) => {
+                return Err(
+                    "samples carry no timestamp, the input has none, and no time was given to take them at".into()
+                );
+            }
+        };
+        for (id, value) in std::mem::take(&mut self.held_untimed) {
+            self.push_sample(id as usize, t_ms, value);
+        }
+        Ok(())
     }
 
     /// Adds one sample (tests and generators).
@@ -408,10 +490,10 @@ impl SeriesStore {
 
 impl SampleSink for SeriesStore {
     fn sample(&mut self, line: &SampleLine<'_>, t_ms: Option<i64>) -> Result<(), String> {
-        let t_ms = match t_ms.or(self.default_t_ms) {
-            Some(t) => t,
-            None => return Err("the sample has no timestamp and no default time was given".into()),
-        };
+        if t_ms.is_none() && self.held_untimed.len() >= self.held_limit.unwrap_or(MAX_HELD_UNTIMED) {
+            let held = self.held_untimed.len();
+            self.stamp_held().map_err(|m| format!("{held} {m}"))?;
+        }
         self.key_buf.clear();
         self.key_buf.push_str(line.name);
         self.key_buf.push('{');
@@ -430,7 +512,13 @@ impl SampleSink for SeriesStore {
                 id
             }
         };
-        self.push_sample(id, t_ms, line.value);
+        match t_ms {
+            Some(t) => {
+                self.read_newest_ms = self.read_newest_ms.max(Some(t));
+                self.push_sample(id, t, line.value);
+            }
+            None => self.held_untimed.push((id as u32, line.value)),
+        }
         Ok(())
     }
 }
@@ -666,6 +754,77 @@ mod tests {
         );
         let whole = format!("{text}# EOF\n");
         assert!(SeriesStore::new().read_from(whole.as_bytes(), "whole.om", None).is_ok());
+    }
+
+    /// Every sample of metric `m`, in time order.
+    fn samples_of(s: &SeriesStore, metric: &str) -> Vec<(i64, f64)> {
+        let q = Query::Range {
+            selector: Selector::metric(metric),
+            aggregation: None,
+            start_ms: s.first_timestamp_ms().unwrap(),
+            end_ms: s.last_timestamp_ms().unwrap(),
+            step_ms: 1_000,
+        };
+        s.evaluate(&q).into_iter().flat_map(|r| r.points).collect()
+    }
+
+    #[test]
+    fn an_untimed_sample_in_a_timestamped_recording_is_taken_at_the_recordings_newest_timestamp() {
+        // Timestamps 1795948500 s and 1795948510 s; the untimed `up` line comes first and
+        // the default ("now") is a day later: it must land at 1795948510 s, not the day after.
+        let text = "up 1\nm 1 1795948500.000\nm 2 1795948510.000\n# EOF\n";
+        let now = 1_795_948_510_000 + 86_400_000;
+        let mut s = SeriesStore::new();
+        s.read_from(text.as_bytes(), "mixed.om", Some(now)).unwrap();
+        s.finish();
+        assert_eq!(s.last_timestamp_ms(), Some(1_795_948_510_000));
+        assert_eq!(samples_of(&s, "up").last(), Some(&(1_795_948_510_000, 1.0)));
+        assert_eq!(s.untimed(), UntimedStamps { at_newest: 1, newest_ms: Some(1_795_948_510_000), at_default: 0 });
+        assert_eq!(s.stats().samples, 3);
+    }
+
+    #[test]
+    fn an_untimed_sample_needs_no_default_time_when_its_recording_has_timestamps() {
+        let text = "m 1 1795948500.000\nup 1\n# EOF\n";
+        let mut s = SeriesStore::new();
+        s.read_from(text.as_bytes(), "mixed.om", None).unwrap();
+        assert_eq!(s.untimed().at_newest, 1);
+    }
+
+    #[test]
+    fn a_scrape_dump_without_timestamps_is_taken_at_the_default_time_or_refused_without_one() {
+        let text = "m 1\nm 2\n";
+        let mut s = SeriesStore::new();
+        s.read_from(text.as_bytes(), "dump.prom", Some(7_000)).unwrap();
+        s.finish();
+        assert_eq!(s.last_timestamp_ms(), Some(7_000));
+        assert_eq!(s.untimed(), UntimedStamps { at_newest: 0, newest_ms: None, at_default: 2 });
+        let err = SeriesStore::new().read_from(text.as_bytes(), "dump.prom", None).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "dump.prom: 2 samples carry no timestamp, the input has none, and no time was given to take them at"
+        );
+    }
+
+    #[test]
+    fn untimed_samples_beyond_the_held_limit_are_stamped_at_the_newest_timestamp_read_so_far() {
+        // Limit 2 (text format, ms timestamps T+10 s and T+20 s): lines 1-2 are held; at
+        // line 4 (the third untimed) the held two are stamped at the newest so far (T+10 s);
+        // lines 4 and 6 are held to the end and stamped at the input's newest (T+20 s).
+        const T: i64 = 1_795_948_500_000;
+        let text = format!("a 1\nb 1\nm 1 {}\nc 1\nm 2 {}\nd 1\n", T + 10_000, T + 20_000);
+        let mut s = SeriesStore { held_limit: Some(2), ..SeriesStore::default() };
+        s.read_from(text.as_bytes(), "mixed.prom", Some(T + 99_000)).unwrap();
+        s.finish();
+        assert_eq!(samples_of(&s, "a").first(), Some(&(T + 10_000, 1.0)));
+        assert_eq!(samples_of(&s, "c").first(), Some(&(T + 20_000, 1.0)));
+        assert_eq!(samples_of(&s, "d").first(), Some(&(T + 20_000, 1.0)));
+        assert_eq!(s.untimed(), UntimedStamps { at_newest: 4, newest_ms: Some(T + 20_000), at_default: 0 });
+        // Before any timestamp, a full batch goes to the default time.
+        let text = format!("a 1\nb 1\nc 1\nm 1 {}\n", T + 10_000);
+        let mut s = SeriesStore { held_limit: Some(2), ..SeriesStore::default() };
+        s.read_from(text.as_bytes(), "late.prom", Some(T)).unwrap();
+        assert_eq!(s.untimed(), UntimedStamps { at_newest: 1, newest_ms: Some(T + 10_000), at_default: 2 });
     }
 
     #[test]
