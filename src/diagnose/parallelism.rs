@@ -76,7 +76,7 @@ pub fn offered_factor(ctx: &Context) -> Option<f64> {
 
 /// Records/s the source vertices emit; `None` when unknown or 0.
 fn emitted(ctx: &Context) -> Option<f64> {
-    let e: f64 = ctx.signals.vertices.iter().filter(|v| v.is_source).filter_map(|v| v.throughput()).sum();
+    let e: f64 = ctx.signals.vertices.iter().filter(|v| v.is_source).filter_map(|v| v.throughput_all_subtasks()).sum();
     (e > 0.0).then_some(e)
 }
 
@@ -117,9 +117,11 @@ pub fn align(raw: u32, units: u32) -> u32 {
 
 /// The parallelism `v` needs, or `None` without rates or busy time.
 pub fn needed(ctx: &Context, v: &VertexSignals) -> Option<Needed> {
+    // The whole vertex, subtasks without metrics included: advice from the subtasks that
+    // report would raise the parallelism to what it already is.
     let capacity = v.capacity().filter(|c| *c > 0.0)?;
-    let observed = v.throughput()?;
-    let p = v.subtask_count().max(1) as f64;
+    let observed = v.throughput_all_subtasks()?;
+    let p = v.parallelism_now().max(1) as f64;
     let factor = offered_factor(ctx);
     let offered = observed * factor.unwrap_or(1.0);
     let target = ctx.cfg.thresholds.target_utilisation;

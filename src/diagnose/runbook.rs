@@ -232,7 +232,7 @@ fn culprits(
 ) -> (Option<Culprit>, Vec<Culprit>) {
     let all_subtasks = |v: &VertexSignals| -> Vec<u32> {
         if v.subtasks.is_empty() {
-            (0..v.subtask_count() as u32).collect()
+            (0..v.parallelism_now()).collect()
         } else {
             v.subtasks.iter().map(|s| s.subtask).collect()
         }

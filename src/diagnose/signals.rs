@@ -94,6 +94,28 @@ impl VertexSignals {
         }
     }
 
+    /// The vertex's parallelism now, for advice: the plan's (without a plan, as derived
+    /// from the highest subtask index of its series), never below the subtasks reporting.
+    pub fn parallelism_now(&self) -> u32 {
+        self.parallelism.max(self.subtask_count() as u32)
+    }
+
+    /// How many times the reporting subtasks the whole vertex is: subtasks that report no
+    /// metrics (a TaskManager not scraped) still run, and are taken to do what the
+    /// reporting ones do on average. 1 when every subtask reports, or none does.
+    fn whole_per_reporting(&self) -> f64 {
+        match self.subtask_count() {
+            0 => 1.0,
+            seen => self.parallelism_now() as f64 / seen as f64,
+        }
+    }
+
+    /// [`Self::throughput`] of every subtask, those without metrics taken at the mean of
+    /// those with, records/s: what the whole vertex handles, for parallelism advice.
+    pub fn throughput_all_subtasks(&self) -> Option<f64> {
+        self.throughput().map(|r| r * self.whole_per_reporting())
+    }
+
     /// True when the vertex has no metrics at all.
     pub fn has_no_metrics(&self) -> bool {
         !self.detailed() && self.aggregate.is_none()
@@ -213,9 +235,10 @@ impl VertexSignals {
 
     /// True processing rate (capacity), records/s: what the vertex could do at 100 % busy
     /// (the Flink autoscaler's and DS2's estimate). Per subtask, throughput / busy, from the
-    /// subtasks that have busy time and a records rate, scaled to every subtask (a subtask
-    /// with busy 0 says nothing about capacity, and voids no estimate); without per-subtask
-    /// detail, the vertex's throughput / its mean busy. `None` when no subtask has both.
+    /// subtasks that have busy time and a records rate, scaled to every subtask of the
+    /// parallelism, reporting or not (a subtask with busy 0 says nothing about capacity,
+    /// and voids no estimate); without per-subtask detail, the reporting subtasks'
+    /// throughput / their mean busy, scaled the same way. `None` when no subtask has both.
     pub fn capacity(&self) -> Option<f64> {
         let per: Vec<f64> = self
             .subtasks
@@ -225,9 +248,9 @@ impl VertexSignals {
             .map(|(rate, busy)| rate / busy)
             .collect();
         if !per.is_empty() {
-            return Some(per.iter().sum::<f64>() / per.len() as f64 * self.subtask_count() as f64);
+            return Some(per.iter().sum::<f64>() / per.len() as f64 * self.parallelism_now() as f64);
         }
-        let (rate, busy) = (self.throughput()?, self.utilisation()?);
+        let (rate, busy) = (self.throughput_all_subtasks()?, self.utilisation()?);
         (busy > 0.0).then(|| rate / busy)
     }
 
@@ -339,8 +362,7 @@ impl JobSignals {
                     .unwrap_or_else(|| id.to_string());
                 let operators = vec![name.clone()];
                 let (kind, has_async) = classify(&name, &operators, cfg);
-                let parallelism =
-                    aggregate.as_ref().map(|a| a.subtask_count).unwrap_or(subs.len() as u32).max(subs.len() as u32);
+                let parallelism = parallelism_from_metrics(snapshot, id, subs, aggregate.as_ref());
                 // Without a plan a source still shows in its metrics: Flink's own source
                 // lag (pendingRecords), or records out with none in. The same data then
                 // gives the same offered rate and advice as with the plan.
@@ -396,6 +418,25 @@ impl JobSignals {
         seen.sort_by_key(|v| self.vertices.iter().position(|x| x.id == v.id));
         seen
     }
+}
+
+/// A vertex's parallelism without a plan: the subtasks that report, but at least one more
+/// than the highest `subtask_index` any of its series carries (subtask 1 reporting alone
+/// means a subtask 0 that does not: a TaskManager not scraped).
+fn parallelism_from_metrics(
+    snapshot: &Snapshot,
+    id: &str,
+    subs: &[&SubtaskMetrics],
+    aggregate: Option<&VertexAggregate>,
+) -> u32 {
+    let indices = subs
+        .iter()
+        .map(|s| s.subtask)
+        .chain(snapshot.rocksdb.iter().filter(|r| r.vertex_id == id).map(|r| r.subtask))
+        .chain(snapshot.source_lag.iter().filter(|l| l.vertex_id == id).map(|l| l.subtask));
+    let by_index = indices.max().map_or(0, |i| i.saturating_add(1));
+    let counted = aggregate.map_or(0, |a| a.subtask_count).max(subs.len() as u32);
+    counted.max(by_index)
 }
 
 fn operators_of(snapshot: &Snapshot, vertex_id: &str) -> Vec<OperatorRates> {
@@ -548,6 +589,26 @@ mod tests {
             .build();
         let signals = JobSignals::derive(&snap, &cfg);
         assert_eq!(unmatched_operator_kinds(&cfg, &signals), ["no-such-operator"]);
+    }
+
+    #[test]
+    fn without_a_plan_parallelism_is_one_more_than_the_highest_subtask_index_of_any_series() {
+        use crate::diagnose::testkit::{SnapshotBuilder, rocks};
+        // Task metrics of subtask 1 alone (2 subtasks at least), RocksDB metrics of
+        // subtask 3: parallelism 3 + 1 = 4, of which 1 reports its task metrics.
+        let snap = SnapshotBuilder::new()
+            .vertex("v", "v", 4)
+            .subtask("v", 1, 0.5, 0.0, 0.5, 10.0)
+            .rocksdb(rocks("v", 3))
+            .without_graph()
+            .build();
+        let signals = JobSignals::derive(&snap, &DiagnosisConfig::default());
+        let v = signals.vertex("v").unwrap();
+        assert_eq!((v.parallelism, v.subtask_count(), v.missing_subtasks()), (4, 1, 3));
+        // Capacity 10 / 0.5 = 20 records/s per subtask, × 4 subtasks = 80.
+        assert!((v.capacity().unwrap() - 80.0).abs() < 1e-9);
+        // Throughput of all 4 subtasks, the 3 without metrics at the mean of the one: 40.
+        assert_eq!(v.throughput_all_subtasks(), Some(40.0));
     }
 
     fn sub(i: u32, busy: Option<f64>, bp: Option<f64>, idle: Option<f64>, rate: Option<f64>) -> SubtaskSignals {

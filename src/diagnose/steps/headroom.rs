@@ -139,11 +139,11 @@ fn at_capacity(ctx: &Context, culprit: Option<&VertexSignals>, subject: &VertexS
         "busy",
     ));
     r.summary = Some(match (culprit, parallelism_needed(ctx, subject)) {
-        (Some(_), Some(n)) if n.parallelism > subject.subtask_count() as u32 => format!(
+        (Some(_), Some(n)) if n.parallelism > subject.parallelism_now() => format!(
             "{} is the culprit: it runs at {} of its capacity; raise its parallelism from {} to {}.",
             subject.name,
             pct(rho),
-            subject.subtask_count(),
+            subject.parallelism_now(),
             n.parallelism
         ),
         (Some(_), Some(_)) => format!(
@@ -171,7 +171,7 @@ fn parallelism_fix(ctx: &Context, subject: &VertexSignals, r: &mut StepReport) {
                 "{} Here, unlike for backpressured vertices, parallelism helps.",
                 n.sentence(
                     &subject.name,
-                    subject.subtask_count() as u32,
+                    subject.parallelism_now(),
                     t.target_utilisation,
                     ctx.cfg.catch_up.as_ms() as f64 / 1000.0
                 )
@@ -197,7 +197,7 @@ fn parallelism_fix(ctx: &Context, subject: &VertexSignals, r: &mut StepReport) {
             r.fix.push(format!(
                 "Raise {}'s parallelism (now {}) so it runs below {} busy; records rates are missing, so the exact number is unknown.",
                 subject.name,
-                subject.subtask_count(),
+                subject.parallelism_now(),
                 pct(t.target_utilisation)
             ));
             r.missing.push("numRecordsIn".into());
@@ -235,14 +235,14 @@ fn no_single_culprit(
         match parallelism_needed(ctx, v) {
             Some(n) => r.fix.push(n.sentence(
                 &v.name,
-                v.subtask_count() as u32,
+                v.parallelism_now(),
                 t.target_utilisation,
                 ctx.cfg.catch_up.as_ms() as f64 / 1000.0,
             )),
             None => r.fix.push(format!(
                 "{}: more parallelism (now {}); records rates are missing.",
                 v.name,
-                v.subtask_count()
+                v.parallelism_now()
             )),
         }
         if let Some(rho) = v.utilisation() {
@@ -617,5 +617,42 @@ mod tests {
             .build();
         let v = verdict(&snap);
         assert_eq!((v.status, v.finding), (Status::NoBackpressure, Finding::AsyncIo));
+    }
+
+    #[test]
+    fn without_a_plan_a_taskmanager_not_scraped_leaves_the_advice_from_the_real_parallelism() {
+        // TaskManager 1 (subtasks 0) is not scraped: only subtasks 1 report. Subtask index 1
+        // means at least 2 subtasks, so score runs at parallelism 2, not the 1 reporting.
+        // score[1]: 950 records/s at ρ 0.95 → 1000 records/s per subtask; capacity
+        // 1000 × 2 = 2000; observed 950 × 2/1 = 1900 (score[0] taken at the mean);
+        // ceil(2 × 1900 / (2000 × 0.7)) = ceil(2.714) = 3. From the reporting subtask
+        // alone it would read ceil(1 × 950 / (1000 × 0.7)) = 2: "1 to 2", a no-op.
+        let snap = SnapshotBuilder::new()
+            .vertex("src", "Source: txn", 2)
+            .vertex("score", "score", 2)
+            .vertex("sink", "Sink: out", 2)
+            .subtask("src", 1, 0.05, 0.9, 0.05, None)
+            .records_out("src", 1, 950.0)
+            .subtask("score", 1, 0.95, 0.0, 0.05, 950.0)
+            .subtask("sink", 1, 0.1, 0.0, 0.9, 950.0)
+            .without_graph()
+            .build();
+        let needed = on_vertex(&snap, "score", |ctx, v| {
+            assert_eq!((v.parallelism, v.subtask_count(), v.missing_subtasks()), (2, 1, 1));
+            parallelism_needed(ctx, v)
+        })
+        .unwrap();
+        assert_eq!(needed.parallelism, 3);
+        assert_close(needed.capacity_per_s, 2000.0, 1e-9);
+        assert_close(needed.offered_per_s, 1900.0, 1e-9);
+        let v = verdict(&snap);
+        assert_eq!(v.culprit.as_ref().map(|c| c.vertex_id.as_str()), Some("score"));
+        let fix = v.fix.join(" ");
+        assert!(fix.contains("score: parallelism 2 to 3"), "{fix}");
+        assert!(!fix.contains("parallelism 1 to"), "{fix}");
+        assert!(v.summary.contains("from 2 to 3"), "{}", v.summary);
+        assert_eq!(v.confidence, crate::model::verdict::Confidence::Low);
+        let notes = v.notes.join(" ");
+        assert!(notes.contains("Some subtasks report no metrics") && notes.contains("score (1 of 2)"), "{notes}");
     }
 }

@@ -82,13 +82,13 @@ pub fn run(ctx: &Context, culprit: &VertexSignals) -> StepReport {
                 "Write in bigger batches: raise the sink's batch size and flush interval (JDBC sink.buffer-flush.max-rows / sink.buffer-flush.interval, Elasticsearch sink.bulk-flush.max-actions, Kafka properties.linger.ms and properties.batch.size).".into(),
             );
             if let Some(needed) =
-                headroom::parallelism_needed(ctx, culprit).filter(|n| n.parallelism > culprit.subtask_count() as u32)
+                headroom::parallelism_needed(ctx, culprit).filter(|n| n.parallelism > culprit.parallelism_now())
             {
                 r.fix.push(format!(
                     "Only if the destination scales with more connections: {}",
                     needed.sentence(
                         &culprit.name,
-                        culprit.subtask_count() as u32,
+                        culprit.parallelism_now(),
                         ctx.cfg.thresholds.target_utilisation,
                         ctx.cfg.catch_up.as_ms() as f64 / 1000.0
                     )
@@ -163,7 +163,7 @@ fn uniform_cause(culprit: &VertexSignals, throughput: Option<f64>, per_record_ms
     match culprit.busy_max() {
         Some(_) => format!(
             "{} of the sink are busy ({}): {accepts}{}.",
-            match (culprit.subtasks.iter().filter(|s| s.busy.is_some()).count(), culprit.subtask_count()) {
+            match (culprit.subtasks.iter().filter(|s| s.busy.is_some()).count(), culprit.parallelism_now() as usize) {
                 (1, all) if all > 1 => "The one subtask with data".to_string(),
                 (with, all) if with > 0 && with < all => format!("The {with} subtasks with data"),
                 (_, 1) => "The one subtask".to_string(),
