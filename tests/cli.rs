@@ -389,3 +389,28 @@ fn an_untimed_line_in_a_timestamped_recording_is_taken_at_its_newest_timestamp_n
     );
     assert!(!notes.contains("sampled now"), "{notes}");
 }
+
+#[test]
+fn a_job_younger_than_its_warm_up_is_diagnosed_with_low_confidence_and_says_when_to_look_again() {
+    // slow-instance started at ~11:40:28Z; at 11:41:25Z it has run ~57 s, less than the
+    // 75 s warm-up (60 s of Flink's averaging + deployment), so all of the 60 s minimum
+    // window is warm-up. Meaningful from start + 75 s + 60 s ≈ 11:42:43Z.
+    let dir = capture("slow-instance");
+    let out = culprit(&[
+        "diagnose",
+        "--recording",
+        s(&dir.join("recording.om.gz")),
+        "--plan",
+        s(&dir.join("plan.json")),
+        "--at",
+        "2026-11-29T11:41:25Z",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["confidence"], "low");
+    let notes = v["notes"].to_string();
+    assert!(notes.contains("Too young to diagnose: the job started only 56 s before 2026-11-29T11:41:25Z"), "{notes}");
+    assert!(notes.contains("meaningful from 2026-11-29T11:42:43"), "{notes}");
+}

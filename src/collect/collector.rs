@@ -854,8 +854,13 @@ async fn which_window<S: MetricSource>(
     let cat = input.catalog;
     let requested = input.request.window_ms.unwrap_or(cfg.window.as_ms());
     let min_window = cfg.min_window.as_ms().min(requested);
-    let mut window =
-        Window { start_ms: at - requested, end_ms: at, requested_ms: requested, bound: WindowBound::Requested };
+    let mut window = Window {
+        start_ms: at - requested,
+        end_ms: at,
+        requested_ms: requested,
+        bound: WindowBound::Requested,
+        settled_ms: None,
+    };
     let step = cfg.step.as_ms();
     let exclusion = cfg.startup_exclusion.as_ms();
     let job_range = |selector: Selector, start_ms: i64| Query::Range {
@@ -903,6 +908,7 @@ async fn which_window<S: MetricSource>(
     let start = run.start_ms.into_iter().chain(restarted).max();
     if let Some(start) = start {
         let settled = start + exclusion;
+        window.settled_ms = Some(settled);
         if settled > window.start_ms {
             // Never shorter than min_window, never before the job (re)started.
             window.start_ms = settled.min(at - min_window).max(start);

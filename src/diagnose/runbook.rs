@@ -13,7 +13,7 @@ use crate::diagnose::signals::{JobSignals, VertexSignals};
 use crate::diagnose::steps::locate::Located;
 use crate::diagnose::steps::{checkpoints, headroom, hot_key, locate, retention, sink, state_backend};
 use crate::diagnose::{Context, StepReport, pct, pct_or_unknown};
-use crate::model::snapshot::Snapshot;
+use crate::model::snapshot::{Snapshot, WindowBound};
 use crate::model::verdict::{
     Confidence, Culprit, Evidence, Finding, Graph, GraphEdge, GraphVertex, Hazard, JobRef, Outcome, Role, SCHEMA,
     Severity, Status, Step, StepName, Verdict, VertexState,
@@ -321,13 +321,26 @@ fn notes(snapshot: &Snapshot, signals: &JobSignals, cfg: &DiagnosisConfig) -> Ve
         ));
     }
     let startup_ms = startup_in_window_ms(snapshot, cfg);
-    if startup_ms > 0 {
-        notes.push(format!(
-            "The job has run only {} s: {} s of the window fall in its first {} s of uptime, whose warm-up is not representative; confidence is lowered.",
+    let exclusion_s = cfg.startup_exclusion.as_ms() / 1000;
+    match warm_up_end_ms(snapshot, cfg) {
+        Some(settled) if settled >= snapshot.window.end_ms => {
+            let since = settled - cfg.startup_exclusion.as_ms();
+            notes.push(format!(
+                "Too young to diagnose: the job {} only {} s before {}, so every sample of the window falls in its first {exclusion_s} s, whose busy, idle and backpressured times and records rates still average over its start (Flink reports every task busy right after a start); this verdict rests on warm-up alone and its confidence is low. A diagnosis is meaningful from {} on ({exclusion_s} s of warm-up and a {} s window after {}).",
+                if snapshot.window.bound == WindowBound::RestartExcluded { "restarted or rescaled" } else { "started" },
+                (snapshot.window.end_ms - since) / 1000,
+                crate::model::verdict::rfc3339(snapshot.window.end_ms),
+                crate::model::verdict::rfc3339(settled + cfg.min_window.as_ms()),
+                cfg.min_window.as_ms() / 1000,
+                crate::model::verdict::rfc3339(since),
+            ));
+        }
+        _ if startup_ms > 0 => notes.push(format!(
+            "The job has run only {} s: {} s of the window fall in its first {exclusion_s} s of uptime, whose warm-up is not representative; confidence is lowered.",
             snapshot.job_start_ms.map_or(0, |s| (snapshot.at_ms - s) / 1000),
             startup_ms / 1000,
-            cfg.startup_exclusion.as_ms() / 1000
-        ));
+        )),
+        _ => {}
     }
     let incomplete: Vec<String> = signals
         .vertices
@@ -433,7 +446,8 @@ fn confidence(ctx: &Context, status: Status, finding: Finding, run: &Run, missin
         .vertices
         .iter()
         .any(|v| v.missing_subtasks() > 0 && (!v.subtasks.is_empty() || ctx.red.contains(&v.id)));
-    if examined_incomplete {
+    // Every sample still averages over the job's start: nothing representative to judge.
+    if examined_incomplete || only_warm_up(ctx.snapshot, ctx.cfg) {
         return Confidence::Low;
     }
     let no_data_before_finding = reports.iter().any(|(_, r)| r.outcome == Outcome::NoData);
@@ -455,14 +469,27 @@ fn confidence(ctx: &Context, status: Status, finding: Finding, run: &Run, missin
     Confidence::High
 }
 
-/// How much of the window lies in the job's first `startup_exclusion` of uptime (ms; 0
-/// when none): the collector keeps at least `min_window`, so a young job's window
-/// reaches into its start-up, whose warm-up skews the averages.
+/// When the warm-up after the job's latest start, restart or rescale ends, Unix ms: the
+/// collector's (it sees restarts), else the job start plus `startup_exclusion`.
+fn warm_up_end_ms(snapshot: &Snapshot, cfg: &DiagnosisConfig) -> Option<i64> {
+    let from_start = snapshot.job_start_ms.map(|start| start + cfg.startup_exclusion.as_ms());
+    snapshot.window.settled_ms.max(from_start)
+}
+
+/// True when the window ends inside the warm-up: no sample of it is representative (a job
+/// younger than its warm-up; the collector keeps `min_window` even then).
+fn only_warm_up(snapshot: &Snapshot, cfg: &DiagnosisConfig) -> bool {
+    warm_up_end_ms(snapshot, cfg).is_some_and(|settled| settled >= snapshot.window.end_ms)
+}
+
+/// How much of the window lies in the warm-up after the job's latest start (ms; 0 when
+/// none): the collector keeps at least `min_window`, so a young job's window reaches into
+/// its start-up, whose warm-up skews the averages.
 fn startup_in_window_ms(snapshot: &Snapshot, cfg: &DiagnosisConfig) -> i64 {
-    snapshot
-        .job_start_ms
-        .map_or(0, |start| {
-            (start + cfg.startup_exclusion.as_ms()).min(snapshot.window.end_ms) - snapshot.window.start_ms.max(start)
+    warm_up_end_ms(snapshot, cfg)
+        .map_or(0, |settled| {
+            let start = settled - cfg.startup_exclusion.as_ms();
+            settled.min(snapshot.window.end_ms) - snapshot.window.start_ms.max(start)
         })
         .max(0)
 }
@@ -526,21 +553,52 @@ mod tests {
 
     #[test]
     fn a_window_reaching_into_start_up_lowers_the_confidence_and_says_how_much() {
-        // Started 40 s before `at`; start-up is its first 75 s (60 s of Flink's averaging
-        // and deployment), up to +35 s. The window (−30 s, 0] keeps its minimum, so all
-        // 30 s of it are start-up.
-        let v = verdict(&slow_sink().job_started(-40).window_from(-30).build());
+        // Started 100 s before `at`; warm-up is its first 75 s (60 s of Flink's averaging
+        // and deployment), up to −25 s. The window (−60 s, 0] keeps its minimum: 35 s of it
+        // (−60 to −25) are warm-up, 25 s are not.
+        let v = verdict(&slow_sink().job_started(-100).window_from(-60).build());
         assert_eq!((v.status, v.confidence), (Status::CulpritFound, Confidence::Medium));
         assert!(
             v.notes
                 .iter()
-                .any(|n| n.starts_with("The job has run only 40 s: 30 s of the window fall in its first 75 s")),
+                .any(|n| n.starts_with("The job has run only 100 s: 35 s of the window fall in its first 75 s")),
             "{:?}",
             v.notes
         );
         // Started 105 s before: start-up ends at −30 s, where the window begins: no overlap.
         let v = verdict(&slow_sink().job_started(-105).window_from(-30).build());
         assert_eq!(v.confidence, Confidence::High);
+    }
+
+    #[test]
+    fn a_job_younger_than_its_warm_up_gets_low_confidence_and_when_a_diagnosis_will_mean_something() {
+        // Started 40 s before `at` (2027-01-15T08:00:00Z): warm-up lasts to +35 s, so the
+        // window (−30 s, 0] is warm-up only. Meaningful from start + 75 s + the 60 s
+        // minimum window = −40 + 135 = +95 s = 08:01:35Z.
+        let v = verdict(&slow_sink().job_started(-40).window_from(-30).build());
+        assert_eq!((v.status, v.confidence), (Status::CulpritFound, Confidence::Low));
+        assert!(v.weak().is_some());
+        let notes = v.notes.join(" ");
+        assert!(
+            notes.contains("Too young to diagnose: the job started only 40 s before 2027-01-15T08:00:00Z")
+                && notes.contains("meaningful from 2027-01-15T08:01:35Z on"),
+            "{notes}"
+        );
+        assert!(!notes.contains("The job has run only"), "one note, not both: {notes}");
+    }
+
+    #[test]
+    fn a_window_right_after_a_restart_is_warm_up_only_too() {
+        // The job started an hour ago but restarted 20 s before `at`: the collector marks
+        // the warm-up's end at −20 + 75 = +55 s, after the window's end.
+        let mut snap = slow_sink().window_from(-60).build();
+        snap.window.settled_ms = Some(t(55));
+        snap.window.bound = crate::model::snapshot::WindowBound::RestartExcluded;
+        let v = verdict(&snap);
+        assert_eq!(v.confidence, Confidence::Low);
+        assert!(
+            v.notes.iter().any(|n| n.starts_with("Too young to diagnose: the job restarted or rescaled only 20 s"))
+        );
     }
 
     #[test]

@@ -113,6 +113,7 @@ impl SnapshotBuilder {
                     end_ms: AT_MS,
                     requested_ms: WINDOW_S * 1000,
                     bound: WindowBound::Requested,
+                    settled_ms: None,
                 },
                 job_start_ms: Some(t(-3600)),
                 graph: None,

@@ -55,6 +55,11 @@ pub struct Window {
     /// The window that was asked for, in ms.
     pub requested_ms: i64,
     pub bound: WindowBound,
+    /// When the job's latest start, restart or rescale stops weighing on Flink's ~60 s
+    /// averages (that time plus `diagnosis.startup_exclusion`), Unix ms; None when unknown.
+    /// A window ending before it holds nothing but warm-up.
+    #[serde(default)]
+    pub settled_ms: Option<i64>,
 }
 
 impl Window {
