@@ -44,6 +44,7 @@ async fn main() {
             deadline: Millis::from_secs(120),
             auth: None,
             tenant: None,
+            max_answer_bytes: culprit::collect::prometheus::MAX_ANSWER_BYTES,
         })
         .unwrap();
         let started = Instant::now();

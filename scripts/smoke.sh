@@ -23,6 +23,9 @@ cargo run -q -- diagnose --recording "$tmp/job.om" --plan "$tmp/plan.json" --for
 echo "smoke: examples/webhook_bench (1 s per target)"
 cargo run -q --example webhook_bench -- --seconds 1 --connections 4
 
+echo "smoke: examples/prom_answer_bench (a 1 MB answer, one run)"
+cargo run -q --example prom_answer_bench -- --mb 1 --runs 1
+
 echo "smoke: benches/live.sh with examples/live_bench (a real Prometheus, one run)"
 PROFILE=dev V=6 S=2 N=12 RUNS=1 benches/live.sh
 

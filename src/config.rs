@@ -597,6 +597,19 @@ pub struct PrometheusConfig {
     /// Tenant for multi-tenant stores, sent as `X-Scope-OrgID` (Mimir, Cortex, Loki-style).
     #[serde(default)]
     pub tenant: Option<String>,
+    /// The largest answer read, bytes; a larger one is asked again in smaller pieces.
+    /// Default [`PROMETHEUS_MAX_ANSWER_BYTES`] (64 MiB).
+    #[serde(default = "default_prometheus_max_answer_bytes")]
+    pub max_answer_bytes: usize,
+}
+
+/// The default of `prometheus.max_answer_bytes`: 64 MiB, some 30,000 series of 60 points
+/// with Flink's labels. A diagnosis' answers are far smaller (its queries aggregate); one
+/// this large is a query that selects too much.
+pub const PROMETHEUS_MAX_ANSWER_BYTES: usize = 64 * 1024 * 1024;
+
+fn default_prometheus_max_answer_bytes() -> usize {
+    PROMETHEUS_MAX_ANSWER_BYTES
 }
 
 fn default_prometheus_timeout() -> Millis {
@@ -615,6 +628,12 @@ impl PrometheusConfig {
                 "prometheus.timeout ({} s) must be positive and at most prometheus.deadline ({} s); the defaults are 10 s and 30 s: set both when lowering the deadline",
                 self.timeout.0 as f64 / 1000.0,
                 self.deadline.0 as f64 / 1000.0
+            ));
+        }
+        if self.max_answer_bytes < 1024 {
+            problems.push(format!(
+                "prometheus.max_answer_bytes ({}) must be at least 1024: no answer would fit",
+                self.max_answer_bytes
             ));
         }
     }

@@ -44,6 +44,7 @@ async fn live_verdict(url: &str, dir: &Path, at_ms: i64, job: &str) -> (Verdict,
         deadline: Millis::from_secs(20),
         auth: None,
         tenant: None,
+        max_answer_bytes: culprit::collect::prometheus::MAX_ANSWER_BYTES,
     })
     .unwrap();
     let source = PromSource::new(&prom, at_ms);
@@ -324,6 +325,7 @@ async fn a_diagnosis_of_a_100_vertex_64_subtask_job_sends_at_most_12_requests() 
         deadline: Millis::from_secs(60),
         auth: None,
         tenant: None,
+        max_answer_bytes: culprit::collect::prometheus::MAX_ANSWER_BYTES,
     })
     .unwrap();
     // The last sample is at start + 11 × 5 s.
@@ -392,6 +394,7 @@ async fn hostile_names_reach_promql_escaped_and_select_only_their_own_series() {
         deadline: Millis::from_secs(20),
         auth: None,
         tenant: None,
+        max_answer_bytes: culprit::collect::prometheus::MAX_ANSWER_BYTES,
     })
     .unwrap();
     let at = job.start_ms + 55_000;
@@ -446,6 +449,7 @@ async fn snapshot_through(
         deadline: Millis::from_secs(60),
         auth: None,
         tenant: None,
+        max_answer_bytes: culprit::collect::prometheus::MAX_ANSWER_BYTES,
     })
     .unwrap();
     let source = PromSource::new(&prom, at);

@@ -3,7 +3,8 @@
 
 use std::time::{Duration, Instant};
 
-use culprit::collect::prometheus::Prometheus;
+use culprit::collect::collector::TooLarge;
+use culprit::collect::prometheus::{MAX_ANSWER_BYTES, Prometheus};
 use culprit::config::{HttpAuth, Millis, PrometheusConfig, SecretSource};
 use wiremock::matchers::{body_string_contains, header, method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
@@ -11,7 +12,14 @@ use wiremock::{Mock, MockServer, ResponseTemplate};
 const OK: &str = r#"{"status":"success","data":{"resultType":"vector","result":[{"metric":{"job_id":"j"},"value":[1795948587.78,"997"]}]},"warnings":["some data was dropped"]}"#;
 
 fn config(url: &str) -> PrometheusConfig {
-    PrometheusConfig { url: url.into(), timeout: Millis(500), deadline: Millis::from_secs(3), auth: None, tenant: None }
+    PrometheusConfig {
+        url: url.into(),
+        timeout: Millis(500),
+        deadline: Millis::from_secs(3),
+        auth: None,
+        tenant: None,
+        max_answer_bytes: MAX_ANSWER_BYTES,
+    }
 }
 
 #[tokio::test]
@@ -133,4 +141,85 @@ async fn basic_auth_is_sent() {
     })
     .unwrap();
     assert!(p.instant("up", 0).await.is_ok());
+}
+
+/// A matrix answer of `series` series with `points` points each, and its size in bytes.
+fn matrix(series: usize, points: usize) -> String {
+    let one = |i: usize| {
+        let values: Vec<String> = (0..points).map(|k| format!("[{}.5,\"{}\"]", 1_795_000_000 + 5 * k, i + k)).collect();
+        format!(r#"{{"metric":{{"task_id":"v{i}","subtask_index":"0"}},"values":[{}]}}"#, values.join(","))
+    };
+    let all: Vec<String> = (0..series).map(one).collect();
+    format!(r#"{{"status":"success","data":{{"resultType":"matrix","result":[{}]}}}}"#, all.join(","))
+}
+
+#[tokio::test]
+async fn an_answer_over_the_maximum_size_is_refused_naming_the_backend_and_the_size() {
+    let body = matrix(100, 60);
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(200).set_body_raw(body.clone(), "application/json"))
+        .mount(&server)
+        .await;
+    // One byte under the answer's size: refused from its Content-Length, once, as too
+    // large (the collector then asks in smaller pieces), not retried.
+    let p = Prometheus::new(&PrometheusConfig { max_answer_bytes: body.len() - 1, ..config(&server.uri()) }).unwrap();
+    let e = p.range("up", 0, 295_000, 5_000).await.unwrap_err();
+    assert_eq!(
+        e.message,
+        format!(
+            "{}: the answer is {} bytes (Content-Length), over prometheus.max_answer_bytes ({} bytes, 0 MiB): the query selects too much",
+            server.uri(),
+            body.len(),
+            body.len() - 1
+        )
+    );
+    assert!(!e.retryable && e.too_large == Some(TooLarge::Series), "{e:?}");
+    assert_eq!(p.requests(), 1);
+    // At exactly its size it is read: 100 series × 60 points, typed.
+    let p = Prometheus::new(&PrometheusConfig { max_answer_bytes: body.len(), ..config(&server.uri()) }).unwrap();
+    let a = p.range("up", 0, 295_000, 5_000).await.unwrap();
+    assert_eq!((a.series.len(), a.series.iter().map(|s| s.points.len()).sum::<usize>()), (100, 6000));
+    // Series 7, point 3: t = 1795000015.5 s, value 7 + 3 = 10.
+    assert_eq!(a.series[7].points[3], (1_795_000_015_500, 10.0));
+    assert_eq!(a.series[7].label("task_id"), "v7");
+}
+
+#[tokio::test]
+async fn a_chunked_answer_without_content_length_is_cut_off_at_the_maximum_size() {
+    // A server that streams the answer in chunks and never says its length.
+    let body = matrix(50, 60);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let served = body.clone();
+    tokio::spawn(async move {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        while let Ok((mut conn, _)) = listener.accept().await {
+            let served = served.clone();
+            tokio::spawn(async move {
+                let mut request = vec![0u8; 64 * 1024];
+                let _ = conn.read(&mut request).await;
+                let head = "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\nconnection: close\r\n\r\n";
+                let _ = conn.write_all(head.as_bytes()).await;
+                for chunk in served.as_bytes().chunks(4096) {
+                    let _ = conn.write_all(format!("{:x}\r\n", chunk.len()).as_bytes()).await;
+                    let _ = conn.write_all(chunk).await;
+                    let _ = conn.write_all(b"\r\n").await;
+                }
+                let _ = conn.write_all(b"0\r\n\r\n").await;
+            });
+        }
+    });
+    let limit = body.len() / 2;
+    let p = Prometheus::new(&PrometheusConfig { max_answer_bytes: limit, ..config(&url) }).unwrap();
+    let e = p.range("up", 0, 295_000, 5_000).await.unwrap_err();
+    assert!(
+        e.message
+            .starts_with(&format!("{url}: the answer is more than {limit} bytes, over prometheus.max_answer_bytes")),
+        "{}",
+        e.message
+    );
+    assert!(!e.retryable && e.too_large == Some(TooLarge::Series), "{e:?}");
+    let p = Prometheus::new(&config(&url)).unwrap();
+    assert_eq!(p.range("up", 0, 295_000, 5_000).await.unwrap().series.len(), 50);
 }

@@ -60,6 +60,7 @@ async fn live(url: &str, dir: &Path, request: &DiagnosisRequest) -> Verdict {
         deadline: Millis::from_secs(20),
         auth: None,
         tenant: None,
+        max_answer_bytes: culprit::collect::prometheus::MAX_ANSWER_BYTES,
     })
     .unwrap();
     let source = PromSource::new(&prom, request.at_ms.unwrap());
@@ -306,6 +307,7 @@ async fn report_01_two_deployments_under_one_job_id_are_never_blended_live() {
         deadline: Millis::from_secs(20),
         auth: None,
         tenant: None,
+        max_answer_bytes: culprit::collect::prometheus::MAX_ANSWER_BYTES,
     })
     .unwrap();
     let source = PromSource::new(&prom, at_of(&expected_us));

@@ -2,9 +2,12 @@
 //! [`MetricSource`] over it.
 //!
 //! Works with any PromQL-compatible store that speaks this API: Prometheus, Thanos, Mimir,
-//! Cortex, VictoriaMetrics. Requests are `POST` forms with the `timeout` parameter; the
-//! answer's envelope (`status`, `data`, `errorType`, `error`, `warnings`) is read whole;
-//! values may be `NaN` or `±Inf`. Errors are classified once, in [`PromError::retryable`]:
+//! Cortex, VictoriaMetrics. Requests are `POST` forms with the `timeout` parameter. An
+//! answer is read up to `prometheus.max_answer_bytes` (default [`MAX_ANSWER_BYTES`]) and
+//! deserialized straight into typed series (labels and `(t_ms, value)` points, no JSON
+//! tree), so reading it takes about its own size again; values may be `NaN` or `±Inf`.
+//! A larger answer is refused as too large, and the collector asks for it in smaller
+//! pieces (by vertex, then by steps) as it does when the backend refuses a query. Errors are classified once, in [`PromError::retryable`]:
 //! 400 and 422 (a bad or unprocessable query) and other 4xx are final; 429, 503, other 5xx,
 //! timeouts and network errors are retried with backoff until the deadline.
 //!
@@ -30,6 +33,10 @@ use crate::model::secret::Redactor;
 
 /// The label that tags each part of a merged query.
 pub const MERGE_LABEL: &str = "culprit_query";
+
+/// The largest answer read, bytes, unless `prometheus.max_answer_bytes` says otherwise
+/// (64 MiB).
+pub const MAX_ANSWER_BYTES: usize = crate::config::PROMETHEUS_MAX_ANSWER_BYTES;
 
 /// Evaluations one range query may ask for. Prometheus refuses more than 11,000 points per
 /// series ("exceeded maximum resolution of 11,000 points per timeseries. Try decreasing
@@ -201,6 +208,7 @@ pub struct Prometheus {
     /// Every wire form of the credentials, removed from anything quoted back.
     redactor: Redactor,
     tenant: Option<String>,
+    max_answer_bytes: usize,
     requests: AtomicU64,
     durations: Mutex<Vec<Duration>>,
     /// Told once, in a sentence, when retrying first starts (the CLI prints it).
@@ -238,7 +246,49 @@ struct Envelope {
 struct Data {
     #[serde(rename = "resultType")]
     result_type: String,
-    result: serde_json::Value,
+    result: Vec<Element>,
+}
+
+/// One element of `result`: a series (vector, matrix), or a part of a scalar's
+/// `[time, "value"]`. Read as it comes: `resultType` may follow `result`.
+enum Element {
+    Series(ResultSeries),
+    Number(f64),
+    Text(String),
+}
+
+impl<'de> Deserialize<'de> for Element {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visit;
+        impl<'de> serde::de::Visitor<'de> for Visit {
+            type Value = Element;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a series, a time or a value")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<Element, A::Error> {
+                let w = WireSeries::deserialize(serde::de::value::MapAccessDeserializer::new(map))?;
+                let points = match (w.value, w.values) {
+                    (Some(p), _) => vec![(p.0, p.1)],
+                    (None, Some(vs)) => vs.into_iter().map(|p| (p.0, p.1)).collect(),
+                    (None, None) => Vec::new(),
+                };
+                Ok(Element::Series(ResultSeries { labels: w.metric, points }))
+            }
+            fn visit_f64<E>(self, v: f64) -> Result<Element, E> {
+                Ok(Element::Number(v))
+            }
+            fn visit_u64<E>(self, v: u64) -> Result<Element, E> {
+                Ok(Element::Number(v as f64))
+            }
+            fn visit_i64<E>(self, v: i64) -> Result<Element, E> {
+                Ok(Element::Number(v as f64))
+            }
+            fn visit_str<E>(self, v: &str) -> Result<Element, E> {
+                Ok(Element::Text(v.to_string()))
+            }
+        }
+        d.deserialize_any(Visit)
+    }
 }
 
 #[derive(Deserialize)]
@@ -246,9 +296,54 @@ struct WireSeries {
     #[serde(default)]
     metric: BTreeMap<String, String>,
     #[serde(default)]
-    value: Option<(f64, String)>,
+    value: Option<WirePoint>,
     #[serde(default)]
-    values: Option<Vec<(f64, String)>>,
+    values: Option<Vec<WirePoint>>,
+}
+
+/// `[1795000000.123, "0.5"]` as `(t_ms, value)`, the value parsed where it is read (no
+/// string kept per point).
+struct WirePoint(i64, f64);
+
+impl<'de> Deserialize<'de> for WirePoint {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visit;
+        impl<'de> serde::de::Visitor<'de> for Visit {
+            type Value = WirePoint;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a [time, \"value\"] pair")
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<WirePoint, A::Error> {
+                use serde::de::Error;
+                let t: f64 = seq.next_element()?.ok_or_else(|| A::Error::invalid_length(0, &self))?;
+                let v: WireValue = seq.next_element()?.ok_or_else(|| A::Error::invalid_length(1, &self))?;
+                if seq.next_element::<serde::de::IgnoredAny>()?.is_some() {
+                    return Err(A::Error::invalid_length(3, &self));
+                }
+                Ok(WirePoint(seconds_to_ms(t), v.0))
+            }
+        }
+        d.deserialize_seq(Visit)
+    }
+}
+
+/// A sample value as the API writes it: a string (`"0.5"`, `"NaN"`, `"+Inf"`).
+struct WireValue(f64);
+
+impl<'de> Deserialize<'de> for WireValue {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visit;
+        impl serde::de::Visitor<'_> for Visit {
+            type Value = WireValue;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a sample value as a string")
+            }
+            fn visit_str<E>(self, v: &str) -> Result<WireValue, E> {
+                Ok(WireValue(parse_value(v)))
+            }
+        }
+        d.deserialize_str(Visit)
+    }
 }
 
 /// An answer: the series and the backend's warnings.
@@ -292,27 +387,22 @@ pub fn parse_answer(body: &[u8], what: &str) -> Result<Answer, PromError> {
         ));
     }
     let data = env.data.ok_or_else(|| PromError::new(format!("{what}: a success without data"), None, false))?;
+    let shape = |kind: &str| PromError::new(format!("{what}: unexpected {kind} shape"), None, false);
     let series = match data.result_type.as_str() {
-        "vector" | "matrix" => {
-            let wire: Vec<WireSeries> = serde_json::from_value(data.result).map_err(|e| {
-                PromError::new(format!("{what}: unexpected {} shape: {e}", data.result_type), None, false)
-            })?;
-            wire.into_iter()
-                .map(|w| {
-                    let points = match (w.value, w.values) {
-                        (Some((t, v)), _) => vec![(seconds_to_ms(t), parse_value(&v))],
-                        (None, Some(vs)) => vs.into_iter().map(|(t, v)| (seconds_to_ms(t), parse_value(&v))).collect(),
-                        (None, None) => Vec::new(),
-                    };
-                    ResultSeries { labels: w.metric, points }
-                })
-                .collect()
-        }
-        "scalar" => {
-            let (t, v): (f64, String) = serde_json::from_value(data.result)
-                .map_err(|e| PromError::new(format!("{what}: unexpected scalar shape: {e}"), None, false))?;
-            vec![ResultSeries { labels: BTreeMap::new(), points: vec![(seconds_to_ms(t), parse_value(&v))] }]
-        }
+        "vector" | "matrix" => data
+            .result
+            .into_iter()
+            .map(|e| match e {
+                Element::Series(s) => Ok(s),
+                _ => Err(shape(&data.result_type)),
+            })
+            .collect::<Result<QueryResult, PromError>>()?,
+        "scalar" => match data.result.as_slice() {
+            [Element::Number(t), Element::Text(v)] => {
+                vec![ResultSeries { labels: BTreeMap::new(), points: vec![(seconds_to_ms(*t), parse_value(v))] }]
+            }
+            _ => return Err(shape("scalar")),
+        },
         other => return Err(PromError::new(format!("{what}: unsupported result type {other}"), None, false)),
     };
     Ok(Answer { series, warnings: env.warnings })
@@ -353,6 +443,7 @@ impl Prometheus {
             auth,
             redactor,
             tenant: cfg.tenant.clone(),
+            max_answer_bytes: cfg.max_answer_bytes,
             requests: AtomicU64::new(0),
             durations: Mutex::new(Vec::new()),
             announce: None,
@@ -481,10 +572,7 @@ impl Prometheus {
             )),
             Ok(resp) => {
                 let status = resp.status();
-                let body = resp
-                    .bytes()
-                    .await
-                    .map_err(|e| PromError::new(format!("{}: {}", self.base, without_url(&e)), None, true))?;
+                let body = self.read_body(resp).await?;
                 if status.is_success() {
                     // Warnings are quoted in verdicts: redacted as errors are.
                     parse_answer(&body, &self.base).map(|mut a| {
@@ -504,6 +592,42 @@ impl Prometheus {
         self.durations.lock().expect("not poisoned").push(started.elapsed());
         tracing::debug!(backend = %self.base, elapsed_ms = started.elapsed().as_millis() as u64, ok = outcome.is_ok(), "prometheus request");
         outcome
+    }
+}
+
+impl Prometheus {
+    /// The answer's body, at most `max_answer_bytes`: a larger one is refused as soon as
+    /// its `Content-Length` or its bytes so far say so, before it is read whole.
+    async fn read_body(&self, mut resp: reqwest::Response) -> Result<Vec<u8>, PromError> {
+        let limit = self.max_answer_bytes;
+        let too_large = |size: String| {
+            let mut e = PromError::new(
+                format!(
+                    "{}: the answer is {size}, over prometheus.max_answer_bytes ({limit} bytes, {:.0} MiB): the query selects too much",
+                    self.base,
+                    limit as f64 / 1_048_576.0
+                ),
+                None,
+                false,
+            );
+            // The collector asks again in smaller pieces, as for a backend's own limit.
+            e.too_large = Some(TooLarge::Series);
+            e
+        };
+        let declared = resp.content_length();
+        if let Some(len) = declared.filter(|len| *len > limit as u64) {
+            return Err(too_large(format!("{len} bytes (Content-Length)")));
+        }
+        let mut body = Vec::with_capacity(declared.map_or(0, |len| len as usize));
+        while let Some(chunk) =
+            resp.chunk().await.map_err(|e| PromError::new(format!("{}: {}", self.base, without_url(&e)), None, true))?
+        {
+            if body.len() + chunk.len() > limit {
+                return Err(too_large(format!("more than {limit} bytes")));
+            }
+            body.extend_from_slice(&chunk);
+        }
+        Ok(body)
     }
 }
 
@@ -732,6 +856,24 @@ mod tests {
         let body = br#"{"status":"success","data":{"resultType":"matrix","result":[
             {"metric":{},"values":[[1.5,"1"],[2.5,"-Inf"]]}]}}"#;
         assert_eq!(parse_answer(body, "p").unwrap().series[0].points, vec![(1500, 1.0), (2500, f64::NEG_INFINITY)]);
+    }
+
+    #[test]
+    fn typed_reading_takes_scalars_escapes_and_result_before_result_type() {
+        let body = br#"{"status":"success","data":{"resultType":"scalar","result":[1795948672.5,"3"]}}"#;
+        assert_eq!(parse_answer(body, "p").unwrap().series[0].points, vec![(1_795_948_672_500, 3.0)]);
+        // `result` first (key order is free in JSON), an escaped label value, an integer time.
+        let body = br#"{"data":{"result":[{"metric":{"task_name":"a\"b\u00e9"},"value":[2,"1"]}],
+            "resultType":"vector"},"status":"success"}"#;
+        let a = parse_answer(body, "p").unwrap();
+        assert_eq!((a.series[0].label("task_name"), a.series[0].points[0]), ("a\"bé", (2000, 1.0)));
+        // A number where a series belongs, or a point of three parts: errors, not guesses.
+        let body = br#"{"status":"success","data":{"resultType":"vector","result":[1]}}"#;
+        assert_eq!(parse_answer(body, "p").unwrap_err().message, "p: unexpected vector shape");
+        let body = br#"{"status":"success","data":{"resultType":"vector","result":[{"value":[1,"2",3]}]}}"#;
+        assert!(
+            parse_answer(body, "p").unwrap_err().message.starts_with("p: the answer is not a Prometheus API response")
+        );
     }
 
     #[test]
