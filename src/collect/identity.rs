@@ -295,18 +295,60 @@ pub fn reduce(hygiene: &Hygiene, rows: Vec<Row>, once_per_target: bool) -> Vec<(
         return valued.collect();
     }
     let mut merged: BTreeMap<BTreeMap<String, String>, f64> = BTreeMap::new();
-    for (mut labels, v) in valued {
-        labels.retain(|k, _| k != "__name__" && !hygiene.scrape_labels.contains(k));
-        merged
-            .entry(labels)
-            .and_modify(|m| {
-                if m.is_nan() || v > *m {
-                    *m = v;
-                }
-            })
-            .or_insert(v);
+    for (labels, v) in valued {
+        merged.entry(target_identity(hygiene, labels)).and_modify(|m| *m = merge_max(*m, v)).or_insert(v);
     }
     merged.into_iter().collect()
+}
+
+/// The labels rows merged once per target agree on: all but the metric name and the
+/// scrape labels.
+pub fn target_identity(hygiene: &Hygiene, mut labels: BTreeMap<String, String>) -> BTreeMap<String, String> {
+    labels.retain(|k, _| k != "__name__" && !hygiene.scrape_labels.contains(k));
+    labels
+}
+
+/// One more value of rows merged once per target: the larger, a number over NaN.
+pub fn merge_max(merged: f64, v: f64) -> f64 {
+    if merged.is_nan() || v > merged { v } else { merged }
+}
+
+/// Where the newest-attempt rule places a row: its subtask (the values of
+/// [`SUBTASK_LABELS`]) and the rank of its attempt among the listed ones.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AttemptRank {
+    subtask: Vec<String>,
+    rank: Option<usize>,
+}
+
+impl AttemptRank {
+    pub fn of(attempts: &[String], labels: &BTreeMap<String, String>) -> Self {
+        AttemptRank {
+            subtask: SUBTASK_LABELS.iter().map(|l| labels.get(*l).cloned().unwrap_or_default()).collect(),
+            rank: labels.get(ATTEMPT_LABEL).and_then(|a| attempts.iter().position(|x| x == a)),
+        }
+    }
+}
+
+/// Whether each row (by its [`AttemptRank`]) stays when only the newest of the `listed`
+/// attempts with samples counts per subtask.
+pub fn newest_attempts_kept(listed: usize, ranks: &[&AttemptRank]) -> Vec<bool> {
+    // The highest listed attempt with samples, per subtask.
+    let mut newest: BTreeMap<&[String], usize> = BTreeMap::new();
+    for r in ranks {
+        if let Some(i) = r.rank {
+            let e = newest.entry(&r.subtask).or_insert(i);
+            *e = (*e).max(i);
+        }
+    }
+    ranks
+        .iter()
+        .map(|r| match r.rank {
+            // The last listed attempt, like an unlisted one, is never superseded.
+            Some(i) if i + 1 < listed => newest.get(r.subtask.as_slice()).is_none_or(|&n| n <= i),
+            _ => true,
+        })
+        .collect()
 }
 
 /// The rows left when only the newest listed attempt of each subtask counts (see
@@ -315,25 +357,9 @@ fn newest_attempts(attempts: &[String], rows: Vec<Row>) -> Vec<Row> {
     if attempts.len() < 2 {
         return rows;
     }
-    let subtask = |r: &Row| -> Vec<String> {
-        SUBTASK_LABELS.iter().map(|l| r.labels.get(*l).cloned().unwrap_or_default()).collect()
-    };
-    let rank = |r: &Row| r.labels.get(ATTEMPT_LABEL).and_then(|a| attempts.iter().position(|x| x == a));
-    // The highest listed attempt with samples, per subtask.
-    let mut newest: BTreeMap<Vec<String>, usize> = BTreeMap::new();
-    for r in &rows {
-        if let Some(i) = rank(r) {
-            let e = newest.entry(subtask(r)).or_insert(i);
-            *e = (*e).max(i);
-        }
-    }
-    rows.into_iter()
-        .filter(|r| match rank(r) {
-            // The last listed attempt, like an unlisted one, is never superseded.
-            Some(i) if i + 1 < attempts.len() => newest.get(&subtask(r)).is_none_or(|&n| n <= i),
-            _ => true,
-        })
-        .collect()
+    let ranks: Vec<AttemptRank> = rows.iter().map(|r| AttemptRank::of(attempts, &r.labels)).collect();
+    let kept = newest_attempts_kept(attempts.len(), &ranks.iter().collect::<Vec<_>>());
+    rows.into_iter().zip(kept).filter_map(|(r, keep)| keep.then_some(r)).collect()
 }
 
 /// Attempt values in ascending numeric order (non-numbers last, as text), deduplicated.

@@ -24,9 +24,9 @@ use std::sync::Arc;
 
 use crate::collect::chunk::{Chunk, Cursor};
 use crate::collect::exposition::{self, Format, ReadError, ReadSummary, SampleLine, SampleSink, TimeUnit};
-use crate::collect::identity::{self, Row};
+use crate::collect::identity::{self, AttemptRank, Row};
 use crate::collect::query::{
-    Agg, Aggregation, MatchOp, Matcher, OverTime, Query, QueryResult, ResultSeries, SUBTASK_LABELS, Selector,
+    Agg, Aggregation, Hygiene, MatchOp, Matcher, OverTime, Query, QueryResult, ResultSeries, SUBTASK_LABELS, Selector,
 };
 
 /// Prometheus' default lookback delta for instant selectors, in ms.
@@ -409,6 +409,10 @@ impl SeriesStore {
     }
 
     /// A range query: the instant vector of `<aggregation> (selector)` at every step.
+    ///
+    /// A group of series (see [`Self::partitions`]) is walked through every step before the
+    /// next group: what its labels decide (which rows are one target, which group of the
+    /// aggregation a row joins) is worked out once, not at every step.
     fn range(
         &self,
         selector: &Selector,
@@ -418,28 +422,41 @@ impl SeriesStore {
         step_ms: i64,
     ) -> QueryResult {
         let series = self.select(selector);
-        let parts = self.partitions(&series, selector, aggregation);
-        let mut cursors: Vec<Cursor<'_>> = series.iter().map(|s| Cursor::new(&s.samples)).collect();
         let keep_name = aggregation.is_none();
         let mut out: BTreeMap<BTreeMap<String, String>, Vec<(i64, f64)>> = BTreeMap::new();
         let step = step_ms.max(1);
-        let mut t = start_ms;
-        while t <= end_ms {
-            for part in &parts {
-                let rows: Vec<Row> = part
-                    .iter()
-                    .filter_map(|&i| {
-                        let (sample_t, value) = cursors[i].at_or_before(t)?;
-                        (sample_t > t - LOOKBACK_DELTA_MS)
-                            .then(|| Row { labels: self.labels_map(series[i], keep_name), value: Some(value) })
-                    })
-                    .collect();
-                let instant = identity::reduce(&selector.hygiene, rows, !keep_name);
-                for (labels, v) in aggregate(instant, aggregation) {
-                    out.entry(labels).or_default().push((t, v));
+        let mut present: Vec<(usize, f64)> = Vec::new();
+        let mut scratch = InstantScratch::default();
+        for part in self.partitions(&series, selector, aggregation) {
+            let plan = InstantPlan::new(
+                part.iter().map(|&i| self.labels_map(series[i], keep_name)).collect(),
+                &selector.hygiene,
+                aggregation,
+            );
+            let mut cursors: Vec<Cursor<'_>> = part.iter().map(|&i| Cursor::new(&series[i].samples)).collect();
+            let mut t = start_ms;
+            while t <= end_ms {
+                present.clear();
+                for (j, cursor) in cursors.iter_mut().enumerate() {
+                    if let Some((sample_t, value)) = cursor.at_or_before(t)
+                        && sample_t > t - LOOKBACK_DELTA_MS
+                    {
+                        present.push((j, value));
+                    }
                 }
+                plan.instant(&present, &mut scratch, |labels, v| match out.get_mut(labels) {
+                    Some(points) => points.push((t, v)),
+                    None => {
+                        out.insert(labels.clone(), vec![(t, v)]);
+                    }
+                });
+                t += step;
             }
-            t += step;
+        }
+        // Groups never share a result series (each keeps its own grouping labels); were it
+        // otherwise, the points would still be in time order, a step's in group order.
+        for points in out.values_mut() {
+            points.sort_by_key(|p| p.0);
         }
         out.into_iter().map(|(labels, points)| ResultSeries { labels, points }).collect()
     }
@@ -601,25 +618,142 @@ fn aggregate(
 ) -> Vec<(BTreeMap<String, String>, f64)> {
     let Some(aggregation) = aggregation else { return values };
     let mut groups: BTreeMap<BTreeMap<String, String>, Vec<f64>> = BTreeMap::new();
-    for (mut labels, v) in values {
-        let key: BTreeMap<String, String> = if aggregation.without {
-            labels.retain(|k, v| k != "__name__" && !v.is_empty() && !aggregation.by.contains(k));
-            labels
-        } else {
-            aggregation
-                .by
-                .iter()
-                .filter_map(|l| labels.get(l).filter(|v| !v.is_empty()).map(|v| (l.clone(), v.clone())))
-                .collect()
-        };
-        groups.entry(key).or_default().push(v);
+    for (labels, v) in values {
+        groups.entry(group_key(labels, aggregation)).or_default().push(v);
     }
-    groups.into_iter().map(|(k, vs)| (k, aggregate_values(aggregation.agg, vs))).collect()
+    groups.into_iter().map(|(k, mut vs)| (k, aggregate_values(aggregation.agg, &mut vs))).collect()
+}
+
+/// The labels of the aggregation's group a series with `labels` joins (empty values are
+/// absent labels).
+fn group_key(mut labels: BTreeMap<String, String>, aggregation: &Aggregation) -> BTreeMap<String, String> {
+    if aggregation.without {
+        labels.retain(|k, v| k != "__name__" && !v.is_empty() && !aggregation.by.contains(k));
+        labels
+    } else {
+        aggregation
+            .by
+            .iter()
+            .filter_map(|l| labels.get(l).filter(|v| !v.is_empty()).map(|v| (l.clone(), v.clone())))
+            .collect()
+    }
+}
+
+/// What the labels of a group of series decide for every instant of a range query, as
+/// indices: the newest-attempt rank of each series, which target (series equal but for the
+/// scrape labels) it belongs to, and the aggregation group of each series or target. An
+/// instant then gives what [`identity::reduce`] and [`aggregate`] give on rows holding
+/// these labels, in the same order and with the same arithmetic.
+struct InstantPlan<'a> {
+    hygiene: &'a Hygiene,
+    aggregation: Option<&'a Aggregation>,
+    /// Each series' labels, as its row has them.
+    labels: Vec<BTreeMap<String, String>>,
+    /// Each series' place in the newest-attempt rule; empty when the rule keeps every row.
+    ranks: Vec<AttemptRank>,
+    /// When rows are merged once per target: each series' target, and the targets'
+    /// labels in ascending order.
+    merge: Option<(Vec<usize>, Vec<BTreeMap<String, String>>)>,
+    /// With an aggregation: the group of each unit (a target when merged, else a series),
+    /// and the groups' labels in ascending order.
+    groups: Option<(Vec<usize>, Vec<BTreeMap<String, String>>)>,
+}
+
+/// Buffers an [`InstantPlan`] reuses from one instant to the next.
+#[derive(Default)]
+struct InstantScratch {
+    kept: Vec<(usize, f64)>,
+    targets: Vec<Option<f64>>,
+    units: Vec<(usize, f64)>,
+    groups: Vec<Vec<f64>>,
+}
+
+/// Each key's index among the distinct keys in ascending order, and those keys.
+fn sorted_ids(keys: Vec<BTreeMap<String, String>>) -> (Vec<usize>, Vec<BTreeMap<String, String>>) {
+    let mut distinct = keys.clone();
+    distinct.sort();
+    distinct.dedup();
+    let ids = keys.iter().map(|k| distinct.binary_search(k).expect("a key of the list")).collect();
+    (ids, distinct)
+}
+
+impl<'a> InstantPlan<'a> {
+    fn new(
+        labels: Vec<BTreeMap<String, String>>,
+        hygiene: &'a Hygiene,
+        aggregation: Option<&'a Aggregation>,
+    ) -> Self {
+        let ranks = if hygiene.attempts.len() < 2 {
+            Vec::new()
+        } else {
+            labels.iter().map(|l| AttemptRank::of(&hygiene.attempts, l)).collect()
+        };
+        // As in `identity::reduce`: rows are merged once per target under an aggregation.
+        let merge = (aggregation.is_some() && !hygiene.scrape_labels.is_empty())
+            .then(|| sorted_ids(labels.iter().map(|l| identity::target_identity(hygiene, l.clone())).collect()));
+        let groups = aggregation.map(|a| {
+            let units = merge.as_ref().map_or(&labels, |(_, targets)| targets);
+            sorted_ids(units.iter().map(|l| group_key(l.clone(), a)).collect())
+        });
+        InstantPlan { hygiene, aggregation, labels, ranks, merge, groups }
+    }
+
+    /// Hands `emit` each result series' labels and value at one instant, in the order
+    /// [`aggregate`] (after [`identity::reduce`]) gives them; `present` holds the series
+    /// with a sample (index, value), in index order.
+    fn instant(
+        &self,
+        present: &[(usize, f64)],
+        scratch: &mut InstantScratch,
+        mut emit: impl FnMut(&BTreeMap<String, String>, f64),
+    ) {
+        let kept: &[(usize, f64)] = if self.ranks.is_empty() {
+            present
+        } else {
+            let ranks: Vec<&AttemptRank> = present.iter().map(|&(j, _)| &self.ranks[j]).collect();
+            let keep = identity::newest_attempts_kept(self.hygiene.attempts.len(), &ranks);
+            scratch.kept.clear();
+            scratch.kept.extend(present.iter().zip(keep).filter_map(|(&row, k)| k.then_some(row)));
+            &scratch.kept
+        };
+        let (units, unit_labels): (&[(usize, f64)], &[BTreeMap<String, String>]) = match &self.merge {
+            None => (kept, &self.labels),
+            Some((target_of, targets)) => {
+                scratch.targets.clear();
+                scratch.targets.resize(targets.len(), None);
+                for &(j, v) in kept {
+                    let m = &mut scratch.targets[target_of[j]];
+                    *m = Some(m.map_or(v, |m| identity::merge_max(m, v)));
+                }
+                scratch.units.clear();
+                scratch.units.extend(scratch.targets.iter().enumerate().filter_map(|(u, v)| Some((u, (*v)?))));
+                (&scratch.units, targets)
+            }
+        };
+        let (Some(aggregation), Some((group_of, keys))) = (self.aggregation, &self.groups) else {
+            for &(u, v) in units {
+                emit(&unit_labels[u], v);
+            }
+            return;
+        };
+        scratch.groups.resize_with(keys.len(), Vec::new);
+        for vs in &mut scratch.groups {
+            vs.clear();
+        }
+        for &(u, v) in units {
+            scratch.groups[group_of[u]].push(v);
+        }
+        for (key, vs) in keys.iter().zip(&mut scratch.groups) {
+            if !vs.is_empty() {
+                emit(key, aggregate_values(aggregation.agg, vs));
+            }
+        }
+    }
 }
 
 /// One group's value, with Prometheus' NaN rules: `max`/`min` take a number over NaN,
 /// `sum`/`avg` propagate NaN, `quantile` sorts NaN first.
-fn aggregate_values(agg: Agg, mut vs: Vec<f64>) -> f64 {
+fn aggregate_values(agg: Agg, vs: &mut [f64]) -> f64 {
     let pick = |better: fn(f64, f64) -> bool| {
         vs.iter().copied().fold(f64::NAN, |m, v| if m.is_nan() || better(v, m) { v } else { m })
     };
@@ -830,10 +964,10 @@ mod tests {
     #[test]
     fn the_median_interpolates_like_prometheus_quantile() {
         // Sorted 1, 2, 4, 10: rank 0.5 × 3 = 1.5 → halfway between 2 and 4 = 3.
-        assert_eq!(aggregate_values(Agg::Median, vec![10.0, 1.0, 4.0, 2.0]), 3.0);
+        assert_eq!(aggregate_values(Agg::Median, &mut [10.0, 1.0, 4.0, 2.0]), 3.0);
         // Odd count: the middle value.
-        assert_eq!(aggregate_values(Agg::Median, vec![5.0, 1.0, 3.0]), 3.0);
-        assert_eq!(aggregate_values(Agg::Count, vec![5.0, f64::NAN]), 2.0);
+        assert_eq!(aggregate_values(Agg::Median, &mut [5.0, 1.0, 3.0]), 3.0);
+        assert_eq!(aggregate_values(Agg::Count, &mut [5.0, f64::NAN]), 2.0);
     }
 
     #[test]
