@@ -9,7 +9,7 @@
 //!
 //! Pure.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use crate::config::Thresholds;
 use crate::config::{DiagnosisConfig, OperatorKind};
@@ -285,12 +285,43 @@ pub struct JobSignals {
     pub graph_free: bool,
     /// Vertices with metrics that the plan does not know (plan from another job version).
     pub unknown_vertices: Vec<String>,
+    /// Vertex positions by id and each id's neighbours, built with the vertices and edges
+    /// (looking them up by scanning made `locate` quadratic in the vertices).
+    index: Neighbours,
+}
+
+/// The first position of each vertex id, and per id the positions of the vertices its
+/// edges come from and go to, in edge order.
+#[derive(Debug, Clone, PartialEq, Default)]
+struct Neighbours {
+    position: HashMap<String, usize>,
+    upstream: HashMap<String, Vec<usize>>,
+    downstream: HashMap<String, Vec<usize>>,
+}
+
+impl Neighbours {
+    fn new(vertices: &[VertexSignals], edges: &[Edge]) -> Self {
+        let mut position: HashMap<String, usize> = HashMap::with_capacity(vertices.len());
+        for (i, v) in vertices.iter().enumerate() {
+            position.entry(v.id.clone()).or_insert(i);
+        }
+        let (mut upstream, mut downstream) = (HashMap::new(), HashMap::new());
+        for e in edges {
+            if let Some(&from) = position.get(&e.from) {
+                upstream.entry(e.to.clone()).or_insert_with(Vec::new).push(from);
+            }
+            if let Some(&to) = position.get(&e.to) {
+                downstream.entry(e.from.clone()).or_insert_with(Vec::new).push(to);
+            }
+        }
+        Neighbours { position, upstream, downstream }
+    }
 }
 
 impl JobSignals {
     /// Derives the signals of a snapshot.
     pub fn derive(snapshot: &Snapshot, cfg: &DiagnosisConfig) -> JobSignals {
-        let mut by_vertex: BTreeMap<&str, Vec<&SubtaskMetrics>> = BTreeMap::new();
+        let mut by_vertex: HashMap<&str, Vec<&SubtaskMetrics>> = HashMap::new();
         for s in &snapshot.subtasks {
             by_vertex.entry(s.vertex_id.as_str()).or_default().push(s);
         }
@@ -305,11 +336,22 @@ impl JobSignals {
     fn with_graph(
         snapshot: &Snapshot,
         graph: &JobGraph,
-        by_vertex: &BTreeMap<&str, Vec<&SubtaskMetrics>>,
+        by_vertex: &HashMap<&str, Vec<&SubtaskMetrics>>,
         aggregates: &BTreeMap<&str, &VertexAggregate>,
         cfg: &DiagnosisConfig,
     ) -> JobSignals {
-        let vertices = graph
+        // What the edges say of each vertex, in one pass over them.
+        let mut with_input: HashSet<&str> = HashSet::new();
+        let mut with_output: HashSet<&str> = HashSet::new();
+        let mut keyed: HashSet<&str> = HashSet::new();
+        for e in &graph.edges {
+            with_input.insert(&e.to);
+            with_output.insert(&e.from);
+            if e.ship_strategy.eq_ignore_ascii_case("HASH") {
+                keyed.insert(&e.to);
+            }
+        }
+        let vertices: Vec<VertexSignals> = graph
             .vertices
             .iter()
             .map(|v| {
@@ -323,34 +365,37 @@ impl JobSignals {
                     parallelism: v.parallelism,
                     subtasks,
                     aggregate: aggregates.get(v.id.as_str()).map(|a| (*a).clone()),
-                    is_source: graph.is_source(&v.id),
-                    is_sink: graph.is_sink(&v.id),
-                    keyed_input: graph.has_keyed_input(&v.id),
+                    is_source: !with_input.contains(v.id.as_str()),
+                    is_sink: !with_output.contains(v.id.as_str()),
+                    keyed_input: keyed.contains(v.id.as_str()),
                     kind,
                     has_async,
                     operator_rates: operators_of(snapshot, &v.id),
                 }
             })
             .collect();
+        let known: HashSet<&str> = graph.vertices.iter().map(|v| v.id.as_str()).collect();
         let unknown_vertices: Vec<String> = by_vertex
             .keys()
             .chain(aggregates.keys())
-            .filter(|id| graph.vertex(id).is_none())
+            .filter(|id| !known.contains(*id))
             .map(|id| id.to_string())
             .collect::<std::collections::BTreeSet<_>>()
             .into_iter()
             .collect();
-        JobSignals { vertices, edges: graph.edges.clone(), graph_free: false, unknown_vertices }
+        let edges = graph.edges.clone();
+        let index = Neighbours::new(&vertices, &edges);
+        JobSignals { vertices, edges, graph_free: false, unknown_vertices, index }
     }
 
     fn graph_free(
         snapshot: &Snapshot,
-        by_vertex: &BTreeMap<&str, Vec<&SubtaskMetrics>>,
+        by_vertex: &HashMap<&str, Vec<&SubtaskMetrics>>,
         aggregates: &BTreeMap<&str, &VertexAggregate>,
         cfg: &DiagnosisConfig,
     ) -> JobSignals {
         let ids: std::collections::BTreeSet<&str> = by_vertex.keys().chain(aggregates.keys()).copied().collect();
-        let vertices = ids
+        let vertices: Vec<VertexSignals> = ids
             .into_iter()
             .map(|id| {
                 let subs: &[&SubtaskMetrics] = by_vertex.get(id).map(|v| v.as_slice()).unwrap_or(&[]);
@@ -386,37 +431,40 @@ impl JobSignals {
                 }
             })
             .collect();
-        JobSignals { vertices, edges: Vec::new(), graph_free: true, unknown_vertices: Vec::new() }
+        let index = Neighbours::new(&vertices, &[]);
+        JobSignals { vertices, edges: Vec::new(), graph_free: true, unknown_vertices: Vec::new(), index }
     }
 
     pub fn vertex(&self, id: &str) -> Option<&VertexSignals> {
-        self.vertices.iter().find(|v| v.id == id)
+        self.index.position.get(id).map(|&i| &self.vertices[i])
     }
 
     /// Direct upstream vertices.
     pub fn upstream(&self, id: &str) -> Vec<&VertexSignals> {
-        self.edges.iter().filter(|e| e.to == id).filter_map(|e| self.vertex(&e.from)).collect()
+        self.index.upstream.get(id).into_iter().flatten().map(|&i| &self.vertices[i]).collect()
     }
 
     /// Direct downstream vertices.
     pub fn downstream(&self, id: &str) -> Vec<&VertexSignals> {
-        self.edges.iter().filter(|e| e.from == id).filter_map(|e| self.vertex(&e.to)).collect()
+        self.index.downstream.get(id).into_iter().flatten().map(|&i| &self.vertices[i]).collect()
     }
 
     /// Vertices upstream of `id` reachable through vertices for which `keep` holds.
     pub fn upstream_region(&self, id: &str, keep: impl Fn(&VertexSignals) -> bool) -> Vec<&VertexSignals> {
-        let mut seen: Vec<&VertexSignals> = Vec::new();
-        let mut stack: Vec<&VertexSignals> = self.upstream(id).into_iter().filter(|v| keep(v)).collect();
+        // Positions are each id's first, so a vertex is seen once.
+        let ups = |id: &str| self.index.upstream.get(id).into_iter().flatten().copied();
+        let mut seen: Vec<usize> = Vec::new();
+        let mut stack: Vec<usize> = ups(id).filter(|&u| keep(&self.vertices[u])).collect();
         while let Some(v) = stack.pop() {
-            if seen.iter().any(|s| s.id == v.id) {
+            if seen.contains(&v) {
                 continue;
             }
             seen.push(v);
-            stack.extend(self.upstream(&v.id).into_iter().filter(|u| keep(u)));
+            stack.extend(ups(&self.vertices[v].id).filter(|&u| keep(&self.vertices[u])));
         }
         // Topological order, sources first.
-        seen.sort_by_key(|v| self.vertices.iter().position(|x| x.id == v.id));
-        seen
+        seen.sort_unstable();
+        seen.into_iter().map(|i| &self.vertices[i]).collect()
     }
 }
 

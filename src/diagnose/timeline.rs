@@ -174,14 +174,20 @@ pub fn read(snapshot: &Snapshot, signals: &JobSignals, cfg: &DiagnosisConfig) ->
     let window = &snapshot.window;
     let by_id: BTreeMap<&str, &crate::model::snapshot::VertexTimeline> =
         snapshot.timeline.iter().map(|s| (s.vertex_id.as_str(), s)).collect();
-    let mut steps: Vec<i64> = snapshot
-        .timeline
-        .iter()
-        .flat_map(|s| s.busy_max.iter().chain(&s.backpressured_max).map(|p| p.0))
-        .filter(|t| *t > window.start_ms && *t <= window.end_ms)
-        .collect();
-    steps.sort_unstable();
-    steps.dedup();
+    // Every series' timestamps in the window, ascending and once: a series adds only the
+    // times not seen yet (series mostly share their steps; sorting them all together cost a
+    // quarter of this reading).
+    let mut steps: Vec<i64> = Vec::new();
+    let mut times: Vec<i64> = Vec::new();
+    for points in snapshot.timeline.iter().flat_map(|s| [&s.busy_max, &s.backpressured_max]) {
+        times.clear();
+        times.extend(points.iter().map(|p| p.0).filter(|t| *t > window.start_ms && *t <= window.end_ms));
+        if !times.is_sorted() {
+            times.sort_unstable();
+        }
+        times.dedup();
+        union_into(&mut steps, &times);
+    }
     if steps.is_empty() {
         return Reading::default();
     }
@@ -263,6 +269,36 @@ pub fn read(snapshot: &Snapshot, signals: &JobSignals, cfg: &DiagnosisConfig) ->
     };
     periodicity(&mut reading, snapshot);
     reading
+}
+
+/// Makes `into` (ascending, no repeats) the union of itself and `more` (the same).
+fn union_into(into: &mut Vec<i64>, more: &[i64]) {
+    let mut i = 0;
+    if more.iter().all(|t| {
+        while i < into.len() && into[i] < *t {
+            i += 1;
+        }
+        into.get(i) == Some(t)
+    }) {
+        return;
+    }
+    let mut merged = Vec::with_capacity(into.len() + more.len());
+    let (mut a, mut b) = (into.iter().peekable(), more.iter().peekable());
+    loop {
+        let next = match (a.peek(), b.peek()) {
+            (Some(&&x), Some(&&y)) if x < y => a.next(),
+            (Some(&&x), Some(&&y)) if y < x => b.next(),
+            (Some(_), Some(_)) => {
+                b.next();
+                a.next()
+            }
+            (Some(_), None) => a.next(),
+            (None, Some(_)) => b.next(),
+            (None, None) => break,
+        };
+        merged.extend(next);
+    }
+    *into = merged;
 }
 
 /// One sample: `locate`'s rules on that step's values.
