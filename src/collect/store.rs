@@ -651,12 +651,10 @@ struct InstantPlan<'a> {
     labels: Vec<BTreeMap<String, String>>,
     /// Each series' place in the newest-attempt rule; empty when the rule keeps every row.
     ranks: Vec<AttemptRank>,
-    /// When rows are merged once per target: each series' target, and the targets'
-    /// labels in ascending order.
-    merge: Option<(Vec<usize>, Vec<BTreeMap<String, String>>)>,
-    /// With an aggregation: the group of each unit (a target when merged, else a series),
-    /// and the groups' labels in ascending order.
-    groups: Option<(Vec<usize>, Vec<BTreeMap<String, String>>)>,
+    /// When rows are merged once per target: each series' target.
+    merge: Option<SortedIds>,
+    /// With an aggregation: the group of each unit (a target when merged, else a series).
+    groups: Option<SortedIds>,
 }
 
 /// Buffers an [`InstantPlan`] reuses from one instant to the next.
@@ -668,21 +666,24 @@ struct InstantScratch {
     groups: Vec<Vec<f64>>,
 }
 
-/// Each key's index among the distinct keys in ascending order, and those keys.
-fn sorted_ids(keys: Vec<BTreeMap<String, String>>) -> (Vec<usize>, Vec<BTreeMap<String, String>>) {
-    let mut distinct = keys.clone();
-    distinct.sort();
-    distinct.dedup();
-    let ids = keys.iter().map(|k| distinct.binary_search(k).expect("a key of the list")).collect();
-    (ids, distinct)
+/// Each item's key as an index into the distinct keys, which are in ascending order.
+struct SortedIds {
+    of: Vec<usize>,
+    keys: Vec<BTreeMap<String, String>>,
+}
+
+impl SortedIds {
+    fn new(keys: Vec<BTreeMap<String, String>>) -> Self {
+        let mut distinct = keys.clone();
+        distinct.sort();
+        distinct.dedup();
+        let of = keys.iter().map(|k| distinct.binary_search(k).expect("a key of the list")).collect();
+        SortedIds { of, keys: distinct }
+    }
 }
 
 impl<'a> InstantPlan<'a> {
-    fn new(
-        labels: Vec<BTreeMap<String, String>>,
-        hygiene: &'a Hygiene,
-        aggregation: Option<&'a Aggregation>,
-    ) -> Self {
+    fn new(labels: Vec<BTreeMap<String, String>>, hygiene: &'a Hygiene, aggregation: Option<&'a Aggregation>) -> Self {
         let ranks = if hygiene.attempts.len() < 2 {
             Vec::new()
         } else {
@@ -690,10 +691,10 @@ impl<'a> InstantPlan<'a> {
         };
         // As in `identity::reduce`: rows are merged once per target under an aggregation.
         let merge = (aggregation.is_some() && !hygiene.scrape_labels.is_empty())
-            .then(|| sorted_ids(labels.iter().map(|l| identity::target_identity(hygiene, l.clone())).collect()));
+            .then(|| SortedIds::new(labels.iter().map(|l| identity::target_identity(hygiene, l.clone())).collect()));
         let groups = aggregation.map(|a| {
-            let units = merge.as_ref().map_or(&labels, |(_, targets)| targets);
-            sorted_ids(units.iter().map(|l| group_key(l.clone(), a)).collect())
+            let units = merge.as_ref().map_or(&labels, |targets| &targets.keys);
+            SortedIds::new(units.iter().map(|l| group_key(l.clone(), a)).collect())
         });
         InstantPlan { hygiene, aggregation, labels, ranks, merge, groups }
     }
@@ -716,34 +717,34 @@ impl<'a> InstantPlan<'a> {
             scratch.kept.extend(present.iter().zip(keep).filter_map(|(&row, k)| k.then_some(row)));
             &scratch.kept
         };
-        let (units, unit_labels): (&[(usize, f64)], &[BTreeMap<String, String>]) = match &self.merge {
+        let (units, unit_labels) = match &self.merge {
             None => (kept, &self.labels),
-            Some((target_of, targets)) => {
+            Some(targets) => {
                 scratch.targets.clear();
-                scratch.targets.resize(targets.len(), None);
+                scratch.targets.resize(targets.keys.len(), None);
                 for &(j, v) in kept {
-                    let m = &mut scratch.targets[target_of[j]];
+                    let m = &mut scratch.targets[targets.of[j]];
                     *m = Some(m.map_or(v, |m| identity::merge_max(m, v)));
                 }
                 scratch.units.clear();
                 scratch.units.extend(scratch.targets.iter().enumerate().filter_map(|(u, v)| Some((u, (*v)?))));
-                (&scratch.units, targets)
+                (&scratch.units[..], &targets.keys)
             }
         };
-        let (Some(aggregation), Some((group_of, keys))) = (self.aggregation, &self.groups) else {
+        let (Some(aggregation), Some(groups)) = (self.aggregation, &self.groups) else {
             for &(u, v) in units {
                 emit(&unit_labels[u], v);
             }
             return;
         };
-        scratch.groups.resize_with(keys.len(), Vec::new);
+        scratch.groups.resize_with(groups.keys.len(), Vec::new);
         for vs in &mut scratch.groups {
             vs.clear();
         }
         for &(u, v) in units {
-            scratch.groups[group_of[u]].push(v);
+            scratch.groups[groups.of[u]].push(v);
         }
-        for (key, vs) in keys.iter().zip(&mut scratch.groups) {
+        for (key, vs) in groups.keys.iter().zip(&mut scratch.groups) {
             if !vs.is_empty() {
                 emit(key, aggregate_values(aggregation.agg, vs));
             }
@@ -984,6 +985,91 @@ mod tests {
             aggregation: None,
         };
         assert_eq!(s.evaluate(&q)[0].points[0].1, 2.0);
+    }
+
+    /// The instant vector at `t` as rows of labels, reduced and aggregated one instant at
+    /// a time: what a range query gives at each step.
+    fn instant_by_rows(
+        s: &SeriesStore,
+        selector: &Selector,
+        aggregation: Option<&Aggregation>,
+        t: i64,
+    ) -> Vec<(BTreeMap<String, String>, f64)> {
+        let keep_name = aggregation.is_none();
+        let rows: Vec<Row> = s
+            .select(selector)
+            .into_iter()
+            .filter_map(|series| {
+                let (sample_t, value) = series.samples.last_at_or_before(t)?;
+                (sample_t > t - LOOKBACK_DELTA_MS)
+                    .then(|| Row { labels: s.labels_map(series, keep_name), value: Some(value) })
+            })
+            .collect();
+        aggregate(identity::reduce(&selector.hygiene, rows, !keep_name), aggregation)
+    }
+
+    #[test]
+    fn a_range_query_gives_at_every_step_what_the_rows_of_that_instant_give() {
+        // Two vertices × two subtasks; subtask 1 of v1 restarted (attempt 0 stops at 40 s,
+        // attempt 1 starts at 30 s), subtask 0 of v2 is scraped by two jobs (`job` a, b)
+        // with different values, one series ends at 20 s (then drops out of the lookback),
+        // one holds NaN; steps 10 s apart from 0 to 60 s, 5 s scrapes.
+        let mut s = SeriesStore::new();
+        let series: [(&str, &str, &str, &str, i64, i64); 7] = [
+            ("v1", "0", "0", "a", 0, 60),
+            ("v1", "1", "0", "a", 0, 40),
+            ("v1", "1", "1", "a", 30, 60),
+            ("v2", "0", "0", "a", 0, 60),
+            ("v2", "0", "0", "b", 0, 60),
+            ("v2", "1", "0", "a", 0, 20),
+            ("v3", "0", "0", "a", 0, 60),
+        ];
+        for (n, (task, sub, attempt, job, from_s, to_s)) in series.iter().enumerate() {
+            for t_s in (*from_s..=*to_s).step_by(5) {
+                let v = if *task == "v3" && t_s == 25 { f64::NAN } else { (n as i64 * 100 + t_s) as f64 };
+                let labels =
+                    [("task_id", *task), ("subtask_index", *sub), ("task_attempt_num", *attempt), ("job", *job)];
+                s.push("busy", &labels, t_s * 1000 + n as i64, v);
+            }
+        }
+        s.finish();
+        let hygienes = [
+            Hygiene::default(),
+            Hygiene { attempts: vec!["0".into(), "1".into()], scrape_labels: vec![] },
+            Hygiene { attempts: vec!["0".into(), "1".into()], scrape_labels: vec!["job".into()] },
+        ];
+        let aggregations = [
+            None,
+            Some(Aggregation::new(Agg::Max, &["task_id"])),
+            Some(Aggregation::new(Agg::Sum, &["task_id", "subtask_index"])),
+            Some(Aggregation::new(Agg::Median, &[])),
+            Some(Aggregation::without(Agg::Avg, &["job".to_string()])),
+        ];
+        for hygiene in &hygienes {
+            for aggregation in &aggregations {
+                let selector = Selector::metric("busy").with_hygiene(hygiene.clone());
+                let q = Query::Range {
+                    selector: selector.clone(),
+                    aggregation: aggregation.clone(),
+                    start_ms: 0,
+                    end_ms: 60_000,
+                    step_ms: 10_000,
+                };
+                let mut expected: BTreeMap<BTreeMap<String, String>, Vec<(i64, f64)>> = BTreeMap::new();
+                for t in (0..=60_000).step_by(10_000) {
+                    for (labels, v) in instant_by_rows(&s, &selector, aggregation.as_ref(), t) {
+                        expected.entry(labels).or_default().push((t, v));
+                    }
+                }
+                let got = s.evaluate(&q);
+                let bits = |points: &[(i64, f64)]| points.iter().map(|p| (p.0, p.1.to_bits())).collect::<Vec<_>>();
+                assert_eq!(got.len(), expected.len(), "{hygiene:?} {aggregation:?}");
+                for (r, (labels, points)) in got.iter().zip(&expected) {
+                    assert_eq!(&r.labels, labels, "{hygiene:?} {aggregation:?}");
+                    assert_eq!(bits(&r.points), bits(points), "{hygiene:?} {aggregation:?} {labels:?}");
+                }
+            }
+        }
     }
 
     #[test]

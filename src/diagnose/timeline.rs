@@ -465,6 +465,15 @@ mod tests {
     use crate::model::snapshot::CheckpointPoint;
 
     #[test]
+    fn the_union_of_ascending_times_keeps_each_time_once_in_order() {
+        let mut steps = Vec::new();
+        for more in [&[10, 20, 30][..], &[20, 30], &[], &[5, 25, 40], &[5, 10, 20, 25, 30, 40, 50]] {
+            union_into(&mut steps, more);
+        }
+        assert_eq!(steps, vec![5, 10, 20, 25, 30, 40, 50]);
+    }
+
+    #[test]
     fn onsets_recurring_regularly_have_a_period() {
         // Onsets at 0, 120, 245 s: spacings 120 and 125 s agree within 1.5×; the median
         // (upper middle of two) is 125 s.
