@@ -710,3 +710,35 @@ fn slack_wants_every_kind_of_notice() {
         assert!(slack.wants(&notice(kind, None, "k")));
     }
 }
+
+#[tokio::test]
+async fn a_details_reply_that_fails_transiently_after_the_message_fails_the_notice_so_the_outbox_completes_it() {
+    let server = MockServer::start().await;
+    Mock::given(path("/chat.postMessage"))
+        .and(is_reply)
+        .respond_with(slack_error("ratelimited").insert_header("retry-after", "7"))
+        .expect(1)
+        .mount(&server)
+        .await;
+    Mock::given(path("/chat.postMessage")).respond_with(posted(TS)).expect(1).mount(&server).await;
+    let (slack, _f) = web_api(&server);
+    let e = slack.send(&first_verdict(), None).await.unwrap_err();
+    // Retried after Slack's 7 s, and asked about first: the message is there, so the next
+    // attempt (already_sent, tested above) posts only the details.
+    assert!(e.retryable && e.reason.maybe_delivered(), "{e:?}");
+    assert_eq!((e.reason.as_str(), e.retry_after), ("partly_delivered", Some(Duration::from_secs(7))));
+    assert!(e.message.contains("the verdict's message was posted; its details reply is sent again"), "{e}");
+}
+
+#[tokio::test]
+async fn a_details_reply_refused_for_good_after_the_message_is_logged_and_the_notice_delivered() {
+    let server = MockServer::start().await;
+    Mock::given(path("/chat.postMessage"))
+        .and(is_reply)
+        .respond_with(slack_error("no_permission"))
+        .mount(&server)
+        .await;
+    Mock::given(path("/chat.postMessage")).respond_with(posted(TS)).expect(1).mount(&server).await;
+    let (slack, _f) = web_api(&server);
+    assert_eq!(slack.send(&first_verdict(), None).await.unwrap().state, Some(state()));
+}

@@ -42,6 +42,9 @@ pub enum FailureReason {
     BadAnswer,
     /// The destination refused the notice (4xx, a final API error): retrying cannot help.
     Refused,
+    /// The notice's message arrived but a part sent after it (a reply in its thread) failed
+    /// in a way worth retrying: the next attempt asks first and sends only what is missing.
+    PartlyDelivered,
 }
 
 impl FailureReason {
@@ -54,13 +57,20 @@ impl FailureReason {
             FailureReason::Transport => "transport",
             FailureReason::BadAnswer => "bad_answer",
             FailureReason::Refused => "refused",
+            FailureReason::PartlyDelivered => "partly_delivered",
         }
     }
 
     /// Whether the failed request may nevertheless have been delivered: the next attempt
     /// first asks the destination, where it can tell.
     pub fn maybe_delivered(self) -> bool {
-        matches!(self, FailureReason::Timeout | FailureReason::Transport | FailureReason::BadAnswer)
+        matches!(
+            self,
+            FailureReason::Timeout
+                | FailureReason::Transport
+                | FailureReason::BadAnswer
+                | FailureReason::PartlyDelivered
+        )
     }
 }
 

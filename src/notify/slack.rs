@@ -17,10 +17,14 @@
 //!   thread carries the details the message leaves out ([`crate::render::slack::details`]:
 //!   the cause, numbers, runbook steps, notes), with its own metadata
 //!   ([`DETAILS_EVENT_TYPE`]); refused blocks or size fall back to its text alone, as the
-//!   message does. Right after the message it is best-effort (its failure is logged and
-//!   does not fail the notice); when a crash left the message posted but not recorded,
-//!   [`Slack::already_sent`] finds the message and then the replies it lacks in its thread
-//!   (by their metadata) and sends those, once. If the message is gone (`message_not_found`,
+//!   message does. When it fails right after the message in a way worth retrying, the
+//!   notice fails as [`FailureReason::PartlyDelivered`] (with Slack's `Retry-After`), so the
+//!   outbox tries again later; that attempt, as after a crash that left the message posted
+//!   but not recorded, first calls [`Slack::already_sent`], which finds the message and
+//!   then the replies it lacks in its thread (by their metadata) and sends those, once. A
+//!   message that could not be found that way (a new one in a channel configured by name,
+//!   not by id) keeps the details best-effort: the failure is logged, since a retry would
+//!   post the message again. If the message is gone (`message_not_found`,
 //!   `cant_update_message`) the verdict is posted as a new message, which becomes the state.
 //! * [`NoticeKind::Resolved`] and [`NoticeKind::CouldNotDiagnose`] are replies in the
 //!   thread; without a state they are new messages (and their message becomes the state).
@@ -567,7 +571,8 @@ impl Slack {
                 Err(f) => return Err(self.error("chat.update", f)),
             }
             self.post_reply(&parent, notice, &changed_reply(notice)).await?;
-            self.post_details_logged(&parent, notice).await;
+            // The state names the message: the next attempt finds it in its channel.
+            self.post_details_after(&parent, notice, true).await?;
         } else {
             self.post_reply(&parent, notice, &msg).await?;
         }
@@ -586,16 +591,28 @@ impl Slack {
         };
         self.pacer.learn(channel, &parent.channel);
         tracing::info!(destination = "slack", channel = %parent.channel, ts = %parent.ts, kind = ?notice.kind, "slack: posted");
-        self.post_details_logged(&parent, notice).await;
+        // Without a state, the next attempt looks in the configured channel: only an id
+        // (what Slack answers with) can be read there.
+        self.post_details_after(&parent, notice, channel == parent.channel).await?;
         Ok(Sent { state: Some(parent.state()) })
     }
 
-    /// [`Self::post_details`] right after the verdict's message: the notice was delivered
-    /// with its message, so a failure here is logged and not retried (a retry would post
-    /// the message again).
-    async fn post_details_logged(&self, parent: &Parent, notice: &Notice) {
-        if let Err(e) = self.post_details(parent, notice).await {
-            tracing::warn!(destination = "slack", error = %e, "slack: the details reply failed; the verdict itself was posted");
+    /// [`Self::post_details`] right after the verdict's message. A failure worth retrying
+    /// fails the notice as [`FailureReason::PartlyDelivered`] when the next attempt can
+    /// find the message (`findable`) and so send only the details; otherwise, and for a
+    /// final failure, it is logged (a retry would post the message again).
+    async fn post_details_after(&self, parent: &Parent, notice: &Notice, findable: bool) -> Result<(), NotifyError> {
+        match self.post_details(parent, notice).await {
+            Ok(()) => Ok(()),
+            Err(e) if e.retryable && findable => Err(NotifyError {
+                message: format!("{} (the verdict's message was posted; its details reply is sent again)", e.message),
+                ..e
+            }
+            .because(FailureReason::PartlyDelivered)),
+            Err(e) => {
+                tracing::warn!(destination = "slack", error = %e, "slack: the details reply failed; the verdict itself was posted");
+                Ok(())
+            }
         }
     }
 

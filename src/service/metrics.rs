@@ -9,7 +9,7 @@
 //!   (found already delivered after a crash or timeout).
 //! * `culprit_notification_failures_total{destination, reason, outcome}`: failed attempts
 //!   by reason (`rate_limited`, `server_error`, `timeout`, `connect`, `transport`,
-//!   `bad_answer`, `refused`) and outcome (`retry` or `failed`).
+//!   `bad_answer`, `refused`, `partly_delivered`) and outcome (`retry` or `failed`).
 //! * `culprit_queue_depth{queue}`: work (diagnoses waiting or running), outbox (notices
 //!   waiting or being sent) and dead_letter, counted in the store.
 //! * `culprit_store_errors_total{operation, kind}`: store operations that failed (`kind`:
