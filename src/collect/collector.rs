@@ -905,24 +905,7 @@ async fn which_window<S: MetricSource>(
 
     // Start-up, restarts and rescales: Flink's ratios and rates average over ~60 s.
     let restarted = [&restarts, &rescales].iter().filter_map(|s| last_increase(s)).max();
-    let start = run.start_ms.into_iter().chain(restarted).max();
-    if let Some(start) = start {
-        let settled = start + exclusion;
-        window.settled_ms = Some(settled);
-        if settled > window.start_ms {
-            // Never shorter than min_window, never before the job (re)started.
-            window.start_ms = settled.min(at - min_window).max(start);
-            window.bound =
-                if restarted == Some(start) { WindowBound::RestartExcluded } else { WindowBound::StartupExcluded };
-            notes.push(format!(
-                "Samples before {} are left out: the job {} at {}, and Flink's busy, idle and backpressured times and records rates are ~60 s averages that still carry what happened before{}.",
-                crate::model::verdict::rfc3339(window.start_ms),
-                if restarted == Some(start) { "restarted or rescaled" } else { "started" },
-                crate::model::verdict::rfc3339(start),
-                if window.start_ms < settled { "; the window keeps its minimum length, so some of them remain" } else { "" }
-            ));
-        }
-    }
+    exclude_warm_up(&mut window, run.start_ms, restarted, exclusion, at - min_window, notes);
     // Rates over a range that starts before the data would be diluted: begin with the data.
     if run.first_seen_ms > window.start_ms && run.first_seen_ms < at - min_window {
         window.start_ms = run.first_seen_ms;
@@ -963,6 +946,34 @@ async fn which_window<S: MetricSource>(
         }
     }
     (window, measure)
+}
+
+/// Starts the window after the warm-up of the job's latest start, restart or rescale
+/// (`restarted`), never later than `latest_start` (the minimum window) nor before the
+/// (re)start itself, and records when the warm-up ends.
+fn exclude_warm_up(
+    window: &mut Window,
+    job_start: Option<i64>,
+    restarted: Option<i64>,
+    exclusion: i64,
+    latest_start: i64,
+    notes: &mut Vec<String>,
+) {
+    let Some(start) = job_start.into_iter().chain(restarted).max() else { return };
+    let settled = start + exclusion;
+    window.settled_ms = Some(settled);
+    if settled <= window.start_ms {
+        return;
+    }
+    window.start_ms = settled.min(latest_start).max(start);
+    window.bound = if restarted == Some(start) { WindowBound::RestartExcluded } else { WindowBound::StartupExcluded };
+    notes.push(format!(
+        "Samples before {} are left out: the job {} at {}, and Flink's busy, idle and backpressured times and records rates are ~60 s averages that still carry what happened before{}.",
+        crate::model::verdict::rfc3339(window.start_ms),
+        if restarted == Some(start) { "restarted or rescaled" } else { "started" },
+        crate::model::verdict::rfc3339(start),
+        if window.start_ms < settled { "; the window keeps its minimum length, so some of them remain" } else { "" }
+    ));
 }
 
 /// The time of the last increase of a counter sampled per step (a restart), if any.
