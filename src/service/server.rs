@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::{DefaultBodyLimit, Path, Query, RawQuery, State};
+use axum::extract::{DefaultBodyLimit, FromRequest, Path, Query, RawQuery, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
@@ -87,15 +87,11 @@ fn json_error(status: StatusCode, message: &str) -> Response {
     (status, axum::Json(serde_json::json!({ "error": message }))).into_response()
 }
 
-async fn require_auth(
-    State(state): State<Arc<AppState>>,
-    headers: HeaderMap,
-    req: axum::extract::Request,
-    next: Next,
-) -> Response {
+async fn require_auth(State(state): State<Arc<AppState>>, req: axum::extract::Request, next: Next) -> Response {
     let expected = if req.uri().path().starts_with("/webhook") { &state.webhook_auth } else { &state.api_auth };
+    // The request's own headers: a `HeaderMap` extractor would clone them all.
     if let Some(expected) = expected
-        && !expected.accepts(&headers)
+        && !expected.accepts(req.headers())
     {
         if req.uri().path().starts_with("/webhook") {
             state.service.metrics.webhook("unauthorized");
@@ -116,23 +112,36 @@ fn is_json(headers: &HeaderMap) -> bool {
         .is_some_and(|t| t.trim().eq_ignore_ascii_case("application/json"))
 }
 
-async fn webhook(
-    State(state): State<Arc<AppState>>,
-    headers: HeaderMap,
-    body: Result<Bytes, axum::extract::rejection::BytesRejection>,
-) -> Response {
+/// The 202 answer to a webhook.
+#[derive(serde::Serialize)]
+struct Accepted {
+    status: &'static str,
+    /// Flink jobs whose diagnosis is queued.
+    jobs: usize,
+    /// Alerts left out (not culprit's business), with `why`.
+    ignored: usize,
+    why: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    jobs_dropped: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    note: Option<String>,
+}
+
+async fn webhook(State(state): State<Arc<AppState>>, req: axum::extract::Request) -> Response {
     let started = Instant::now();
     let metrics = &state.service.metrics;
     // Only JSON, as Alertmanager sends it: a browser page may post `text/plain` cross-site
     // without a preflight, `application/json` it may not.
-    if !is_json(&headers) {
+    if !is_json(req.headers()) {
         metrics.webhook("unsupported_media_type");
         return json_error(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
             "the webhook takes Content-Type: application/json (as Alertmanager sends it)",
         );
     }
-    let body = match body {
+    // Read after the header checks (the extractor would clone every header); the body
+    // limit is DefaultBodyLimit's, as for any `Bytes` extractor.
+    let body = match Bytes::from_request(req, &()).await {
         Ok(b) => b,
         Err(e) if e.status() == StatusCode::PAYLOAD_TOO_LARGE => {
             metrics.webhook("too_large");
@@ -146,15 +155,18 @@ async fn webhook(
     let response = match state.service.accept_webhook(&body).await {
         Intake::Accepted { jobs, ignored, why, dropped } => {
             metrics.webhook(if jobs == 0 { "ignored" } else { "accepted" });
-            let mut body = serde_json::json!({ "status": "accepted", "jobs": jobs, "ignored": ignored, "why": why });
-            if dropped > 0 {
-                body["jobs_dropped"] = dropped.into();
-                body["note"] = format!(
-                    "the webhook names {} Flink jobs; only the first {jobs} (firing first) are diagnosed (service.max_jobs_per_webhook)",
-                    jobs + dropped
-                )
-                .into();
-            }
+            let note = (dropped > 0).then(|| format!(
+                "the webhook names {} Flink jobs; only the first {jobs} (firing first) are diagnosed (service.max_jobs_per_webhook)",
+                jobs + dropped
+            ));
+            let body = Accepted {
+                status: "accepted",
+                jobs,
+                ignored,
+                why,
+                jobs_dropped: (dropped > 0).then_some(dropped),
+                note,
+            };
             (StatusCode::ACCEPTED, axum::Json(body)).into_response()
         }
         Intake::BadRequest(reason) => {
