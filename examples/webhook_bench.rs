@@ -17,6 +17,10 @@
 //! slow-sink capture, for 1,000 different jobs), so the load generator costs little of the
 //! CPU it shares with the server.
 
+// The allocator of the `culprit` binary (src/main.rs), so the bench measures what runs.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -40,6 +44,9 @@ struct Args {
     /// `full` (fsync per batch) or `normal`.
     #[arg(long, default_value = "full")]
     synchronous: String,
+    /// Leave PostgreSQL out (e.g. to profile the SQLite intake alone).
+    #[arg(long)]
+    no_postgres: bool,
 }
 
 /// One measurement: requests/s, p50, p99, errors, and the CPU time the whole process
@@ -148,7 +155,7 @@ async fn main() {
     config.service.coalesce = culprit::config::Millis::from_secs(3600);
     let app = Application::build(config.clone()).await.unwrap();
     // The same culprit on PostgreSQL (a replica of a set sharing one database).
-    let pg = pg_server::PgServer::start(true);
+    let pg = if a.no_postgres { None } else { pg_server::PgServer::start(true) };
     let pg_app = match &pg {
         Some(server) => {
             std::fs::write(dir.path().join("pw"), pg_server::PASSWORD).unwrap();
