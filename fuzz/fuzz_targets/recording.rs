@@ -1,53 +1,40 @@
-//! The offline path from a recording (Prometheus text exposition or OpenMetrics, plain or
-//! gzip): read it into the series store, and when it reads, collect a snapshot of the only
-//! job there is, diagnose it and render the verdict as text, JSON and a Slack message that
-//! must fit Slack's limits. Must never panic.
+//! The recording reader: Prometheus text exposition or OpenMetrics, plain or gzip, into the
+//! compressed series store, then every stored sample read back through a range query (so
+//! the chunk encoding is decoded too). Must never panic; what it keeps is what it read.
+//! (`recording_diagnosis` goes on to collection, diagnosis and rendering: slower.)
 #![no_main]
 
-use culprit::collect::block_on;
-use culprit::collect::collector::{CollectInput, collect};
+use culprit::collect::query::{Hygiene, MatchOp, Matcher, Query, Selector};
 use culprit::collect::store::SeriesStore;
-use culprit::config::Config;
-use culprit::model::notice::{Notice, NoticeKind};
-use culprit::model::request::DiagnosisRequest;
-use culprit::render::{Format, render, slack};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
     let mut store = SeriesStore::new();
     // Samples without a timestamp are taken at 2026-01-01T00:00:00Z, as --at would stamp them.
-    if store.read_from(data, "fuzz.om", Some(1_767_225_600_000)).is_err() {
-        return;
-    }
+    let Ok(summary) = store.read_from(data, "fuzz.om", Some(1_767_225_600_000)) else { return };
     store.finish();
-    let config = Config::default();
-    let request = DiagnosisRequest::default(); // the only job there is, at its newest data
-    let input = CollectInput {
-        request: &request,
-        graph: None,
-        checkpoint_config: None,
-        config: &config,
-        catalog: &config.metrics,
+    let stats = store.stats();
+    assert!(stats.samples <= summary.samples, "kept {} of {} samples read", stats.samples, summary.samples);
+    let (Some(first), Some(last)) = (store.first_timestamp_ms(), store.last_timestamp_ms()) else {
+        assert_eq!(stats.samples, 0);
+        return;
     };
-    let Ok(snapshot) = block_on(collect(&store, input)) else { return };
-    let verdict = culprit::diagnose::diagnose(&snapshot, &config.diagnosis);
-    let _ = render(&verdict, Format::Text);
-    let _ = render(&verdict, Format::Json);
-    let notice = Notice {
-        kind: NoticeKind::Verdict,
-        group_key: "{}:{alertname=\"FlinkJobBackpressured\"}".into(),
-        labels: Default::default(),
-        job: verdict.job.clone(),
-        verdict: Some(verdict),
-        verdict_id: Some(1),
-        verdict_url: None,
-        reason: None,
-        firing: true,
-        changed: false,
-        idempotency_key: "fuzz".into(),
-        at_ms: 1_767_225_600_000,
+    assert!(first <= last);
+    // Every series (a non-empty name ends with ""), at ten steps over the whole span.
+    let every = Selector {
+        matchers: vec![Matcher { label: "__name__".into(), op: MatchOp::EndsWith(String::new()) }],
+        hygiene: Hygiene::default(),
     };
-    let message = slack::message(&notice);
-    assert!(slack::slack_len(&message.text) <= slack::MAX_FALLBACK_TEXT, "{}", message.text);
-    assert!(message.blocks.len() <= slack::MAX_BLOCKS);
+    let step_ms = ((last - first) / 10).max(1);
+    let result = store.evaluate(&Query::Range {
+        selector: every,
+        aggregation: None,
+        start_ms: first,
+        end_ms: first.saturating_add(step_ms.saturating_mul(10)),
+        step_ms,
+    });
+    assert!(result.len() <= stats.series);
+    for series in &result {
+        assert!(series.points.windows(2).all(|w| w[0].0 < w[1].0), "{:?}", series.points);
+    }
 });
