@@ -131,9 +131,11 @@ async fn connect(config: &Config) -> (String, bool) {
     let redactor = config.redactor();
     let mut out = String::from("connect:\n");
     let mut ok = true;
-    let mut line = |what: String, result: Result<String, String>| {
+    // Ok, Err (a failure), or Ok(None) with a reason: not probed, not a failure.
+    let mut line = |what: String, result: Result<Result<String, String>, String>| {
         let (mark, text) = match result {
-            Ok(t) => ("ok", t),
+            Ok(Ok(t)) => ("ok", t),
+            Ok(Err(why)) => ("skipped", why),
             Err(e) => {
                 ok = false;
                 ("FAILED", e)
@@ -143,7 +145,7 @@ async fn connect(config: &Config) -> (String, bool) {
     };
     if let Ok(live) = crate::service::pipeline::Live::new(config.clone()) {
         if let Some(p) = live.prometheus() {
-            let result = p.ping(PROBE_TIMEOUT).await.map(|()| "answers queries".to_string()).map_err(|e| {
+            let result = p.ping(PROBE_TIMEOUT).await.map(|()| Ok("answers queries".to_string())).map_err(|e| {
                 format!(
                     "Prometheus at {} {} ({})",
                     p.base(),
@@ -154,16 +156,23 @@ async fn connect(config: &Config) -> (String, bool) {
             line(format!("prometheus {}", p.base()), result);
         }
         for c in &config.flink.clusters {
+            if let Some(template) = &c.rest_url_template {
+                // Only an alert (or a job's JobManager series) gives the placeholders values.
+                let why = "its REST URL is built per job from the alert's labels; `culprit diagnose --config FILE --job JOB` reaches it for one job";
+                line(format!("flink cluster {} {template}", c.name), Ok(Err(why.to_string())));
+                continue;
+            }
             let labels = crate::service::Service::request_labels(Some(&c.name));
             if let Some(rest) = live.flink_for(&labels) {
-                let result = rest.jobs().await.map(|jobs| format!("{} jobs", jobs.len())).map_err(|e| e.to_string());
+                let result =
+                    rest.jobs().await.map(|jobs| Ok(format!("{} jobs", jobs.len()))).map_err(|e| e.to_string());
                 line(format!("flink cluster {} {}", c.name, c.rest_url), result);
             }
         }
     }
     if let Ok(notifiers) = crate::notify::Notifier::from_config(&config.notify) {
         for n in notifiers {
-            let result = n.probe().await.map_err(|e| e.message);
+            let result = n.probe().await.map(Ok).map_err(|e| e.message);
             line(n.name(), result);
         }
     }
