@@ -336,6 +336,7 @@ fn read_lines<R: BufRead, S: SampleSink + ?Sized>(
     let mut unit: Option<(TimeUnit, u64)> = None;
     // The line of `# EOF`, once seen.
     let mut eof_line: Option<u64> = None;
+    let mut last_head = LastHead::default();
 
     loop {
         buf.clear();
@@ -386,7 +387,7 @@ fn read_lines<R: BufRead, S: SampleSink + ?Sized>(
             }
             continue;
         }
-        let (sample, timestamp) = parse_sample(body).map_err(|m| {
+        let (sample, timestamp) = parse_sample_after(body, &mut last_head).map_err(|m| {
             if summary.samples == 0 && looks_like_json(body) {
                 let mut e = ReadError::new(
                     source,
@@ -505,9 +506,8 @@ fn parse_type(line: &str, i: usize) -> Result<(&str, MetricType), String> {
     Ok((family, kind))
 }
 
-/// Parses a sample line (no surrounding blanks, not a comment) into the sample and its
-/// timestamp token, validating every part of the line.
-fn parse_sample(line: &str) -> Result<(SampleLine<'_>, Option<&str>), String> {
+/// Parses the head of a sample line: the metric name and the label set, validated.
+fn parse_head(line: &str) -> Result<Head<'_>, String> {
     let b = line.as_bytes();
     let name;
     let labels_raw;
@@ -552,6 +552,57 @@ fn parse_sample(line: &str) -> Result<(SampleLine<'_>, Option<&str>), String> {
         }
     }
 
+    Ok((name, labels_raw, after_name, what, form))
+}
+
+/// Parses a sample line (no surrounding blanks, not a comment) into the sample and its
+/// timestamp token, validating every part of the line.
+#[cfg(test)]
+fn parse_sample(line: &str) -> Result<(SampleLine<'_>, Option<&str>), String> {
+    parse_sample_after(line, &mut LastHead::default())
+}
+
+/// The head (the name and the label set, through the closing brace) of the last sample
+/// line that had a label set, and where its parts are. A line that starts with the same
+/// bytes has the same name, labels and form, as parsing stops at that brace: its label set
+/// is not scanned again (a recording writes a series' lines one after another).
+#[derive(Debug, Default)]
+struct LastHead {
+    bytes: Vec<u8>,
+    name: (usize, usize),
+    labels: (usize, usize),
+    form: LineForm,
+}
+
+/// The name, the label set as written, the index just past them, what they are (for
+/// messages) and the form of a sample line's head.
+type Head<'a> = (&'a str, &'a str, usize, &'static str, LineForm);
+
+/// [`parse_sample`], taking the head from `last` when the line starts with it, and leaving
+/// this line's head there.
+fn parse_sample_after<'a>(line: &'a str, last: &mut LastHead) -> Result<(SampleLine<'a>, Option<&'a str>), String> {
+    let b = line.as_bytes();
+    let (name, labels_raw, after_name, what, form) = if !last.bytes.is_empty() && b.starts_with(&last.bytes) {
+        let (name, labels) = (last.name, last.labels);
+        (&line[name.0..name.1], &line[labels.0..labels.1], last.bytes.len(), "label set", last.form)
+    } else {
+        let head = parse_head(line)?;
+        let (name, labels_raw, after_name, what, form) = head;
+        // Every part is a slice of the line; its place is kept, not its address.
+        let within = |part: &str| {
+            let (start, end) = (line.as_ptr() as usize, line.as_ptr() as usize + line.len());
+            (start..=end).contains(&(part.as_ptr() as usize)) && part.as_ptr() as usize + part.len() <= end
+        };
+        if what == "label set" && within(name) && within(labels_raw) {
+            let offset = |part: &str| part.as_ptr() as usize - line.as_ptr() as usize;
+            last.bytes.clear();
+            last.bytes.extend_from_slice(&b[..after_name]);
+            last.name = (offset(name), offset(name) + name.len());
+            last.labels = (offset(labels_raw), offset(labels_raw) + labels_raw.len());
+            last.form = form;
+        }
+        head
+    };
     // The value.
     let value_start = skip_blanks(b, after_name);
     if value_start == b.len() {
@@ -1321,6 +1372,30 @@ mod tests {
 
     fn pairs(labels: &[(&str, &str)]) -> Vec<(String, String)> {
         labels.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect()
+    }
+
+    #[test]
+    fn lines_sharing_the_last_lines_label_set_read_as_each_line_alone() {
+        // Repeated heads in every form (escapes, a quoted name, promtool's dump form), a
+        // label set that starts like the last one, and a repeated head with a bad value.
+        let lines = [
+            "m{a=\"x\\\"y\",b=\"2\",} 1 1795000000000",
+            "m{a=\"x\\\"y\",b=\"2\",} 2 1795000005000",
+            "m{a=\"x\\\"y\",b=\"2\",c=\"3\"} 3 1795000005000",
+            "m{a=\"x\\\"y\",b=\"2\",} 4 1795000010000",
+            "{\"my.metric\", \"a.b\"=\"x\"} 5 1795000010000",
+            "{\"my.metric\", \"a.b\"=\"x\"} 6 1795000015000",
+            "{__name__=\"d\", a=\"\\t\"} 7 1795000015000",
+            "{__name__=\"d\", a=\"\\t\"} 8 1795000020000",
+            "n 9 1795000020000",
+        ];
+        let alone: Vec<Owned> = lines.iter().map(|l| read_ok(l).samples.remove(0)).collect();
+        assert_eq!(read_ok(&lines.join("\n")).samples, alone);
+        assert_eq!(alone[1].1, pairs(&[("a", "x\"y"), ("b", "2")]));
+        assert_eq!(alone[5].0, "my.metric");
+        assert_eq!(alone[7], ("d".to_owned(), pairs(&[("a", "\t")]), 8.0, Some(1_795_000_020_000)));
+        let bad = format!("{}\nm{{a=\"x\\\"y\",b=\"2\",}} x", lines[0]);
+        assert_eq!(error_at(&bad, 2), error_at(&bad[lines[0].len() + 1..], 1));
     }
 
     #[test]
