@@ -306,12 +306,19 @@ impl Neighbours {
             position.entry(v.id.clone()).or_insert(i);
         }
         let (mut upstream, mut downstream) = (HashMap::new(), HashMap::new());
+        // The id is copied only for its first edge.
+        let add = |map: &mut HashMap<String, Vec<usize>>, id: &str, i: usize| match map.get_mut(id) {
+            Some(list) => list.push(i),
+            None => {
+                map.insert(id.to_string(), vec![i]);
+            }
+        };
         for e in edges {
             if let Some(&from) = position.get(&e.from) {
-                upstream.entry(e.to.clone()).or_insert_with(Vec::new).push(from);
+                add(&mut upstream, &e.to, from);
             }
             if let Some(&to) = position.get(&e.to) {
-                downstream.entry(e.from.clone()).or_insert_with(Vec::new).push(to);
+                add(&mut downstream, &e.from, to);
             }
         }
         Neighbours { position, upstream, downstream }
@@ -322,8 +329,9 @@ impl JobSignals {
     /// Derives the signals of a snapshot.
     pub fn derive(snapshot: &Snapshot, cfg: &DiagnosisConfig) -> JobSignals {
         let mut by_vertex: HashMap<&str, Vec<&SubtaskMetrics>> = HashMap::new();
-        for s in &snapshot.subtasks {
-            by_vertex.entry(s.vertex_id.as_str()).or_default().push(s);
+        // A vertex's subtasks mostly come one after another: one lookup per run of them.
+        for run in snapshot.subtasks.chunk_by(|a, b| a.vertex_id == b.vertex_id) {
+            by_vertex.entry(run[0].vertex_id.as_str()).or_default().extend(run);
         }
         let aggregates: BTreeMap<&str, &VertexAggregate> =
             snapshot.vertex_aggregates.iter().map(|a| (a.vertex_id.as_str(), a)).collect();
