@@ -18,6 +18,8 @@
 //! * `culprit_store_recovered_total{table}`: rows found in flight at start (a crash).
 //! * `culprit_store_pruned_total{table}`: finished rows removed by age or count.
 //! * `culprit_webhook_jobs_dropped_total`: jobs beyond `service.max_jobs_per_webhook`.
+//! * `culprit_store_wal_syncs_total`: syncs of SQLite's WAL that made webhook intake durable
+//!   (`store.synchronous = "full"`; webhooks accepted ÷ syncs = webhooks per sync).
 //! * `culprit_groups_resolved_before_diagnosis_total`: alert groups that resolved before
 //!   any verdict was posted for them: nothing is posted.
 //! * `culprit_rediagnoses_total`: weak verdicts scheduled to be diagnosed once more
@@ -105,6 +107,7 @@ pub struct Metrics {
     pub store_recovered: Family<Table, Counter>,
     pub store_pruned: Family<Table, Counter>,
     pub webhook_jobs_dropped: Counter,
+    pub store_wal_syncs: Counter,
     pub groups_resolved_before_diagnosis: Counter,
     pub rediagnoses: Counter,
 }
@@ -194,6 +197,12 @@ impl Metrics {
             "Jobs named by a webhook beyond service.max_jobs_per_webhook, not diagnosed",
             webhook_jobs_dropped.clone(),
         );
+        let store_wal_syncs = Counter::default();
+        registry.register(
+            "store_wal_syncs",
+            "Syncs of the SQLite WAL that made webhook intake durable (store.synchronous = full)",
+            store_wal_syncs.clone(),
+        );
         let groups_resolved_before_diagnosis = Counter::default();
         registry.register(
             "groups_resolved_before_diagnosis",
@@ -214,6 +223,7 @@ impl Metrics {
             store_recovered,
             store_pruned,
             webhook_jobs_dropped,
+            store_wal_syncs,
             groups_resolved_before_diagnosis,
             rediagnoses,
             webhooks,

@@ -8,8 +8,9 @@
 //!   (SQLite gives the WAL and SHM files the database's mode); an older file is narrowed
 //!   to 0600 at open.
 //! * Webhook intake goes through one writer thread that commits many webhooks per
-//!   transaction (group commit), so `synchronous=FULL` costs one fsync per batch, not per
-//!   webhook; each webhook is a savepoint, all or nothing. Everything else runs on a
+//!   transaction (group commit), each webhook a savepoint, all or nothing. With
+//!   `synchronous=FULL` a second thread syncs the WAL and answers the webhooks a sync
+//!   covers, while the writer commits the next batch: one fsync per batch, off the writer. Everything else runs on a
 //!   second connection, each operation one `BEGIN IMMEDIATE` transaction whose `COMMIT`
 //!   is checked.
 //! * Schema versions are `PRAGMA user_version`, migrated forward at open in one
@@ -280,13 +281,28 @@ impl SqliteStore {
             }
             Err(e) => return Err(e),
         };
-        let writer = open_conn(&path, cfg.synchronous)?;
+        // With synchronous=FULL the writer commits without syncing and a second thread
+        // syncs the WAL, answering each webhook after the sync that covers its commit: the
+        // next batch is written while the disk flushes the last one (see `wal_syncer`).
+        let writer = open_conn(&path, Synchronous::Normal)?;
+        let syncer = match cfg.synchronous {
+            Synchronous::Full => {
+                let (sync_tx, sync_rx) = std::sync::mpsc::channel::<Committed>();
+                let (wal, metrics) = (wal_path(&path), metrics.clone());
+                std::thread::Builder::new()
+                    .name("culprit-wal-sync".into())
+                    .spawn(move || wal_syncer(&wal, sync_rx, &metrics))
+                    .map_err(|e| StoreError::new(StoreErrorKind::Other, format!("cannot start the WAL syncer: {e}")))?;
+                Some(sync_tx)
+            }
+            Synchronous::Normal => None,
+        };
         let (tx, rx) = mpsc::channel::<Batch>(4096);
         std::thread::Builder::new()
             .name("culprit-intake".into())
             .spawn({
                 let metrics = metrics.clone();
-                move || intake_writer(writer, rx, &metrics)
+                move || intake_writer(writer, rx, syncer, &metrics)
             })
             .map_err(|e| StoreError::new(StoreErrorKind::Other, format!("cannot start the intake writer: {e}")))?;
         // After recovery no diagnosis runs: the index cannot meet two of one job left
@@ -1009,9 +1025,74 @@ pub(super) fn report_dead(metrics: &Metrics, dead: Vec<DeadLetter>) {
     }
 }
 
+/// Webhooks committed (not yet synced) and what to answer each once the WAL is on disk.
+type Committed = Vec<(oneshot::Sender<Result<Enqueued, StoreError>>, Result<Enqueued, StoreError>)>;
+
+/// `<database>-wal`, SQLite's write-ahead log beside the database.
+fn wal_path(db: &Path) -> PathBuf {
+    let mut name = db.as_os_str().to_os_string();
+    name.push("-wal");
+    PathBuf::from(name)
+}
+
+/// Makes committed intake durable before it is answered: takes every commit waiting,
+/// `fdatasync`s the WAL once for all of them, then answers each.
+///
+/// In WAL mode a commit is its frames appended to the WAL (SQLite's `synchronous=NORMAL`
+/// leaves them unsynced; a checkpoint syncs before it copies them); once the WAL file's
+/// data is synced, every transaction committed before the sync began survives a power
+/// loss, which is what `synchronous=FULL` gives per commit. The writer goes on with the
+/// next batch while this one waits on the disk. A failed sync answers every webhook of it
+/// with an error (Alertmanager sends them again; intake merges per job, so nothing doubles).
+fn wal_syncer(wal: &Path, rx: std::sync::mpsc::Receiver<Committed>, metrics: &Metrics) {
+    let mut file: Option<File> = None;
+    while let Ok(first) = rx.recv() {
+        let mut committed = first;
+        while let Ok(more) = rx.try_recv() {
+            committed.extend(more);
+        }
+        let synced = sync_wal(wal, &mut file);
+        match &synced {
+            Ok(()) => {
+                metrics.store_wal_syncs.inc();
+            }
+            Err(e) => {
+                metrics.store_error("wal_sync", e.kind.as_str());
+                tracing::error!(error = %e, webhooks = committed.len(), "cannot sync the WAL; the webhooks it covers get 503");
+            }
+        };
+        for (done, result) in committed {
+            let answer = match &synced {
+                Ok(()) => result,
+                Err(e) => Err(e.clone()),
+            };
+            let _ = done.send(answer);
+        }
+    }
+}
+
+/// `fdatasync` of the WAL (opened at the first sync, and its directory synced then, so
+/// the file's name is durable too).
+fn sync_wal(wal: &Path, file: &mut Option<File>) -> Result<(), StoreError> {
+    let io = |e: std::io::Error| StoreError::new(StoreErrorKind::Io, format!("cannot sync {}: {e}", wal.display()));
+    if file.is_none() {
+        let f = File::open(wal).map_err(io)?;
+        if let Some(dir) = wal.parent().filter(|d| !d.as_os_str().is_empty()) {
+            File::open(dir).and_then(|d| d.sync_all()).map_err(io)?;
+        }
+        *file = Some(f);
+    }
+    file.as_ref().map_or(Ok(()), |f| f.sync_data().map_err(io))
+}
+
 /// The group-commit loop: takes every batch waiting, commits them in one transaction,
-/// each webhook a savepoint of its own.
-fn intake_writer(mut conn: Connection, mut rx: mpsc::Receiver<Batch>, metrics: &Metrics) {
+/// each webhook a savepoint of its own; with a syncer, the answers wait for its sync.
+fn intake_writer(
+    mut conn: Connection,
+    mut rx: mpsc::Receiver<Batch>,
+    syncer: Option<std::sync::mpsc::Sender<Committed>>,
+    metrics: &Metrics,
+) {
     while let Some(first) = rx.blocking_recv() {
         let mut batches = vec![first];
         while batches.len() < MAX_BATCH {
@@ -1024,8 +1105,21 @@ fn intake_writer(mut conn: Connection, mut rx: mpsc::Receiver<Batch>, metrics: &
         match commit_batches(&mut conn, &batches, &mut dead) {
             Ok(results) => {
                 report_dead(metrics, dead);
-                for (b, r) in batches.into_iter().zip(results) {
-                    let _ = b.done.send(r);
+                let answers: Committed = batches.into_iter().map(|b| b.done).zip(results).collect();
+                match &syncer {
+                    Some(syncer) => {
+                        if let Err(unsent) = syncer.send(answers) {
+                            let stopped = StoreError::new(StoreErrorKind::Other, "the WAL syncer stopped");
+                            for (done, _) in unsent.0 {
+                                let _ = done.send(Err(stopped.clone()));
+                            }
+                        }
+                    }
+                    None => {
+                        for (done, r) in answers {
+                            let _ = done.send(r);
+                        }
+                    }
                 }
             }
             Err(e) => {

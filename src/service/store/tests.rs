@@ -644,6 +644,25 @@ async fn on_a_full_disk_every_write_is_an_error_that_changes_nothing_and_all_wor
 }
 
 #[tokio::test]
+async fn with_synchronous_full_each_webhook_is_answered_after_a_sync_of_the_wal_and_with_normal_no_sync_is_made() {
+    // Five webhooks one after another, each awaited: no sync can cover two, so five syncs.
+    let tmp = tempfile::tempdir().unwrap();
+    let (store, metrics) = open_with(tmp.path());
+    for job in ["a", "b", "c", "d", "e"] {
+        stored(&store, vec![intake(job, "g")], T0).await;
+    }
+    assert!(metric(&metrics, "culprit_store_wal_syncs_total") >= 5.0, "{}", metrics.encode());
+    assert_eq!(store.depths().await.unwrap().work, 5);
+
+    let tmp = tempfile::tempdir().unwrap();
+    let normal = StoreConfig { synchronous: crate::config::Synchronous::Normal, ..config(tmp.path()) };
+    let metrics = Arc::new(Metrics::new());
+    let store = Store::open(&normal, metrics.clone()).unwrap();
+    stored(&store, vec![intake("a", "g")], T0).await;
+    assert_eq!(metric(&metrics, "culprit_store_wal_syncs_total"), 0.0);
+}
+
+#[tokio::test]
 async fn a_full_disk_at_start_is_a_clear_error() {
     let tmp = tempfile::tempdir().unwrap();
     let disk = faulty_disk::FaultyDir::new(tmp.path());
