@@ -919,7 +919,8 @@ impl ServerConfig {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Synchronous {
-    /// Every commit reaches the disk: survives power loss (SQLite `synchronous=FULL`).
+    /// Every commit reaches the disk: survives power loss (SQLite `synchronous=FULL`; webhook
+    /// intake gets it by syncing the WAL once per batch before answering, see the SQLite store).
     Full,
     /// Commits survive a crash of the process, not of the machine (`synchronous=NORMAL`).
     Normal,
