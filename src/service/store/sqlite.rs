@@ -1072,9 +1072,19 @@ fn wal_syncer(wal: &Path, rx: std::sync::mpsc::Receiver<Committed>, metrics: &Me
 }
 
 /// `fdatasync` of the WAL (opened at the first sync, and its directory synced then, so
-/// the file's name is durable too).
+/// the file's name is durable too). Opened again if the path names another file than the
+/// one held (SQLite never replaces the WAL while culprit's connections are open; a sync of
+/// a replaced file would be a silent loss of durability, so it is checked, one `stat`).
 fn sync_wal(wal: &Path, file: &mut Option<File>) -> Result<(), StoreError> {
     let io = |e: std::io::Error| StoreError::new(StoreErrorKind::Io, format!("cannot sync {}: {e}", wal.display()));
+    #[cfg(unix)]
+    if let Some(held) = file.as_ref() {
+        use std::os::unix::fs::MetadataExt as _;
+        let same = |a: &std::fs::Metadata, b: &std::fs::Metadata| a.dev() == b.dev() && a.ino() == b.ino();
+        if !same(&held.metadata().map_err(io)?, &std::fs::metadata(wal).map_err(io)?) {
+            *file = None;
+        }
+    }
     if file.is_none() {
         let f = File::open(wal).map_err(io)?;
         if let Some(dir) = wal.parent().filter(|d| !d.as_os_str().is_empty()) {
@@ -1216,4 +1226,33 @@ fn apply_intake(tx: &Connection, i: &Intake, b: &Batch, dead: &mut Vec<DeadLette
     )?
     .execute(params![i.job_key, i.job, labels, serde_json::to_string(&groups)?, b.due_ms, b.now_ms])?;
     Ok(1)
+}
+
+#[cfg(test)]
+mod wal_sync_tests {
+    use super::*;
+
+    #[cfg(unix)]
+    #[test]
+    fn a_wal_replaced_under_its_name_is_opened_again_so_the_sync_reaches_the_file_in_use() {
+        use std::os::unix::fs::MetadataExt as _;
+        let dir = tempfile::tempdir().unwrap();
+        let wal = wal_path(&dir.path().join("culprit.db"));
+        std::fs::write(&wal, b"first").unwrap();
+        let mut held = None;
+        sync_wal(&wal, &mut held).unwrap();
+        let first = held.as_ref().unwrap().metadata().unwrap().ino();
+        // Another file takes the name (what a sync of the old one would silently miss).
+        let other = dir.path().join("other");
+        std::fs::write(&other, b"second").unwrap();
+        std::fs::rename(&other, &wal).unwrap();
+        sync_wal(&wal, &mut held).unwrap();
+        let now = held.as_ref().unwrap().metadata().unwrap().ino();
+        assert_ne!(first, now);
+        assert_eq!(now, std::fs::metadata(&wal).unwrap().ino());
+        // No file under the name: an error naming it, never a sync of nothing.
+        std::fs::remove_file(&wal).unwrap();
+        let e = sync_wal(&wal, &mut held).unwrap_err();
+        assert!(e.message.contains("culprit.db-wal"), "{e}");
+    }
 }
