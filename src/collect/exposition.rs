@@ -404,6 +404,13 @@ fn read_lines<R: BufRead, S: SampleSink + ?Sized>(
             None => None,
             Some(token) => {
                 let (this_unit, ms) = parse_timestamp(token).map_err(|m| ReadError::new(source, Some(line_no), m))?;
+                if !time_in_range(ms) {
+                    return Err(ReadError::new(
+                        source,
+                        Some(line_no),
+                        format!("timestamp {} is outside the years -9999 to 9999", show(token)),
+                    ));
+                }
                 match unit {
                     None => unit = Some((this_unit, line_no)),
                     Some((first, first_line)) if first != this_unit => {
@@ -731,6 +738,13 @@ fn check_exemplar(line: &str, i: usize) -> Result<(), String> {
         return Err(format!("unexpected text after the exemplar: {}", show_at(line, skip_blanks(b, ts_end))));
     }
     Ok(())
+}
+
+/// Whether a time (Unix ms) is one culprit reasons with: within the years -9999 to 9999,
+/// what jiff (and RFC 3339) can name. Any time from a recording or a backend is checked, so
+/// window and step arithmetic on it (± hours, + steps) can never overflow.
+pub fn time_in_range(ms: i64) -> bool {
+    jiff::Timestamp::from_millisecond(ms).is_ok()
 }
 
 /// Parses a timestamp token into its unit and Unix milliseconds, rounding to the nearest
@@ -1353,6 +1367,19 @@ mod tests {
         let mut sink = Collect::default();
         let summary = read_from(text.as_bytes(), "test.prom", &mut sink)?;
         Ok((sink, summary))
+    }
+
+    #[test]
+    fn a_timestamp_past_the_year_9999_is_refused_with_its_line() {
+        // The fuzzer's input (fuzz/recording): 8887166017908759.501 s is ~2.8e8 years out;
+        // 253402300800 s is 10000-01-01T00:00:00Z, past the last time jiff names
+        // (9999-12-30T22:00:00Z = 253402207200 s); 253402000000 s is before it.
+        let fuzzed = "flink_up{a=\"b\"} 1 1796068789.501\nflink_up{a=\"c\"} 616 8887166017908759.501\n# EOF\n";
+        let m = error_at(fuzzed, 2);
+        assert_eq!(m, "timestamp \"8887166017908759.501\" is outside the years -9999 to 9999");
+        assert!(error_at("m 1 253402300800.0\n", 1).contains("outside the years"));
+        assert_eq!(read_ok("m 1 253402000000.0\n").samples.len(), 1);
+        assert!(error_at("m 1 -9223372036854775808\n", 1).contains("outside the years"));
     }
 
     fn read_ok(text: &str) -> Collect {

@@ -320,7 +320,11 @@ impl<'de> Deserialize<'de> for WirePoint {
                 if seq.next_element::<serde::de::IgnoredAny>()?.is_some() {
                     return Err(A::Error::invalid_length(3, &self));
                 }
-                Ok(WirePoint(seconds_to_ms(t), v.0))
+                let t_ms = seconds_to_ms(t);
+                if !crate::collect::exposition::time_in_range(t_ms) {
+                    return Err(A::Error::custom(format_args!("time {t} is outside the years -9999 to 9999")));
+                }
+                Ok(WirePoint(t_ms, v.0))
             }
         }
         d.deserialize_seq(Visit)
@@ -856,6 +860,18 @@ mod tests {
         let body = br#"{"status":"success","data":{"resultType":"matrix","result":[
             {"metric":{},"values":[[1.5,"1"],[2.5,"-Inf"]]}]}}"#;
         assert_eq!(parse_answer(body, "p").unwrap().series[0].points, vec![(1500, 1.0), (2500, f64::NEG_INFINITY)]);
+    }
+
+    #[test]
+    fn a_point_time_outside_the_years_9999_is_a_bad_answer_not_a_time_to_reason_with() {
+        // 1e300 s (and NaN, read as 0 no more) would overflow the window arithmetic.
+        let body = br#"{"status":"success","data":{"resultType":"matrix","result":[
+            {"metric":{},"values":[[1795948672.5,"1"],[1e300,"2"]]}]}}"#;
+        let e = parse_answer(body, "p").unwrap_err().to_string();
+        assert!(e.contains("is outside the years -9999 to 9999"), "{e}");
+        let body = br#"{"status":"success","data":{"resultType":"vector","result":[
+            {"metric":{},"value":[253402000000.5,"1"]}]}}"#;
+        assert_eq!(parse_answer(body, "p").unwrap().series[0].points[0].0, 253_402_000_000_500);
     }
 
     #[test]

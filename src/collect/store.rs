@@ -357,7 +357,7 @@ impl SeriesStore {
     pub fn evaluate(&self, query: &Query) -> QueryResult {
         match query {
             Query::OverTime { selector, func, range_ms, at_ms, aggregation } => {
-                self.over_time(selector, *func, *at_ms - range_ms, *at_ms, aggregation.as_ref())
+                self.over_time(selector, *func, at_ms.saturating_sub(*range_ms), *at_ms, aggregation.as_ref())
             }
             Query::Range { selector, aggregation, start_ms, end_ms, step_ms } => {
                 self.range(selector, aggregation.as_ref(), *start_ms, *end_ms, *step_ms)
@@ -368,7 +368,7 @@ impl SeriesStore {
                     .flat_map(|selector| self.select(selector))
                     .filter_map(|s| s.samples.last_at_or_before(*at_ms))
                     .map(|(t, _)| t)
-                    .filter(|&t| t > at_ms - LOOKBACK_DELTA_MS)
+                    .filter(|&t| t > at_ms.saturating_sub(LOOKBACK_DELTA_MS))
                     .max();
                 newest
                     .map(|t| ResultSeries { labels: BTreeMap::new(), points: vec![(*at_ms, t as f64 / 1000.0)] })
@@ -439,7 +439,7 @@ impl SeriesStore {
                 present.clear();
                 for (j, cursor) in cursors.iter_mut().enumerate() {
                     if let Some((sample_t, value)) = cursor.at_or_before(t)
-                        && sample_t > t - LOOKBACK_DELTA_MS
+                        && sample_t > t.saturating_sub(LOOKBACK_DELTA_MS)
                     {
                         present.push((j, value));
                     }
@@ -450,7 +450,11 @@ impl SeriesStore {
                         out.insert(labels.clone(), vec![(t, v)]);
                     }
                 });
-                t += step;
+                // A range reaching the end of time ends there, never wraps around.
+                match t.checked_add(step) {
+                    Some(next) => t = next,
+                    None => break,
+                }
             }
         }
         // Groups never share a result series (each keeps its own grouping labels); were it
@@ -859,6 +863,26 @@ mod tests {
         assert_eq!(r.len(), 1);
         assert_eq!(r[0].points, vec![(0, 1000.0), (10_000, 1000.0), (20_000, 1000.0)]);
         assert!(r[0].labels.is_empty());
+    }
+
+    #[test]
+    fn a_range_query_reaching_the_end_of_time_stops_there_and_never_wraps() {
+        // Steps at i64::MAX - 20 s, - 10 s, - 0 s; the next would overflow: three points,
+        // then the end (it used to overflow: a panic with overflow checks, else a wrap to
+        // the far past and steps without end). The sample is in the lookback of all three.
+        let mut s = SeriesStore::new();
+        s.push("busy", &[("subtask_index", "0")], i64::MAX - 30_000, 7.0);
+        s.finish();
+        let q = Query::Range {
+            selector: Selector::metric("busy"),
+            aggregation: None,
+            start_ms: i64::MAX - 20_000,
+            end_ms: i64::MAX,
+            step_ms: 10_000,
+        };
+        let r = s.evaluate(&q);
+        assert_eq!(r[0].points.len(), 3, "{:?}", r[0].points);
+        assert_eq!(r[0].points[2], (i64::MAX, 7.0));
     }
 
     #[test]
