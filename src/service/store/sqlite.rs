@@ -10,9 +10,9 @@
 //! * Webhook intake goes through one writer thread that commits many webhooks per
 //!   transaction (group commit), each webhook a savepoint, all or nothing. With
 //!   `synchronous=FULL` a second thread syncs the WAL and answers the webhooks a sync
-//!   covers, while the writer commits the next batch: one fsync per batch, off the writer. Everything else runs on a
-//!   second connection, each operation one `BEGIN IMMEDIATE` transaction whose `COMMIT`
-//!   is checked.
+//!   covers, while the writer commits the next batch: one fsync per batch, off the
+//!   writer. Everything else runs on a second connection, each operation one
+//!   `BEGIN IMMEDIATE` transaction whose `COMMIT` is checked.
 //! * Schema versions are `PRAGMA user_version`, migrated forward at open in one
 //!   transaction: 0 is culprit 0.1.0's schema (or none), 1 adds the per-group outbox
 //!   columns, `dead_letter` and `group_state.updated_ms`.
