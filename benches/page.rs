@@ -22,12 +22,7 @@ use culprit::samples::synthetic::SyntheticJob;
 
 fn sizes() -> Vec<SyntheticJob> {
     let spec = std::env::var("CULPRIT_BENCH_SIZES").unwrap_or_else(|_| "100x64x60".into());
-    spec.split(',')
-        .map(|s| {
-            let n: Vec<usize> = s.split('x').map(|x| x.trim().parse().expect("VxSxN")).collect();
-            SyntheticJob { vertices: n[0], subtasks: n[1], samples: n[2], start_ms: 1_795_000_000_000, job: 0 }
-        })
-        .collect()
+    SyntheticJob::parse_sizes(&spec).expect("CULPRIT_BENCH_SIZES")
 }
 
 fn bench(c: &mut Criterion) {

@@ -31,7 +31,29 @@ pub const JOB_NAME: &str = "synthetic-job";
 /// Scrape interval, ms.
 pub const INTERVAL_MS: i64 = 5_000;
 
+/// The first sample time of [`SyntheticJob::parse_sizes`]' jobs: 2026-11-18T11:06:40Z, Unix ms.
+const BENCH_START_MS: i64 = 1_795_000_000_000;
+
 impl SyntheticJob {
+    /// Jobs from a comma-separated list of `VxSxN` sizes (vertices × subtasks × samples per
+    /// series), e.g. `1000x128x60,100x64x60`, each job 0 starting at a fixed time: the
+    /// benches' `CULPRIT_BENCH_SIZES`. An error names the size that is not `VxSxN`.
+    pub fn parse_sizes(spec: &str) -> Result<Vec<SyntheticJob>, String> {
+        spec.split(',')
+            .map(|size| {
+                let n: Vec<usize> = size
+                    .split('x')
+                    .map(|x| x.trim().parse())
+                    .collect::<Result<_, _>>()
+                    .map_err(|e| format!("size `{size}` is not VxSxN: {e}"))?;
+                let [vertices, subtasks, samples] = n[..] else {
+                    return Err(format!("size `{size}` is not VxSxN"));
+                };
+                Ok(SyntheticJob { vertices, subtasks, samples, start_ms: BENCH_START_MS, job: 0 })
+            })
+            .collect()
+    }
+
     /// This job's id (32 hex digits).
     pub fn job_id(&self) -> String {
         if self.job == 0 { JOB_ID.into() } else { format!("5e1ec7ed{:024x}", self.job as u64 + 1) }
@@ -188,6 +210,17 @@ impl SyntheticJob {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn bench_sizes_read_as_vertices_subtasks_samples_and_a_bad_size_is_named() {
+        let jobs = SyntheticJob::parse_sizes("1000x128x60, 2x3x4").unwrap();
+        assert_eq!(
+            jobs.iter().map(|j| (j.vertices, j.subtasks, j.samples)).collect::<Vec<_>>(),
+            [(1000, 128, 60), (2, 3, 4)]
+        );
+        assert_eq!(SyntheticJob::parse_sizes("2x3").unwrap_err(), "size `2x3` is not VxSxN");
+        assert!(SyntheticJob::parse_sizes("2xax4").unwrap_err().starts_with("size `2xax4` is not VxSxN: "));
+    }
     use crate::collect::block_on;
     use crate::collect::collector::{CollectInput, collect};
     use crate::collect::store::SeriesStore;
