@@ -61,15 +61,29 @@ impl Destinations {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn report_10_a_kube_job_failed_alert_with_a_job_name_label_is_answered_counted_logged_and_never_posted() {
-    support::logs::capture();
+/// A Prometheus holding one synthetic job (its newest sample a second ago), culprit
+/// coalescing for 100 ms on it, and the destinations it posts to; keep the server and the
+/// directory alive for the test.
+async fn with_one_job() -> (
+    Vec<(culprit::samples::synthetic::SyntheticJob, String)>,
+    support::Server,
+    Destinations,
+    tempfile::TempDir,
+    Application,
+) {
     let now = jiff::Timestamp::now().as_millisecond();
     let jobs = support::synthetic_jobs(1, now - 1_000);
     let prom = support::prometheus_with_texts(&[jobs[0].1.clone()], support::free_port());
     let d = Destinations::start().await;
     let tmp = tempfile::tempdir().unwrap();
     let app = Application::build(d.config(tmp.path(), &prom.url, "[service]\ncoalesce = \"100ms\"\n")).await.unwrap();
+    (jobs, prom, d, tmp, app)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn report_10_a_kube_job_failed_alert_with_a_job_name_label_is_answered_counted_logged_and_never_posted() {
+    support::logs::capture();
+    let (jobs, _prom, d, _tmp, app) = with_one_job().await;
 
     // The report's webhook: a route by namespace brings kube-state-metrics' KubeJobFailed.
     let kube = read_json(&report("10-kube-job-name-label-alert").join("webhook-kubejobfailed.json"));
@@ -146,12 +160,7 @@ async fn alerts_without_job_labels_are_answered_with_why_nothing_will_be_diagnos
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_cluster_label_from_kube_prometheus_without_flink_clusters_configured_diagnoses_from_prometheus() {
-    let now = jiff::Timestamp::now().as_millisecond();
-    let jobs = support::synthetic_jobs(1, now - 1_000);
-    let prom = support::prometheus_with_texts(&[jobs[0].1.clone()], support::free_port());
-    let d = Destinations::start().await;
-    let tmp = tempfile::tempdir().unwrap();
-    let app = Application::build(d.config(tmp.path(), &prom.url, "[service]\ncoalesce = \"100ms\"\n")).await.unwrap();
+    let (jobs, _prom, d, _tmp, app) = with_one_job().await;
     let (job, _) = &jobs[0];
     let mut webhook = support::webhook_for(&job.job_id(), &job.job_name(), &["a".into()]);
     // kube-prometheus adds `cluster` (and `prometheus`) as external labels to every alert.
@@ -394,12 +403,7 @@ async fn a_group_that_resolves_within_the_coalescing_window_is_said_and_counted_
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn could_not_diagnose_sixty_jobs_of_one_group_is_one_notice_per_destination_naming_them() {
-    let now = jiff::Timestamp::now().as_millisecond();
-    let jobs = support::synthetic_jobs(1, now - 1_000);
-    let prom = support::prometheus_with_texts(&[jobs[0].1.clone()], support::free_port());
-    let d = Destinations::start().await;
-    let tmp = tempfile::tempdir().unwrap();
-    let app = Application::build(d.config(tmp.path(), &prom.url, "[service]\ncoalesce = \"100ms\"\n")).await.unwrap();
+    let (_jobs, _prom, d, _tmp, app) = with_one_job().await;
     // One group, 60 alerts naming 60 jobs Prometheus has never seen.
     let mut w = support::webhook_for("x", "x", &[]);
     w["alerts"] = (0..60)
