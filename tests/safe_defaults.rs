@@ -127,6 +127,15 @@ async fn serve_logs_its_destinations_at_start_and_warns_when_there_is_none() {
     );
 }
 
+/// Writes `text` as `c.toml` in `dir` and runs `check-config c.toml --connect` on it (off
+/// the runtime: the test's mock servers must go on answering).
+async fn check_connect(dir: &Path, text: &str) -> (Option<i32>, String, String) {
+    let file = dir.join("c.toml");
+    std::fs::write(&file, text).unwrap();
+    let f = file.to_str().unwrap().to_string();
+    tokio::task::spawn_blocking(move || check_config(&[&f, "--connect"])).await.unwrap()
+}
+
 fn check_config(args: &[&str]) -> (Option<i32>, String, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_culprit")).arg("check-config").args(args).output().unwrap();
     (out.status.code(), String::from_utf8(out.stdout).unwrap(), String::from_utf8(out.stderr).unwrap())
@@ -216,10 +225,7 @@ async fn check_config_connect_reaches_every_backend_and_destination_and_posts_no
         secret(tmp.path(), "slack", "xoxb-token"),
         secret(tmp.path(), "rk", "R0UT1NGKEY"),
     );
-    let file = tmp.path().join("c.toml");
-    std::fs::write(&file, text).unwrap();
-    let f = file.to_str().unwrap().to_string();
-    let (code, out, err) = tokio::task::spawn_blocking(move || check_config(&[&f, "--connect"])).await.unwrap();
+    let (code, out, err) = check_connect(tmp.path(), &text).await;
     assert_eq!(code, Some(0), "{out}{err}");
     for line in [
         format!("  prometheus {m}/prom: ok: answers queries"),
@@ -254,10 +260,7 @@ async fn check_config_connect_reaches_every_backend_and_destination_and_posts_no
 
     // A Prometheus that refuses the connection: exit 3, the line says which and why.
     let dead = format!("http://127.0.0.1:{}", support::free_port());
-    let text = std::fs::read_to_string(&file).unwrap().replace(&format!("{m}/prom"), &dead);
-    std::fs::write(&file, text).unwrap();
-    let f = file.to_str().unwrap().to_string();
-    let (code, out, _) = tokio::task::spawn_blocking(move || check_config(&[&f, "--connect"])).await.unwrap();
+    let (code, out, _) = check_connect(tmp.path(), &text.replace(&format!("{m}/prom"), &dead)).await;
     assert_eq!(code, Some(3), "{out}");
     assert!(
         out.contains(&format!("  prometheus {dead}: FAILED: Prometheus at {dead} refused the connection")),
@@ -293,10 +296,7 @@ async fn check_config_connect_takes_a_head_not_implemented_as_reachable_and_says
          [[notify.webhook]]\nname = \"bot\"\nurl = \"{m}/hook\"\n",
         secret(tmp.path(), "rk", "R0UT1NGKEY"),
     );
-    let file = tmp.path().join("c.toml");
-    std::fs::write(&file, text).unwrap();
-    let f = file.to_str().unwrap().to_string();
-    let (code, out, err) = tokio::task::spawn_blocking(move || check_config(&[&f, "--connect"])).await.unwrap();
+    let (code, out, err) = check_connect(tmp.path(), &text).await;
     assert_eq!(code, Some(0), "{out}{err}");
     assert!(out.contains("  webhook:bot: ok: reachable (HEAD answered 501)"), "{out}");
     assert!(
