@@ -11,6 +11,7 @@
 //! and a `job_id` that is a Flink job id. Every other alert is left out with its reason
 //! ([`Ignored`]): the webhook is answered 2xx all the same, and nothing is posted for it.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
@@ -18,47 +19,74 @@ use sha2::{Digest, Sha256};
 
 use crate::config::ServiceConfig;
 
-/// One alert of a webhook.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Alert {
-    #[serde(default)]
-    pub status: String,
-    #[serde(default)]
-    pub labels: BTreeMap<String, String>,
-    #[serde(default)]
-    pub annotations: BTreeMap<String, String>,
-    #[serde(default, rename = "startsAt")]
-    pub starts_at: String,
-    #[serde(default, rename = "endsAt")]
-    pub ends_at: String,
-    #[serde(default, rename = "generatorURL")]
-    pub generator_url: String,
-    #[serde(default)]
-    pub fingerprint: String,
+/// A string of the body: borrowed where it has no JSON escapes (most), else unescaped.
+/// (A newtype: serde borrows a `Cow` only where it is a field itself, not inside a map.)
+#[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize)]
+#[serde(transparent)]
+pub struct Text<'a>(#[serde(borrow)] pub Cow<'a, str>);
+
+impl std::ops::Deref for Text<'_> {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
 }
 
-/// Alertmanager's webhook payload (version 4).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Webhook {
-    #[serde(default)]
-    pub version: String,
-    #[serde(rename = "groupKey")]
-    pub group_key: String,
-    #[serde(default, rename = "truncatedAlerts")]
-    pub truncated_alerts: u64,
+impl std::borrow::Borrow<str> for Text<'_> {
+    fn borrow(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Display for Text<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl PartialEq<str> for Text<'_> {
+    fn eq(&self, other: &str) -> bool {
+        *self.0 == *other
+    }
+}
+
+impl PartialEq<&str> for Text<'_> {
+    fn eq(&self, other: &&str) -> bool {
+        *self.0 == **other
+    }
+}
+
+/// Labels, as Alertmanager sends them.
+pub type Labels<'a> = BTreeMap<Text<'a>, Text<'a>>;
+
+/// One alert of a webhook: the fields culprit reads (the others, such as `annotations`,
+/// `startsAt` or `generatorURL`, are skipped).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct Alert<'a> {
+    #[serde(default, borrow)]
+    pub status: Text<'a>,
+    #[serde(default, borrow)]
+    pub labels: Labels<'a>,
+    #[serde(default, borrow)]
+    pub fingerprint: Text<'a>,
+}
+
+/// Alertmanager's webhook payload (version 4): the fields culprit reads, borrowed from the
+/// body (parsing is a part of every webhook's cost; the others, such as `commonLabels`,
+/// `commonAnnotations` or `externalURL`, are skipped).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct Webhook<'a> {
+    #[serde(default, borrow)]
+    pub version: Text<'a>,
+    #[serde(rename = "groupKey", borrow)]
+    pub group_key: Text<'a>,
     /// `firing` or `resolved`.
-    pub status: String,
-    #[serde(default)]
-    pub receiver: String,
-    #[serde(default, rename = "groupLabels")]
-    pub group_labels: BTreeMap<String, String>,
-    #[serde(default, rename = "commonLabels")]
-    pub common_labels: BTreeMap<String, String>,
-    #[serde(default, rename = "commonAnnotations")]
-    pub common_annotations: BTreeMap<String, String>,
-    #[serde(default, rename = "externalURL")]
-    pub external_url: String,
-    pub alerts: Vec<Alert>,
+    #[serde(borrow)]
+    pub status: Text<'a>,
+    #[serde(default, borrow)]
+    pub receiver: Text<'a>,
+    #[serde(borrow)]
+    pub alerts: Vec<Alert<'a>>,
 }
 
 /// A webhook that cannot be accepted; the message is one sentence for the 400 answer.
@@ -67,8 +95,8 @@ pub struct Webhook {
 pub struct BadWebhook(pub String);
 
 /// Parses a webhook body.
-pub fn parse(body: &[u8]) -> Result<Webhook, BadWebhook> {
-    let w: Webhook = serde_json::from_slice(body)
+pub fn parse(body: &[u8]) -> Result<Webhook<'_>, BadWebhook> {
+    let w: Webhook<'_> = serde_json::from_slice(body)
         .map_err(|e| BadWebhook(format!("not an Alertmanager webhook (version 4): {e}")))?;
     if w.group_key.is_empty() {
         return Err(BadWebhook("the webhook has an empty groupKey".into()));
@@ -190,7 +218,7 @@ pub fn is_flink_job_id(s: &str) -> bool {
 }
 
 /// The intakes of a webhook ([`plan`] without the alerts left out).
-pub fn intakes(w: &Webhook, cfg: &ServiceConfig) -> Vec<Intake> {
+pub fn intakes(w: &Webhook<'_>, cfg: &ServiceConfig) -> Vec<Intake> {
     plan(w, cfg).intakes
 }
 
@@ -198,11 +226,11 @@ pub fn intakes(w: &Webhook, cfg: &ServiceConfig) -> Vec<Intake> {
 /// culprit emitted (its alertnames, or `culprit="true"`), alerts whose alertname is not in
 /// `service.alertnames` (when that list is not empty), and alerts without a usable job
 /// label.
-pub fn plan(w: &Webhook, cfg: &ServiceConfig) -> Plan {
-    let mut by_job: BTreeMap<(String, String), Vec<&Alert>> = BTreeMap::new();
+pub fn plan(w: &Webhook<'_>, cfg: &ServiceConfig) -> Plan {
+    let mut by_job: BTreeMap<(String, String), Vec<&Alert<'_>>> = BTreeMap::new();
     let mut ignored = Vec::new();
     for a in &w.alerts {
-        let alertname = a.labels.get("alertname").map(String::as_str).unwrap_or_default();
+        let alertname: &str = a.labels.get("alertname").map_or("", |n| n);
         let own = a.labels.get("culprit").is_some_and(|v| v == "true")
             || cfg.ignore_alertnames.iter().any(|n| n == alertname);
         let reason = if own {
@@ -216,11 +244,11 @@ pub fn plan(w: &Webhook, cfg: &ServiceConfig) -> Plan {
             ignored.push((reason, alertname.to_string()));
             continue;
         }
-        let id = a.labels.get(&cfg.job_id_label).filter(|v| !v.is_empty());
-        let name = a.labels.get(&cfg.job_name_label).filter(|v| !v.is_empty());
+        let id = a.labels.get(cfg.job_id_label.as_str()).filter(|v| !v.is_empty());
+        let name = a.labels.get(cfg.job_name_label.as_str()).filter(|v| !v.is_empty());
         let key = match (id, name) {
-            (Some(id), _) if is_flink_job_id(id) => (format!("id:{id}"), id.clone()),
-            (_, Some(name)) => (format!("name:{name}"), name.clone()),
+            (Some(id), _) if is_flink_job_id(id) => (format!("id:{id}"), id.to_string()),
+            (_, Some(name)) => (format!("name:{name}"), name.to_string()),
             (Some(_), None) => {
                 ignored.push((IgnoreReason::NotAFlinkJobId, alertname.to_string()));
                 continue;
@@ -238,16 +266,20 @@ pub fn plan(w: &Webhook, cfg: &ServiceConfig) -> Plan {
             let fingerprints: BTreeSet<String> = alerts
                 .iter()
                 .filter(|a| a.status != "resolved")
-                .map(|a| if a.fingerprint.is_empty() { label_fingerprint(&a.labels) } else { a.fingerprint.clone() })
+                .map(
+                    |a| if a.fingerprint.is_empty() { label_fingerprint(&a.labels) } else { a.fingerprint.to_string() },
+                )
                 .collect();
-            let mut labels = alerts[0].labels.clone();
-            for a in &alerts[1..] {
-                labels.retain(|k, v| a.labels.get(k) == Some(v));
-            }
+            let labels = alerts[0]
+                .labels
+                .iter()
+                .filter(|(k, v)| alerts[1..].iter().all(|a| a.labels.get::<str>(k) == Some(*v)))
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
             Intake {
                 job_key,
                 job,
-                group_key: w.group_key.clone(),
+                group_key: w.group_key.to_string(),
                 firing: w.status == "firing" && !fingerprints.is_empty(),
                 firing_set: sha256_hex(&fingerprints.into_iter().collect::<Vec<_>>().join(",")),
                 labels,
@@ -257,7 +289,7 @@ pub fn plan(w: &Webhook, cfg: &ServiceConfig) -> Plan {
     Plan { intakes, ignored }
 }
 
-fn label_fingerprint(labels: &BTreeMap<String, String>) -> String {
+fn label_fingerprint(labels: &Labels<'_>) -> String {
     sha256_hex(&labels.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join("\u{1f}"))
 }
 
@@ -277,7 +309,8 @@ mod tests {
 
     #[test]
     fn a_real_alertmanager_webhook_becomes_one_intake_for_its_job() {
-        let w = parse(&real()).unwrap();
+        let body = real();
+        let w = parse(&body).unwrap();
         let i = intakes(&w, &ServiceConfig::default());
         assert_eq!(i.len(), 1);
         assert_eq!(i[0].job_key, "id:da23ad9af4e7326542c9a70eac958f42");
@@ -292,6 +325,21 @@ mod tests {
         v["notification_reason"] = "repeat".into();
         v["alerts"][0]["silenceURL"] = "http://x".into();
         assert!(parse(v.to_string().as_bytes()).is_ok());
+    }
+
+    #[test]
+    fn strings_with_json_escapes_are_read_unescaped_and_the_others_borrowed() {
+        let body = br#"{"groupKey": "g\u0041", "status": "firing", "alerts": [{"status": "firing",
+            "labels": {"alertname": "FlinkJobBackpressured", "job_name": "a\"b\\c\u00e9\n", "te\u0061m": "s"}}]}"#;
+        let w = parse(body).unwrap();
+        assert_eq!(&*w.group_key, "gA");
+        let labels = &w.alerts[0].labels;
+        assert_eq!(labels.get("job_name").map(|v| &**v), Some("a\"b\\c\u{e9}\n"));
+        assert_eq!(labels.get("team").map(|v| &**v), Some("s"));
+        assert!(matches!(labels.get("alertname").map(|v| &v.0), Some(Cow::Borrowed(_))), "no escapes: borrowed");
+        let i = intakes(&w, &ServiceConfig::default());
+        assert_eq!((i[0].job.as_str(), i[0].group_key.as_str()), ("a\"b\\c\u{e9}\n", "gA"));
+        assert_eq!(i[0].labels.get("team").map(String::as_str), Some("s"));
     }
 
     #[test]
@@ -316,7 +364,7 @@ mod tests {
 
     #[test]
     fn alerts_split_by_job_and_alerts_that_are_not_ours_are_left_out_with_their_reason() {
-        let w: Webhook = serde_json::from_value(serde_json::json!({
+        let body = serde_json::json!({
             "groupKey": "g", "status": "firing", "alerts": [
                 {"status": "firing", "labels": {"alertname": "FlinkJobBackpressured", "job_id": A}, "fingerprint": "1"},
                 {"status": "firing", "labels": {"alertname": "FlinkJobBackpressured", "job_id": A, "task": "t"}, "fingerprint": "2"},
@@ -327,8 +375,9 @@ mod tests {
                 {"status": "firing", "labels": {"alertname": "KubeJobFailed", "job_name": "flink-savepoint-cleanup-29386080"}},
                 {"status": "firing", "labels": {"alertname": "FlinkTaskBackpressured", "job_id": "not-a-flink-id"}}
             ]
-        }))
-        .unwrap();
+        })
+        .to_string();
+        let w = parse(body.as_bytes()).unwrap();
         let cfg = ServiceConfig::default();
         let p = plan(&w, &cfg);
         let keys: Vec<&str> = p.intakes.iter().map(|x| x.job_key.as_str()).collect();
@@ -353,11 +402,12 @@ mod tests {
 
     #[test]
     fn an_empty_alertnames_list_diagnoses_every_alert_with_a_job_label() {
-        let w: Webhook = serde_json::from_value(serde_json::json!({
+        let body = serde_json::json!({
             "groupKey": "g", "status": "firing",
             "alerts": [{"status": "firing", "labels": {"alertname": "MyOwnRule", "job_name": "j"}}]
-        }))
-        .unwrap();
+        })
+        .to_string();
+        let w = parse(body.as_bytes()).unwrap();
         assert!(intakes(&w, &ServiceConfig::default()).is_empty());
         let cfg = ServiceConfig { alertnames: vec![], ..ServiceConfig::default() };
         assert_eq!(intakes(&w, &cfg).len(), 1);
@@ -377,15 +427,16 @@ mod tests {
 
     #[test]
     fn the_firing_set_depends_on_which_alerts_fire_not_their_order() {
-        let mk = |fps: &[&str]| -> Webhook {
-            serde_json::from_value(serde_json::json!({
+        let cfg = ServiceConfig::default();
+        let firing_set = |fps: &[&str]| -> String {
+            let body = serde_json::json!({
                 "groupKey": "g", "status": "firing",
                 "alerts": fps.iter().map(|f| serde_json::json!({"status": "firing", "labels": {"alertname": "FlinkJobBackpressured", "job_id": A}, "fingerprint": f})).collect::<Vec<_>>()
-            }))
-            .unwrap()
+            })
+            .to_string();
+            intakes(&parse(body.as_bytes()).unwrap(), &cfg)[0].firing_set.clone()
         };
-        let cfg = ServiceConfig::default();
-        assert_eq!(intakes(&mk(&["1", "2"]), &cfg)[0].firing_set, intakes(&mk(&["2", "1"]), &cfg)[0].firing_set);
-        assert_ne!(intakes(&mk(&["1"]), &cfg)[0].firing_set, intakes(&mk(&["1", "2"]), &cfg)[0].firing_set);
+        assert_eq!(firing_set(&["1", "2"]), firing_set(&["2", "1"]));
+        assert_ne!(firing_set(&["1"]), firing_set(&["1", "2"]));
     }
 }
