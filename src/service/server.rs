@@ -30,7 +30,7 @@ use serde::Deserialize;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 use tokio::sync::watch;
-use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
+use tower_http::request_id::{MakeRequestId, PropagateRequestIdLayer, RequestId, SetRequestIdLayer};
 use tower_http::trace::TraceLayer;
 
 use crate::config::{Config, HttpAuth, ServerAuth};
@@ -81,26 +81,54 @@ pub struct AppState {
     webhook_auth: Option<ExpectedAuth>,
     /// What `/api/*` expects (`server.api_auth`, else `server.auth`).
     api_auth: Option<ExpectedAuth>,
+    /// `server.request_timeout`.
+    request_timeout: Duration,
 }
 
 fn json_error(status: StatusCode, message: &str) -> Response {
     (status, axum::Json(serde_json::json!({ "error": message }))).into_response()
 }
 
-async fn require_auth(State(state): State<Arc<AppState>>, req: axum::extract::Request, next: Next) -> Response {
-    let expected = if req.uri().path().starts_with("/webhook") { &state.webhook_auth } else { &state.api_auth };
+/// Whether a path is behind authentication: the webhook and the API (the verdict page
+/// carries its own signature; health and metrics are open, as for any scrape target).
+fn protected(path: &str) -> bool {
+    path.starts_with("/webhook/") || path.starts_with("/api/")
+}
+
+/// Every request's guard, one layer: authentication on the webhook and the API (each
+/// with its own credentials, when set apart), then `server.request_timeout`, answered 503
+/// with a JSON body naming the limit (tower-http's timeout answers with an empty body).
+/// One layer rather than two: each `from_fn` layer costs every request a clone of the
+/// routes below it and a boxed future, measurable at webhook rates.
+async fn guard(State(state): State<Arc<AppState>>, req: axum::extract::Request, next: Next) -> Response {
+    let path = req.uri().path();
+    let webhook = path.starts_with("/webhook/");
+    let expected = if !protected(path) {
+        &None
+    } else if webhook {
+        &state.webhook_auth
+    } else {
+        &state.api_auth
+    };
     // The request's own headers: a `HeaderMap` extractor would clone them all.
     if let Some(expected) = expected
         && !expected.accepts(req.headers())
     {
-        if req.uri().path().starts_with("/webhook") {
+        if webhook {
             state.service.metrics.webhook("unauthorized");
         }
         let mut r = json_error(StatusCode::UNAUTHORIZED, "authentication required");
         r.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
         return r;
     }
-    next.run(req).await
+    let limit = state.request_timeout;
+    match tokio::time::timeout(limit, next.run(req)).await {
+        Ok(r) => r,
+        Err(_) => json_error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            &format!("the request took longer than server.request_timeout ({} s)", limit.as_secs()),
+        ),
+    }
 }
 
 /// Whether a `Content-Type` is `application/json` (parameters such as `charset` allowed).
@@ -371,18 +399,6 @@ fn diagnose_error(state: &AppState, e: crate::service::pipeline::PipelineError) 
     json_error(status, &state.service.redactor.redact(&e.to_string()))
 }
 
-/// Answers 503 with a JSON body naming the limit when a request takes longer than
-/// `server.request_timeout` (tower-http's timeout answers with an empty body).
-async fn request_timeout(State(limit): State<Duration>, req: axum::extract::Request, next: Next) -> Response {
-    match tokio::time::timeout(limit, next.run(req)).await {
-        Ok(r) => r,
-        Err(_) => json_error(
-            StatusCode::SERVICE_UNAVAILABLE,
-            &format!("the request took longer than server.request_timeout ({} s)", limit.as_secs()),
-        ),
-    }
-}
-
 #[derive(Deserialize)]
 struct ListParams {
     limit: Option<String>,
@@ -564,29 +580,49 @@ async fn metrics(State(state): State<Arc<AppState>>) -> Response {
         .into_response()
 }
 
+/// `x-request-id` for requests that come without one: UUIDs (version 4 layout) made of a
+/// random part drawn once per process and a counter. tower-http's `MakeRequestUuid` asks
+/// the kernel for randomness on every request (a `getrandom` call per webhook); an id only
+/// has to be unique.
+#[derive(Clone)]
+struct RequestIds {
+    process: u64,
+    next: Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl RequestIds {
+    fn new() -> RequestIds {
+        RequestIds { process: uuid::Uuid::new_v4().as_u64_pair().0, next: Arc::default() }
+    }
+}
+
+impl MakeRequestId for RequestIds {
+    fn make_request_id<B>(&mut self, _: &axum::http::Request<B>) -> Option<RequestId> {
+        let n = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let bits = (u128::from(self.process) << 64) | u128::from(n);
+        let id = uuid::Builder::from_random_bytes(bits.to_be_bytes()).into_uuid();
+        let mut text = [0u8; uuid::fmt::Hyphenated::LENGTH];
+        HeaderValue::from_str(id.hyphenated().encode_lower(&mut text)).ok().map(RequestId::new)
+    }
+}
+
 /// The router, every route and layer.
 pub fn router(state: Arc<AppState>, cfg: &Config) -> Router {
-    let protected = Router::new()
+    Router::new()
         .route("/webhook/alertmanager", post(webhook))
         .route("/api/v1/diagnose", get(diagnose))
         .route("/api/v1/verdicts", get(verdicts))
         .route("/api/v1/verdicts/{id}", get(verdict))
         .route("/api/v1/dead-letters", get(dead_letters))
-        .route_layer(middleware::from_fn_with_state(state.clone(), require_auth));
-    Router::new()
-        .merge(protected)
         .route("/verdicts/{id}", get(verdict_link))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
         .layer(DefaultBodyLimit::max(cfg.server.body_limit_bytes))
-        .layer(middleware::from_fn_with_state(
-            Duration::from_millis(cfg.server.request_timeout.as_ms() as u64),
-            request_timeout,
-        ))
+        .layer(middleware::from_fn_with_state(state.clone(), guard))
         .layer(PropagateRequestIdLayer::x_request_id())
         .layer(TraceLayer::new_for_http())
-        .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid))
+        .layer(SetRequestIdLayer::x_request_id(RequestIds::new()))
         .with_state(state)
 }
 
@@ -646,7 +682,8 @@ impl Application {
         let service = Arc::new(Service::new(config.clone())?);
         let (stop, stop_rx) = watch::channel(false);
         let workers = service.spawn(stop_rx.clone());
-        let state = Arc::new(AppState { service: service.clone(), webhook_auth, api_auth });
+        let request_timeout = Duration::from_millis(config.server.request_timeout.as_ms() as u64);
+        let state = Arc::new(AppState { service: service.clone(), webhook_auth, api_auth, request_timeout });
         let app = router(state, &config);
         let mut shutdown = stop_rx;
         let server = tokio::spawn(async move {
@@ -704,6 +741,27 @@ impl Application {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn request_ids_are_version_4_uuids_unique_within_a_process_and_between_processes() {
+        let req = axum::http::Request::new(());
+        let mut ids = RequestIds::new();
+        let mut seen = std::collections::BTreeSet::new();
+        for _ in 0..1000 {
+            let id = ids.make_request_id(&req).unwrap();
+            let u = uuid::Uuid::parse_str(id.header_value().to_str().unwrap()).unwrap();
+            assert_eq!((u.get_version_num(), u.get_variant()), (4, uuid::Variant::RFC4122));
+            assert!(seen.insert(u), "{u} twice");
+        }
+        // Clones (one per connection) share the counter.
+        let mut clone = ids.clone();
+        assert!(seen.insert(
+            uuid::Uuid::parse_str(clone.make_request_id(&req).unwrap().header_value().to_str().unwrap()).unwrap()
+        ));
+        // Another process draws another random part.
+        let other = RequestIds::new().make_request_id(&req).unwrap();
+        assert!(!seen.contains(&uuid::Uuid::parse_str(other.header_value().to_str().unwrap()).unwrap()));
+    }
 
     #[test]
     fn auth_compares_the_whole_header() {
