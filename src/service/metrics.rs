@@ -18,8 +18,9 @@
 //! * `culprit_store_recovered_total{table}`: rows found in flight at start (a crash).
 //! * `culprit_store_pruned_total{table}`: finished rows removed by age or count.
 //! * `culprit_webhook_jobs_dropped_total`: jobs beyond `service.max_jobs_per_webhook`.
-//! * `culprit_store_wal_syncs_total`: syncs of SQLite's WAL that made webhook intake durable
-//!   (`store.synchronous = "full"`; webhooks accepted ÷ syncs = webhooks per sync).
+//! * `culprit_store_intake_commits_total`: SQLite transactions that stored webhooks (group
+//!   commit: webhooks accepted ÷ commits = webhooks per commit; with
+//!   `store.synchronous = "full"` each commit that wrote is one sync of the WAL).
 //! * `culprit_groups_resolved_before_diagnosis_total`: alert groups that resolved before
 //!   any verdict was posted for them: nothing is posted.
 //! * `culprit_rediagnoses_total`: weak verdicts scheduled to be diagnosed once more
@@ -107,7 +108,7 @@ pub struct Metrics {
     pub store_recovered: Family<Table, Counter>,
     pub store_pruned: Family<Table, Counter>,
     pub webhook_jobs_dropped: Counter,
-    pub store_wal_syncs: Counter,
+    pub store_intake_commits: Counter,
     pub groups_resolved_before_diagnosis: Counter,
     pub rediagnoses: Counter,
 }
@@ -197,11 +198,11 @@ impl Metrics {
             "Jobs named by a webhook beyond service.max_jobs_per_webhook, not diagnosed",
             webhook_jobs_dropped.clone(),
         );
-        let store_wal_syncs = Counter::default();
+        let store_intake_commits = Counter::default();
         registry.register(
-            "store_wal_syncs",
-            "Syncs of the SQLite WAL that made webhook intake durable (store.synchronous = full)",
-            store_wal_syncs.clone(),
+            "store_intake_commits",
+            "SQLite transactions that stored webhooks (group commit; with store.synchronous = full, one sync of the WAL each that wrote)",
+            store_intake_commits.clone(),
         );
         let groups_resolved_before_diagnosis = Counter::default();
         registry.register(
@@ -223,7 +224,7 @@ impl Metrics {
             store_recovered,
             store_pruned,
             webhook_jobs_dropped,
-            store_wal_syncs,
+            store_intake_commits,
             groups_resolved_before_diagnosis,
             rediagnoses,
             webhooks,
