@@ -47,6 +47,12 @@ struct Args {
     /// Leave PostgreSQL out (e.g. to profile the SQLite intake alone).
     #[arg(long)]
     no_postgres: bool,
+    /// Every webhook of a job changes its pending diagnosis (its alert's fingerprint
+    /// alternates between two), so every merge writes. By default a job's webhooks repeat,
+    /// as Alertmanager's repeated notifications and retries of a group do, and a merge
+    /// finds its group already recorded.
+    #[arg(long)]
+    changing: bool,
 }
 
 /// One measurement: requests/s, p50, p99, errors, and the CPU time the whole process
@@ -124,14 +130,21 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
-/// The real webhook of the slow-sink capture, for 1000 different jobs, serialized.
-fn bodies() -> Vec<axum::body::Bytes> {
+/// The real webhook of the slow-sink capture, for 1000 different jobs, serialized; with
+/// `changing`, twice per job with different fingerprints (all jobs once, then again), so
+/// consecutive webhooks of a job differ.
+fn bodies(changing: bool) -> Vec<axum::body::Bytes> {
     let real: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string("examples/captures/slow-sink/alerts/webhook-0001.json").unwrap())
             .unwrap();
-    (0..1000)
-        .map(|i| {
+    let variants = if changing { 2 } else { 1 };
+    (0..1000 * variants)
+        .map(|n| {
+            let (i, variant) = (n % 1000, n / 1000);
             let mut w = real.clone();
+            if changing {
+                w["alerts"][0]["fingerprint"] = format!("{variant:016x}").into();
+            }
             let id = format!("{:032x}", i);
             w["alerts"][0]["labels"]["job_id"] = id.clone().into();
             w["groupKey"] = format!("{{}}:{{alertname=\"FlinkJobBackpressured\", job_id=\"{id}\"}}").into();
@@ -173,7 +186,7 @@ async fn main() {
     let bare_url = format!("http://{}/webhook/alertmanager", listener.local_addr().unwrap());
     tokio::spawn(async move { axum::serve(listener, bare).await.unwrap() });
 
-    let bodies = Arc::new(bodies());
+    let bodies = Arc::new(bodies(a.changing));
     let mut targets: Vec<(String, String)> = vec![
         ("bare axum handler".into(), bare_url),
         (format!("culprit, SQLite synchronous={}", a.synchronous), format!("{}/webhook/alertmanager", app.url())),
