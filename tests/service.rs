@@ -198,10 +198,19 @@ async fn the_webhook_answers_what_alertmanager_expects() {
     let r = c.post(&url).bearer_auth("s3cret").json(&good).send().await.unwrap();
     assert_eq!(r.status(), 202);
     assert!(r.headers().contains_key("x-request-id"));
+    // A request's own id comes back as it was sent.
+    let r = c.post(&url).bearer_auth("s3cret").header("x-request-id", "am-42").json(&good).send().await.unwrap();
+    assert_eq!(r.headers()["x-request-id"], "am-42");
+    // Authentication comes before routing: an unknown API path tells nothing without it.
+    let nowhere = format!("{}/api/v1/nowhere", app.url());
+    assert_eq!(c.get(&nowhere).send().await.unwrap().status(), 401);
+    assert_eq!(c.get(&nowhere).bearer_auth("s3cret").send().await.unwrap().status(), 404);
     // Health is open; metrics pass promtool.
     assert_eq!(c.get(format!("{}/healthz", app.url())).send().await.unwrap().status(), 200);
     let metrics = c.get(format!("{}/metrics", app.url())).send().await.unwrap().text().await.unwrap();
-    assert!(metrics.contains("culprit_webhooks_total{outcome=\"accepted\"} 1"), "{metrics}");
+    // Accepted: the webhook above and the one sent with its own request id. Unauthorized:
+    // the two webhooks without credentials (the API's 401 is not a webhook's).
+    assert!(metrics.contains("culprit_webhooks_total{outcome=\"accepted\"} 2"), "{metrics}");
     assert!(metrics.contains("culprit_webhooks_total{outcome=\"unauthorized\"} 2"), "{metrics}");
     let mut promtool = std::process::Command::new("promtool")
         .args(["check", "metrics"])

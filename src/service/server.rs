@@ -606,8 +606,8 @@ impl MakeRequestId for RequestIds {
     }
 }
 
-/// The router, every route and layer.
-pub fn router(state: Arc<AppState>, cfg: &Config) -> Router {
+/// The routes.
+pub fn router(state: Arc<AppState>) -> Router {
     Router::new()
         .route("/webhook/alertmanager", post(webhook))
         .route("/api/v1/diagnose", get(diagnose))
@@ -618,11 +618,6 @@ pub fn router(state: Arc<AppState>, cfg: &Config) -> Router {
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
-        .layer(DefaultBodyLimit::max(cfg.server.body_limit_bytes))
-        .layer(middleware::from_fn_with_state(state.clone(), guard))
-        .layer(PropagateRequestIdLayer::x_request_id())
-        .layer(TraceLayer::new_for_http())
-        .layer(SetRequestIdLayer::x_request_id(RequestIds::new()))
         .with_state(state)
 }
 
@@ -684,10 +679,21 @@ impl Application {
         let workers = service.spawn(stop_rx.clone());
         let request_timeout = Duration::from_millis(config.server.request_timeout.as_ms() as u64);
         let state = Arc::new(AppState { service: service.clone(), webhook_auth, api_auth, request_timeout });
-        let app = router(state, &config);
+        // The layers every request passes (outermost first): a request id, tracing, the id
+        // copied to the response, `guard` (authentication and the timeout), the body limit.
+        // They wrap the router once, not each route (as `Router::layer` does): wrapped per
+        // route, each layer cloned its boxed inner service on every request.
+        let app = tower::ServiceBuilder::new()
+            .map_response(IntoResponse::into_response)
+            .layer(SetRequestIdLayer::x_request_id(RequestIds::new()))
+            .layer(TraceLayer::new_for_http())
+            .layer(PropagateRequestIdLayer::x_request_id())
+            .layer(middleware::from_fn_with_state(state.clone(), guard))
+            .layer(DefaultBodyLimit::max(config.server.body_limit_bytes))
+            .service(router(state));
         let mut shutdown = stop_rx;
         let server = tokio::spawn(async move {
-            let result = axum::serve(listener, app)
+            let result = axum::serve(listener, axum::ServiceExt::<axum::extract::Request>::into_make_service(app))
                 .with_graceful_shutdown(async move {
                     let _ = shutdown.wait_for(|s| *s).await;
                 })
