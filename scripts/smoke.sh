@@ -11,6 +11,9 @@ CULPRIT_BENCH_SIZES=6x2x12 cargo test -q --bench diagnose
 echo "smoke: benches/page (criterion test mode, 6 vertices × 2 subtasks × 12 samples)"
 CULPRIT_BENCH_SIZES=6x2x12 cargo test -q --bench page
 
+echo "smoke: benches/intake (criterion test mode: parsing and planning the slow-sink webhook once)"
+cargo test -q --bench intake
+
 echo "smoke: benches/recording (criterion test mode, 6 vertices × 2 subtasks × 12 samples)"
 CULPRIT_BENCH_SIZES=6x2x12 cargo test -q --bench recording
 echo "smoke: benches/recording.sh (streamed, capture and promtool runs on the test build)"
@@ -22,6 +25,7 @@ cargo run -q -- diagnose --recording "$tmp/job.om" --plan "$tmp/plan.json" --for
 
 echo "smoke: examples/webhook_bench (1 s per target)"
 cargo run -q --example webhook_bench -- --seconds 1 --connections 4
+cargo run -q --example webhook_bench -- --seconds 1 --connections 4 --no-postgres --changing
 
 echo "smoke: examples/prom_answer_bench (a 1 MB answer, one run)"
 cargo run -q --example prom_answer_bench -- --mb 1 --runs 1
