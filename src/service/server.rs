@@ -89,26 +89,22 @@ fn json_error(status: StatusCode, message: &str) -> Response {
     (status, axum::Json(serde_json::json!({ "error": message }))).into_response()
 }
 
-/// Whether a path is behind authentication: the webhook and the API (the verdict page
-/// carries its own signature; health and metrics are open, as for any scrape target).
-fn protected(path: &str) -> bool {
-    path.starts_with("/webhook/") || path.starts_with("/api/")
-}
-
 /// Every request's guard, one layer: authentication on the webhook and the API (each
 /// with its own credentials, when set apart), then `server.request_timeout`, answered 503
 /// with a JSON body naming the limit (tower-http's timeout answers with an empty body).
 /// One layer rather than two: each `from_fn` layer costs every request a clone of the
 /// routes below it and a boxed future, measurable at webhook rates.
 async fn guard(State(state): State<Arc<AppState>>, req: axum::extract::Request, next: Next) -> Response {
+    // The webhook and the API are behind authentication; the verdict page carries its own
+    // signature, health and metrics are open (as for any scrape target).
     let path = req.uri().path();
     let webhook = path.starts_with("/webhook/");
-    let expected = if !protected(path) {
-        &None
-    } else if webhook {
+    let expected = if webhook {
         &state.webhook_auth
-    } else {
+    } else if path.starts_with("/api/") {
         &state.api_auth
+    } else {
+        &None
     };
     // The request's own headers: a `HeaderMap` extractor would clone them all.
     if let Some(expected) = expected
