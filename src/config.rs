@@ -808,6 +808,17 @@ pub struct ServerConfig {
     /// Time a request may take before 408/503. Default 30s (a live `/api/v1/diagnose`
     /// runs a whole diagnosis).
     pub request_timeout: Millis,
+    /// A connection that has not sent a whole request head this long after it opened, or
+    /// after the first byte of its next request, is closed (slowloris). Default 10s.
+    pub header_read_timeout: Millis,
+    /// A kept-alive connection that sends nothing this long after an answer is closed.
+    /// Default 60s.
+    pub idle_timeout: Millis,
+    /// Connections served at once. When reached, a new connection closes the oldest one
+    /// with no request in flight; it is refused only while every one has a request in
+    /// flight. Lowered at start to the open-file limit (raised to its hard limit where
+    /// allowed) minus what the store, outgoing HTTP and files need. Default 1024.
+    pub max_connections: usize,
     /// Authentication required on `/webhook/*` and `/api/*` (bearer or basic, compared in
     /// constant time), or `{ type = "none" }` to accept anyone on purpose. `/healthz`,
     /// `/readyz` and `/metrics` stay open. Unset: allowed only while `listen` is a loopback
@@ -858,6 +869,9 @@ impl Default for ServerConfig {
             external_url: None,
             body_limit_bytes: 1024 * 1024,
             request_timeout: Millis::from_secs(30),
+            header_read_timeout: Millis::from_secs(10),
+            idle_timeout: Millis::from_secs(60),
+            max_connections: 1024,
             auth: None,
             link_secret: None,
             link_expiry: Millis::from_secs(7 * 24 * 3600),
@@ -911,6 +925,16 @@ impl ServerConfig {
         }
         if self.body_limit_bytes < 1024 {
             problems.push("server.body_limit_bytes must be at least 1024".into());
+        }
+        for (key, value) in [("header_read_timeout", self.header_read_timeout), ("idle_timeout", self.idle_timeout)] {
+            if value.as_ms() < 100 {
+                problems.push(format!(
+                    "server.{key} must be at least 100ms (it is {value}; a client on another continent needs that for a round trip)"
+                ));
+            }
+        }
+        if self.max_connections == 0 {
+            problems.push("server.max_connections must be at least 1 (0 would serve nobody)".into());
         }
     }
 }

@@ -29,6 +29,7 @@
 mod delivery;
 pub mod intake;
 pub mod links;
+pub mod listen;
 pub mod metrics;
 pub mod pipeline;
 pub mod retry;

@@ -628,7 +628,7 @@ fn auth_key(config: &Config, webhook: bool) -> &'static str {
 
 /// One line saying where culprit listens, how requests are authenticated and where
 /// verdicts go; a warning when they go nowhere.
-fn log_startup(config: &Config, addr: SocketAddr) {
+fn log_startup(config: &Config, addr: SocketAddr, limits: &crate::service::listen::Limits) {
     let kind = |a: Option<&ServerAuth>| match a {
         None => "none (loopback only)",
         Some(ServerAuth::None) => "none (explicit)",
@@ -637,12 +637,32 @@ fn log_startup(config: &Config, addr: SocketAddr) {
     };
     let destinations = crate::notify::describe(&config.notify);
     tracing::info!(%addr, webhook_auth = kind(config.server.webhook()), api_auth = kind(config.server.api()),
+        max_connections = limits.max_connections, header_read_timeout = %config.server.header_read_timeout,
+        idle_timeout = %config.server.idle_timeout,
         destinations = %if destinations.is_empty() { "none".to_string() } else { destinations.join(", ") },
         "culprit listening");
     if destinations.is_empty() {
         tracing::warn!(
             "no destination is configured ([notify.slack], [notify.pagerduty], [notify.alertmanager], [[notify.webhook]]): verdicts are stored and served by the API, and go nowhere else"
         );
+    }
+}
+
+/// The listener's limits (`[server]`), the connection cap lowered below the open-file
+/// limit (raised first where allowed), and logged when it was.
+fn listen_limits(config: &Config) -> crate::service::listen::Limits {
+    use crate::service::listen::{FD_RESERVE, Limits, connection_cap, raise_file_limit};
+    let pool = if config.store.url.is_some() { config.store.pool_size as u64 } else { 0 };
+    let (max_connections, lowered) =
+        connection_cap(config.server.max_connections, raise_file_limit(), FD_RESERVE + pool);
+    if let Some(why) = lowered {
+        tracing::warn!("{why}");
+    }
+    let ms = |m: crate::config::Millis| Duration::from_millis(m.as_ms() as u64);
+    Limits {
+        header_read_timeout: ms(config.server.header_read_timeout),
+        idle_timeout: ms(config.server.idle_timeout),
+        max_connections,
     }
 }
 
@@ -687,18 +707,9 @@ impl Application {
             .layer(middleware::from_fn_with_state(state.clone(), guard))
             .layer(DefaultBodyLimit::max(config.server.body_limit_bytes))
             .service(router(state));
-        let mut shutdown = stop_rx;
-        let server = tokio::spawn(async move {
-            let result = axum::serve(listener, axum::ServiceExt::<axum::extract::Request>::into_make_service(app))
-                .with_graceful_shutdown(async move {
-                    let _ = shutdown.wait_for(|s| *s).await;
-                })
-                .await;
-            if let Err(e) = result {
-                tracing::error!(error = %e, "the HTTP server stopped");
-            }
-        });
-        log_startup(&config, addr);
+        let limits = listen_limits(&config);
+        log_startup(&config, addr, &limits);
+        let server = tokio::spawn(crate::service::listen::serve(listener, app, limits, stop_rx));
         Ok(Application { addr, service, stop, server, workers })
     }
 
