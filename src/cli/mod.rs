@@ -3,6 +3,7 @@
 
 pub mod check;
 pub mod logging;
+pub mod store;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -71,6 +72,10 @@ pub enum Command {
     /// posting anything.
     #[command(after_help = CHECK_EXIT_CODES)]
     CheckConfig(CheckConfigArgs),
+    /// The SQLite store: `backup` (a consistent copy while serve runs), `acknowledge`
+    /// (losses a start found in its files).
+    #[command(after_help = store::STORE_EXIT_CODES)]
+    Store(store::StoreArgs),
 }
 
 #[derive(Debug, Args)]
@@ -271,6 +276,7 @@ pub fn run(cli: Cli, out: &mut dyn Write) -> Result<(), CliError> {
                 Ok::<(), CliError>(())
             })
         }
+        Command::Store(args) => store::run(args, out),
         Command::CheckConfig(args) => {
             let file = args.file.or(args.config).expect("clap requires FILE or --config");
             check::run(&file, args.connect, out)

@@ -16,6 +16,10 @@
 //!   full, corrupt, busy, io, decode, in_use, other); each is retried with backoff.
 //! * `culprit_dead_letters_total{table}`: undecodable rows moved to the dead-letter table.
 //! * `culprit_store_recovered_total{table}`: rows found in flight at start (a crash).
+//! * `culprit_store_integrity_problems_total{kind}`: losses a start found in the SQLite
+//!   files (`lost`, `replaced`, `wal_missing`, `wal_damaged`), and the gauge
+//!   `culprit_store_integrity_problems_unacknowledged`: those not yet acknowledged (`culprit store
+//!   acknowledge`).
 //! * `culprit_store_pruned_total{table}`: finished rows removed by age or count.
 //! * `culprit_webhook_jobs_dropped_total`: jobs beyond `service.max_jobs_per_webhook`.
 //! * `culprit_store_intake_commits_total`: SQLite transactions that stored webhooks (group
@@ -86,6 +90,11 @@ pub struct StoreErrorLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct Kind {
+    pub kind: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct Table {
     pub table: String,
 }
@@ -106,6 +115,8 @@ pub struct Metrics {
     pub store_errors: Family<StoreErrorLabels, Counter>,
     pub dead_letters: Family<Table, Counter>,
     pub store_recovered: Family<Table, Counter>,
+    pub store_integrity_problems_total: Family<Kind, Counter>,
+    pub store_integrity_problems_unacknowledged: Gauge<i64, AtomicI64>,
     pub store_pruned: Family<Table, Counter>,
     pub webhook_jobs_dropped: Counter,
     pub store_intake_commits: Counter,
@@ -190,6 +201,18 @@ impl Metrics {
             "Rows found in flight when the store opened (after a crash), by table",
             store_recovered.clone(),
         );
+        let store_integrity_problems_total = Family::<Kind, Counter>::default();
+        registry.register(
+            "store_integrity_problems",
+            "Losses the start found in the SQLite files, by kind (lost, replaced, wal_missing, wal_damaged)",
+            store_integrity_problems_total.clone(),
+        );
+        let store_integrity_problems_unacknowledged = Gauge::<i64, AtomicI64>::default();
+        registry.register(
+            "store_integrity_problems_unacknowledged",
+            "Losses found in the SQLite files at starts and not yet acknowledged (culprit store acknowledge)",
+            store_integrity_problems_unacknowledged.clone(),
+        );
         let store_pruned = Family::<Table, Counter>::default();
         registry.register("store_pruned", "Finished rows removed by age or count, by table", store_pruned.clone());
         let webhook_jobs_dropped = Counter::default();
@@ -222,6 +245,8 @@ impl Metrics {
             store_errors,
             dead_letters,
             store_recovered,
+            store_integrity_problems_total,
+            store_integrity_problems_unacknowledged,
             store_pruned,
             webhook_jobs_dropped,
             store_intake_commits,

@@ -7,7 +7,7 @@
 //! | `GET /api/v1/verdicts[?limit=]`, `GET /api/v1/verdicts/{id}` | recent verdicts |
 //! | `GET /api/v1/dead-letters[?limit=]` | stored rows that could not be decoded, moved aside |
 //! | `GET /healthz` | the process answers |
-//! | `GET /readyz` | the store is writable and not corrupt, and Prometheus answers; else 503 with the reasons |
+//! | `GET /readyz` | the store is writable and not corrupt, and Prometheus answers; else 503 with the reasons; losses found in the store's files at start are listed as `warnings` (200) until acknowledged |
 //! | `GET /metrics` | culprit's own metrics |
 //!
 //! Layers: request ids (`x-request-id`, generated or propagated), tracing, a request
@@ -537,13 +537,21 @@ async fn readyz(State(state): State<Arc<AppState>>) -> Response {
     {
         problems.push(format!("prometheus: {e}"));
     }
+    // Losses a start found in the store's files: said until acknowledged, without holding
+    // readiness (the store works; refusing would miss new pages too).
+    let warnings = state.service.store.problems().await;
     // /readyz is unauthenticated: whatever a backend said comes without a secret.
     let problems: Vec<String> = problems.iter().map(|p| state.service.redactor.redact(p)).collect();
-    if problems.is_empty() {
-        (StatusCode::OK, "ready\n").into_response()
-    } else {
-        (StatusCode::SERVICE_UNAVAILABLE, axum::Json(serde_json::json!({ "ready": false, "problems": problems })))
-            .into_response()
+    match (problems.is_empty(), warnings.is_empty()) {
+        (true, true) => (StatusCode::OK, "ready\n").into_response(),
+        (true, false) => {
+            (StatusCode::OK, axum::Json(serde_json::json!({ "ready": true, "warnings": warnings }))).into_response()
+        }
+        (false, _) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            axum::Json(serde_json::json!({ "ready": false, "problems": problems, "warnings": warnings })),
+        )
+            .into_response(),
     }
 }
 
@@ -572,6 +580,7 @@ async fn metrics(State(state): State<Arc<AppState>>) -> Response {
         }
         Err(e) => tracing::error!(error = %e, "cannot count the queues"),
     }
+    state.service.store.problems().await;
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], state.service.metrics.encode())
         .into_response()
 }
@@ -723,12 +732,17 @@ impl Application {
         format!("http://{}", self.addr)
     }
 
-    /// Stops accepting, lets requests in flight finish, stops the loops.
+    /// Stops accepting, lets requests in flight finish, stops the loops, then closes the
+    /// store (SQLite: everything checkpointed into the database file).
     pub async fn stop(self) {
         let _ = self.stop.send(true);
         let _ = self.server.await;
         for w in self.workers {
             let _ = tokio::time::timeout(Duration::from_secs(10), w).await;
+        }
+        match self.service.store.close().await {
+            Ok(()) => tracing::info!("store closed"),
+            Err(e) => tracing::error!(error = %e, "the store did not close cleanly"),
         }
     }
 

@@ -29,6 +29,8 @@
 
 mod postgres;
 mod sqlite;
+pub mod sqlite_integrity;
+mod sqlite_wal;
 #[cfg(test)]
 mod tests;
 
@@ -364,6 +366,8 @@ pub struct Store {
     backend: Backend,
     health: Mutex<Health>,
     metrics: Arc<Metrics>,
+    /// Set by [`Store::close`]: every operation after it fails.
+    closed: std::sync::atomic::AtomicBool,
 }
 
 /// Operations that write: their failure makes the store not ready until a write works.
@@ -381,7 +385,7 @@ impl Store {
             // Claims of a replica that died come back through lease expiry, not at start.
             metrics.store_recovered("work", 0);
             metrics.store_recovered("outbox", 0);
-            return Ok(Store { backend, health: Mutex::new(Health::default()), metrics });
+            return Ok(Store { backend, health: Mutex::new(Health::default()), metrics, closed: Default::default() });
         }
         let (backend, recovered) = SqliteStore::open(cfg, metrics.clone())?;
         if recovered != Recovered::default() {
@@ -393,8 +397,14 @@ impl Store {
         }
         metrics.store_recovered("work", recovered.work as u64);
         metrics.store_recovered("outbox", recovered.deliveries as u64);
+        report_problems(&metrics, &backend.found_at_start);
         let backend = Arc::new(backend);
-        let store = Store { backend: Backend::Sqlite(backend.clone()), health: Mutex::new(Health::default()), metrics };
+        let store = Store {
+            backend: Backend::Sqlite(backend.clone()),
+            health: Mutex::new(Health::default()),
+            metrics,
+            closed: Default::default(),
+        };
         if let Err(e) = backend.quick_check() {
             store.observe("quick_check", &e);
         }
@@ -421,6 +431,9 @@ impl Store {
         T: Send + 'static,
         F: Future<Output = Result<T, StoreError>>,
     {
+        if self.is_closed() {
+            return Err(closed());
+        }
         let result = match &self.backend {
             Backend::Sqlite(backend) => {
                 let backend = backend.clone();
@@ -469,6 +482,9 @@ impl Store {
         max_queue: usize,
     ) -> Result<Enqueued, StoreError> {
         let due_ms = now_ms + coalesce_ms;
+        if self.is_closed() {
+            return Err(closed());
+        }
         let result = match &self.backend {
             Backend::Sqlite(s) => s.enqueue(intakes, now_ms, due_ms, max_queue).await,
             Backend::Postgres(p) => p.enqueue(intakes, now_ms, due_ms, max_queue).await,
@@ -522,6 +538,9 @@ impl Store {
         rediagnose_at_ms: Option<i64>,
     ) -> Result<Completed, StoreError> {
         // By hand: the completion moves into whichever backend runs it.
+        if self.is_closed() {
+            return Err(closed());
+        }
         let result = match &self.backend {
             Backend::Sqlite(s) => {
                 let (s, item) = (s.clone(), item.clone());
@@ -643,6 +662,43 @@ impl Store {
         self.call("prune", move |s| s.prune(policy), |p| async move { p.prune(policy).await }).await
     }
 
+    fn is_closed(&self) -> bool {
+        self.closed.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// The clean stop, after the last write (SQLite: the log checkpointed into the
+    /// database file, the connections closed; see [`SqliteStore::close`]). Every operation
+    /// after it fails.
+    pub async fn close(&self) -> Result<(), StoreError> {
+        if self.closed.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            return Ok(());
+        }
+        match &self.backend {
+            Backend::Sqlite(s) => {
+                let s = s.clone();
+                tokio::task::spawn_blocking(move || s.close()).await.unwrap_or_else(task_failed)
+            }
+            Backend::Postgres(_) => Ok(()),
+        }
+    }
+
+    /// Problems found at starts about the store's files and not yet acknowledged, each one
+    /// sentence with the way out (SQLite; PostgreSQL keeps its own files). The gauge
+    /// `culprit_store_integrity_problems_unacknowledged` follows.
+    pub async fn problems(&self) -> Vec<String> {
+        let found = match &self.backend {
+            Backend::Sqlite(_) => self.call("problems", |s| s.problems(), |_| async { Ok(Vec::new()) }).await,
+            Backend::Postgres(_) => Ok(Vec::new()),
+        };
+        match found {
+            Ok(found) => {
+                self.metrics.store_integrity_problems_unacknowledged.set(found.len() as i64);
+                found.iter().map(sqlite_integrity::Problem::explain).collect()
+            }
+            Err(_) => Vec::new(),
+        }
+    }
+
     /// Whether the store can take work: not corrupt, and a write (the `health` row)
     /// commits now. The error is the reason, for `/readyz`.
     pub async fn ready(&self, now_ms: i64) -> Result<(), String> {
@@ -655,6 +711,22 @@ impl Store {
             .await
             .map_err(|e| format!("store cannot write: {}", e.message))
     }
+}
+
+fn closed() -> StoreError {
+    StoreError::new(StoreErrorKind::Other, "the store is closed: culprit is stopping")
+}
+
+/// Says at ERROR, and in the gauge, what a start found about the SQLite files.
+fn report_problems(metrics: &Metrics, problems: &[sqlite_integrity::Problem]) {
+    for p in problems {
+        tracing::error!(kind = %p.kind, kept = p.kept.as_deref().unwrap_or("-"), "{}", p.explain());
+        metrics
+            .store_integrity_problems_total
+            .get_or_create(&crate::service::metrics::Kind { kind: p.kind.clone() })
+            .inc();
+    }
+    metrics.store_integrity_problems_unacknowledged.set(problems.len() as i64);
 }
 
 fn task_failed<T>(e: tokio::task::JoinError) -> Result<T, StoreError> {

@@ -18,6 +18,11 @@
 //!   columns, `dead_letter` and `group_state.updated_ms`.
 //! * After a crash, work that was running is pending again (merged into a newer pending
 //!   row of the job, if any); outbox rows caught `sending` are pending and *unsure*.
+//! * Before SQLite opens the files, what SQLite would paper over (an empty database where
+//!   a store was, a damaged, cut or missing log) is found, kept aside and said
+//!   ([`super::sqlite_integrity`]). A clean stop ([`SqliteStore::close`]) checkpoints the
+//!   log into the database file and closes every connection: `culprit.db` alone holds
+//!   everything.
 
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -28,6 +33,7 @@ use std::sync::{Arc, Mutex};
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 use tokio::sync::{mpsc, oneshot};
 
+use super::sqlite_integrity::{self, Problem};
 use super::{
     Completed, Completion, DeadLetter, Depths, Enqueued, FOLD_WAIT_MAX_MS, GroupInfo, LastVerdicts, OutboxRow, Prune,
     Pruned, Recovered, StoreError, StoreErrorKind, StoredVerdict, WorkItem, column_as_json, priority,
@@ -133,15 +139,19 @@ struct Batch {
 /// The SQLite store.
 pub struct SqliteStore {
     conn: Mutex<Connection>,
-    intake: mpsc::Sender<Batch>,
+    /// Taken at [`SqliteStore::close`]: the writer ends once the last webhook in hand is in.
+    intake: Mutex<Option<mpsc::Sender<Batch>>>,
+    writer: Mutex<Option<std::thread::JoinHandle<()>>>,
     path: PathBuf,
     metrics: Arc<Metrics>,
+    /// What the start found, not yet acknowledged (older starts' too).
+    pub(super) found_at_start: Vec<Problem>,
     /// Held for the life of the store: the single-process lock.
     _lock: File,
 }
 
 /// Takes `<path>.lock` exclusively, or says who holds it.
-fn lock(path: &Path) -> Result<File, StoreError> {
+pub(super) fn lock(path: &Path) -> Result<File, StoreError> {
     let lock_path = PathBuf::from(format!("{}.lock", path.display()));
     let mut file = private_file(&lock_path)
         .map_err(|e| StoreError::new(StoreErrorKind::Io, format!("cannot open {}: {e}", lock_path.display())))?;
@@ -168,7 +178,7 @@ fn lock(path: &Path) -> Result<File, StoreError> {
 }
 
 /// Opens `path` for writing, creating it 0600, and narrows an existing file to 0600.
-fn private_file(path: &Path) -> std::io::Result<File> {
+pub(super) fn private_file(path: &Path) -> std::io::Result<File> {
     let mut options = std::fs::OpenOptions::new();
     options.read(true).write(true).create(true).truncate(false);
     #[cfg(unix)]
@@ -220,6 +230,22 @@ fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
     Ok(())
 }
 
+/// A database SQLite cannot use at all ("file is not a database"): the error names the
+/// file and the way out.
+fn unusable(path: &Path, e: StoreError) -> StoreError {
+    if e.kind != StoreErrorKind::Corrupt {
+        return e;
+    }
+    let p = path.display();
+    StoreError::new(
+        StoreErrorKind::Corrupt,
+        format!(
+            "{p}: {}: the file is damaged or is not a culprit store. Stop culprit, move {p} and its -wal and -shm files aside (keep them for recovery), then start again: a new, empty store is created; or put back a backup made with `culprit store backup`",
+            e.message
+        ),
+    )
+}
+
 /// Makes the files next to the database 0600 too (an older culprit left them 0644).
 fn narrow_permissions(path: &Path) {
     #[cfg(unix)]
@@ -266,10 +292,22 @@ impl SqliteStore {
             ));
         }
         let lock = lock(&path)?;
+        let now_ms = jiff::Timestamp::now().as_millisecond();
+        let inspection = sqlite_integrity::inspect(&path, now_ms)?;
         private_file(&path)
             .map_err(|e| StoreError::new(StoreErrorKind::Io, format!("cannot create {}: {e}", path.display())))?;
-        let mut conn = open_conn(&path, cfg.synchronous)?;
-        migrate(&mut conn)?;
+        let mut conn = open_conn(&path, cfg.synchronous)
+            .and_then(|mut c| migrate(&mut c).map(|_| c))
+            .map_err(|e| unusable(&path, e))?;
+        let found_at_start = match sqlite_integrity::settle(&conn, &path, inspection, now_ms) {
+            Ok(found) => found,
+            // A damaged file still opens (below); `/readyz` says it is damaged.
+            Err(e) if e.kind == StoreErrorKind::Corrupt => {
+                tracing::error!(error = %e, "cannot check the store's identity: the store is damaged");
+                Vec::new()
+            }
+            Err(e) => return Err(e),
+        };
         narrow_permissions(&path);
         let recovered = match recover(&mut conn, jiff::Timestamp::now().as_millisecond()) {
             Ok(r) => r,
@@ -285,7 +323,7 @@ impl SqliteStore {
         // wrote syncs the WAL before the webhooks it holds are answered.
         let writer = open_conn(&path, cfg.synchronous)?;
         let (tx, rx) = mpsc::channel::<Batch>(4096);
-        std::thread::Builder::new()
+        let writer = std::thread::Builder::new()
             .name("culprit-intake".into())
             .spawn({
                 let metrics = metrics.clone();
@@ -299,8 +337,40 @@ impl SqliteStore {
         ) {
             tracing::error!(error = %e, "cannot create the index of running work");
         }
-        let store = SqliteStore { conn: Mutex::new(conn), intake: tx, path, metrics, _lock: lock };
+        let store = SqliteStore {
+            conn: Mutex::new(conn),
+            intake: Mutex::new(Some(tx)),
+            writer: Mutex::new(Some(writer)),
+            path,
+            metrics,
+            found_at_start,
+            _lock: lock,
+        };
         Ok((store, recovered))
+    }
+
+    /// The clean stop, after the last write: the intake writer ends (webhooks in hand are
+    /// committed first), the log is checkpointed into the database file and emptied, the
+    /// sidecar says the stop was clean, and both connections close, so SQLite removes
+    /// `-wal` and `-shm`. Operations after it fail.
+    pub fn close(&self) -> Result<(), StoreError> {
+        drop(self.intake.lock().unwrap_or_else(|p| p.into_inner()).take());
+        if let Some(writer) = self.writer.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            let _ = writer.join();
+        }
+        let mut conn = self.conn();
+        let result = sqlite_integrity::checkpoint_and_mark_clean(&conn, &self.path);
+        // An in-memory connection takes the place of the file's, which closes.
+        let spare = Connection::open_in_memory()?;
+        if let Err((_, e)) = std::mem::replace(&mut *conn, spare).close() {
+            tracing::error!(error = %e, path = %self.path.display(), "cannot close the store");
+        }
+        result
+    }
+
+    /// Problems found at starts and not yet acknowledged (`culprit store acknowledge`).
+    pub fn problems(&self) -> Result<Vec<Problem>, StoreError> {
+        sqlite_integrity::unacknowledged(&self.conn())
     }
 
     pub(super) fn conn(&self) -> std::sync::MutexGuard<'_, Connection> {
@@ -336,7 +406,8 @@ impl SqliteStore {
         let (done, wait) = oneshot::channel();
         let stopped = || StoreError::new(StoreErrorKind::Other, "the intake writer stopped");
         let max_queue = i64::try_from(max_queue).unwrap_or(i64::MAX);
-        self.intake.send(Batch { intakes, now_ms, due_ms, max_queue, done }).await.map_err(|_| stopped())?;
+        let intake = self.intake.lock().unwrap_or_else(|p| p.into_inner()).clone().ok_or_else(stopped)?;
+        intake.send(Batch { intakes, now_ms, due_ms, max_queue, done }).await.map_err(|_| stopped())?;
         wait.await.map_err(|_| stopped())?
     }
 
