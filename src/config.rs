@@ -723,6 +723,18 @@ impl FlinkConfig {
                     problems.push(format!("flink.clusters `{}`: give rest_url or rest_url_template, not both", c.name))
                 }
             }
+            if !c.allowed_host_suffixes.is_empty() && c.rest_url_template.is_none() {
+                problems.push(format!(
+                    "flink.clusters `{}`: allowed_host_suffixes limits rest_url_template, which is not set",
+                    c.name
+                ));
+            }
+            for suffix in c.allowed_host_suffixes.iter().filter(|s| !crate::model::rest_template::is_host_suffix(s)) {
+                problems.push(format!(
+                    "flink.clusters `{}`: allowed_host_suffixes entry {suffix:?} is not a DNS name's end (labels of a-z, 0-9 and -, joined by dots)",
+                    c.name
+                ));
+            }
         }
         let defaults = self.clusters.iter().filter(|c| c.r#match.is_empty()).count();
         if defaults > 1 {
@@ -785,6 +797,11 @@ pub struct FlinkCluster {
     /// `namespace` ← `namespace`.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub template_labels: BTreeMap<String, String>,
+    /// With `rest_url_template`: the hosts it may give, by their end (whole labels), e.g.
+    /// `["payments", "svc.cluster.local"]`; a job whose host ends in none of them is not
+    /// asked. Empty (the default): any DNS name the template's shape allows.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allowed_host_suffixes: Vec<String>,
     /// Labels (on the alert or request) that select this cluster, e.g.
     /// `{ flink_cluster = "prod" }` or `{ namespace = "payments" }`.
     #[serde(default)]
@@ -1317,7 +1334,7 @@ mod tests {
         let labels: BTreeMap<String, String> =
             [("app", "orders"), ("namespace", "shop")].map(|(k, v)| (k.to_string(), v.to_string())).into();
         assert_eq!(
-            crate::model::rest_template::fill(c.rest_url_template.as_ref().unwrap(), &c.template_labels, &labels),
+            crate::model::rest_template::fill(c.rest_url_template.as_ref().unwrap(), &c.template_labels, &labels, &[]),
             Ok("http://orders-rest.shop:8081".to_string())
         );
         let both = "[[flink.clusters]]\nname = \"k8s\"\nrest_url = \"http://jm:8081\"\nrest_url_template = \"http://{deployment}-rest.{namespace}:8081\"\n";

@@ -177,7 +177,7 @@ async fn a_plan_answered_404_is_a_final_no_such_job_error_after_one_request() {
 }
 
 #[tokio::test]
-async fn a_checkpoint_config_answered_404_keeps_flinks_reason_and_is_not_retried() {
+async fn a_checkpoint_config_answered_404_keeps_flinks_reason_for_the_log_and_is_not_retried() {
     let server = MockServer::start().await;
     Mock::given(method("GET"))
         .respond_with(ResponseTemplate::new(404).set_body_string(
@@ -188,7 +188,15 @@ async fn a_checkpoint_config_answered_404_keeps_flinks_reason_and_is_not_retried
     let rest = client(&server);
     let err = rest.checkpoint_config(SLOW_SINK_ID).await.unwrap_err();
     assert_eq!(err.status(), Some(404));
-    assert!(err.to_string().contains("Checkpointing is not enabled"), "{err}");
+    // Flink's reason is kept for the log, out of the message (which becomes a note).
+    let FlinkError::Status { detail, .. } = &err else { panic!("{err:?}") };
+    assert!(detail.contains("Checkpointing is not enabled"), "{detail}");
+    assert!(!err.to_string().contains("Checkpointing"), "{err}");
+    assert!(
+        err.to_string()
+            .ends_with("answered HTTP 404 Not Found to GET /jobs/da23ad9af4e7326542c9a70eac958f42/checkpoints/config"),
+        "{err}"
+    );
     assert_eq!(rest.requests(), 1);
 }
 
@@ -310,7 +318,10 @@ async fn the_secret_never_appears_in_errors_or_debug_output() {
         let (display, debug) = (err.to_string(), format!("{err:?}"));
         assert!(!display.contains(SECRET) && !debug.contains(SECRET), "{display}\n{debug}");
         assert!(display.contains("`lab`"), "{display}");
-        assert!(display.contains("[REDACTED]"), "the echoed secret is masked: {display}");
+        // The body is not quoted at all (it is logged); the detail kept for the log is
+        // masked.
+        assert!(!display.contains("bad token"), "{display}");
+        assert!(debug.contains("[REDACTED]"), "the echoed secret is masked: {debug}");
     }
 }
 

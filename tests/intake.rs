@@ -210,6 +210,13 @@ async fn report_12_a_plan_configured_by_job_name_is_used_for_an_alert_that_carri
     assert_eq!(v["graph"]["from_plan"], true);
     assert_eq!(v["job"]["id"], "5e2b7c9a1d3f4e6a8b0c2d4e6f8a0b1c");
     assert!(v["notes"].to_string().contains("job graph from"), "{}", v["notes"]);
+    // The note names the plan by its key, never the server's file path (REPORT F10).
+    assert!(v["notes"].to_string().contains(r#"[flink.plans] \"fraud-detection\""#), "{}", v["notes"]);
+    support::wait_for("the Slack post", Duration::from_secs(30), || !d.slack.all().is_empty()).await;
+    let dir_text = dir.display().to_string();
+    for r in d.slack.all().iter().chain(d.pagerduty.all().iter()).chain(d.other.all().iter()) {
+        assert!(!r.body.to_string().contains(&dir_text), "{} carries {dir_text}: {}", r.path, r.body);
+    }
     app.stop().await;
 }
 

@@ -513,6 +513,8 @@ async fn a_store_refusing_large_queries_gets_smaller_ones_and_the_same_verdict_o
 /// A config whose one Flink cluster is reached through `rest_url_template` on the stub at
 /// `base` (one server standing in for every Kubernetes service, one path prefix each).
 fn templated_config(dir: &Path, prometheus: &str, base: &str, template_labels: &str) -> Config {
+    // A template's host must be a DNS name, never an IP address: the stub by name.
+    let base = base.replace("://127.0.0.1:", "://localhost:");
     let path = dir.join("culprit.toml");
     std::fs::write(
         &path,
@@ -566,6 +568,73 @@ async fn on_kubernetes_the_rest_url_follows_from_the_alerts_labels_and_hostile_v
         assert!(v.notes.iter().any(|n| n.contains("No job graph")), "graph-free: {:#?}", v.notes);
     }
     assert_eq!(flink.received_requests().await.unwrap().len(), 3, "no request for a hostile value");
+}
+
+/// A canary: a real socket on 127.0.0.1 that answers every request 500 with a secret and
+/// counts the requests (one line each, the request's `Host`).
+async fn canary() -> (u16, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let log = seen.clone();
+    tokio::spawn(async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            let log = log.clone();
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 4096];
+                let n = socket.read(&mut buf).await.unwrap_or(0);
+                let head = String::from_utf8_lossy(&buf[..n]).to_string();
+                let host =
+                    head.lines().find(|l| l.to_ascii_lowercase().starts_with("host:")).unwrap_or("?").to_string();
+                log.lock().unwrap().push(host);
+                let body = r#"{"errors":["SECRET-METADATA-TOKEN=AKIAXXXXEXFIL"]}"#;
+                let answer = format!(
+                    "HTTP/1.1 500 Internal Server Error\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = socket.write_all(answer.as_bytes()).await;
+            });
+        }
+    });
+    (port, seen)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_label_that_url_parsers_read_as_an_ip_address_never_reaches_a_request_nor_its_answer_a_note() {
+    let dir = support::capture("slow-instance");
+    let expected = recording_verdict(&dir);
+    let prom = support::prometheus_with(&dir.join("recording.om.gz"));
+    let (port, seen) = canary().await;
+    // The report's template: the host is one placeholder (REPORT D5).
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("culprit.toml");
+    let text = format!(
+        "[prometheus]\nurl = \"{}\"\n[flink]\ntimeout = \"1s\"\ndeadline = \"1s\"\n[[flink.clusters]]\nname = \"k8s\"\nrest_url_template = \"http://{{deployment}}:{port}\"\n",
+        prom.url
+    );
+    std::fs::write(&path, text).unwrap();
+    let live = culprit::service::pipeline::Live::new(Config::load(&path).unwrap()).unwrap();
+    let request = DiagnosisRequest {
+        job: Some("bp-lab-slow-instance".into()),
+        at_ms: Some(at_of(&expected)),
+        ..Default::default()
+    };
+    // 2130706433 = 127.0.0.1, 0x7f000001 the same in hex, 0177 = 127 in octal, 0 = 0.0.0.0
+    // (all reach this canary if asked); 2852039166 = 169.254.169.254.
+    for numeric in ["2130706433", "0x7f000001", "0177", "0", "2852039166"] {
+        let v = live.diagnose(&request, &alert_labels(&[("app", numeric)]), at_of(&expected)).await.unwrap();
+        let note = v.notes.iter().find(|n| n.contains("no REST URL")).unwrap_or_else(|| panic!("{:#?}", v.notes));
+        assert!(note.contains("is a number") && note.contains("`app`"), "{note}");
+    }
+    assert_eq!(*seen.lock().unwrap(), Vec::<String>::new(), "no request reached the canary");
+    // The canary works: a DNS name that resolves to it is asked, and what it answers (a
+    // 500 with a secret) stays out of the verdict, which says the status (REPORT D6).
+    let v = live.diagnose(&request, &alert_labels(&[("app", "localhost")]), at_of(&expected)).await.unwrap();
+    assert!(!seen.lock().unwrap().is_empty(), "localhost is asked");
+    let verdict = serde_json::to_string(&v).unwrap();
+    assert!(!verdict.contains("SECRET-METADATA"), "{verdict}");
+    assert!(v.notes.iter().any(|n| n.contains("HTTP 500 Internal Server Error")), "{:#?}", v.notes);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -363,6 +363,8 @@ async fn an_echoing_prometheus_leaks_nothing_into_logs_readyz_the_api_the_store_
         assert_eq!(r.status(), 503);
         let body = r.text().await.unwrap();
         assert!(body.contains("HTTP 400"), "{body}");
+        // Prometheus' answer is not quoted at all, only its status (REPORT D6).
+        assert!(!body.contains("Authorization:"), "{body}");
         assert_clean("/api/v1/diagnose", &body);
     }
     // Four jobs could not be diagnosed: Slack, the webhook and Alertmanager each got
@@ -378,6 +380,7 @@ async fn an_echoing_prometheus_leaks_nothing_into_logs_readyz_the_api_the_store_
             continue; // PagerDuty's body carries the routing key by design.
         }
         assert!(body.contains("could not diagnose") || body.contains("could_not_diagnose"), "{path}: {body}");
+        assert!(!body.contains("Authorization:"), "the backend's answer is not posted: {path}: {body}");
         assert_clean(&format!("post to {path}"), &body);
     }
     app.stop().await;
@@ -420,13 +423,21 @@ async fn an_echoing_flink_rest_leaks_nothing_into_verdicts_posts_the_store_or_lo
         assert_eq!(r.status(), 200);
         let v = r.text().await.unwrap();
         assert!(v.contains("HTTP 400"), "{v}");
+        // Flink's answer is not quoted, only its status (REPORT D6).
+        assert!(!v.contains("Authorization:"), "{v}");
         assert_clean("the API's verdict", &v);
     }
     for (path, body) in dest.received() {
         if !path.ends_with("/v2/enqueue") {
+            assert!(!body.contains("Authorization:"), "the backend's answer is not posted: {path}: {body}");
             assert_clean(&format!("post to {path}"), &body);
         }
     }
+    // It is in the log, redacted.
+    let logged = logs();
+    let answer =
+        logged.lines().find(|l| l.contains("Flink REST answered an error") && l.contains("Authorization: Basic"));
+    assert!(answer.is_some_and(|l| l.contains("[REDACTED]")), "the answer is logged, redacted");
     app.stop().await;
     let stored = store_text(&tmp.path().join("culprit.db"));
     assert!(stored.contains("answered HTTP 400"), "the verdict quotes Flink REST: {stored}");

@@ -70,7 +70,10 @@ pub fn describe(config: &Config) -> String {
             c.r#match.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(", ")
         };
         let url = match &c.rest_url_template {
-            Some(t) => format!("{t} (per job, from its labels)"),
+            Some(t) if c.allowed_host_suffixes.is_empty() => format!("{t} (per job, from its labels)"),
+            Some(t) => {
+                format!("{t} (per job, from its labels; hosts ending in {})", c.allowed_host_suffixes.join(", "))
+            }
             None => c.rest_url.clone(),
         };
         let _ = writeln!(out, "flink cluster {}: {url} (for {matches}; {})", c.name, http_auth(c.auth.as_ref()));

@@ -5,6 +5,10 @@
 //! pure function next to it ([`parse_jobs_overview`], [`pick_job`], [`validate_job_id`],
 //! [`endpoint_url`], [`error_detail`], [`FlinkError::is_retryable`]).
 //!
+//! An error answer's body is logged (redacted, first line, cut), never put in an error's
+//! message: messages become verdict notes, posted to every destination, and the host
+//! behind a URL may answer anything.
+//!
 //! Every call has a per-request timeout (`flink.timeout`, cut to the time left before the
 //! deadline) and is retried with exponential backoff (100 ms doubling to 2 s, with jitter)
 //! while `flink.deadline` allows, for the failures that pass by themselves: HTTP 5xx (young
@@ -35,7 +39,7 @@ use crate::model::snapshot::CheckpointConfig;
 const MIN_BACKOFF: Duration = Duration::from_millis(100);
 /// The longest pause between two attempts.
 const MAX_BACKOFF: Duration = Duration::from_secs(2);
-/// Error details quoted from Flink's answers are cut to this many characters.
+/// Error details logged from Flink's answers are cut to this many characters.
 const DETAIL_CHARS: usize = 200;
 /// Untrusted job ids are quoted in errors up to this many characters.
 const QUOTED_ID_CHARS: usize = 64;
@@ -87,8 +91,10 @@ pub enum FlinkError {
         /// The URL path requested, with any path prefix of `rest_url`.
         path: String,
     },
-    /// A non-2xx HTTP answer. 5xx is retryable, 4xx is final.
-    #[error("Flink cluster `{cluster}` answered HTTP {status} to GET {path}{}", detail_suffix(.detail))]
+    /// A non-2xx HTTP answer. 5xx is retryable, 4xx is final. The message names the
+    /// status as HTTP does, never the body: whatever the host behind the URL answered
+    /// (Flink's exception, a metadata service's credentials) is logged, not posted.
+    #[error("Flink cluster `{cluster}` answered HTTP {} to GET {path}", status_words(*.status))]
     Status {
         /// Cluster name.
         cluster: String,
@@ -96,8 +102,8 @@ pub enum FlinkError {
         path: String,
         /// HTTP status code.
         status: u16,
-        /// Flink's own message (`errors[0]`, first line), or the start of the body; may be
-        /// empty.
+        /// Flink's own message (`errors[0]`, first line), or the start of the body,
+        /// redacted and cut; may be empty. For the log only: not in the message.
         detail: String,
     },
     /// One attempt took longer than the per-request timeout (or the time left before the
@@ -161,8 +167,10 @@ pub enum FlinkError {
     },
 }
 
-fn detail_suffix(detail: &str) -> String {
-    if detail.is_empty() { String::new() } else { format!(": {detail}") }
+/// `404 Not Found`: the status and its standard name.
+fn status_words(status: u16) -> String {
+    let name = reqwest::StatusCode::from_u16(status).ok().and_then(|s| s.canonical_reason());
+    crate::model::foreign::status_words(status, name)
 }
 
 impl FlinkError {
@@ -266,12 +274,14 @@ impl FlinkRest {
     /// labels by the cluster's `rest_url_template`).
     pub fn at(cluster: &FlinkCluster, flink: &FlinkConfig, rest_url: &str) -> Result<FlinkRest, FlinkError> {
         let config_error = |reason: String| FlinkError::Config { cluster: cluster.name.clone(), reason };
+        // The key the URL came from, as messages name it.
+        let key = if cluster.rest_url_template.is_some() { "the URL rest_url_template gave" } else { "rest_url" };
         let base = Url::parse(rest_url)
             .ok()
             .filter(|u| u.scheme() == "http" || u.scheme() == "https")
-            .ok_or_else(|| config_error("rest_url is not an http(s) URL".into()))?;
+            .ok_or_else(|| config_error(format!("{key} is not an http(s) URL")))?;
         if !base.username().is_empty() || base.password().is_some() {
-            return Err(config_error("rest_url carries credentials; put them in `auth` instead".into()));
+            return Err(config_error(format!("{key} carries credentials; put them in `auth` instead")));
         }
         if flink.timeout.as_ms() <= 0 || flink.deadline.as_ms() <= 0 {
             return Err(config_error("flink.timeout and flink.deadline must be longer than 0".into()));
@@ -520,11 +530,21 @@ impl FlinkRest {
         if status.is_success() {
             Ok(body)
         } else {
+            let detail = error_detail(&body, &self.redactor);
+            // The body stays here, in the log: the error (and so every note) says the status.
+            tracing::warn!(
+                cluster = %self.cluster,
+                path = %path,
+                attempt,
+                status = status.as_u16(),
+                detail = %detail,
+                "Flink REST answered an error"
+            );
             Err(FlinkError::Status {
                 cluster: self.cluster.clone(),
                 path: path.to_string(),
                 status: status.as_u16(),
-                detail: error_detail(&body, &self.redactor),
+                detail,
             })
         }
     }
@@ -605,7 +625,10 @@ pub fn parse_jobs_overview(text: &str) -> Result<Vec<JobOverview>, String> {
         start_time: i64,
     }
     let wire: Wire = serde_json::from_str(text).map_err(|e| {
-        format!("not a Flink job overview (expected `jobs` with `jid`, `name`, `state`, `start-time`): {e}")
+        format!(
+            "not a Flink job overview (expected `jobs` with `jid`, `name`, `state`, `start-time`): {}",
+            crate::model::foreign::json_error(&e)
+        )
     })?;
     Ok(wire
         .jobs
@@ -636,7 +659,7 @@ pub fn pick_job<'a>(jobs: &'a [JobOverview], wanted: &str) -> Option<&'a JobOver
     candidates.into_iter().max_by_key(|j| (j.state == "RUNNING", j.start_time_ms))
 }
 
-/// Flink's explanation in an error answer: the first line of `errors[0]` of
+/// Flink's explanation in an error answer, for the log: the first line of `errors[0]` of
 /// `{"errors": ["…"]}`, else the first non-empty line of the body; with the credentials
 /// removed in every form (the body, then the decoded message), whitespace collapsed, and
 /// then cut to 200 characters. Empty for an empty body.

@@ -180,11 +180,20 @@ pub const TOO_LARGE: &[(&str, TooLarge, &str)] = &[
 /// What a refused query's error says was too large ([`TOO_LARGE`]); None for any other
 /// refusal.
 pub fn too_large(status: u16, error: &str) -> Option<TooLarge> {
+    too_large_entry(status, error).map(|(_, kind, _)| *kind)
+}
+
+/// The marker of [`TOO_LARGE`] a refused query's error carries (culprit's own text).
+fn too_large_marker(status: u16, error: &str) -> Option<&'static str> {
+    too_large_entry(status, error).map(|(marker, _, _)| *marker)
+}
+
+fn too_large_entry(status: u16, error: &str) -> Option<&'static (&'static str, TooLarge, &'static str)> {
     let error = error.to_ascii_lowercase();
     if !(400..500).contains(&status) {
         return None;
     }
-    TOO_LARGE.iter().find(|(marker, _, _)| error.contains(&marker.to_ascii_lowercase())).map(|(_, kind, _)| *kind)
+    TOO_LARGE.iter().find(|(marker, _, _)| error.contains(&marker.to_ascii_lowercase()))
 }
 
 /// Whether an HTTP status is worth retrying: 429, 5xx (503 included). 400 and 422 mean the
@@ -322,7 +331,7 @@ impl<'de> Deserialize<'de> for WirePoint {
                 }
                 let t_ms = seconds_to_ms(t);
                 if !crate::collect::exposition::time_in_range(t_ms) {
-                    return Err(A::Error::custom(format_args!("time {t} is outside the years -9999 to 9999")));
+                    return Err(A::Error::custom(format_args!("time {t:e} is outside the years -9999 to 9999")));
                 }
                 Ok(WirePoint(t_ms, v.0))
             }
@@ -377,18 +386,16 @@ fn ms_to_seconds(ms: i64) -> String {
 /// Parses an API answer body (pure; used by tests).
 pub fn parse_answer(body: &[u8], what: &str) -> Result<Answer, PromError> {
     let env: Envelope = serde_json::from_slice(body).map_err(|e| {
-        PromError::new(format!("{what}: the answer is not a Prometheus API response: {e}"), None, false)
-    })?;
-    if env.status != "success" {
-        return Err(PromError::new(
-            format!(
-                "{what}: {}: {}",
-                env.error_type.unwrap_or_else(|| "error".into()),
-                env.error.unwrap_or_else(|| "no message".into())
-            ),
+        PromError::new(
+            format!("{what}: the answer is not a Prometheus API response: {}", crate::model::foreign::json_error(&e)),
             None,
             false,
-        ));
+        )
+    })?;
+    if env.status != "success" {
+        // The backend's own message goes to the log; the error says its kind.
+        tracing::warn!(backend = %what, error_type = ?env.error_type, error = ?env.error.as_deref().map(|m| cut(m, DETAIL_CHARS)), "Prometheus answered an error");
+        return Err(PromError::new(format!("{what}: {}", error_kind(env.error_type.as_deref())), None, false));
     }
     let data = env.data.ok_or_else(|| PromError::new(format!("{what}: a success without data"), None, false))?;
     let shape = |kind: &str| PromError::new(format!("{what}: unexpected {kind} shape"), None, false);
@@ -674,16 +681,39 @@ pub(crate) fn without_url(e: &reqwest::Error) -> String {
     }
 }
 
-/// Characters of an error body quoted in a message (after redaction).
+/// Characters of an error body logged (after redaction).
 pub const DETAIL_CHARS: usize = 200;
 
-/// A non-2xx answer as an error: the API's `error`, else the start of the body, redacted
-/// before it is cut (a secret across the cut would escape in part).
+/// The `errorType` values of Prometheus' HTTP API (`web/api/v1/api.go`, "errorType":
+/// <https://prometheus.io/docs/prometheus/latest/querying/api/#format-overview>). An error
+/// names its type only when it is one of these: a word of Prometheus' API contract, not
+/// text the backend chose.
+pub const ERROR_TYPES: [&str; 8] =
+    ["timeout", "canceled", "execution", "bad_data", "internal", "unavailable", "not_found", "not_acceptable"];
+
+/// `the answer is an error (bad_data)`: the kind of an error envelope in culprit's words,
+/// its `errorType` only when Prometheus documents it.
+fn error_kind(error_type: Option<&str>) -> String {
+    match error_type.filter(|t| ERROR_TYPES.contains(t)) {
+        Some(t) => format!("the answer is an error ({t})"),
+        None => "the answer is an error".to_string(),
+    }
+}
+
+/// The first `n` characters of `s`, `…` when cut.
+fn cut(s: &str, n: usize) -> String {
+    if s.chars().count() > n { s.chars().take(n).collect::<String>() + "…" } else { s.to_string() }
+}
+
+/// A non-2xx answer as an error: the status, culprit's words for it, the documented
+/// `errorType` and, when the backend's message shows it refused a query as too large, which
+/// limit (culprit's marker). The message itself (`error`, else the start of the body) is
+/// logged, redacted before it is cut (a secret across the cut would escape in part), and
+/// never put in the error: errors become verdict notes and API answers.
 fn status_error(base: &str, status: StatusCode, body: &[u8], redactor: &Redactor) -> PromError {
-    let detail = serde_json::from_slice::<Envelope>(body)
-        .ok()
-        .and_then(|e| e.error)
-        .unwrap_or_else(|| String::from_utf8_lossy(body).trim().to_string());
+    let envelope = serde_json::from_slice::<Envelope>(body).ok();
+    let error_type = envelope.as_ref().and_then(|e| e.error_type.clone()).filter(|t| ERROR_TYPES.contains(&t.as_str()));
+    let detail = envelope.and_then(|e| e.error).unwrap_or_else(|| String::from_utf8_lossy(body).trim().to_string());
     let detail = redactor.redact_cut(&detail, DETAIL_CHARS);
     let code = status.as_u16();
     let what = match code {
@@ -695,7 +725,11 @@ fn status_error(base: &str, status: StatusCode, body: &[u8], redactor: &Redactor
         503 => "unavailable",
         _ => "error",
     };
-    let mut e = PromError::new(format!("{base}: HTTP {code} {what}: {detail}"), Some(code), retryable_status(code));
+    tracing::warn!(backend = %base, status = code, error_type = ?error_type, detail = %detail, "Prometheus answered an error");
+    let kind = error_type.map(|t| format!(" ({t})")).unwrap_or_default();
+    let limit =
+        too_large_marker(code, &detail).map(|m| format!(": over a limit of the backend (`{m}`)")).unwrap_or_default();
+    let mut e = PromError::new(format!("{base}: HTTP {code} {what}{kind}{limit}"), Some(code), retryable_status(code));
     e.too_large = too_large(code, &detail);
     e
 }
@@ -896,7 +930,11 @@ mod tests {
     fn an_error_envelope_is_a_final_error_with_its_type_and_message() {
         let body = br#"{"status":"error","errorType":"bad_data","error":"parse error at char 4"}"#;
         let e = parse_answer(body, "http://p").unwrap_err();
-        assert_eq!(e.message, "http://p: bad_data: parse error at char 4");
+        // The backend's message is logged; the error names the documented type only.
+        assert_eq!(e.message, "http://p: the answer is an error (bad_data)");
+        let body = br#"{"status":"error","errorType":"SECRET-TYPE","error":"SECRET-METADATA-TOKEN"}"#;
+        let e = parse_answer(body, "http://p").unwrap_err();
+        assert_eq!(e.message, "http://p: the answer is an error");
         assert!(!e.retryable);
     }
 

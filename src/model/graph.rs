@@ -80,15 +80,16 @@ impl JobGraph {
     /// Errors: not JSON, no `nodes`, duplicate node ids, an input that names no node, or a
     /// cycle.
     pub fn from_plan_json(text: &str) -> Result<JobGraph, PlanError> {
-        let value: serde_json::Value = serde_json::from_str(text).map_err(|e| {
-            PlanError(format!("not a Flink job plan: invalid JSON at line {}, column {}: {e}", e.line(), e.column()))
-        })?;
+        let value: serde_json::Value = serde_json::from_str(text)
+            .map_err(|e| PlanError(format!("not a Flink job plan: {}", crate::model::foreign::json_error(&e))))?;
         let inner = match value.get("plan") {
             Some(plan) if plan.is_object() => plan.clone(),
             _ => value,
         };
         let wire: WirePlan = serde_json::from_value(inner)
-            .map_err(|e| PlanError(format!("not a Flink job plan (expected `nodes` with `id`s): {e}")))?;
+            // serde_json's message would quote the offending value; from a `Value` it knows no
+            // line either: say what was expected.
+            .map_err(|_| PlanError("not a Flink job plan (expected `nodes` with `id`s)".to_string()))?;
         Self::from_wire(wire)
     }
 

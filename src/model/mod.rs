@@ -9,9 +9,11 @@
 //! * [`verdict`]: the `culprit.verdict/v1` value every interface renders.
 //! * [`notice`]: one thing to tell one destination about one alert group.
 //! * [`secret`]: the one redaction mechanism (every wire form of a secret).
+//! * [`foreign`]: what a message may say about another system's answer (never its body).
 //! * [`rest_template`]: a Flink REST URL from a job's labels (Kubernetes), values checked.
 
 pub mod catalog;
+pub mod foreign;
 pub mod graph;
 pub mod notice;
 pub mod request;

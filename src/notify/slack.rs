@@ -733,9 +733,11 @@ impl Slack {
             return Err(Failure::Other(status_error(&what, status, &headers, &answer, &self.redactor)));
         }
         let Ok(answer) = serde_json::from_str::<Value>(&answer) else {
+            // The answer goes to the log; the error is stored and served by the API.
             let excerpt = self.redactor.redact_cut(&answer, crate::notify::DETAIL_CHARS);
+            tracing::warn!(destination = "slack", method, status, answer = %excerpt.trim(), "slack: the answer is not JSON");
             return Err(Failure::Other(
-                NotifyError::retry(format!("{what}: HTTP {status}: the answer is not JSON: {}", excerpt.trim()), None)
+                NotifyError::retry(format!("{what}: HTTP {status}: the answer is not JSON"), None)
                     .because(FailureReason::BadAnswer),
             ));
         };
@@ -743,7 +745,15 @@ impl Slack {
             return Ok(answer);
         }
         let code = answer.get("error").and_then(Value::as_str).unwrap_or("unknown_error");
+        // Slack's error codes are snake_case words (<https://api.slack.com/web#errors>);
+        // anything else is the answer's own text, which goes to the log only.
         let code = self.redactor.redact_cut(code, 100);
+        let code = if is_error_code(&code) {
+            code
+        } else {
+            tracing::warn!(destination = "slack", method, error = %code, "slack: `error` is not an error code");
+            "not_an_error_code".to_string()
+        };
         Err(Failure::Api { code, retry_after: retry_after(&headers, jiff::Timestamp::now()) })
     }
 
@@ -806,6 +816,11 @@ impl Slack {
         }
         Err(Failure::Other(status_error(what, status, &headers, &answer, &self.redactor)))
     }
+}
+
+/// Whether `code` has the shape of a Slack error code: 1–64 of `a-z`, `0-9`, `_`.
+fn is_error_code(code: &str) -> bool {
+    (1..=64).contains(&code.len()) && code.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
 }
 
 /// The secrets of a mode, in every wire form: the token; the webhook URL, its path and

@@ -122,13 +122,18 @@ impl Live {
             format!("Flink cluster {}: no REST URL for this job ({e}); diagnosing without Flink REST", cluster.name)
         };
         Some(
-            crate::model::rest_template::fill(template, &cluster.template_labels, job_labels)
-                .map_err(refused)
-                .and_then(|url| {
-                    FlinkRest::at(cluster, &self.config.flink, &url)
-                        .map(|r| Rest::Built(Box::new(r)))
-                        .map_err(|e| e.to_string())
-                }),
+            crate::model::rest_template::fill(
+                template,
+                &cluster.template_labels,
+                job_labels,
+                &cluster.allowed_host_suffixes,
+            )
+            .map_err(refused)
+            .and_then(|url| {
+                FlinkRest::at(cluster, &self.config.flink, &url)
+                    .map(|r| Rest::Built(Box::new(r)))
+                    .map_err(|e| e.to_string())
+            }),
         )
     }
 
@@ -285,12 +290,17 @@ impl Live {
         let (run, mut notes) = crate::collect::collector::resolve_job(&runs, Some(wanted), None).ok()?;
         let key = |k: &str| sanitize_label_value(k) == run.name_label || k == run.id || k == wanted;
         let (name, path) = plans.iter().find(|(name, _)| key(name))?;
+        // Notes are posted: they name the plan by its key, never the server's file path
+        // (the log has it).
         let graph = std::fs::read_to_string(path)
-            .map_err(|e| e.to_string())
+            .map_err(|e| e.kind().to_string())
             .and_then(|t| JobGraph::from_plan_json(&t).map_err(|e| e.to_string()))
-            .map_err(|e| format!("the configured plan {} ([flink.plans] \"{name}\") is unusable: {e}", path.display()));
+            .map_err(|e| {
+                tracing::warn!(plan = %name, path = %path.display(), error = %e, "the configured plan is unusable");
+                format!("the configured plan [flink.plans] \"{name}\" is unusable: {e}")
+            });
         match &graph {
-            Ok(_) => notes.push(format!("job graph from {} ([flink.plans] \"{name}\")", path.display())),
+            Ok(_) => notes.push(format!("job graph from the configured plan [flink.plans] \"{name}\"")),
             Err(e) => notes.push(e.clone()),
         }
         Some((run.id, graph, notes))
