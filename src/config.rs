@@ -174,6 +174,11 @@ impl Config {
         if self.store.max_queue == 0 {
             problems.push("store.max_queue must be at least 1 (0 would answer every webhook with 503)".into());
         }
+        if self.store.max_unknown_per_sender == 0 {
+            problems.push(
+                "store.max_unknown_per_sender must be at least 1 (0 would refuse every job never diagnosed)".into(),
+            );
+        }
         if self.store.verdicts_kept == 0 {
             problems.push("store.verdicts_kept must be at least 1 (verdict links would lead nowhere)".into());
         }
@@ -996,6 +1001,14 @@ pub struct StoreConfig {
     /// At most this many delivered or failed notices, and dead letters, are kept (the
     /// newest). Default 100000.
     pub keep_rows: usize,
+    /// Most diagnoses of unknown jobs (never diagnosed with a verdict, not in
+    /// `[flink.plans]`) waiting per sender (the Alertmanager: its `externalURL`, else the
+    /// peer address); beyond it that sender's webhooks for more unknown jobs get 429
+    /// (Alertmanager retries), other senders and known jobs are not held. Default 1000.
+    pub max_unknown_per_sender: usize,
+    /// Known jobs are claimed first; a due diagnosis of an unknown job that waited this
+    /// long ranks with them, so unknown jobs are never starved for good. Default 10m.
+    pub unknown_max_wait: Millis,
 }
 
 impl Default for StoreConfig {
@@ -1011,6 +1024,8 @@ impl Default for StoreConfig {
             verdicts_kept: 1000,
             prune_after: Millis::from_secs(7 * 24 * 3600),
             keep_rows: 100_000,
+            max_unknown_per_sender: 1000,
+            unknown_max_wait: Millis::from_secs(600),
         }
     }
 }

@@ -139,6 +139,8 @@ impl Harness {
             firing: true,
             firing_set: String::new(),
             labels: BTreeMap::new(),
+            sender: String::new(),
+            known: true,
         };
         store.enqueue(vec![intake], now, 0, 10).await.unwrap();
         let item = store.claim_work(now).await.unwrap().unwrap();

@@ -85,6 +85,9 @@ pub struct Webhook<'a> {
     pub status: Text<'a>,
     #[serde(default, borrow)]
     pub receiver: Text<'a>,
+    /// The Alertmanager's own URL (`--web.external-url`): who sent the webhook.
+    #[serde(rename = "externalURL", default, borrow)]
+    pub external_url: Text<'a>,
     #[serde(borrow)]
     pub alerts: Vec<Alert<'a>>,
 }
@@ -129,6 +132,36 @@ pub struct Intake {
     pub firing_set: String,
     /// Labels common to the job's alerts (they choose the Flink cluster).
     pub labels: BTreeMap<String, String>,
+    /// Who sent the webhook ([`sender`]): the unit of fairness between Alertmanagers.
+    #[serde(default)]
+    pub sender: String,
+    /// Whether the job is known without asking the store (`[flink.plans]` names it); the
+    /// store adds the jobs it has given a verdict.
+    #[serde(default)]
+    pub known: bool,
+}
+
+/// Longest sender name kept: an `externalURL` is untrusted, and is a key of the queue.
+const MAX_SENDER_BYTES: usize = 256;
+
+/// Who sent a webhook, the unit of fairness of the queue: the Alertmanager's
+/// `externalURL` (stable across its restarts, pod addresses and proxies, and shared by
+/// the replicas of one HA cluster, which send the same notifications), else the peer
+/// address (`peer 10.0.0.7`), else `unknown`. Untrusted: it says whose turn it is and
+/// whose unknown jobs are capped, never who may post (that is the webhook's credentials).
+pub fn sender(external_url: &str, peer: Option<std::net::IpAddr>) -> String {
+    let url = external_url.trim();
+    if !url.is_empty() {
+        let mut end = url.len().min(MAX_SENDER_BYTES);
+        while !url.is_char_boundary(end) {
+            end -= 1;
+        }
+        return url[..end].to_string();
+    }
+    match peer {
+        Some(ip) => format!("peer {ip}"),
+        None => "unknown".into(),
+    }
 }
 
 /// Why an alert of a webhook is not diagnosed.
@@ -283,6 +316,8 @@ pub fn plan(w: &Webhook<'_>, cfg: &ServiceConfig) -> Plan {
                 firing: w.status == "firing" && !fingerprints.is_empty(),
                 firing_set: sha256_hex(&fingerprints.into_iter().collect::<Vec<_>>().join(",")),
                 labels,
+                sender: sender(&w.external_url, None),
+                known: false,
             }
         })
         .collect();

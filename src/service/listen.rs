@@ -385,12 +385,19 @@ impl Connection {
         S::Future: Send,
     {
         let (clock, limits) = (self.registry.clock, self.registry.limits);
+        // The peer's address, as axum's `into_make_service_with_connect_info` gives it: the
+        // sender of a webhook without an externalURL.
+        let peer = stream.peer_addr().ok().map(axum::extract::ConnectInfo);
         let io = hyper_util::rt::TokioIo::new(Watched { stream, conn: self.conn.clone(), clock, limits });
         let conn = self.conn.clone();
         let service = hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
             conn.begin();
             let flight = InFlight { conn: conn.clone(), clock, limits };
-            let answer = app.clone().oneshot(req.map(Body::new));
+            let mut req = req.map(Body::new);
+            if let Some(peer) = peer {
+                req.extensions_mut().insert(peer);
+            }
+            let answer = app.clone().oneshot(req);
             async move {
                 let r = answer.await;
                 drop(flight);

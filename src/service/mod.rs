@@ -218,6 +218,9 @@ pub enum Intake {
     BadRequest(String),
     /// The queue is full: try later (Alertmanager retries 5xx).
     QueueFull,
+    /// The sender has as many diagnoses of unknown jobs waiting as it may (or unknown jobs
+    /// hold their whole share of the queue): `waiting` of `limit`. Try later (429).
+    TooManyUnknown { sender: String, waiting: i64, limit: i64 },
     /// The store failed; why.
     Failed(String),
 }
@@ -266,13 +269,25 @@ impl Service {
         })
     }
 
-    /// Parses, plans and durably stores a webhook.
+    /// Parses, plans and durably stores a webhook (its sender unknown but for its
+    /// `externalURL`).
     pub async fn accept_webhook(&self, body: &[u8]) -> Intake {
+        self.accept_webhook_from(body, None).await
+    }
+
+    /// Parses, plans and durably stores a webhook that came from `peer`: the sender
+    /// ([`intake::sender`]) is its `externalURL`, else the peer address.
+    pub async fn accept_webhook_from(&self, body: &[u8], peer: Option<std::net::IpAddr>) -> Intake {
         let webhook = match intake::parse(body) {
             Ok(w) => w,
             Err(e) => return Intake::BadRequest(e.0),
         };
-        let plan = intake::plan(&webhook, &self.config.service);
+        let mut plan = intake::plan(&webhook, &self.config.service);
+        let sender = intake::sender(&webhook.external_url, peer);
+        for i in &mut plan.intakes {
+            i.sender = sender.clone();
+            i.known = self.in_plans(i);
+        }
         let mut why = plan.why_ignored(&self.config.service);
         for (reason, _) in &plan.ignored {
             self.metrics.alert_ignored(reason.as_str());
@@ -313,8 +328,28 @@ impl Service {
                 self.metrics.set_queue("work", depth);
                 Intake::QueueFull
             }
+            Ok(Enqueued::TooManyUnknown { waiting, limit }) => {
+                tracing::warn!(sender = ?sender, waiting, limit,
+                    "a webhook for jobs culprit does not know refused: too many of them wait (store.max_unknown_per_sender)");
+                Intake::TooManyUnknown { sender, waiting, limit }
+            }
             Err(e) => Intake::Failed(e.message),
         }
+    }
+
+    /// Whether `[flink.plans]` names an intake's job (by id, name, or the alert's job
+    /// name, as Flink shows it or as the reporter writes it): such a job is known.
+    fn in_plans(&self, i: &intake::Intake) -> bool {
+        use crate::model::graph::sanitize_label_value;
+        let plans = &self.config.flink.plans;
+        if plans.is_empty() {
+            return false;
+        }
+        let name = i.labels.get(&self.config.service.job_name_label);
+        [Some(&i.job), name]
+            .into_iter()
+            .flatten()
+            .any(|n| plans.contains_key(n) || plans.keys().any(|k| sanitize_label_value(k) == sanitize_label_value(n)))
     }
 
     /// Starts the worker, one delivery loop per destination and the pruning; they stop
@@ -436,6 +471,7 @@ mod tests {
             created_ms: 0,
             attempts: 0,
             first_failure_ms: None,
+            known: true,
         }
     }
 

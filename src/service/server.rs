@@ -163,6 +163,7 @@ async fn webhook(State(state): State<Arc<AppState>>, req: axum::extract::Request
             "the webhook takes Content-Type: application/json (as Alertmanager sends it)",
         );
     }
+    let peer = req.extensions().get::<axum::extract::ConnectInfo<std::net::SocketAddr>>().map(|c| c.0.ip());
     // Read after the header checks (the extractor would clone every header); the body
     // limit is DefaultBodyLimit's, as for any `Bytes` extractor.
     let body = match Bytes::from_request(req, &()).await {
@@ -176,7 +177,7 @@ async fn webhook(State(state): State<Arc<AppState>>, req: axum::extract::Request
             return json_error(StatusCode::BAD_REQUEST, &e.body_text());
         }
     };
-    let response = match state.service.accept_webhook(&body).await {
+    let response = match state.service.accept_webhook_from(&body, peer).await {
         Intake::Accepted { jobs, ignored, why, dropped } => {
             metrics.webhook(if jobs == 0 { "ignored" } else { "accepted" });
             let note = (dropped > 0).then(|| format!(
@@ -201,6 +202,18 @@ async fn webhook(State(state): State<Arc<AppState>>, req: axum::extract::Request
             metrics.webhook("queue_full");
             let mut r = json_error(StatusCode::SERVICE_UNAVAILABLE, "the diagnosis queue is full; retry later");
             r.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("10"));
+            r
+        }
+        Intake::TooManyUnknown { sender, waiting, limit } => {
+            metrics.webhook("too_many_unknown");
+            // The sender is quoted as JSON escapes it: it is the webhook's own, untrusted.
+            let mut r = json_error(
+                StatusCode::TOO_MANY_REQUESTS,
+                &format!(
+                    "{waiting} diagnoses of jobs culprit does not know wait already (at most {limit}, store.max_unknown_per_sender; sender {sender:?}); retry later"
+                ),
+            );
+            r.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("60"));
             r
         }
         Intake::Failed(detail) => {

@@ -142,6 +142,9 @@ pub struct WorkItem {
     pub attempts: i64,
     /// When the diagnosis first failed, for the retry window.
     pub first_failure_ms: Option<i64>,
+    /// Whether the job is known (a verdict before, or `[flink.plans]`): an unknown one is
+    /// first checked against the jobs Prometheus has, cheaply.
+    pub known: bool,
 }
 
 impl WorkItem {
@@ -305,6 +308,35 @@ pub enum Enqueued {
     Stored { jobs: usize, created: usize, depth: i64 },
     /// Storing would take the queue over `max_queue`: nothing was stored.
     QueueFull { depth: i64 },
+    /// The webhook asks for new diagnoses of unknown jobs beyond what its sender may have
+    /// waiting (`store.max_unknown_per_sender`), or beyond the unknown jobs' share of the
+    /// queue ([`unknown_share`]): nothing was stored.
+    TooManyUnknown { waiting: i64, limit: i64 },
+}
+
+/// Most diagnoses of unknown jobs waiting, all senders together: half the queue, so that
+/// however many senders a flood of bogus job names comes from, known jobs always find
+/// room.
+pub fn unknown_share(max_queue: i64) -> i64 {
+    (max_queue / 2).max(1)
+}
+
+/// What the queue holds back for fairness, from `[store]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Fairness {
+    /// `store.max_unknown_per_sender`.
+    pub max_unknown_per_sender: i64,
+    /// `store.unknown_max_wait`, ms.
+    pub unknown_max_wait_ms: i64,
+}
+
+impl Fairness {
+    pub fn of(cfg: &StoreConfig) -> Fairness {
+        Fairness {
+            max_unknown_per_sender: i64::try_from(cfg.max_unknown_per_sender).unwrap_or(i64::MAX),
+            unknown_max_wait_ms: cfg.unknown_max_wait.as_ms(),
+        }
+    }
 }
 
 /// Items waiting, counted in the database.
@@ -331,6 +363,8 @@ pub struct Prune {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Pruned {
     pub outbox: usize,
+    /// Jobs forgotten as known (no verdict for `store.prune_after`).
+    pub known_jobs: usize,
     pub group_state: usize,
     pub verdicts: usize,
     pub dead_letters: usize,

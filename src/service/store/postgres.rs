@@ -31,8 +31,8 @@ use tokio_postgres::NoTls;
 use tokio_postgres::error::SqlState;
 
 use super::{
-    Completed, Completion, DeadLetter, Depths, Enqueued, FOLD_WAIT_MAX_MS, GroupInfo, LastVerdicts, OutboxRow, Prune,
-    Pruned, StoreError, StoreErrorKind, StoredVerdict, WorkItem, priority,
+    Completed, Completion, DeadLetter, Depths, Enqueued, FOLD_WAIT_MAX_MS, Fairness, GroupInfo, LastVerdicts,
+    OutboxRow, Prune, Pruned, StoreError, StoreErrorKind, StoredVerdict, WorkItem, priority,
 };
 use crate::config::StoreConfig;
 use crate::model::notice::{Notice, NoticeKind};
@@ -42,9 +42,10 @@ use crate::service::metrics::Metrics;
 
 /// Versioned, forward-only migrations: (version, SQL). Never edit one that shipped; add
 /// the next.
-const MIGRATIONS: &[(i32, &str)] = &[(
-    1,
-    "
+const MIGRATIONS: &[(i32, &str)] = &[
+    (
+        1,
+        "
 CREATE TABLE work (
   id BIGSERIAL PRIMARY KEY,
   job_key TEXT NOT NULL,
@@ -111,7 +112,22 @@ CREATE TABLE dead_letter (
 );
 CREATE TABLE health (id INT PRIMARY KEY CHECK (id = 1), touched_ms BIGINT NOT NULL);
 ",
-)];
+    ),
+    // Fairness: who sent each diagnosis, whether its job is known, the jobs given a
+    // verdict, and the senders' turns. Rows from before are taken as known.
+    (
+        2,
+        "
+ALTER TABLE work ADD COLUMN sender TEXT NOT NULL DEFAULT '';
+ALTER TABLE work ADD COLUMN known BOOLEAN NOT NULL DEFAULT TRUE;
+CREATE INDEX work_unknown ON work(sender) WHERE NOT known;
+CREATE TABLE known_jobs (job_key TEXT PRIMARY KEY, verdict_ms BIGINT NOT NULL);
+CREATE INDEX known_jobs_age ON known_jobs(verdict_ms);
+CREATE TABLE sender_turns (sender TEXT PRIMARY KEY, turn BIGINT NOT NULL);
+CREATE SEQUENCE sender_turn;
+",
+    ),
+];
 
 /// The advisory lock key of migrations (`pg_advisory_xact_lock(bigint)`): "culprit" in ASCII.
 const MIGRATION_LOCK: i64 = 0x63_75_6c_70_72_69_74;
@@ -130,6 +146,7 @@ struct Inner {
     /// This replica, as written in `owner`: claims it holds and renews.
     owner: String,
     lease_ms: i64,
+    fairness: Fairness,
     migrated: tokio::sync::OnceCell<()>,
     /// The intake writer, started at the first webhook.
     intake: std::sync::OnceLock<tokio::sync::mpsc::Sender<intake::Batch>>,
@@ -217,6 +234,7 @@ impl PgStore {
             pool,
             owner: owner_id(),
             lease_ms: cfg.lease.as_ms().max(1000),
+            fairness: Fairness::of(cfg),
             migrated: tokio::sync::OnceCell::new(),
             intake: std::sync::OnceLock::new(),
             metrics,
@@ -265,24 +283,35 @@ impl PgStore {
 
     /// See [`super::Store::claim_work`]. Running work whose lease expired is put back first.
     pub async fn claim_work(&self, now_ms: i64) -> Result<Option<WorkItem>, StoreError> {
-        const CANDIDATE: &str = "SELECT w.id FROM work w WHERE w.state = 'pending' AND w.due_ms <= $1
+        // Known jobs (and unknown ones due before $2, starved) first, then the sender whose
+        // turn came least recently (round robin), then the earliest due.
+        const CANDIDATE: &str = "SELECT w.id, w.sender FROM work w LEFT JOIN sender_turns t ON t.sender = w.sender
+             WHERE w.state = 'pending' AND w.due_ms <= $1
                AND NOT EXISTS (SELECT 1 FROM work r WHERE r.job_key = w.job_key AND r.state = 'running')
-             ORDER BY w.due_ms, w.id LIMIT 1 FOR UPDATE SKIP LOCKED";
+             ORDER BY (w.known OR w.due_ms <= $2) DESC, COALESCE(t.turn, 0), w.due_ms, w.id
+             LIMIT 1 FOR UPDATE OF w SKIP LOCKED";
+        const TAKE_TURN: &str = "INSERT INTO sender_turns (sender, turn) VALUES ($1, nextval('sender_turn'))
+             ON CONFLICT (sender) DO UPDATE SET turn = excluded.turn";
+        let starved_before = now_ms.saturating_sub(self.inner.fairness.unknown_max_wait_ms);
         let mut client = self.client().await?;
         let tx = client.transaction().await?;
         let mut dead = Vec::new();
         reap_work(&tx, now_ms, &mut dead).await?;
         let item = loop {
-            let Some(row) = tx.query_opt(&tx.prepare_cached(CANDIDATE).await?, &[&now_ms]).await? else {
+            let Some(row) = tx.query_opt(&tx.prepare_cached(CANDIDATE).await?, &[&now_ms, &starved_before]).await?
+            else {
                 break None;
             };
-            let id: i64 = row.get(0);
+            let (id, sender): (i64, String) = (row.get(0), row.get(1));
             match read_work(&tx, id).await? {
                 Ok(item) => {
                     let sql = "UPDATE work SET state = 'running', owner = $2, lease_until_ms = $3 WHERE id = $1";
                     let (stmt, until) = (tx.prepare_cached(sql).await?, self.lease_until(now_ms));
                     match tx.execute(&stmt, &[&id, &self.inner.owner, &until]).await {
-                        Ok(_) => break Some(item),
+                        Ok(_) => {
+                            tx.execute(&tx.prepare_cached(TAKE_TURN).await?, &[&sender]).await?;
+                            break Some(item);
+                        }
                         // Another replica runs the job already (a race the index settles).
                         Err(e) if e.code() == Some(&SqlState::UNIQUE_VIOLATION) => return Ok(None),
                         Err(e) => return Err(e.into()),
@@ -358,7 +387,14 @@ impl PgStore {
         let verdict_id: Option<i64> = match &completion.verdict {
             Some((job, json)) => {
                 let sql = "INSERT INTO verdicts (job, created_ms, json) VALUES ($1, $2, $3) RETURNING id";
-                Some(tx.query_one(&tx.prepare_cached(sql).await?, &[job, &now_ms, json]).await?.get(0))
+                let id = tx.query_one(&tx.prepare_cached(sql).await?, &[job, &now_ms, json]).await?.get(0);
+                // The job is known from now on: its next diagnoses go first.
+                let known = "INSERT INTO known_jobs (job_key, verdict_ms) VALUES ($1, $2)
+                     ON CONFLICT (job_key) DO UPDATE SET verdict_ms = GREATEST(known_jobs.verdict_ms, excluded.verdict_ms)";
+                tx.execute(&tx.prepare_cached(known).await?, &[&item.job_key, &now_ms]).await?;
+                let sql = "UPDATE work SET known = TRUE WHERE job_key = $1 AND NOT known";
+                tx.execute(&tx.prepare_cached(sql).await?, &[&item.job_key]).await?;
+                Some(id)
             }
             None => None,
         };
@@ -642,6 +678,15 @@ impl PgStore {
         pruned.verdicts = n("DELETE FROM verdicts WHERE created_ms < $1", cutoff).await?;
         pruned.verdicts +=
             n("DELETE FROM verdicts WHERE id <= (SELECT MAX(id) FROM verdicts) - $1", p.verdicts_kept).await?;
+        // A job not given a verdict for the whole period is unknown again.
+        pruned.known_jobs = n("DELETE FROM known_jobs WHERE verdict_ms < $1", cutoff).await?;
+        pruned.known_jobs += n(
+            "DELETE FROM known_jobs WHERE job_key NOT IN (
+               SELECT job_key FROM known_jobs ORDER BY verdict_ms DESC LIMIT $1)",
+            p.keep_rows,
+        )
+        .await?;
+        tx.execute("DELETE FROM sender_turns WHERE sender NOT IN (SELECT sender FROM work)", &[]).await?;
         pruned.dead_letters = n("DELETE FROM dead_letter WHERE at_ms < $1", cutoff).await?;
         pruned.dead_letters +=
             n("DELETE FROM dead_letter WHERE id <= (SELECT MAX(id) FROM dead_letter) - $1", p.keep_rows).await?;
@@ -723,6 +768,7 @@ async fn renew(i: &Inner) -> Result<(), StoreError> {
 async fn apply_intake(
     tx: &Transaction<'_>,
     i: &Intake,
+    known: bool,
     now_ms: i64,
     due_ms: i64,
     dead: &mut Vec<DeadLetter>,
@@ -741,24 +787,26 @@ async fn apply_intake(
                 let follow_up = groups.values().all(|g| g.rediagnosis);
                 groups.insert(i.group_key.clone(), info);
                 let due = if follow_up { due_ms } else { i64::MAX };
-                let sql = "UPDATE work SET groups = $2, labels = $3, due_ms = LEAST(due_ms, $4) WHERE id = $1";
+                let sql = "UPDATE work SET groups = $2, labels = $3, due_ms = LEAST(due_ms, $4), known = known OR $5
+                     WHERE id = $1";
                 let groups = serde_json::to_string(&groups)?;
-                tx.execute(&tx.prepare_cached(sql).await?, &[&id, &groups, &labels, &due]).await?;
+                tx.execute(&tx.prepare_cached(sql).await?, &[&id, &groups, &labels, &due, &known]).await?;
                 return Ok(0);
             }
             Err(why) => dead.push(dead_letter_work(tx, id, &format!("groups: {why}"), now_ms).await?),
         }
     }
     let groups: BTreeMap<&str, &GroupInfo> = [(i.group_key.as_str(), &info)].into_iter().collect();
-    let sql = "INSERT INTO work (job_key, job, labels, groups, due_ms, created_ms, state)
-         VALUES ($1, $2, $3, $4, $5, $6, 'pending')
+    let sql = "INSERT INTO work (job_key, job, labels, groups, due_ms, created_ms, state, sender, known)
+         VALUES ($1, $2, $3, $4, $5, $6, 'pending', $7, $8)
          ON CONFLICT (job_key) WHERE state = 'pending'
-         DO UPDATE SET groups = (work.groups::jsonb || excluded.groups::jsonb)::text, labels = excluded.labels
+         DO UPDATE SET groups = (work.groups::jsonb || excluded.groups::jsonb)::text, labels = excluded.labels,
+           known = work.known OR excluded.known
          RETURNING (xmax = 0)";
     let row = tx
         .query_one(
             &tx.prepare_cached(sql).await?,
-            &[&i.job_key, &i.job, &labels, &serde_json::to_string(&groups)?, &due_ms, &now_ms],
+            &[&i.job_key, &i.job, &labels, &serde_json::to_string(&groups)?, &due_ms, &now_ms, &i.sender, &known],
         )
         .await?;
     Ok(usize::from(row.get::<_, bool>(0)))
@@ -870,7 +918,8 @@ async fn requeue(
 
 /// Decodes a work row; `Ok(Err(why))` when the row is there but cannot be decoded.
 async fn read_work(tx: &Transaction<'_>, id: i64) -> Result<Result<WorkItem, String>, StoreError> {
-    let sql = "SELECT job_key, job, labels, groups, created_ms, attempts, first_failure_ms FROM work WHERE id = $1";
+    let sql =
+        "SELECT job_key, job, labels, groups, created_ms, attempts, first_failure_ms, known FROM work WHERE id = $1";
     let r = tx.query_one(&tx.prepare_cached(sql).await?, &[&id]).await?;
     Ok((|| -> Result<WorkItem, String> {
         Ok(WorkItem {
@@ -882,6 +931,7 @@ async fn read_work(tx: &Transaction<'_>, id: i64) -> Result<Result<WorkItem, Str
             created_ms: r.get(4),
             attempts: r.get(5),
             first_failure_ms: r.get(6),
+            known: r.get(7),
         })
     })())
 }

@@ -19,6 +19,9 @@ fn intake(job: &str, group: &str, firing: bool) -> Intake {
         firing,
         firing_set: "s".into(),
         labels: BTreeMap::from([("job_id".to_string(), job.to_string())]),
+        sender: String::new(),
+        // Known: these tests are about the queue, not about fairness (`fairness_tests`).
+        known: true,
     }
 }
 

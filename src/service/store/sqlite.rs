@@ -15,7 +15,8 @@
 //!   one `BEGIN IMMEDIATE` transaction whose `COMMIT` is checked.
 //! * Schema versions are `PRAGMA user_version`, migrated forward at open in one
 //!   transaction: 0 is culprit 0.1.0's schema (or none), 1 adds the per-group outbox
-//!   columns, `dead_letter` and `group_state.updated_ms`.
+//!   columns, `dead_letter` and `group_state.updated_ms`; 2 adds fairness: `work.sender`,
+//!   `work.known`, `known_jobs` (jobs given a verdict) and `sender_turns` (round robin).
 //! * After a crash, work that was running is pending again (merged into a newer pending
 //!   row of the job, if any); outbox rows caught `sending` are pending and *unsure*.
 //! * Before SQLite opens the files, what SQLite would paper over (an empty database where
@@ -35,8 +36,9 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::sqlite_integrity::{self, Problem};
 use super::{
-    Completed, Completion, DeadLetter, Depths, Enqueued, FOLD_WAIT_MAX_MS, GroupInfo, LastVerdicts, OutboxRow, Prune,
-    Pruned, Recovered, StoreError, StoreErrorKind, StoredVerdict, WorkItem, column_as_json, priority,
+    Completed, Completion, DeadLetter, Depths, Enqueued, FOLD_WAIT_MAX_MS, Fairness, GroupInfo, LastVerdicts,
+    OutboxRow, Prune, Pruned, Recovered, StoreError, StoreErrorKind, StoredVerdict, WorkItem, column_as_json, priority,
+    unknown_share,
 };
 use crate::config::{StoreConfig, Synchronous};
 use crate::model::notice::{Notice, NoticeKind};
@@ -45,7 +47,7 @@ use crate::service::intake::Intake;
 use crate::service::metrics::Metrics;
 
 /// The schema version this build writes (`PRAGMA user_version`).
-pub const SCHEMA_VERSION: i64 = 1;
+pub const SCHEMA_VERSION: i64 = 2;
 
 /// How long a connection waits for another's lock before failing with `busy`.
 const BUSY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
@@ -127,6 +129,30 @@ CREATE TABLE dead_letter (
 );
 ";
 
+/// From version 1 to 2: fairness. Rows from before are taken as known (they keep their
+/// place in line).
+const MIGRATE_V1_V2: &str = "
+ALTER TABLE work ADD COLUMN sender TEXT NOT NULL DEFAULT '';
+ALTER TABLE work ADD COLUMN known INTEGER NOT NULL DEFAULT 1;
+CREATE INDEX work_unknown ON work(sender) WHERE known = 0;
+CREATE TABLE known_jobs (job_key TEXT PRIMARY KEY, verdict_ms INTEGER NOT NULL);
+CREATE INDEX known_jobs_age ON known_jobs(verdict_ms);
+CREATE TABLE sender_turns (sender TEXT PRIMARY KEY, turn INTEGER NOT NULL);
+";
+
+/// The next diagnosis to claim (`?1` now, `?2` before when a due unknown job counts as
+/// starved): of a job with none running, known jobs (and starved unknown ones) first, then
+/// the sender whose turn came least recently (round robin), then the earliest due.
+const CLAIM_ORDER: &str = "SELECT w.id, w.sender FROM work w LEFT JOIN sender_turns t ON t.sender = w.sender
+     WHERE w.state = 'pending' AND w.due_ms <= ?1
+       AND NOT EXISTS (SELECT 1 FROM work r WHERE r.job_key = w.job_key AND r.state = 'running')
+     ORDER BY (w.known = 1 OR w.due_ms <= ?2) DESC, COALESCE(t.turn, 0), w.due_ms, w.id LIMIT 1";
+
+/// A sender's turn is taken: it goes to the back of the round robin.
+const TAKE_TURN: &str = "INSERT INTO sender_turns (sender, turn)
+     VALUES (?1, (SELECT COALESCE(MAX(turn), 0) + 1 FROM sender_turns))
+     ON CONFLICT(sender) DO UPDATE SET turn = excluded.turn";
+
 /// A webhook's intakes on their way to the writer thread.
 struct Batch {
     intakes: Vec<Intake>,
@@ -146,6 +172,7 @@ pub struct SqliteStore {
     metrics: Arc<Metrics>,
     /// What the start found, not yet acknowledged (older starts' too).
     pub(super) found_at_start: Vec<Problem>,
+    fairness: Fairness,
     /// Held for the life of the store: the single-process lock.
     _lock: File,
 }
@@ -224,7 +251,10 @@ fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
     if !has_work {
         tx.execute_batch(SCHEMA_V0)?;
     }
-    tx.execute_batch(MIGRATE_V0_V1)?;
+    if version < 1 {
+        tx.execute_batch(MIGRATE_V0_V1)?;
+    }
+    tx.execute_batch(MIGRATE_V1_V2)?;
     tx.pragma_update(None, "user_version", SCHEMA_VERSION)?;
     tx.commit()?;
     Ok(())
@@ -323,11 +353,12 @@ impl SqliteStore {
         // wrote syncs the WAL before the webhooks it holds are answered.
         let writer = open_conn(&path, cfg.synchronous)?;
         let (tx, rx) = mpsc::channel::<Batch>(4096);
+        let fairness = Fairness::of(cfg);
         let writer = std::thread::Builder::new()
             .name("culprit-intake".into())
             .spawn({
                 let metrics = metrics.clone();
-                move || intake_writer(writer, rx, &metrics)
+                move || intake_writer(writer, rx, &metrics, fairness)
             })
             .map_err(|e| StoreError::new(StoreErrorKind::Other, format!("cannot start the intake writer: {e}")))?;
         // After recovery no diagnosis runs: the index cannot meet two of one job left
@@ -344,6 +375,7 @@ impl SqliteStore {
             path,
             metrics,
             found_at_start,
+            fairness,
             _lock: lock,
         };
         Ok((store, recovered))
@@ -413,24 +445,28 @@ impl SqliteStore {
 
     /// See [`super::Store::claim_work`].
     pub fn claim_work(&self, now_ms: i64) -> Result<Option<WorkItem>, StoreError> {
-        const CANDIDATE: &str = "SELECT w.id FROM work w WHERE w.state = 'pending' AND w.due_ms <= ?1
+        const ANY_DUE: &str = "SELECT w.id FROM work w WHERE w.state = 'pending' AND w.due_ms <= ?1
                AND NOT EXISTS (SELECT 1 FROM work r WHERE r.job_key = w.job_key AND r.state = 'running')
-             ORDER BY w.due_ms, w.id LIMIT 1";
+             LIMIT 1";
         let mut conn = self.conn();
         // Look before taking the write lock: most wakes find nothing due, and the lock
         // would stall the intake writer.
-        if conn.prepare_cached(CANDIDATE)?.query_row(params![now_ms], |r| r.get::<_, i64>(0)).optional()?.is_none() {
+        if conn.prepare_cached(ANY_DUE)?.query_row(params![now_ms], |r| r.get::<_, i64>(0)).optional()?.is_none() {
             return Ok(None);
         }
+        let starved_before = now_ms.saturating_sub(self.fairness.unknown_max_wait_ms);
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let mut dead = Vec::new();
         let item = loop {
-            let candidate: Option<i64> =
-                tx.prepare_cached(CANDIDATE)?.query_row(params![now_ms], |r| r.get(0)).optional()?;
-            let Some(id) = candidate else { break None };
+            let candidate: Option<(i64, String)> = tx
+                .prepare_cached(CLAIM_ORDER)?
+                .query_row(params![now_ms, starved_before], |r| Ok((r.get(0)?, r.get(1)?)))
+                .optional()?;
+            let Some((id, sender)) = candidate else { break None };
             match read_work(&tx, id)? {
                 Ok(item) => {
                     tx.prepare_cached("UPDATE work SET state = 'running' WHERE id = ?1")?.execute(params![id])?;
+                    tx.prepare_cached(TAKE_TURN)?.execute(params![sender])?;
                     break Some(item);
                 }
                 Err(why) if dead.len() < MAX_DEAD_PER_CLAIM => dead.push(dead_letter_work(&tx, id, &why, now_ms)?),
@@ -481,7 +517,16 @@ impl SqliteStore {
             Some((job, json)) => {
                 tx.prepare_cached("INSERT INTO verdicts (job, created_ms, json) VALUES (?1, ?2, ?3)")?
                     .execute(params![job, now_ms, json])?;
-                Some(tx.last_insert_rowid())
+                let id = tx.last_insert_rowid();
+                // The job is known from now on: its next diagnoses go first.
+                tx.prepare_cached(
+                    "INSERT INTO known_jobs (job_key, verdict_ms) VALUES (?1, ?2)
+                     ON CONFLICT(job_key) DO UPDATE SET verdict_ms = excluded.verdict_ms",
+                )?
+                .execute(params![item.job_key, now_ms])?;
+                tx.prepare_cached("UPDATE work SET known = 1 WHERE job_key = ?1 AND known = 0")?
+                    .execute(params![item.job_key])?;
+                Some(id)
             }
             None => None,
         };
@@ -762,6 +807,14 @@ impl SqliteStore {
             "DELETE FROM verdicts WHERE id <= (SELECT MAX(id) FROM verdicts) - ?1",
             params![p.verdicts_kept],
         )?;
+        // A job not given a verdict for the whole period is unknown again.
+        pruned.known_jobs = tx.execute("DELETE FROM known_jobs WHERE verdict_ms < ?1", params![cutoff])?;
+        pruned.known_jobs += tx.execute(
+            "DELETE FROM known_jobs WHERE job_key NOT IN (
+               SELECT job_key FROM known_jobs ORDER BY verdict_ms DESC LIMIT ?1)",
+            params![p.keep_rows],
+        )?;
+        tx.execute("DELETE FROM sender_turns WHERE sender NOT IN (SELECT sender FROM work)", [])?;
         pruned.dead_letters = tx.execute("DELETE FROM dead_letter WHERE at_ms < ?1", params![cutoff])?;
         pruned.dead_letters += tx.execute(
             "DELETE FROM dead_letter WHERE id <= (SELECT MAX(id) FROM dead_letter) - ?1",
@@ -788,7 +841,7 @@ impl SqliteStore {
 /// Decodes a work row; `Ok(Err(why))` when the row is there but cannot be decoded.
 fn read_work(tx: &Connection, id: i64) -> Result<Result<WorkItem, String>, StoreError> {
     let mut stmt = tx.prepare_cached(
-        "SELECT job_key, job, labels, groups, created_ms, attempts, first_failure_ms FROM work WHERE id = ?1",
+        "SELECT job_key, job, labels, groups, created_ms, attempts, first_failure_ms, known FROM work WHERE id = ?1",
     )?;
     Ok(stmt.query_row(params![id], |r| {
         Ok((|| -> Result<WorkItem, String> {
@@ -802,6 +855,7 @@ fn read_work(tx: &Connection, id: i64) -> Result<Result<WorkItem, String>, Store
                 created_ms: r.get(4).map_err(|e| e.to_string())?,
                 attempts: r.get(5).map_err(|e| e.to_string())?,
                 first_failure_ms: r.get(6).map_err(|e| e.to_string())?,
+                known: r.get(7).map_err(|e| e.to_string())?,
             })
         })())
     })?)
@@ -1111,7 +1165,7 @@ fn next_webhook(rx: &mut mpsc::Receiver<Batch>) -> Option<Batch> {
 /// its sync of the WAL), and the webhooks that arrive meanwhile make the next batch. (A
 /// second thread syncing while the writer went on measured slower on 2 cores: one more
 /// hand-off between threads per batch.)
-fn intake_writer(conn: Connection, mut rx: mpsc::Receiver<Batch>, metrics: &Metrics) {
+fn intake_writer(conn: Connection, mut rx: mpsc::Receiver<Batch>, metrics: &Metrics, fairness: Fairness) {
     while let Some(first) = next_webhook(&mut rx) {
         let mut batches = vec![first];
         while batches.len() < MAX_BATCH {
@@ -1121,7 +1175,7 @@ fn intake_writer(conn: Connection, mut rx: mpsc::Receiver<Batch>, metrics: &Metr
             }
         }
         let mut dead = Vec::new();
-        match commit_batches(&conn, &batches, &mut dead) {
+        match commit_batches(&conn, &batches, fairness, &mut dead) {
             Ok(results) => {
                 metrics.store_intake_commits.inc();
                 report_dead(metrics, dead);
@@ -1143,6 +1197,7 @@ fn intake_writer(conn: Connection, mut rx: mpsc::Receiver<Batch>, metrics: &Metr
 fn commit_batches(
     conn: &Connection,
     batches: &[Batch],
+    fairness: Fairness,
     dead: &mut Vec<DeadLetter>,
 ) -> Result<Vec<Result<Enqueued, StoreError>>, StoreError> {
     let tx = Immediate::begin(conn)?;
@@ -1150,10 +1205,11 @@ fn commit_batches(
         Ok(tx.prepare_cached("SELECT COUNT(*) FROM work")?.query_row([], |r| r.get(0))?)
     };
     let mut depth = count_work(&tx)?;
+    let mut unknown = Unknown::new(fairness);
     let mut results = Vec::with_capacity(batches.len());
     for b in batches {
         let mut own_dead = Vec::new();
-        let result = apply_webhook(&tx, b, depth, &mut own_dead);
+        let result = apply_webhook(&tx, b, depth, &mut unknown, &mut own_dead);
         // After a disk-full or I/O error SQLite may roll the whole transaction back; what
         // follows would commit statement by statement. Nothing of the batch holds then.
         if tx.is_autocommit() {
@@ -1167,8 +1223,12 @@ fn commit_batches(
                 dead.append(&mut own_dead);
             }
             Ok(Enqueued::QueueFull { .. }) => {}
+            Ok(Enqueued::TooManyUnknown { .. }) => {}
             // Undone by its savepoint, or a single statement that failed whole.
-            Err(_) => depth = count_work(&tx)?,
+            Err(_) => {
+                depth = count_work(&tx)?;
+                unknown = Unknown::new(fairness);
+            }
         }
         results.push(result);
     }
@@ -1223,6 +1283,8 @@ struct Edit<'i> {
     /// Whether the row read differs from what the webhook leaves.
     changed: bool,
     due_ms: i64,
+    /// Whether the job is known (the row's, the intake's or the store's `known_jobs`).
+    known: bool,
 }
 
 impl Edit<'_> {
@@ -1240,7 +1302,13 @@ impl Edit<'_> {
 /// bound checked before anything is written; a webhook whose writes take more than one
 /// statement runs them under a savepoint (most take one, or none: a savepoint journals
 /// every page it touches).
-fn apply_webhook(tx: &Connection, b: &Batch, depth: i64, dead: &mut Vec<DeadLetter>) -> Result<Enqueued, StoreError> {
+fn apply_webhook(
+    tx: &Connection,
+    b: &Batch,
+    depth: i64,
+    unknown: &mut Unknown,
+    dead: &mut Vec<DeadLetter>,
+) -> Result<Enqueued, StoreError> {
     let mut edits: Vec<Edit<'_>> = Vec::with_capacity(b.intakes.len());
     for i in &b.intakes {
         let at = match edits.iter().position(|e| e.intake.job_key == i.job_key) {
@@ -1258,6 +1326,14 @@ fn apply_webhook(tx: &Connection, b: &Batch, depth: i64, dead: &mut Vec<DeadLett
     if diagnoses > 0 && depth + diagnoses as i64 > b.max_queue {
         return Ok(Enqueued::QueueFull { depth });
     }
+    // New unknown diagnoses count against their sender's cap and the unknown share.
+    let mut new_unknown: BTreeMap<&str, i64> = BTreeMap::new();
+    for e in edits.iter().filter(|e| e.row.is_none() && e.intake.firing && !e.known) {
+        *new_unknown.entry(e.intake.sender.as_str()).or_default() += 1;
+    }
+    if let Some(refused) = unknown.admit(tx, &new_unknown, b.max_queue)? {
+        return Ok(refused);
+    }
     let savepoint = edits.iter().map(Edit::statements).sum::<usize>() > 1;
     if savepoint {
         tx.prepare_cached("SAVEPOINT intake")?.execute([])?;
@@ -1273,16 +1349,18 @@ fn apply_webhook(tx: &Connection, b: &Batch, depth: i64, dead: &mut Vec<DeadLett
         }
     }
     written?;
+    unknown.stored(&new_unknown);
     dead.append(&mut own_dead);
     Ok(Enqueued::Stored { jobs: b.intakes.len(), created, depth: depth + created as i64 })
 }
 
 /// Reads the pending diagnosis of an intake's job.
 fn read_pending<'i>(tx: &Connection, i: &'i Intake, b: &Batch) -> Result<Edit<'i>, StoreError> {
-    let found: Option<(i64, rusqlite::types::Value, String)> = tx
-        .prepare_cached("SELECT id, groups, labels FROM work WHERE state = 'pending' AND job_key = ?1")?
-        .query_row(params![i.job_key], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+    let found: Option<(i64, rusqlite::types::Value, String, bool)> = tx
+        .prepare_cached("SELECT id, groups, labels, known FROM work WHERE state = 'pending' AND job_key = ?1")?
+        .query_row(params![i.job_key], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
         .optional()?;
+    let known = i.known || found.as_ref().is_some_and(|f| f.3) || is_known(tx, &i.job_key)?;
     let new = |replaces| Edit {
         intake: i,
         row: None,
@@ -1291,8 +1369,9 @@ fn read_pending<'i>(tx: &Connection, i: &'i Intake, b: &Batch) -> Result<Edit<'i
         labels: String::new(),
         changed: true,
         due_ms: b.due_ms,
+        known,
     };
-    let Some((id, groups, labels)) = found else { return Ok(new(None)) };
+    let Some((id, groups, labels, was_known)) = found else { return Ok(new(None)) };
     let decoded = match &groups {
         rusqlite::types::Value::Text(t) => {
             serde_json::from_str::<BTreeMap<String, GroupInfo>>(t).map_err(|e| format!("groups: {e}"))
@@ -1305,7 +1384,16 @@ fn read_pending<'i>(tx: &Connection, i: &'i Intake, b: &Batch) -> Result<Edit<'i
             // webhook brings it forward (a retry keeps its backoff).
             let follow_up = groups.values().all(|g| g.rediagnosis);
             let due_ms = if follow_up { b.due_ms } else { i64::MAX };
-            Edit { intake: i, row: Some(id), replaces: None, groups, labels, changed: false, due_ms }
+            Edit {
+                intake: i,
+                row: Some(id),
+                replaces: None,
+                groups,
+                labels,
+                changed: known != was_known,
+                due_ms,
+                known,
+            }
         }
         Err(why) => new(Some((id, why))),
     })
@@ -1332,18 +1420,100 @@ fn write(tx: &Connection, e: Edit<'_>, b: &Batch, dead: &mut Vec<DeadLetter>) ->
     match e.row {
         Some(_) if !e.changed => {}
         Some(id) => {
-            tx.prepare_cached("UPDATE work SET groups = ?2, labels = ?3, due_ms = MIN(due_ms, ?4) WHERE id = ?1")?
-                .execute(params![id, serde_json::to_string(&e.groups)?, e.labels, e.due_ms])?;
+            tx.prepare_cached(
+                "UPDATE work SET groups = ?2, labels = ?3, due_ms = MIN(due_ms, ?4), known = ?5 WHERE id = ?1",
+            )?
+            .execute(params![id, serde_json::to_string(&e.groups)?, e.labels, e.due_ms, e.known])?;
         }
         None => {
             if let Some((id, why)) = &e.replaces {
                 dead.push(dead_letter_work(tx, *id, why, b.now_ms)?);
             }
             tx.prepare_cached(
-                "INSERT INTO work (job_key, job, labels, groups, due_ms, created_ms, state) VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'pending')",
+                "INSERT INTO work (job_key, job, labels, groups, due_ms, created_ms, state, sender, known)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'pending', ?7, ?8)",
             )?
-            .execute(params![e.intake.job_key, e.intake.job, e.labels, serde_json::to_string(&e.groups)?, e.due_ms, b.now_ms])?;
+            .execute(params![
+                e.intake.job_key,
+                e.intake.job,
+                e.labels,
+                serde_json::to_string(&e.groups)?,
+                e.due_ms,
+                b.now_ms,
+                e.intake.sender,
+                e.known
+            ])?;
         }
     }
     Ok(())
+}
+
+/// Whether the store has given `job_key` a verdict (and has not pruned it since).
+fn is_known(tx: &Connection, job_key: &str) -> Result<bool, StoreError> {
+    Ok(tx
+        .prepare_cached("SELECT 1 FROM known_jobs WHERE job_key = ?1")?
+        .query_row(params![job_key], |_| Ok(()))
+        .optional()?
+        .is_some())
+}
+
+/// The diagnoses of unknown jobs waiting, per sender and in all, as one intake
+/// transaction sees them: read from the table once, then kept up to date in memory.
+struct Unknown {
+    fairness: Fairness,
+    total: Option<i64>,
+    per_sender: BTreeMap<String, i64>,
+}
+
+impl Unknown {
+    fn new(fairness: Fairness) -> Unknown {
+        Unknown { fairness, total: None, per_sender: BTreeMap::new() }
+    }
+
+    /// `None` when a webhook's new unknown diagnoses (per sender) fit; else the refusal.
+    fn admit(
+        &mut self,
+        tx: &Connection,
+        new: &BTreeMap<&str, i64>,
+        max_queue: i64,
+    ) -> Result<Option<Enqueued>, StoreError> {
+        if new.is_empty() {
+            return Ok(None);
+        }
+        let total = match self.total {
+            Some(t) => t,
+            None => *self
+                .total
+                .insert(tx.prepare_cached("SELECT COUNT(*) FROM work WHERE known = 0")?.query_row([], |r| r.get(0))?),
+        };
+        let share = unknown_share(max_queue);
+        let adding: i64 = new.values().sum();
+        if total + adding > share {
+            return Ok(Some(Enqueued::TooManyUnknown { waiting: total, limit: share }));
+        }
+        for (sender, n) in new {
+            let waiting = match self.per_sender.get(*sender) {
+                Some(w) => *w,
+                None => {
+                    let w: i64 = tx
+                        .prepare_cached("SELECT COUNT(*) FROM work WHERE known = 0 AND sender = ?1")?
+                        .query_row(params![sender], |r| r.get(0))?;
+                    self.per_sender.insert(sender.to_string(), w);
+                    w
+                }
+            };
+            if waiting + n > self.fairness.max_unknown_per_sender {
+                return Ok(Some(Enqueued::TooManyUnknown { waiting, limit: self.fairness.max_unknown_per_sender }));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Counts a stored webhook's new unknown diagnoses.
+    fn stored(&mut self, new: &BTreeMap<&str, i64>) {
+        for (sender, n) in new {
+            *self.total.get_or_insert(0) += n;
+            *self.per_sender.entry(sender.to_string()).or_default() += n;
+        }
+    }
 }

@@ -140,6 +140,9 @@ fn intake(job: &str, group: &str) -> Intake {
         firing: true,
         firing_set: "s".into(),
         labels: BTreeMap::from([("job_id".to_string(), job.to_string())]),
+        sender: String::new(),
+        // Known: these tests are about the queue, not about fairness (`fairness_tests`).
+        known: true,
     }
 }
 
@@ -853,6 +856,9 @@ both![
 #[path = "rediagnosis_tests.rs"]
 mod rediagnosis;
 
+#[path = "fairness_tests.rs"]
+mod fairness;
+
 // ---------------------------------------------------------------------------------------
 // PostgreSQL: replicas sharing one database
 // ---------------------------------------------------------------------------------------
@@ -887,7 +893,8 @@ async fn replicas_starting_at_once_migrate_the_database_once() {
     let stores: Vec<Store> = (0..4).map(|_| f.open()).collect();
     let depths = futures::future::join_all(stores.iter().map(|s| s.depths())).await;
     assert!(depths.iter().all(|d| d.as_ref().is_ok_and(|d| *d == Depths::default())), "{depths:?}");
-    assert_eq!(f.column("SELECT version FROM culprit_schema"), ["1"]);
+    // Each migration once: 1 (the schema), 2 (fairness).
+    assert_eq!(f.column("SELECT version FROM culprit_schema ORDER BY version"), ["1", "2"]);
 }
 
 #[tokio::test]
