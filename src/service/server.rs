@@ -291,15 +291,13 @@ async fn diagnose(
     let Some(job) = p.job.filter(|j| !j.is_empty()) else {
         return json_error(StatusCode::BAD_REQUEST, "give the job: ?job=NAME_OR_ID");
     };
-    let at_ms = match p.at.as_deref().map(|a| a.parse::<jiff::Timestamp>()) {
-        None => None,
-        Some(Ok(t)) => Some(t.as_millisecond()),
-        Some(Err(_)) => return json_error(StatusCode::BAD_REQUEST, "`at` is not an RFC 3339 time"),
+    let at_ms = match p.at.as_deref().map(crate::config::parse_time).transpose() {
+        Ok(at) => at,
+        Err(e) => return json_error(StatusCode::BAD_REQUEST, &format!("`at` {e}")),
     };
-    let window_ms = match p.window.as_deref().map(|w| w.parse::<crate::config::Millis>()) {
-        None => None,
-        Some(Ok(m)) if m.as_ms() >= 1000 => Some(m.as_ms()),
-        _ => return json_error(StatusCode::BAD_REQUEST, "`window` is not a duration of at least 1s, such as 5m"),
+    let window_ms = match p.window.as_deref().map(crate::config::parse_window).transpose() {
+        Ok(w) => w.map(|m| m.as_ms()),
+        Err(e) => return json_error(StatusCode::BAD_REQUEST, &format!("`window` {e}")),
     };
     let labels = match label_params(raw.as_deref()) {
         Ok(l) => l,
