@@ -196,7 +196,17 @@ fn a_bad_time_or_window_is_a_usage_error() {
     assert_one_sentence_error(&culprit(&["diagnose", "--recording", s(&rec), "--window", "soon"]), &["--window"]);
     assert_one_sentence_error(
         &culprit(&["diagnose", "--recording", s(&rec), "--window", "0.5ms"]),
-        &["--window must be at least 1s"],
+        &["--window `0.5ms` is shorter than 1s, the shortest window"],
+    );
+    // Too large is not "too small", and a valid RFC 3339 time past jiff's range is not
+    // "not RFC 3339": each says the limit it crosses.
+    assert_one_sentence_error(
+        &culprit(&["diagnose", "--recording", s(&rec), "--window", "1000000000d"]),
+        &["--window `1000000000d` is longer than 36525d (100 years), the longest window"],
+    );
+    assert_one_sentence_error(
+        &culprit(&["diagnose", "--recording", s(&rec), "--at", "9999-12-31T23:59:59Z"]),
+        &["--at `9999-12-31T23:59:59Z` is after 9999-12-30T22:00:00Z, the latest time culprit takes"],
     );
 }
 

@@ -2,7 +2,8 @@
 //! message, in a browser that sends no credentials. The signed link opens the page (200
 //! HTML); a tampered, expired or unsigned link does not (403, 403, 401, each with a page
 //! saying why); the JSON API keeps its authentication. Real Prometheus, culprit serve, a
-//! capture server for Slack.
+//! capture server for Slack. Every answer, page or JSON, has the security headers (CSP,
+//! nosniff, no-store, no-referrer).
 
 mod support;
 
@@ -16,7 +17,8 @@ const API_TOKEN: &str = "api-t0ken-for-tests";
 const LINK_KEY: &str = "link-signing-key-for-tests";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_view_verdict_button_opens_the_page_and_a_tampered_or_expired_link_does_not() {
+async fn the_view_verdict_button_opens_the_page_a_tampered_or_expired_link_does_not_and_every_answer_has_security_headers()
+ {
     let now = jiff::Timestamp::now().as_millisecond();
     let jobs = support::synthetic_jobs(1, now - 1_000);
     let prom = support::prometheus_with_texts(&[jobs[0].1.clone()], support::free_port());
@@ -72,13 +74,23 @@ async fn the_view_verdict_button_opens_the_page_and_a_tampered_or_expired_link_d
     let page = open(url.clone()).await;
     assert_eq!(page.status(), 200);
     assert_eq!(page.headers()["content-type"], "text/html; charset=utf-8");
+    let headers = page.headers().clone();
     let body = page.text().await.unwrap();
     assert!(body.starts_with("<!doctype html>") && body.contains("is the culprit"), "{}", &body[..body.len().min(500)]);
+    assert_secure(&headers, Some(&body));
 
     let tampered = format!("{}{}", &url[..url.len() - 1], if url.ends_with('0') { '1' } else { '0' });
     let r = open(tampered).await;
     assert_eq!(r.status(), 403);
-    assert!(r.text().await.unwrap().contains("signature is not valid"));
+    let headers = r.headers().clone();
+    let body = r.text().await.unwrap();
+    assert_secure(&headers, Some(&body));
+    assert!(body.contains("signature is not valid"));
+    // No such verdict: a page too, with the same headers.
+    let r = open(url.replace("/verdicts/", "/verdicts/x")).await;
+    assert_eq!(r.status(), 404);
+    let headers = r.headers().clone();
+    assert_secure(&headers, Some(&r.text().await.unwrap()));
 
     let id: i64 = url.split("/verdicts/").nth(1).unwrap().split('?').next().unwrap().parse().unwrap();
     let stored: serde_json::Value = client
@@ -111,6 +123,7 @@ async fn the_view_verdict_button_opens_the_page_and_a_tampered_or_expired_link_d
     assert_eq!(api.status(), 401);
     let api = client.get(format!("{}/api/v1/verdicts/{id}", app.url())).bearer_auth(API_TOKEN).send().await.unwrap();
     assert_eq!(api.status(), 200);
+    assert_secure(api.headers(), None);
     let html = client
         .get(format!("{}/api/v1/verdicts/{id}?format=html", app.url()))
         .bearer_auth(API_TOKEN)
@@ -118,5 +131,30 @@ async fn the_view_verdict_button_opens_the_page_and_a_tampered_or_expired_link_d
         .await
         .unwrap();
     assert_eq!(html.headers()["content-type"], "text/html; charset=utf-8");
+    let headers = html.headers().clone();
+    assert_secure(&headers, Some(&html.text().await.unwrap()));
     app.stop().await;
+}
+
+/// The security headers every answer has: a Content-Security-Policy that allows nothing
+/// but the page's own style sheet (by its SHA-256, checked against the page as served),
+/// `nosniff`, `no-store`, `no-referrer`.
+fn assert_secure(headers: &reqwest::header::HeaderMap, page: Option<&str>) {
+    use base64::Engine as _;
+    use sha2::Digest as _;
+    let csp = headers["content-security-policy"].to_str().unwrap();
+    assert_eq!(csp, *culprit::service::headers::CSP);
+    assert!(
+        csp.starts_with("default-src 'none'; ") && csp.contains("frame-ancestors 'none'") && !csp.contains("unsafe")
+    );
+    assert_eq!(headers["x-content-type-options"], "nosniff");
+    assert_eq!(headers["cache-control"], "no-store");
+    assert_eq!(headers["referrer-policy"], "no-referrer");
+    if let Some(page) = page {
+        assert!(!page.contains("style=\"") && !page.contains("<script"), "inline style or script");
+        for sheet in page.split("<style>").skip(1).map(|rest| rest.split("</style>").next().unwrap()) {
+            let hash = base64::engine::general_purpose::STANDARD.encode(sha2::Sha256::digest(sheet.as_bytes()));
+            assert!(csp.contains(&format!("'sha256-{hash}'")), "the page's style sheet is not allowed by {csp}");
+        }
+    }
 }

@@ -358,15 +358,11 @@ fn load_config(path: Option<&Path>) -> Result<Config, CliError> {
 }
 
 fn parse_window(window: Option<&str>) -> Result<Option<i64>, CliError> {
-    let w = window
-        .map(|w| w.parse::<Millis>().map_err(|e| CliError::usage(format!("--window {e}"))))
-        .transpose()?
-        .map(|m| m.as_ms());
-    // Below a second no scrape can land in the window (and `0.5ms` is a typo).
-    if w.is_some_and(|w| w < 1000) {
-        return Err(CliError::usage("--window must be at least 1s (e.g. 5m)"));
-    }
-    Ok(w)
+    window
+        .map(|w| {
+            crate::config::parse_window(w).map(|m| m.as_ms()).map_err(|e| CliError::usage(format!("--window {e}")))
+        })
+        .transpose()
 }
 
 fn check_job(job: Option<&str>) -> Result<(), CliError> {
@@ -623,9 +619,7 @@ pub async fn record_command(args: &RecordArgs, now_ms: i64) -> Result<String, Cl
 
 /// Parses an RFC 3339 time into Unix ms.
 pub fn parse_at(s: &str) -> Result<i64, CliError> {
-    s.parse::<jiff::Timestamp>()
-        .map(|t| t.as_millisecond())
-        .map_err(|_| CliError::usage(format!("--at `{s}` is not an RFC 3339 time such as 2026-11-29T10:36:00Z")))
+    crate::config::parse_time(s).map_err(|e| CliError::usage(format!("--at {e}")))
 }
 
 fn read_text(path: &Path, what: &str) -> Result<String, CliError> {

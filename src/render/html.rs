@@ -69,7 +69,9 @@ fn pct(v: Option<f64>) -> String {
     v.map(|r| format!("{:.0}%", r * 100.0)).unwrap_or_else(|| "unknown".into())
 }
 
-const CSS: &str = "body{font:15px/1.45 system-ui,-apple-system,'Segoe UI',sans-serif;color:#1a1a1a;max-width:1200px;margin:0 auto;padding:16px 24px}\
+/// The page's one style sheet (in a `<style>` element; the server's Content-Security-Policy
+/// allows exactly it, by hash).
+pub const CSS: &str = "body{font:15px/1.45 system-ui,-apple-system,'Segoe UI',sans-serif;color:#1a1a1a;max-width:1200px;margin:0 auto;padding:16px 24px}\
 h1{font-size:22px;margin:8px 0}h2{font-size:17px;margin:22px 0 6px;border-bottom:1px solid #ddd}\
 .meta{color:#555}.badge{display:inline-block;padding:2px 8px;border-radius:4px;color:#fff;font-weight:600;font-size:13px}\
 .culprit_found{background:#c62828}.no_single_culprit{background:#ef8f00}.no_backpressure{background:#2e7d32}.inconclusive{background:#666}\

@@ -27,6 +27,7 @@
 //! Alertmanager's identical labels), which the destination or receiver can fold.
 
 mod delivery;
+pub mod headers;
 pub mod intake;
 pub mod links;
 pub mod listen;

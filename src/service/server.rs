@@ -304,15 +304,13 @@ async fn diagnose(
     let Some(job) = p.job.filter(|j| !j.is_empty()) else {
         return json_error(StatusCode::BAD_REQUEST, "give the job: ?job=NAME_OR_ID");
     };
-    let at_ms = match p.at.as_deref().map(|a| a.parse::<jiff::Timestamp>()) {
-        None => None,
-        Some(Ok(t)) => Some(t.as_millisecond()),
-        Some(Err(_)) => return json_error(StatusCode::BAD_REQUEST, "`at` is not an RFC 3339 time"),
+    let at_ms = match p.at.as_deref().map(crate::config::parse_time).transpose() {
+        Ok(at) => at,
+        Err(e) => return json_error(StatusCode::BAD_REQUEST, &format!("`at` {e}")),
     };
-    let window_ms = match p.window.as_deref().map(|w| w.parse::<crate::config::Millis>()) {
-        None => None,
-        Some(Ok(m)) if m.as_ms() >= 1000 => Some(m.as_ms()),
-        _ => return json_error(StatusCode::BAD_REQUEST, "`window` is not a duration of at least 1s, such as 5m"),
+    let window_ms = match p.window.as_deref().map(crate::config::parse_window).transpose() {
+        Ok(w) => w.map(|m| m.as_ms()),
+        Err(e) => return json_error(StatusCode::BAD_REQUEST, &format!("`window` {e}")),
     };
     let labels = match label_params(raw.as_deref()) {
         Ok(l) => l,
@@ -466,8 +464,9 @@ fn link_denied(status: StatusCode, why: &str, html: bool) -> Response {
         return json_error(status, why);
     }
     let page = format!(
-        "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>culprit: the link does not open</title></head>\
-         <body style=\"font:16px system-ui,sans-serif;max-width:640px;margin:40px auto\"><h1>The verdict cannot be shown</h1><p>{}</p></body></html>\n",
+        "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>culprit: the link does not open</title><style>{}</style></head>\
+         <body><h1>The verdict cannot be shown</h1><p>{}</p></body></html>\n",
+        crate::service::headers::DENIED_CSS,
         crate::render::html::escape(why)
     );
     (status, [(header::CONTENT_TYPE, "text/html; charset=utf-8")], page).into_response()
@@ -717,12 +716,12 @@ impl Application {
         let workers = service.spawn(stop_rx.clone());
         let request_timeout = Duration::from_millis(config.server.request_timeout.as_ms() as u64);
         let state = Arc::new(AppState { service: service.clone(), webhook_auth, api_auth, request_timeout });
-        // The layers every request passes (outermost first): a request id, tracing, the id
-        // copied to the response, `guard` (authentication and the timeout), the body limit.
+        // The layers every request passes (outermost first): the security headers, a request
+        // id, tracing, the id copied to the response, `guard` (authentication and the timeout), the body limit.
         // They wrap the router once, not each route (as `Router::layer` does): wrapped per
         // route, each layer cloned its boxed inner service on every request.
         let app = tower::ServiceBuilder::new()
-            .map_response(IntoResponse::into_response)
+            .map_response(|r| crate::service::headers::secure(IntoResponse::into_response(r)))
             .layer(SetRequestIdLayer::x_request_id(RequestIds::new()))
             .layer(TraceLayer::new_for_http())
             .layer(PropagateRequestIdLayer::x_request_id())
