@@ -399,3 +399,64 @@ pub fn backup(path: &Path, out: &Path) -> Result<BackupSummary, StoreError> {
         verdicts: count("SELECT COUNT(*) FROM verdicts")?,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+    use std::sync::Arc;
+
+    use crate::config::StoreConfig;
+    use crate::service::metrics::Metrics;
+    use crate::service::store::Store;
+
+    fn open(dir: &Path) -> Store {
+        let cfg = StoreConfig { path: dir.join("culprit.db"), ..StoreConfig::default() };
+        Store::open(&cfg, Arc::new(Metrics::new())).unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_fresh_path_and_a_start_after_a_clean_stop_find_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open(dir.path());
+        assert!(store.problems().await.is_empty());
+        store.close().await.unwrap();
+        let state = std::fs::read_to_string(dir.path().join("culprit.db.state")).unwrap();
+        assert!(state.contains("stopped=clean"), "{state}");
+        drop(store);
+        let store = open(dir.path());
+        assert!(store.problems().await.is_empty());
+        let state = std::fs::read_to_string(dir.path().join("culprit.db.state")).unwrap();
+        assert!(state.contains("stopped=running"), "{state}");
+    }
+
+    #[tokio::test]
+    async fn another_stores_database_put_in_place_is_said_replaced_and_acknowledged_once() {
+        let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        for dir in [&a, &b] {
+            let store = open(dir.path());
+            store.close().await.unwrap();
+        }
+        std::fs::copy(b.path().join("culprit.db"), a.path().join("culprit.db")).unwrap();
+        let store = open(a.path());
+        let problems = store.problems().await;
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert!(problems[0].starts_with("store replaced "), "{}", problems[0]);
+        store.close().await.unwrap();
+        drop(store);
+        let path = a.path().join("culprit.db");
+        let done = super::acknowledge_at(&path, 0).unwrap();
+        assert_eq!(done.len(), 1);
+        assert!(super::acknowledge_at(&path, 0).unwrap().is_empty(), "once");
+        assert!(open(a.path()).problems().await.is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_store_that_is_closed_refuses_operations() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open(dir.path());
+        store.close().await.unwrap();
+        let e = store.depths().await.unwrap_err();
+        assert!(e.message.contains("the store is closed"), "{e}");
+        assert!(!dir.path().join("culprit.db-wal").exists() && !dir.path().join("culprit.db-shm").exists());
+    }
+}
