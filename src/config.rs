@@ -10,6 +10,8 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+pub mod secret_file;
+
 /// A duration in whole milliseconds, written as `"5m"`, `"20s"`, `"7d"`, `"1h30m"`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Millis(pub i64);
@@ -620,7 +622,9 @@ impl<'de> Deserialize<'de> for SecretSource {
 }
 
 impl SecretSource {
-    /// Reads the secret. The error names the variable or file, never the value.
+    /// Reads the secret. The error names the variable or file, never the value. A file
+    /// must be a regular one of at most 64 KiB that no other user can write; one every
+    /// user can read is read with a warning ([`secret_file`]).
     /// An empty (or blank) secret is an error: it would send, or accept, `Bearer ` alone.
     pub fn resolve(&self) -> Result<secrecy::SecretString, String> {
         let (value, origin) = match self {
@@ -628,12 +632,13 @@ impl SecretSource {
                 std::env::var(name).map_err(|_| format!("the environment variable {name} is not set"))?,
                 format!("the environment variable {name}"),
             ),
-            SecretSource::File(path) => (
-                std::fs::read_to_string(path)
-                    .map(|s| s.trim_end_matches(['\n', '\r']).to_string())
-                    .map_err(|e| format!("cannot read the secret file {}: {e}", path.display()))?,
-                format!("the secret file {}", path.display()),
-            ),
+            SecretSource::File(path) => {
+                let file = secret_file::read(path)?;
+                if let Some(warning) = &file.warning {
+                    secret_file::warn_once(warning);
+                }
+                (file.text.trim_end_matches(['\n', '\r']).to_string(), format!("the secret file {}", path.display()))
+            }
         };
         if value.trim().is_empty() {
             return Err(format!("{origin} is empty"));

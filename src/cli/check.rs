@@ -193,6 +193,10 @@ pub fn run(path: &Path, connect_too: bool, out: &mut dyn std::io::Write) -> Resu
     for p in &problems {
         let _ = writeln!(report, "problem: {p}");
     }
+    // Secret files read while looking for problems that every local user can read.
+    for w in crate::config::secret_file::warnings() {
+        let _ = writeln!(report, "warning: {w}");
+    }
     let mut unreachable = false;
     if connect_too {
         let (text, ok) = crate::cli::runtime()?.block_on(connect(&config));
