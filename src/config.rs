@@ -1190,6 +1190,11 @@ pub struct NotifyConfig {
     /// Alert groups delivered at once per destination; each group's notices stay in
     /// order. Default 4.
     pub concurrency: usize,
+    /// At most one "could not diagnose" notice per destination within this window: the
+    /// one sent after it names every job that failed meanwhile (10, and counts the rest),
+    /// whatever its alert group. `0s`: only the notices waiting at once are folded.
+    /// Default 10m.
+    pub could_not_diagnose_every: Millis,
 }
 
 impl Default for NotifyConfig {
@@ -1201,6 +1206,7 @@ impl Default for NotifyConfig {
             webhook: Vec::new(),
             retry: RetryConfig::default(),
             concurrency: 4,
+            could_not_diagnose_every: Millis::from_secs(600),
         }
     }
 }

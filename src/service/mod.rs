@@ -242,6 +242,7 @@ impl Service {
     ) -> Result<Service, String> {
         let metrics = Arc::new(Metrics::new());
         let store = Store::open(&config.store, metrics.clone()).map_err(|e| e.to_string())?;
+        store.fold_could_not_diagnose_every(config.notify.could_not_diagnose_every.as_ms());
         let live = Live::new(config.clone()).map_err(|e| e.to_string())?;
         let outbox_ready = destinations.iter().map(|_| Notify::new()).collect();
         let link_key = match &config.server.link_secret {

@@ -167,4 +167,50 @@ both![
     a_sender_over_its_unknown_cap_is_refused_and_others_and_known_jobs_are_not,
     unknown_jobs_of_every_sender_together_hold_at_most_half_the_queue,
     a_verdict_makes_a_job_known_until_prune_forgets_it,
+    could_not_diagnose_notices_of_many_groups_fold_into_one_per_destination_and_window,
 ];
+
+async fn could_not_diagnose_notices_of_many_groups_fold_into_one_per_destination_and_window(f: Fx) {
+    use super::{completion, could_not, notice};
+    use crate::model::notice::NoticeKind;
+    let store = open(&f, |_| {});
+    store.fold_could_not_diagnose_every(600_000);
+    let now = T0 + COALESCE;
+    // 200 unknown jobs, each its own alert group, each could not be diagnosed.
+    for j in 0..200 {
+        let job = format!("bogus{j:03}");
+        store.enqueue(vec![intake(&job, "flood")], T0, COALESCE, 1000).await.unwrap();
+        let item = store.claim_work(now).await.unwrap().unwrap();
+        let n = could_not(&job, &format!("g{j:03}"), &format!("k{j:03}"));
+        store.complete(&item, completion(vec![("slack", n)], now)).await.unwrap();
+    }
+    // One notice carries all 200: its own job, 10 named, 189 counted.
+    let row = store.claim_delivery("slack", now).await.unwrap().unwrap();
+    let reason = row.notice.reason.clone().unwrap();
+    assert!(
+        reason.ends_with(
+            "Not diagnosed either in this alert group or 199 others, for the same reason: 199 more jobs: bogus001, bogus002, bogus003, bogus004, bogus005, bogus006, bogus007, bogus008, bogus009, bogus010 and 189 more"
+        ),
+        "{reason}"
+    );
+    assert_eq!(store.claim_delivery("slack", now).await.unwrap(), None);
+    store.delivered(&row, None, now).await.unwrap();
+    // Another failure within the 10 minutes waits for the window's end...
+    store.enqueue(vec![intake("late", "flood")], now, COALESCE, 1000).await.unwrap();
+    let item = store.claim_work(now + COALESCE).await.unwrap().unwrap();
+    let late = could_not("late", "g-late", "k-late");
+    store.complete(&item, completion(vec![("slack", late)], now + COALESCE)).await.unwrap();
+    // ...and holds no verdict of its own group.
+    store.enqueue(vec![intake("late", "flood")], now + COALESCE, COALESCE, 1000).await.unwrap();
+    let item = store.claim_work(now + 2 * COALESCE).await.unwrap().unwrap();
+    let verdict = notice(NoticeKind::Verdict, "g-late", "v-late");
+    store.complete(&item, completion(vec![("slack", verdict)], now + 2 * COALESCE)).await.unwrap();
+    let row = store.claim_delivery("slack", now + 2 * COALESCE).await.unwrap().unwrap();
+    assert_eq!(row.notice.idempotency_key, "v-late");
+    store.delivered(&row, None, now + 2 * COALESCE).await.unwrap();
+    assert_eq!(store.claim_delivery("slack", now + 2 * COALESCE).await.unwrap(), None);
+    // Due when the window after the first post is over: now + 600 s.
+    assert_eq!(store.next_delivery_ms("slack").await.unwrap(), Some(now + 600_000));
+    let row = store.claim_delivery("slack", now + 600_001).await.unwrap().unwrap();
+    assert_eq!(row.notice.idempotency_key, "k-late");
+}

@@ -221,11 +221,12 @@ pub const FOLD_WAIT_MAX_MS: i64 = 60_000;
 /// Most jobs a folded "could not diagnose" notice names; the rest are counted.
 pub const FOLDED_JOBS_NAMED: usize = 10;
 
-/// Folds the other "could not diagnose" notices of the same destination and alert group
-/// into `head`, so that one group gets one such notice per destination, never one per
-/// job: the reason goes on to name the other jobs, at most [`FOLDED_JOBS_NAMED`], counts
-/// the rest ("and N more"), and says whether they failed for the same reason (a reason
-/// that differs only by naming its own job is the same). Pure.
+/// Folds the other "could not diagnose" notices waiting for the same destination (of
+/// any alert group) into `head`, so that a destination gets one such notice per window,
+/// never one per job: the reason goes on to name the other jobs, at most
+/// [`FOLDED_JOBS_NAMED`], counts the rest ("and N more"), says in which alert groups, and
+/// whether they failed for the same reason (a reason that differs only by naming its own
+/// job is the same). Pure.
 pub fn fold_could_not_diagnose(head: &mut Notice, others: &[Notice]) {
     let own = head.reason.clone().unwrap_or_default();
     let mut seen = std::collections::BTreeSet::from([head.job.name.clone()]);
@@ -248,7 +249,14 @@ pub fn fold_could_not_diagnose(head: &mut Notice, others: &[Notice]) {
     }
     let more = if jobs.len() == 1 { "1 more job".to_string() } else { format!("{} more jobs", jobs.len()) };
     let why = if same { "for the same reason" } else { "each for its own reason (culprit's log has them)" };
-    head.reason = Some(format!("{own}\nNot diagnosed either in this alert group, {why}: {more}: {list}"));
+    let groups: std::collections::BTreeSet<&str> =
+        others.iter().map(|n| n.group_key.as_str()).filter(|g| *g != head.group_key).collect();
+    let scope = match groups.len() {
+        0 => "in this alert group".to_string(),
+        1 => "in this alert group or 1 other".to_string(),
+        n => format!("in this alert group or {n} others"),
+    };
+    head.reason = Some(format!("{own}\nNot diagnosed either {scope}, {why}: {more}: {list}"));
 }
 
 /// `s` with every `from` that stands as a word of its own (no letter, digit, `_` or `-`
@@ -402,6 +410,9 @@ pub struct Store {
     metrics: Arc<Metrics>,
     /// Set by [`Store::close`]: every operation after it fails.
     closed: std::sync::atomic::AtomicBool,
+    /// At most one "could not diagnose" per destination within this many ms
+    /// ([`Store::fold_could_not_diagnose_every`]); 0 until set.
+    fold_window_ms: std::sync::atomic::AtomicI64,
 }
 
 /// Operations that write: their failure makes the store not ready until a write works.
@@ -419,7 +430,13 @@ impl Store {
             // Claims of a replica that died come back through lease expiry, not at start.
             metrics.store_recovered("work", 0);
             metrics.store_recovered("outbox", 0);
-            return Ok(Store { backend, health: Mutex::new(Health::default()), metrics, closed: Default::default() });
+            return Ok(Store {
+                backend,
+                health: Mutex::new(Health::default()),
+                metrics,
+                closed: Default::default(),
+                fold_window_ms: 0.into(),
+            });
         }
         let (backend, recovered) = SqliteStore::open(cfg, metrics.clone())?;
         if recovered != Recovered::default() {
@@ -438,11 +455,23 @@ impl Store {
             health: Mutex::new(Health::default()),
             metrics,
             closed: Default::default(),
+            fold_window_ms: 0.into(),
         };
         if let Err(e) = backend.quick_check() {
             store.observe("quick_check", &e);
         }
         Ok(store)
+    }
+
+    /// At most one "could not diagnose" notice per destination within `window_ms`
+    /// (`notify.could_not_diagnose_every`): one claimed after it carries every other
+    /// waiting for the destination, of any alert group ([`fold_could_not_diagnose`]).
+    pub fn fold_could_not_diagnose_every(&self, window_ms: i64) {
+        self.fold_window_ms.store(window_ms.max(0), std::sync::atomic::Ordering::Relaxed);
+    }
+
+    fn fold_window(&self) -> i64 {
+        self.fold_window_ms.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Which backend this is: `sqlite` or `postgres`.
@@ -592,22 +621,22 @@ impl Store {
     /// nothing in flight, verdicts and resolutions before "could not diagnose". It becomes
     /// `sending`. Undecodable rows go to the dead-letter table on the way.
     pub async fn claim_delivery(&self, destination: &str, now_ms: i64) -> Result<Option<OutboxRow>, StoreError> {
-        let d = destination.to_string();
+        let (d, window) = (destination.to_string(), self.fold_window());
         self.call(
             "claim_delivery",
-            move |s| s.claim_delivery(&d, now_ms),
-            |p| async move { p.claim_delivery(destination, now_ms).await },
+            move |s| s.claim_delivery(&d, now_ms, window),
+            |p| async move { p.claim_delivery(destination, now_ms, window).await },
         )
         .await
     }
 
     /// When the next notice for `destination` is due (a group head), Unix ms.
     pub async fn next_delivery_ms(&self, destination: &str) -> Result<Option<i64>, StoreError> {
-        let d = destination.to_string();
+        let (d, window) = (destination.to_string(), self.fold_window());
         self.call(
             "next_delivery",
-            move |s| s.next_delivery_ms(&d),
-            |p| async move { p.next_delivery_ms(destination).await },
+            move |s| s.next_delivery_ms(&d, window),
+            |p| async move { p.next_delivery_ms(destination, window).await },
         )
         .await
     }

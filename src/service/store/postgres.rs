@@ -438,15 +438,26 @@ impl PgStore {
 
     /// See [`super::Store::claim_delivery`]. Sends whose lease expired are pending again
     /// and unsure first.
-    pub async fn claim_delivery(&self, destination: &str, now_ms: i64) -> Result<Option<OutboxRow>, StoreError> {
+    pub async fn claim_delivery(
+        &self,
+        destination: &str,
+        now_ms: i64,
+        window_ms: i64,
+    ) -> Result<Option<OutboxRow>, StoreError> {
         // "Could not diagnose" waits (up to $3 ms) while a diagnosis of its group is queued
         // or running: its failure folds in. The group's key is in the work row's `groups`.
+        // It also waits while one is being sent to the destination or was sent within the
+        // last $4 ms (folded rows are not sent: their last_error says so); a verdict or a
+        // resolution does not wait behind a waiting one of its group.
         const CANDIDATE: &str = "SELECT o.id FROM outbox o
              WHERE o.destination = $1 AND o.state = 'pending' AND o.next_ms <= $2
                AND NOT EXISTS (SELECT 1 FROM outbox e WHERE e.destination = o.destination
-                 AND e.group_key = o.group_key AND e.state IN ('pending', 'sending') AND e.id < o.id)
-               AND (o.priority = 0 OR o.first_ms <= $2 - $3
-                 OR NOT EXISTS (SELECT 1 FROM work w WHERE strpos(w.groups, to_jsonb(o.group_key)::text) > 0))
+                 AND e.group_key = o.group_key AND e.state IN ('pending', 'sending') AND e.id < o.id
+                 AND (o.priority = 1 OR e.priority = 0 OR e.state = 'sending'))
+               AND (o.priority = 0 OR ((o.first_ms <= $2 - $3
+                   OR NOT EXISTS (SELECT 1 FROM work w WHERE strpos(w.groups, to_jsonb(o.group_key)::text) > 0))
+                 AND NOT EXISTS (SELECT 1 FROM outbox s WHERE s.destination = o.destination AND s.priority = 1
+                   AND (s.state = 'sending' OR (s.state = 'sent' AND s.last_error IS NULL AND s.done_ms > $2 - $4)))))
              ORDER BY o.priority, o.id LIMIT 1 FOR UPDATE SKIP LOCKED";
         let mut client = self.client().await?;
         let tx = client.transaction().await?;
@@ -463,7 +474,8 @@ impl PgStore {
         let mut dead = Vec::new();
         let row = loop {
             let candidate = tx.prepare_cached(CANDIDATE).await?;
-            let Some(c) = tx.query_opt(&candidate, &[&destination, &now_ms, &FOLD_WAIT_MAX_MS]).await? else {
+            let Some(c) = tx.query_opt(&candidate, &[&destination, &now_ms, &FOLD_WAIT_MAX_MS, &window_ms]).await?
+            else {
                 break None;
             };
             let id: i64 = c.get(0);
@@ -489,16 +501,23 @@ impl PgStore {
     }
 
     /// See [`super::Store::next_delivery_ms`]; an expired lease counts as due.
-    pub async fn next_delivery_ms(&self, destination: &str) -> Result<Option<i64>, StoreError> {
+    pub async fn next_delivery_ms(&self, destination: &str, window_ms: i64) -> Result<Option<i64>, StoreError> {
         let client = self.client().await?;
+        // A "could not diagnose" is due once the window after the last one sent is over.
         let sql = "SELECT LEAST(
-               (SELECT MIN(o.next_ms) FROM outbox o WHERE o.destination = $1 AND o.state = 'pending'
+               (SELECT MIN(CASE WHEN o.priority = 0 THEN o.next_ms ELSE GREATEST(o.next_ms, COALESCE((SELECT
+                    MAX(s.done_ms) FROM outbox s WHERE s.destination = o.destination AND s.priority = 1
+                      AND s.state = 'sent' AND s.last_error IS NULL), 0) + $2) END)
+                FROM outbox o WHERE o.destination = $1 AND o.state = 'pending'
                   AND NOT EXISTS (SELECT 1 FROM outbox e WHERE e.destination = o.destination
-                    AND e.group_key = o.group_key AND e.state IN ('pending', 'sending') AND e.id < o.id)
-                  AND (o.priority = 0
-                    OR NOT EXISTS (SELECT 1 FROM work w WHERE strpos(w.groups, to_jsonb(o.group_key)::text) > 0))),
+                    AND e.group_key = o.group_key AND e.state IN ('pending', 'sending') AND e.id < o.id
+                    AND (o.priority = 1 OR e.priority = 0 OR e.state = 'sending'))
+                  AND (o.priority = 0 OR (
+                    NOT EXISTS (SELECT 1 FROM work w WHERE strpos(w.groups, to_jsonb(o.group_key)::text) > 0)
+                    AND NOT EXISTS (SELECT 1 FROM outbox s WHERE s.destination = o.destination AND s.priority = 1
+                      AND s.state = 'sending')))),
                (SELECT MIN(lease_until_ms) FROM outbox WHERE destination = $1 AND state = 'sending'))";
-        Ok(client.query_one(&client.prepare_cached(sql).await?, &[&destination]).await?.get(0))
+        Ok(client.query_one(&client.prepare_cached(sql).await?, &[&destination, &window_ms]).await?.get(0))
     }
 
     /// See [`super::Store::delivered`]. A send whose lease another replica took is still
@@ -936,16 +955,16 @@ async fn read_work(tx: &Transaction<'_>, id: i64) -> Result<Result<WorkItem, Str
     })())
 }
 
-/// Folds the group's other pending "could not diagnose" notices into a claimed one
-/// ([`super::fold_could_not_diagnose`]): the claimed row carries them from now on (its
-/// notice is rewritten), and they are done.
+/// Folds the destination's other pending "could not diagnose" notices, of any alert
+/// group, into a claimed one ([`super::fold_could_not_diagnose`]): the claimed row carries
+/// them from now on (its notice is rewritten), and they are done.
 async fn fold_siblings(tx: &Transaction<'_>, row: &mut OutboxRow, now_ms: i64) -> Result<(), StoreError> {
     if row.notice.kind != NoticeKind::CouldNotDiagnose {
         return Ok(());
     }
-    let sql = "SELECT id, notice FROM outbox WHERE destination = $1 AND group_key = $2 AND state = 'pending'
-                 AND priority = 1 AND id <> $3 ORDER BY id FOR UPDATE";
-    let rows = tx.query(&tx.prepare_cached(sql).await?, &[&row.destination, &row.notice.group_key, &row.id]).await?;
+    let sql = "SELECT id, notice FROM outbox WHERE destination = $1 AND state = 'pending'
+                 AND priority = 1 AND id <> $2 ORDER BY id FOR UPDATE";
+    let rows = tx.query(&tx.prepare_cached(sql).await?, &[&row.destination, &row.id]).await?;
     let mut others = Vec::new();
     let mut ids: Vec<i64> = Vec::new();
     for r in rows {
@@ -965,7 +984,7 @@ async fn fold_siblings(tx: &Transaction<'_>, row: &mut OutboxRow, now_ms: i64) -
     let sql = "UPDATE outbox SET state = 'sent', last_error = $2, done_ms = $3 WHERE id = ANY($1)";
     tx.execute(&tx.prepare_cached(sql).await?, &[&ids, &why, &now_ms]).await?;
     tracing::info!(destination = %row.destination, group = ?row.notice.group_key, folded = ids.len(),
-        "could-not-diagnose notices of one alert group folded into one");
+        "could-not-diagnose notices folded into one");
     Ok(())
 }
 

@@ -570,21 +570,32 @@ impl SqliteStore {
     }
 
     /// See [`super::Store::claim_delivery`].
-    pub fn claim_delivery(&self, destination: &str, now_ms: i64) -> Result<Option<OutboxRow>, StoreError> {
+    pub fn claim_delivery(
+        &self,
+        destination: &str,
+        now_ms: i64,
+        window_ms: i64,
+    ) -> Result<Option<OutboxRow>, StoreError> {
         // "Could not diagnose" waits (up to ?3 ms) while a diagnosis of its group is queued
         // or running: its failure folds in. The group's key is in the work row's `groups`.
+        // It also waits while one is being sent to the destination or was sent within the
+        // last ?4 ms (folded rows are not sent: their last_error says so); a verdict or a
+        // resolution does not wait behind a waiting one of its group.
         const CANDIDATE: &str = "SELECT o.id FROM outbox o
              WHERE o.destination = ?1 AND o.state = 'pending' AND o.next_ms <= ?2
                AND NOT EXISTS (SELECT 1 FROM outbox e WHERE e.destination = o.destination
-                 AND e.group_key = o.group_key AND e.state IN ('pending', 'sending') AND e.id < o.id)
-               AND (o.priority = 0 OR o.first_ms <= ?2 - ?3
-                 OR NOT EXISTS (SELECT 1 FROM work w WHERE instr(w.groups, json_quote(o.group_key)) > 0))
+                 AND e.group_key = o.group_key AND e.state IN ('pending', 'sending') AND e.id < o.id
+                 AND (o.priority = 1 OR e.priority = 0 OR e.state = 'sending'))
+               AND (o.priority = 0 OR ((o.first_ms <= ?2 - ?3
+                   OR NOT EXISTS (SELECT 1 FROM work w WHERE instr(w.groups, json_quote(o.group_key)) > 0))
+                 AND NOT EXISTS (SELECT 1 FROM outbox s WHERE s.destination = o.destination AND s.priority = 1
+                   AND (s.state = 'sending' OR (s.state = 'sent' AND s.last_error IS NULL AND s.done_ms > ?2 - ?4)))))
              ORDER BY o.priority, o.id LIMIT 1";
         let mut conn = self.conn();
         // Look before taking the write lock (see `claim_work`).
         let due = conn
             .prepare_cached(CANDIDATE)?
-            .query_row(params![destination, now_ms, FOLD_WAIT_MAX_MS], |r| r.get::<_, i64>(0));
+            .query_row(params![destination, now_ms, FOLD_WAIT_MAX_MS, window_ms], |r| r.get::<_, i64>(0));
         if due.optional()?.is_none() {
             return Ok(None);
         }
@@ -593,7 +604,7 @@ impl SqliteStore {
         let row = loop {
             let candidate: Option<i64> = tx
                 .prepare_cached(CANDIDATE)?
-                .query_row(params![destination, now_ms, FOLD_WAIT_MAX_MS], |r| r.get(0))
+                .query_row(params![destination, now_ms, FOLD_WAIT_MAX_MS, window_ms], |r| r.get(0))
                 .optional()?;
             let Some(id) = candidate else { break None };
             match read_outbox(&tx, id)? {
@@ -616,17 +627,24 @@ impl SqliteStore {
     }
 
     /// See [`super::Store::next_delivery_ms`].
-    pub fn next_delivery_ms(&self, destination: &str) -> Result<Option<i64>, StoreError> {
+    pub fn next_delivery_ms(&self, destination: &str, window_ms: i64) -> Result<Option<i64>, StoreError> {
+        // A "could not diagnose" is due once the window after the last one sent is over.
         Ok(self
             .conn()
             .prepare_cached(
-                "SELECT MIN(o.next_ms) FROM outbox o WHERE o.destination = ?1 AND o.state = 'pending'
+                "SELECT MIN(CASE WHEN o.priority = 0 THEN o.next_ms ELSE MAX(o.next_ms, COALESCE((SELECT MAX(s.done_ms)
+                     FROM outbox s WHERE s.destination = o.destination AND s.priority = 1 AND s.state = 'sent'
+                       AND s.last_error IS NULL), 0) + ?2) END)
+                 FROM outbox o WHERE o.destination = ?1 AND o.state = 'pending'
                    AND NOT EXISTS (SELECT 1 FROM outbox e WHERE e.destination = o.destination
-                     AND e.group_key = o.group_key AND e.state IN ('pending', 'sending') AND e.id < o.id)
-                   AND (o.priority = 0
-                     OR NOT EXISTS (SELECT 1 FROM work w WHERE instr(w.groups, json_quote(o.group_key)) > 0))",
+                     AND e.group_key = o.group_key AND e.state IN ('pending', 'sending') AND e.id < o.id
+                     AND (o.priority = 1 OR e.priority = 0 OR e.state = 'sending'))
+                   AND (o.priority = 0 OR (
+                     NOT EXISTS (SELECT 1 FROM work w WHERE instr(w.groups, json_quote(o.group_key)) > 0)
+                     AND NOT EXISTS (SELECT 1 FROM outbox s WHERE s.destination = o.destination AND s.priority = 1
+                       AND s.state = 'sending')))",
             )?
-            .query_row(params![destination], |r| r.get(0))?)
+            .query_row(params![destination, window_ms], |r| r.get(0))?)
     }
 
     /// See [`super::Store::delivered`].
@@ -881,9 +899,9 @@ fn read_outbox(tx: &Connection, id: i64) -> Result<Result<OutboxRow, String>, St
     })?)
 }
 
-/// Folds the group's other pending "could not diagnose" notices into a claimed one
-/// ([`super::fold_could_not_diagnose`]): the claimed row carries them from now on (its
-/// notice is rewritten), and they are done.
+/// Folds the destination's other pending "could not diagnose" notices, of any alert
+/// group, into a claimed one ([`super::fold_could_not_diagnose`]): the claimed row carries
+/// them from now on (its notice is rewritten), and they are done.
 fn fold_siblings(tx: &Connection, row: &mut OutboxRow, now_ms: i64) -> Result<(), StoreError> {
     if row.notice.kind != NoticeKind::CouldNotDiagnose {
         return Ok(());
@@ -892,10 +910,10 @@ fn fold_siblings(tx: &Connection, row: &mut OutboxRow, now_ms: i64) -> Result<()
     let mut ids = Vec::new();
     {
         let mut stmt = tx.prepare_cached(
-            "SELECT id, notice FROM outbox WHERE destination = ?1 AND group_key = ?2 AND state = 'pending'
-               AND priority = 1 AND id <> ?3 ORDER BY id",
+            "SELECT id, notice FROM outbox WHERE destination = ?1 AND state = 'pending'
+               AND priority = 1 AND id <> ?2 ORDER BY id",
         )?;
-        let rows = stmt.query_map(params![row.destination, row.notice.group_key, row.id], |r| {
+        let rows = stmt.query_map(params![row.destination, row.id], |r| {
             Ok((r.get::<_, i64>(0)?, r.get::<_, rusqlite::types::Value>(1)?))
         })?;
         for r in rows {
@@ -921,7 +939,7 @@ fn fold_siblings(tx: &Connection, row: &mut OutboxRow, now_ms: i64) -> Result<()
             .execute(params![id, why, now_ms])?;
     }
     tracing::info!(destination = %row.destination, group = ?row.notice.group_key, folded = ids.len(),
-        "could-not-diagnose notices of one alert group folded into one");
+        "could-not-diagnose notices folded into one");
     Ok(())
 }
 
