@@ -5,7 +5,7 @@
 //!   not sent a whole request head this long after it opened, or after the first byte of
 //!   its next request, is closed. A slowloris client trickling one header byte every few
 //!   seconds holds its slot for that long, not forever.
-//! * **Idle timeout** (`server.idle_timeout`, 60 s): a kept-alive connection that sends
+//! * **Idle timeout** (`server.idle_timeout`, 75 s): a kept-alive connection that sends
 //!   nothing this long after an answer is closed.
 //! * **Connection cap** (`server.max_connections`, 1,024, lowered below the process' file
 //!   limit, see [`connection_cap`]): when it is reached, a new connection closes the
