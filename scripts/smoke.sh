@@ -30,6 +30,10 @@ cargo run -q --example webhook_bench -- --seconds 1 --connections 4 --no-postgre
 echo "smoke: examples/prom_answer_bench (a 1 MB answer, one run)"
 cargo run -q --example prom_answer_bench -- --mb 1 --runs 1
 
+echo "smoke: examples/conn_bench (20 idle and 20 trickling connections for 2 s)"
+cargo build -q --bin culprit
+cargo run -q --example conn_bench -- --culprit target/debug/culprit --idle 20 --trickling 20 --seconds 2 --every 500
+
 echo "smoke: benches/live.sh with examples/live_bench (a real Prometheus, one run)"
 PROFILE=dev V=6 S=2 N=12 RUNS=1 benches/live.sh
 

@@ -909,7 +909,9 @@ pub struct ServerConfig {
     /// after the first byte of its next request, is closed (slowloris). Default 10s.
     pub header_read_timeout: Millis,
     /// A kept-alive connection that sends nothing this long after an answer is closed.
-    /// Default 60s.
+    /// Default 75s (nginx's own default): above the idle timeout of the proxies that keep
+    /// connections to culprit (ingress-nginx's upstream keep-alive and AWS ALB, 60 s), so
+    /// that the proxy, not culprit, closes an idle connection and no request races a close.
     pub idle_timeout: Millis,
     /// Connections served at once. When reached, a new connection closes the oldest one
     /// with no request in flight; it is refused only while every one has a request in
@@ -967,7 +969,7 @@ impl Default for ServerConfig {
             body_limit_bytes: 1024 * 1024,
             request_timeout: Millis::from_secs(30),
             header_read_timeout: Millis::from_secs(10),
-            idle_timeout: Millis::from_secs(60),
+            idle_timeout: Millis::from_secs(75),
             max_connections: 1024,
             auth: None,
             link_secret: None,

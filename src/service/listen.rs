@@ -5,7 +5,7 @@
 //!   not sent a whole request head this long after it opened, or after the first byte of
 //!   its next request, is closed. A slowloris client trickling one header byte every few
 //!   seconds holds its slot for that long, not forever.
-//! * **Idle timeout** (`server.idle_timeout`, 60 s): a kept-alive connection that sends
+//! * **Idle timeout** (`server.idle_timeout`, 75 s): a kept-alive connection that sends
 //!   nothing this long after an answer is closed.
 //! * **Connection cap** (`server.max_connections`, 1,024, lowered below the process' file
 //!   limit, see [`connection_cap`]): when it is reached, a new connection closes the
@@ -29,7 +29,7 @@
 use std::collections::BTreeMap;
 use std::convert::Infallible;
 use std::io;
-use std::pin::{Pin, pin};
+use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
@@ -65,6 +65,13 @@ pub const ACCEPT_ERROR_LOG_EVERY: Duration = Duration::from_secs(10);
 /// files, the log, the outgoing HTTP pools (Prometheus, Flink REST, each destination's
 /// `notify.concurrency` connections). PostgreSQL's pool (`store.pool_size`) comes on top.
 pub const FD_RESERVE: u64 = 128;
+
+/// Connections told to close (pushed out by newer ones) that may still hold their
+/// descriptor: the accept loop waits while this many are closing beyond the cap, so that a
+/// client reconnecting as fast as it is pushed out cannot take the descriptors of
+/// [`FD_RESERVE`] (without it, 2,000 reconnecting slowloris clients under `ulimit -n 1024`
+/// drove the process to `EMFILE`).
+pub const MAX_CLOSING: usize = 32;
 
 /// The fewest connections culprit serves even under a tiny file limit (Alertmanager,
 /// a probe and a scrape at once, with room to spare).
@@ -180,6 +187,8 @@ struct Registry {
     clock: Clock,
     limits: Limits,
     open: Mutex<Open>,
+    /// A connection ended (wakes the accept loop waiting for [`Registry::room`]).
+    removed: Notify,
 }
 
 #[derive(Default)]
@@ -224,6 +233,19 @@ impl Registry {
         true
     }
 
+    /// Waits until fewer than the cap plus [`MAX_CLOSING`] connections hold a descriptor.
+    async fn room(&self) {
+        loop {
+            {
+                let open = self.open.lock().unwrap_or_else(|e| e.into_inner());
+                if open.conns.len() < self.limits.max_connections + MAX_CLOSING {
+                    return;
+                }
+            }
+            self.removed.notified().await;
+        }
+    }
+
     fn evict_one(&self) -> bool {
         Self::evict_oldest_idle(&mut self.open.lock().unwrap_or_else(|e| e.into_inner()))
     }
@@ -235,6 +257,8 @@ impl Registry {
         {
             open.evicting -= 1;
         }
+        drop(open);
+        self.removed.notify_one();
     }
 }
 
@@ -331,7 +355,8 @@ where
     S: tower::Service<axum::extract::Request, Response = Response, Error = Infallible> + Clone + Send + 'static,
     S::Future: Send,
 {
-    let registry = Arc::new(Registry { clock: Clock(Instant::now()), limits, open: Mutex::default() });
+    let registry =
+        Arc::new(Registry { clock: Clock(Instant::now()), limits, open: Mutex::default(), removed: Notify::new() });
     // Every connection task holds a receiver; `closed()` is when the last one ended.
     let (done_tx, done_rx) = watch::channel(());
     let mut accept_errors = Throttled::new(
@@ -341,7 +366,10 @@ where
         Throttled::new("refused a connection: server.max_connections connections all have a request in flight");
     loop {
         let accepted = tokio::select! {
-            a = listener.accept() => a,
+            a = async {
+                registry.room().await;
+                listener.accept().await
+            } => a,
             _ = stop.wait_for(|s| *s) => break,
         };
         let stream = match accepted {
@@ -407,7 +435,7 @@ impl Connection {
         let mut builder = hyper::server::conn::http1::Builder::new();
         // The timeouts are this module's (hyper's header timeout also ends idle keep-alive).
         builder.header_read_timeout(None).max_buf_size(MAX_READ_BUFFER).max_header_size(MAX_HEADER_BYTES);
-        let mut http = pin!(builder.serve_connection(io, service));
+        let mut http = Box::pin(builder.serve_connection(io, service));
         let mut stopping = false;
         loop {
             let deadline = self.conn.deadline.load(Ordering::Acquire);
@@ -442,6 +470,8 @@ impl Connection {
                 }
             }
         }
+        // The socket closes before the connection leaves the count (see `Registry::room`).
+        drop(http);
         self.registry.remove(self.id);
         drop(self.done);
     }
@@ -470,7 +500,7 @@ mod tests {
             idle_timeout: Duration::from_secs(60),
             max_connections,
         };
-        Registry { clock: Clock(Instant::now()), limits, open: Mutex::default() }
+        Registry { clock: Clock(Instant::now()), limits, open: Mutex::default(), removed: Notify::new() }
     }
 
     #[tokio::test]
@@ -490,5 +520,18 @@ mod tests {
         cb.end(r.clock, &r.limits);
         assert!(r.admit().is_some());
         assert!(cb.evicted.load(Ordering::Acquire) && !cc.evicted.load(Ordering::Acquire));
+    }
+
+    #[tokio::test]
+    async fn the_accept_loop_waits_while_pushed_out_connections_still_hold_their_descriptors() {
+        let r = registry(2);
+        // 2 + 32 connections, none ever closing: the last 32 each pushed one out.
+        let ids: Vec<u64> = (0..2 + MAX_CLOSING).map(|_| r.admit().unwrap().0).collect();
+        assert_eq!(r.open.lock().unwrap().evicting, MAX_CLOSING);
+        let waits = tokio::time::timeout(Duration::from_millis(50), r.room()).await;
+        assert!(waits.is_err(), "accepted while 32 pushed-out connections still hold a descriptor");
+        // One of them closes: room for one more.
+        r.remove(ids[0]);
+        tokio::time::timeout(Duration::from_millis(50), r.room()).await.expect("room after a close");
     }
 }

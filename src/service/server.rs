@@ -10,9 +10,11 @@
 //! | `GET /readyz` | the store is writable and not corrupt, and Prometheus answers; else 503 with the reasons; losses found in the store's files at start are listed as `warnings` (200) until acknowledged |
 //! | `GET /metrics` | culprit's own metrics |
 //!
-//! Layers: request ids (`x-request-id`, generated or propagated), tracing, a request
-//! timeout, the body limit, and authentication on `/webhook` and `/api` compared in
-//! constant time. Errors log their detail and answer a safe message.
+//! Layers: the security headers ([`crate::service::headers`]), request ids
+//! (`x-request-id`, generated or propagated), tracing, a request timeout, the body limit,
+//! and authentication on `/webhook` and `/api` compared in constant time. Errors log their
+//! detail and answer a safe message. Connections (header-read and idle timeouts, the
+//! connection cap) are [`crate::service::listen`]'s.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
