@@ -413,3 +413,20 @@ fn an_exact_job_id_wins_over_names_and_unknown_names_give_none() {
     assert!(pick_job(&jobs, "no-such-job").is_none());
     assert!(pick_job(&[], "bp-lab-slow-sink").is_none());
 }
+
+#[test]
+fn a_url_that_cannot_be_used_names_the_key_it_came_from() {
+    // REPORT D7: a URL built by rest_url_template was blamed on `rest_url`.
+    let fixed = FlinkRest::new(&cluster("ftp://jm:8081", None), &flink(1000, 2000)).unwrap_err();
+    assert!(fixed.to_string().contains("rest_url is not an http(s) URL"), "{fixed}");
+    let templated = FlinkCluster {
+        name: "k8s".into(),
+        rest_url_template: Some("ftp://{deployment}:8081".into()),
+        ..Default::default()
+    };
+    let e = FlinkRest::at(&templated, &flink(1000, 2000), "ftp://fraud:8081").unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "Flink cluster `k8s` cannot be used: the URL rest_url_template gave is not an http(s) URL"
+    );
+}

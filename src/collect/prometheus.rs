@@ -585,9 +585,10 @@ impl Prometheus {
                 let status = resp.status();
                 let body = self.read_body(resp).await?;
                 if status.is_success() {
-                    // Warnings are quoted in verdicts: redacted as errors are.
+                    // Warnings (Prometheus' API field of a successful answer) are quoted in
+                    // verdicts: redacted as errors are, and cut.
                     parse_answer(&body, &self.base).map(|mut a| {
-                        a.warnings = a.warnings.iter().map(|w| self.redactor.redact(w)).collect();
+                        a.warnings = a.warnings.iter().map(|w| self.redactor.redact_cut(w, DETAIL_CHARS)).collect();
                         a
                     })
                 } else {
