@@ -89,8 +89,11 @@ fn matrix(series: usize, points: usize) -> String {
     format!(r#"{{"status":"success","data":{{"resultType":"matrix","result":[{}]}}}}"#, all.join(","))
 }
 
+/// A series as comparable values: its labels and its points with the values' bits.
+type Series = (Vec<(String, String)>, Vec<(i64, u64)>);
+
 /// An answer as comparable values: NaN equals NaN (bit for bit).
-fn comparable(a: &Answer) -> (Vec<(Vec<(String, String)>, Vec<(i64, u64)>)>, Vec<String>) {
+fn comparable(a: &Answer) -> (Vec<Series>, Vec<String>) {
     let series = a
         .series
         .iter()
