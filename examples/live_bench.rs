@@ -45,6 +45,7 @@ async fn main() {
             auth: None,
             tenant: None,
             max_answer_bytes: culprit::collect::prometheus::MAX_ANSWER_BYTES,
+            max_answer_bytes_in_flight: culprit::config::PROMETHEUS_MAX_ANSWER_BYTES_IN_FLIGHT,
         })
         .unwrap();
         let started = Instant::now();

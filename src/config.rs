@@ -681,6 +681,24 @@ pub struct PrometheusConfig {
     /// Default [`PROMETHEUS_MAX_ANSWER_BYTES`] (64 MiB).
     #[serde(default = "default_prometheus_max_answer_bytes")]
     pub max_answer_bytes: usize,
+    /// The bytes of answers the process reads at once, across every diagnosis: an answer
+    /// takes its bytes as they arrive (at once by its `Content-Length`) and gives them back
+    /// when parsed; one that cannot get them within `timeout` is asked again in smaller
+    /// pieces. At least `max_answer_bytes`. Default
+    /// [`PROMETHEUS_MAX_ANSWER_BYTES_IN_FLIGHT`] (128 MiB).
+    #[serde(default = "default_prometheus_max_answer_bytes_in_flight")]
+    pub max_answer_bytes_in_flight: usize,
+}
+
+/// The default of `prometheus.max_answer_bytes_in_flight`: 128 MiB, two answers at the
+/// default cap at once. What they take parsed is about their size again or less (typed
+/// series; `examples/prom_answer_bench.rs`), so with the process' own some 60 MB this fits
+/// the shipped Deployment's 512 MiB limit with room for the diagnoses' snapshots
+/// (`deploy/kubernetes/deployment.yaml` gives the arithmetic).
+pub const PROMETHEUS_MAX_ANSWER_BYTES_IN_FLIGHT: usize = 128 * 1024 * 1024;
+
+fn default_prometheus_max_answer_bytes_in_flight() -> usize {
+    PROMETHEUS_MAX_ANSWER_BYTES_IN_FLIGHT
 }
 
 /// The default of `prometheus.max_answer_bytes`: 64 MiB, some 30,000 series of 60 points
@@ -714,6 +732,12 @@ impl PrometheusConfig {
             problems.push(format!(
                 "prometheus.max_answer_bytes ({}) must be at least 1024: no answer would fit",
                 self.max_answer_bytes
+            ));
+        }
+        if self.max_answer_bytes_in_flight < self.max_answer_bytes {
+            problems.push(format!(
+                "prometheus.max_answer_bytes_in_flight ({}) must be at least prometheus.max_answer_bytes ({}): an answer that size could never be held",
+                self.max_answer_bytes_in_flight, self.max_answer_bytes
             ));
         }
     }
@@ -1475,6 +1499,26 @@ mod tests {
         assert!(problems(neither).contains("rest_url"), "{}", problems(neither));
         let not_http = "[[flink.clusters]]\nname = \"k8s\"\nrest_url_template = \"{deployment}:8081\"\n";
         assert!(problems(not_http).contains("rest_url_template"), "{}", problems(not_http));
+    }
+
+    #[test]
+    fn answer_bytes_in_flight_default_to_two_capped_answers_and_are_at_least_one() {
+        let c = Config::from_toml("[prometheus]\nurl = \"http://p:9090\"\n", "c.toml").unwrap();
+        let p = c.prometheus.as_ref().unwrap();
+        // 128 MiB = 2 × 64 MiB.
+        assert_eq!((p.max_answer_bytes, p.max_answer_bytes_in_flight), (67_108_864, 134_217_728));
+        let e = Config::from_toml(
+            "[prometheus]\nurl = \"http://p:9090\"\nmax_answer_bytes = 2048\nmax_answer_bytes_in_flight = 2047\n",
+            "c.toml",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains(
+                "prometheus.max_answer_bytes_in_flight (2047) must be at least prometheus.max_answer_bytes (2048)"
+            ),
+            "{e}"
+        );
     }
 
     #[test]

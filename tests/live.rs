@@ -45,6 +45,7 @@ async fn live_verdict(url: &str, dir: &Path, at_ms: i64, job: &str) -> (Verdict,
         auth: None,
         tenant: None,
         max_answer_bytes: culprit::collect::prometheus::MAX_ANSWER_BYTES,
+        max_answer_bytes_in_flight: culprit::config::PROMETHEUS_MAX_ANSWER_BYTES_IN_FLIGHT,
     })
     .unwrap();
     let source = PromSource::new(&prom, at_ms);
@@ -326,6 +327,7 @@ async fn a_diagnosis_of_a_100_vertex_64_subtask_job_sends_at_most_12_requests() 
         auth: None,
         tenant: None,
         max_answer_bytes: culprit::collect::prometheus::MAX_ANSWER_BYTES,
+        max_answer_bytes_in_flight: culprit::config::PROMETHEUS_MAX_ANSWER_BYTES_IN_FLIGHT,
     })
     .unwrap();
     // The last sample is at start + 11 × 5 s.
@@ -395,6 +397,7 @@ async fn hostile_names_reach_promql_escaped_and_select_only_their_own_series() {
         auth: None,
         tenant: None,
         max_answer_bytes: culprit::collect::prometheus::MAX_ANSWER_BYTES,
+        max_answer_bytes_in_flight: culprit::config::PROMETHEUS_MAX_ANSWER_BYTES_IN_FLIGHT,
     })
     .unwrap();
     let at = job.start_ms + 55_000;
@@ -450,6 +453,7 @@ async fn snapshot_through(
         auth: None,
         tenant: None,
         max_answer_bytes: culprit::collect::prometheus::MAX_ANSWER_BYTES,
+        max_answer_bytes_in_flight: culprit::config::PROMETHEUS_MAX_ANSWER_BYTES_IN_FLIGHT,
     })
     .unwrap();
     let source = PromSource::new(&prom, at);

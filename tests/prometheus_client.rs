@@ -19,6 +19,7 @@ fn config(url: &str) -> PrometheusConfig {
         auth: None,
         tenant: None,
         max_answer_bytes: MAX_ANSWER_BYTES,
+        max_answer_bytes_in_flight: culprit::config::PROMETHEUS_MAX_ANSWER_BYTES_IN_FLIGHT,
     }
 }
 

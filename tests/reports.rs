@@ -61,6 +61,7 @@ async fn live(url: &str, dir: &Path, request: &DiagnosisRequest) -> Verdict {
         auth: None,
         tenant: None,
         max_answer_bytes: culprit::collect::prometheus::MAX_ANSWER_BYTES,
+        max_answer_bytes_in_flight: culprit::config::PROMETHEUS_MAX_ANSWER_BYTES_IN_FLIGHT,
     })
     .unwrap();
     let source = PromSource::new(&prom, request.at_ms.unwrap());
@@ -308,6 +309,7 @@ async fn report_01_two_deployments_under_one_job_id_are_never_blended_live() {
         auth: None,
         tenant: None,
         max_answer_bytes: culprit::collect::prometheus::MAX_ANSWER_BYTES,
+        max_answer_bytes_in_flight: culprit::config::PROMETHEUS_MAX_ANSWER_BYTES_IN_FLIGHT,
     })
     .unwrap();
     let source = PromSource::new(&prom, at_of(&expected_us));

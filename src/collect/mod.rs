@@ -10,8 +10,11 @@
 //!   scraped twice, two deployments under one job id).
 //! * [`degrade`]: a query a backend refuses as too large, asked again in smaller pieces
 //!   that add up to the same answer.
+//! * [`answer_budget`]: the bytes of backend answers held at once, across diagnoses.
 //! * [`collector`]: request + metric source → snapshot.
 
+pub mod answer_budget;
+mod answer_read;
 pub mod chunk;
 pub mod collector;
 pub mod degrade;

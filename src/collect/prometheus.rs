@@ -4,10 +4,14 @@
 //! Works with any PromQL-compatible store that speaks this API: Prometheus, Thanos, Mimir,
 //! Cortex, VictoriaMetrics. Requests are `POST` forms with the `timeout` parameter. An
 //! answer is read up to `prometheus.max_answer_bytes` (default [`MAX_ANSWER_BYTES`]) and
-//! deserialized straight into typed series (labels and `(t_ms, value)` points, no JSON
-//! tree), so reading it takes about its own size again; values may be `NaN` or `±Inf`.
-//! A larger answer is refused as too large, and the collector asks for it in smaller
-//! pieces (by vertex, then by steps) as it does when the backend refuses a query. Errors are classified once, in [`PromError::retryable`]:
+//! deserialized as its chunks arrive straight into typed series (labels and
+//! `(t_ms, value)` points, no JSON tree, the raw body never held whole); values may be
+//! `NaN` or `±Inf`. A larger answer is refused as too large, and the collector asks for it
+//! in smaller pieces (by vertex, then by steps) as it does when the backend refuses a
+//! query. The bytes of the answers being read, across every diagnosis of the process, stay
+//! within `prometheus.max_answer_bytes_in_flight` ([`AnswerBudget`]); an answer that cannot
+//! get its bytes within its request's timeout is refused as too large for now (asked again
+//! in pieces). Errors are classified once, in [`PromError::retryable`]:
 //! 400 and 422 (a bad or unprocessable query) and other 4xx are final; 429, 503, other 5xx,
 //! timeouts and network errors are retried with backoff until the deadline.
 //!
@@ -26,6 +30,8 @@ use reqwest::StatusCode;
 use secrecy::{ExposeSecret, SecretString};
 use serde::Deserialize;
 
+use crate::collect::answer_budget::AnswerBudget;
+use crate::collect::answer_read::Reading;
 use crate::collect::collector::{MetricSource, QueryError, TooLarge};
 use crate::collect::query::{Query, QueryResult, ResultSeries};
 use crate::config::{HttpAuth, PrometheusConfig};
@@ -67,7 +73,7 @@ pub struct PromError {
 }
 
 impl PromError {
-    fn new(message: impl Into<String>, status: Option<u16>, retryable: bool) -> Self {
+    pub(crate) fn new(message: impl Into<String>, status: Option<u16>, retryable: bool) -> Self {
         PromError { message: message.into(), status, retryable, too_large: None }
     }
 }
@@ -218,6 +224,8 @@ pub struct Prometheus {
     redactor: Redactor,
     tenant: Option<String>,
     max_answer_bytes: usize,
+    /// The bytes of answers being read, shared by every diagnosis using this client.
+    budget: AnswerBudget,
     requests: AtomicU64,
     durations: Mutex<Vec<Duration>>,
     /// Told once, in a sentence, when retrying first starts (the CLI prints it).
@@ -383,9 +391,19 @@ fn ms_to_seconds(ms: i64) -> String {
     format!("{}.{:03}", ms.div_euclid(1000), ms.rem_euclid(1000))
 }
 
-/// Parses an API answer body (pure; used by tests).
+/// Parses an API answer body (pure; used by tests). The client reads answers through
+/// [`parse_answer_reader`], which gives the same.
 pub fn parse_answer(body: &[u8], what: &str) -> Result<Answer, PromError> {
-    let env: Envelope = serde_json::from_slice(body).map_err(|e| {
+    answer_of(serde_json::from_slice(body), what)
+}
+
+/// Parses an API answer as `reader` gives it, building the typed series as it goes.
+pub fn parse_answer_reader(reader: impl std::io::Read, what: &str) -> Result<Answer, PromError> {
+    answer_of(serde_json::from_reader(reader), what)
+}
+
+fn answer_of(env: Result<Envelope, serde_json::Error>, what: &str) -> Result<Answer, PromError> {
+    let env = env.map_err(|e| {
         PromError::new(
             format!("{what}: the answer is not a Prometheus API response: {}", crate::model::foreign::json_error(&e)),
             None,
@@ -455,6 +473,7 @@ impl Prometheus {
             redactor,
             tenant: cfg.tenant.clone(),
             max_answer_bytes: cfg.max_answer_bytes,
+            budget: AnswerBudget::new(cfg.max_answer_bytes_in_flight),
             requests: AtomicU64::new(0),
             durations: Mutex::new(Vec::new()),
             announce: None,
@@ -476,6 +495,12 @@ impl Prometheus {
     /// HTTP requests sent so far (retries count).
     pub fn requests(&self) -> u64 {
         self.requests.load(Ordering::Relaxed)
+    }
+
+    /// The bytes of answers being read now and at most so far
+    /// (`prometheus.max_answer_bytes_in_flight`).
+    pub fn answer_budget(&self) -> &AnswerBudget {
+        &self.budget
     }
 
     /// How long each request took, in order sent.
@@ -583,16 +608,24 @@ impl Prometheus {
             )),
             Ok(resp) => {
                 let status = resp.status();
-                let body = self.read_body(resp).await?;
+                let reading = Reading {
+                    base: &self.base,
+                    limit: self.max_answer_bytes,
+                    budget: &self.budget,
+                    until: started + self.timeout,
+                };
                 if status.is_success() {
                     // Warnings (Prometheus' API field of a successful answer) are quoted in
                     // verdicts: redacted as errors are, and cut.
-                    parse_answer(&body, &self.base).map(|mut a| {
+                    reading.answer(resp).await.map(|mut a| {
                         a.warnings = a.warnings.iter().map(|w| self.redactor.redact_cut(w, DETAIL_CHARS)).collect();
                         a
                     })
                 } else {
-                    Err(status_error(&self.base, status, &body, &self.redactor))
+                    reading
+                        .body(resp)
+                        .await
+                        .and_then(|(body, _held)| Err(status_error(&self.base, status, &body, &self.redactor)))
                 }
             }
         };
@@ -607,44 +640,9 @@ impl Prometheus {
     }
 }
 
-impl Prometheus {
-    /// The answer's body, at most `max_answer_bytes`: a larger one is refused as soon as
-    /// its `Content-Length` or its bytes so far say so, before it is read whole.
-    async fn read_body(&self, mut resp: reqwest::Response) -> Result<Vec<u8>, PromError> {
-        let limit = self.max_answer_bytes;
-        let too_large = |size: String| {
-            let mut e = PromError::new(
-                format!(
-                    "{}: the answer is {size}, over prometheus.max_answer_bytes ({limit} bytes, {:.0} MiB): the query selects too much",
-                    self.base,
-                    limit as f64 / 1_048_576.0
-                ),
-                None,
-                false,
-            );
-            // The collector asks again in smaller pieces, as for a backend's own limit.
-            e.too_large = Some(TooLarge::Series);
-            e
-        };
-        let declared = resp.content_length();
-        if let Some(len) = declared.filter(|len| *len > limit as u64) {
-            return Err(too_large(format!("{len} bytes (Content-Length)")));
-        }
-        let mut body = Vec::with_capacity(declared.map_or(0, |len| len as usize));
-        while let Some(chunk) =
-            resp.chunk().await.map_err(|e| PromError::new(format!("{}: {}", self.base, without_url(&e)), None, true))?
-        {
-            if body.len() + chunk.len() > limit {
-                return Err(too_large(format!("more than {limit} bytes")));
-            }
-            body.extend_from_slice(&chunk);
-        }
-        Ok(body)
-    }
-}
-
 /// What a failed request came to, in words (after "Prometheus at <url>"): `refused the
-/// connection`, `answered HTTP 503 …`, `did not answer in time`, or the error itself.
+/// connection`, `answered HTTP 503 …`, `did not answer in time`, `answered more than
+/// culprit may read or hold (…)`, or the error itself.
 pub fn what_went_wrong(base: &str, e: &PromError) -> String {
     let detail = e.message.strip_prefix(base).map(|m| m.trim_start_matches(": ")).unwrap_or(&e.message);
     if detail.contains("Connection refused") {
@@ -653,6 +651,10 @@ pub fn what_went_wrong(base: &str, e: &PromError) -> String {
         "did not answer in time".into()
     } else if e.status.is_some() {
         format!("answered {detail}")
+    } else if e.too_large.is_some() {
+        // Over prometheus.max_answer_bytes, or no room in max_answer_bytes_in_flight: it
+        // was reached, and it answered.
+        format!("answered more than culprit may read or hold ({detail})")
     } else {
         format!("could not be reached ({detail})")
     }
