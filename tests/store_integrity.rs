@@ -182,6 +182,10 @@ async fn culprit_db_truncated_to_0_bytes_with_10_pending_is_said_until_acknowled
     assert_eq!(terminate(c), 0);
     let c = s.start().await;
     assert!(readyz(&c).await.1.contains("store lost"));
+    let m = metrics(&c).await;
+    // Still open, but found by the start before: counted there, not twice.
+    assert_eq!(support::metric(&m, "culprit_store_integrity_problems_unacknowledged"), 1.0, "{m}");
+    assert_eq!(support::metric(&m, "culprit_store_integrity_problems_total{kind=\"lost\"}"), 0.0, "{m}");
     let out = s.culprit(&["store", "acknowledge"]);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(

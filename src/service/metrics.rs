@@ -16,8 +16,8 @@
 //!   full, corrupt, busy, io, decode, in_use, other); each is retried with backoff.
 //! * `culprit_dead_letters_total{table}`: undecodable rows moved to the dead-letter table.
 //! * `culprit_store_recovered_total{table}`: rows found in flight at start (a crash).
-//! * `culprit_store_integrity_problems_total{kind}`: losses a start found in the SQLite
-//!   files (`lost`, `replaced`, `wal_missing`, `wal_damaged`), and the gauge
+//! * `culprit_store_integrity_problems_total{kind}`: losses this process's start found in
+//!   the SQLite files (`lost`, `replaced`, `wal_missing`, `wal_damaged`), and the gauge
 //!   `culprit_store_integrity_problems_unacknowledged`: those not yet acknowledged (`culprit store
 //!   acknowledge`).
 //! * `culprit_store_pruned_total{table}`: finished rows removed by age or count.
@@ -115,8 +115,7 @@ pub struct Metrics {
     pub store_errors: Family<StoreErrorLabels, Counter>,
     pub dead_letters: Family<Table, Counter>,
     pub store_recovered: Family<Table, Counter>,
-    pub store_integrity_problems_total: Family<Kind, Counter>,
-    pub store_integrity_problems_unacknowledged: Gauge<i64, AtomicI64>,
+    pub store_integrity: StoreIntegrity,
     pub store_pruned: Family<Table, Counter>,
     pub webhook_jobs_dropped: Counter,
     pub store_intake_commits: Counter,
@@ -127,6 +126,32 @@ pub struct Metrics {
 impl Default for Metrics {
     fn default() -> Self {
         Self::new()
+    }
+}
+
+/// Losses a start found in the SQLite files.
+pub struct StoreIntegrity {
+    /// `culprit_store_integrity_problems_total{kind}`.
+    pub total: Family<Kind, Counter>,
+    /// `culprit_store_integrity_problems_unacknowledged`.
+    pub unacknowledged: Gauge<i64, AtomicI64>,
+}
+
+impl StoreIntegrity {
+    fn register(registry: &mut Registry) -> StoreIntegrity {
+        let total = Family::<Kind, Counter>::default();
+        registry.register(
+            "store_integrity_problems",
+            "Losses the start found in the SQLite files, by kind (lost, replaced, wal_missing, wal_damaged)",
+            total.clone(),
+        );
+        let unacknowledged = Gauge::<i64, AtomicI64>::default();
+        registry.register(
+            "store_integrity_problems_unacknowledged",
+            "Losses found in the SQLite files at starts and not yet acknowledged (culprit store acknowledge)",
+            unacknowledged.clone(),
+        );
+        StoreIntegrity { total, unacknowledged }
     }
 }
 
@@ -201,18 +226,7 @@ impl Metrics {
             "Rows found in flight when the store opened (after a crash), by table",
             store_recovered.clone(),
         );
-        let store_integrity_problems_total = Family::<Kind, Counter>::default();
-        registry.register(
-            "store_integrity_problems",
-            "Losses the start found in the SQLite files, by kind (lost, replaced, wal_missing, wal_damaged)",
-            store_integrity_problems_total.clone(),
-        );
-        let store_integrity_problems_unacknowledged = Gauge::<i64, AtomicI64>::default();
-        registry.register(
-            "store_integrity_problems_unacknowledged",
-            "Losses found in the SQLite files at starts and not yet acknowledged (culprit store acknowledge)",
-            store_integrity_problems_unacknowledged.clone(),
-        );
+        let store_integrity = StoreIntegrity::register(&mut registry);
         let store_pruned = Family::<Table, Counter>::default();
         registry.register("store_pruned", "Finished rows removed by age or count, by table", store_pruned.clone());
         let webhook_jobs_dropped = Counter::default();
@@ -245,8 +259,7 @@ impl Metrics {
             store_errors,
             dead_letters,
             store_recovered,
-            store_integrity_problems_total,
-            store_integrity_problems_unacknowledged,
+            store_integrity,
             store_pruned,
             webhook_jobs_dropped,
             store_intake_commits,

@@ -440,10 +440,15 @@ impl Store {
         }
         let (backend, recovered) = SqliteStore::open(cfg, metrics.clone())?;
         if recovered != Recovered::default() {
+            let by = if backend.last_stop_clean {
+                "recovered work the last stop did not wait for (it stopped cleanly, with diagnoses or sends still running)"
+            } else {
+                "recovered work interrupted by a crash"
+            };
             tracing::warn!(
                 diagnoses = recovered.work,
                 deliveries = recovered.deliveries,
-                "recovered work interrupted by a crash: diagnoses run again; deliveries are checked or sent again"
+                "{by}: diagnoses run again; deliveries are checked or sent again"
             );
         }
         metrics.store_recovered("work", recovered.work as u64);
@@ -755,7 +760,7 @@ impl Store {
         };
         match found {
             Ok(found) => {
-                self.metrics.store_integrity_problems_unacknowledged.set(found.len() as i64);
+                self.metrics.store_integrity.unacknowledged.set(found.len() as i64);
                 found.iter().map(sqlite_integrity::Problem::explain).collect()
             }
             Err(_) => Vec::new(),
@@ -780,16 +785,17 @@ fn closed() -> StoreError {
     StoreError::new(StoreErrorKind::Other, "the store is closed: culprit is stopping")
 }
 
-/// Says at ERROR, and in the gauge, what a start found about the SQLite files.
+/// Says at ERROR what a start found about the SQLite files (an older start's too, until
+/// acknowledged), counts what this one found, sets the gauge.
 fn report_problems(metrics: &Metrics, problems: &[sqlite_integrity::Problem]) {
     for p in problems {
         tracing::error!(kind = %p.kind, kept = p.kept.as_deref().unwrap_or("-"), "{}", p.explain());
-        metrics
-            .store_integrity_problems_total
-            .get_or_create(&crate::service::metrics::Kind { kind: p.kind.clone() })
-            .inc();
+        if !p.new {
+            continue;
+        }
+        metrics.store_integrity.total.get_or_create(&crate::service::metrics::Kind { kind: p.kind.clone() }).inc();
     }
-    metrics.store_integrity_problems_unacknowledged.set(problems.len() as i64);
+    metrics.store_integrity.unacknowledged.set(problems.len() as i64);
 }
 
 fn task_failed<T>(e: tokio::task::JoinError) -> Result<T, StoreError> {

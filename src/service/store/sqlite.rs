@@ -173,6 +173,8 @@ pub struct SqliteStore {
     /// What the start found, not yet acknowledged (older starts' too).
     pub(super) found_at_start: Vec<Problem>,
     fairness: Fairness,
+    /// The sidecar said the last `serve` stopped cleanly.
+    pub(super) last_stop_clean: bool,
     /// Held for the life of the store: the single-process lock.
     _lock: File,
 }
@@ -324,6 +326,7 @@ impl SqliteStore {
         let lock = lock(&path)?;
         let now_ms = jiff::Timestamp::now().as_millisecond();
         let inspection = sqlite_integrity::inspect(&path, now_ms)?;
+        let last_stop_clean = inspection.last_stop_clean();
         private_file(&path)
             .map_err(|e| StoreError::new(StoreErrorKind::Io, format!("cannot create {}: {e}", path.display())))?;
         let mut conn = open_conn(&path, cfg.synchronous)
@@ -376,6 +379,7 @@ impl SqliteStore {
             metrics,
             found_at_start,
             fairness,
+            last_stop_clean,
             _lock: lock,
         };
         Ok((store, recovered))

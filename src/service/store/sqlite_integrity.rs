@@ -73,6 +73,8 @@ impl ProblemKind {
 /// A problem found at a start, not yet acknowledged.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Problem {
+    /// Found by this start (not an older one's, still unacknowledged).
+    pub new: bool,
     pub kind: String,
     pub found_ms: i64,
     /// What was found and what it means.
@@ -132,6 +134,13 @@ pub struct Inspection {
     /// The database file was missing or empty.
     new_database: bool,
     found: Vec<(ProblemKind, String, Option<PathBuf>)>,
+}
+
+impl Inspection {
+    /// The sidecar said the last `serve` stopped cleanly.
+    pub fn last_stop_clean(&self) -> bool {
+        self.sidecar.as_ref().is_some_and(|s| s.clean)
+    }
 }
 
 fn len(p: &Path) -> Option<u64> {
@@ -247,12 +256,14 @@ pub fn settle(conn: &Connection, path: &Path, inspection: Inspection, now_ms: i6
             id
         }
     };
+    let mut new = Vec::new();
     for (kind, detail, kept) in &found {
         let kept = kept.as_ref().map(|k| k.display().to_string());
         conn.execute(
             "INSERT INTO store_problems (found_ms, kind, detail, kept) VALUES (?1, ?2, ?3, ?4)",
             params![now_ms, kind.as_str(), detail, kept],
         )?;
+        new.push(conn.last_insert_rowid());
     }
     if !found.is_empty() {
         // What recovery kept goes into the database file and the log is emptied: the
@@ -260,21 +271,32 @@ pub fn settle(conn: &Connection, path: &Path, inspection: Inspection, now_ms: i6
         let _ = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
     }
     write_sidecar(path, &Sidecar { store_id, clean: false })?;
-    unacknowledged(conn)
+    let mut open = Vec::new();
+    for (id, mut p) in unacknowledged_with_ids(conn)? {
+        p.new = new.contains(&id);
+        open.push(p);
+    }
+    Ok(open)
 }
 
 /// Problems found at starts and not acknowledged, oldest first.
 pub fn unacknowledged(conn: &Connection) -> Result<Vec<Problem>, StoreError> {
+    Ok(unacknowledged_with_ids(conn)?.into_iter().map(|(_, p)| p).collect())
+}
+
+fn unacknowledged_with_ids(conn: &Connection) -> Result<Vec<(i64, Problem)>, StoreError> {
     let exists: bool =
         conn.query_row("SELECT COUNT(*) > 0 FROM sqlite_master WHERE name = 'store_problems'", [], |r| r.get(0))?;
     if !exists {
         return Ok(Vec::new());
     }
     let mut stmt = conn.prepare_cached(
-        "SELECT kind, found_ms, detail, kept FROM store_problems WHERE acknowledged_ms IS NULL ORDER BY id",
+        "SELECT id, kind, found_ms, detail, kept FROM store_problems WHERE acknowledged_ms IS NULL ORDER BY id",
     )?;
-    let rows = stmt
-        .query_map([], |r| Ok(Problem { kind: r.get(0)?, found_ms: r.get(1)?, detail: r.get(2)?, kept: r.get(3)? }))?;
+    let rows = stmt.query_map([], |r| {
+        let p = Problem { new: false, kind: r.get(1)?, found_ms: r.get(2)?, detail: r.get(3)?, kept: r.get(4)? };
+        Ok((r.get(0)?, p))
+    })?;
     Ok(rows.collect::<Result<_, _>>()?)
 }
 
