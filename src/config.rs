@@ -167,16 +167,89 @@ impl Config {
 
     /// Parses and validates TOML text; `source_name` names it in errors.
     pub fn from_toml(text: &str, source_name: &str) -> Result<Config, ConfigError> {
-        let config: Config = toml::from_str(text).map_err(|e| ConfigError {
-            source_name: source_name.to_string(),
-            problems: vec![toml_problem(text, e.message(), e.span())],
-        })?;
-        let problems = config.validate();
+        let (config, problems) = Self::parse(text, source_name)?;
         if problems.is_empty() {
             Ok(config)
         } else {
             Err(ConfigError { source_name: source_name.to_string(), problems })
         }
+    }
+
+    /// Parses TOML text and returns it with every problem validation finds (out-of-range
+    /// values, keys that must not be set together), so that one run can report them all;
+    /// only text that does not parse is an error.
+    pub fn parse(text: &str, source_name: &str) -> Result<(Config, Vec<String>), ConfigError> {
+        let config: Config = toml::from_str(text).map_err(|e| ConfigError {
+            source_name: source_name.to_string(),
+            problems: vec![toml_problem(text, e.message(), e.span())],
+        })?;
+        let mut problems = config.validate();
+        problems.extend(conflicting_keys(text));
+        Ok((config, problems))
+    }
+
+    /// [`Config::parse`] of a file.
+    pub fn read(path: &Path) -> Result<(Config, Vec<String>), ConfigError> {
+        let name = path.display().to_string();
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| ConfigError { source_name: name.clone(), problems: vec![format!("cannot read: {e}")] })?;
+        Self::parse(&text, &name)
+    }
+
+    /// Every secret reference the configuration holds that `serve` reads, with its key
+    /// (`notify.webhook[0].auth.token`). The store's password only with `store.url`.
+    pub fn secrets(&self) -> Vec<(String, &SecretSource)> {
+        fn auth<'a>(key: String, a: Option<&'a HttpAuth>, out: &mut Vec<(String, &'a SecretSource)>) {
+            match a {
+                Some(HttpAuth::Bearer { token }) => out.push((format!("{key}.token"), token)),
+                Some(HttpAuth::Basic { password, .. }) => out.push((format!("{key}.password"), password)),
+                None => {}
+            }
+        }
+        let mut out: Vec<(String, &SecretSource)> = Vec::new();
+        for (key, a) in [
+            ("server.auth", &self.server.auth),
+            ("server.webhook_auth", &self.server.webhook_auth),
+            ("server.api_auth", &self.server.api_auth),
+        ] {
+            match a {
+                Some(ServerAuth::Bearer { token }) => out.push((format!("{key}.token"), token)),
+                Some(ServerAuth::Basic { password, .. }) => out.push((format!("{key}.password"), password)),
+                _ => {}
+            }
+        }
+        if let Some(k) = &self.server.link_secret {
+            out.push(("server.link_secret".into(), k));
+        }
+        if self.store.url.is_some()
+            && let Some(p) = &self.store.password
+        {
+            out.push(("store.password".into(), p));
+        }
+        auth("prometheus.auth".into(), self.prometheus.as_ref().and_then(|p| p.auth.as_ref()), &mut out);
+        for (i, c) in self.flink.clusters.iter().enumerate() {
+            auth(format!("flink.clusters[{i}] ({}).auth", c.name), c.auth.as_ref(), &mut out);
+        }
+        if let Some(slack) = &self.notify.slack {
+            if let Some(t) = &slack.token {
+                out.push(("notify.slack.token".into(), t));
+            }
+            if let Some(u) = &slack.webhook_url {
+                out.push(("notify.slack.webhook_url".into(), u));
+            }
+        }
+        if let Some(pd) = &self.notify.pagerduty {
+            out.push(("notify.pagerduty.routing_key".into(), &pd.routing_key));
+        }
+        auth(
+            "notify.alertmanager.auth".into(),
+            self.notify.alertmanager.as_ref().and_then(|a| a.auth.as_ref()),
+            &mut out,
+        );
+        for (i, w) in self.notify.webhook.iter().enumerate() {
+            auth(format!("notify.webhook[{i}] ({}).auth", w.name), w.auth.as_ref(), &mut out);
+        }
+        out
     }
 
     /// Every configured secret that can be read, in every wire form: what logs, API
@@ -265,6 +338,32 @@ impl Config {
         }
         problems
     }
+}
+
+/// Keys that must not be set together, as the file writes them (a default does not
+/// count): each problem names both keys and which to keep.
+fn conflicting_keys(text: &str) -> Vec<String> {
+    let Ok(table) = toml::from_str::<toml::Table>(text) else { return Vec::new() };
+    let has = |section: &str, key: &str| {
+        table.get(section).and_then(toml::Value::as_table).is_some_and(|t| t.contains_key(key))
+    };
+    let mut problems = Vec::new();
+    if has("store", "path") && has("store", "url") {
+        problems.push(
+            "store.path and store.url are both set: with store.url culprit uses PostgreSQL and never the SQLite file at store.path; keep store.url (and store.password) for PostgreSQL, or remove it to use the SQLite file"
+                .to_string(),
+        );
+    }
+    let sides: Vec<&str> = ["webhook_auth", "api_auth"].into_iter().filter(|k| has("server", k)).collect();
+    if has("server", "auth") && !sides.is_empty() {
+        let named = sides.iter().map(|k| format!("server.{k}")).collect::<Vec<_>>().join(" and ");
+        problems.push(format!(
+            "server.auth and {named} are both set: {named} replace{} server.auth for {}, so one of them is not what is used; keep server.webhook_auth and server.api_auth (one per side) and remove server.auth, or keep only server.auth for both",
+            if sides.len() == 1 { "s" } else { "" },
+            if sides.len() == 2 { "both sides, and server.auth is never used".to_string() } else { format!("its side ({})", if sides[0] == "webhook_auth" { "/webhook/*" } else { "/api/*" }) }
+        ));
+    }
+    problems
 }
 
 /// A TOML error as one sentence naming the key (as a dotted path), the line, and for a

@@ -77,9 +77,37 @@ fn every_commented_example_loads_when_uncommented_on_its_own() {
     }
 }
 
+/// The line of the example that starts with `# {start}`.
+fn line_of(start: &str) -> usize {
+    EXAMPLE.lines().position(|l| l.starts_with(&format!("# {start}"))).unwrap_or_else(|| panic!("no `# {start}`"))
+}
+
 #[test]
-fn every_commented_example_loads_when_all_are_uncommented_together() {
+fn every_commented_example_uncommented_together_gives_exactly_its_two_conflicts_in_one_run() {
+    // `server.auth` beside `webhook_auth`/`api_auth`, `store.path` beside `store.url`
+    // (attack H5): both refused at once, each naming both keys and which to keep.
     let all: Vec<usize> = blocks().into_iter().flatten().collect();
+    let err = Config::from_toml(&uncommented(&all), "culprit.example.toml").unwrap_err();
+    assert_eq!(err.problems.len(), 2, "{err}");
+    assert!(
+        err.problems[0].starts_with("store.path and store.url are both set")
+            && err.problems[0].contains("keep store.url"),
+        "{err}"
+    );
+    assert!(
+        err.problems[1].starts_with("server.auth and server.webhook_auth and server.api_auth are both set")
+            && err.problems[1].contains("remove server.auth"),
+        "{err}"
+    );
+}
+
+#[test]
+fn every_commented_example_loads_when_all_are_uncommented_together_but_the_alternatives() {
+    let alternatives = [
+        line_of("auth = { type = \"bearer\", token = { file = \"/run/secrets/culprit-webhook-token"),
+        line_of("path = "),
+    ];
+    let all: Vec<usize> = blocks().into_iter().flatten().filter(|i| !alternatives.contains(i)).collect();
     let c = Config::from_toml(&uncommented(&all), "culprit.example.toml").unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(c.kafka.jobs.len(), 1);
     assert_eq!(c.kafka.retention.len(), 1);
@@ -88,7 +116,8 @@ fn every_commented_example_loads_when_all_are_uncommented_together() {
     assert_eq!(c.flink.clusters.len(), 1);
     assert_eq!(c.flink.cluster_label.as_deref(), Some("flink_cluster"));
     assert_eq!(c.flink.plans.len(), 1);
-    assert!(c.server.auth.is_some() && c.server.webhook_auth.is_some() && c.server.api_auth.is_some());
+    assert!(c.server.auth.is_none() && c.server.webhook_auth.is_some() && c.server.api_auth.is_some());
+    assert!(c.store.url.is_some() && c.store.password.is_some());
     assert!(c.server.external_url.is_some());
     assert!(c.notify.slack.is_some() && c.notify.pagerduty.is_some() && c.notify.alertmanager.is_some());
     assert_eq!(c.notify.webhook.len(), 1);

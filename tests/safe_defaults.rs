@@ -165,7 +165,10 @@ fn check_config_says_what_a_file_sets_up_and_names_the_key_and_the_fix_when_it_c
     }
     assert!(out.starts_with(&format!("{}: loads, but cannot be used as it is", file.display())), "{out}");
     assert!(out.contains("problem: server.listen 0.0.0.0:9187 is reachable from other hosts"), "{out}");
-    assert!(out.contains("problem: prometheus auth: the environment variable PROM_TOKEN_NOT_SET is not set"), "{out}");
+    assert!(
+        out.contains("problem: prometheus.auth.token: the environment variable PROM_TOKEN_NOT_SET is not set"),
+        "{out}"
+    );
     assert!(err.starts_with("culprit: "), "{err}");
 
     // A key given twice, as the example once made it easy: the key, both lines, the fix.

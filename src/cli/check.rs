@@ -1,8 +1,9 @@
 //! `culprit check-config FILE [--connect]`: validates a configuration, says what it
-//! configures (backends, clusters, destinations, how `serve` would listen), and with
-//! `--connect` reaches each backend and destination without posting anything (a dry run
-//! where the destination has one; PagerDuty and generic webhooks have none, and the report
-//! says so).
+//! configures (the store `serve` will use, backends, clusters, destinations, how `serve`
+//! would listen), lists every problem in one run (each with its key and fix: "valid" means
+//! `serve` can start), and with `--connect` reaches the store and each backend and
+//! destination without changing or posting anything (a dry run where the destination has
+//! one; PagerDuty and generic webhooks have none, and the report says so).
 //!
 //! Nothing printed holds a secret: secrets are named by their reference (`env`, `file`),
 //! and whatever a backend answers is redacted.
@@ -49,7 +50,7 @@ pub fn describe(config: &Config) -> String {
     let _ = writeln!(out, "server: listens on {}", s.listen);
     let _ = writeln!(out, "  webhook auth: {}", server_auth(s.webhook()));
     let _ = writeln!(out, "  API auth: {}", server_auth(s.api()));
-    let _ = writeln!(out, "store: {} (synchronous {:?})", config.store.path.display(), config.store.synchronous);
+    let _ = writeln!(out, "{}", crate::cli::check_store::describe(&config.store));
     match &config.prometheus {
         Some(p) => {
             let tenant = p.tenant.as_deref().map(|t| format!(", tenant {t}")).unwrap_or_default();
@@ -99,32 +100,31 @@ pub fn describe(config: &Config) -> String {
     out
 }
 
-/// Problems that stop `serve` (or a live diagnosis) although the file parses: secrets that
-/// cannot be read, a listen address open to other hosts without auth.
-fn problems(config: &Config) -> Vec<String> {
-    let mut out = Vec::new();
+/// Problems that stop `serve` (or a live diagnosis), every one in one run: what
+/// validation found (`validation`), a listen address open to other hosts without auth,
+/// every secret reference that cannot be read (each with its key), and what building the
+/// backends and destinations refuses besides.
+fn problems(config: &Config, validation: Vec<String>) -> Vec<String> {
+    let mut out = validation;
     if let Some(p) = config.server.exposure_problem() {
         out.push(p);
     }
-    for (key, auth) in [
-        ("server.auth", &config.server.auth),
-        ("server.webhook_auth", &config.server.webhook_auth),
-        ("server.api_auth", &config.server.api_auth),
-    ] {
-        let secret = match auth.as_ref().and_then(ServerAuth::http) {
-            Some(HttpAuth::Bearer { token }) => Some(token),
-            Some(HttpAuth::Basic { password, .. }) => Some(password),
-            None => None,
-        };
-        if let Some(Err(e)) = secret.as_ref().map(SecretSource::resolve) {
+    let mut unreadable: Vec<String> = Vec::new();
+    for (key, secret) in config.secrets() {
+        if let Err(e) = secret.resolve() {
             out.push(format!("{key}: {e}"));
+            unreadable.push(e);
         }
     }
-    if let Err(e) = crate::service::pipeline::Live::new(config.clone()) {
-        out.push(e.to_string());
-    }
-    if let Err(e) = crate::notify::Notifier::from_config(&config.notify) {
-        out.push(e);
+    // Building stops at its first unreadable secret, said above with its key.
+    let built = [
+        crate::service::pipeline::Live::new(config.clone()).err().map(|e| e.to_string()),
+        crate::notify::Notifier::from_config(&config.notify).err(),
+    ];
+    for e in built.into_iter().flatten() {
+        if !unreadable.iter().any(|u| e.contains(u.as_str())) && !out.contains(&e) {
+            out.push(e);
+        }
     }
     out
 }
@@ -134,6 +134,7 @@ async fn connect(config: &Config) -> (String, bool) {
     let redactor = config.redactor();
     let mut out = String::from("connect:\n");
     let mut ok = true;
+    let store = crate::cli::check_store::probe(&config.store).await;
     // Ok, Err (a failure), or Ok(None) with a reason: not probed, not a failure.
     let mut line = |what: String, result: Result<Result<String, String>, String>| {
         let (mark, text) = match result {
@@ -146,6 +147,7 @@ async fn connect(config: &Config) -> (String, bool) {
         };
         let _ = writeln!(out, "  {what}: {mark}: {}", redactor.redact(&text));
     };
+    line(store.0, store.1.map(Ok));
     if let Ok(live) = crate::service::pipeline::Live::new(config.clone()) {
         if let Some(p) = live.prometheus() {
             let result = p.ping(PROBE_TIMEOUT).await.map(|()| Ok("answers queries".to_string())).map_err(|e| {
@@ -185,8 +187,8 @@ async fn connect(config: &Config) -> (String, bool) {
 /// `check-config`: the report on `out`; an error (exit 2 for a configuration that cannot
 /// be used, 3 when `--connect` could not reach something) after it.
 pub fn run(path: &Path, connect_too: bool, out: &mut dyn std::io::Write) -> Result<(), CliError> {
-    let config = Config::load(path).map_err(|e| CliError { code: EXIT_USAGE, message: e.to_string() })?;
-    let problems = problems(&config);
+    let (config, validation) = Config::read(path).map_err(|e| CliError { code: EXIT_USAGE, message: e.to_string() })?;
+    let problems = problems(&config, validation);
     let verdict = if problems.is_empty() { "valid" } else { "loads, but cannot be used as it is (problems below)" };
     let mut report = format!("{}: {verdict}\n", path.display());
     report.push_str(&describe(&config));

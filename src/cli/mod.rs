@@ -2,6 +2,7 @@
 //! inputs (recordings, scrape dumps, plans) to the collector, the diagnosis and a renderer.
 
 pub mod check;
+pub mod check_store;
 pub mod logging;
 pub mod store;
 

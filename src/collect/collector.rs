@@ -331,9 +331,18 @@ pub const STALE_AFTER_MS: i64 = 90_000;
 pub async fn collect<S: MetricSource>(source: &S, input: CollectInput<'_>) -> Result<Snapshot, CollectError> {
     let vertex_ids: Vec<String> =
         input.graph.as_ref().map(|g| g.vertices.iter().map(|v| v.id.clone()).collect()).unwrap_or_default();
-    let source = crate::collect::degrade::Degrading::new(source, vertex_ids);
+    let catalog = input.catalog;
+    let degrading = crate::collect::degrade::Degrading::new(source, vertex_ids);
+    // Every answer of every round is held to its metric's domain before anything reads it.
+    let source = crate::collect::domain::Screening::new(&degrading, catalog);
     let mut snapshot = collect_from(&source, input).await?;
-    snapshot.notes.extend(source.note());
+    snapshot.notes.extend(degrading.note());
+    let graph = snapshot.graph.clone();
+    let vertex_name = |id: &str, label: &str| {
+        graph.as_ref().and_then(|g| g.vertex(id)).map(|v| v.name.clone()).unwrap_or_else(|| label.to_string())
+    };
+    snapshot.notes.extend(source.note(&vertex_name));
+    snapshot.left_out = source.left_out();
     Ok(snapshot)
 }
 
@@ -404,7 +413,6 @@ async fn collect_from<S: MetricSource>(source: &S, input: CollectInput<'_>) -> R
     }
 
     let subtasks = assemble_subtasks(DETAIL.map(|name| answers.get(name)), scope.backpressure_scale());
-    notes.extend(implausible_ratios_note(&|name| answers.get(name), scope.backpressure_scale(), &vertex_name));
     let operators = assemble_operators(
         answers.get("operator_records_in"),
         answers.get("operator_records_in_meter"),
@@ -449,6 +457,7 @@ async fn collect_from<S: MetricSource>(source: &S, input: CollectInput<'_>) -> R
         backpressure_measure: measure,
         queries: promql,
         missing,
+        left_out: Vec::new(),
         notes,
     })
 }
@@ -1162,7 +1171,35 @@ fn check_plan(
             ));
         }
     }
+    notes.extend(incomplete_note(&g, vertex_aggregates));
     (Some(g), None)
+}
+
+/// Vertices the plan names that the metrics show in part or not at all: fewer subtasks
+/// than its parallelism, or none while other vertices have metrics. Every running subtask
+/// reports its task metrics, so this is data that did not arrive (a partial answer from
+/// Thanos or Mimir, a store that timed out, TaskManagers not scraped), said as such.
+fn incomplete_note(g: &JobGraph, vertex_aggregates: &[VertexAggregate]) -> Option<String> {
+    if vertex_aggregates.is_empty() {
+        return None;
+    }
+    let items: Vec<String> = g
+        .vertices
+        .iter()
+        .filter_map(|v| match vertex_aggregates.iter().find(|a| a.vertex_id == v.id) {
+            None => Some(format!("{} has no task metrics", v.name)),
+            Some(a) if a.subtask_count < v.parallelism => {
+                Some(format!("{} reports {} of its {} subtasks", v.name, a.subtask_count, v.parallelism))
+            }
+            Some(_) => None,
+        })
+        .collect();
+    (!items.is_empty()).then(|| {
+        format!(
+            "The data may be incomplete: {} (the job plan's parallelism). The metric store's answer may have been partial (a Thanos or Mimir partial response, a store or querier that timed out) or some TaskManagers are not scraped; the verdict rests on what arrived",
+            crate::diagnose::limited_list(&items, 5)
+        )
+    })
 }
 
 /// Names of round 4's per-subtask answers, in the order [`assemble_subtasks`] reads them.
@@ -1406,61 +1443,14 @@ fn finite(v: f64) -> Option<f64> {
     v.is_finite().then_some(v)
 }
 
-/// Slack above 1 a ratio of time per second may show from measuring and averaging noise
-/// (Flink's busy time is 1000 − idle − backpressured, each measured apart); beyond it the
-/// value is not Flink's. Below 0 only rounding: 1 ms/s.
-const RATIO_SLACK: f64 = 0.05;
-const RATIO_SLACK_BELOW_0: f64 = 0.001;
-
 /// A ratio from busy, idle or backpressured time per second (ms/s ÷ 1000; an
-/// `isBackPressured` share ÷ 1), clamped to 0–1; unknown when not finite or outside 0–1 by
-/// more than the slack: −5 or 10⁹ ms/s is a broken reporter or recording, and
-/// reasoning with it would name a wrong culprit.
+/// `isBackPressured` share ÷ 1), clamped to 0–1; unknown when not finite. Values outside
+/// 0–1 by more than measuring noise never get here: [`crate::collect::domain`] left them
+/// out as unknown where they entered (−5 or 10⁹ ms/s is a broken reporter or recording, and
+/// reasoning with it would name a wrong culprit).
 fn plausible_ratio(v: f64, scale: f64) -> Option<f64> {
     let r = v / scale;
-    (r.is_finite() && (-RATIO_SLACK_BELOW_0..=1.0 + RATIO_SLACK).contains(&r)).then(|| r.clamp(0.0, 1.0))
-}
-
-/// One note naming the busy, backpressured and idle values left out as implausible (at
-/// most three, then how many more), or none.
-fn implausible_ratios_note<'a>(
-    r: &impl Fn(&str) -> &'a QueryResult,
-    backpressure_scale: f64,
-    vertex_name: &impl Fn(&str, &str) -> String,
-) -> Option<String> {
-    let checked = [
-        ("busy", "busy time", 1000.0),
-        ("idle", "idle time", 1000.0),
-        ("backpressured", "backpressured time", backpressure_scale),
-        ("busy_per_subtask", "busy time", 1000.0),
-        ("idle_per_subtask", "idle time", 1000.0),
-        ("backpressured_per_subtask", "backpressured time", backpressure_scale),
-    ];
-    let mut seen: Vec<String> = Vec::new();
-    for (name, what, scale) in checked {
-        for s in r(name) {
-            let Some(v) = s.last_value() else { continue };
-            if v.is_nan() || plausible_ratio(v, scale).is_some() {
-                continue;
-            }
-            let vertex = vertex_name(s.label(l::TASK_ID), s.label(l::TASK_NAME));
-            let subtask = s.labels.get(l::SUBTASK_INDEX).map(|i| format!(" subtask {i}")).unwrap_or_default();
-            let item = format!("{what} {v} of `{vertex}`{subtask}");
-            if !seen.contains(&item) {
-                seen.push(item);
-            }
-        }
-    }
-    (!seen.is_empty()).then(|| {
-        let more = seen.len().saturating_sub(3);
-        let mut list = seen.into_iter().take(3).collect::<Vec<_>>().join(", ");
-        if more > 0 {
-            list.push_str(&format!(", and {more} more"));
-        }
-        format!(
-            "Left out as unknown, being no value Flink writes (busy, idle and backpressured time are 0–1000 ms per second): {list}. Is the reporter or the recording broken?"
-        )
-    })
+    r.is_finite().then(|| r.clamp(0.0, 1.0) + 0.0)
 }
 
 /// Values per subtask; of several series for one subtask (task attempts), the highest
@@ -2027,16 +2017,14 @@ mod tests {
 
     #[test]
     fn busy_idle_and_backpressured_time_outside_0_to_1000_ms_per_s_is_unknown_and_said() {
-        // 1000 ms/s is 1; 1030 ms/s is within the 5 % slack and reads 1; −5 and 10⁹ are no
-        // value Flink writes; +∞ and NaN are unknown.
+        // 1000 ms/s is 1; 1030 ms/s is within the 5 % slack and reads 1; −5, 10⁹ and +∞ are no
+        // value Flink writes: the screening leaves them out where they enter, with a note.
         assert_eq!(plausible_ratio(500.0, 1000.0), Some(0.5));
         assert_eq!(plausible_ratio(1030.0, 1000.0), Some(1.0));
-        assert_eq!(plausible_ratio(-5.0, 1000.0), None);
-        assert_eq!(plausible_ratio(1e9, 1000.0), None);
-        assert_eq!(plausible_ratio(f64::INFINITY, 1000.0), None);
         assert_eq!(plausible_ratio(f64::NAN, 1000.0), None);
-        // An isBackPressured share is already a ratio.
+        // An isBackPressured share is already a ratio; −0 reads 0.
         assert_eq!(plausible_ratio(0.25, 1.0), Some(0.25));
+        assert!(plausible_ratio(-0.0, 1.0).unwrap().is_sign_positive());
         let series = |id: &str, name: &str, subtask: Option<&str>, v: f64| {
             let mut labels: BTreeMap<String, String> =
                 [(l::TASK_ID, id), (l::TASK_NAME, name)].into_iter().map(|(k, v)| (k.into(), v.into())).collect();
@@ -2045,24 +2033,25 @@ mod tests {
             }
             ResultSeries { labels, points: vec![(0, v)] }
         };
-        let busy = vec![series("a", "sink", None, -5.0), series("b", "parse", None, 400.0)];
-        let per_subtask = vec![series("a", "sink", Some("1"), 1e9)];
-        let backpressured = vec![series("b", "parse", None, f64::INFINITY)];
-        let empty = Vec::new();
-        let answers = |name: &str| -> &QueryResult {
-            match name {
-                "busy" => &busy,
-                "busy_per_subtask" => &per_subtask,
-                "backpressured" => &backpressured,
-                _ => &empty,
-            }
+        let cat = MetricCatalog::default();
+        let busy = |agg: Agg| Query::OverTime {
+            selector: Selector::metric(&cat.busy),
+            func: OverTime::Avg,
+            range_ms: 60_000,
+            at_ms: 0,
+            aggregation: Some(Aggregation::new(agg, &[l::TASK_ID])),
         };
-        let note = implausible_ratios_note(&answers, 1000.0, &|_: &str, label: &str| label.to_string()).unwrap();
+        let mut tallies = BTreeMap::new();
+        let mut vertices = vec![series("a", "sink", None, -5.0), series("b", "parse", None, 400.0)];
+        crate::collect::domain::screen(&cat, &busy(Agg::Max), &mut vertices, &mut tallies);
+        let mut subtasks = vec![series("a", "sink", Some("1"), 1e9), series("b", "parse", Some("0"), f64::INFINITY)];
+        crate::collect::domain::screen(&cat, &busy(Agg::Max), &mut subtasks, &mut tallies);
+        assert!(vertices[0].points[0].1.is_nan() && subtasks.iter().all(|s| s.points[0].1.is_nan()));
+        assert_eq!(vertices[1].points[0].1, 400.0);
+        let note = crate::collect::domain::note(&tallies, &|_: &str, label: &str| label.to_string()).unwrap();
         assert_eq!(
             note,
-            "Left out as unknown, being no value Flink writes (busy, idle and backpressured time are 0–1000 ms per second): busy time -5 of `sink`, backpressured time inf of `parse`, busy time 1000000000 of `sink` subtask 1. Is the reporter or the recording broken?"
+            "The metric source returned 3 non-finite or impossible values, left out as unknown (no finding rests on them): `flink_taskmanager_job_task_busyTimeMsPerSecond` (0–1000 ms per second): 1 non-finite; 2 out of range, e.g. -5 of `sink`, 1.0e9 of `sink` subtask 1. Is the reporter, the metric store or the recording broken?"
         );
-        let calm = vec![series("b", "parse", None, 400.0)];
-        assert_eq!(implausible_ratios_note(&|_: &str| &calm, 1000.0, &|_: &str, l: &str| l.to_string()), None);
     }
 }

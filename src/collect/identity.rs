@@ -204,23 +204,43 @@ pub fn matching(result: &QueryResult, matchers: &[(String, String)]) -> QueryRes
 }
 
 /// The hygiene [`hygiene_queries`]' answers call for, and a note when series were scraped
-/// more than once.
+/// more than once, or when the two answers cannot both be whole.
+///
+/// Both answers count the same series, per attempt (and deployment labels): as they are
+/// (`attempts`), and once per scrape target (`once`). Read as duplicate scraping only when
+/// they agree that far: every group of one is in the other, and counts once per target no
+/// more than as they are. Otherwise one answer lacks series (a Thanos or Mimir partial
+/// response, a querier that timed out, a series limit): that is said, never "scraped more
+/// than once", and the copies are merged anyway (a no-op where nothing is scraped twice).
 pub fn hygiene_from(attempts: &QueryResult, once: &QueryResult, scrape_labels: &[String]) -> (Hygiene, Option<String>) {
-    let total = |r: &QueryResult| r.iter().filter_map(|s| s.last_value()).filter(|v| v.is_finite()).sum::<f64>();
-    let (all, distinct) = (total(attempts), total(once));
+    let groups = |r: &QueryResult| -> BTreeMap<BTreeMap<String, String>, f64> {
+        r.iter().filter_map(|s| Some((s.labels.clone(), s.last_value().filter(|v| v.is_finite())?))).collect()
+    };
+    let (per_attempt, per_target) = (groups(attempts), groups(once));
+    // `fold` from +0: an empty sum is 0, never −0.
+    let total = |g: &BTreeMap<BTreeMap<String, String>, f64>| g.values().fold(0.0, |a, v| a + v);
+    let (all, distinct) = (total(&per_attempt), total(&per_target));
+    let consistent = per_attempt.len() == per_target.len()
+        && per_attempt.iter().all(|(k, n)| per_target.get(k).is_some_and(|m| *m >= 1.0 && m <= n));
     let twice = all > distinct;
     let hygiene = Hygiene {
         attempts: sorted_attempts(attempts.iter().map(|s| s.label(ATTEMPT_LABEL).to_string())),
-        scrape_labels: if twice { scrape_labels.to_vec() } else { Vec::new() },
+        scrape_labels: if twice || !consistent { scrape_labels.to_vec() } else { Vec::new() },
     };
-    let note = twice.then(|| {
-        format!(
-            "{} task series were scraped more than once ({} distinct; the copies differ only in scrape labels such as {}): each counts once",
-            all,
-            distinct,
-            scrape_labels.iter().take(3).cloned().collect::<Vec<_>>().join(", ")
-        )
-    });
+    let some_labels = scrape_labels.iter().take(3).cloned().collect::<Vec<_>>().join(", ");
+    let note = if !consistent {
+        Some(format!(
+            "The metric store's answers disagree, so the data may be incomplete: counted per task attempt the job's task series are {all:.0} in {} group(s), counted once per scrape target {distinct:.0} in {} group(s), and the second can hold no series the first lacks. An answer was likely partial (a Thanos or Mimir partial response, a store or querier that timed out, a series limit): numbers below may leave part of the job out",
+            per_attempt.len(),
+            per_target.len()
+        ))
+    } else {
+        twice.then(|| {
+            format!(
+                "{all:.0} task series were scraped more than once ({distinct:.0} distinct; the copies differ only in scrape labels such as {some_labels}): each counts once"
+            )
+        })
+    };
     (hygiene, note)
 }
 
@@ -395,6 +415,45 @@ mod tests {
             attempts: attempts.iter().map(|s| s.to_string()).collect(),
             scrape_labels: scrape.iter().map(|s| s.to_string()).collect(),
         }
+    }
+
+    fn counts(groups: &[(&str, f64)]) -> QueryResult {
+        groups
+            .iter()
+            .map(|(attempt, n)| crate::collect::query::ResultSeries {
+                labels: [(ATTEMPT_LABEL.to_string(), attempt.to_string())].into(),
+                points: vec![(0, *n)],
+            })
+            .collect()
+    }
+
+    #[test]
+    fn two_answers_that_cannot_both_be_whole_are_named_as_incomplete_not_as_double_scraping() {
+        let scrape = ["job".to_string(), "instance".to_string()];
+        // Scraped twice: 16 series per attempt, 8 once per target, for the same attempt.
+        let (h, note) = hygiene_from(&counts(&[("0", 16.0)]), &counts(&[("0", 8.0)]), &scrape);
+        assert_eq!(
+            note.as_deref(),
+            Some(
+                "16 task series were scraped more than once (8 distinct; the copies differ only in scrape labels such as job, instance): each counts once"
+            )
+        );
+        assert_eq!(h.scrape_labels, scrape);
+        // A partial answer: the second answer lost attempt 1's group (as half the series of
+        // every query dropped does), or holds more than the first: no sentence of scraping,
+        // no "-0 distinct", but that the data may be incomplete.
+        for (attempts, once) in [
+            (counts(&[("0", 8.0), ("1", 8.0)]), counts(&[("0", 8.0)])),
+            (counts(&[("0", 8.0)]), Vec::new()),
+            (counts(&[("0", 4.0)]), counts(&[("0", 8.0)])),
+        ] {
+            let (_, note) = hygiene_from(&attempts, &once, &scrape);
+            let note = note.unwrap();
+            assert!(note.starts_with("The metric store's answers disagree, so the data may be incomplete"), "{note}");
+            assert!(!note.contains("scraped more than once") && !note.contains("-0"), "{note}");
+        }
+        // Nothing twice, nothing lost: no note.
+        assert_eq!(hygiene_from(&counts(&[("0", 8.0)]), &counts(&[("0", 8.0)]), &scrape).1, None);
     }
 
     #[test]

@@ -8,6 +8,8 @@
 //!   over the store (and, live, by Prometheus itself).
 //! * [`identity`]: which series stand for the same thing (task attempts, one target
 //!   scraped twice, two deployments under one job id).
+//! * [`domain`]: which values each metric can take; every answer is held to it before
+//!   anything reads it.
 //! * [`degrade`]: a query a backend refuses as too large, asked again in smaller pieces
 //!   that add up to the same answer.
 //! * [`answer_budget`]: the bytes of backend answers held at once, across diagnoses.
@@ -18,6 +20,7 @@ mod answer_read;
 pub mod chunk;
 pub mod collector;
 pub mod degrade;
+pub mod domain;
 pub mod exposition;
 pub mod flink_rest;
 pub mod identity;

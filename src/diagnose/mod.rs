@@ -142,7 +142,16 @@ pub fn limited_list(items: &[String], max: usize) -> String {
 pub fn pct(ratio: f64) -> String {
     // Rounded to 4 significant digits first, so float sums that differ in the last bits
     // (a live backend and its recording) read alike.
-    format!("{:.0}%", round_sig(ratio) * 100.0)
+    no_negative_zero(format!("{:.0}%", round_sig(ratio) * 100.0))
+}
+
+/// A formatted number that rounds to zero is written without its minus sign: `-0.3` at no
+/// decimals is `0`, never `-0`.
+pub fn no_negative_zero(s: String) -> String {
+    match s.strip_prefix('-') {
+        Some(rest) if !rest.chars().any(|c| c.is_ascii_digit() && c != '0') => rest.to_string(),
+        _ => s,
+    }
 }
 
 /// [`pct`] of a value that may be missing: `unknown` then, never `0%`.
@@ -181,13 +190,13 @@ pub fn max_over(v: &VertexSignals) -> String {
 /// A rate or count, readable: `1660`, `12.5`, `0.84`.
 pub fn num(v: f64) -> String {
     let a = v.abs();
-    if a >= 100.0 {
+    no_negative_zero(if a >= 100.0 {
         format!("{v:.0}")
     } else if a >= 10.0 {
         format!("{v:.1}")
     } else {
         format!("{v:.2}")
-    }
+    })
 }
 
 /// A rate or count to three significant digits, readable: `33400`, `778000`, `12.5`:
@@ -196,7 +205,7 @@ pub fn approx(v: f64) -> String {
     if v.abs() >= 1000.0 {
         let digits = v.abs().log10().floor() as i32 - 2;
         let factor = 10f64.powi(digits);
-        format!("{:.0}", (v / factor).round() * factor)
+        no_negative_zero(format!("{:.0}", (v / factor).round() * factor))
     } else {
         num(v)
     }
@@ -204,7 +213,7 @@ pub fn approx(v: f64) -> String {
 
 /// Seconds, readable: `45 s`, `12 min`, `3.5 h`, `2.1 d`.
 pub fn human_secs(s: f64) -> String {
-    if s < 120.0 {
+    no_negative_zero(if s < 120.0 {
         format!("{s:.0} s")
     } else if s < 2.0 * 3600.0 {
         format!("{:.0} min", s / 60.0)
@@ -212,7 +221,7 @@ pub fn human_secs(s: f64) -> String {
         format!("{:.1} h", s / 3600.0)
     } else {
         format!("{:.1} d", s / 86400.0)
-    }
+    })
 }
 
 /// Bytes, readable: `3.5 MB`.
@@ -224,7 +233,7 @@ pub fn human_bytes(b: f64) -> String {
         v /= 1000.0;
         i += 1;
     }
-    if i == 0 { format!("{v:.0} {}", UNITS[i]) } else { format!("{v:.1} {}", UNITS[i]) }
+    no_negative_zero(if i == 0 { format!("{v:.0} {}", UNITS[i]) } else { format!("{v:.1} {}", UNITS[i]) })
 }
 
 /// Rounds to 4 significant digits so verdicts do not carry float noise.
@@ -277,5 +286,15 @@ mod tests {
         assert_eq!(human_bytes(3_500_000.0), "3.5 MB");
         assert_eq!(round_sig(0.123456), 0.1235);
         assert_eq!(round_sig(1660.033), 1660.0);
+    }
+
+    #[test]
+    fn a_number_that_rounds_to_zero_is_never_written_negative() {
+        // −0.3 % at no decimals, −0.001 at two, −0.0 itself, −0.2 s: all read as zero.
+        assert_eq!(
+            (pct(-0.003), num(-0.001), num(-0.0), human_secs(-0.2)),
+            ("0%".into(), "0.00".into(), "0.00".into(), "0 s".into())
+        );
+        assert_eq!((pct(-0.5), num(-12.5)), ("-50%".into(), "-12.5".into()));
     }
 }

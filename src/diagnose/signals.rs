@@ -500,9 +500,12 @@ fn operators_of(snapshot: &Snapshot, vertex_id: &str) -> Vec<OperatorRates> {
 }
 
 /// Whether a NaN busy time may be inferred from idle and backpressured: only when
-/// backpressure is measured as time.
+/// backpressure is measured as time, and no busy time was left out as impossible (then an
+/// unknown busy time is a broken value, not a legacy source's NaN, and the idle and
+/// backpressured times beside it are no more to be trusted).
 fn infers_busy(snapshot: &Snapshot) -> bool {
     snapshot.backpressure_measure == BackpressureMeasure::TimeMsPerSecond
+        && !snapshot.left_out.iter().any(|l| l.signal == "busy")
 }
 
 /// Per-subtask signals; a NaN busy time is inferred from idle and backpressured time when

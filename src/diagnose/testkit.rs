@@ -135,6 +135,7 @@ impl SnapshotBuilder {
                 backpressure_measure: Default::default(),
                 queries: Default::default(),
                 missing: Vec::new(),
+                left_out: Vec::new(),
                 notes: Vec::new(),
             },
             vertices: Vec::new(),

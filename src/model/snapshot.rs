@@ -325,6 +325,19 @@ pub struct Missing {
     pub detail: String,
 }
 
+/// Values of one metric the collector left out as impossible: non-finite, or outside what
+/// the metric can be (a negative count, a busy time of 10⁹ ms per second). They read as
+/// unknown; this says they were not merely unreported.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LeftOut {
+    /// The metric's name.
+    pub metric: String,
+    /// Which signal it is (the catalog's field name: `busy`, `failed_checkpoints`, …; empty
+    /// for other sources' metrics).
+    pub signal: String,
+    pub count: u64,
+}
+
 /// What the diagnosis sees about one job.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Snapshot {
@@ -372,6 +385,9 @@ pub struct Snapshot {
     /// The PromQL behind each signal, by signal (`busy`, `backpressured`, …), for evidence.
     pub queries: std::collections::BTreeMap<String, String>,
     pub missing: Vec<Missing>,
+    /// Values left out as impossible, by metric.
+    #[serde(default)]
+    pub left_out: Vec<LeftOut>,
     /// Facts about how the snapshot was taken that the verdict should repeat (job runs
     /// chosen among several, a plan from another run, …).
     pub notes: Vec<String>,

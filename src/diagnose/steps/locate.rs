@@ -62,6 +62,9 @@ fn on_averages(ctx: &Context) -> Located {
     }
     let red: Vec<&VertexSignals> = verts.iter().filter(|v| ctx.is_red(v)).collect();
     if red.is_empty() {
+        if let Some(report) = left_out_report(ctx) {
+            return Located { report, culprits: Vec::new(), network: Vec::new() };
+        }
         return source_bound(ctx);
     }
     let red_list = limited_list(
@@ -81,6 +84,32 @@ fn on_averages(ctx: &Context) -> Located {
         culprits: found.culprits.into_iter().map(|(v, _)| v.id.clone()).collect(),
         network: found.network,
     }
+}
+
+/// No data when no vertex is red but the values it would rest on were left out as
+/// impossible (a broken reporter or store): the backpressure of some vertex, or the busy
+/// time of every vertex. "No backpressure" would rest on the values that happened to
+/// survive.
+fn left_out_report(ctx: &Context) -> Option<StepReport> {
+    let left_out = |signals: &[&str]| ctx.snapshot.left_out.iter().any(|l| signals.contains(&l.signal.as_str()));
+    let verts = &ctx.signals.vertices;
+    let names = |f: &dyn Fn(&VertexSignals) -> bool| -> Vec<String> {
+        verts.iter().filter(|v| f(v)).map(|v| v.name.clone()).collect()
+    };
+    let unknown_bp = names(&|v| v.backpressured_max().is_none());
+    let why = if left_out(&["backpressured", "is_backpressured"]) && !unknown_bp.is_empty() {
+        format!("the backpressure of {} is unknown", limited_list(&unknown_bp, 8))
+    } else if left_out(&["busy"]) && verts.iter().all(|v| v.busy_max().is_none()) {
+        "the busy time of every vertex is unknown".to_string()
+    } else {
+        return None;
+    };
+    Some(StepReport::no_data(
+        format!(
+            "{why}, the metric source having returned impossible values for it (see the notes): the job's state cannot be told"
+        ),
+        vec!["backPressuredTimeMsPerSecond".into(), "busyTimeMsPerSecond".into()],
+    ))
 }
 
 /// Where the backpressure stops, read from the sink backwards.
@@ -628,7 +657,7 @@ fn source_report(ctx: &Context, v: &VertexSignals, busy: Option<f64>, growth: f6
             num(growth)
         ),
         None => format!(
-            "{}'s busy and idle time are unknown (Flink reports NaN for legacy SourceFunction sources), so its load cannot be read; but nothing downstream is backpressured or holds it back{emitted}, and its lag grows steadily by {} records/s: it cannot read as fast as data arrives. This rests on the lag alone, so the confidence is lowered.",
+            "{}'s busy and idle time are unknown (Flink cannot measure them for a legacy SourceFunction source), so its load cannot be read; but nothing downstream is backpressured or holds it back{emitted}, and its lag grows steadily by {} records/s: it cannot read as fast as data arrives. This rests on the lag alone, so the confidence is lowered.",
             v.name,
             num(growth)
         ),
