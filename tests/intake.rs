@@ -439,3 +439,68 @@ async fn could_not_diagnose_sixty_jobs_of_one_group_is_one_notice_per_destinatio
     }
     app.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_flood_of_two_hundred_unknown_jobs_delays_no_real_verdict_and_gives_one_could_not_diagnose_per_destination() {
+    let now = jiff::Timestamp::now().as_millisecond();
+    let jobs = support::synthetic_jobs(1, now - 1_000);
+    let prom = support::prometheus_with_texts(&[jobs[0].1.clone()], support::free_port());
+    let d = Destinations::start().await;
+    let tmp = tempfile::tempdir().unwrap();
+    // A coalescing window (10 s) longer than posting the flood takes: the flood is queued
+    // whole before the first of it is diagnosed, as under a real flood.
+    let app = Application::build(d.config(tmp.path(), &prom.url, "[service]\ncoalesce = \"10s\"\n")).await.unwrap();
+    let (job, _) = &jobs[0];
+    let could_not = |bodies: Vec<Value>| bodies.iter().filter(|b| b.to_string().contains("could not diagnose")).count();
+    // The real job is known: its first alert got a verdict.
+    let real = |group: &str| {
+        let mut w = support::webhook_for(&job.job_id(), &job.job_name(), &[group.to_string()]);
+        w["groupKey"] = format!("{{}}:{{job_id=\"{}\", replica=\"{group}\"}}", job.job_id()).into();
+        w
+    };
+    assert_eq!(post(&app, &real("first")).await.0, 202);
+    support::wait_for("the first verdict", Duration::from_secs(60), || d.pagerduty.pagerduty_events().len() == 1).await;
+    support::drained(&app).await;
+    // The flood: a misrouted Alertmanager sends 200 webhooks, each a job never seen (its own
+    // alert group); then a new alert group of the real job.
+    let flood: Vec<Value> = (0..200)
+        .map(|i| {
+            let mut w = support::webhook_for(&format!("b0605{i:027x}"), &format!("bogus_{i:03}"), &[format!("f{i}")]);
+            w["externalURL"] = "http://misrouted-alertmanager:9093".into();
+            w
+        })
+        .collect();
+    let client = reqwest::Client::new();
+    let url = format!("{}/webhook/alertmanager", app.url());
+    let started = std::time::Instant::now();
+    let answers = futures::future::join_all(flood.iter().map(|w| client.post(&url).json(w).send())).await;
+    assert!(answers.iter().all(|a| a.as_ref().is_ok_and(|r| r.status() == 202)), "{answers:?}");
+    assert_eq!(client.post(&url).json(&real("second")).send().await.unwrap().status(), 202);
+    // (A precondition, not a measurement: the flood is queued within the window.)
+    assert!(started.elapsed() < Duration::from_secs(10), "the flood took {:?} to post", started.elapsed());
+    // PagerDuty gets verdicts only: the second one is the real job's.
+    support::wait_for("the real verdict", Duration::from_secs(60), || d.pagerduty.pagerduty_events().len() == 2).await;
+    support::wait_for("the flood diagnosed", Duration::from_secs(120), || {
+        d.slack.slack_messages().iter().any(|m| m.to_string().contains("could not diagnose"))
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    // The real verdict reached Slack before any "could not diagnose": they wait while the
+    // flood drains, then fold into one per destination and 10 minutes (10 jobs named, the
+    // rest counted); what fails after it waits for the window's end.
+    let slack = d.slack.slack_messages();
+    let first_failure = slack.iter().position(|m| m.to_string().contains("could not diagnose")).expect("posted");
+    let texts: Vec<String> =
+        slack.iter().map(|m| m["text"].as_str().unwrap_or("").chars().take(120).collect()).collect();
+    assert!(
+        slack[..first_failure].iter().filter(|m| m.to_string().contains(&job.job_name())).count() >= 2,
+        "{texts:#?}"
+    );
+    let am = d.other.on("/am/api/v2/alerts").into_iter().map(|r| r.body).collect();
+    let hook = d.other.on("/hook").into_iter().map(|r| r.body).collect();
+    let counts = (could_not(slack.clone()), could_not(am), could_not(hook));
+    assert!(counts.0 <= 2 && counts.1 <= 2 && counts.2 <= 2 && counts.0 >= 1, "{counts:?}");
+    assert!(slack[first_failure].to_string().contains(" more"), "{:#}", slack[first_failure]);
+    assert!(d.pagerduty.pagerduty_events().iter().all(|e| !e.to_string().contains("could not diagnose")));
+    app.stop().await;
+}
