@@ -504,3 +504,39 @@ async fn a_flood_of_two_hundred_unknown_jobs_delays_no_real_verdict_and_gives_on
     assert!(d.pagerduty.pagerduty_events().iter().all(|e| !e.to_string().contains("could not diagnose")));
     app.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_sender_over_its_cap_of_unknown_jobs_gets_429_and_another_sender_is_still_accepted() {
+    let prom = support::prometheus_with_texts(&[], support::free_port());
+    let d = Destinations::start().await;
+    let tmp = tempfile::tempdir().unwrap();
+    // A long coalescing window: nothing is diagnosed (and leaves the queue) meanwhile.
+    let mut config = d.config(tmp.path(), &prom.url, "[service]\ncoalesce = \"1h\"\n");
+    config.store.max_unknown_per_sender = 3;
+    let app = Application::build(config).await.unwrap();
+    let bogus = |i: usize, sender: Option<&str>| {
+        let mut w = support::webhook_for(&format!("b0605{i:027x}"), &format!("bogus_{i:03}"), &[format!("f{i}")]);
+        w["externalURL"] = sender.unwrap_or("").into();
+        w
+    };
+    let client = reqwest::Client::new();
+    let url = format!("{}/webhook/alertmanager", app.url());
+    for i in 0..3 {
+        let w = bogus(i, Some("http://misrouted:9093"));
+        assert_eq!(client.post(&url).json(&w).send().await.unwrap().status(), 202);
+    }
+    // The fourth unknown job of that sender: 429, retry in a minute, nothing stored.
+    let r = client.post(&url).json(&bogus(3, Some("http://misrouted:9093"))).send().await.unwrap();
+    assert_eq!(r.status(), 429);
+    assert_eq!(r.headers()["retry-after"], "60");
+    let body: Value = r.json().await.unwrap();
+    assert!(body.to_string().contains("store.max_unknown_per_sender"), "{body}");
+    assert_eq!(app.service.store.depths().await.unwrap().work, 3);
+    // Another Alertmanager, and one without an externalURL (its peer address is the
+    // sender), are not held by the flood.
+    assert_eq!(client.post(&url).json(&bogus(4, Some("http://alertmanager:9093"))).send().await.unwrap().status(), 202);
+    assert_eq!(client.post(&url).json(&bogus(5, None)).send().await.unwrap().status(), 202);
+    let m = metrics(&app).await;
+    assert_eq!(support::metric(&m, "culprit_webhooks_total{outcome=\"too_many_unknown\"}"), 1.0, "{m}");
+    app.stop().await;
+}
