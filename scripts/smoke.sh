@@ -27,6 +27,9 @@ echo "smoke: examples/webhook_bench (1 s per target)"
 cargo run -q --example webhook_bench -- --seconds 1 --connections 4
 cargo run -q --example webhook_bench -- --seconds 1 --connections 4 --no-postgres --changing
 
+echo "smoke: examples/flood_bench (50 unknown jobs, then a real alert)"
+cargo run -q --example flood_bench -- --unknown 50 --connections 8
+
 echo "smoke: examples/prom_answer_bench (a 1 MB answer, one run)"
 cargo run -q --example prom_answer_bench -- --mb 1 --runs 1
 

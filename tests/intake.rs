@@ -446,3 +446,104 @@ async fn could_not_diagnose_sixty_jobs_of_one_group_is_one_notice_per_destinatio
     }
     app.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_flood_of_two_hundred_unknown_jobs_delays_no_real_verdict_and_gives_one_could_not_diagnose_per_destination() {
+    let now = jiff::Timestamp::now().as_millisecond();
+    let jobs = support::synthetic_jobs(1, now - 1_000);
+    let prom = support::prometheus_with_texts(&[jobs[0].1.clone()], support::free_port());
+    let d = Destinations::start().await;
+    let tmp = tempfile::tempdir().unwrap();
+    // A coalescing window (10 s) longer than posting the flood takes: the flood is queued
+    // whole before the first of it is diagnosed, as under a real flood.
+    let app = Application::build(d.config(tmp.path(), &prom.url, "[service]\ncoalesce = \"10s\"\n")).await.unwrap();
+    let (job, _) = &jobs[0];
+    let could_not = |bodies: Vec<Value>| bodies.iter().filter(|b| b.to_string().contains("could not diagnose")).count();
+    // The real job is known: its first alert got a verdict.
+    let real = |group: &str| {
+        let mut w = support::webhook_for(&job.job_id(), &job.job_name(), &[group.to_string()]);
+        w["groupKey"] = format!("{{}}:{{job_id=\"{}\", replica=\"{group}\"}}", job.job_id()).into();
+        w
+    };
+    assert_eq!(post(&app, &real("first")).await.0, 202);
+    support::wait_for("the first verdict", Duration::from_secs(60), || d.pagerduty.pagerduty_events().len() == 1).await;
+    support::drained(&app).await;
+    // The flood: a misrouted Alertmanager sends 200 webhooks, each a job never seen (its own
+    // alert group); then a new alert group of the real job.
+    let flood: Vec<Value> = (0..200)
+        .map(|i| {
+            let mut w = support::webhook_for(&format!("b0605{i:027x}"), &format!("bogus_{i:03}"), &[format!("f{i}")]);
+            w["externalURL"] = "http://misrouted-alertmanager:9093".into();
+            w
+        })
+        .collect();
+    let client = reqwest::Client::new();
+    let url = format!("{}/webhook/alertmanager", app.url());
+    let started = std::time::Instant::now();
+    let answers = futures::future::join_all(flood.iter().map(|w| client.post(&url).json(w).send())).await;
+    assert!(answers.iter().all(|a| a.as_ref().is_ok_and(|r| r.status() == 202)), "{answers:?}");
+    assert_eq!(client.post(&url).json(&real("second")).send().await.unwrap().status(), 202);
+    // (A precondition, not a measurement: the flood is queued within the window.)
+    assert!(started.elapsed() < Duration::from_secs(10), "the flood took {:?} to post", started.elapsed());
+    // PagerDuty gets verdicts only: the second one is the real job's.
+    support::wait_for("the real verdict", Duration::from_secs(60), || d.pagerduty.pagerduty_events().len() == 2).await;
+    support::wait_for("the flood diagnosed", Duration::from_secs(120), || {
+        d.slack.slack_messages().iter().any(|m| m.to_string().contains("could not diagnose"))
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    // The real verdict reached Slack before any "could not diagnose": they wait while the
+    // flood drains, then fold into one per destination and 10 minutes (10 jobs named, the
+    // rest counted); what fails after it waits for the window's end.
+    let slack = d.slack.slack_messages();
+    let first_failure = slack.iter().position(|m| m.to_string().contains("could not diagnose")).expect("posted");
+    let texts: Vec<String> =
+        slack.iter().map(|m| m["text"].as_str().unwrap_or("").chars().take(120).collect()).collect();
+    assert!(
+        slack[..first_failure].iter().filter(|m| m.to_string().contains(&job.job_name())).count() >= 2,
+        "{texts:#?}"
+    );
+    let am = d.other.on("/am/api/v2/alerts").into_iter().map(|r| r.body).collect();
+    let hook = d.other.on("/hook").into_iter().map(|r| r.body).collect();
+    let counts = (could_not(slack.clone()), could_not(am), could_not(hook));
+    assert!(counts.0 <= 2 && counts.1 <= 2 && counts.2 <= 2 && counts.0 >= 1, "{counts:?}");
+    assert!(slack[first_failure].to_string().contains(" more"), "{:#}", slack[first_failure]);
+    assert!(d.pagerduty.pagerduty_events().iter().all(|e| !e.to_string().contains("could not diagnose")));
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_sender_over_its_cap_of_unknown_jobs_gets_429_and_another_sender_is_still_accepted() {
+    let prom = support::prometheus_with_texts(&[], support::free_port());
+    let d = Destinations::start().await;
+    let tmp = tempfile::tempdir().unwrap();
+    // A long coalescing window: nothing is diagnosed (and leaves the queue) meanwhile.
+    let mut config = d.config(tmp.path(), &prom.url, "[service]\ncoalesce = \"1h\"\n");
+    config.store.max_unknown_per_sender = 3;
+    let app = Application::build(config).await.unwrap();
+    let bogus = |i: usize, sender: Option<&str>| {
+        let mut w = support::webhook_for(&format!("b0605{i:027x}"), &format!("bogus_{i:03}"), &[format!("f{i}")]);
+        w["externalURL"] = sender.unwrap_or("").into();
+        w
+    };
+    let client = reqwest::Client::new();
+    let url = format!("{}/webhook/alertmanager", app.url());
+    for i in 0..3 {
+        let w = bogus(i, Some("http://misrouted:9093"));
+        assert_eq!(client.post(&url).json(&w).send().await.unwrap().status(), 202);
+    }
+    // The fourth unknown job of that sender: 429, retry in a minute, nothing stored.
+    let r = client.post(&url).json(&bogus(3, Some("http://misrouted:9093"))).send().await.unwrap();
+    assert_eq!(r.status(), 429);
+    assert_eq!(r.headers()["retry-after"], "60");
+    let body: Value = r.json().await.unwrap();
+    assert!(body.to_string().contains("store.max_unknown_per_sender"), "{body}");
+    assert_eq!(app.service.store.depths().await.unwrap().work, 3);
+    // Another Alertmanager, and one without an externalURL (its peer address is the
+    // sender), are not held by the flood.
+    assert_eq!(client.post(&url).json(&bogus(4, Some("http://alertmanager:9093"))).send().await.unwrap().status(), 202);
+    assert_eq!(client.post(&url).json(&bogus(5, None)).send().await.unwrap().status(), 202);
+    let m = metrics(&app).await;
+    assert_eq!(support::metric(&m, "culprit_webhooks_total{outcome=\"too_many_unknown\"}"), 1.0, "{m}");
+    app.stop().await;
+}

@@ -21,7 +21,10 @@ impl Drop for ServeProcess {
 /// Starts `culprit serve --config CONFIG` (which listens on `port`), its stderr appended to
 /// `log`, and waits until `/healthz` answers (at most 20 s, else panics with the log).
 pub async fn start(config: &Path, port: u16, log: &Path) -> ServeProcess {
-    let child = Command::new(env!("CARGO_BIN_EXE_culprit"))
+    // Cargo names the binary to integration tests; examples that share this support
+    // code (`examples/flood_bench.rs`) never start a process (else: the one on PATH).
+    let binary = option_env!("CARGO_BIN_EXE_culprit").unwrap_or("culprit");
+    let child = Command::new(binary)
         .args(["serve", "--config"])
         .arg(config)
         .env("RUST_LOG", "info")

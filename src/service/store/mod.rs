@@ -8,10 +8,12 @@
 //!   twice (a replay after a crash) is stored once. Delivered per (destination, group):
 //!   a group's notices in order, one at a time; groups independently, so a group held by a
 //!   `Retry-After` holds no other. "Could not diagnose" notices wait while a verdict or a
-//!   resolution is due for the same destination, and while a diagnosis of their alert group
-//!   is queued or running (at most [`FOLD_WAIT_MAX_MS`]); claimed, a group's pending ones
-//!   fold into one ([`fold_could_not_diagnose`]): one notice per destination and group,
-//!   never one per job.
+//!   resolution is due for the same destination, while any diagnosis (of their alert
+//!   group, or of a burst draining) is queued or running (at most [`FOLD_WAIT_MAX_MS`]),
+//!   and within `notify.could_not_diagnose_every` of the last one
+//!   sent to the destination; claimed, the destination's pending ones fold into one
+//!   ([`fold_could_not_diagnose`]): one notice per destination and window, never one per
+//!   job or per group. A verdict or resolution never waits behind one of its group.
 //! * `group_state`: per destination and alert group, the last verdict posted and the
 //!   destination's own state (the Slack message to thread under).
 //! * `verdicts`: recent verdicts, for the API and links.
@@ -214,8 +216,9 @@ pub fn priority(kind: NoticeKind) -> i64 {
     }
 }
 
-/// Longest a "could not diagnose" notice waits for the other diagnoses of its alert group
-/// still queued or running, so that their failures fold into it ([`fold_could_not_diagnose`]).
+/// Longest a "could not diagnose" notice waits for the diagnoses still queued or running
+/// (of its alert group, or a burst draining), so that their failures fold into it
+/// ([`fold_could_not_diagnose`]) and verdicts go first.
 pub const FOLD_WAIT_MAX_MS: i64 = 60_000;
 
 /// Most jobs a folded "could not diagnose" notice names; the rest are counted.

@@ -580,8 +580,8 @@ impl SqliteStore {
         now_ms: i64,
         window_ms: i64,
     ) -> Result<Option<OutboxRow>, StoreError> {
-        // "Could not diagnose" waits (up to ?3 ms) while a diagnosis of its group is queued
-        // or running: its failure folds in. The group's key is in the work row's `groups`.
+        // "Could not diagnose" waits (up to ?3 ms) while any diagnosis is queued or running
+        // (its group's, or a burst's draining): their failures fold in.
         // It also waits while one is being sent to the destination or was sent within the
         // last ?4 ms (folded rows are not sent: their last_error says so); a verdict or a
         // resolution does not wait behind a waiting one of its group.
@@ -591,7 +591,7 @@ impl SqliteStore {
                  AND e.group_key = o.group_key AND e.state IN ('pending', 'sending') AND e.id < o.id
                  AND (o.priority = 1 OR e.priority = 0 OR e.state = 'sending'))
                AND (o.priority = 0 OR ((o.first_ms <= ?2 - ?3
-                   OR NOT EXISTS (SELECT 1 FROM work w WHERE instr(w.groups, json_quote(o.group_key)) > 0))
+                   OR NOT EXISTS (SELECT 1 FROM work WHERE state IN ('pending', 'running')))
                  AND NOT EXISTS (SELECT 1 FROM outbox s WHERE s.destination = o.destination AND s.priority = 1
                    AND (s.state = 'sending' OR (s.state = 'sent' AND s.last_error IS NULL AND s.done_ms > ?2 - ?4)))))
              ORDER BY o.priority, o.id LIMIT 1";
@@ -644,7 +644,7 @@ impl SqliteStore {
                      AND e.group_key = o.group_key AND e.state IN ('pending', 'sending') AND e.id < o.id
                      AND (o.priority = 1 OR e.priority = 0 OR e.state = 'sending'))
                    AND (o.priority = 0 OR (
-                     NOT EXISTS (SELECT 1 FROM work w WHERE instr(w.groups, json_quote(o.group_key)) > 0)
+                     NOT EXISTS (SELECT 1 FROM work WHERE state IN ('pending', 'running'))
                      AND NOT EXISTS (SELECT 1 FROM outbox s WHERE s.destination = o.destination AND s.priority = 1
                        AND s.state = 'sending')))",
             )?
