@@ -71,22 +71,25 @@ async fn a_replica_that_lost_its_lease_is_fenced_from_sending_and_recording_and_
     // the lease (10 s).
     assert!(a.fence(&held, t, margin).await.unwrap());
     assert_eq!(b.claim_delivery("slack", t + margin - 1).await.unwrap(), None);
-    // `a` stalls past it; `b` takes the send over under the next token.
-    let taken = b.claim_delivery("slack", t + margin + 1).await.unwrap().unwrap();
+    // `a` stalls past it; `b` reaps the send and, 10 s later (the owner's grace), takes it
+    // over under the next token.
+    assert_eq!(b.claim_delivery("slack", t + margin + 1).await.unwrap(), None);
+    let t = t + margin + 10_001;
+    let taken = b.claim_delivery("slack", t).await.unwrap().unwrap();
     assert_eq!((taken.id, taken.token, taken.unsure), (held.id, held.token + 1, true));
     // `a` resumes: its check fails (it drops the send) and its outcome is not stored.
-    assert!(!a.fence(&held, t + margin + 2, margin).await.unwrap());
-    a.delivered(&held, None, t + margin + 2).await.unwrap();
-    a.retry_delivery(&held, t + margin + 2, "late", true).await.unwrap();
+    assert!(!a.fence(&held, t + 1, margin).await.unwrap());
+    a.delivered(&held, None, t + 1).await.unwrap();
+    a.retry_delivery(&held, t + 1, "late", true).await.unwrap();
     assert_eq!(f.column("SELECT state FROM outbox"), ["sending"], "neither recorded sent nor put back by `a`");
     // `b` holds it and records it.
-    assert!(b.fence(&taken, t + margin + 3, margin).await.unwrap());
-    b.delivered(&taken, None, t + margin + 3).await.unwrap();
+    assert!(b.fence(&taken, t + 2, margin).await.unwrap());
+    b.delivered(&taken, None, t + 2).await.unwrap();
     assert_eq!(f.column("SELECT state FROM outbox"), ["sent"]);
 }
 
 #[tokio::test]
-async fn a_lease_that_expired_is_lost_even_before_another_replica_takes_it() {
+async fn a_lease_that_expired_is_lost_but_its_owner_still_stores_a_send_that_went_before_another_takes_it() {
     let Some(f) = Fx::postgres() else { return };
     let lease = 10_000;
     let a = replica(&f, lease);
@@ -95,8 +98,13 @@ async fn a_lease_that_expired_is_lost_even_before_another_replica_takes_it() {
     let held = a.claim_delivery("slack", t).await.unwrap().unwrap();
     // Paused (no renewal, no check) for longer than the lease: the check refuses.
     assert!(!a.fence(&held, t + lease + 1, 0).await.unwrap());
-    // Its outcome is still stored while no replica took the row (the same token): a send
-    // that did arrive is then not made again.
-    a.delivered(&held, None, t + lease + 1).await.unwrap();
+    // Its outcome is still stored while no replica took the row over (the same token),
+    // even once another replica reaped it, within the 10 s it then waits: a send that did
+    // arrive (PostgreSQL was down past the lease while it was on the wire) is not made
+    // again.
+    let b = replica(&f, lease);
+    assert_eq!(b.claim_delivery("slack", t + lease + 1).await.unwrap(), None);
+    a.delivered(&held, None, t + lease + 2).await.unwrap();
     assert_eq!(f.column("SELECT state FROM outbox"), ["sent"]);
+    assert_eq!(b.claim_delivery("slack", t + lease + 20_000).await.unwrap(), None);
 }

@@ -11,7 +11,8 @@
 //!   its token and that the lease has at least the send's margin left (renewing it), and
 //!   its outcome is stored only under that token ([`PgStore::fence`]). A replica paused, or
 //!   cut off from the database, past its lease drops the send instead of sending it after
-//!   another replica took it over.
+//!   another replica took it over. A reaped send waits [`REAPED_SEND_GRACE_MS`] before it
+//!   is claimed again, so that an owner that did send stores that first (same token).
 //! * Times are the database's: every lease, due time and stored time is compared in
 //!   PostgreSQL's clock ([`clock`]), so a replica whose clock is off neither takes all the
 //!   work nor none of it.
@@ -141,6 +142,13 @@ const GROUP_LOCK_CLASS: i32 = 0x6375_6c70;
 
 /// Most undecodable rows moved aside in one claim (the rest wait for the next claim).
 const MAX_DEAD_PER_CLAIM: usize = 64;
+
+/// How long a send whose lease expired waits before another replica takes it: a lease that
+/// ran out is no proof that its owner died (PostgreSQL down, or a network cut, for longer
+/// than the lease): an owner that sent and comes back to the database retries storing
+/// its outcome at least every [`crate::service::retry::STORE_RETRY_MAX`] (5 s), and
+/// does so under the same token within twice that, so that its send is not made again.
+const REAPED_SEND_GRACE_MS: i64 = 2 * crate::service::retry::STORE_RETRY_MAX.as_millis() as i64;
 
 /// How long an operation waits for a pooled connection, and a new connection to open.
 const POOL_TIMEOUT: Duration = Duration::from_secs(5);
@@ -464,9 +472,11 @@ impl PgStore {
         let mut client = self.client().await?;
         let now_ms = self.db(now_ms);
         let tx = client.transaction().await?;
-        let reap = "UPDATE outbox SET state = 'pending', unsure = TRUE, owner = NULL
+        let reap = "UPDATE outbox SET state = 'pending', unsure = TRUE, owner = NULL,
+               next_ms = GREATEST(next_ms, $2 + $3)
              WHERE destination = $1 AND state = 'sending' AND lease_until_ms < $2";
-        let reaped = tx.execute(&tx.prepare_cached(reap).await?, &[&destination, &now_ms]).await?;
+        let stmt = tx.prepare_cached(reap).await?;
+        let reaped = tx.execute(&stmt, &[&destination, &now_ms, &REAPED_SEND_GRACE_MS]).await?;
         if reaped > 0 {
             tracing::warn!(
                 destination,

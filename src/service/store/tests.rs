@@ -944,7 +944,11 @@ async fn a_replica_that_dies_hands_its_diagnosis_and_its_send_to_another_once_th
     let item = other.claim_work(after).await.unwrap().unwrap();
     assert_eq!(item.groups.keys().map(String::as_str).collect::<Vec<_>>(), ["g1", "g2"]);
     assert_ne!(item.id, item_id, "the newer row carries both");
-    let row = other.claim_delivery("slack", after).await.unwrap().unwrap();
+    // The send waits 10 s more (its owner may only be cut off from the database, and
+    // would store its outcome first), then goes to the other replica.
+    assert_eq!(other.claim_delivery("slack", after).await.unwrap(), None);
+    assert_eq!(other.claim_delivery("slack", after + 9_999).await.unwrap(), None);
+    let row = other.claim_delivery("slack", after + 10_000).await.unwrap().unwrap();
     assert_eq!((row.id, row.unsure, row.attempts), (row_id, true, 2));
 }
 
@@ -959,6 +963,8 @@ async fn a_replica_whose_lease_expired_cannot_store_an_outcome_or_a_delivery() {
     let row = slow.claim_delivery("slack", T0 + COALESCE).await.unwrap().unwrap();
     let after = T0 + COALESCE + lease + 1;
     let taken = other.claim_work(after).await.unwrap().unwrap();
+    assert_eq!(other.claim_delivery("slack", after).await.unwrap(), None, "reaped, held 10 s for its owner");
+    let after = after + 10_000;
     let taken_row = other.claim_delivery("slack", after).await.unwrap().unwrap();
     // The slow replica comes back: its outcome is dropped, its retry changes nothing.
     let late = slow
