@@ -808,3 +808,35 @@ async fn already_sent_pages_the_history_back_to_the_notices_time_past_150_later_
     // Tier 3: the second read waited 1.2 s after the first.
     assert!(started.elapsed() >= Duration::from_millis(1_200), "{:?}", started.elapsed());
 }
+
+#[tokio::test]
+async fn a_verdict_whose_lease_is_lost_after_its_message_stops_before_its_details_reply() {
+    use culprit::notify::FailureReason;
+    use culprit::notify::fence::{Check, scoped};
+    let server = MockServer::start().await;
+    Mock::given(path("/chat.postMessage")).respond_with(posted(TS)).mount(&server).await;
+    let (slack, _f) = web_api(&server);
+    // The delivery loop's check says the lease was lost after the message (the replica
+    // was paused past it between the two requests; another one completes the thread).
+    let asked = Arc::new(Mutex::new(0));
+    let lost: Check = {
+        let asked = asked.clone();
+        Arc::new(move || {
+            *asked.lock().unwrap() += 1;
+            Box::pin(async { false })
+        })
+    };
+    let e = scoped(lost, slack.send(&first_verdict(), None)).await.unwrap_err();
+    assert_eq!(e.reason, FailureReason::PartlyDelivered, "{e}");
+    let posts = bodies(&server, "/chat.postMessage").await;
+    assert_eq!(posts.len(), 1, "the message alone: {posts:#?}");
+    assert!(posts[0].get("thread_ts").is_none());
+    assert_eq!(*asked.lock().unwrap(), 1, "asked once, before the details");
+    // Held: the details reply follows.
+    let held: Check = Arc::new(|| Box::pin(async { true }));
+    scoped(held, slack.send(&notice(NoticeKind::Verdict, Some(verdict("slow-sink")), "slack:g2:v1"), None))
+        .await
+        .unwrap();
+    let posts = bodies(&server, "/chat.postMessage").await;
+    assert_eq!((posts.len(), &posts[2]["thread_ts"]), (3, &json!(TS)));
+}

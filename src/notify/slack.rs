@@ -260,6 +260,22 @@ impl Pacer {
     }
 }
 
+/// Before a later request of one send ([`crate::notify::fence`]): an error when this
+/// replica lost the send's lease meanwhile (the replica that took it over completes the
+/// thread from what it finds posted).
+async fn still_held(next: &str) -> Result<(), NotifyError> {
+    if crate::notify::fence::held().await {
+        return Ok(());
+    }
+    tracing::warn!(
+        destination = "slack",
+        next,
+        "slack: the lease on this send was lost; the rest of it is left to the replica that took it over"
+    );
+    Err(NotifyError::retry(format!("slack: the lease on this send was lost before {next}"), None)
+        .because(FailureReason::PartlyDelivered))
+}
+
 fn metadata(notice: &Notice) -> Value {
     metadata_of(EVENT_TYPE, notice)
 }
@@ -477,6 +493,7 @@ impl Slack {
         }
         let result = async {
             if updated && !has_changed {
+                still_held("its \"changed\" reply").await?;
                 self.post_reply(thread, notice, &changed_reply(notice)).await?;
             }
             if want_details && !has_details {
@@ -570,6 +587,7 @@ impl Slack {
                 }
                 Err(f) => return Err(self.error("chat.update", f)),
             }
+            still_held("its \"changed\" reply").await?;
             self.post_reply(&parent, notice, &changed_reply(notice)).await?;
             // The state names the message: the next attempt finds it in its channel.
             self.post_details_after(&parent, notice, true).await?;
@@ -622,6 +640,7 @@ impl Slack {
     /// message itself is.
     async fn post_details(&self, parent: &Parent, notice: &Notice) -> Result<(), NotifyError> {
         let (Some(d), Some(short)) = (details(notice), details_fallback(notice)) else { return Ok(()) };
+        still_held("its details reply").await?;
         let body = |text: &str, blocks: &[Value]| {
             let mut b = json!({
                 "channel": parent.channel,

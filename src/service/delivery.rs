@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
-use crate::notify::{NotifyError, Sent};
+use crate::notify::{NotifyError, Sent, fence};
 use crate::service::Service;
 use crate::service::metrics::Destination as DestinationLabel;
 use crate::service::retry::{StoreBackoff, delivery_delay, jitter};
@@ -98,8 +98,10 @@ impl Service {
         if !self.still_held(&row, &stop).await {
             return;
         }
+        let check = self.fence_check(&row);
         if row.unsure {
-            match destination.already_sent(&row.notice, row.group_state.as_ref()).await {
+            let asked = destination.already_sent(&row.notice, row.group_state.as_ref());
+            match fence::scoped(check.clone(), asked).await {
                 Ok(Some(sent)) => {
                     self.metrics.notification(name, "recovered");
                     tracing::info!(destination = %name, group = ?row.notice.group_key, "found already delivered; not sent again");
@@ -122,7 +124,7 @@ impl Service {
             return;
         }
         let started = Instant::now();
-        let result = destination.send(&row.notice, row.group_state.as_ref()).await;
+        let result = fence::scoped(check, destination.send(&row.notice, row.group_state.as_ref())).await;
         self.metrics
             .notification_duration
             .get_or_create(&DestinationLabel { destination: name.to_string() })
@@ -158,6 +160,20 @@ impl Service {
             // Stopping: the claim expires and the send is checked or made after a restart.
             None => false,
         }
+    }
+
+    /// The check a send's later requests make ([`crate::notify::fence`]): one look at the
+    /// store, no retry (a store that cannot answer stops the send where it is; the next
+    /// attempt asks the destination first).
+    fn fence_check(self: &Arc<Self>, row: &OutboxRow) -> fence::Check {
+        let (me, row) = (self.clone(), row.clone());
+        Arc::new(move || {
+            let (me, row) = (me.clone(), row.clone());
+            Box::pin(async move {
+                let margin = SEND_LEASE_MARGIN.as_millis() as i64;
+                me.store.fence(&row, me.clock.now_ms(), margin).await.unwrap_or(false)
+            })
+        })
     }
 
     async fn record_sent(&self, index: usize, row: &OutboxRow, sent: Sent, stop: &watch::Receiver<bool>) {
