@@ -1183,8 +1183,10 @@ pub struct StoreConfig {
     pub password: Option<SecretSource>,
     /// PostgreSQL connections per replica. Default 16.
     pub pool_size: usize,
-    /// How long a replica's claim on a diagnosis or a send lasts without renewal: after
-    /// it dies, another replica takes its rows this much later. Default 30s.
+    /// How long a replica's claim on a diagnosis or a send lasts without renewal (by
+    /// PostgreSQL's clock): after it dies, another replica takes its diagnoses this much
+    /// later and its sends 10 s after that; a replica paused or cut off from the database
+    /// for longer has lost its claims and does not send them. Default 30s.
     pub lease: Millis,
     /// Database file. Default `culprit.db` in the working directory.
     pub path: std::path::PathBuf,

@@ -744,3 +744,101 @@ async fn a_details_reply_refused_for_good_after_the_message_is_logged_and_the_no
     let (slack, _f) = web_api(&server);
     assert_eq!(slack.send(&first_verdict(), None).await.unwrap().state, Some(state()));
 }
+
+/// A stand-in for a channel's `conversations.history` as Slack pages it: newest first,
+/// `limit` messages a page, `oldest` honoured, `response_metadata.next_cursor` and
+/// `has_more` while older messages remain. Keeps the query of every request.
+struct Channel {
+    /// Newest first.
+    messages: Vec<Value>,
+    queries: Arc<Mutex<Vec<BTreeMap<String, String>>>>,
+}
+
+impl Respond for Channel {
+    fn respond(&self, r: &Request) -> ResponseTemplate {
+        let q: BTreeMap<String, String> = r.url.query_pairs().into_owned().collect();
+        self.queries.lock().unwrap().push(q.clone());
+        let oldest: f64 = q.get("oldest").and_then(|o| o.parse().ok()).unwrap_or(0.0);
+        let limit: usize = q.get("limit").and_then(|l| l.parse().ok()).unwrap_or(100);
+        let from: usize = q.get("cursor").and_then(|c| c.parse().ok()).unwrap_or(0);
+        let after: Vec<&Value> =
+            self.messages.iter().filter(|m| m["ts"].as_str().unwrap().parse::<f64>().unwrap() > oldest).collect();
+        let page: Vec<&Value> = after.iter().skip(from).take(limit).copied().collect();
+        let more = from + limit < after.len();
+        let cursor = if more { (from + limit).to_string() } else { String::new() };
+        ResponseTemplate::new(200).set_body_json(json!({
+            "ok": true, "messages": page, "has_more": more, "response_metadata": {"next_cursor": cursor}
+        }))
+    }
+}
+
+#[tokio::test]
+async fn already_sent_pages_the_history_back_to_the_notices_time_past_150_later_messages() {
+    let server = MockServer::start().await;
+    // Our verdict, posted a second after the notice was made (1795000000 s), then 150
+    // other alerts in the channel (an incident storm) before the check; and one message
+    // from long before, never read: the check stops at the notice's time less 5 minutes.
+    let ours = json!({"type": "message", "ts": "1795000001.000100", "text": "ours",
+        "metadata": {"event_type": "culprit_verdict", "event_payload": {"idempotency_key": "slack:g1:v1"}}});
+    let mut messages: Vec<Value> = (0..150)
+        .rev()
+        .map(|i| json!({"type": "message", "ts": format!("{}.000100", 1_795_000_002 + i), "text": "other alert"}))
+        .collect();
+    messages.push(ours);
+    messages.push(json!({"type": "message", "ts": "1794990000.000100", "text": "last week"}));
+    let queries = Arc::new(Mutex::new(Vec::new()));
+    Mock::given(method("GET"))
+        .and(path("/conversations.history"))
+        .respond_with(Channel { messages, queries: queries.clone() })
+        .mount(&server)
+        .await;
+    Mock::given(path("/conversations.replies"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(json!({"ok": true, "messages": []})))
+        .mount(&server)
+        .await;
+    Mock::given(path("/chat.postMessage")).respond_with(posted("1795000200.000100")).mount(&server).await;
+    let (slack, _f) = web_api(&server);
+    let started = Instant::now();
+    let found = slack.already_sent(&first_verdict(), None).await.unwrap();
+    // Found on the second page (messages 101 to 151; the first 100 are the others).
+    assert_eq!(found, Some(Sent { state: Some(json!({"channel": CHANNEL, "ts": "1795000001.000100"})) }));
+    let queries = queries.lock().unwrap().clone();
+    assert_eq!(queries.len(), 2, "{queries:#?}");
+    // oldest = 1795000000 s − 300 s; the second page follows the first's cursor.
+    assert!(queries.iter().all(|q| q["oldest"] == "1794999700.000000"), "{queries:#?}");
+    assert_eq!((queries[0].get("cursor"), queries[1].get("cursor")), (None, Some(&"100".to_string())));
+    // Tier 3: the second read waited 1.2 s after the first.
+    assert!(started.elapsed() >= Duration::from_millis(1_200), "{:?}", started.elapsed());
+}
+
+#[tokio::test]
+async fn a_verdict_whose_lease_is_lost_after_its_message_stops_before_its_details_reply() {
+    use culprit::notify::FailureReason;
+    use culprit::notify::fence::{Check, scoped};
+    let server = MockServer::start().await;
+    Mock::given(path("/chat.postMessage")).respond_with(posted(TS)).mount(&server).await;
+    let (slack, _f) = web_api(&server);
+    // The delivery loop's check says the lease was lost after the message (the replica
+    // was paused past it between the two requests; another one completes the thread).
+    let asked = Arc::new(Mutex::new(0));
+    let lost: Check = {
+        let asked = asked.clone();
+        Arc::new(move || {
+            *asked.lock().unwrap() += 1;
+            Box::pin(async { false })
+        })
+    };
+    let e = scoped(lost, slack.send(&first_verdict(), None)).await.unwrap_err();
+    assert_eq!(e.reason, FailureReason::PartlyDelivered, "{e}");
+    let posts = bodies(&server, "/chat.postMessage").await;
+    assert_eq!(posts.len(), 1, "the message alone: {posts:#?}");
+    assert!(posts[0].get("thread_ts").is_none());
+    assert_eq!(*asked.lock().unwrap(), 1, "asked once, before the details");
+    // Held: the details reply follows.
+    let held: Check = Arc::new(|| Box::pin(async { true }));
+    scoped(held, slack.send(&notice(NoticeKind::Verdict, Some(verdict("slow-sink")), "slack:g2:v1"), None))
+        .await
+        .unwrap();
+    let posts = bodies(&server, "/chat.postMessage").await;
+    assert_eq!((posts.len(), &posts[2]["thread_ts"]), (3, &json!(TS)));
+}

@@ -7,6 +7,7 @@
 //! the documentation link, in each module.
 
 pub mod alertmanager;
+pub mod fence;
 pub mod pagerduty;
 pub mod slack;
 pub mod webhook;

@@ -58,6 +58,8 @@
 //! The token and the webhook URL (it holds a token) are never in `Debug`, errors or logs:
 //! errors quote Slack's answer with them removed, and never a URL.
 
+mod history;
+
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::Mutex;
@@ -79,8 +81,9 @@ use crate::render::slack::{SlackMessage, changed_reply, details, details_fallbac
 /// <https://api.slack.com/docs/rate-limits#rate-limits__limits-when-posting-messages>
 pub const MIN_POST_INTERVAL: Duration = Duration::from_secs(1);
 
-/// Messages `already_sent` reads from the channel's history (`conversations.history`
-/// `limit`; Slack's recommended maximum page).
+/// Messages per page `already_sent` reads from the channel's history
+/// (`conversations.history` `limit`; Slack recommends at most 200), paged back to the
+/// notice's time ([`history`]).
 /// <https://api.slack.com/methods/conversations.history>
 pub const HISTORY_LIMIT: u32 = 100;
 
@@ -141,6 +144,8 @@ pub struct Slack {
     mode: Mode,
     client: reqwest::Client,
     pacer: Pacer,
+    /// Spaces history reads (Tier 3).
+    reads: history::ReadPacer,
     /// Every wire form of the token or webhook URL, removed from anything quoted back.
     redactor: Redactor,
 }
@@ -255,6 +260,22 @@ impl Pacer {
     }
 }
 
+/// Before a later request of one send ([`crate::notify::fence`]): an error when this
+/// replica lost the send's lease meanwhile (the replica that took it over completes the
+/// thread from what it finds posted).
+async fn still_held(next: &str) -> Result<(), NotifyError> {
+    if crate::notify::fence::held().await {
+        return Ok(());
+    }
+    tracing::warn!(
+        destination = "slack",
+        next,
+        "slack: the lease on this send was lost; the rest of it is left to the replica that took it over"
+    );
+    Err(NotifyError::retry(format!("slack: the lease on this send was lost before {next}"), None)
+        .because(FailureReason::PartlyDelivered))
+}
+
 fn metadata(notice: &Notice) -> Value {
     metadata_of(EVENT_TYPE, notice)
 }
@@ -353,7 +374,7 @@ impl Slack {
             .build()
             .map_err(|_| "slack: cannot build the HTTP client".to_string())?;
         let redactor = redactor_of(&mode);
-        Ok(Slack { mode, client, pacer: Pacer::default(), redactor })
+        Ok(Slack { mode, client, pacer: Pacer::default(), reads: history::ReadPacer::default(), redactor })
     }
 
     /// Slack wants every notice: verdicts (first and changed), resolutions and failures to
@@ -376,15 +397,16 @@ impl Slack {
     }
 
     /// After a crash between a post and recording it: looks for the notice's message in
-    /// the channel (the state's, else the configured one) among the last
-    /// [`HISTORY_LIMIT`] messages of `conversations.history` (with
-    /// `include_all_metadata=true`), by `metadata.event_payload.idempotency_key`.
+    /// the channel (the state's, else the configured one) by
+    /// `metadata.event_payload.idempotency_key` (`include_all_metadata=true`): the group's
+    /// own message (an update keeps its `ts`), then `conversations.history` paged back to
+    /// the notice's own time ([`history`]: however busy the channel), then the group's
+    /// thread (`conversations.replies`: replies are not in the channel history).
     ///
     /// `Ok(Some)` with the found message as state (`{"channel", "ts"}`); `Ok(None)` when it
     /// is not there, in `incoming_webhook` mode, or when the history cannot be read for a
     /// reason retrying will not fix (a missing `channels:history` scope, a channel given by
-    /// name: logged). Replies in threads are not in the history: they are looked up in the
-    /// group's thread. A verdict found posted gets the replies it may lack
+    /// name: logged). A verdict found posted gets the replies it may lack
     /// (`complete_thread`). Errors: retryable failures only (rate limits, 5xx, transport).
     pub async fn already_sent(&self, notice: &Notice, state: Option<&Value>) -> Result<Option<Sent>, NotifyError> {
         let Mode::WebApi { channel, .. } = &self.mode else {
@@ -392,49 +414,42 @@ impl Slack {
         };
         let parent = Parent::from_state(state);
         let channel = parent.as_ref().map_or_else(|| channel.clone(), |p| p.channel.clone());
-        let limit = HISTORY_LIMIT.to_string();
-        // Top-level messages are in the channel history; replies only in their thread.
-        let mut lookups: Vec<(&str, Vec<(&str, &str)>)> = vec![(
-            "conversations.history",
-            vec![("channel", channel.as_str()), ("limit", limit.as_str()), ("include_all_metadata", "true")],
-        )];
+        let oldest = history::oldest(notice.at_ms);
+        let ch = ("channel", channel.as_str());
+        // (method, query, read back to the notice's time, finds a reply)
+        let mut lookups: Vec<(&str, Vec<(&str, &str)>, bool, bool)> = Vec::new();
         if let Some(p) = &parent {
-            lookups.push((
-                "conversations.replies",
-                vec![
-                    ("channel", channel.as_str()),
-                    ("ts", p.ts.as_str()),
-                    ("limit", limit.as_str()),
-                    ("include_all_metadata", "true"),
-                ],
-            ));
+            let one = vec![ch, ("latest", p.ts.as_str()), ("oldest", p.ts.as_str()), ("inclusive", "true")];
+            lookups.push(("conversations.history", one, false, false));
         }
-        for (method, query) in lookups {
-            let history = match self.call(method, self.request(method, reqwest::Method::GET).query(&query)).await {
-                Ok(h) => h,
-                Err(f) => {
-                    let e = classify_failure(method, f);
-                    if e.retryable {
-                        return Err(e);
-                    }
-                    tracing::warn!(destination = "slack", error = %e, "slack: cannot read the channel history; the notice is sent again");
-                    return Ok(None);
+        lookups.push(("conversations.history", vec![ch], true, false));
+        if let Some(p) = &parent {
+            lookups.push(("conversations.replies", vec![ch, ("ts", p.ts.as_str())], true, true));
+        }
+        for (method, query, back, reply) in lookups {
+            let mut ts = None;
+            let scanned = self
+                .scan(method, &query, oldest.as_deref().filter(|_| back), |m| {
+                    ts = m["ts"].as_str().filter(|_| carries(m, EVENT_TYPE, notice)).map(str::to_string);
+                    ts.is_some()
+                })
+                .await;
+            if let Err(f) = scanned {
+                let e = classify_failure(method, f);
+                if e.retryable {
+                    return Err(e);
                 }
-            };
-            let found = history
-                .get("messages")
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-                .find(|m| carries(m, EVENT_TYPE, notice));
-            let Some(ts) = found.and_then(|m| m["ts"].as_str()) else { continue };
+                tracing::warn!(destination = "slack", error = %e, "slack: cannot read the channel history; the notice is sent again");
+                return Ok(None);
+            }
+            let Some(ts) = ts else { continue };
             tracing::info!(destination = "slack", channel = %channel, ts, "slack: the notice was already posted");
             // A reply leaves the group's message (the state) as it was. A verdict found as
             // the group's own message was an update: its "changed" reply may be missing.
-            let (thread, updated) = match (&parent, method) {
-                (Some(p), "conversations.replies") => (p.clone(), false),
+            let (thread, updated) = match (&parent, reply) {
+                (Some(p), true) => (p.clone(), false),
                 _ => {
-                    let found = Parent { channel: channel.clone(), ts: ts.to_string() };
+                    let found = Parent { channel: channel.clone(), ts };
                     let updated = parent.as_ref() == Some(&found);
                     (found, updated)
                 }
@@ -447,39 +462,41 @@ impl Slack {
 
     /// After a crash: the replies a verdict's message found already posted may still lack
     /// (the "changed" reply of an update, the details), each found by its own metadata in
-    /// the thread, else sent now, so that each arrives once. Errors: retryable failures only
-    /// (the notice is asked about again later); anything else is logged.
+    /// the thread (paged back to the notice's time), else sent now, so that each arrives
+    /// once. Errors: retryable failures only (the notice is asked about again later);
+    /// anything else is logged.
     async fn complete_thread(&self, thread: &Parent, notice: &Notice, updated: bool) -> Result<(), NotifyError> {
         let want_details = details(notice).is_some();
         if notice.kind != NoticeKind::Verdict || !(want_details || updated) {
             return Ok(());
         }
         let method = "conversations.replies";
-        let limit = HISTORY_LIMIT.to_string();
-        let query = [
-            ("channel", thread.channel.as_str()),
-            ("ts", thread.ts.as_str()),
-            ("limit", limit.as_str()),
-            ("include_all_metadata", "true"),
-        ];
-        let replies = match self.call(method, self.request(method, reqwest::Method::GET).query(&query)).await {
-            Ok(r) => r,
-            Err(f) => match classify_failure(method, f) {
+        let query = [("channel", thread.channel.as_str()), ("ts", thread.ts.as_str())];
+        let (mut has_changed, mut has_details) = (false, false);
+        let oldest = history::oldest(notice.at_ms);
+        // Slack lists the thread's own message first: it is not a reply.
+        let scanned = self
+            .scan(method, &query, oldest.as_deref(), |m| {
+                let reply = m["ts"] != thread.ts;
+                has_changed |= reply && carries(m, EVENT_TYPE, notice);
+                has_details |= reply && carries(m, DETAILS_EVENT_TYPE, notice);
+                (has_changed || !updated) && (has_details || !want_details)
+            })
+            .await;
+        if let Err(f) = scanned {
+            match classify_failure(method, f) {
                 e if e.retryable => return Err(e),
                 e => {
-                    tracing::warn!(destination = "slack", error = %e, "slack: cannot read the thread; its replies are sent again");
-                    Value::Null
+                    tracing::warn!(destination = "slack", error = %e, "slack: cannot read the thread; its replies are sent again")
                 }
-            },
-        };
-        let messages = replies.get("messages").and_then(Value::as_array).cloned().unwrap_or_default();
-        // Slack lists the thread's own message first: it is not a reply.
-        let has = |event_type: &str| messages.iter().any(|m| m["ts"] != thread.ts && carries(m, event_type, notice));
+            }
+        }
         let result = async {
-            if updated && !has(EVENT_TYPE) {
+            if updated && !has_changed {
+                still_held("its \"changed\" reply").await?;
                 self.post_reply(thread, notice, &changed_reply(notice)).await?;
             }
-            if want_details && !has(DETAILS_EVENT_TYPE) {
+            if want_details && !has_details {
                 self.post_details(thread, notice).await?;
             }
             Ok::<_, NotifyError>(())
@@ -570,6 +587,7 @@ impl Slack {
                 }
                 Err(f) => return Err(self.error("chat.update", f)),
             }
+            still_held("its \"changed\" reply").await?;
             self.post_reply(&parent, notice, &changed_reply(notice)).await?;
             // The state names the message: the next attempt finds it in its channel.
             self.post_details_after(&parent, notice, true).await?;
@@ -622,6 +640,7 @@ impl Slack {
     /// message itself is.
     async fn post_details(&self, parent: &Parent, notice: &Notice) -> Result<(), NotifyError> {
         let (Some(d), Some(short)) = (details(notice), details_fallback(notice)) else { return Ok(()) };
+        still_held("its details reply").await?;
         let body = |text: &str, blocks: &[Value]| {
             let mut b = json!({
                 "channel": parent.channel,

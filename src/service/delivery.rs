@@ -6,6 +6,12 @@
 //! A notice that may already have arrived (a crash mid-send, a timeout) is first checked
 //! with the destination where it can tell; when the check itself fails in a way worth
 //! retrying, the notice is rescheduled, never sent blind.
+//!
+//! Fencing: right before each call to the destination (the check, the send) the claim is
+//! checked in the store under its token ([`crate::service::store::Store::fence`]): a
+//! replica that lost its lease (paused, or cut off from PostgreSQL, past `store.lease`
+//! while another replica took the send over) drops the notice instead of sending it; the
+//! lease is renewed then to cover [`SEND_LEASE_MARGIN`].
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -13,7 +19,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
-use crate::notify::{NotifyError, Sent};
+use crate::notify::{NotifyError, Sent, fence};
 use crate::service::Service;
 use crate::service::metrics::Destination as DestinationLabel;
 use crate::service::retry::{StoreBackoff, delivery_delay, jitter};
@@ -22,6 +28,11 @@ use crate::service::store::OutboxRow;
 /// The longest a delivery loop sleeps without looking at its outbox (a safety net:
 /// completions and finished deliveries wake it).
 const IDLE_POLL: Duration = Duration::from_secs(1);
+
+/// The least lease a send starts with: the longest one request to a destination may take
+/// (every notifier's client times out after `REQUEST_TIMEOUT`, 10 s), so that the lease
+/// cannot expire while the request is on the wire unless its renewals stop meanwhile.
+pub const SEND_LEASE_MARGIN: Duration = crate::notify::webhook::REQUEST_TIMEOUT;
 
 impl Service {
     /// Delivers destination `index`'s outbox until `stop`, then lets sends in flight end.
@@ -84,8 +95,13 @@ impl Service {
     async fn deliver(self: Arc<Self>, index: usize, row: OutboxRow, stop: watch::Receiver<bool>) {
         let destination = self.destinations[index].clone();
         let name = row.destination.as_str();
+        if !self.still_held(&row, &stop).await {
+            return;
+        }
+        let check = self.fence_check(&row);
         if row.unsure {
-            match destination.already_sent(&row.notice, row.group_state.as_ref()).await {
+            let asked = destination.already_sent(&row.notice, row.group_state.as_ref());
+            match fence::scoped(check.clone(), asked).await {
                 Ok(Some(sent)) => {
                     self.metrics.notification(name, "recovered");
                     tracing::info!(destination = %name, group = ?row.notice.group_key, "found already delivered; not sent again");
@@ -104,8 +120,11 @@ impl Service {
                 }
             }
         }
+        if row.unsure && !self.still_held(&row, &stop).await {
+            return;
+        }
         let started = Instant::now();
-        let result = destination.send(&row.notice, row.group_state.as_ref()).await;
+        let result = fence::scoped(check, destination.send(&row.notice, row.group_state.as_ref())).await;
         self.metrics
             .notification_duration
             .get_or_create(&DestinationLabel { destination: name.to_string() })
@@ -122,6 +141,39 @@ impl Service {
                 self.record_failure(index, &row, e, unsure, &stop).await;
             }
         }
+    }
+
+    /// Whether this process still holds the claim on `row` (its fencing token, a lease
+    /// not expired by the database's clock), renewed to cover a send. The store is asked
+    /// until it answers: a send is never made on a claim that could not be checked.
+    async fn still_held(&self, row: &OutboxRow, stop: &watch::Receiver<bool>) -> bool {
+        let margin = SEND_LEASE_MARGIN.as_millis() as i64;
+        let held = self.until_stored("fence", stop, || self.store.fence(row, self.clock.now_ms(), margin)).await;
+        match held {
+            Some(true) => true,
+            Some(false) => {
+                self.metrics.notification(&row.destination, "fenced");
+                tracing::warn!(destination = %row.destination, group = ?row.notice.group_key, outbox = row.id,
+                    "the lease on this send was lost (another replica takes it over); not sent from here");
+                false
+            }
+            // Stopping: the claim expires and the send is checked or made after a restart.
+            None => false,
+        }
+    }
+
+    /// The check a send's later requests make ([`crate::notify::fence`]): one look at the
+    /// store, no retry (a store that cannot answer stops the send where it is; the next
+    /// attempt asks the destination first).
+    fn fence_check(self: &Arc<Self>, row: &OutboxRow) -> fence::Check {
+        let (me, row) = (self.clone(), row.clone());
+        Arc::new(move || {
+            let (me, row) = (me.clone(), row.clone());
+            Box::pin(async move {
+                let margin = SEND_LEASE_MARGIN.as_millis() as i64;
+                me.store.fence(&row, me.clock.now_ms(), margin).await.unwrap_or(false)
+            })
+        })
     }
 
     async fn record_sent(&self, index: usize, row: &OutboxRow, sent: Sent, stop: &watch::Receiver<bool>) {
@@ -158,8 +210,7 @@ impl Service {
                 error = %e, "delivery failed; retrying");
             let next = now + delay.as_millis() as i64;
             let error = self.redactor.redact(&e.message);
-            self.until_stored("record_delivery", stop, || self.store.retry_delivery(row.id, next, &error, unsure))
-                .await;
+            self.until_stored("record_delivery", stop, || self.store.retry_delivery(row, next, &error, unsure)).await;
         } else {
             self.metrics.notification(name, "failed");
             self.metrics.notification_failure(name, reason, true);
@@ -167,7 +218,7 @@ impl Service {
             tracing::error!(destination = %name, group = ?row.notice.group_key, attempt = row.attempts, reason,
                 error = %e, why, "delivery failed for good");
             let error = self.redactor.redact(&e.message);
-            self.until_stored("record_delivery", stop, || self.store.fail_delivery(row.id, &error, now)).await;
+            self.until_stored("record_delivery", stop, || self.store.fail_delivery(row, &error, now)).await;
         }
         self.outbox_ready[index].notify_one();
     }

@@ -269,7 +269,7 @@ async fn a_notice_that_may_have_arrived_is_checked_first_and_a_failed_check_resc
     // As a crash leaves it: claimed, then back to pending, unsure.
     let now = h.service.clock.now_ms();
     let row = h.service.store.claim_delivery("scripted", now).await.unwrap().unwrap();
-    h.service.store.retry_delivery(row.id, now, "crashed", true).await.unwrap();
+    h.service.store.retry_delivery(&row, now, "crashed", true).await.unwrap();
     h.dest.checks.lock().unwrap().extend([
         Err(NotifyError::retry("slack: conversations.history: ratelimited", Some(Duration::from_secs(5)))),
         Ok(Some(Sent { state: Some(serde_json::json!({"channel": "C1", "ts": "1.2"})) })),
@@ -326,4 +326,44 @@ async fn could_not_diagnose_notices_never_go_before_a_waiting_verdict() {
     h.start();
     h.drained().await;
     assert_eq!(h.dest.keys()[0], "v");
+}
+
+/// Two replicas on one real PostgreSQL (the store tests' shared server), on real time,
+/// each with its own scripted destination standing in for the same PagerDuty.
+#[tokio::test]
+async fn a_replica_that_lost_its_lease_never_sends_after_another_took_the_send_over() {
+    use crate::service::store::tests::pg_server::{PASSWORD, PgServer};
+    let Some(server) = PgServer::shared() else { return };
+    let db = "fence_delivery";
+    server.database(db);
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("pw"), PASSWORD).unwrap();
+    let replica = || {
+        let mut config = Config::default();
+        config.store.url = Some(server.url(db));
+        config.store.password = Some(crate::config::SecretSource::File(dir.path().join("pw")));
+        config.store.lease = Millis(10_000);
+        let dest = Arc::new(Scripted::default());
+        let service =
+            Service::with_destinations(config, vec![dest.clone() as Arc<dyn Destination>], Clock::System).unwrap();
+        let (stop, _) = tokio::sync::watch::channel(false);
+        Harness { service: Arc::new(service), dest, stop, _dir: tempfile::tempdir().unwrap() }
+    };
+    let (a, b) = (replica(), replica());
+    a.enqueue(vec![notice(NoticeKind::Verdict, "g", "k1")]).await;
+    // `a` claims the send and stalls before making it (SIGSTOP, a frozen VM): its renewals
+    // stop, and its lease (10 s) runs out in the database, as a minute without renewals
+    // leaves it.
+    let row = a.service.store.claim_delivery("scripted", a.service.clock.now_ms()).await.unwrap().unwrap();
+    server.psql(db, "UPDATE outbox SET lease_until_ms = lease_until_ms - 60000");
+    // `b` takes it over: asks first (unsure), then sends it, once.
+    b.start();
+    b.drained().await;
+    assert_eq!(b.dest.keys(), ["k1"]);
+    assert_eq!(*b.dest.checked.lock().unwrap(), ["k1"]);
+    // `a` resumes where it stopped: the check before the send refuses, nothing is sent.
+    a.service.clone().deliver(0, row, a.stop.subscribe()).await;
+    assert!(a.dest.sent().is_empty(), "sent after losing the lease: {:?}", a.dest.sent());
+    assert!(a.metrics().contains("culprit_notifications_total{destination=\"scripted\",outcome=\"fenced\"} 1"));
+    assert_eq!(server.psql(db, "SELECT state || ' ' || attempts FROM outbox").trim(), "sent 2");
 }

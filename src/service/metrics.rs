@@ -6,7 +6,8 @@
 //!   not diagnose: own, alertname, no_job_label, not_a_flink_job_id.
 //! * `culprit_diagnoses_total{status, finding}` and `culprit_diagnosis_failures_total{reason}`.
 //! * `culprit_notifications_total{destination, outcome}`: sent, retry, failed, recovered
-//!   (found already delivered after a crash or timeout).
+//!   (found already delivered after a crash or timeout), fenced (not sent: this replica
+//!   lost the send's lease to another).
 //! * `culprit_notification_failures_total{destination, reason, outcome}`: failed attempts
 //!   by reason (`rate_limited`, `server_error`, `timeout`, `connect`, `transport`,
 //!   `bad_answer`, `refused`, `partly_delivered`) and outcome (`retry` or `failed`).
@@ -25,6 +26,9 @@
 //! * `culprit_store_intake_commits_total`: SQLite transactions that stored webhooks (group
 //!   commit: webhooks accepted ÷ commits = webhooks per commit; with
 //!   `store.synchronous = "full"` each commit that wrote is one sync of the WAL).
+//! * `culprit_store_clock_skew_seconds`: on PostgreSQL, the database's clock minus this
+//!   replica's, as last measured (the database's clock decides leases and due times; 0 on
+//!   SQLite).
 //! * `culprit_groups_resolved_before_diagnosis_total`: alert groups that resolved before
 //!   any verdict was posted for them: nothing is posted.
 //! * `culprit_rediagnoses_total`: weak verdicts scheduled to be diagnosed once more
@@ -32,7 +36,7 @@
 //! * Latency histograms, seconds: `culprit_webhook_duration_seconds`,
 //!   `culprit_diagnosis_duration_seconds`, `culprit_notification_duration_seconds{destination}`.
 
-use std::sync::atomic::AtomicI64;
+use std::sync::atomic::{AtomicI64, AtomicU64};
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -119,6 +123,7 @@ pub struct Metrics {
     pub store_pruned: Family<Table, Counter>,
     pub webhook_jobs_dropped: Counter,
     pub store_intake_commits: Counter,
+    pub store_clock_skew: Gauge<f64, AtomicU64>,
     pub groups_resolved_before_diagnosis: Counter,
     pub rediagnoses: Counter,
 }
@@ -153,6 +158,17 @@ impl StoreIntegrity {
         );
         StoreIntegrity { total, unacknowledged }
     }
+}
+
+/// `culprit_store_clock_skew_seconds`.
+fn register_clock_skew(registry: &mut Registry) -> Gauge<f64, AtomicU64> {
+    let gauge = Gauge::<f64, AtomicU64>::default();
+    registry.register(
+        "store_clock_skew_seconds",
+        "PostgreSQL's clock minus this replica's, as last measured (the database's clock decides leases and due times)",
+        gauge.clone(),
+    );
+    gauge
 }
 
 impl Metrics {
@@ -241,6 +257,7 @@ impl Metrics {
             "SQLite transactions that stored webhooks (group commit; with store.synchronous = full, one sync of the WAL each that wrote)",
             store_intake_commits.clone(),
         );
+        let store_clock_skew = register_clock_skew(&mut registry);
         let groups_resolved_before_diagnosis = Counter::default();
         registry.register(
             "groups_resolved_before_diagnosis",
@@ -263,6 +280,7 @@ impl Metrics {
             store_pruned,
             webhook_jobs_dropped,
             store_intake_commits,
+            store_clock_skew,
             groups_resolved_before_diagnosis,
             rediagnoses,
             webhooks,

@@ -241,7 +241,8 @@ impl Service {
         clock: Clock,
     ) -> Result<Service, String> {
         let metrics = Arc::new(Metrics::new());
-        let store = Store::open(&config.store, metrics.clone()).map_err(|e| e.to_string())?;
+        let local: crate::service::store::LocalClock = Arc::new(move || clock.now_ms());
+        let store = Store::open_with_clock(&config.store, metrics.clone(), local).map_err(|e| e.to_string())?;
         store.fold_could_not_diagnose_every(config.notify.could_not_diagnose_every.as_ms());
         let live = Live::new(config.clone()).map_err(|e| e.to_string())?;
         let outbox_ready = destinations.iter().map(|_| Notify::new()).collect();

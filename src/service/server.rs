@@ -7,7 +7,7 @@
 //! | `GET /api/v1/verdicts[?limit=]`, `GET /api/v1/verdicts/{id}` | recent verdicts |
 //! | `GET /api/v1/dead-letters[?limit=]` | stored rows that could not be decoded, moved aside |
 //! | `GET /healthz` | the process answers |
-//! | `GET /readyz` | the store is writable and not corrupt, and Prometheus answers; else 503 with the reasons; losses found in the store's files at start are listed as `warnings` (200) until acknowledged |
+//! | `GET /readyz` | the store is writable and not corrupt, and Prometheus answers; else 503 with the reasons; losses found in the store's files at start are listed as `warnings` (200) until acknowledged. On PostgreSQL it also gives the clock skew, with a warning above 2 s |
 //! | `GET /metrics` | culprit's own metrics |
 //!
 //! Layers: the security headers ([`crate::service::headers`]), request ids
@@ -38,6 +38,7 @@ use tower_http::trace::TraceLayer;
 use crate::config::{Config, HttpAuth, ServerAuth};
 use crate::model::request::DiagnosisRequest;
 use crate::render::Format;
+use crate::service::store::CLOCK_SKEW_WARN_MS;
 use crate::service::{Intake, Service};
 
 /// The expected `Authorization` header, hashed (so comparing takes the same time
@@ -556,16 +557,34 @@ async fn readyz(State(state): State<Arc<AppState>>) -> Response {
     let warnings = state.service.store.problems().await;
     // /readyz is unauthenticated: whatever a backend said comes without a secret.
     let problems: Vec<String> = problems.iter().map(|p| state.service.redactor.redact(p)).collect();
+    let skew = state.service.store.clock_skew_ms().map(clock_line);
+    let clock = skew.as_deref().map(str::trim_end);
     match (problems.is_empty(), warnings.is_empty()) {
-        (true, true) => (StatusCode::OK, "ready\n").into_response(),
+        (true, true) => (StatusCode::OK, format!("ready\n{}", skew.as_deref().unwrap_or_default())).into_response(),
         (true, false) => {
-            (StatusCode::OK, axum::Json(serde_json::json!({ "ready": true, "warnings": warnings }))).into_response()
+            let body = serde_json::json!({ "ready": true, "warnings": warnings, "clock": clock });
+            (StatusCode::OK, axum::Json(body)).into_response()
         }
-        (false, _) => (
-            StatusCode::SERVICE_UNAVAILABLE,
-            axum::Json(serde_json::json!({ "ready": false, "problems": problems, "warnings": warnings })),
+        (false, _) => {
+            let body = serde_json::json!({ "ready": false, "problems": problems, "warnings": warnings, "clock": clock });
+            (StatusCode::SERVICE_UNAVAILABLE, axum::Json(body)).into_response()
+        }
+    }
+}
+
+/// The `/readyz` line about the store's clock on PostgreSQL (its clock decides leases and
+/// due times): the skew, and a warning above [`CLOCK_SKEW_WARN_MS`]; still ready, since
+/// scheduling does not depend on this replica's clock, but its notices' and logs' times do.
+fn clock_line(skew_ms: i64) -> String {
+    let s = skew_ms as f64 / 1000.0;
+    if skew_ms.abs() > CLOCK_SKEW_WARN_MS {
+        let way = if skew_ms > 0 { "behind" } else { "ahead of" };
+        format!(
+            "warning: this replica's clock is {:.1} s {way} PostgreSQL's (leases and due times follow PostgreSQL's clock; times in notices and logs are off by as much: check NTP)\n",
+            s.abs()
         )
-            .into_response(),
+    } else {
+        format!("clock: PostgreSQL's minus this replica's {s:+.3} s\n")
     }
 }
 

@@ -34,7 +34,7 @@ mod sqlite;
 pub mod sqlite_integrity;
 mod sqlite_wal;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -46,7 +46,7 @@ use crate::model::notice::{Notice, NoticeKind};
 use crate::service::intake::Intake;
 use crate::service::metrics::Metrics;
 
-pub use postgres::PgStore;
+pub use postgres::{CLOCK_SKEW_WARN_MS, LocalClock, PgStore};
 pub use sqlite::SqliteStore;
 
 /// What kind of failure a store error is: it decides readiness and the metric label.
@@ -171,6 +171,10 @@ pub struct OutboxRow {
     pub first_ms: i64,
     /// What the last delivery to this (destination, group) returned.
     pub group_state: Option<serde_json::Value>,
+    /// The fencing token of this claim (PostgreSQL: incremented at every claim of the row;
+    /// SQLite, one process: 0). The send is checked under it ([`Store::fence`]) and its
+    /// outcome stored under it only.
+    pub token: i64,
 }
 
 /// A stored verdict.
@@ -419,8 +423,17 @@ pub struct Store {
 }
 
 /// Operations that write: their failure makes the store not ready until a write works.
-const WRITES: &[&str] =
-    &["enqueue", "claim_work", "retry_work", "complete", "claim_delivery", "record_delivery", "prune", "touch"];
+const WRITES: &[&str] = &[
+    "enqueue",
+    "claim_work",
+    "retry_work",
+    "complete",
+    "claim_delivery",
+    "fence",
+    "record_delivery",
+    "prune",
+    "touch",
+];
 
 impl Store {
     /// Opens the store `cfg` names: PostgreSQL when `store.url` is set (no connection yet:
@@ -428,8 +441,15 @@ impl Store {
     /// SQLite at `store.path` (takes the single-process lock, migrates, recovers from a
     /// crash, starts the intake writer).
     pub fn open(cfg: &StoreConfig, metrics: Arc<Metrics>) -> Result<Store, StoreError> {
+        Store::open_with_clock(cfg, metrics, Arc::new(|| jiff::Timestamp::now().as_millisecond()))
+    }
+
+    /// [`Store::open`] for a service whose clock is `local` (the clock its `now_ms`
+    /// arguments come from): on PostgreSQL the store measures that clock's offset from the
+    /// database's and schedules in the database's time; SQLite (one process) keeps `local`.
+    pub fn open_with_clock(cfg: &StoreConfig, metrics: Arc<Metrics>, local: LocalClock) -> Result<Store, StoreError> {
         if let Some(url) = &cfg.url {
-            let backend = Backend::Postgres(PgStore::new(cfg, url, metrics.clone())?);
+            let backend = Backend::Postgres(PgStore::new(cfg, url, metrics.clone(), local)?);
             // Claims of a replica that died come back through lease expiry, not at start.
             metrics.store_recovered("work", 0);
             metrics.store_recovered("outbox", 0);
@@ -649,7 +669,8 @@ impl Store {
         .await
     }
 
-    /// Records a delivery and the destination's new state for the group.
+    /// Records a delivery and the destination's new state for the group (under the
+    /// claim's token: a replica that lost the row stores nothing).
     pub async fn delivered(
         &self,
         row: &OutboxRow,
@@ -661,33 +682,63 @@ impl Store {
         self.call(
             "record_delivery",
             move |s| s.delivered(id, &destination, &group, state.as_ref(), now_ms),
-            |p| async move {
-                p.delivered(row.id, &row.destination, &row.notice.group_key, pg_state.as_ref(), now_ms).await
-            },
+            |p| async move { p.delivered(row, pg_state.as_ref(), now_ms).await },
         )
         .await
     }
 
     /// Schedules another attempt at `next_ms`; `unsure` when this attempt may have arrived.
-    pub async fn retry_delivery(&self, id: i64, next_ms: i64, error: &str, unsure: bool) -> Result<(), StoreError> {
-        let e = error.to_string();
+    pub async fn retry_delivery(
+        &self,
+        row: &OutboxRow,
+        next_ms: i64,
+        error: &str,
+        unsure: bool,
+    ) -> Result<(), StoreError> {
+        let (id, e) = (row.id, error.to_string());
         self.call(
             "record_delivery",
             move |s| s.retry_delivery(id, next_ms, &e, unsure),
-            |p| async move { p.retry_delivery(id, next_ms, error, unsure).await },
+            |p| async move { p.retry_delivery(row, next_ms, error, unsure).await },
         )
         .await
     }
 
     /// Gives up on a notice.
-    pub async fn fail_delivery(&self, id: i64, error: &str, now_ms: i64) -> Result<(), StoreError> {
-        let e = error.to_string();
+    pub async fn fail_delivery(&self, row: &OutboxRow, error: &str, now_ms: i64) -> Result<(), StoreError> {
+        let (id, e) = (row.id, error.to_string());
         self.call(
             "record_delivery",
             move |s| s.fail_delivery(id, &e, now_ms),
-            |p| async move { p.fail_delivery(id, error, now_ms).await },
+            |p| async move { p.fail_delivery(row, error, now_ms).await },
         )
         .await
+    }
+
+    /// Right before a send: whether this process still holds the claimed `row` (the same
+    /// claim, by its token) with a lease that has not expired, by the database's clock;
+    /// then the lease lasts at least `margin_ms` more (the send's timeout). `false`: the
+    /// lease was lost (another replica took the send or will): the send must be dropped.
+    /// SQLite (one process, no leases): always `true`.
+    pub async fn fence(&self, row: &OutboxRow, now_ms: i64, margin_ms: i64) -> Result<bool, StoreError> {
+        match &self.backend {
+            Backend::Sqlite(_) => Ok(true),
+            Backend::Postgres(p) => {
+                let result = p.fence(row, now_ms, margin_ms).await;
+                self.track("fence", &result);
+                result
+            }
+        }
+    }
+
+    /// On PostgreSQL, the database's clock minus this process's, ms, once measured (the
+    /// database's decides leases and due times); `None` on SQLite or before the first
+    /// round trip.
+    pub fn clock_skew_ms(&self) -> Option<i64> {
+        match &self.backend {
+            Backend::Sqlite(_) => None,
+            Backend::Postgres(p) => p.clock_skew_ms(),
+        }
     }
 
     /// Recent verdicts, newest first (undecodable ones go to the dead-letter table).

@@ -6,6 +6,16 @@
 //!   replica takes the row — a diagnosis runs again (merged into the job's pending one, if
 //!   any), a send in flight becomes *unsure* (the destination is asked before sending
 //!   again). A replica that lost a lease cannot store an outcome for the row any more.
+//! * Sends are fenced: each claim of an outbox row increments its `lease_token`; right
+//!   before a send the sender checks, in the database, that it still holds the row with
+//!   its token and that the lease has at least the send's margin left (renewing it), and
+//!   its outcome is stored only under that token ([`PgStore::fence`]). A replica paused, or
+//!   cut off from the database, past its lease drops the send instead of sending it after
+//!   another replica took it over. A reaped send waits [`REAPED_SEND_GRACE_MS`] before it
+//!   is claimed again, so that an owner that did send stores that first (same token).
+//! * Times are the database's: every lease, due time and stored time is compared in
+//!   PostgreSQL's clock ([`clock`]), so a replica whose clock is off neither takes all the
+//!   work nor none of it.
 //! * Coalescing holds across replicas: at most one pending diagnosis per job
 //!   (`work_one_pending`, an upsert merges groups), at most one running
 //!   (`work_one_running`). Completions lock their alert groups
@@ -20,7 +30,10 @@
 //! * Connections come from a deadpool pool; a connection broken by a database restart
 //!   is dropped and a new one made at the next use.
 
+mod clock;
 mod intake;
+
+pub use clock::{LocalClock, WARN_MS as CLOCK_SKEW_WARN_MS};
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Weak};
@@ -127,6 +140,13 @@ CREATE TABLE sender_turns (sender TEXT PRIMARY KEY, turn BIGINT NOT NULL);
 CREATE SEQUENCE sender_turn;
 ",
     ),
+    // Fencing: the claim's token, checked before a send and at its record.
+    (
+        3,
+        "
+ALTER TABLE outbox ADD COLUMN lease_token BIGINT NOT NULL DEFAULT 0;
+",
+    ),
 ];
 
 /// The advisory lock key of migrations (`pg_advisory_xact_lock(bigint)`): "culprit" in ASCII.
@@ -138,6 +158,13 @@ const GROUP_LOCK_CLASS: i32 = 0x6375_6c70;
 /// Most undecodable rows moved aside in one claim (the rest wait for the next claim).
 const MAX_DEAD_PER_CLAIM: usize = 64;
 
+/// How long a send whose lease expired waits before another replica takes it: a lease that
+/// ran out is no proof that its owner died (PostgreSQL down, or a network cut, for longer
+/// than the lease): an owner that sent and comes back to the database retries storing
+/// its outcome at least every [`crate::service::retry::STORE_RETRY_MAX`] (5 s), and
+/// does so under the same token within twice that, so that its send is not made again.
+const REAPED_SEND_GRACE_MS: i64 = 2 * crate::service::retry::STORE_RETRY_MAX.as_millis() as i64;
+
 /// How long an operation waits for a pooled connection, and a new connection to open.
 const POOL_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -147,6 +174,8 @@ struct Inner {
     owner: String,
     lease_ms: i64,
     fairness: Fairness,
+    /// The database's clock as this replica sees it.
+    clock: clock::DbClock,
     migrated: tokio::sync::OnceCell<()>,
     /// The intake writer, started at the first webhook.
     intake: std::sync::OnceLock<tokio::sync::mpsc::Sender<intake::Batch>>,
@@ -210,7 +239,7 @@ fn owner_id() -> String {
 
 impl PgStore {
     /// Builds the pool (no connection yet: the first operation connects and migrates).
-    pub fn new(cfg: &StoreConfig, url: &str, metrics: Arc<Metrics>) -> Result<PgStore, StoreError> {
+    pub fn new(cfg: &StoreConfig, url: &str, metrics: Arc<Metrics>, local: LocalClock) -> Result<PgStore, StoreError> {
         let bad = |why: String| StoreError::new(StoreErrorKind::Other, format!("store.url: {why}"));
         let mut pg: tokio_postgres::Config = url.parse().map_err(|e| bad(format!("not a PostgreSQL URL: {e}")))?;
         if let Some(secret) = &cfg.password {
@@ -235,6 +264,7 @@ impl PgStore {
             owner: owner_id(),
             lease_ms: cfg.lease.as_ms().max(1000),
             fairness: Fairness::of(cfg),
+            clock: clock::DbClock::new(local, metrics.clone()),
             migrated: tokio::sync::OnceCell::new(),
             intake: std::sync::OnceLock::new(),
             metrics,
@@ -258,11 +288,28 @@ impl PgStore {
                 Ok::<(), StoreError>(())
             })
             .await?;
-        Ok(self.inner.pool.get().await?)
+        let client = self.inner.pool.get().await?;
+        self.inner.clock.refresh(&client).await?;
+        Ok(client)
     }
 
     fn lease_until(&self, now_ms: i64) -> i64 {
         now_ms + self.inner.lease_ms
+    }
+
+    /// A local time as database time (see [`clock`]).
+    fn db(&self, local_ms: i64) -> i64 {
+        self.inner.clock.to_db(local_ms)
+    }
+
+    /// A database time as local time.
+    fn local(&self, db_ms: i64) -> i64 {
+        self.inner.clock.to_local(db_ms)
+    }
+
+    /// The database's clock minus this replica's, ms, once measured.
+    pub fn clock_skew_ms(&self) -> Option<i64> {
+        self.inner.clock.offset_ms()
     }
 
     /// See [`super::Store::enqueue`]: through this replica's intake writer (group commit).
@@ -292,8 +339,10 @@ impl PgStore {
              LIMIT 1 FOR UPDATE OF w SKIP LOCKED";
         const TAKE_TURN: &str = "INSERT INTO sender_turns (sender, turn) VALUES ($1, nextval('sender_turn'))
              ON CONFLICT (sender) DO UPDATE SET turn = excluded.turn";
-        let starved_before = now_ms.saturating_sub(self.inner.fairness.unknown_max_wait_ms);
         let mut client = self.client().await?;
+        let now_ms = self.db(now_ms);
+        // Due times are the database's: so is how long an unknown job has waited.
+        let starved_before = now_ms.saturating_sub(self.inner.fairness.unknown_max_wait_ms);
         let tx = client.transaction().await?;
         let mut dead = Vec::new();
         reap_work(&tx, now_ms, &mut dead).await?;
@@ -325,7 +374,12 @@ impl PgStore {
         };
         tx.commit().await?;
         report_dead(&self.inner.metrics, dead);
-        Ok(item)
+        // Times the service compares with its own clock.
+        Ok(item.map(|item| WorkItem {
+            created_ms: self.local(item.created_ms),
+            first_failure_ms: item.first_failure_ms.map(|t| self.local(t)),
+            ..item
+        }))
     }
 
     /// See [`super::Store::next_work_ms`]; an expired lease counts as due.
@@ -335,7 +389,8 @@ impl PgStore {
                (SELECT MIN(w.due_ms) FROM work w WHERE w.state = 'pending'
                   AND NOT EXISTS (SELECT 1 FROM work r WHERE r.job_key = w.job_key AND r.state = 'running')),
                (SELECT MIN(lease_until_ms) FROM work WHERE state = 'running'))";
-        Ok(client.query_one(&client.prepare_cached(sql).await?, &[]).await?.get(0))
+        let due: Option<i64> = client.query_one(&client.prepare_cached(sql).await?, &[]).await?.get(0);
+        Ok(due.map(|t| self.local(t)))
     }
 
     /// Whether this replica still holds running work `id` (locks the row).
@@ -359,8 +414,9 @@ impl PgStore {
             return Ok(());
         }
         let mut dead = Vec::new();
-        let now_ms = jiff::Timestamp::now().as_millisecond();
-        requeue(&tx, item, Some((due_ms, first_failure_ms)), &mut dead, now_ms).await?;
+        let now_ms = self.inner.clock.db_now_ms();
+        let retry = (self.db(due_ms), self.db(first_failure_ms));
+        requeue(&tx, item, Some(retry), &mut dead, now_ms).await?;
         tx.commit().await?;
         report_dead(&self.inner.metrics, dead);
         Ok(())
@@ -374,8 +430,9 @@ impl PgStore {
         completion: Completion,
         rediagnose_at_ms: Option<i64>,
     ) -> Result<Completed, StoreError> {
-        let now_ms = completion.now_ms;
         let mut client = self.client().await?;
+        let now_ms = self.db(completion.now_ms);
+        let rediagnose_at_ms = rediagnose_at_ms.map(|t| self.db(t));
         let tx = client.transaction().await?;
         if !self.holds_work(&tx, item.id).await? {
             return Ok(Completed { verdict_id: None, notices: 0 });
@@ -460,10 +517,13 @@ impl PgStore {
                    AND (s.state = 'sending' OR (s.state = 'sent' AND s.last_error IS NULL AND s.done_ms > $2 - $4)))))
              ORDER BY o.priority, o.id LIMIT 1 FOR UPDATE SKIP LOCKED";
         let mut client = self.client().await?;
+        let now_ms = self.db(now_ms);
         let tx = client.transaction().await?;
-        let reap = "UPDATE outbox SET state = 'pending', unsure = TRUE, owner = NULL
+        let reap = "UPDATE outbox SET state = 'pending', unsure = TRUE, owner = NULL,
+               next_ms = GREATEST(next_ms, $2 + $3)
              WHERE destination = $1 AND state = 'sending' AND lease_until_ms < $2";
-        let reaped = tx.execute(&tx.prepare_cached(reap).await?, &[&destination, &now_ms]).await?;
+        let stmt = tx.prepare_cached(reap).await?;
+        let reaped = tx.execute(&stmt, &[&destination, &now_ms, &REAPED_SEND_GRACE_MS]).await?;
         if reaped > 0 {
             tracing::warn!(
                 destination,
@@ -481,9 +541,11 @@ impl PgStore {
             let id: i64 = c.get(0);
             match read_outbox(&tx, id).await? {
                 Ok(mut row) => {
-                    let sql = "UPDATE outbox SET state = 'sending', attempts = attempts + 1, owner = $2, lease_until_ms = $3 WHERE id = $1";
-                    tx.execute(&tx.prepare_cached(sql).await?, &[&id, &self.inner.owner, &self.lease_until(now_ms)])
-                        .await?;
+                    let sql =
+                        "UPDATE outbox SET state = 'sending', attempts = attempts + 1, owner = $2, lease_until_ms = $3,
+                         lease_token = lease_token + 1 WHERE id = $1 RETURNING lease_token";
+                    let (stmt, until) = (tx.prepare_cached(sql).await?, self.lease_until(now_ms));
+                    row.token = tx.query_one(&stmt, &[&id, &self.inner.owner, &until]).await?.get(0);
                     row.attempts += 1;
                     fold_siblings(&tx, &mut row, now_ms).await?;
                     row.group_state = group_state(&tx, destination, &row.notice.group_key, &mut dead, now_ms).await?;
@@ -497,7 +559,7 @@ impl PgStore {
         };
         tx.commit().await?;
         report_dead(&self.inner.metrics, dead);
-        Ok(row)
+        Ok(row.map(|row| OutboxRow { first_ms: self.local(row.first_ms), ..row }))
     }
 
     /// See [`super::Store::next_delivery_ms`]; an expired lease counts as due.
@@ -517,26 +579,34 @@ impl PgStore {
                     AND NOT EXISTS (SELECT 1 FROM outbox s WHERE s.destination = o.destination AND s.priority = 1
                       AND s.state = 'sending')))),
                (SELECT MIN(lease_until_ms) FROM outbox WHERE destination = $1 AND state = 'sending'))";
-        Ok(client.query_one(&client.prepare_cached(sql).await?, &[&destination, &window_ms]).await?.get(0))
+        let due: Option<i64> =
+            client.query_one(&client.prepare_cached(sql).await?, &[&destination, &window_ms]).await?.get(0);
+        Ok(due.map(|t| self.local(t)))
     }
 
-    /// See [`super::Store::delivered`]. A send whose lease another replica took is still
-    /// recorded while that replica has not claimed it again (it would ask first anyway).
+    /// See [`super::Store::delivered`]: stored under the claim's token only. A send whose
+    /// lease expired is still recorded while no replica has claimed it again (its token is
+    /// the same): it is then not sent twice.
     pub async fn delivered(
         &self,
-        id: i64,
-        destination: &str,
-        group_key: &str,
+        row: &OutboxRow,
         state: Option<&serde_json::Value>,
         now_ms: i64,
     ) -> Result<(), StoreError> {
+        let (id, destination, group_key) = (row.id, row.destination.as_str(), row.notice.group_key.as_str());
         let mut client = self.client().await?;
+        let now_ms = self.db(now_ms);
         let tx = client.transaction().await?;
         let sql = "UPDATE outbox SET state = 'sent', unsure = FALSE, last_error = NULL, done_ms = $2, owner = NULL
-             WHERE id = $1 AND ((state = 'sending' AND owner = $3) OR state = 'pending')";
-        let updated = tx.execute(&tx.prepare_cached(sql).await?, &[&id, &now_ms, &self.inner.owner]).await?;
+             WHERE id = $1 AND lease_token = $4 AND ((state = 'sending' AND owner = $3) OR state = 'pending')";
+        let stmt = tx.prepare_cached(sql).await?;
+        let updated = tx.execute(&stmt, &[&id, &now_ms, &self.inner.owner, &row.token]).await?;
         if updated == 0 {
-            tracing::warn!(destination, outbox = id, "another replica took this send over; it checks before sending");
+            tracing::warn!(
+                destination,
+                outbox = id,
+                "another replica took this send over after the lease expired; this outcome is not stored (the send may arrive twice)"
+            );
         }
         if let (Some(state), 1..) = (state, updated) {
             let sql = "INSERT INTO group_state (destination, group_key, state, updated_ms) VALUES ($1, $2, $3, $4)
@@ -548,24 +618,50 @@ impl PgStore {
         Ok(())
     }
 
-    /// See [`super::Store::retry_delivery`].
-    pub async fn retry_delivery(&self, id: i64, next_ms: i64, error: &str, unsure: bool) -> Result<(), StoreError> {
+    /// See [`super::Store::retry_delivery`] (under the claim's token).
+    pub async fn retry_delivery(
+        &self,
+        row: &OutboxRow,
+        next_ms: i64,
+        error: &str,
+        unsure: bool,
+    ) -> Result<(), StoreError> {
         let client = self.client().await?;
+        let next_ms = self.db(next_ms);
         let sql = "UPDATE outbox SET state = 'pending', next_ms = $2, last_error = $3, unsure = $4, owner = NULL
-             WHERE id = $1 AND state = 'sending' AND owner = $5";
-        client
-            .execute(&client.prepare_cached(sql).await?, &[&id, &next_ms, &error, &unsure, &self.inner.owner])
-            .await?;
+             WHERE id = $1 AND state = 'sending' AND owner = $5 AND lease_token = $6";
+        let args: [&(dyn tokio_postgres::types::ToSql + Sync); 6] =
+            [&row.id, &next_ms, &error, &unsure, &self.inner.owner, &row.token];
+        client.execute(&client.prepare_cached(sql).await?, &args).await?;
         Ok(())
     }
 
-    /// See [`super::Store::fail_delivery`].
-    pub async fn fail_delivery(&self, id: i64, error: &str, now_ms: i64) -> Result<(), StoreError> {
+    /// See [`super::Store::fail_delivery`] (under the claim's token).
+    pub async fn fail_delivery(&self, row: &OutboxRow, error: &str, now_ms: i64) -> Result<(), StoreError> {
         let client = self.client().await?;
+        let now_ms = self.db(now_ms);
         let sql = "UPDATE outbox SET state = 'failed', last_error = $2, done_ms = $3, owner = NULL
-             WHERE id = $1 AND state = 'sending' AND owner = $4";
-        client.execute(&client.prepare_cached(sql).await?, &[&id, &error, &now_ms, &self.inner.owner]).await?;
+             WHERE id = $1 AND state = 'sending' AND owner = $4 AND lease_token = $5";
+        let args: [&(dyn tokio_postgres::types::ToSql + Sync); 5] =
+            [&row.id, &error, &now_ms, &self.inner.owner, &row.token];
+        client.execute(&client.prepare_cached(sql).await?, &args).await?;
         Ok(())
+    }
+
+    /// See [`super::Store::fence`]: whether this replica still holds the send under its
+    /// token with its lease not expired, by the database's clock; if so the lease is
+    /// renewed to at least `margin_ms` from now (the send's own timeout), so that it
+    /// cannot expire while the send is on the wire unless renewals stop (a pause, the
+    /// database unreachable) for that long.
+    pub async fn fence(&self, row: &OutboxRow, now_ms: i64, margin_ms: i64) -> Result<bool, StoreError> {
+        let client = self.client().await?;
+        let now_ms = self.db(now_ms);
+        let until = now_ms + self.inner.lease_ms.max(margin_ms);
+        let sql = "UPDATE outbox SET lease_until_ms = GREATEST(lease_until_ms, $4)
+             WHERE id = $1 AND state = 'sending' AND owner = $2 AND lease_token = $3 AND lease_until_ms > $5";
+        let args: [&(dyn tokio_postgres::types::ToSql + Sync); 5] =
+            [&row.id, &self.inner.owner, &row.token, &until, &now_ms];
+        Ok(client.execute(&client.prepare_cached(sql).await?, &args).await? == 1)
     }
 
     /// See [`super::Store::verdicts`].
@@ -597,7 +693,7 @@ impl PgStore {
         match serde_json::from_str(&json) {
             Ok(verdict) => Ok(Some(StoredVerdict { id, created_ms, verdict })),
             Err(why) => {
-                let now_ms = jiff::Timestamp::now().as_millisecond();
+                let now_ms = self.inner.clock.db_now_ms();
                 let tx = client.transaction().await?;
                 let dead = dead_letter(&tx, "verdicts", id, None, &why.to_string(), now_ms).await?;
                 tx.execute("DELETE FROM verdicts WHERE id = $1", &[&id]).await?;
@@ -668,8 +764,8 @@ impl PgStore {
 
     /// See [`super::Store::prune`].
     pub async fn prune(&self, p: Prune) -> Result<Pruned, StoreError> {
-        let cutoff = p.now_ms - p.older_than_ms;
         let mut client = self.client().await?;
+        let cutoff = self.db(p.now_ms) - p.older_than_ms;
         let tx = client.transaction().await?;
         let n = |sql: &'static str, arg: i64| {
             let tx = &tx;
@@ -716,6 +812,7 @@ impl PgStore {
     /// A write that proves the database takes writes (for `/readyz`).
     pub async fn touch(&self, now_ms: i64) -> Result<(), StoreError> {
         let client = self.client().await?;
+        let now_ms = self.db(now_ms);
         let sql = "INSERT INTO health (id, touched_ms) VALUES (1, $1)
              ON CONFLICT (id) DO UPDATE SET touched_ms = GREATEST(excluded.touched_ms, health.touched_ms + 1)";
         client.execute(&client.prepare_cached(sql).await?, &[&now_ms]).await?;
@@ -750,7 +847,9 @@ async fn migrate(pool: &Pool) -> Result<(), StoreError> {
     Ok(())
 }
 
-/// Renews this replica's leases every third of the lease, while the store lives.
+/// Renews this replica's leases every third of the lease, while the store lives. A lease
+/// that expired stays lost, even while no replica has taken its row yet (a pause or an
+/// outage past the lease ends the claim: [`PgStore::fence`] then refuses the send).
 fn spawn_renewal(inner: Weak<Inner>) {
     tokio::spawn(async move {
         loop {
@@ -769,13 +868,15 @@ fn spawn_renewal(inner: Weak<Inner>) {
 
 async fn renew(i: &Inner) -> Result<(), StoreError> {
     let client = i.pool.get().await?;
-    let until = jiff::Timestamp::now().as_millisecond() + i.lease_ms;
+    i.clock.refresh(&client).await?;
+    let until = i.clock.db_now_ms() + i.lease_ms;
     for table in ["work", "outbox"] {
         let state = if table == "work" { "running" } else { "sending" };
         let sql = format!(
-            "UPDATE {table} SET lease_until_ms = GREATEST(lease_until_ms, $2) WHERE owner = $1 AND state = '{state}'"
+            "UPDATE {table} SET lease_until_ms = GREATEST(lease_until_ms, $2)
+             WHERE owner = $1 AND state = '{state}' AND lease_until_ms > $3"
         );
-        client.execute(&client.prepare_cached(&sql).await?, &[&i.owner, &until]).await?;
+        client.execute(&client.prepare_cached(&sql).await?, &[&i.owner, &until, &(until - i.lease_ms)]).await?;
     }
     Ok(())
 }
@@ -1000,6 +1101,7 @@ async fn read_outbox(tx: &Transaction<'_>, id: i64) -> Result<Result<OutboxRow, 
         attempts: r.get(3),
         first_ms: r.get(4),
         group_state: None,
+        token: 0,
     }))
 }
 

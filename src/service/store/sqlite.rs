@@ -898,6 +898,7 @@ fn read_outbox(tx: &Connection, id: i64) -> Result<Result<OutboxRow, String>, St
                 attempts: r.get(3).map_err(|e| e.to_string())?,
                 first_ms: r.get(4).map_err(|e| e.to_string())?,
                 group_state: None,
+                token: 0,
             })
         })())
     })?)

@@ -5,10 +5,12 @@
 //! from `tests/support/faulty_disk.rs`, a VFS shim that makes every write under a
 //! directory fail with `SQLITE_FULL` (what SQLite reports for `ENOSPC`).
 
+#[path = "clock_fence_tests.rs"]
+mod clock_fence;
 #[path = "../../../tests/support/faulty_disk.rs"]
 mod faulty_disk;
 #[path = "../../../tests/support/pg_server.rs"]
-mod pg_server;
+pub(crate) mod pg_server;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -416,7 +418,7 @@ async fn a_groups_notices_go_in_order_one_at_a_time_and_groups_do_not_wait_for_e
     assert_eq!(second.notice.idempotency_key, "3");
     assert_eq!(store.claim_delivery("slack", now).await.unwrap(), None);
     // g1's first is told to wait (Retry-After): g1 waits, nothing else does.
-    store.retry_delivery(first.id, now + 60_000, "slack: ratelimited", false).await.unwrap();
+    store.retry_delivery(&first, now + 60_000, "slack: ratelimited", false).await.unwrap();
     store.delivered(&second, None, now).await.unwrap();
     assert_eq!(store.claim_delivery("slack", now + 59_999).await.unwrap(), None);
     assert_eq!(store.next_delivery_ms("slack").await.unwrap(), Some(now + 60_000));
@@ -459,7 +461,7 @@ async fn a_failed_notice_is_final_and_the_next_of_its_group_goes(f: Fx) {
     .await;
     let now = T0 + COALESCE;
     let row = store.claim_delivery("slack", now).await.unwrap().unwrap();
-    store.fail_delivery(row.id, "slack: channel_not_found", now).await.unwrap();
+    store.fail_delivery(&row, "slack: channel_not_found", now).await.unwrap();
     assert_eq!(store.claim_delivery("slack", now).await.unwrap().unwrap().notice.idempotency_key, "2");
     assert_eq!(store.depths().await.unwrap().outbox, 1);
 }
@@ -495,7 +497,7 @@ async fn after_a_crash_running_work_is_pending_again_and_sends_in_flight_are_uns
     let row = store.claim_delivery("slack", T0 + COALESCE).await.unwrap().unwrap();
     assert_eq!((row.id, row.unsure, row.attempts), (row_id, true, 2));
     // Asking failed (retryable): still unsure at the next attempt.
-    store.retry_delivery(row.id, T0, "slack: ratelimited", true).await.unwrap();
+    store.retry_delivery(&row, T0, "slack: ratelimited", true).await.unwrap();
     assert!(store.claim_delivery("slack", T0 + COALESCE).await.unwrap().unwrap().unsure);
 }
 
@@ -640,8 +642,8 @@ async fn on_a_full_disk_every_write_is_an_error_that_changes_nothing_and_all_wor
     assert_eq!(full(store.delivered(&row, None, T0).await), StoreErrorKind::Full);
     assert_eq!(full(store.complete(&item, completion(vec![], T0)).await), StoreErrorKind::Full);
     assert_eq!(full(store.retry_work(&item, T0, T0).await), StoreErrorKind::Full);
-    assert_eq!(full(store.retry_delivery(row.id, T0, "x", false).await), StoreErrorKind::Full);
-    assert_eq!(full(store.fail_delivery(row.id, "x", T0).await), StoreErrorKind::Full);
+    assert_eq!(full(store.retry_delivery(&row, T0, "x", false).await), StoreErrorKind::Full);
+    assert_eq!(full(store.fail_delivery(&row, "x", T0).await), StoreErrorKind::Full);
     disk.free();
     assert_eq!(store.claim_delivery("slack", T0 + COALESCE).await.unwrap(), None, "still in flight");
     store.delivered(&row, None, T0).await.unwrap();
@@ -896,8 +898,8 @@ async fn replicas_starting_at_once_migrate_the_database_once() {
     let stores: Vec<Store> = (0..4).map(|_| f.open()).collect();
     let depths = futures::future::join_all(stores.iter().map(|s| s.depths())).await;
     assert!(depths.iter().all(|d| d.as_ref().is_ok_and(|d| *d == Depths::default())), "{depths:?}");
-    // Each migration once: 1 (the schema), 2 (fairness).
-    assert_eq!(f.column("SELECT version FROM culprit_schema ORDER BY version"), ["1", "2"]);
+    // Each migration once: 1 (the schema), 2 (fairness), 3 (fencing tokens).
+    assert_eq!(f.column("SELECT version FROM culprit_schema ORDER BY version"), ["1", "2", "3"]);
 }
 
 #[tokio::test]
@@ -952,7 +954,11 @@ async fn a_replica_that_dies_hands_its_diagnosis_and_its_send_to_another_once_th
     let item = other.claim_work(after).await.unwrap().unwrap();
     assert_eq!(item.groups.keys().map(String::as_str).collect::<Vec<_>>(), ["g1", "g2"]);
     assert_ne!(item.id, item_id, "the newer row carries both");
-    let row = other.claim_delivery("slack", after).await.unwrap().unwrap();
+    // The send waits 10 s more (its owner may only be cut off from the database, and
+    // would store its outcome first), then goes to the other replica.
+    assert_eq!(other.claim_delivery("slack", after).await.unwrap(), None);
+    assert_eq!(other.claim_delivery("slack", after + 9_999).await.unwrap(), None);
+    let row = other.claim_delivery("slack", after + 10_000).await.unwrap().unwrap();
     assert_eq!((row.id, row.unsure, row.attempts), (row_id, true, 2));
 }
 
@@ -967,6 +973,8 @@ async fn a_replica_whose_lease_expired_cannot_store_an_outcome_or_a_delivery() {
     let row = slow.claim_delivery("slack", T0 + COALESCE).await.unwrap().unwrap();
     let after = T0 + COALESCE + lease + 1;
     let taken = other.claim_work(after).await.unwrap().unwrap();
+    assert_eq!(other.claim_delivery("slack", after).await.unwrap(), None, "reaped, held 10 s for its owner");
+    let after = after + 10_000;
     let taken_row = other.claim_delivery("slack", after).await.unwrap().unwrap();
     // The slow replica comes back: its outcome is dropped, its retry changes nothing.
     let late = slow
@@ -974,7 +982,7 @@ async fn a_replica_whose_lease_expired_cannot_store_an_outcome_or_a_delivery() {
         .await
         .unwrap();
     assert_eq!(late, Completed { verdict_id: None, notices: 0 });
-    slow.retry_delivery(row.id, after + 60_000, "timeout", true).await.unwrap();
+    slow.retry_delivery(&row, after + 60_000, "timeout", true).await.unwrap();
     // The replica holding them now finishes both.
     other.complete(&taken, completion(vec![], after)).await.unwrap();
     other.delivered(&taken_row, None, after).await.unwrap();

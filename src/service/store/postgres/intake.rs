@@ -25,6 +25,7 @@ const MAX_BATCH: usize = 256;
 /// A webhook's intakes on their way to the writer task.
 pub(super) struct Batch {
     pub intakes: Vec<Intake>,
+    /// Local times (the writer turns them into the database's).
     pub now_ms: i64,
     pub due_ms: i64,
     pub max_queue: i64,
@@ -96,7 +97,8 @@ async fn commit_batches(
         order.sort_by(|a, b| a.1.job_key.cmp(&b.1.job_key));
         let mut created = vec![0usize; batches.len()];
         for (k, i) in order {
-            created[k] += apply_intake(&tx, i, known.of(i), batches[k].now_ms, batches[k].due_ms, dead).await?;
+            let (now, due) = (store.db(batches[k].now_ms), store.db(batches[k].due_ms));
+            created[k] += apply_intake(&tx, i, known.of(i), now, due, dead).await?;
         }
         for (b, created) in batches.iter().zip(created) {
             depth += created as i64;
@@ -104,7 +106,7 @@ async fn commit_batches(
         }
     } else {
         for b in batches {
-            results.push(one_webhook(&mut tx, b, (&mut depth, &mut unknown), &known, dead).await?);
+            results.push(one_webhook(store, &mut tx, b, (&mut depth, &mut unknown), &known, dead).await?);
         }
     }
     tx.commit().await?;
@@ -114,6 +116,7 @@ async fn commit_batches(
 /// One webhook in a savepoint: stored whole, refused whole when the queue is full, or
 /// failed alone.
 async fn one_webhook(
+    store: &PgStore,
     tx: &mut Transaction<'_>,
     b: &Batch,
     (depth, unknown): (&mut i64, &mut Unknown),
@@ -122,12 +125,13 @@ async fn one_webhook(
 ) -> Result<Result<Enqueued, StoreError>, StoreError> {
     let mut intakes: Vec<&Intake> = b.intakes.iter().collect();
     intakes.sort_by(|a, b| a.job_key.cmp(&b.job_key));
+    let (now, due) = (store.db(b.now_ms), store.db(b.due_ms));
     let sp = tx.savepoint("webhook").await?;
     let mut own_dead = Vec::new();
     let (mut created, mut diagnoses) = (0usize, 0usize);
     let mut new_unknown = BTreeMap::new();
     for i in intakes {
-        match apply_intake(&sp, i, known.of(i), b.now_ms, b.due_ms, &mut own_dead).await {
+        match apply_intake(&sp, i, known.of(i), now, due, &mut own_dead).await {
             Ok(n) => {
                 created += n;
                 // The bound is about diagnosis work: a new row for a resolved group needs none.
