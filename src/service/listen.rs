@@ -413,6 +413,11 @@ impl Connection {
         S::Future: Send,
     {
         let (clock, limits) = (self.registry.clock, self.registry.limits);
+        if !self.first_byte(&stream).await {
+            drop(stream);
+            self.registry.remove(self.id);
+            return;
+        }
         // The peer's address, as axum's `into_make_service_with_connect_info` gives it: the
         // sender of a webhook without an externalURL.
         let peer = stream.peer_addr().ok().map(axum::extract::ConnectInfo);
@@ -474,6 +479,29 @@ impl Connection {
         drop(http);
         self.registry.remove(self.id);
         drop(self.done);
+    }
+}
+
+impl Connection {
+    /// Waits until the client sends its first byte (or closes), without hyper: hyper
+    /// allocates its 8 KiB read buffer at its first read, so a connection that sends nothing
+    /// costs only its socket and this task. False when the connection is to close first
+    /// (header-read timeout, pushed out, shutdown).
+    async fn first_byte(&mut self, stream: &TcpStream) -> bool {
+        let clock = self.registry.clock;
+        let deadline = clock.at(self.conn.deadline.load(Ordering::Acquire));
+        loop {
+            tokio::select! {
+                r = stream.readable() => return r.is_ok(),
+                _ = self.conn.wake.notified() => {
+                    if self.conn.evicted.load(Ordering::Acquire) {
+                        return false;
+                    }
+                }
+                _ = tokio::time::sleep_until(deadline) => return false,
+                _ = self.stop.wait_for(|s| *s) => return false,
+            }
+        }
     }
 }
 
