@@ -198,6 +198,15 @@ impl Parent {
     }
 }
 
+/// One read of [`Slack::already_sent`]: the method and its query, whether it reads back to
+/// the notice's time (`oldest`), and whether what it finds is a reply in the group's thread.
+struct Lookup<'a> {
+    method: &'static str,
+    query: Vec<(&'a str, &'a str)>,
+    back: bool,
+    reply: bool,
+}
+
 /// Why a Slack call failed, before classification.
 enum Failure {
     /// HTTP 200 with `ok: false`.
@@ -416,17 +425,17 @@ impl Slack {
         let channel = parent.as_ref().map_or_else(|| channel.clone(), |p| p.channel.clone());
         let oldest = history::oldest(notice.at_ms);
         let ch = ("channel", channel.as_str());
-        // (method, query, read back to the notice's time, finds a reply)
-        let mut lookups: Vec<(&str, Vec<(&str, &str)>, bool, bool)> = Vec::new();
+        let mut lookups: Vec<Lookup> = Vec::new();
         if let Some(p) = &parent {
             let one = vec![ch, ("latest", p.ts.as_str()), ("oldest", p.ts.as_str()), ("inclusive", "true")];
-            lookups.push(("conversations.history", one, false, false));
+            lookups.push(Lookup { method: "conversations.history", query: one, back: false, reply: false });
         }
-        lookups.push(("conversations.history", vec![ch], true, false));
+        lookups.push(Lookup { method: "conversations.history", query: vec![ch], back: true, reply: false });
         if let Some(p) = &parent {
-            lookups.push(("conversations.replies", vec![ch, ("ts", p.ts.as_str())], true, true));
+            let query = vec![ch, ("ts", p.ts.as_str())];
+            lookups.push(Lookup { method: "conversations.replies", query, back: true, reply: true });
         }
-        for (method, query, back, reply) in lookups {
+        for Lookup { method, query, back, reply } in lookups {
             let mut ts = None;
             let scanned = self
                 .scan(method, &query, oldest.as_deref().filter(|_| back), |m| {
