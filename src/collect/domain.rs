@@ -206,9 +206,9 @@ pub fn signal_of(cat: &MetricCatalog, name: &str) -> (&'static str, Domain) {
     if let Some((_, signal, domain)) = table.iter().find(|(m, _, _)| *m == name) {
         return (signal, *domain);
     }
-    if name == &cat.pending_records {
+    if name == cat.pending_records {
         ("pending_records", NON_NEGATIVE)
-    } else if name == &cat.gc_time || cat.gc_collector_times.iter().any(|m| m == name) {
+    } else if name == cat.gc_time || cat.gc_collector_times.iter().any(|m| m == name) {
         ("gc_time", NON_NEGATIVE)
     } else if rocksdb_suffixes(cat).any(|s| name.len() > s.len() && name.ends_with(s)) {
         ("rocksdb", NON_NEGATIVE)
