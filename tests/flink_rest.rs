@@ -430,3 +430,47 @@ fn a_url_that_cannot_be_used_names_the_key_it_came_from() {
         "Flink cluster `k8s` cannot be used: the URL rest_url_template gave is not an http(s) URL"
     );
 }
+
+#[tokio::test]
+async fn an_answer_over_sixteen_mib_is_refused_unread_with_a_length_and_cut_off_when_chunked() {
+    use culprit::collect::flink_rest::MAX_ANSWER_BYTES;
+    // With a Content-Length: 16 MiB + 1 byte of JSON-looking text, refused before its body.
+    let server = MockServer::start().await;
+    let body = format!("\"{}\"", "x".repeat(MAX_ANSWER_BYTES - 1));
+    assert_eq!(body.len(), MAX_ANSWER_BYTES + 1);
+    Mock::given(method("GET")).respond_with(json(body)).mount(&server).await;
+    let rest = client(&server);
+    let err = rest.plan(SLOW_SINK_ID).await.unwrap_err();
+    assert!(matches!(err, FlinkError::Parse { .. }), "{err:?}");
+    assert!(err.to_string().contains("larger than 16 MiB"), "{err}");
+    assert_eq!(rest.requests(), 1, "a body too large is final, not retried");
+
+    // Chunked, without a length, as a host streaming without end would: 1 MiB chunks; the
+    // read stops at the 17th (17 MiB > 16 MiB) instead of holding what the host sends.
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let sent = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counter = sent.clone();
+    tokio::spawn(async move {
+        let (mut socket, _) = listener.accept().await.unwrap();
+        let mut head = [0u8; 4096];
+        let _ = socket.read(&mut head).await;
+        let _ = socket
+            .write_all(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n")
+            .await;
+        let chunk = vec![b' '; 1 << 20];
+        for _ in 0..64 {
+            let frame = [format!("{:x}\r\n", chunk.len()).as_bytes(), &chunk, b"\r\n"].concat();
+            if socket.write_all(&frame).await.is_err() {
+                return;
+            }
+            counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+    });
+    let rest = FlinkRest::new(&cluster(&format!("http://{addr}"), None), &flink(20_000, 20_000)).unwrap();
+    let err = rest.plan(SLOW_SINK_ID).await.unwrap_err();
+    assert!(err.to_string().contains("larger than 16 MiB"), "{err}");
+    let chunks = sent.load(std::sync::atomic::Ordering::SeqCst);
+    assert!(chunks < 64, "the read went on to the end of what the host sent ({chunks} MiB)");
+}

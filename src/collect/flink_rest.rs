@@ -41,6 +41,10 @@ const MIN_BACKOFF: Duration = Duration::from_millis(100);
 const MAX_BACKOFF: Duration = Duration::from_secs(2);
 /// Error details logged from Flink's answers are cut to this many characters.
 const DETAIL_CHARS: usize = 200;
+/// Most bytes of one Flink REST answer culprit reads (16 MiB). The largest answers it asks
+/// for are `/jobs/:id/plan` of big SQL jobs, a few MB with their operator descriptions; a
+/// host answering more (a wrong URL, a hostile one) is refused instead of held in memory.
+pub const MAX_ANSWER_BYTES: usize = 16 << 20;
 /// Untrusted job ids are quoted in errors up to this many characters.
 const QUOTED_ID_CHARS: usize = 64;
 
@@ -510,14 +514,19 @@ impl FlinkRest {
         let exchange = async {
             let response = request.send().await?;
             let status = response.status();
-            let body = response.text().await?;
+            let body = read_bounded(response).await?;
             Ok::<_, reqwest::Error>((status, body))
         };
         let (status, body) = match tokio::time::timeout(timeout, exchange).await {
             Err(_) => return Err(timeout_error()),
             Ok(Err(e)) if e.is_timeout() => return Err(timeout_error()),
             Ok(Err(e)) => return Err(self.transport_error(path, e)),
-            Ok(Ok(answer)) => answer,
+            Ok(Ok((_, None))) => {
+                let reason =
+                    format!("the answer is larger than {} MiB, more than culprit reads", MAX_ANSWER_BYTES >> 20);
+                return Err(FlinkError::Parse { cluster: self.cluster.clone(), path: path.to_string(), reason });
+            }
+            Ok(Ok((status, Some(body)))) => (status, body),
         };
         tracing::debug!(
             cluster = %self.cluster,
@@ -681,6 +690,22 @@ pub fn error_detail(body: &str, redactor: &Redactor) -> String {
     } else {
         collapsed
     }
+}
+
+/// The answer's body as text, lossy UTF-8 as reqwest's `text()` reads it, or `None` once it
+/// passes [`MAX_ANSWER_BYTES`] (read no further: a `Content-Length` over it is not read at all).
+async fn read_bounded(mut response: reqwest::Response) -> Result<Option<String>, reqwest::Error> {
+    if response.content_length().is_some_and(|n| n > MAX_ANSWER_BYTES as u64) {
+        return Ok(None);
+    }
+    let mut bytes = Vec::new();
+    while let Some(chunk) = response.chunk().await? {
+        if bytes.len() + chunk.len() > MAX_ANSWER_BYTES {
+            return Ok(None);
+        }
+        bytes.extend_from_slice(&chunk);
+    }
+    Ok(Some(String::from_utf8_lossy(&bytes).into_owned()))
 }
 
 #[cfg(test)]
