@@ -113,6 +113,24 @@ fn connect_checks_the_sqlite_file_without_creating_or_changing_it() {
     assert_eq!(std::fs::read(&db).unwrap(), before);
 }
 
+#[test]
+fn connect_says_a_sqlite_store_in_use_by_a_running_culprit_without_failing_the_check() {
+    // Checking a new configuration beside the running serve is the usual rollout: the store
+    // is in use, not broken (the new serve starts once the old one stops).
+    let tmp = tempfile::tempdir().unwrap();
+    let db = tmp.path().join("culprit.db");
+    rusqlite::Connection::open(&db).unwrap().execute_batch("CREATE TABLE work (id INTEGER)").unwrap();
+    let lock_path = tmp.path().join("culprit.db.lock");
+    let lock = std::fs::File::create(&lock_path).unwrap();
+    lock.try_lock().unwrap();
+    std::fs::write(&lock_path, "4242").unwrap();
+    let file = write(tmp.path(), &format!("[store]\npath = \"{}\"\n", db.display()));
+    let (code, out, err) = check_config(&[&file, "--connect"], &[]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert!(out.contains("0 diagnoses queued or running; in use by culprit (process 4242)"), "{out}");
+    drop(lock);
+}
+
 /// `config/culprit.example.toml` with every `# key = value` and `# [table]` example line
 /// uncommented, as attack H5 did.
 fn example_uncommented() -> String {

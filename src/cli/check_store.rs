@@ -53,7 +53,9 @@ pub fn describe(cfg: &StoreConfig) -> String {
 
 /// Reaches the store `serve` would use, changing nothing: PostgreSQL is connected to and
 /// asked who it is; the SQLite file is opened read-only, checked, and its lock tried
-/// (another culprit holding it would keep `serve` from starting). `Ok(text)` or why not.
+/// (a running culprit holding it is said, not failed: checking a new configuration beside the
+/// running `serve` is the usual rollout, and the new one starts once the old one stops).
+/// `Ok(text)` or why not.
 pub async fn probe(cfg: &StoreConfig) -> (String, Result<String, String>) {
     match &cfg.url {
         Some(url) => (format!("store PostgreSQL {}", without_password(url)), postgres(cfg, url).await),
@@ -112,6 +114,7 @@ fn sqlite(cfg: &StoreConfig) -> Result<String, String> {
         return Ok(format!("does not exist yet: serve creates it (0600) in {}", dir.display()));
     }
     let lock_path = std::path::PathBuf::from(format!("{}.lock", path.display()));
+    let mut in_use = String::new();
     if lock_path.exists() {
         // Opened without create or truncate: trying the lock changes nothing.
         let file = std::fs::OpenOptions::new()
@@ -125,10 +128,10 @@ fn sqlite(cfg: &StoreConfig) -> Result<String, String> {
             }
             Err(std::fs::TryLockError::WouldBlock) => {
                 let holder = std::fs::read_to_string(&lock_path).unwrap_or_default();
-                return Err(format!(
-                    "another culprit (process {}) is using it: serve refuses to start beside it (one process per SQLite database)",
+                in_use = format!(
+                    "; in use by culprit (process {}): another serve on it starts once that one stops (one process per SQLite database)",
                     holder.trim()
-                ));
+                );
             }
             Err(std::fs::TryLockError::Error(e)) => return Err(format!("cannot lock {}: {e}", lock_path.display())),
         }
@@ -143,8 +146,8 @@ fn sqlite(cfg: &StoreConfig) -> Result<String, String> {
     }
     let waiting: Option<i64> = conn.query_row("SELECT count(*) FROM work", [], |r| r.get(0)).ok();
     Ok(match waiting {
-        Some(n) => format!("opens, intact, {n} diagnoses queued or running"),
-        None => "opens, intact, no culprit tables yet (serve creates them)".to_string(),
+        Some(n) => format!("opens, intact, {n} diagnoses queued or running{in_use}"),
+        None => format!("opens, intact, no culprit tables yet (serve creates them){in_use}"),
     })
 }
 
