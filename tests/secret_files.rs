@@ -137,7 +137,10 @@ fn check_config_refuses_a_writable_secret_a_fifo_and_dev_zero_and_warns_about_a_
     let writable = secret(tmp.path(), "writable", TOKEN.as_bytes(), 0o666);
     let (code, out, err) = check_config(tmp.path(), &writable);
     assert_eq!(code, Some(2), "{out}{err}");
-    assert!(out.contains("problem: server.auth: the secret file") && out.contains("changed by other users"), "{out}");
+    assert!(
+        out.contains("problem: server.auth.token: the secret file") && out.contains("changed by other users"),
+        "{out}"
+    );
     let fifo = tmp.path().join("fifo");
     assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success());
     for path in [fifo, "/dev/zero".into()] {

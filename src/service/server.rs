@@ -566,7 +566,8 @@ async fn readyz(State(state): State<Arc<AppState>>) -> Response {
             (StatusCode::OK, axum::Json(body)).into_response()
         }
         (false, _) => {
-            let body = serde_json::json!({ "ready": false, "problems": problems, "warnings": warnings, "clock": clock });
+            let body =
+                serde_json::json!({ "ready": false, "problems": problems, "warnings": warnings, "clock": clock });
             (StatusCode::SERVICE_UNAVAILABLE, axum::Json(body)).into_response()
         }
     }
