@@ -171,33 +171,42 @@ fn register_clock_skew(registry: &mut Registry) -> Gauge<f64, AtomicU64> {
     gauge
 }
 
+/// Registers a new metric under `name` (after the `culprit_` prefix) with its help text and
+/// returns the handle that updates it.
+fn registered<M: Default + Clone + prometheus_client::registry::Metric>(
+    registry: &mut Registry,
+    name: &str,
+    help: &str,
+) -> M {
+    let metric = M::default();
+    registry.register(name, help, metric.clone());
+    metric
+}
+
 impl Metrics {
     pub fn new() -> Self {
         let mut registry = Registry::with_prefix("culprit");
-        let webhooks = Family::<Outcome, Counter>::default();
-        registry.register("webhooks", "Alertmanager webhooks received, by outcome", webhooks.clone());
-        let alerts_ignored = Family::<Reason, Counter>::default();
-        registry.register(
+        let webhooks: Family<Outcome, Counter> =
+            registered(&mut registry, "webhooks", "Alertmanager webhooks received, by outcome");
+        let alerts_ignored: Family<Reason, Counter> = registered(
+            &mut registry,
             "alerts_ignored",
             "Alerts of accepted webhooks that are not diagnosed, by reason (own, alertname, no_job_label, not_a_flink_job_id)",
-            alerts_ignored.clone(),
         );
-        let diagnoses = Family::<DiagnosisLabels, Counter>::default();
-        registry.register(
+        let diagnoses: Family<DiagnosisLabels, Counter> = registered(
+            &mut registry,
             "diagnoses",
             "Diagnoses completed, by trigger (alert, api), verdict status and finding",
-            diagnoses.clone(),
         );
-        let diagnosis_failures = Family::<Reason, Counter>::default();
-        registry.register(
-            "diagnosis_failures",
-            "Diagnosis attempts that failed, by reason",
-            diagnosis_failures.clone(),
+        let diagnosis_failures: Family<Reason, Counter> =
+            registered(&mut registry, "diagnosis_failures", "Diagnosis attempts that failed, by reason");
+        let notifications: Family<Notification, Counter> =
+            registered(&mut registry, "notifications", "Notification attempts, by destination and outcome");
+        let queue_depth: Family<Queue, Gauge<i64, AtomicI64>> = registered(
+            &mut registry,
+            "queue_depth",
+            "Items waiting, counted in the store: diagnoses waiting or running (work), notices waiting or being sent (outbox), rows in the dead-letter table (dead_letter)",
         );
-        let notifications = Family::<Notification, Counter>::default();
-        registry.register("notifications", "Notification attempts, by destination and outcome", notifications.clone());
-        let queue_depth = Family::<Queue, Gauge<i64, AtomicI64>>::default();
-        registry.register("queue_depth", "Items waiting, counted in the store: diagnoses waiting or running (work), notices waiting or being sent (outbox), rows in the dead-letter table (dead_letter)", queue_depth.clone());
         let webhook_duration = Histogram::new(exponential_buckets(0.0005, 2.0, 14));
         registry.register(
             "webhook_duration_seconds",
@@ -218,57 +227,46 @@ impl Metrics {
             "Time of one delivery attempt, seconds",
             notification_duration.clone(),
         );
-        let notification_failures = Family::<NotificationFailure, Counter>::default();
-        registry.register(
+        let notification_failures: Family<NotificationFailure, Counter> = registered(
+            &mut registry,
             "notification_failures",
             "Failed delivery attempts, by destination, reason and outcome (retry, failed)",
-            notification_failures.clone(),
         );
-        let store_errors = Family::<StoreErrorLabels, Counter>::default();
-        registry.register(
+        let store_errors: Family<StoreErrorLabels, Counter> = registered(
+            &mut registry,
             "store_errors",
             "Store operations that failed, by operation and kind; each is retried with backoff",
-            store_errors.clone(),
         );
-        let dead_letters = Family::<Table, Counter>::default();
-        registry.register(
-            "dead_letters",
-            "Undecodable rows moved to the dead-letter table, by table",
-            dead_letters.clone(),
-        );
-        let store_recovered = Family::<Table, Counter>::default();
-        registry.register(
+        let dead_letters: Family<Table, Counter> =
+            registered(&mut registry, "dead_letters", "Undecodable rows moved to the dead-letter table, by table");
+        let store_recovered: Family<Table, Counter> = registered(
+            &mut registry,
             "store_recovered",
             "Rows found in flight when the store opened (after a crash), by table",
-            store_recovered.clone(),
         );
         let store_integrity = StoreIntegrity::register(&mut registry);
-        let store_pruned = Family::<Table, Counter>::default();
-        registry.register("store_pruned", "Finished rows removed by age or count, by table", store_pruned.clone());
-        let webhook_jobs_dropped = Counter::default();
-        registry.register(
+        let store_pruned: Family<Table, Counter> =
+            registered(&mut registry, "store_pruned", "Finished rows removed by age or count, by table");
+        let webhook_jobs_dropped: Counter = registered(
+            &mut registry,
             "webhook_jobs_dropped",
             "Jobs named by a webhook beyond service.max_jobs_per_webhook, not diagnosed",
-            webhook_jobs_dropped.clone(),
         );
-        let store_intake_commits = Counter::default();
-        registry.register(
+        let store_intake_commits: Counter = registered(
+            &mut registry,
             "store_intake_commits",
             "SQLite transactions that stored webhooks (group commit; with store.synchronous = full, one sync of the WAL each that wrote)",
-            store_intake_commits.clone(),
         );
         let store_clock_skew = register_clock_skew(&mut registry);
-        let groups_resolved_before_diagnosis = Counter::default();
-        registry.register(
+        let groups_resolved_before_diagnosis: Counter = registered(
+            &mut registry,
             "groups_resolved_before_diagnosis",
             "Alert groups that resolved before a verdict was posted for them (within the coalescing window): nothing posted",
-            groups_resolved_before_diagnosis.clone(),
         );
-        let rediagnoses = Counter::default();
-        registry.register(
+        let rediagnoses: Counter = registered(
+            &mut registry,
             "rediagnoses",
             "Weak verdicts scheduled to be diagnosed once more (service.rediagnose_weak_after)",
-            rediagnoses.clone(),
         );
         Metrics {
             registry,
