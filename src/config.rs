@@ -1242,7 +1242,12 @@ fn store_url_problems(url: &str) -> Vec<String> {
         return problems;
     };
     let authority = rest.split(['/', '?']).next().unwrap_or("");
-    if authority.rsplit_once('@').is_some_and(|(user, _)| user.contains(':')) {
+    // In the user info (`user:pw@`) or as libpq's `?password=` parameter, which
+    // tokio-postgres takes too.
+    let in_query = rest.split_once('?').is_some_and(|(_, q)| {
+        q.split('&').any(|kv| kv.split('=').next().is_some_and(|k| k.eq_ignore_ascii_case("password")))
+    });
+    if authority.rsplit_once('@').is_some_and(|(user, _)| user.contains(':')) || in_query {
         problems.push("store.url holds a password: give it as store.password = { env = \"…\" } or { file = \"…\" } (the value is not shown)".into());
     }
     problems

@@ -459,8 +459,16 @@ impl Connection {
                 }
                 _ = self.conn.wake.notified() => {
                     if self.conn.evicted.load(Ordering::Acquire) {
-                        tracing::debug!("closed the oldest idle connection for a new one (server.max_connections)");
-                        break;
+                        if self.conn.idle() {
+                            tracing::debug!("closed the oldest idle connection for a new one (server.max_connections)");
+                            break;
+                        }
+                        // A request head came in after it was chosen: its answer goes out
+                        // first, then the connection closes (never cut in flight).
+                        if !stopping {
+                            stopping = true;
+                            http.as_mut().graceful_shutdown();
+                        }
                     }
                 }
                 _ = sleep => {

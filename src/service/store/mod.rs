@@ -144,8 +144,8 @@ pub struct WorkItem {
     pub attempts: i64,
     /// When the diagnosis first failed, for the retry window.
     pub first_failure_ms: Option<i64>,
-    /// Whether the job is known (a verdict before, or `[flink.plans]`): an unknown one is
-    /// first checked against the jobs Prometheus has, cheaply.
+    /// Whether the job is known (a verdict before, or `[flink.plans]`): known jobs are
+    /// claimed first. Read by the store tests; the worker diagnoses either kind the same way.
     pub known: bool,
 }
 

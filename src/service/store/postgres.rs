@@ -691,7 +691,8 @@ impl PgStore {
         let created_ms: i64 = row.get(0);
         let json: String = row.get(1);
         match serde_json::from_str(&json) {
-            Ok(verdict) => Ok(Some(StoredVerdict { id, created_ms, verdict })),
+            // Stored on the database's clock; callers compare with this replica's.
+            Ok(verdict) => Ok(Some(StoredVerdict { id, created_ms: self.local(created_ms), verdict })),
             Err(why) => {
                 let now_ms = self.inner.clock.db_now_ms();
                 let tx = client.transaction().await?;
@@ -746,7 +747,7 @@ impl PgStore {
                     destination: r.get(3),
                     error: r.get(4),
                     payload: serde_json::from_str(&payload).unwrap_or(serde_json::Value::String(payload)),
-                    at_ms: r.get(6),
+                    at_ms: self.local(r.get(6)),
                 }
             })
             .collect())

@@ -525,7 +525,7 @@ impl SqliteStore {
                 // The job is known from now on: its next diagnoses go first.
                 tx.prepare_cached(
                     "INSERT INTO known_jobs (job_key, verdict_ms) VALUES (?1, ?2)
-                     ON CONFLICT(job_key) DO UPDATE SET verdict_ms = excluded.verdict_ms",
+                     ON CONFLICT(job_key) DO UPDATE SET verdict_ms = MAX(known_jobs.verdict_ms, excluded.verdict_ms)",
                 )?
                 .execute(params![item.job_key, now_ms])?;
                 tx.prepare_cached("UPDATE work SET known = 1 WHERE job_key = ?1 AND known = 0")?

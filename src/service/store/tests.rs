@@ -1010,6 +1010,10 @@ fn a_password_written_in_the_url_is_refused_without_showing_it() {
     let text = "[store]\nurl = \"postgres://culprit:hunter2@db:5432/culprit\"\n";
     let e = crate::config::Config::from_toml(text, "c.toml").unwrap_err().to_string();
     assert!(e.contains("store.url holds a password") && !e.contains("hunter2"), "{e}");
+    // libpq's query form, which tokio-postgres reads as well (and check-config would print).
+    let text = "[store]\nurl = \"postgres://culprit@db:5432/culprit?sslmode=disable&Password=hunter2\"\n";
+    let e = crate::config::Config::from_toml(text, "c.toml").unwrap_err().to_string();
+    assert!(e.contains("store.url holds a password") && !e.contains("hunter2"), "{e}");
     let ok = "[store]\nurl = \"postgres://culprit@db:5432/culprit\"\npassword = { env = \"CULPRIT_DB_PASSWORD\" }\n";
     assert!(crate::config::Config::from_toml(ok, "c.toml").is_ok());
 }
