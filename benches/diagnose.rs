@@ -52,7 +52,7 @@ fn bench(c: &mut Criterion) {
                     },
                 ))
                 .unwrap();
-                black_box(diagnose(&snapshot, &config.diagnosis))
+                black_box(culprit::render::words::verdict(&diagnose(&snapshot, &config.diagnosis)))
             })
         });
 
@@ -72,7 +72,7 @@ fn bench(c: &mut Criterion) {
         ))
         .unwrap();
         group.bench_function(format!("diagnose_only/{name}"), |b| {
-            b.iter(|| black_box(diagnose(&snapshot, &config.diagnosis)))
+            b.iter(|| black_box(culprit::render::words::verdict(&diagnose(&snapshot, &config.diagnosis))))
         });
         group.finish();
     }

@@ -44,7 +44,7 @@ fn bench(c: &mut Criterion) {
             },
         ))
         .unwrap();
-        let verdict = diagnose(&snapshot, &config.diagnosis);
+        let verdict = culprit::render::words::verdict(&diagnose(&snapshot, &config.diagnosis));
         let name = format!("{}x{}x{}", job.vertices, job.subtasks, job.samples);
         let page = html::page(&verdict);
         eprintln!(

@@ -64,7 +64,7 @@ async fn main() {
         )
         .await
         .unwrap();
-        let verdict = diagnose(&snapshot, &config.diagnosis);
+        let verdict = culprit::render::words::verdict(&diagnose(&snapshot, &config.diagnosis));
         let wall = started.elapsed();
         let slowest = prom.request_durations().into_iter().max().unwrap_or_default();
         let ratio = wall.as_secs_f64() / slowest.as_secs_f64();

@@ -121,7 +121,7 @@ fn diagnose(dir: &Path, how: Mutation) -> Verdict {
         },
     ))
     .unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
-    culprit::diagnose::diagnose(&snapshot, &config.diagnosis)
+    culprit::render::words::verdict(&culprit::diagnose::diagnose(&snapshot, &config.diagnosis))
 }
 
 /// The sentences of a verdict that lie about numbers: "inf"/"NaN" as words, a negative

@@ -82,7 +82,7 @@ fn diagnosed(extra: &str, retention: Option<i64>) -> (Snapshot, Verdict) {
         },
     ))
     .unwrap();
-    let verdict = diagnose(&snapshot, &config.diagnosis);
+    let verdict = culprit::render::words::verdict(&diagnose(&snapshot, &config.diagnosis));
     (snapshot, verdict)
 }
 

@@ -33,7 +33,7 @@ fn recording_verdict(dir: &Path) -> Verdict {
         },
     ))
     .unwrap();
-    diagnose(&snapshot, &config.diagnosis)
+    culprit::render::words::verdict(&diagnose(&snapshot, &config.diagnosis))
 }
 
 async fn live_verdict(url: &str, dir: &Path, at_ms: i64, job: &str) -> (Verdict, u64) {
@@ -64,7 +64,7 @@ async fn live_verdict(url: &str, dir: &Path, at_ms: i64, job: &str) -> (Verdict,
     )
     .await
     .unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
-    (diagnose(&snapshot, &config.diagnosis), prom.requests())
+    (culprit::render::words::verdict(&diagnose(&snapshot, &config.diagnosis)), prom.requests())
 }
 
 fn at_of(v: &Verdict) -> i64 {
@@ -347,7 +347,7 @@ async fn a_diagnosis_of_a_100_vertex_64_subtask_job_sends_at_most_12_requests() 
     )
     .await
     .unwrap();
-    let v = diagnose(&snapshot, &config.diagnosis);
+    let v = culprit::render::words::verdict(&diagnose(&snapshot, &config.diagnosis));
     assert_eq!(v.culprit.unwrap().vertex_id, SyntheticJob::vertex_id(50), "{}", v.summary);
     let requests = prom.requests();
     eprintln!("100 × 64 job: {requests} requests");
@@ -466,7 +466,7 @@ async fn snapshot_through(
     )
     .await
     .unwrap();
-    let verdict = diagnose(&snapshot, &config.diagnosis);
+    let verdict = culprit::render::words::verdict(&diagnose(&snapshot, &config.diagnosis));
     (snapshot, verdict)
 }
 

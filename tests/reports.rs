@@ -78,7 +78,7 @@ async fn live(url: &str, dir: &Path, request: &DiagnosisRequest) -> Verdict {
     )
     .await
     .unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
-    diagnose(&snapshot, &config.diagnosis)
+    culprit::render::words::verdict(&diagnose(&snapshot, &config.diagnosis))
 }
 
 /// Equal JSON, numbers within a relative 1e-3 (Prometheus' float sums differ in the last

@@ -520,7 +520,7 @@ async fn scrape_command(
     refuse_plan_mismatch(args, &snapshot)?;
     let mut snapshot = snapshot;
     snapshot.notes.extend(notes);
-    Ok(diagnose(&snapshot, &config.diagnosis))
+    Ok(crate::render::words::verdict(&diagnose(&snapshot, &config.diagnosis)))
 }
 
 /// `culprit record`: a live diagnosis whose series are written as a recording.
@@ -568,7 +568,7 @@ pub async fn record_command(args: &RecordArgs, now_ms: i64) -> Result<String, Cl
     )
     .await
     .map_err(|e| CliError::pipeline(e.into()))?;
-    let verdict = diagnose(&snapshot, &config.diagnosis);
+    let verdict = crate::render::words::verdict(&diagnose(&snapshot, &config.diagnosis));
     let file = std::fs::File::create(&args.out)
         .map_err(|e| CliError::usage(format!("{}: cannot create: {e}", args.out.display())))?;
     let mut marker = vec![("job_id", snapshot.job.id.as_str()), ("job_name", snapshot.job.name.as_str())];
@@ -721,7 +721,7 @@ pub fn diagnose_command(args: &DiagnoseArgs, now_ms: i64) -> Result<Verdict, Cli
     let mut snapshot = snapshot;
     snapshot.notes.extend(untimed_notes(store.untimed(), at_ms, stamp));
     warn_unmatched_operator_kinds(&snapshot, &config);
-    Ok(diagnose(&snapshot, &config.diagnosis))
+    Ok(crate::render::words::verdict(&diagnose(&snapshot, &config.diagnosis)))
 }
 
 /// What became of samples without a timestamp: in a file with timestamps they were taken at

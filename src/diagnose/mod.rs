@@ -16,9 +16,13 @@ use std::collections::BTreeSet;
 
 use crate::config::DiagnosisConfig;
 use crate::diagnose::signals::{JobSignals, VertexSignals};
+use crate::model::facts::{Fact, Facts};
 use crate::model::snapshot::Snapshot;
 use crate::model::verdict::{Evidence, Finding, Outcome};
 
+pub use crate::render::words::numbers::{
+    approx, human_bytes, human_secs, limited_list, no_negative_zero, num, pct, pct_or_unknown, round_sig,
+};
 pub use runbook::diagnose;
 
 /// What every step reads.
@@ -78,33 +82,33 @@ impl<'a> Context<'a> {
 #[derive(Debug, Clone, PartialEq)]
 pub struct StepReport {
     pub outcome: Outcome,
-    pub detail: String,
+    pub detail: Fact,
     /// The finding, when the step hits.
     pub finding: Option<Finding>,
-    /// Sentences of the cause.
-    pub cause: Vec<String>,
-    pub fix: Vec<String>,
-    pub not_the_fix: Vec<String>,
-    pub advice: Vec<String>,
+    /// The cause, a fact a sentence.
+    pub cause: Facts,
+    pub fix: Facts,
+    pub not_the_fix: Facts,
+    pub advice: Facts,
     pub evidence: Vec<Evidence>,
     /// Metrics whose absence limited the step.
     pub missing: Vec<String>,
     /// Subtasks that carry the problem, when not all.
     pub subtasks: Option<Vec<u32>>,
     /// One line for the summary, when the step hits.
-    pub summary: Option<String>,
+    pub summary: Option<Fact>,
 }
 
 impl StepReport {
-    pub fn new(outcome: Outcome, detail: impl Into<String>) -> Self {
+    pub fn new(outcome: Outcome, detail: impl Into<Fact>) -> Self {
         StepReport {
             outcome,
             detail: detail.into(),
             finding: None,
-            cause: Vec::new(),
-            fix: Vec::new(),
-            not_the_fix: Vec::new(),
-            advice: Vec::new(),
+            cause: Facts::new(),
+            fix: Facts::new(),
+            not_the_fix: Facts::new(),
+            advice: Facts::new(),
             evidence: Vec::new(),
             missing: Vec::new(),
             subtasks: None,
@@ -112,51 +116,21 @@ impl StepReport {
         }
     }
 
-    pub fn clear(detail: impl Into<String>) -> Self {
+    pub fn clear(detail: impl Into<Fact>) -> Self {
         Self::new(Outcome::Clear, detail)
     }
 
-    pub fn no_data(detail: impl Into<String>, missing: Vec<String>) -> Self {
+    pub fn no_data(detail: impl Into<Fact>, missing: Vec<String>) -> Self {
         let mut r = Self::new(Outcome::NoData, detail);
         r.missing = missing;
         r
     }
 
-    pub fn hit(finding: Finding, detail: impl Into<String>) -> Self {
+    pub fn hit(finding: Finding, detail: impl Into<Fact>) -> Self {
         let mut r = Self::new(Outcome::Hit, detail);
         r.finding = Some(finding);
         r
     }
-}
-
-/// Joins at most `max` items, then says how many more there are.
-pub fn limited_list(items: &[String], max: usize) -> String {
-    if items.len() <= max {
-        items.join(", ")
-    } else {
-        format!("{}, and {} more", items[..max].join(", "), items.len() - max)
-    }
-}
-
-/// `0.973` → `97%`.
-pub fn pct(ratio: f64) -> String {
-    // Rounded to 4 significant digits first, so float sums that differ in the last bits
-    // (a live backend and its recording) read alike.
-    no_negative_zero(format!("{:.0}%", round_sig(ratio) * 100.0))
-}
-
-/// A formatted number that rounds to zero is written without its minus sign: `-0.3` at no
-/// decimals is `0`, never `-0`.
-pub fn no_negative_zero(s: String) -> String {
-    match s.strip_prefix('-') {
-        Some(rest) if !rest.chars().any(|c| c.is_ascii_digit() && c != '0') => rest.to_string(),
-        _ => s,
-    }
-}
-
-/// [`pct`] of a value that may be missing: `unknown` then, never `0%`.
-pub fn pct_or_unknown(ratio: Option<f64>) -> String {
-    ratio.map(pct).unwrap_or_else(|| "unknown".into())
 }
 
 /// The busy range of a vertex over the subtasks that report busy time, saying how many do
@@ -185,65 +159,6 @@ pub fn max_over(v: &VertexSignals) -> String {
     } else {
         format!("max over the {with} of {of} subtasks with data")
     }
-}
-
-/// A rate or count, readable: `1660`, `12.5`, `0.84`.
-pub fn num(v: f64) -> String {
-    let a = v.abs();
-    no_negative_zero(if a >= 100.0 {
-        format!("{v:.0}")
-    } else if a >= 10.0 {
-        format!("{v:.1}")
-    } else {
-        format!("{v:.2}")
-    })
-}
-
-/// A rate or count to three significant digits, readable: `33400`, `778000`, `12.5`:
-/// advice numbers that should not wobble with the last digits of a float sum.
-pub fn approx(v: f64) -> String {
-    if v.abs() >= 1000.0 {
-        let digits = v.abs().log10().floor() as i32 - 2;
-        let factor = 10f64.powi(digits);
-        no_negative_zero(format!("{:.0}", (v / factor).round() * factor))
-    } else {
-        num(v)
-    }
-}
-
-/// Seconds, readable: `45 s`, `12 min`, `3.5 h`, `2.1 d`.
-pub fn human_secs(s: f64) -> String {
-    no_negative_zero(if s < 120.0 {
-        format!("{s:.0} s")
-    } else if s < 2.0 * 3600.0 {
-        format!("{:.0} min", s / 60.0)
-    } else if s < 2.0 * 86400.0 {
-        format!("{:.1} h", s / 3600.0)
-    } else {
-        format!("{:.1} d", s / 86400.0)
-    })
-}
-
-/// Bytes, readable: `3.5 MB`.
-pub fn human_bytes(b: f64) -> String {
-    const UNITS: [&str; 5] = ["B", "KB", "MB", "GB", "TB"];
-    let mut v = b;
-    let mut i = 0;
-    while v.abs() >= 1000.0 && i < UNITS.len() - 1 {
-        v /= 1000.0;
-        i += 1;
-    }
-    no_negative_zero(if i == 0 { format!("{v:.0} {}", UNITS[i]) } else { format!("{v:.1} {}", UNITS[i]) })
-}
-
-/// Rounds to 4 significant digits so verdicts do not carry float noise.
-pub fn round_sig(v: f64) -> f64 {
-    if v == 0.0 || !v.is_finite() {
-        return v;
-    }
-    let digits = 4 - 1 - v.abs().log10().floor() as i32;
-    let factor = 10f64.powi(digits);
-    (v * factor).round() / factor
 }
 
 /// Least-squares slope of `(t_ms, value)` points, in value units per second.

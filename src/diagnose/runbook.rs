@@ -12,16 +12,18 @@ use crate::config::DiagnosisConfig;
 use crate::diagnose::signals::{JobSignals, VertexSignals};
 use crate::diagnose::steps::locate::Located;
 use crate::diagnose::steps::{checkpoints, headroom, hot_key, locate, retention, sink, state_backend};
-use crate::diagnose::{Context, StepReport, pct, pct_or_unknown};
+use crate::diagnose::{Context, StepReport};
+use crate::model::facts::runbook::RunbookFact;
+use crate::model::facts::{Diagnosis, Fact, Facts, HazardFacts, MissingFact, StepFacts, Summary};
 use crate::model::snapshot::{Snapshot, WindowBound};
 use crate::model::verdict::{
-    Confidence, Culprit, Evidence, Finding, Graph, GraphEdge, GraphVertex, Hazard, JobRef, Outcome, Role, SCHEMA,
-    Severity, Status, Step, StepName, Verdict, VertexState,
+    Confidence, Culprit, Evidence, Finding, Graph, GraphEdge, GraphVertex, JobRef, Outcome, Role, Severity, Status,
+    StepName, VertexState,
 };
 
 /// Diagnoses one snapshot. Pure: the same snapshot and configuration always give the same
-/// verdict.
-pub fn diagnose(snapshot: &Snapshot, cfg: &DiagnosisConfig) -> Verdict {
+/// diagnosis; `crate::render::words::verdict` words it.
+pub fn diagnose(snapshot: &Snapshot, cfg: &DiagnosisConfig) -> Diagnosis {
     let signals = JobSignals::derive(snapshot, cfg);
     let ctx = Context::new(snapshot, &signals, cfg);
     let run = run_steps(&ctx);
@@ -34,11 +36,21 @@ pub fn diagnose(snapshot: &Snapshot, cfg: &DiagnosisConfig) -> Verdict {
         if status == Status::CulpritFound && finding == Finding::None { Finding::Unexplained } else { finding };
     let culprit_shown = if matches!(status, Status::CulpritFound) { run.culprit } else { None };
     let (hazards, retention) = retention::evaluate(&ctx);
+    let hazards: Vec<HazardFacts> = hazards
+        .into_iter()
+        .map(|h| HazardFacts {
+            kind: h.kind,
+            severity: h.severity,
+            time_to_loss_seconds: h.time_to_loss_seconds,
+            topic: h.topic,
+            detail: Fact::Text(h.detail),
+        })
+        .collect();
 
     let evaluated: Vec<&StepReport> =
         run.reports.iter().map(|(_, r)| r).filter(|r| r.outcome != Outcome::Skipped).collect();
     let explained = explain(&run, finding_report, status, finding, culprit_shown);
-    let advice: Vec<String> = dedup(evaluated.iter().flat_map(|r| r.advice.iter().cloned()).collect());
+    let advice: Vec<Fact> = evaluated.iter().flat_map(|r| r.advice.iter().cloned()).collect();
     let mut evidence: Vec<Evidence> = Vec::new();
     for r in &evaluated {
         for e in &r.evidence {
@@ -50,41 +62,49 @@ pub fn diagnose(snapshot: &Snapshot, cfg: &DiagnosisConfig) -> Verdict {
     // Only what would change or firm up this verdict: checkpoint metrics matter when the
     // checkpoints step ran (it then lists them itself).
     let checkpoints_ran = run.reports.iter().any(|(s, r)| *s == StepName::Checkpoints && r.outcome != Outcome::Skipped);
-    let mut missing: Vec<String> = snapshot
+    let mut missing: Vec<MissingFact> = snapshot
         .missing
         .iter()
         .filter(|m| checkpoints_ran || !m.metric.ends_with("lastCheckpointDuration"))
-        .map(|m| format!("{} ({})", m.metric, m.detail))
+        .map(|m| MissingFact::Collected(m.clone()))
         .collect();
     for r in &evaluated {
-        missing.extend(r.missing.iter().cloned());
+        missing.extend(r.missing.iter().cloned().map(MissingFact::Metric));
     }
-    missing.extend(retention.missing);
-    let missing = dedup(missing);
+    missing.extend(retention.missing.into_iter().map(MissingFact::Metric));
 
     let (culprit_out, culprits) = culprits(&ctx, &run, finding_report, status, culprit_shown);
-    let summary = summary(&ctx, finding_report, status, culprit_shown, &culprits, &hazards);
+    let summary = Summary {
+        hazard: hazards.iter().find(|h| h.severity == Severity::Critical).cloned(),
+        line: finding_report
+            .and_then(|r| r.summary.clone())
+            .unwrap_or_else(|| default_summary(&ctx, status, culprit_shown).into()),
+        more_culprits: culprits.iter().skip(1).map(|c| c.vertex_name.clone()).collect(),
+    };
     let mut notes = notes(snapshot, &signals, cfg);
-    notes.extend(retention.notes);
+    notes.extend(retention.notes.into_iter().map(Fact::Text));
     let confidence = confidence(&ctx, status, finding, &run, &missing);
     let graph = verdict_graph(&ctx, &culprits);
 
-    Verdict {
-        schema: SCHEMA.to_string(),
+    Diagnosis {
         job: JobRef { name: snapshot.job.name.clone(), id: snapshot.job.id.clone() },
-        at: crate::model::verdict::rfc3339(snapshot.at_ms),
+        at_ms: snapshot.at_ms,
         window_seconds: (snapshot.window.len_ms() as f64 / 1000.0).round() as i64,
-        window_start: crate::model::verdict::rfc3339(snapshot.window.start_ms),
+        window_start_ms: snapshot.window.start_ms,
         status,
         finding,
         culprit: culprit_out,
         culprits,
         summary,
-        cause: explained.cause.join(" "),
-        fix: dedup(explained.fix),
-        not_the_fix: dedup(explained.not_the_fix),
+        cause: explained.cause.into_vec(),
+        fix: explained.fix.into_vec(),
+        not_the_fix: explained.not_the_fix.into_vec(),
         advice,
-        steps: run.reports.into_iter().map(|(step, r)| Step { step, outcome: r.outcome, detail: r.detail }).collect(),
+        steps: run
+            .reports
+            .into_iter()
+            .map(|(step, r)| StepFacts { step, outcome: r.outcome, detail: r.detail })
+            .collect(),
         hazards,
         evidence,
         graph,
@@ -131,11 +151,7 @@ fn run_steps<'a>(ctx: &Context<'a>) -> Run<'a> {
             (StepName::HotKey, Some(c)) => hot_key::run(ctx, c),
             (StepName::StateBackend, Some(c)) => state_backend::run(ctx, c),
             (StepName::Sink | StepName::HotKey | StepName::StateBackend, None) => {
-                StepReport::clear(if ctx.red.is_empty() {
-                    "No culprit vertex to examine: nothing is backpressured."
-                } else {
-                    "No culprit vertex to examine: locate found none (see its outcome)."
-                })
+                StepReport::clear(RunbookFact::NoCulpritToExamine { nothing_red: ctx.red.is_empty() })
             }
             (StepName::Checkpoints, c) => checkpoints::run(ctx, c),
             (StepName::Headroom, c) => {
@@ -178,9 +194,9 @@ impl Run<'_> {
 
 /// Cause, fix and not-the-fix sentences of a verdict, before deduplication.
 struct Explained {
-    cause: Vec<String>,
-    fix: Vec<String>,
-    not_the_fix: Vec<String>,
+    cause: Facts,
+    fix: Facts,
+    not_the_fix: Facts,
 }
 
 /// Cause, fix, not the fix: `locate`'s first, then the finding's.
@@ -192,9 +208,9 @@ fn explain(
     culprit_shown: Option<&VertexSignals>,
 ) -> Explained {
     let located = &run.located.report;
-    let mut cause: Vec<String> = Vec::new();
-    let mut fix: Vec<String> = Vec::new();
-    let mut not_the_fix: Vec<String> = Vec::new();
+    let mut cause = Facts::new();
+    let mut fix = Facts::new();
+    let mut not_the_fix = Facts::new();
     if status != Status::NoSingleCulprit {
         cause.extend(located.cause.iter().cloned());
     }
@@ -208,15 +224,11 @@ fn explain(
         not_the_fix.extend(located.not_the_fix.iter().cloned());
     }
     if let Some(c) = culprit_shown.filter(|_| finding == Finding::Unexplained) {
-        cause.push(format!(
-            "No runbook step explains why: it is not a sink, no subtask is hot, no state-backend or checkpoint trouble shows, and it runs at ρ = {} (below the headroom threshold){}. The reason is in its code or its environment, not in the task metrics.",
-            c.utilisation().map(|u| format!("{u:.2}")).unwrap_or_else(|| "unknown".into()),
-            c.capacity().map(|cap| format!("; it could handle about {} records/s at 100% busy", crate::diagnose::num(cap))).unwrap_or_default()
-        ));
-        fix.push(format!(
-            "Profile {}: a flame graph (rest.flamegraph.enabled: true, then the vertex's Flame Graph tab) or a few thread dumps of its TaskManagers (Flink UI: Task Managers, Thread Dump) show where its time goes: a blocking call, lock contention, an expensive function, serialization.",
-            c.name
-        ));
+        cause.push(RunbookFact::UnexplainedCause {
+            utilisation_ratio: c.utilisation(),
+            capacity_records_per_s: c.capacity(),
+        });
+        fix.push(RunbookFact::ProfileIt { vertex: c.name.clone() });
     }
     Explained { cause, fix, not_the_fix }
 }
@@ -271,94 +283,61 @@ fn culprits(
     (culprit_out, culprits)
 }
 
-/// The verdict's one-line summary: the finding's, else one from the status; more
-/// culprits, and a critical hazard first.
-fn summary(
-    ctx: &Context,
-    finding_report: Option<&StepReport>,
-    status: Status,
-    culprit_shown: Option<&VertexSignals>,
-    culprits: &[Culprit],
-    hazards: &[Hazard],
-) -> String {
-    let mut summary =
-        finding_report.and_then(|r| r.summary.clone()).unwrap_or_else(|| default_summary(ctx, status, culprit_shown));
-    if culprits.len() > 1 {
-        summary.push_str(&format!(
-            " ({} more independent culprit{}: {}.)",
-            culprits.len() - 1,
-            if culprits.len() > 2 { "s" } else { "" },
-            culprits[1..].iter().map(|c| c.vertex_name.as_str()).collect::<Vec<_>>().join(", ")
-        ));
-    }
-    if let Some(h) = hazards.iter().find(|h| h.severity == Severity::Critical) {
-        let on = h.topic.as_ref().map(|t| format!(" on {t}")).unwrap_or_default();
-        let lead = match (h.kind, h.time_to_loss_seconds) {
-            (crate::model::verdict::HazardKind::CheckpointsStalled, _) => {
-                format!("DATA LOSS RISK{on}: a restart now would resume from offsets already out of retention")
-            }
-            (_, Some(0)) => format!("DATA LOSS: already losing data{on}"),
-            (_, Some(s)) => format!("DATA LOSS in {}{on}", crate::diagnose::human_secs(s as f64)),
-            (_, None) => format!("DATA LOSS RISK{on}"),
-        };
-        summary = format!("{lead}. {summary}");
-    }
-    summary
-}
-
 /// The snapshot's notes, and what limits the diagnosis: no graph, start-up in the window,
 /// subtasks without metrics, vertices the plan does not have.
-fn notes(snapshot: &Snapshot, signals: &JobSignals, cfg: &DiagnosisConfig) -> Vec<String> {
-    let mut notes = snapshot.notes.clone();
+fn notes(snapshot: &Snapshot, signals: &JobSignals, cfg: &DiagnosisConfig) -> Vec<Fact> {
+    let mut notes: Vec<Fact> = snapshot.notes.iter().cloned().map(Fact::Text).collect();
     if signals.graph_free {
-        notes.push("No job graph: vertices come from the metrics and the culprit is the busiest vertex that is not backpressured; confidence is lowered.".into());
+        notes.push(RunbookFact::GraphFree.into());
     }
     if snapshot.backpressure_measure == crate::model::snapshot::BackpressureMeasure::IsBackPressuredShare {
-        notes.push(format!(
-            "The job's metrics reporter predates Flink 1.13: it reports no busy or backpressured time. Backpressure is the share of samples with isBackPressured = 1 (one sample per scrape, so short bursts may be missed), and the culprit is told by the classic method: the first vertex downstream of backpressured ones that is not backpressured, with a full input buffer pool (inPoolUsage ≥ {}) and a low output pool (outPoolUsage ≤ {}); busy time is unknown, and confidence is lowered.",
-            pct(cfg.thresholds.in_pool_full_ratio),
-            pct(cfg.thresholds.out_pool_low_ratio)
-        ));
+        notes.push(
+            RunbookFact::ClassicBackpressure {
+                in_pool_full_ratio: cfg.thresholds.in_pool_full_ratio,
+                out_pool_low_ratio: cfg.thresholds.out_pool_low_ratio,
+            }
+            .into(),
+        );
     }
     let startup_ms = startup_in_window_ms(snapshot, cfg);
     let exclusion_s = cfg.startup_exclusion.as_ms() / 1000;
     match warm_up_end_ms(snapshot, cfg) {
         Some(settled) if settled >= snapshot.window.end_ms => {
             let since = settled - cfg.startup_exclusion.as_ms();
-            notes.push(format!(
-                "Too young to diagnose: the job {} only {} s before {}, so every sample of the window falls in its first {exclusion_s} s, whose busy, idle and backpressured times and records rates still average over its start (Flink reports every task busy right after a start); this verdict rests on warm-up alone and its confidence is low. A diagnosis is meaningful from {} on ({exclusion_s} s of warm-up and a {} s window after {}).",
-                if snapshot.window.bound == WindowBound::RestartExcluded { "restarted or rescaled" } else { "started" },
-                (snapshot.window.end_ms - since) / 1000,
-                crate::model::verdict::rfc3339(snapshot.window.end_ms),
-                crate::model::verdict::rfc3339(settled + cfg.min_window.as_ms()),
-                cfg.min_window.as_ms() / 1000,
-                crate::model::verdict::rfc3339(since),
-            ));
+            notes.push(
+                RunbookFact::TooYoung {
+                    restarted: snapshot.window.bound == WindowBound::RestartExcluded,
+                    age_s: (snapshot.window.end_ms - since) / 1000,
+                    window_end_ms: snapshot.window.end_ms,
+                    meaningful_from_ms: settled + cfg.min_window.as_ms(),
+                    min_window_s: cfg.min_window.as_ms() / 1000,
+                    started_ms: since,
+                    exclusion_s,
+                }
+                .into(),
+            );
         }
-        _ if startup_ms > 0 => notes.push(format!(
-            "The job has run only {} s: {} s of the window fall in its first {exclusion_s} s of uptime, whose warm-up is not representative; confidence is lowered.",
-            snapshot.job_start_ms.map_or(0, |s| (snapshot.at_ms - s) / 1000),
-            startup_ms / 1000,
-        )),
+        _ if startup_ms > 0 => notes.push(
+            RunbookFact::WarmUpInWindow {
+                uptime_s: snapshot.job_start_ms.map_or(0, |s| (snapshot.at_ms - s) / 1000),
+                in_window_s: startup_ms / 1000,
+                exclusion_s,
+            }
+            .into(),
+        ),
         _ => {}
     }
-    let incomplete: Vec<String> = signals
+    let incomplete: Vec<(String, usize, u32)> = signals
         .vertices
         .iter()
         .filter(|v| v.missing_subtasks() > 0)
-        .map(|v| format!("{} ({} of {})", v.name, v.subtask_count(), v.parallelism))
+        .map(|v| (v.name.clone(), v.subtask_count(), v.parallelism))
         .collect();
     if !incomplete.is_empty() {
-        notes.push(format!(
-            "Some subtasks report no metrics (a TaskManager not scraped, or subtasks not running): {}.",
-            crate::diagnose::limited_list(&incomplete, 8)
-        ));
+        notes.push(RunbookFact::SubtasksWithoutMetrics { vertices: incomplete }.into());
     }
     if !signals.unknown_vertices.is_empty() {
-        notes.push(format!(
-            "Metrics name vertices the plan does not have ({}): the plan may be from another version of the job.",
-            signals.unknown_vertices.join(", ")
-        ));
+        notes.push(RunbookFact::UnknownVertices { names: signals.unknown_vertices.clone() }.into());
     }
     notes
 }
@@ -398,20 +377,18 @@ fn verdict_graph(ctx: &Context, culprits: &[Culprit]) -> Graph {
     }
 }
 
-fn skipped_detail(hit: Option<StepName>, located: &StepReport) -> String {
+fn skipped_detail(hit: Option<StepName>, located: &StepReport) -> RunbookFact {
     match hit {
-        Some(step) => format!("Skipped: step {} hit first.", step.as_str()),
-        None => format!("Skipped: step locate decided ({}).", located.finding.map(|f| f.as_str()).unwrap_or("located")),
+        Some(step) => RunbookFact::SkippedAfterHit { step },
+        None => RunbookFact::SkippedLocateDecided { finding: located.finding },
     }
 }
 
-fn default_summary(ctx: &Context, status: Status, culprit: Option<&VertexSignals>) -> String {
+fn default_summary(ctx: &Context, status: Status, culprit: Option<&VertexSignals>) -> RunbookFact {
     match (status, culprit) {
-        (Status::CulpritFound, Some(c)) => format!(
-            "{} holds the job back (busy {}, not backpressured) for a reason the metrics do not show: profile it (flame graph, thread dump).",
-            c.name,
-            c.busy_max().map(pct).unwrap_or_else(|| "unknown".into())
-        ),
+        (Status::CulpritFound, Some(c)) => {
+            RunbookFact::HoldsBackUnexplained { vertex: c.name.clone(), busy_max_ratio: c.busy_max() }
+        }
         (Status::NoBackpressure, _) => {
             let busiest = ctx
                 .signals
@@ -419,23 +396,16 @@ fn default_summary(ctx: &Context, status: Status, culprit: Option<&VertexSignals
                 .iter()
                 .filter(|v| v.utilisation().is_some())
                 .max_by(|a, b| a.utilisation().unwrap().total_cmp(&b.utilisation().unwrap()));
-            match busiest {
-                Some(v) => format!(
-                    "No backpressure in {}: nothing is backpressured and the busiest vertex ({}) is {} busy.",
-                    ctx.snapshot.job.name,
-                    v.name,
-                    pct_or_unknown(v.utilisation())
-                ),
-                None => format!("No backpressure in {}.", ctx.snapshot.job.name),
+            RunbookFact::NoBackpressure {
+                job: ctx.snapshot.job.name.clone(),
+                busiest: busiest.map(|v| (v.name.clone(), v.utilisation())),
             }
         }
-        _ => {
-            format!("Inconclusive for {}: the metrics do not show where the backpressure stops.", ctx.snapshot.job.name)
-        }
+        _ => RunbookFact::Inconclusive { job: ctx.snapshot.job.name.clone() },
     }
 }
 
-fn confidence(ctx: &Context, status: Status, finding: Finding, run: &Run, missing: &[String]) -> Confidence {
+fn confidence(ctx: &Context, status: Status, finding: Finding, run: &Run, missing: &[MissingFact]) -> Confidence {
     let (located, reports) = (&run.located.report, &run.reports);
     if ctx.signals.graph_free || status == Status::Inconclusive || located.outcome == Outcome::NoData {
         return Confidence::Low;
@@ -451,7 +421,8 @@ fn confidence(ctx: &Context, status: Status, finding: Finding, run: &Run, missin
         return Confidence::Low;
     }
     let no_data_before_finding = reports.iter().any(|(_, r)| r.outcome == Outcome::NoData);
-    let records_missing = missing.iter().any(|m| m.contains("numRecordsIn"));
+    // Records counts absent (collected or a step's): throughput-based judgements rest on less.
+    let records_missing = missing.iter().any(|m| m.metric().contains(NUM_RECORDS_IN));
     // A culprit whose busy time is unknown (a legacy source's NaN) rests on other signs.
     let culprit_busy_unknown = run.culprit.is_some_and(|c| c.busy_max().is_none());
     // Flink ≤ 1.12: backpressure sampled once per scrape, busy time unknown.
@@ -494,10 +465,9 @@ fn startup_in_window_ms(snapshot: &Snapshot, cfg: &DiagnosisConfig) -> i64 {
         .max(0)
 }
 
-fn dedup(v: Vec<String>) -> Vec<String> {
-    let mut seen = BTreeSet::new();
-    v.into_iter().filter(|s| seen.insert(s.clone())).collect()
-}
+/// Flink's records-in counter (`numRecordsIn`), by the name the collector and the steps
+/// record it under when it is missing.
+const NUM_RECORDS_IN: &str = "numRecordsIn";
 
 #[cfg(test)]
 mod tests {

@@ -470,7 +470,7 @@ pub fn on_vertex<R>(snap: &Snapshot, id: &str, f: impl FnOnce(&Context<'_>, &Ver
 
 /// The whole diagnosis with the default configuration.
 pub fn verdict(snap: &Snapshot) -> Verdict {
-    diagnose(snap, &DiagnosisConfig::default())
+    crate::render::words::verdict(&diagnose(snap, &DiagnosisConfig::default()))
 }
 
 /// Asserts `|actual − expected| ≤ tol`.

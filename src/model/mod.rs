@@ -13,6 +13,7 @@
 //! * [`rest_template`]: a Flink REST URL from a job's labels (Kubernetes), values checked.
 
 pub mod catalog;
+pub mod facts;
 pub mod foreign;
 pub mod graph;
 pub mod notice;

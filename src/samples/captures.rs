@@ -93,5 +93,5 @@ pub fn verdict(capture: &Capture) -> Result<Verdict, String> {
         },
     ))
     .map_err(|e| e.to_string())?;
-    Ok(diagnose(&snapshot, &config.diagnosis))
+    Ok(crate::render::words::verdict(&diagnose(&snapshot, &config.diagnosis)))
 }

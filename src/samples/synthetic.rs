@@ -249,7 +249,7 @@ mod tests {
             },
         ))
         .unwrap();
-        let v = diagnose(&snapshot, &config.diagnosis);
+        let v = crate::render::words::verdict(&diagnose(&snapshot, &config.diagnosis));
         assert_eq!(v.culprit.unwrap().vertex_id, SyntheticJob::vertex_id(4));
         assert_eq!(v.finding.as_str(), "headroom");
         // 3 subtasks × 500 records/s = 1500 records/s into the culprit.

@@ -379,7 +379,7 @@ impl Live {
         }
         notes.extend(source.warnings().into_iter().map(|w| format!("Prometheus warning: {w}")));
         snapshot.notes.extend(notes);
-        Ok(redact_verdict(&self.redactor, diagnose(&snapshot, &self.config.diagnosis)))
+        Ok(redact_verdict(&self.redactor, crate::render::words::verdict(&diagnose(&snapshot, &self.config.diagnosis))))
     }
 }
 

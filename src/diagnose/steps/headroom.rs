@@ -145,18 +145,21 @@ fn at_capacity(ctx: &Context, culprit: Option<&VertexSignals>, subject: &VertexS
             pct(rho),
             subject.parallelism_now(),
             n.parallelism
-        ),
+        )
+        .into(),
         (Some(_), Some(_)) => format!(
             "{} is the culprit: it runs at {} of its capacity, and more parallelism cannot help (see the fix).",
             subject.name,
             pct(rho)
-        ),
-        (Some(_), None) => format!("{} is the culprit: it runs at {} of its capacity.", subject.name, pct(rho)),
+        )
+        .into(),
+        (Some(_), None) => format!("{} is the culprit: it runs at {} of its capacity.", subject.name, pct(rho)).into(),
         (None, _) => format!(
             "No backpressure yet, but {} runs at {} of its capacity: bursts will turn into lag.",
             subject.name,
             pct(rho)
-        ),
+        )
+        .into(),
     });
     r
 }
@@ -257,10 +260,10 @@ fn no_single_culprit(
         }
     }
     r.not_the_fix.push(format!("Scaling only {}: the next vertex near capacity becomes the bottleneck.", subject.name));
-    r.summary = Some(format!(
-        "No single culprit: {} vertices run near capacity ({list}); the job needs more capacity.",
-        near.len()
-    ));
+    r.summary = Some(
+        format!("No single culprit: {} vertices run near capacity ({list}); the job needs more capacity.", near.len())
+            .into(),
+    );
     HeadroomResult { report: r, subject: None, no_single_culprit: true }
 }
 
@@ -328,7 +331,7 @@ pub fn async_io(ctx: &Context, v: &VertexSignals, rho: f64) -> Option<StepReport
         pct(rho),
         pct(cpu),
     ));
-    r.fix.push("Fix the latency of the service it calls (its p99 is what bounds throughput), or cache its answers (lookup joins: lookup.cache = 'PARTIAL' with lookup.partial-cache.max-rows and lookup.partial-cache.expire-after-write).".into());
+    r.fix.push("Fix the latency of the service it calls (its p99 is what bounds throughput), or cache its answers (lookup joins: lookup.cache = 'PARTIAL' with lookup.partial-cache.max-rows and lookup.partial-cache.expire-after-write).");
     let capacity_fix = match (settings.and_then(|s| s.capacity), lookups) {
         (Some(c), Some(rate)) => format!(
             "Raise the in-flight capacity from {c} to {} (SQL: table.exec.async-lookup.buffer-capacity; DataStream: the capacity argument of AsyncDataStream.unorderedWait): at the same latency the ceiling doubles to ~{} requests/s, if the service can take the extra concurrency{}.",
@@ -339,7 +342,7 @@ pub fn async_io(ctx: &Context, v: &VertexSignals, rho: f64) -> Option<StepReport
         _ => "Raise the in-flight capacity of the async operator (AsyncDataStream.unorderedWait(…, timeout, capacity); SQL: table.exec.async-lookup.buffer-capacity) and check its timeout: the ceiling grows with it at the same latency.".to_string(),
     };
     r.fix.push(capacity_fix);
-    r.not_the_fix.push("More CPU or memory for the TaskManagers: they are waiting, not computing.".into());
+    r.not_the_fix.push("More CPU or memory for the TaskManagers: they are waiting, not computing.");
     if v.is_source {
         r.not_the_fix.push(format!(
             "More source parallelism or partitions for {}: the reader is not what is slow; more subtasks only add waiting slots in front of the same slow service.",
@@ -358,8 +361,9 @@ pub fn async_io(ctx: &Context, v: &VertexSignals, rho: f64) -> Option<StepReport
     if let Some(rate) = lookups {
         r.evidence.push(ctx.evidence(&v.name, "async requests completed", rate, "records/s", None, "records_in"));
     }
-    r.summary =
-        Some(format!("{} is the culprit: its async I/O waits on the service it calls (CPU {}).", v.name, pct(cpu)));
+    r.summary = Some(
+        format!("{} is the culprit: its async I/O waits on the service it calls (CPU {}).", v.name, pct(cpu)).into(),
+    );
     Some(r)
 }
 
@@ -433,11 +437,11 @@ mod tests {
         let h = on_score(&snap);
         assert!(!h.no_single_culprit);
         assert_eq!((h.report.outcome, h.report.finding), (Outcome::Hit, Some(Finding::Headroom)));
-        assert!(h.report.fix[0].contains("parallelism 2 to 4"), "{:?}", h.report.fix);
-        assert!(!h.report.fix[0].contains("lower bound"), "{:?}", h.report.fix);
+        assert!(h.report.fix[0].to_string().contains("parallelism 2 to 4"), "{:?}", h.report.fix);
+        assert!(!h.report.fix[0].to_string().contains("lower bound"), "{:?}", h.report.fix);
         assert_close(evidence(&h.report.evidence, "offered rate").value, 2280.0, 1e-6);
         // Busy time per record = ρ × 1000 ms × 2 / 1900 records/s = 0.95 × 2000 / 1900 = 1.00 ms.
-        assert!(h.report.fix[1].contains("1.00 ms of busy time per record"), "{:?}", h.report.fix);
+        assert!(h.report.fix[1].to_string().contains("1.00 ms of busy time per record"), "{:?}", h.report.fix);
         assert_close(evidence(&h.report.evidence, "utilisation ρ (mean busyTimeMsPerSecond)").value, 0.95, 1e-9);
     }
 
@@ -452,7 +456,8 @@ mod tests {
         assert!(!needed.offered_known);
         let h = on_score(&snap);
         assert!(
-            h.report.fix[0].contains("parallelism 2 to 3") && h.report.fix[0].contains("lower bound"),
+            h.report.fix[0].to_string().contains("parallelism 2 to 3")
+                && h.report.fix[0].to_string().contains("lower bound"),
             "{:?}",
             h.report.fix
         );
@@ -464,7 +469,7 @@ mod tests {
         let snap = job().subtask("score", 1, 0.75, 0.0, 0.25, 950.0).build();
         let h = on_score(&snap);
         assert_eq!((h.report.outcome, h.report.finding), (Outcome::Clear, None));
-        assert!(h.report.detail.contains("ρ = 0.85"), "{}", h.report.detail);
+        assert!(h.report.detail.to_string().contains("ρ = 0.85"), "{}", h.report.detail);
     }
 
     #[test]
@@ -501,7 +506,7 @@ mod tests {
         assert!(h.no_single_culprit);
         assert_eq!(h.subject, None);
         assert_eq!(
-            h.report.fix,
+            h.report.fix.iter().map(|f| f.to_string()).collect::<Vec<_>>(),
             [
                 "a: parallelism 2 to 3: ceil(2 × (offered 1000 records/s / 0.7) / capacity 1090 records/s) — the offered rate is the observed one, a lower bound: without source lag data the real demand is unknown.",
                 "b: parallelism 2 to 3: ceil(2 × (offered 1000 records/s / 0.7) / capacity 1140 records/s) — the offered rate is the observed one, a lower bound: without source lag data the real demand is unknown."
@@ -558,7 +563,9 @@ mod tests {
         let h = with_context(&snap, |ctx| run(ctx, None));
         assert_eq!(h.report.finding, Some(Finding::Headroom));
         assert_eq!(h.subject.as_deref(), Some("score"));
-        assert!(h.report.summary.as_deref().unwrap().starts_with("No backpressure yet, but score runs at 95%"));
+        assert!(
+            h.report.summary.as_ref().unwrap().to_string().starts_with("No backpressure yet, but score runs at 95%")
+        );
     }
 
     /// Source (red) → lookup chain (0.95 busy) on tm-1 and tm-2 with CPU `cpu_1`, `cpu_2`
@@ -589,8 +596,12 @@ mod tests {
         assert_close(evidence(&h.report.evidence, "Status.JVM.CPU.Load").value, 0.2, 1e-9);
         // 2 × 200 records/s = 400 requests/s, 200 per subtask = capacity ÷ latency: with a
         // capacity of 100, 100 × 2 / 400 = 0.50 s per request.
-        assert!(h.report.cause[0].contains("It completes 400 requests/s over 2 subtasks"), "{:?}", h.report.cause);
-        assert!(h.report.cause[0].contains("0.50 s per request"), "{:?}", h.report.cause);
+        assert!(
+            h.report.cause[0].to_string().contains("It completes 400 requests/s over 2 subtasks"),
+            "{:?}",
+            h.report.cause
+        );
+        assert!(h.report.cause[0].to_string().contains("0.50 s per request"), "{:?}", h.report.cause);
         assert_eq!(verdict(&snap).finding, Finding::AsyncIo);
     }
 

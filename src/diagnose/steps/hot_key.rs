@@ -178,7 +178,7 @@ fn hot_key_report(ctx: &Context, culprit: &VertexSignals, h: &Hot, evidence: &mu
         pct(share),
         hot.subtask,
         num(job_max)
-    ));
+    ).into());
     evidence.push(ctx.evidence(
         &culprit.name,
         "job maximum at this key share",
@@ -249,13 +249,16 @@ fn slow_instance_report(ctx: &Context, culprit: &VertexSignals, h: &Hot, evidenc
         "More parallelism for {}: the slow instance stays slow and keeps its share of the keys.",
         culprit.name
     ));
-    r.summary = Some(format!(
-        "{} is the culprit: subtask {} on TaskManager {tm} is slow ({} busy vs {}) although its records are even.",
-        culprit.name,
-        hot.subtask,
-        pct(hot_busy),
-        pct(others)
-    ));
+    r.summary = Some(
+        format!(
+            "{} is the culprit: subtask {} on TaskManager {tm} is slow ({} busy vs {}) although its records are even.",
+            culprit.name,
+            hot.subtask,
+            pct(hot_busy),
+            pct(others)
+        )
+        .into(),
+    );
     r
 }
 
@@ -336,11 +339,15 @@ mod tests {
         assert_close(evidence(&r.evidence, "median busy of the other subtasks").value, 0.2, 1e-9);
         assert_close(evidence(&r.evidence, "job maximum at this key share").value, 2500.0, 1e-6);
         // 1.25 printed with one decimal: round half to even → "1.2".
-        assert!(r.cause[1].contains("1/s = 1.2×"), "{:?}", r.cause);
-        assert!(r.cause[1].contains("~2000 records/s") && r.cause[1].contains("~2500 records/s"), "{:?}", r.cause);
+        assert!(r.cause[1].to_string().contains("1/s = 1.2×"), "{:?}", r.cause);
+        assert!(
+            r.cause[1].to_string().contains("~2000 records/s") && r.cause[1].to_string().contains("~2500 records/s"),
+            "{:?}",
+            r.cause
+        );
         // An aggregate: pre-aggregate / two-phase aggregation applies.
-        assert!(r.fix.iter().any(|f| f.contains("TWO_PHASE")), "{:?}", r.fix);
-        assert!(r.not_the_fix[0].contains("More parallelism"), "{:?}", r.not_the_fix);
+        assert!(r.fix.iter().any(|f| f.to_string().contains("TWO_PHASE")), "{:?}", r.fix);
+        assert!(r.not_the_fix[0].to_string().contains("More parallelism"), "{:?}", r.not_the_fix);
     }
 
     #[test]
@@ -354,7 +361,7 @@ mod tests {
             .build();
         let r = on_vertex(&snap, "agg", run);
         assert_eq!((r.outcome, r.finding), (Outcome::NoData, None));
-        assert!(r.detail.contains("Only 3 of agg's 4 subtasks"), "{}", r.detail);
+        assert!(r.detail.to_string().contains("Only 3 of agg's 4 subtasks"), "{}", r.detail);
         assert_eq!(verdict(&snap).confidence, crate::model::verdict::Confidence::Low);
     }
 
@@ -363,15 +370,15 @@ mod tests {
         let snap = hot_key_job("Join(joinType=[InnerJoin])").build();
         let r = on_vertex(&snap, "agg", run);
         assert_eq!(r.finding, Some(Finding::HotKey));
-        assert!(r.fix[0].starts_with("Salting is wrong"), "{:?}", r.fix);
+        assert!(r.fix[0].to_string().starts_with("Salting is wrong"), "{:?}", r.fix);
     }
 
     #[test]
     fn a_hot_key_in_an_operator_of_unknown_kind_says_when_salting_applies() {
         let snap = hot_key_job("fraud-score").build();
         let r = on_vertex(&snap, "agg", run);
-        assert!(r.fix[0].contains("applies only if"), "{:?}", r.fix);
-        assert!(r.fix[1].contains("[diagnosis.operator_kinds]"), "{:?}", r.fix);
+        assert!(r.fix[0].to_string().contains("applies only if"), "{:?}", r.fix);
+        assert!(r.fix[1].to_string().contains("[diagnosis.operator_kinds]"), "{:?}", r.fix);
     }
 
     #[test]
@@ -425,15 +432,16 @@ mod tests {
         assert_eq!((r.outcome, r.finding), (Outcome::Hit, Some(Finding::SlowInstance)));
         assert_eq!(r.subtasks, Some(vec![1]));
         assert_close(evidence(&r.evidence, "share of numRecordsIn").value, 0.25, 1e-9);
-        assert!(r.cause[0].contains("TaskManager tm-bad on host node-7"), "{:?}", r.cause);
-        assert!(r.cause[1].contains("120 ms/s against 12 ms/s"), "{:?}", r.cause);
+        assert!(r.cause[0].to_string().contains("TaskManager tm-bad on host node-7"), "{:?}", r.cause);
+        assert!(r.cause[1].to_string().contains("120 ms/s against 12 ms/s"), "{:?}", r.cause);
         assert!(
-            r.fix[0].contains("TaskManager tm-bad on host node-7") && r.fix[0].contains("(120 ms/s now)"),
+            r.fix[0].to_string().contains("TaskManager tm-bad on host node-7")
+                && r.fix[0].to_string().contains("(120 ms/s now)"),
             "{:?}",
             r.fix
         );
-        assert!(r.summary.as_deref().unwrap().contains("tm-bad"));
-        assert!(r.not_the_fix.iter().any(|n| n.starts_with("Salting")), "{:?}", r.not_the_fix);
+        assert!(r.summary.as_ref().unwrap().to_string().contains("tm-bad"));
+        assert!(r.not_the_fix.iter().any(|n| n.to_string().starts_with("Salting")), "{:?}", r.not_the_fix);
     }
 
     #[test]
@@ -442,7 +450,7 @@ mod tests {
         let snap = slow_instance_job(15.0).build();
         let r = on_vertex(&snap, "agg", run);
         assert!(
-            r.cause[1].starts_with("Garbage collection is not the reason: 15 ms/s there, 12 ms/s"),
+            r.cause[1].to_string().starts_with("Garbage collection is not the reason: 15 ms/s there, 12 ms/s"),
             "{:?}",
             r.cause
         );
@@ -462,7 +470,7 @@ mod tests {
         let r = on_vertex(&snap, "agg", run);
         assert_eq!(r.finding, Some(Finding::SlowInstance));
         assert_eq!(r.missing, ["Status.JVM.GarbageCollector.All.Time"]);
-        assert!(r.cause[0].contains("TaskManager unknown"), "{:?}", r.cause);
+        assert!(r.cause[0].to_string().contains("TaskManager unknown"), "{:?}", r.cause);
     }
 
     #[test]
@@ -497,7 +505,7 @@ mod tests {
             .build();
         let r = on_vertex(&snap, "agg", run);
         assert_eq!((r.outcome, r.finding), (Outcome::Clear, None));
-        assert!(r.detail.contains("97%, 95%, 95%, 94%"), "{}", r.detail);
+        assert!(r.detail.to_string().contains("97%, 95%, 95%, 94%"), "{}", r.detail);
     }
 
     #[test]

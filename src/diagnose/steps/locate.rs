@@ -260,7 +260,7 @@ fn culprit_report(
     }
     chain_advice(first, &mut report);
     if culprits.len() > 1 {
-        report.detail.push_str(&format!(
+        report.detail = report.detail.clone().then(format!(
             " {} independent culprits: {}.",
             culprits.len(),
             culprits.iter().map(|(v, n)| format!("{} ({} red upstream)", v.name, n)).collect::<Vec<_>>().join(", ")
@@ -421,7 +421,8 @@ fn with_alternation(ctx: &Context, mut located: Located) -> Located {
     located.report.cause.push(format!(
         "The bottleneck alternates between vertices (window firings, bursts): read sample by sample, the share of the window each holds the job back is {list}; {first} holds it back most often, so the fix starts there, and the others come next."
     ));
-    located.report.detail.push_str(&format!(" The bottleneck alternates: {list} of the samples."));
+    located.report.detail =
+        located.report.detail.clone().then(format!(" The bottleneck alternates: {list} of the samples."));
     if located.culprits.first().map(String::as_str) != Some(ctx.signals.vertices[holders[0].0].id.as_str())
         && located.report.finding.is_none()
     {
@@ -562,7 +563,7 @@ fn network_report(ctx: &Context, from: &str, to: &str, red_list: &str) -> StepRe
     report.summary = Some(format!(
         "Inconclusive: backpressure stops at the exchange {} → {}, whose receiver is neither backpressured nor busy.",
         from_v.name, to_v.name
-    ));
+    ).into());
     for v in [from_v, to_v] {
         if let Some(b) = v.busy_max() {
             report.evidence.push(ctx.evidence(&v.name, "busyTimeMsPerSecond", b, "ratio", Some(t.busy_ratio), "busy"));
@@ -667,23 +668,25 @@ fn source_report(ctx: &Context, v: &VertexSignals, busy: Option<f64>, growth: f6
         v.name, v.parallelism
     ));
     r.fix.push(
-        "Tune the source's fetch settings (Kafka: properties.fetch.min.bytes, properties.max.partition.fetch.bytes, properties.max.poll.records) and check deserialization cost.".into(),
+        "Tune the source's fetch settings (Kafka: properties.fetch.min.bytes, properties.max.partition.fetch.bytes, properties.max.poll.records) and check deserialization cost.",
     );
     if busy.is_none() {
         r.fix.push(
-            "Move to the FLIP-27 KafkaSource: it reports busy, idle and pendingRecords, so its load can be read."
-                .into(),
+            "Move to the FLIP-27 KafkaSource: it reports busy, idle and pendingRecords, so its load can be read.",
         );
     }
-    r.summary = Some(format!(
-        "Source {} is the culprit: {}; its lag grows by {} records/s.",
-        v.name,
-        match busy {
-            Some(b) => format!("it is {} busy and cannot keep up", pct(b)),
-            None => "it cannot keep up (its busy time is unknown)".into(),
-        },
-        num(growth)
-    ));
+    r.summary = Some(
+        format!(
+            "Source {} is the culprit: {}; its lag grows by {} records/s.",
+            v.name,
+            match busy {
+                Some(b) => format!("it is {} busy and cannot keep up", pct(b)),
+                None => "it cannot keep up (its busy time is unknown)".into(),
+            },
+            num(growth)
+        )
+        .into(),
+    );
     if let Some(b) = busy {
         r.evidence.push(ctx.evidence(&v.name, "busyTimeMsPerSecond", b, "ratio", Some(t.source_busy_ratio), "busy"));
     }
@@ -785,7 +788,11 @@ mod tests {
         let busy = evidence(&located.report.evidence, "busyTimeMsPerSecond");
         assert_eq!((busy.subject.as_str(), busy.value, busy.threshold), ("score", 0.98, Some(0.5)));
         // Both red vertices (src, parse) are upstream: the fix is not theirs.
-        assert!(located.report.not_the_fix[0].contains("Source: txn, parse"), "{:?}", located.report.not_the_fix);
+        assert!(
+            located.report.not_the_fix[0].to_string().contains("Source: txn, parse"),
+            "{:?}",
+            located.report.not_the_fix
+        );
         assert!(located.network.is_empty());
     }
 
@@ -803,8 +810,8 @@ mod tests {
         let located = with_context(&snap, run);
         assert_ne!(located.report.finding, Some(Finding::Network));
         assert!(located.network.is_empty());
-        assert!(located.report.detail.contains("score"), "{}", located.report.detail);
-        assert!(!located.report.detail.contains("score 0%"), "{}", located.report.detail);
+        assert!(located.report.detail.to_string().contains("score"), "{}", located.report.detail);
+        assert!(!located.report.detail.to_string().contains("score 0%"), "{}", located.report.detail);
     }
 
     #[test]
@@ -820,7 +827,9 @@ mod tests {
         let located = with_context(&snap, run);
         assert_eq!(located.culprits, ["score"]);
         assert!(
-            located.report.cause[0].contains("busy 98% of the time (max over the 1 of 2 subtasks with data)"),
+            located.report.cause[0]
+                .to_string()
+                .contains("busy 98% of the time (max over the 1 of 2 subtasks with data)"),
             "{:?}",
             located.report.cause
         );
@@ -839,7 +848,7 @@ mod tests {
             .build();
         let located = with_context(&snap, run);
         assert_eq!(located.culprits, ["score"]);
-        assert!(located.report.cause[0].contains("(max over 2 subtasks)"), "{:?}", located.report.cause);
+        assert!(located.report.cause[0].to_string().contains("(max over 2 subtasks)"), "{:?}", located.report.cause);
         let red_p = evidence(&located.report.evidence[2..], "backPressuredTimeMsPerSecond");
         assert_eq!((red_p.subject.as_str(), red_p.value), ("Source: txn", 0.97));
     }
@@ -869,7 +878,11 @@ mod tests {
         let located = with_context(&snap, run);
         assert_eq!(located.report.outcome, Outcome::NoData);
         assert!(located.network.is_empty() && located.culprits.is_empty());
-        assert!(located.report.detail.contains("score: 1 of 2 subtasks report"), "{}", located.report.detail);
+        assert!(
+            located.report.detail.to_string().contains("score: 1 of 2 subtasks report"),
+            "{}",
+            located.report.detail
+        );
         let v = verdict(&snap);
         assert_eq!(v.status, Status::Inconclusive);
         assert!(v.notes.iter().any(|n| n.contains("score (1 of 2)")), "{:?}", v.notes);
@@ -889,7 +902,7 @@ mod tests {
         assert_eq!(located.report.finding, Some(Finding::Network));
         assert!(located.culprits.is_empty());
         assert_eq!(located.network, [("parse".to_string(), "score".to_string())]);
-        assert!(located.report.detail.contains("parse → score"), "{}", located.report.detail);
+        assert!(located.report.detail.to_string().contains("parse → score"), "{}", located.report.detail);
 
         let v = verdict(&snap);
         assert_eq!(v.status, Status::Inconclusive);
@@ -933,7 +946,7 @@ mod tests {
         let located = with_context(&snap, run);
         assert_eq!(located.culprits, ["ca", "cb"]);
         assert!(
-            located.report.detail.contains("a-score (3 red upstream), b-score (1 red upstream)"),
+            located.report.detail.to_string().contains("a-score (3 red upstream), b-score (1 red upstream)"),
             "{}",
             located.report.detail
         );
@@ -992,7 +1005,7 @@ mod tests {
         assert_eq!(located.report.finding, Some(Finding::Source));
         assert_eq!(located.culprits, ["src"]);
         assert_close(evidence(&located.report.evidence, "lag growth").value, 100.0, 1e-6);
-        assert!(located.report.fix[0].contains("parallelism (now 2)"), "{:?}", located.report.fix);
+        assert!(located.report.fix[0].to_string().contains("parallelism (now 2)"), "{:?}", located.report.fix);
 
         let v = verdict(&snap);
         assert_eq!((v.status, v.finding), (Status::CulpritFound, Finding::Source));
@@ -1054,7 +1067,7 @@ mod tests {
             line_job().all_subtasks("src", 0.0, 0.9, 0.1, None).all_subtasks("parse", 0.0, 0.9, 0.1, 100.0).build();
         let located = with_context(&snap, run);
         assert_eq!(located.report.outcome, Outcome::NoData);
-        assert!(located.report.detail.contains("score"), "{}", located.report.detail);
+        assert!(located.report.detail.to_string().contains("score"), "{}", located.report.detail);
         assert_eq!(verdict(&snap).status, Status::Inconclusive);
     }
 
@@ -1071,7 +1084,7 @@ mod tests {
             .build();
         let located = with_context(&snap, run);
         assert_eq!(located.culprits.first().map(String::as_str), Some("score"));
-        assert!(located.report.detail.contains("Without the job graph"), "{}", located.report.detail);
+        assert!(located.report.detail.to_string().contains("Without the job graph"), "{}", located.report.detail);
 
         let v = verdict(&snap);
         assert_eq!(v.culprit.as_ref().unwrap().vertex_id, "score");
@@ -1211,11 +1224,15 @@ mod tests {
         let located = with_context(&snap, run);
         assert_eq!(located.culprits, ["mid"]);
         assert!(
-            located.report.cause.iter().any(|c| c.contains("chains 2 operators (enrich, score)")),
+            located.report.cause.iter().any(|c| c.to_string().contains("chains 2 operators (enrich, score)")),
             "{:?}",
             located.report.cause
         );
-        assert!(located.report.fix.iter().any(|f| f.contains("disableChaining()")), "{:?}", located.report.fix);
+        assert!(
+            located.report.fix.iter().any(|f| f.to_string().contains("disableChaining()")),
+            "{:?}",
+            located.report.fix
+        );
     }
 
     /// Flink ≤ 1.12: no busy time, backpressure as the share of isBackPressured samples,
@@ -1247,8 +1264,12 @@ mod tests {
         assert_eq!(evidence(&located.report.evidence, "inPoolUsage").value, 0.97);
         assert_eq!(evidence(&located.report.evidence, "outPoolUsage").value, 0.2);
         assert!(!located.report.evidence.iter().any(|e| e.metric == "busyTimeMsPerSecond"));
-        assert!(located.report.detail.contains("predates Flink 1.13"), "{}", located.report.detail);
-        assert!(!located.report.cause.join(" ").contains("busy 0%"), "{:?}", located.report.cause);
+        assert!(located.report.detail.to_string().contains("predates Flink 1.13"), "{}", located.report.detail);
+        assert!(
+            !located.report.cause.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(" ").contains("busy 0%"),
+            "{:?}",
+            located.report.cause
+        );
     }
 
     #[test]
@@ -1256,7 +1277,7 @@ mod tests {
         let snap = classic_job(&[("sink", Some(1.0), None)], "sink");
         let located = with_context(&snap, run);
         assert_eq!(located.culprits, ["sink"]);
-        assert!(located.report.cause[0].contains("no output pool"), "{:?}", located.report.cause);
+        assert!(located.report.cause[0].to_string().contains("no output pool"), "{:?}", located.report.cause);
     }
 
     #[test]
@@ -1267,7 +1288,7 @@ mod tests {
         assert!(located.culprits.is_empty());
         assert_eq!(located.network, [("parse".to_string(), "score".to_string())]);
         assert_eq!(located.report.finding, Some(Finding::Network));
-        assert!(located.report.detail.contains("inPoolUsage 30%"), "{}", located.report.detail);
+        assert!(located.report.detail.to_string().contains("inPoolUsage 30%"), "{}", located.report.detail);
     }
 
     #[test]

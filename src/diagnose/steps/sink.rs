@@ -66,10 +66,13 @@ pub fn run(ctx: &Context, culprit: &VertexSignals) -> StepReport {
                     ));
                 }
             }
-            r.summary = Some(format!(
-                "{} (sink) is the culprit: one of its subtasks ({}) is the bottleneck, the others are mostly idle.",
-                culprit.name, hot.subtask
-            ));
+            r.summary = Some(
+                format!(
+                    "{} (sink) is the culprit: one of its subtasks ({}) is the bottleneck, the others are mostly idle.",
+                    culprit.name, hot.subtask
+                )
+                .into(),
+            );
         }
         None => {
             r.cause.push(uniform_cause(culprit, throughput, per_record_ms));
@@ -79,7 +82,7 @@ pub fn run(ctx: &Context, culprit: &VertexSignals) -> StepReport {
                 per_record_ms.map(|ms| format!("{ms:.2} ms")).unwrap_or_else(|| "too long".into())
             ));
             r.fix.push(
-                "Write in bigger batches: raise the sink's batch size and flush interval (JDBC sink.buffer-flush.max-rows / sink.buffer-flush.interval, Elasticsearch sink.bulk-flush.max-actions, Kafka properties.linger.ms and properties.batch.size).".into(),
+                "Write in bigger batches: raise the sink's batch size and flush interval (JDBC sink.buffer-flush.max-rows / sink.buffer-flush.interval, Elasticsearch sink.bulk-flush.max-actions, Kafka properties.linger.ms and properties.batch.size).",
             );
             if let Some(needed) =
                 headroom::parallelism_needed(ctx, culprit).filter(|n| n.parallelism > culprit.parallelism_now())
@@ -98,7 +101,7 @@ pub fn run(ctx: &Context, culprit: &VertexSignals) -> StepReport {
                 "{} (sink) is the culprit: the system it writes to is too slow ({} records/s); the vertices before it are backpressured.",
                 culprit.name,
                 throughput.map(num).unwrap_or_else(|| "unknown".into())
-            ));
+            ).into());
         }
     }
     if let Some(b) = culprit.busy_max() {
@@ -138,13 +141,13 @@ fn flushes_on_checkpoints(ctx: &Context, culprit: &VertexSignals, mut r: StepRep
         "Make {} flush by size and time between checkpoints instead of holding everything until snapshotState (buffer-flush max rows / interval: HBase sink.buffer-flush.max-rows and sink.buffer-flush.interval, JDBC sink.buffer-flush.*, Elasticsearch bulk-flush), so each checkpoint has little left to write.",
         culprit.name
     ));
-    r.fix.push("Look at the destination's write throughput during the flush (write throttling, flush or compaction queues of the database or region servers): the flush takes as long as it accepts the buffered rows.".into());
-    r.not_the_fix.push("Unaligned checkpoints: they let barriers overtake buffered data, but here the task thread itself is blocked in the snapshot.".into());
-    r.not_the_fix.push("Checkpoints as the finding: they are slow because the sink flushes in them, not because barriers wait behind data.".into());
+    r.fix.push("Look at the destination's write throughput during the flush (write throttling, flush or compaction queues of the database or region servers): the flush takes as long as it accepts the buffered rows.");
+    r.not_the_fix.push("Unaligned checkpoints: they let barriers overtake buffered data, but here the task thread itself is blocked in the snapshot.");
+    r.not_the_fix.push("Checkpoints as the finding: they are slow because the sink flushes in them, not because barriers wait behind data.");
     r.summary = Some(format!(
         "{} (sink) is the culprit: it stalls the job during every checkpoint (every ~{period_s} s), flushing what it buffered.",
         culprit.name
-    ));
+    ).into());
     if let Some(d) = last_duration {
         r.evidence.push(ctx.evidence("job", "lastCheckpointDuration", d, "ms", None, "checkpoints"));
     }
@@ -208,12 +211,12 @@ mod tests {
         assert_eq!((r.outcome, r.finding), (Outcome::Hit, Some(Finding::Sink)));
         assert_close(evidence(&r.evidence, "busy time per record").value, 3.0, 1e-9);
         assert_close(evidence(&r.evidence, "numRecordsIn rate").value, 600.0, 1e-9);
-        assert!(r.cause[0].contains("Both subtasks of the sink are busy (85%–95%)"), "{:?}", r.cause);
-        assert!(r.cause[0].contains("3.00 ms per record per writer"), "{:?}", r.cause);
-        assert!(r.fix[0].contains("3.00 ms"), "{:?}", r.fix);
+        assert!(r.cause[0].to_string().contains("Both subtasks of the sink are busy (85%–95%)"), "{:?}", r.cause);
+        assert!(r.cause[0].to_string().contains("3.00 ms per record per writer"), "{:?}", r.cause);
+        assert!(r.fix[0].to_string().contains("3.00 ms"), "{:?}", r.fix);
         // Capacity = 300/0.95 + 300/0.85 = 315.79 + 352.94 = 668.73 records/s; offered =
         // observed 600 (no source lag). ceil(2 × 600 / (668.73 × 0.7)) = ceil(2.564) = 3.
-        assert!(r.fix.iter().any(|f| f.contains("parallelism 2 to 3")), "{:?}", r.fix);
+        assert!(r.fix.iter().any(|f| f.to_string().contains("parallelism 2 to 3")), "{:?}", r.fix);
         // Uniform: no particular subtask.
         assert_eq!(r.subtasks, None);
     }
@@ -232,11 +235,12 @@ mod tests {
         assert_eq!(r.finding, Some(Finding::Sink));
         assert!(
             r.cause[0]
+                .to_string()
                 .starts_with("The 2 subtasks with data of the sink are busy (88%–95%; 1 of 3 subtasks without data)"),
             "{:?}",
             r.cause
         );
-        assert!(!r.cause[0].contains("0%–"), "{:?}", r.cause);
+        assert!(!r.cause[0].to_string().contains("0%–"), "{:?}", r.cause);
         // b_max over the subtasks with data: 0.95.
         assert_close(evidence(&r.evidence, "busyTimeMsPerSecond").value, 0.95, 1e-9);
     }
@@ -248,7 +252,7 @@ mod tests {
         let snap = job(2, "REBALANCE").all_subtasks("sink", None, None, None, 300.0).build();
         let r = on_vertex(&snap, "sink", run);
         for line in r.cause.iter().chain(&r.fix) {
-            assert!(!line.contains(" 0%"), "{line}");
+            assert!(!line.to_string().contains(" 0%"), "{line}");
         }
         assert!(r.evidence.iter().all(|e| e.metric != "busyTimeMsPerSecond"), "{:?}", r.evidence);
     }
@@ -267,9 +271,9 @@ mod tests {
         let r = on_vertex(&snap, "sink", run);
         assert_eq!(r.finding, Some(Finding::Sink));
         assert_eq!(r.subtasks, Some(vec![1]));
-        assert!(r.cause[0].contains("One sink writer is slow"), "{:?}", r.cause);
-        assert!(r.cause[0].contains("(share 0.25)"), "{:?}", r.cause);
-        assert!(r.fix[0].contains("TaskManager (tm-7)"), "{:?}", r.fix);
+        assert!(r.cause[0].to_string().contains("One sink writer is slow"), "{:?}", r.cause);
+        assert!(r.cause[0].to_string().contains("(share 0.25)"), "{:?}", r.cause);
+        assert!(r.fix[0].to_string().contains("TaskManager (tm-7)"), "{:?}", r.fix);
     }
 
     #[test]
@@ -285,8 +289,8 @@ mod tests {
         let r = on_vertex(&snap, "sink", run);
         assert_eq!(r.finding, Some(Finding::Sink));
         assert_eq!(r.subtasks, Some(vec![0]));
-        assert!(r.cause[0].contains("a hot key or document at the destination"), "{:?}", r.cause);
-        assert!(r.cause[0].contains("share 0.70 at parallelism 4"), "{:?}", r.cause);
+        assert!(r.cause[0].to_string().contains("a hot key or document at the destination"), "{:?}", r.cause);
+        assert!(r.cause[0].to_string().contains("share 0.70 at parallelism 4"), "{:?}", r.cause);
     }
 
     #[test]

@@ -223,7 +223,7 @@ fn stall_signs(ctx: &Context, culprit: &VertexSignals, readings: &Readings) -> (
 
 /// RocksDB stalls writes: the cause and the fixes.
 fn stall_report(mut r: StepReport, culprit: &VertexSignals, signs: &[String]) -> StepReport {
-    r.detail = format!("RocksDB of {} stalls writes: {}.", culprit.name, signs.join(", "));
+    r.detail = format!("RocksDB of {} stalls writes: {}.", culprit.name, signs.join(", ")).into();
     r.cause.push(format!(
         "{} is stateful and its RocksDB cannot keep up with the writes: {}. Write stalls block the task thread, which shows upstream as backpressure.",
         culprit.name,
@@ -235,7 +235,7 @@ fn stall_report(mut r: StepReport, culprit: &VertexSignals, signs: &[String]) ->
         "A faster local disk for RocksDB: point state.backend.rocksdb.localdir at local SSD/NVMe, not network storage or the container's overlay filesystem.".to_string(),
         "Less state to write: a state TTL (StateTtlConfig, or table.exec.state.ttl in SQL) and incremental checkpoints (execution.checkpointing.incremental: true).".to_string(),
     ]);
-    r.summary = Some(format!("{} is the culprit: its RocksDB state backend stalls writes.", culprit.name));
+    r.summary = Some(format!("{} is the culprit: its RocksDB state backend stalls writes.", culprit.name).into());
     r
 }
 
@@ -268,11 +268,12 @@ fn watermark_stall(ctx: &Context, culprit: &VertexSignals) -> Option<StepReport>
         human_secs(behind_s.max(0.0)),
         human_secs(span_ms as f64 / 1000.0)
     ));
-    r.fix.push("Mark idle inputs idle: WatermarkStrategy.withIdleness(Duration.ofMinutes(1)) on the sources (SQL: table.exec.source.idle-timeout: 1 min), or fix the input that stopped (an empty partition, a stalled upstream).".into());
-    r.not_the_fix.push("Tuning the state backend: the state grows because event time stands still.".into());
+    r.fix.push("Mark idle inputs idle: WatermarkStrategy.withIdleness(Duration.ofMinutes(1)) on the sources (SQL: table.exec.source.idle-timeout: 1 min), or fix the input that stopped (an empty partition, a stalled upstream).");
+    r.not_the_fix.push("Tuning the state backend: the state grows because event time stands still.");
     r.evidence.push(ctx.evidence(&culprit.name, "currentInputWatermark lag", behind_s, "s", None, "input_watermark"));
-    r.summary =
-        Some(format!("{} is the culprit: its watermark is stuck, so its state and timers pile up.", culprit.name));
+    r.summary = Some(
+        format!("{} is the culprit: its watermark is stuck, so its state and timers pile up.", culprit.name).into(),
+    );
     Some(r)
 }
 
@@ -305,7 +306,7 @@ mod tests {
     fn a_stateless_culprit_is_clear() {
         let r = report(&job("FORWARD").build());
         assert_eq!((r.outcome, r.finding), (Outcome::Clear, None));
-        assert!(r.detail.contains("stateless"), "{}", r.detail);
+        assert!(r.detail.to_string().contains("stateless"), "{}", r.detail);
     }
 
     #[test]
@@ -318,7 +319,7 @@ mod tests {
                 "RocksDB native metrics of stateful-score (state.backend.rocksdb.metrics.{is-write-stopped, actual-delayed-write-rate, estimate-pending-compaction-bytes, compaction-pending, mem-table-flush-pending, stall-micros}: true)"
             ]
         );
-        assert!(r.detail.contains("state.backend.rocksdb.metrics.is-write-stopped: true"), "{}", r.detail);
+        assert!(r.detail.to_string().contains("state.backend.rocksdb.metrics.is-write-stopped: true"), "{}", r.detail);
     }
 
     #[test]
@@ -326,7 +327,7 @@ mod tests {
         let snap = job("HASH").checkpoint_config(10, 600, false, Some("HashMapStateBackend")).build();
         let r = report(&snap);
         assert_eq!(r.outcome, Outcome::Clear);
-        assert!(r.detail.contains("HashMapStateBackend"), "{}", r.detail);
+        assert!(r.detail.to_string().contains("HashMapStateBackend"), "{}", r.detail);
     }
 
     #[test]
@@ -350,9 +351,9 @@ mod tests {
             .build();
         let r = report(&snap);
         assert_eq!((r.outcome, r.finding), (Outcome::Hit, Some(Finding::StateBackend)));
-        assert!(r.detail.contains("is_write_stopped reached 1"), "{}", r.detail);
+        assert!(r.detail.to_string().contains("is_write_stopped reached 1"), "{}", r.detail);
         assert_eq!(evidence(&r.evidence, "rocksdb is_write_stopped").value, 1.0);
-        assert!(r.fix.iter().any(|f| f.contains("state.backend.rocksdb.thread.num")), "{:?}", r.fix);
+        assert!(r.fix.iter().any(|f| f.to_string().contains("state.backend.rocksdb.thread.num")), "{:?}", r.fix);
     }
 
     #[test]
@@ -363,7 +364,7 @@ mod tests {
             .build();
         let r = report(&snap);
         assert_eq!(r.finding, Some(Finding::StateBackend));
-        assert!(r.detail.contains("actual_delayed_write_rate up to 16.8 MB/s"), "{}", r.detail);
+        assert!(r.detail.to_string().contains("actual_delayed_write_rate up to 16.8 MB/s"), "{}", r.detail);
         assert_close(evidence(&r.evidence, "rocksdb actual_delayed_write_rate").value, 16_780_000.0, 1.0);
     }
 
@@ -374,7 +375,7 @@ mod tests {
             job("HASH").rocksdb(RocksDbSubtask { stall_micros_per_s: Some(250_000.0), ..rocks("score", 1) }).build();
         let r = report(&snap);
         assert_eq!(r.finding, Some(Finding::StateBackend));
-        assert!(r.detail.contains("writes stalled 250 ms of every second"), "{}", r.detail);
+        assert!(r.detail.to_string().contains("writes stalled 250 ms of every second"), "{}", r.detail);
         assert_close(evidence(&r.evidence, "rocksdb stall_micros rate").value, 0.25, 1e-12);
     }
 
@@ -410,7 +411,7 @@ mod tests {
             .build();
         let r = report(&snap);
         assert_eq!((r.outcome, r.finding), (Outcome::Clear, None));
-        assert!(r.detail.contains("pending compaction bytes 410.0 MB"), "{}", r.detail);
+        assert!(r.detail.to_string().contains("pending compaction bytes 410.0 MB"), "{}", r.detail);
     }
 
     #[test]
@@ -453,7 +454,7 @@ mod tests {
             job("HASH").rocksdb(RocksDbSubtask { compaction_pending_ratio: Some(0.9), ..rocks("score", 0) }).build();
         let r = report(&snap);
         assert_eq!(r.finding, Some(Finding::StateBackend));
-        assert!(r.detail.contains("compaction_pending set in 90% of samples"), "{}", r.detail);
+        assert!(r.detail.to_string().contains("compaction_pending set in 90% of samples"), "{}", r.detail);
     }
 
     #[test]
@@ -493,8 +494,8 @@ mod tests {
         assert_eq!(r.finding, Some(Finding::WatermarkStall));
         assert_close(evidence(&r.evidence, "currentInputWatermark lag").value, 600.0, 1e-9);
         // 300 s reads as "5 min".
-        assert!(r.detail.contains("has not advanced for 5 min"), "{}", r.detail);
-        assert!(r.fix[0].contains("withIdleness"), "{:?}", r.fix);
+        assert!(r.detail.to_string().contains("has not advanced for 5 min"), "{}", r.detail);
+        assert!(r.fix[0].to_string().contains("withIdleness"), "{:?}", r.fix);
     }
 
     #[test]

@@ -1,0 +1,197 @@
+//! What the diagnosis found, as data: the culprit, the numbers and thresholds each step
+//! judged by, what was missing and why. The diagnosis (`crate::diagnose`) returns a
+//! [`Diagnosis`]; the sentences a person reads are worded from it in one place,
+//! `crate::render::words`, which also builds the `culprit.verdict/v1` value every renderer
+//! and destination takes. Tests check these values, not prose.
+//!
+//! Pure data: no wording here. Each area of the runbook has its own enum in its own file
+//! (`runbook`, one per step); [`Fact`] has one variant per area.
+
+pub mod runbook;
+
+use std::ops::Deref;
+
+use crate::model::verdict::{
+    Confidence, Culprit, Evidence, Finding, Graph, HazardKind, JobRef, Outcome, Severity, Status, StepName, Timeline,
+};
+
+/// One statement of the diagnosis, worded by `crate::render::words`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Fact {
+    /// A sentence worded before the diagnosis: the collector's notes on how the data was
+    /// chosen (`Snapshot::notes`) arrive as text.
+    Text(String),
+    /// Facts worded one after the other, as written (each brings its own spacing).
+    Seq(Vec<Fact>),
+    /// The runbook's own statements: skipped steps, the summary's parts, notes on what
+    /// limits the diagnosis.
+    Runbook(runbook::RunbookFact),
+}
+
+impl Fact {
+    /// This fact followed by `more`.
+    pub fn then(self, more: impl Into<Fact>) -> Fact {
+        match self {
+            Fact::Seq(mut all) => {
+                all.push(more.into());
+                Fact::Seq(all)
+            }
+            one => Fact::Seq(vec![one, more.into()]),
+        }
+    }
+}
+
+impl From<String> for Fact {
+    fn from(s: String) -> Self {
+        Fact::Text(s)
+    }
+}
+
+impl From<&str> for Fact {
+    fn from(s: &str) -> Self {
+        Fact::Text(s.to_string())
+    }
+}
+
+impl From<runbook::RunbookFact> for Fact {
+    fn from(f: runbook::RunbookFact) -> Self {
+        Fact::Runbook(f)
+    }
+}
+
+/// An ordered list of facts (a step's cause, fix, not-the-fix, advice).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Facts(Vec<Fact>);
+
+impl Facts {
+    pub fn new() -> Self {
+        Facts(Vec::new())
+    }
+
+    pub fn push(&mut self, f: impl Into<Fact>) {
+        self.0.push(f.into());
+    }
+
+    pub fn extend<F: Into<Fact>>(&mut self, facts: impl IntoIterator<Item = F>) {
+        self.0.extend(facts.into_iter().map(Into::into));
+    }
+
+    pub fn into_vec(self) -> Vec<Fact> {
+        self.0
+    }
+}
+
+impl Deref for Facts {
+    type Target = [Fact];
+    fn deref(&self) -> &[Fact] {
+        &self.0
+    }
+}
+
+impl<'a> IntoIterator for &'a Facts {
+    type Item = &'a Fact;
+    type IntoIter = std::slice::Iter<'a, Fact>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.0.iter()
+    }
+}
+
+impl IntoIterator for Facts {
+    type Item = Fact;
+    type IntoIter = std::vec::IntoIter<Fact>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.0.into_iter()
+    }
+}
+
+impl FromIterator<Fact> for Facts {
+    fn from_iter<I: IntoIterator<Item = Fact>>(iter: I) -> Self {
+        Facts(iter.into_iter().collect())
+    }
+}
+
+impl<const N: usize> From<[Fact; N]> for Facts {
+    fn from(a: [Fact; N]) -> Self {
+        Facts(a.into())
+    }
+}
+
+/// One runbook step's outcome and what it found.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StepFacts {
+    pub step: StepName,
+    pub outcome: Outcome,
+    pub detail: Fact,
+}
+
+/// A risk reported whatever the finding (the verdict's `hazards`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct HazardFacts {
+    pub kind: HazardKind,
+    pub severity: Severity,
+    /// Seconds until data is lost; 0 when it is already being lost; absent when unknown.
+    pub time_to_loss_seconds: Option<i64>,
+    pub topic: Option<String>,
+    pub detail: Fact,
+}
+
+/// What limited the diagnosis (the verdict's `missing`).
+#[derive(Debug, Clone, PartialEq)]
+pub enum MissingFact {
+    /// A series the collector could not get, and why.
+    Collected(crate::model::snapshot::Missing),
+    /// A metric a step needed and did not find in the snapshot (its Flink name).
+    Metric(String),
+}
+
+impl MissingFact {
+    /// The metric (a Flink metric name, or the PromQL the collector asked) that is absent.
+    pub fn metric(&self) -> &str {
+        match self {
+            MissingFact::Collected(m) => &m.metric,
+            MissingFact::Metric(m) => m,
+        }
+    }
+}
+
+/// The verdict's one-line summary, in parts: a critical hazard first, the finding's line
+/// (or one from the status), then the other culprits by name.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Summary {
+    /// The critical hazard that leads the line, when there is one.
+    pub hazard: Option<HazardFacts>,
+    pub line: Fact,
+    /// Names of the culprits after the first (independent red regions).
+    pub more_culprits: Vec<String>,
+}
+
+/// The diagnosis of one snapshot: the verdict's data, with facts where the verdict has
+/// sentences. `crate::render::words::verdict` turns it into the `culprit.verdict/v1` value.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Diagnosis {
+    pub job: JobRef,
+    /// Evaluation time, ms since the epoch.
+    pub at_ms: i64,
+    /// Length of the window the averages cover, s.
+    pub window_seconds: i64,
+    /// Start of that window, ms since the epoch.
+    pub window_start_ms: i64,
+    pub status: Status,
+    pub finding: Finding,
+    pub culprit: Option<Culprit>,
+    pub culprits: Vec<Culprit>,
+    pub summary: Summary,
+    /// Why it is slow, one fact a sentence.
+    pub cause: Vec<Fact>,
+    pub fix: Vec<Fact>,
+    pub not_the_fix: Vec<Fact>,
+    pub advice: Vec<Fact>,
+    pub steps: Vec<StepFacts>,
+    pub hazards: Vec<HazardFacts>,
+    pub evidence: Vec<Evidence>,
+    pub graph: Graph,
+    pub confidence: Confidence,
+    pub missing: Vec<MissingFact>,
+    pub notes: Vec<Fact>,
+    pub timeline: Option<Timeline>,
+}

@@ -1,0 +1,91 @@
+//! Numbers as a person reads them: `97%`, `1660`, `12 min`, `3.5 MB`. Every sentence of a
+//! verdict writes its numbers through these, so a value reads the same everywhere.
+
+/// Joins at most `max` items, then says how many more there are.
+pub fn limited_list(items: &[String], max: usize) -> String {
+    if items.len() <= max {
+        items.join(", ")
+    } else {
+        format!("{}, and {} more", items[..max].join(", "), items.len() - max)
+    }
+}
+
+/// `0.973` → `97%`.
+pub fn pct(ratio: f64) -> String {
+    // Rounded to 4 significant digits first, so float sums that differ in the last bits
+    // (a live backend and its recording) read alike.
+    no_negative_zero(format!("{:.0}%", round_sig(ratio) * 100.0))
+}
+
+/// A formatted number that rounds to zero is written without its minus sign: `-0.3` at no
+/// decimals is `0`, never `-0`.
+pub fn no_negative_zero(s: String) -> String {
+    match s.strip_prefix('-') {
+        Some(rest) if !rest.chars().any(|c| c.is_ascii_digit() && c != '0') => rest.to_string(),
+        _ => s,
+    }
+}
+
+/// [`pct`] of a value that may be missing: `unknown` then, never `0%`.
+pub fn pct_or_unknown(ratio: Option<f64>) -> String {
+    ratio.map(pct).unwrap_or_else(|| "unknown".into())
+}
+
+/// A rate or count, readable: `1660`, `12.5`, `0.84`.
+pub fn num(v: f64) -> String {
+    let a = v.abs();
+    no_negative_zero(if a >= 100.0 {
+        format!("{v:.0}")
+    } else if a >= 10.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.2}")
+    })
+}
+
+/// A rate or count to three significant digits, readable: `33400`, `778000`, `12.5`:
+/// advice numbers that should not wobble with the last digits of a float sum.
+pub fn approx(v: f64) -> String {
+    if v.abs() >= 1000.0 {
+        let digits = v.abs().log10().floor() as i32 - 2;
+        let factor = 10f64.powi(digits);
+        no_negative_zero(format!("{:.0}", (v / factor).round() * factor))
+    } else {
+        num(v)
+    }
+}
+
+/// Seconds, readable: `45 s`, `12 min`, `3.5 h`, `2.1 d`.
+pub fn human_secs(s: f64) -> String {
+    no_negative_zero(if s < 120.0 {
+        format!("{s:.0} s")
+    } else if s < 2.0 * 3600.0 {
+        format!("{:.0} min", s / 60.0)
+    } else if s < 2.0 * 86400.0 {
+        format!("{:.1} h", s / 3600.0)
+    } else {
+        format!("{:.1} d", s / 86400.0)
+    })
+}
+
+/// Bytes, readable: `3.5 MB`.
+pub fn human_bytes(b: f64) -> String {
+    const UNITS: [&str; 5] = ["B", "KB", "MB", "GB", "TB"];
+    let mut v = b;
+    let mut i = 0;
+    while v.abs() >= 1000.0 && i < UNITS.len() - 1 {
+        v /= 1000.0;
+        i += 1;
+    }
+    no_negative_zero(if i == 0 { format!("{v:.0} {}", UNITS[i]) } else { format!("{v:.1} {}", UNITS[i]) })
+}
+
+/// Rounds to 4 significant digits so verdicts do not carry float noise.
+pub fn round_sig(v: f64) -> f64 {
+    if v == 0.0 || !v.is_finite() {
+        return v;
+    }
+    let digits = 4 - 1 - v.abs().log10().floor() as i32;
+    let factor = 10f64.powi(digits);
+    (v * factor).round() / factor
+}
