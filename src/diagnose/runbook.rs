@@ -14,7 +14,7 @@ use crate::diagnose::steps::locate::Located;
 use crate::diagnose::steps::{checkpoints, headroom, hot_key, locate, retention, sink, state_backend};
 use crate::diagnose::{Context, StepReport};
 use crate::model::facts::runbook::RunbookFact;
-use crate::model::facts::{Diagnosis, Fact, Facts, HazardFacts, MissingFact, StepFacts, Summary};
+use crate::model::facts::{Diagnosis, Fact, Facts, MissingFact, StepFacts, Summary};
 use crate::model::snapshot::{Snapshot, WindowBound};
 use crate::model::verdict::{
     Confidence, Culprit, Evidence, Finding, Graph, GraphEdge, GraphVertex, JobRef, Outcome, Role, Severity, Status,
@@ -36,16 +36,6 @@ pub fn diagnose(snapshot: &Snapshot, cfg: &DiagnosisConfig) -> Diagnosis {
         if status == Status::CulpritFound && finding == Finding::None { Finding::Unexplained } else { finding };
     let culprit_shown = if matches!(status, Status::CulpritFound) { run.culprit } else { None };
     let (hazards, retention) = retention::evaluate(&ctx);
-    let hazards: Vec<HazardFacts> = hazards
-        .into_iter()
-        .map(|h| HazardFacts {
-            kind: h.kind,
-            severity: h.severity,
-            time_to_loss_seconds: h.time_to_loss_seconds,
-            topic: h.topic,
-            detail: Fact::Text(h.detail),
-        })
-        .collect();
 
     let evaluated: Vec<&StepReport> =
         run.reports.iter().map(|(_, r)| r).filter(|r| r.outcome != Outcome::Skipped).collect();
@@ -71,7 +61,7 @@ pub fn diagnose(snapshot: &Snapshot, cfg: &DiagnosisConfig) -> Diagnosis {
     for r in &evaluated {
         missing.extend(r.missing.iter().cloned().map(MissingFact::Metric));
     }
-    missing.extend(retention.missing.into_iter().map(MissingFact::Metric));
+    missing.extend(retention.missing.into_iter().map(MissingFact::Input));
 
     let (culprit_out, culprits) = culprits(&ctx, &run, finding_report, status, culprit_shown);
     let summary = Summary {
@@ -82,7 +72,7 @@ pub fn diagnose(snapshot: &Snapshot, cfg: &DiagnosisConfig) -> Diagnosis {
         more_culprits: culprits.iter().skip(1).map(|c| c.vertex_name.clone()).collect(),
     };
     let mut notes = notes(snapshot, &signals, cfg);
-    notes.extend(retention.notes.into_iter().map(Fact::Text));
+    notes.extend(retention.notes);
     let confidence = confidence(&ctx, status, finding, &run, &missing);
     let graph = verdict_graph(&ctx, &culprits);
 

@@ -20,9 +20,11 @@ use std::collections::BTreeMap;
 
 use crate::diagnose::steps::checkpoints::last_completion;
 use crate::diagnose::steps::locate::sum_lag;
-use crate::diagnose::{Context, human_secs, num, slope_per_s};
+use crate::diagnose::{Context, slope_per_s};
+use crate::model::facts::retention::{LagEstimate, Measured, RetentionFact};
+use crate::model::facts::{Fact, HazardFacts};
 use crate::model::snapshot::{PartitionLag, Point};
-use crate::model::verdict::{Hazard, HazardKind, Severity};
+use crate::model::verdict::{HazardKind, Severity};
 
 /// One topic's exposure.
 #[derive(Debug, Clone, PartialEq)]
@@ -37,7 +39,7 @@ struct Exposure {
     time_to_loss_s: Option<f64>,
     /// The committed offset is below the log start: records were already skipped.
     below_log_start: bool,
-    how: String,
+    how: Measured,
 }
 
 fn last(points: &[Point]) -> Option<f64> {
@@ -48,12 +50,12 @@ fn last(points: &[Point]) -> Option<f64> {
 /// notes on lag estimates that were not used.
 #[derive(Debug, Default)]
 pub struct Remarks {
-    pub missing: Vec<String>,
-    pub notes: Vec<String>,
+    pub missing: Vec<Fact>,
+    pub notes: Vec<Fact>,
 }
 
 /// The hazards, the retention inputs that were missing, and notes.
-pub fn evaluate(ctx: &Context) -> (Vec<Hazard>, Remarks) {
+pub fn evaluate(ctx: &Context) -> (Vec<HazardFacts>, Remarks) {
     let mut remarks = Remarks::default();
     let missing = &mut remarks.missing;
     let retention: BTreeMap<&str, Option<i64>> =
@@ -66,7 +68,12 @@ pub fn evaluate(ctx: &Context) -> (Vec<Hazard>, Remarks) {
     let mut hazards = retention_hazards(ctx, &exposures);
     hazards.extend(checkpoints_stalled(ctx, &exposures));
     hazards.sort_by(|a, b| b.severity.cmp(&a.severity).then(a.time_to_loss_seconds.cmp(&b.time_to_loss_seconds)));
-    missing.sort();
+    // In the order their sentences read (sources' topics, then topics, each by name).
+    missing.sort_by_key(|m| match m {
+        Fact::Retention(RetentionFact::SourceRetentionUnknown { vertex }) => (0, vertex.clone()),
+        Fact::Retention(RetentionFact::TopicRetentionUnknown { topic }) => (1, topic.clone()),
+        _ => (2, String::new()),
+    });
     missing.dedup();
     (hazards, remarks)
 }
@@ -76,8 +83,8 @@ pub fn evaluate(ctx: &Context) -> (Vec<Hazard>, Remarks) {
 fn exporter_exposures(
     ctx: &Context,
     retention: &BTreeMap<&str, Option<i64>>,
-    missing: &mut Vec<String>,
-    notes: &mut Vec<String>,
+    missing: &mut Vec<Fact>,
+    notes: &mut Vec<Fact>,
 ) -> Vec<Exposure> {
     let mut exposures: Vec<Exposure> = Vec::new();
     let mut by_topic: BTreeMap<&str, Vec<&PartitionLag>> = BTreeMap::new();
@@ -99,7 +106,7 @@ fn exporter_exposures(
                 notes.extend(implausible_notes(topic, retention_s, &rejected));
             }
             Some(None) => {}
-            None => missing.push(format!("retention.ms of topic {topic} ([kafka.retention] or KMinion topic info)")),
+            None => missing.push(RetentionFact::TopicRetentionUnknown { topic: topic.to_string() }.into()),
         }
     }
     exposures
@@ -110,7 +117,7 @@ fn exporter_exposures(
 fn source_lag_exposures(
     ctx: &Context,
     retention: &BTreeMap<&str, Option<i64>>,
-    missing: &mut Vec<String>,
+    missing: &mut Vec<Fact>,
 ) -> Vec<Exposure> {
     let mut exposures: Vec<Exposure> = Vec::new();
     for v in ctx.signals.vertices.iter().filter(|v| v.is_source) {
@@ -126,10 +133,7 @@ fn source_lag_exposures(
             let relevant = crate::diagnose::steps::locate::steady_growth(&lag).is_some()
                 || (out > 0.0 && lag_records / out > 60.0);
             if relevant {
-                missing.push(format!(
-                    "retention.ms of the topic that {} reads (set [kafka.retention] and [[kafka.jobs]] topics in the configuration)",
-                    v.name
-                ));
+                missing.push(RetentionFact::SourceRetentionUnknown { vertex: v.name.clone() }.into());
             }
             continue;
         };
@@ -154,19 +158,18 @@ fn source_lag_exposures(
             retention_s,
             time_to_loss_s,
             below_log_start: false,
-            how: format!(
-                "pendingRecords {} at {} records/s produced ({} consumed)",
-                num(lag_records),
-                num(produce),
-                num(out)
-            ),
+            how: Measured::SourceLag {
+                pending_records: lag_records,
+                produced_records_per_s: produce,
+                consumed_records_per_s: out,
+            },
         });
     }
     exposures
 }
 
 /// A `retention` hazard per topic that falls out of retention within the warning time.
-fn retention_hazards(ctx: &Context, exposures: &[Exposure]) -> Vec<Hazard> {
+fn retention_hazards(ctx: &Context, exposures: &[Exposure]) -> Vec<HazardFacts> {
     let t = &ctx.cfg.thresholds;
     let critical_s = t.retention_critical.as_ms() as f64 / 1000.0;
     let warning_s = t.retention_warning.as_ms() as f64 / 1000.0;
@@ -177,39 +180,30 @@ fn retention_hazards(ctx: &Context, exposures: &[Exposure]) -> Vec<Hazard> {
             continue;
         }
         let severity = if ttl <= critical_s { Severity::Critical } else { Severity::Warning };
+        let topic = e.topic.clone();
         let detail = match e.lag_s {
-            _ if ttl <= 0.0 && e.below_log_start => format!(
-                "Already losing data on {}: the consumer's committed offset is below the log start ({}). A Kafka source that falls off the log resets silently to the earliest retained offset.",
-                e.topic, e.how
-            ),
-            Some(lag_s) if ttl <= 0.0 => format!(
-                "Already losing data on {}: the lag ({}) has reached the retention ({}). A Kafka source that falls off the log resets silently to the earliest retained offset.",
-                e.topic,
-                human_secs(lag_s),
-                human_secs(e.retention_s)
-            ),
-            Some(lag_s) => format!(
-                "{} falls out of retention in {}: the oldest unconsumed record is {} old and ages {} s per s against a retention of {} ({}). The loss would be silent: the source resets to the earliest retained offset.",
-                e.topic,
-                human_secs(ttl),
-                human_secs(lag_s),
-                e.lag_growth.map(|g| format!("{g:.2}")).unwrap_or_else(|| "an unknown number of".into()),
-                human_secs(e.retention_s),
-                e.how
-            ),
-            None => format!(
-                "{} falls out of retention in {}: the log start advances faster than the consumer ({}). The loss would be silent: the source resets to the earliest retained offset.",
-                e.topic,
-                human_secs(ttl.max(0.0)),
-                e.how
-            ),
+            _ if ttl <= 0.0 && e.below_log_start => {
+                RetentionFact::LosingBelowLogStart { topic, measured: e.how.clone() }
+            }
+            Some(lag_s) if ttl <= 0.0 => {
+                RetentionFact::LosingLagAtRetention { topic, lag_s, retention_s: e.retention_s }
+            }
+            Some(lag_s) => RetentionFact::FallsOutByLag {
+                topic,
+                time_to_loss_s: ttl,
+                lag_s,
+                lag_growth: e.lag_growth,
+                retention_s: e.retention_s,
+                measured: e.how.clone(),
+            },
+            None => RetentionFact::FallsOutByOffsets { topic, time_to_loss_s: ttl, measured: e.how.clone() },
         };
-        hazards.push(Hazard {
+        hazards.push(HazardFacts {
             kind: HazardKind::Retention,
             severity,
             time_to_loss_seconds: Some(ttl.max(0.0).round() as i64),
             topic: Some(e.topic.clone()),
-            detail,
+            detail: detail.into(),
         });
     }
     hazards
@@ -217,25 +211,25 @@ fn retention_hazards(ctx: &Context, exposures: &[Exposure]) -> Vec<Hazard> {
 
 /// The recovery point against what the log can still hold: a `checkpoints_stalled` hazard
 /// per topic whose remaining room is shorter than the age of the last checkpoint.
-fn checkpoints_stalled(ctx: &Context, exposures: &[Exposure]) -> Vec<Hazard> {
+fn checkpoints_stalled(ctx: &Context, exposures: &[Exposure]) -> Vec<HazardFacts> {
     let mut hazards = Vec::new();
     if let Some(age_s) = checkpoint_age_s(ctx) {
         for e in exposures {
             let Some(lag_s) = e.lag_s else { continue };
             let room = e.retention_s - lag_s;
             if age_s > room.max(0.0) {
-                hazards.push(Hazard {
+                hazards.push(HazardFacts {
                     kind: HazardKind::CheckpointsStalled,
                     severity: Severity::Critical,
                     // Nothing is lost until the job restarts; then it is at once.
                     time_to_loss_seconds: None,
                     topic: Some(e.topic.clone()),
-                    detail: format!(
-                        "The last completed checkpoint is {} old, more than the {} of lag {} can still hold: a restart now would resume from offsets already out of retention.",
-                        human_secs(age_s),
-                        human_secs(room.max(0.0)),
-                        e.topic
-                    ),
+                    detail: RetentionFact::CheckpointOlderThanRoom {
+                        checkpoint_age_s: age_s,
+                        room_s: room,
+                        topic: e.topic.clone(),
+                    }
+                    .into(),
                 });
             }
         }
@@ -252,7 +246,11 @@ fn partition_exposure(
     retention_s: f64,
     rejected: &mut Vec<Rejected>,
 ) -> Option<Exposure> {
-    let how = format!("partition {} of consumer group {} ({})", p.partition, p.consumer_group, p.exporter);
+    let how = Measured::Partition {
+        partition: p.partition.clone(),
+        consumer_group: p.consumer_group.clone(),
+        exporter: p.exporter.clone(),
+    };
     let offsets = match (last(&p.consumer_offset), last(&p.log_start_offset)) {
         (Some(consumer), Some(start)) => Some((consumer, start)),
         _ => None,
@@ -268,7 +266,11 @@ fn partition_exposure(
             retention_s,
             time_to_loss_s: Some(0.0),
             below_log_start: true,
-            how: format!("partition {}: committed offset {} < log start {}", p.partition, num(consumer), num(start)),
+            how: Measured::BelowLogStart {
+                partition: p.partition.clone(),
+                committed_offset: consumer,
+                log_start_offset: start,
+            },
         });
     }
     let (lag_s, growth) = match plausible_lag(p, retention_s, offsets, rejected) {
@@ -311,8 +313,8 @@ const MAX_PLAUSIBLE_AGING: f64 = 1.1;
 struct Rejected {
     exporter: String,
     partition: String,
-    /// `in seconds` (the exporter's) or `records behind ÷ produce rate`.
-    what: &'static str,
+    /// The exporter's lag in seconds, or records behind ÷ produce rate.
+    what: LagEstimate,
     lag_s: f64,
     why: Implausible,
 }
@@ -342,7 +344,7 @@ fn plausible_lag(
         .and_then(|produce| Some((last(&p.lag_records)? / produce, slope_per_s(&p.lag_records).map(|g| g / produce))));
     let by_seconds = last(&p.lag_seconds).map(|lag| (lag, slope_per_s(&p.lag_seconds)));
     let room = offsets.map(|(consumer, start)| consumer - start);
-    let mut plausible = |(lag_s, growth): (f64, Option<f64>), what: &'static str| {
+    let mut plausible = |(lag_s, growth): (f64, Option<f64>), what: LagEstimate| {
         let why = match (room, growth) {
             (Some(room), _) if lag_s >= retention_s => Some(Implausible::PastRetention { room }),
             (_, Some(growth)) if growth > MAX_PLAUSIBLE_AGING => Some(Implausible::AgesTooFast { growth }),
@@ -354,45 +356,44 @@ fn plausible_lag(
         why.is_none()
     };
     if let Some(estimate) = by_seconds
-        && plausible(estimate, "in seconds")
+        && plausible(estimate, LagEstimate::InSeconds)
     {
         return Some(estimate);
     }
-    by_records.filter(|&estimate| plausible(estimate, "records behind ÷ produce rate"))
+    by_records.filter(|&estimate| plausible(estimate, LagEstimate::RecordsOverProduceRate))
 }
 
 /// One note per exporter, estimate and reason over a topic's partitions.
-fn implausible_notes(topic: &str, retention_s: f64, rejected: &[Rejected]) -> Vec<String> {
-    let mut groups: BTreeMap<(&str, &str, bool), Vec<&Rejected>> = BTreeMap::new();
+fn implausible_notes(topic: &str, retention_s: f64, rejected: &[Rejected]) -> Vec<Fact> {
+    let mut groups: BTreeMap<(&str, LagEstimate, bool), Vec<&Rejected>> = BTreeMap::new();
     for r in rejected {
         let past_retention = matches!(r.why, Implausible::PastRetention { .. });
         groups.entry((r.exporter.as_str(), r.what, past_retention)).or_default().push(r);
     }
     groups
         .into_iter()
-        .map(|((exporter, what, past_retention), rs)| {
-            let mut partitions: Vec<&str> = rs.iter().map(|r| r.partition.as_str()).collect();
+        .map(|((exporter, estimate, past_retention), rs)| {
+            let mut partitions: Vec<String> = rs.iter().map(|r| r.partition.clone()).collect();
             partitions.sort_by_key(|p| (p.parse::<u64>().unwrap_or(u64::MAX), p.to_string()));
-            let on = format!(
-                "{topic} (partition{} {})",
-                if partitions.len() > 1 { "s" } else { "" },
-                partitions.join(", ")
-            );
-            let max_lag = rs.iter().map(|r| r.lag_s).fold(f64::MIN, f64::max);
-            if past_retention {
-                let min_room = rs
+            let max_lag_s = rs.iter().map(|r| r.lag_s).fold(f64::MIN, f64::max);
+            let (exporter, topic) = (exporter.to_string(), topic.to_string());
+            let fact = if past_retention {
+                let min_room_records = rs
                     .iter()
                     .filter_map(|r| match r.why {
                         Implausible::PastRetention { room } => Some(room),
                         Implausible::AgesTooFast { .. } => None,
                     })
                     .fold(f64::MAX, f64::min);
-                format!(
-                    "{exporter} reports a lag ({what}) of up to {} on {on}, past the {} retention, while the committed offsets are still at least {} records above the log start: the estimate is implausible and not used; loss is judged from the offsets.",
-                    human_secs(max_lag),
-                    human_secs(retention_s),
-                    num(min_room)
-                )
+                RetentionFact::ImplausiblePastRetention {
+                    exporter,
+                    estimate,
+                    max_lag_s,
+                    topic,
+                    partitions,
+                    retention_s,
+                    min_room_records,
+                }
             } else {
                 let max_growth = rs
                     .iter()
@@ -401,11 +402,9 @@ fn implausible_notes(topic: &str, retention_s: f64, rejected: &[Rejected]) -> Ve
                         Implausible::PastRetention { .. } => None,
                     })
                     .fold(f64::MIN, f64::max);
-                format!(
-                    "{exporter} reports a lag ({what}) of up to {} on {on} that grows {max_growth:.1} s per s, faster than the age of a record can: the estimate is implausible and not used.",
-                    human_secs(max_lag)
-                )
-            }
+                RetentionFact::ImplausibleAgesTooFast { exporter, estimate, max_lag_s, topic, partitions, max_growth }
+            };
+            fact.into()
         })
         .collect()
 }
@@ -451,13 +450,13 @@ mod tests {
         PartitionLag { lag_seconds: line(-240, 0, 60, 3480.0, 0.5), ..partition("payments", "0") }
     }
 
-    fn hazards(snap: &Snapshot) -> (Vec<Hazard>, Vec<String>) {
+    fn hazards(snap: &Snapshot) -> (Vec<HazardFacts>, Vec<String>) {
         let (h, remarks) = with_context(snap, evaluate);
-        (h, remarks.missing)
+        (h, remarks.missing.iter().map(|m| m.to_string()).collect())
     }
 
     fn notes(snap: &Snapshot) -> Vec<String> {
-        with_context(snap, evaluate).1.notes
+        with_context(snap, evaluate).1.notes.iter().map(|n| n.to_string()).collect()
     }
 
     #[test]
@@ -469,7 +468,14 @@ mod tests {
         assert_eq!((h[0].kind, h[0].severity), (HazardKind::Retention, Severity::Warning));
         assert_eq!(h[0].time_to_loss_seconds, Some(7200));
         assert_eq!(h[0].topic.as_deref(), Some("payments"));
-        assert!(h[0].detail.contains("ages 0.50 s per s"), "{}", h[0].detail);
+        // The growth is a number of the fact: 0.5 s per s, as the lag was made.
+        assert!(
+            matches!(&h[0].detail, Fact::Retention(RetentionFact::FallsOutByLag { lag_growth: Some(g), time_to_loss_s, .. })
+                if (g - 0.5).abs() < 1e-9 && (time_to_loss_s - 7200.0).abs() < 1.0),
+            "{:?}",
+            h[0].detail
+        );
+        assert!(h[0].detail.to_string().contains("ages 0.50 s per s"), "{}", h[0].detail);
         assert!(missing.is_empty(), "{missing:?}");
     }
 
@@ -505,7 +511,7 @@ mod tests {
         // The worst partition (3) stands for the topic: one hazard.
         assert_eq!(h.len(), 1, "{h:?}");
         assert_eq!((h[0].severity, h[0].time_to_loss_seconds), (Severity::Critical, Some(0)));
-        assert!(h[0].detail.starts_with("Already losing data on payments"), "{}", h[0].detail);
+        assert!(h[0].detail.to_string().starts_with("Already losing data on payments"), "{}", h[0].detail);
     }
 
     #[test]
@@ -638,7 +644,7 @@ mod tests {
         assert_eq!(h.len(), 1, "{h:?} {missing:?}");
         assert_eq!((h[0].severity, h[0].time_to_loss_seconds), (Severity::Warning, Some(54_000)));
         assert!(
-            h[0].detail.contains("pendingRecords 1800000 at 1000 records/s produced (900 consumed)"),
+            h[0].detail.to_string().contains("pendingRecords 1800000 at 1000 records/s produced (900 consumed)"),
             "{}",
             h[0].detail
         );
@@ -679,7 +685,7 @@ mod tests {
             (HazardKind::CheckpointsStalled, Severity::Critical, None)
         );
         assert!(
-            h[0].detail.contains("67 min old, more than the 60 min of lag payments can still hold"),
+            h[0].detail.to_string().contains("67 min old, more than the 60 min of lag payments can still hold"),
             "{}",
             h[0].detail
         );

@@ -7,6 +7,7 @@
 //! Pure data: no wording here. Each area of the runbook has its own enum in its own file
 //! (`runbook`, one per step); [`Fact`] has one variant per area.
 
+pub mod retention;
 pub mod runbook;
 
 use std::ops::Deref;
@@ -23,6 +24,8 @@ pub enum Fact {
     Text(String),
     /// Facts worded one after the other, as written (each brings its own spacing).
     Seq(Vec<Fact>),
+    /// The hazards `retention` and `checkpoints_stalled`.
+    Retention(retention::RetentionFact),
     /// The runbook's own statements: skipped steps, the summary's parts, notes on what
     /// limits the diagnosis.
     Runbook(runbook::RunbookFact),
@@ -50,6 +53,12 @@ impl From<String> for Fact {
 impl From<&str> for Fact {
     fn from(s: &str) -> Self {
         Fact::Text(s.to_string())
+    }
+}
+
+impl From<retention::RetentionFact> for Fact {
+    fn from(f: retention::RetentionFact) -> Self {
+        Fact::Retention(f)
     }
 }
 
@@ -142,6 +151,8 @@ pub enum MissingFact {
     Collected(crate::model::snapshot::Missing),
     /// A metric a step needed and did not find in the snapshot (its Flink name).
     Metric(String),
+    /// An input a step needed, as the step states it (a topic's retention).
+    Input(Fact),
 }
 
 impl MissingFact {
@@ -150,6 +161,7 @@ impl MissingFact {
         match self {
             MissingFact::Collected(m) => &m.metric,
             MissingFact::Metric(m) => m,
+            MissingFact::Input(_) => "",
         }
     }
 }

@@ -7,6 +7,7 @@
 //! Pure: data in, text out.
 
 pub mod numbers;
+mod retention;
 mod runbook;
 
 use std::fmt;
@@ -19,6 +20,7 @@ impl fmt::Display for Fact {
         match self {
             Fact::Text(s) => f.write_str(s),
             Fact::Seq(all) => all.iter().try_for_each(|one| one.fmt(f)),
+            Fact::Retention(r) => retention::word(r, f),
             Fact::Runbook(r) => runbook::word(r, f),
         }
     }
@@ -29,6 +31,7 @@ impl fmt::Display for MissingFact {
         match self {
             MissingFact::Collected(m) => write!(f, "{} ({})", m.metric, m.detail),
             MissingFact::Metric(m) => f.write_str(m),
+            MissingFact::Input(fact) => fact.fmt(f),
         }
     }
 }
