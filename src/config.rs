@@ -15,6 +15,7 @@ mod flink;
 mod kafka;
 mod load;
 mod prometheus;
+pub mod reference;
 mod secret;
 pub mod secret_file;
 mod server;
@@ -35,7 +36,7 @@ pub use store::{StoreConfig, Synchronous};
 use prometheus::check_backend_url;
 
 /// The whole configuration file.
-#[derive(Debug, Clone, PartialEq, Default, Deserialize, Serialize)]
+#[derive(Debug, Clone, PartialEq, Default, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct Config {
     pub diagnosis: DiagnosisConfig,
@@ -177,7 +178,7 @@ impl Config {
 }
 
 /// Where verdicts are posted. Every destination is optional.
-#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct NotifyConfig {
     pub slack: Option<SlackConfig>,
@@ -251,14 +252,15 @@ impl NotifyConfig {
 
 /// Backoff of failed deliveries: `min` doubling to `max`, honouring `Retry-After`, until
 /// `give_up_after` since the first attempt.
-#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct RetryConfig {
-    /// Default 1s.
+    /// The first wait after a failed delivery, doubled after each failure. Default 1s.
     pub min: Millis,
-    /// Default 60s.
+    /// The longest wait between two attempts (a `Retry-After` may ask more). Default 60s.
     pub max: Millis,
-    /// Default 1h.
+    /// A delivery still failing this long after its first attempt is given up (a dead
+    /// letter). Default 1h.
     pub give_up_after: Millis,
 }
 
@@ -269,7 +271,7 @@ impl Default for RetryConfig {
 }
 
 /// How culprit posts to Slack.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, Default, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum SlackMode {
     /// `chat.postMessage` with a bot token: threads and updates.
@@ -280,7 +282,7 @@ pub enum SlackMode {
 }
 
 /// Slack.
-#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SlackConfig {
     #[serde(default)]
@@ -304,7 +306,7 @@ fn default_slack_api() -> String {
 }
 
 /// PagerDuty Events API v2.
-#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PagerDutyConfig {
     /// The integration's routing key (the same service Alertmanager pages).
@@ -326,7 +328,7 @@ fn default_pagerduty_severity() -> String {
 }
 
 /// Alertmanager API v2, for culprit's own `FlinkBackpressureCulprit` alert.
-#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AlertmanagerConfig {
     /// Alertmanager base URL (`http://alertmanager:9093`).
@@ -352,11 +354,12 @@ fn default_am_alertname() -> String {
 }
 
 /// A generic webhook receiving the verdict JSON.
-#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct WebhookConfig {
     /// A name for metrics and logs.
     pub name: String,
+    /// The URL the verdict JSON is posted to (with an `Idempotency-Key` header).
     pub url: String,
     #[serde(default)]
     pub auth: Option<HttpAuth>,

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use super::Millis;
 
 /// Diagnosis settings: the window and the runbook's thresholds.
-#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct DiagnosisConfig {
     /// The period the verdict looks at, ending at `at`. Default 5m.
@@ -81,7 +81,7 @@ impl DiagnosisConfig {
 }
 
 /// What an operator does, as far as the fix for a hot key is concerned.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum OperatorKind {
     /// Associative and commutative aggregate (sum, count, min, max): salting applies.
@@ -101,7 +101,7 @@ pub enum OperatorKind {
 }
 
 /// The runbook's thresholds. Ratios are in [0, 1].
-#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct Thresholds {
     /// A vertex is backpressured when its max subtask backpressured ratio exceeds this

@@ -114,6 +114,22 @@ impl<'de> Deserialize<'de> for Millis {
     }
 }
 
+/// A duration string in the schema (`format: duration`, culprit's own forms, not ISO 8601),
+/// written in place where a key uses it.
+impl schemars::JsonSchema for Millis {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Duration".into()
+    }
+
+    fn inline_schema() -> bool {
+        true
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({ "type": "string", "format": "duration" })
+    }
+}
+
 impl Serialize for Millis {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_str(&self.to_string())

@@ -8,7 +8,7 @@ use super::prometheus::check_backend_url;
 use super::{HttpAuth, Millis};
 
 /// Flink clusters whose REST API gives job graphs and checkpoint configuration.
-#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct FlinkConfig {
     /// Per-request timeout toward Flink REST. Default 5s.
@@ -125,7 +125,7 @@ fn is_label_name(s: &str) -> bool {
 }
 
 /// One Flink cluster.
-#[derive(Debug, Clone, PartialEq, Default, Deserialize, Serialize)]
+#[derive(Debug, Clone, PartialEq, Default, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct FlinkCluster {
     /// A name for messages and `cluster=` selection.

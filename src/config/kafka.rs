@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use super::Millis;
 
 /// Which Kafka consumer group and topics belong to which Flink job, and topic retention.
-#[derive(Debug, Clone, PartialEq, Default, Deserialize, Serialize)]
+#[derive(Debug, Clone, PartialEq, Default, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct KafkaConfig {
     /// Job → consumer group and topics. Without an entry, a consumer group named like
@@ -19,7 +19,7 @@ pub struct KafkaConfig {
 }
 
 /// One job's Kafka inputs.
-#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct KafkaJob {
     /// Job name as Flink shows it, or the job id.

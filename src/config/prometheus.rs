@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 use super::{HttpAuth, Millis};
 
 /// A Prometheus-compatible query API (Prometheus, Thanos, Mimir, Cortex, VictoriaMetrics).
-#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PrometheusConfig {
     /// Base URL including any path prefix, without `/api/v1`:

@@ -7,7 +7,7 @@ use super::secret_file;
 
 /// Where a secret comes from: an environment variable or a file (trailing newline
 /// trimmed). Never the configuration file itself.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum SecretSource {
     /// The name of an environment variable.
@@ -79,7 +79,7 @@ impl SecretSource {
 }
 
 /// HTTP authentication toward a backend.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "snake_case", tag = "type")]
 pub enum HttpAuth {
     /// `Authorization: Bearer <token>`.

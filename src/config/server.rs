@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 use super::{HttpAuth, Millis, SecretSource};
 
 /// `culprit serve`'s HTTP side.
-#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct ServerConfig {
     /// Address to listen on. Default `127.0.0.1:9187` (this host only); another address
@@ -49,7 +49,7 @@ pub struct ServerConfig {
 }
 
 /// How `culprit serve` authenticates requests.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "snake_case", tag = "type")]
 pub enum ServerAuth {
     /// No authentication: whoever reaches the port may post alerts and read verdicts.

@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 use super::Millis;
 
 /// From Alertmanager alerts to diagnoses.
-#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct ServiceConfig {
     /// Alert label naming the Flink job id (preferred). Default `job_id`.

@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 use super::{Millis, SecretSource};
 
 /// How hard the store syncs to disk.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Synchronous {
     /// Every commit reaches the disk: survives power loss (SQLite `synchronous=FULL`; webhook
@@ -16,7 +16,7 @@ pub enum Synchronous {
 }
 
 /// The embedded SQLite store (WAL) of accepted work and pending notifications.
-#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct StoreConfig {
     /// PostgreSQL (`postgres://user@host:5432/db`), shared by any number of replicas.
@@ -33,7 +33,8 @@ pub struct StoreConfig {
     pub lease: Millis,
     /// Database file. Default `culprit.db` in the working directory.
     pub path: std::path::PathBuf,
-    /// Default `full`.
+    /// How hard each commit syncs to the SQLite file: `full` survives power loss, `normal`
+    /// a crash of the process only. Default `full`.
     pub synchronous: Synchronous,
     /// Most diagnoses waiting; beyond it webhooks get 503 (Alertmanager retries). Default
     /// 10000.
