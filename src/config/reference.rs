@@ -275,6 +275,62 @@ mod tests {
         assert!(undocumented.is_empty(), "keys without a doc comment: {undocumented:?}");
     }
 
+    /// The default a doc comment states, as JSON: "Default 5m.", "Default `job_id`.",
+    /// "Default 1 MiB", "Default [`CONSTANT`] (64 MiB)"; `None` when it states none.
+    fn stated_default(doc: &str) -> Option<Value> {
+        let rest = doc.split_once("Default ")?.1;
+        let bytes = |unit: &str| match unit {
+            "KiB" => Some(1024.0),
+            "MiB" => Some(1024.0 * 1024.0),
+            "GiB" => Some(1024.0 * 1024.0 * 1024.0),
+            _ => None,
+        };
+        let rest = match rest.strip_prefix("[`") {
+            // A constant, its value in parentheses after it.
+            Some(r) => r.split_once('(')?.1.split(')').next()?,
+            None => rest,
+        };
+        if let Some(code) = rest.strip_prefix('`') {
+            let code = code.split('`').next()?;
+            return Some(serde_json::from_str(code).unwrap_or_else(|_| Value::from(code)));
+        }
+        let mut words = rest.split_whitespace();
+        let word = words.next()?.trim_end_matches(['.', ',', ';', ')', ':']);
+        let unit = words.next().map(|u| u.trim_end_matches(['.', ',', ';', ')']));
+        if let (Ok(n), Some(b)) = (word.parse::<f64>(), unit.and_then(bytes)) {
+            return Some(Value::from(n * b));
+        }
+        Some(match word {
+            "true" | "false" => Value::from(word == "true"),
+            _ => word.parse::<f64>().map_or_else(|_| Value::from(word), Value::from),
+        })
+    }
+
+    #[test]
+    fn every_default_a_doc_comment_states_is_the_types_default() {
+        let keys = keys();
+        let stated: Vec<(&Key, Value)> = keys
+            .iter()
+            .filter_map(|k| Some((k, stated_default(&k.doc)?)))
+            .filter(|(k, _)| k.default.is_some())
+            .collect();
+        // Most keys say their default in their doc (and so in the reference).
+        assert!(stated.len() > 70, "{} keys state a default", stated.len());
+        let wrong: Vec<String> = stated
+            .iter()
+            .filter(|(k, d)| !k.is_default(d))
+            .map(|(k, d)| format!("{}: the doc says {d}, the type's default is {:?}", k.path, k.default))
+            .collect();
+        assert!(wrong.is_empty(), "{wrong:#?}");
+        // The forms it reads: a size, a constant's value, code, a duration the type prints
+        // otherwise ("7d" is "168h"), a number written otherwise ("0.10" is 0.1).
+        assert_eq!(stated_default("Largest body, bytes. Default 1 MiB."), Some(Value::from(1_048_576.0)));
+        assert_eq!(stated_default("Default [`C`] (64 MiB)."), Some(Value::from(67_108_864.0)));
+        assert_eq!(stated_default("Default `[\"a\"]`."), Some(serde_json::json!(["a"])));
+        assert_eq!(stated_default("Default 7d."), Some(Value::from("7d")));
+        assert_eq!(stated_default("Defaults: `deployment` ← `app`"), None);
+    }
+
     #[test]
     fn the_checked_in_reference_is_the_one_the_types_give() {
         let checked_in = include_str!("../../docs/config-reference.md");
