@@ -4,7 +4,8 @@
 //! Durations are strings such as `"5m"`, `"20s"`, `"1h30m"`, `"7d"` (a day is 24 h).
 //!
 //! One module a section (`diagnosis`, `prometheus`, `flink`, `server`, `store`, `service`,
-//! `kafka`), `duration` and `secret` for the value types, `load` for reading the file.
+//! `kafka`), `duration` and `secret` for the value types, `load` for reading the file,
+//! `reference` for the reference derived from the types (`docs/config-reference.md`).
 //! The destinations' settings are here, below `[notify]`.
 
 use serde::{Deserialize, Serialize};
