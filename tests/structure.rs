@@ -77,14 +77,7 @@ fn normalize_newlines(text: &str) -> String {
 }
 
 fn starts_with_at(t: &[char], at: usize, s: &str) -> bool {
-    let mut k = at;
-    for c in s.chars() {
-        if t.get(k) != Some(&c) {
-            return false;
-        }
-        k += 1;
-    }
-    true
+    (at..).zip(s.chars()).all(|(k, c)| t.get(k) == Some(&c))
 }
 
 fn find_from(t: &[char], from: usize, c: char) -> Option<usize> {
