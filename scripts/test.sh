@@ -3,7 +3,9 @@
 # The integration tests start real Prometheus, VictoriaMetrics, Alertmanager and PostgreSQL
 # processes on free loopback ports, and a headless Chromium renders the verdict pages;
 # this script installs them from Debian's packages when they are missing (with sudo
-# when not root).
+# when not root). kubectl is not installed: Debian's (kubernetes-client 1.20) cannot build
+# deploy/kubernetes-ha (`patches:`), so tests/deploy.rs builds both kustomizations itself
+# and compares with `kubectl kustomize` only when a recent kubectl is already on PATH.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
