@@ -1,7 +1,8 @@
 //! The store's own tests. The semantics every backend shares run against both: a real
 //! SQLite file in a temporary directory (`on_sqlite::…`) and a real PostgreSQL, one
-//! database per test on a server shared by the test process (`on_postgres::…`, skipped
-//! with a message when PostgreSQL is not installed). SQLite's own faults follow. Disk faults come
+//! database per test on a server shared by the test process (`on_postgres::…`, failed
+//! when PostgreSQL is not installed, skipped with a message only when
+//! `CULPRIT_SKIP_POSTGRES_TESTS=1` asks for it). SQLite's own faults follow. Disk faults come
 //! from `tests/support/faulty_disk.rs`, a VFS shim that makes every write under a
 //! directory fail with `SQLITE_FULL` (what SQLite reports for `ENOSPC`).
 
@@ -50,7 +51,9 @@ impl Fx {
         Fx { dir: tempfile::tempdir().unwrap(), pg: None }
     }
 
-    /// `None` when PostgreSQL is not installed (the server says so once).
+    /// A database of its own on the shared server. PostgreSQL not installed fails the
+    /// test ([`pg_server::not_installed`]); `None` only when `CULPRIT_SKIP_POSTGRES_TESTS=1`
+    /// asks to skip (the server says so).
     fn postgres() -> Option<Fx> {
         static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
         let server = pg_server::PgServer::shared()?;
