@@ -762,27 +762,15 @@ async fn the_database_its_wal_and_shm_and_the_lock_are_readable_by_the_owner_onl
     }
 }
 
+/// The store culprit 0.1.0 left after a crash, checked in as SQL: its schema and rows as
+/// 0.1.0 wrote them (its statements, its serializer), made by
+/// `tests/data/store-0.1.0/generate.sh` from the 0.1.0 commit, never by today's code.
+const STORE_0_1_0: &str = include_str!("../../../tests/data/store-0.1.0/culprit-0.1.0.sql");
+
 #[tokio::test]
 async fn a_store_written_by_culprit_0_1_0_is_migrated_and_its_rows_delivered() {
     let tmp = tempfile::tempdir().unwrap();
-    {
-        let conn = rusqlite::Connection::open(tmp.path().join("culprit.db")).unwrap();
-        conn.execute_batch(sqlite::SCHEMA_V0).unwrap();
-        let n = serde_json::to_string(&notice(NoticeKind::CouldNotDiagnose, "g1", "k1")).unwrap();
-        let m = serde_json::to_string(&notice(NoticeKind::Verdict, "g2", "k2")).unwrap();
-        conn.execute(
-            "INSERT INTO outbox (destination, idem_key, notice, state, next_ms, first_ms) VALUES
-               ('slack', 'k1', ?1, 'sending', 0, 0), ('slack', 'k2', ?2, 'pending', 0, 0), ('slack', 'k0', 'bad', 'sent', 0, 0)",
-            rusqlite::params![n, m],
-        )
-        .unwrap();
-        conn.execute(
-            "INSERT INTO work (job_key, job, labels, groups, due_ms, created_ms, state) VALUES
-               ('id:a', 'a', '{}', '{}', 0, 0, 'running'), ('id:a', 'a', '{}', '{}', 0, 0, 'running')",
-            [],
-        )
-        .unwrap();
-    }
+    rusqlite::Connection::open(tmp.path().join("culprit.db")).unwrap().execute_batch(STORE_0_1_0).unwrap();
     let store = open(tmp.path());
     // Two running rows of one job (0.1.0 allowed that) are one pending row now.
     assert_eq!(store.depths().await.unwrap().work, 1);
@@ -791,6 +779,14 @@ async fn a_store_written_by_culprit_0_1_0_is_migrated_and_its_rows_delivered() {
     assert_eq!((first.notice.idempotency_key.as_str(), first.unsure), ("k2", false));
     let second = store.claim_delivery("slack", T0).await.unwrap().unwrap();
     assert_eq!((second.notice.idempotency_key.as_str(), second.unsure), ("k1", true));
+    assert_eq!(second.notice.reason.as_deref(), Some("Prometheus: query failed: backend down"));
+    // k0 was sent by 0.1.0: nothing more to deliver.
+    assert_eq!(store.claim_delivery("slack", T0).await.unwrap(), None);
+    // The one pending row of job a holds the groups of both running ones, 0.1.0's labels.
+    let a = store.claim_work(T0).await.unwrap().unwrap();
+    assert_eq!((a.job.as_str(), a.groups.keys().map(String::as_str).collect::<Vec<_>>()), ("a", vec!["g3", "g4"]));
+    assert_eq!(a.groups["g4"].labels["alertname"], "FlinkBackpressure");
+    assert_eq!(store.depths().await.unwrap().dead_letters, 0);
 }
 
 // ---------------------------------------------------------------------------------------
