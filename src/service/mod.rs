@@ -560,10 +560,29 @@ mod tests {
 
     #[test]
     fn replaying_the_same_diagnosis_gives_the_same_idempotency_keys() {
-        let v = verdict();
-        let plan = || plan(&v, true, Some(3), &|_, _| None);
-        let keys = |n: Vec<NewNotice>| n.into_iter().map(|x| x.notice.idempotency_key).collect::<Vec<_>>();
-        assert_eq!(keys(plan()), keys(plan()));
+        // A replay (after a crash) runs later and stores the verdict again under a new id:
+        // the keys must not depend on either, and the notices carry the replay's own.
+        let (v, item, job, dests) = (verdict(), item(&[("g", true)]), job(), dests());
+        let plan_at = |verdict_id: i64, now_ms: i64| {
+            let plan = NoticePlan {
+                item: &item,
+                outcome: Outcome::Verdict(&v),
+                job: &job,
+                destinations: &dests,
+                verdict_id: Some(verdict_id),
+                verdict_url: None,
+                notify_resolved: true,
+                now_ms,
+            };
+            plan_notices(&plan, &|_, _| None)
+        };
+        let (first, replay) = (plan_at(3, 5), plan_at(4, 60_005));
+        let keys = |n: &[NewNotice]| n.iter().map(|x| x.notice.idempotency_key.clone()).collect::<Vec<_>>();
+        assert_eq!(keys(&first), keys(&replay));
+        assert_eq!(first.len(), 2);
+        assert!(replay.iter().all(|x| x.notice.verdict_id == Some(4) && x.notice.at_ms == 60_005));
+        // Two destinations, two keys: the key names its destination.
+        assert_ne!(first[0].notice.idempotency_key, first[1].notice.idempotency_key);
     }
 
     #[test]
