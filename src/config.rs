@@ -4,63 +4,20 @@
 //! Durations are strings such as `"5m"`, `"20s"`, `"1h30m"`, `"7d"` (a day is 24 h).
 
 use std::collections::BTreeMap;
-use std::fmt;
 use std::path::Path;
-use std::str::FromStr;
 
-use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde::{Deserialize, Serialize};
 
-pub mod secret_file;
+/// The vocabulary settings are written in, re-exported where they were first defined.
+pub use crate::settings::{HttpAuth, MAX_DURATION_DAYS, Millis, SecretSource, check_backend_url, secret_file};
 
-/// A duration in whole milliseconds, written as `"5m"`, `"20s"`, `"7d"`, `"1h30m"`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub struct Millis(pub i64);
-
-impl Millis {
-    pub const fn from_secs(s: i64) -> Self {
-        Millis(s * 1000)
-    }
-    pub fn as_ms(self) -> i64 {
-        self.0
-    }
-}
-
-impl FromStr for Millis {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        let bad = || format!("`{s}` is not a duration (examples: \"20s\", \"5m\", \"1h30m\", \"7d\")");
-        let too_long = || format!("`{s}` is too long: a duration is at most {MAX_DURATION_DAYS}d (about 20,000 years)");
-        let span: jiff::Span = s.trim().parse().map_err(|_| if too_large_number(s) { too_long() } else { bad() })?;
-        let d = span.to_duration(jiff::SpanRelativeTo::days_are_24_hours()).map_err(|_| too_long())?;
-        if d.is_negative() {
-            return Err(format!("`{s}` is negative; durations here are positive"));
-        }
-        Ok(Millis(d.as_millis() as i64))
-    }
-}
-
-/// The longest duration jiff (the parser) represents, in days; other units have their own
-/// limit of about the same span (<https://docs.rs/jiff/latest/jiff/struct.Span.html>).
-pub const MAX_DURATION_DAYS: i64 = 7_304_484;
-
-/// Whether `s` is a duration of valid syntax whose numbers are too large: it parses once
-/// every run of digits is `1` (`1000000000d` → `1d`; `5x` → `1x` is still no duration).
-fn too_large_number(s: &str) -> bool {
-    let mut ones = String::with_capacity(s.len());
-    let mut in_digits = false;
-    for c in s.trim().chars() {
-        if c.is_ascii_digit() {
-            if !in_digits {
-                ones.push('1');
-            }
-            in_digits = true;
-        } else {
-            ones.push(c);
-            in_digits = false;
-        }
-    }
-    ones.parse::<jiff::Span>().is_ok()
-}
+/// Each destination's section lives with its destination (`crate::notify::registry`).
+pub use crate::notify::alertmanager::AlertmanagerConfig;
+pub use crate::notify::pagerduty::PagerDutyConfig;
+use crate::notify::registry::SecretForm;
+pub use crate::notify::slack::{SlackConfig, SlackMode};
+pub use crate::notify::webhook::WebhookConfig;
+pub use crate::notify::{NotifyConfig, RetryConfig};
 
 /// The shortest diagnosis window (`--window`, the API's `window=`): below a second no
 /// scrape can land in it, and `0.5ms` is a typo.
@@ -105,25 +62,6 @@ pub fn parse_time(s: &str) -> Result<i64, String> {
         )),
         Ok(_) => Err(format!("`{s}` is before {}, the earliest time culprit takes", jiff::Timestamp::MIN)),
         Err(_) => Err(format!("`{s}` is not an RFC 3339 time such as 2026-11-29T10:36:00Z")),
-    }
-}
-
-impl fmt::Display for Millis {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{:#}", jiff::SignedDuration::from_millis(self.0))
-    }
-}
-
-impl<'de> Deserialize<'de> for Millis {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let s = String::deserialize(d)?;
-        s.parse().map_err(serde::de::Error::custom)
-    }
-}
-
-impl Serialize for Millis {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&self.to_string())
     }
 }
 
@@ -230,25 +168,8 @@ impl Config {
         for (i, c) in self.flink.clusters.iter().enumerate() {
             auth(format!("flink.clusters[{i}] ({}).auth", c.name), c.auth.as_ref(), &mut out);
         }
-        if let Some(slack) = &self.notify.slack {
-            if let Some(t) = &slack.token {
-                out.push(("notify.slack.token".into(), t));
-            }
-            if let Some(u) = &slack.webhook_url {
-                out.push(("notify.slack.webhook_url".into(), u));
-            }
-        }
-        if let Some(pd) = &self.notify.pagerduty {
-            out.push(("notify.pagerduty.routing_key".into(), &pd.routing_key));
-        }
-        auth(
-            "notify.alertmanager.auth".into(),
-            self.notify.alertmanager.as_ref().and_then(|a| a.auth.as_ref()),
-            &mut out,
-        );
-        for (i, w) in self.notify.webhook.iter().enumerate() {
-            auth(format!("notify.webhook[{i}] ({}).auth", w.name), w.auth.as_ref(), &mut out);
-        }
+        // Each destination reports its own secrets (`crate::notify::registry`).
+        out.extend(self.notify.secrets().into_iter().map(|(key, f)| (key, f.source)));
         out
     }
 
@@ -274,10 +195,6 @@ impl Config {
         for c in &self.flink.clusters {
             add_auth(c.auth.as_ref(), &mut r);
         }
-        add_auth(self.notify.alertmanager.as_ref().and_then(|a| a.auth.as_ref()), &mut r);
-        for w in &self.notify.webhook {
-            add_auth(w.auth.as_ref(), &mut r);
-        }
         for a in [&self.server.auth, &self.server.webhook_auth, &self.server.api_auth] {
             add_auth(a.as_ref().and_then(ServerAuth::http).as_ref(), &mut r);
         }
@@ -285,16 +202,14 @@ impl Config {
         if let Some(k) = resolved(self.server.link_secret.as_ref()) {
             r.add(secrecy::ExposeSecret::expose_secret(&k));
         }
-        if let Some(slack) = &self.notify.slack {
-            if let Some(t) = resolved(slack.token.as_ref()) {
-                r.add(secrecy::ExposeSecret::expose_secret(&t));
+        for (_, f) in self.notify.secrets() {
+            let Ok(secret) = f.source.resolve() else { continue };
+            let secret = secrecy::ExposeSecret::expose_secret(&secret);
+            match f.form {
+                SecretForm::Plain => r.add(secret),
+                SecretForm::Url => r.add_url(secret),
+                SecretForm::Basic { username } => r.add_basic(username, secret),
             }
-            if let Some(u) = resolved(slack.webhook_url.as_ref()) {
-                r.add_url(secrecy::ExposeSecret::expose_secret(&u));
-            }
-        }
-        if let Some(k) = resolved(self.notify.pagerduty.as_ref().map(|p| &p.routing_key)) {
-            r.add(secrecy::ExposeSecret::expose_secret(&k));
         }
         r
     }
@@ -673,89 +588,6 @@ impl Thresholds {
     }
 }
 
-/// Where a secret comes from: an environment variable or a file (trailing newline
-/// trimmed). Never the configuration file itself.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum SecretSource {
-    /// The name of an environment variable.
-    Env(String),
-    /// A file path (e.g. a mounted Kubernetes Secret).
-    File(std::path::PathBuf),
-}
-
-/// By hand rather than derived: serde's errors quote the offending value, and a secret
-/// written inline (`token = "xoxb-…"`) must not reach an error message or a log.
-impl<'de> Deserialize<'de> for SecretSource {
-    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct Visitor;
-        const EXPECTED: &str = "a secret reference: { env = \"VARIABLE\" } or { file = \"/path\" }";
-        impl<'de> serde::de::Visitor<'de> for Visitor {
-            type Value = SecretSource;
-            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str(EXPECTED)
-            }
-            fn visit_str<E: serde::de::Error>(self, _: &str) -> Result<SecretSource, E> {
-                Err(E::custom(format!(
-                    "a secret is never written inline in the configuration; give {EXPECTED} (the value is not shown)"
-                )))
-            }
-            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<SecretSource, A::Error> {
-                use serde::de::Error;
-                let mut found = None;
-                while let Some(key) = map.next_key::<String>()? {
-                    if found.is_some() {
-                        return Err(A::Error::custom(format!("give exactly one of `env` or `file`: {EXPECTED}")));
-                    }
-                    found = Some(match key.as_str() {
-                        "env" => SecretSource::Env(map.next_value()?),
-                        "file" => SecretSource::File(map.next_value()?),
-                        _ => return Err(A::Error::custom(format!("unknown key `{key}`; expected {EXPECTED}"))),
-                    });
-                }
-                found.ok_or_else(|| A::Error::custom(format!("empty; expected {EXPECTED}")))
-            }
-        }
-        deserializer.deserialize_any(Visitor)
-    }
-}
-
-impl SecretSource {
-    /// Reads the secret. The error names the variable or file, never the value. A file
-    /// must be a regular one of at most 64 KiB that no other user can write; one every
-    /// user can read is read with a warning ([`secret_file`]).
-    /// An empty (or blank) secret is an error: it would send, or accept, `Bearer ` alone.
-    pub fn resolve(&self) -> Result<secrecy::SecretString, String> {
-        let (value, origin) = match self {
-            SecretSource::Env(name) => (
-                std::env::var(name).map_err(|_| format!("the environment variable {name} is not set"))?,
-                format!("the environment variable {name}"),
-            ),
-            SecretSource::File(path) => {
-                let file = secret_file::read(path)?;
-                if let Some(warning) = &file.warning {
-                    secret_file::warn_once(warning);
-                }
-                (file.text.trim_end_matches(['\n', '\r']).to_string(), format!("the secret file {}", path.display()))
-            }
-        };
-        if value.trim().is_empty() {
-            return Err(format!("{origin} is empty"));
-        }
-        Ok(secrecy::SecretString::from(value))
-    }
-}
-
-/// HTTP authentication toward a backend.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
-#[serde(deny_unknown_fields, rename_all = "snake_case", tag = "type")]
-pub enum HttpAuth {
-    /// `Authorization: Bearer <token>`.
-    Bearer { token: SecretSource },
-    /// `Authorization: Basic …`.
-    Basic { username: String, password: SecretSource },
-}
-
 /// A Prometheus-compatible query API (Prometheus, Thanos, Mimir, Cortex, VictoriaMetrics).
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
@@ -839,26 +671,6 @@ impl PrometheusConfig {
                 self.max_answer_bytes_in_flight, self.max_answer_bytes
             ));
         }
-    }
-}
-
-/// A backend URL must be http(s) and carry no credentials: userinfo and query strings end
-/// up in logs and error messages, so they are refused (and not echoed); auth has its own key.
-fn check_backend_url(key: &str, url: &str, auth_key: &str, problems: &mut Vec<String>) {
-    match reqwest::Url::parse(url) {
-        Ok(u) if u.scheme() == "http" || u.scheme() == "https" => {
-            if !u.username().is_empty() || u.password().is_some() {
-                problems.push(format!(
-                    "{key} holds a user or password: remove it and use {auth_key} with a secret reference (the URL is not shown)"
-                ));
-            } else if u.query().is_some() || u.fragment().is_some() {
-                problems.push(format!(
-                    "{key} has a query string or fragment: give the base URL only (path prefix allowed; the URL is not shown)"
-                ));
-            }
-        }
-        _ => problems
-            .push(format!("{key} is not an http(s) URL such as http://prometheus:9090 (the value is not shown)")),
     }
 }
 
@@ -1307,192 +1119,6 @@ impl Default for ServiceConfig {
             alertnames: SHIPPED_ALERTNAMES.iter().map(|s| s.to_string()).collect(),
         }
     }
-}
-
-/// Where verdicts are posted. Every destination is optional.
-#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct NotifyConfig {
-    pub slack: Option<SlackConfig>,
-    pub pagerduty: Option<PagerDutyConfig>,
-    pub alertmanager: Option<AlertmanagerConfig>,
-    pub webhook: Vec<WebhookConfig>,
-    /// Retry of failed deliveries (one place for every destination).
-    pub retry: RetryConfig,
-    /// Alert groups delivered at once per destination; each group's notices stay in
-    /// order. Default 4.
-    pub concurrency: usize,
-    /// At most one "could not diagnose" notice per destination within this window: the
-    /// one sent after it names every job that failed meanwhile (10, and counts the rest),
-    /// whatever its alert group. `0s`: only the notices waiting at once are folded.
-    /// Default 10m.
-    pub could_not_diagnose_every: Millis,
-}
-
-impl Default for NotifyConfig {
-    fn default() -> Self {
-        NotifyConfig {
-            slack: None,
-            pagerduty: None,
-            alertmanager: None,
-            webhook: Vec::new(),
-            retry: RetryConfig::default(),
-            concurrency: 4,
-            could_not_diagnose_every: Millis::from_secs(600),
-        }
-    }
-}
-
-impl NotifyConfig {
-    fn validate(&self, problems: &mut Vec<String>) {
-        if self.concurrency == 0 {
-            problems.push("notify.concurrency must be at least 1 (0 would deliver nothing)".into());
-        }
-        if self.retry.min.as_ms() <= 0 || self.retry.max < self.retry.min {
-            problems.push("notify.retry.min must be positive and at most notify.retry.max".into());
-        }
-        let urls = self
-            .slack
-            .iter()
-            .map(|s| ("notify.slack.api_url", s.api_url.clone()))
-            .chain(self.pagerduty.iter().map(|p| ("notify.pagerduty.url", p.url.clone())))
-            .chain(self.alertmanager.iter().map(|a| ("notify.alertmanager.url", a.url.clone())))
-            .chain(self.webhook.iter().map(|w| ("notify.webhook.url", w.url.clone())));
-        for (key, url) in urls {
-            // A notification URL may carry a token: refused, never echoed.
-            check_backend_url(key, &url, "its `auth`", problems);
-        }
-        if let Some(s) = &self.slack {
-            match s.mode {
-                SlackMode::WebApi if s.token.is_none() || s.channel.is_none() => {
-                    problems.push("notify.slack: mode web_api needs `token` and `channel`".into())
-                }
-                SlackMode::IncomingWebhook if s.webhook_url.is_none() => {
-                    problems.push("notify.slack: mode incoming_webhook needs `webhook_url`".into())
-                }
-                _ => {}
-            }
-        }
-        let mut names = std::collections::BTreeSet::new();
-        for w in &self.webhook {
-            if !names.insert(&w.name) {
-                problems.push(format!("notify.webhook: the name `{}` is used twice", w.name));
-            }
-        }
-    }
-}
-
-/// Backoff of failed deliveries: `min` doubling to `max`, honouring `Retry-After`, until
-/// `give_up_after` since the first attempt.
-#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct RetryConfig {
-    /// Default 1s.
-    pub min: Millis,
-    /// Default 60s.
-    pub max: Millis,
-    /// Default 1h.
-    pub give_up_after: Millis,
-}
-
-impl Default for RetryConfig {
-    fn default() -> Self {
-        RetryConfig { min: Millis::from_secs(1), max: Millis::from_secs(60), give_up_after: Millis::from_secs(3600) }
-    }
-}
-
-/// How culprit posts to Slack.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, Default)]
-#[serde(rename_all = "snake_case")]
-pub enum SlackMode {
-    /// `chat.postMessage` with a bot token: threads and updates.
-    #[default]
-    WebApi,
-    /// An incoming webhook URL: plain posts, no threads.
-    IncomingWebhook,
-}
-
-/// Slack.
-#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct SlackConfig {
-    #[serde(default)]
-    pub mode: SlackMode,
-    /// Bot token (`xoxb-…`), web_api mode.
-    #[serde(default)]
-    pub token: Option<SecretSource>,
-    /// Channel id or name, web_api mode.
-    #[serde(default)]
-    pub channel: Option<String>,
-    /// Incoming webhook URL (a secret: it holds a token), incoming_webhook mode.
-    #[serde(default)]
-    pub webhook_url: Option<SecretSource>,
-    /// Web API base URL. Default `https://slack.com/api`.
-    #[serde(default = "default_slack_api")]
-    pub api_url: String,
-}
-
-fn default_slack_api() -> String {
-    "https://slack.com/api".into()
-}
-
-/// PagerDuty Events API v2.
-#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct PagerDutyConfig {
-    /// The integration's routing key (the same service Alertmanager pages).
-    pub routing_key: SecretSource,
-    /// Default `https://events.pagerduty.com/v2/enqueue`.
-    #[serde(default = "default_pagerduty_url")]
-    pub url: String,
-    /// Event severity: `critical`, `error`, `warning` or `info`. Default `error`.
-    #[serde(default = "default_pagerduty_severity")]
-    pub severity: String,
-}
-
-fn default_pagerduty_url() -> String {
-    "https://events.pagerduty.com/v2/enqueue".into()
-}
-
-fn default_pagerduty_severity() -> String {
-    "error".into()
-}
-
-/// Alertmanager API v2, for culprit's own `FlinkBackpressureCulprit` alert.
-#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct AlertmanagerConfig {
-    /// Alertmanager base URL (`http://alertmanager:9093`).
-    pub url: String,
-    /// The alert's `endsAt` is this far after each (re-)post; it is re-posted while the
-    /// source alert fires. Default 15m.
-    #[serde(default = "default_am_ends_after")]
-    pub ends_after: Millis,
-    /// Default `FlinkBackpressureCulprit`.
-    #[serde(default = "default_am_alertname")]
-    pub alertname: String,
-    /// Optional authentication (an Alertmanager behind a proxy).
-    #[serde(default)]
-    pub auth: Option<HttpAuth>,
-}
-
-fn default_am_ends_after() -> Millis {
-    Millis::from_secs(900)
-}
-
-fn default_am_alertname() -> String {
-    "FlinkBackpressureCulprit".into()
-}
-
-/// A generic webhook receiving the verdict JSON.
-#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct WebhookConfig {
-    /// A name for metrics and logs.
-    pub name: String,
-    pub url: String,
-    #[serde(default)]
-    pub auth: Option<HttpAuth>,
 }
 
 /// Which Kafka consumer group and topics belong to which Flink job, and topic retention.

@@ -39,3 +39,4 @@ pub mod notify;
 pub mod render;
 pub mod samples;
 pub mod service;
+pub mod settings;

@@ -1,0 +1,237 @@
+//! The one list of destinations, and the `[notify]` section that holds them.
+//!
+//! Each destination is one unit, `src/notify/<name>/`:
+//! * `config.rs`: its section's struct (documented, typed, secrets as
+//!   [`SecretSource`]) and its [`DestinationConfig`]: the secrets it holds (the redactor,
+//!   `check-config` and the leak tests take them from here, never from a list kept by
+//!   hand), its validation, the line `serve` logs and `check-config` prints, and building
+//!   its sender;
+//! * `mod.rs` (and further files): the sender, implementing [`Destination`]: which
+//!   notices it wants, sending once, the probe of `check-config --connect`, and whether a
+//!   notice already arrived (its dedup question);
+//! * its payload, pure, in `src/render/<name>.rs` (snapshot-tested with `insta`).
+//!
+//! # Adding a destination
+//!
+//! Adding one (say Opsgenie) touches exactly:
+//! 1. its own files: `src/notify/opsgenie/{mod.rs,config.rs}` and
+//!    `src/render/opsgenie.rs` (with its tests and snapshots), and `pub mod opsgenie;` in
+//!    `src/notify/mod.rs` and `src/render/mod.rs`;
+//! 2. this file: its section as a field of [`NotifyConfig`] (`pub opsgenie:
+//!    Option<OpsgenieConfig>`, or a `Vec` for a list such as `[[notify.webhook]]`) and one
+//!    line in [`sections`] (`one(&mut out, "notify.opsgenie", &cfg.opsgenie);`);
+//! 3. its example section in `config/culprit.example.toml` (the example test loads it),
+//!    and one line in the registry test below (`every_secret_a_destination_holds_is_reported`),
+//!    which fails until the new section's secrets are reported.
+//!
+//! Nothing else: validation, secrets, redaction, `check-config` (its listing, unreadable
+//! secrets, `--connect` probes), the start-up log line and the delivery loops iterate
+//! [`sections`].
+
+use serde::{Deserialize, Serialize};
+
+use crate::notify::alertmanager::AlertmanagerConfig;
+use crate::notify::pagerduty::PagerDutyConfig;
+use crate::notify::slack::SlackConfig;
+use crate::notify::webhook::WebhookConfig;
+use crate::notify::{Destination, Notifier};
+use crate::settings::{HttpAuth, Millis, SecretSource, check_backend_url};
+
+/// Where verdicts are posted. Every destination is optional.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields, default)]
+pub struct NotifyConfig {
+    /// `[notify.slack]`.
+    pub slack: Option<SlackConfig>,
+    /// `[notify.pagerduty]`.
+    pub pagerduty: Option<PagerDutyConfig>,
+    /// `[notify.alertmanager]`.
+    pub alertmanager: Option<AlertmanagerConfig>,
+    /// `[[notify.webhook]]`, any number.
+    pub webhook: Vec<WebhookConfig>,
+    /// Retry of failed deliveries (one place for every destination).
+    pub retry: RetryConfig,
+    /// Alert groups delivered at once per destination; each group's notices stay in
+    /// order. Default 4.
+    pub concurrency: usize,
+    /// At most one "could not diagnose" notice per destination within this window: the
+    /// one sent after it names every job that failed meanwhile (10, and counts the rest),
+    /// whatever its alert group. `0s`: only the notices waiting at once are folded.
+    /// Default 10m.
+    pub could_not_diagnose_every: Millis,
+}
+
+/// Every configured destination section, in the order they are built, validated and
+/// listed: the registry. One line per destination.
+pub fn sections(cfg: &NotifyConfig) -> Vec<Section<'_>> {
+    let mut out = Vec::new();
+    one(&mut out, "notify.slack", &cfg.slack);
+    one(&mut out, "notify.pagerduty", &cfg.pagerduty);
+    one(&mut out, "notify.alertmanager", &cfg.alertmanager);
+    each(&mut out, "notify.webhook", &cfg.webhook);
+    out
+}
+
+/// One configured destination section.
+pub struct Section<'a> {
+    /// Its key as check-config names it: `notify.slack`, `notify.webhook[0] (ops)`.
+    pub key: String,
+    /// The key of a list's section without its index (`notify.webhook`); `None` for a
+    /// single section.
+    pub list: Option<&'static str>,
+    pub config: &'a dyn DestinationConfig,
+}
+
+fn one<'a, T: DestinationConfig>(out: &mut Vec<Section<'a>>, key: &'static str, c: &'a Option<T>) {
+    if let Some(c) = c {
+        out.push(Section { key: key.to_string(), list: None, config: c });
+    }
+}
+
+fn each<'a, T: DestinationConfig>(out: &mut Vec<Section<'a>>, key: &'static str, list: &'a [T]) {
+    for (i, c) in list.iter().enumerate() {
+        let label = c.label().map(|l| format!(" ({l})")).unwrap_or_default();
+        out.push(Section { key: format!("{key}[{i}]{label}"), list: Some(key), config: c });
+    }
+}
+
+/// How a secret travels on the wire, so that the redactor removes every form of it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SecretForm<'a> {
+    /// A token or key, sent as it is (in a header or a body).
+    Plain,
+    /// A URL that holds a token (a Slack incoming webhook): the URL, its path and its last
+    /// segment are secret.
+    Url,
+    /// The password of HTTP Basic authentication with this user name.
+    Basic { username: &'a str },
+}
+
+/// One secret a destination's section holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SecretField<'a> {
+    /// Its key inside the section: `token`, `auth.password`.
+    pub key: String,
+    pub source: &'a SecretSource,
+    pub form: SecretForm<'a>,
+}
+
+/// The secret of an optional `auth` (`{prefix}.token` or `{prefix}.password`).
+pub fn auth_secrets<'a>(prefix: &str, auth: Option<&'a HttpAuth>) -> Vec<SecretField<'a>> {
+    match auth {
+        Some(HttpAuth::Bearer { token }) => {
+            vec![SecretField { key: format!("{prefix}.token"), source: token, form: SecretForm::Plain }]
+        }
+        Some(HttpAuth::Basic { username, password }) => vec![SecretField {
+            key: format!("{prefix}.password"),
+            source: password,
+            form: SecretForm::Basic { username },
+        }],
+        None => Vec::new(),
+    }
+}
+
+/// A destination's section of `[notify]`: everything culprit asks of it besides sending.
+pub trait DestinationConfig: Send + Sync {
+    /// The label of one section of a list (a webhook's `name`), shown in its key.
+    fn label(&self) -> Option<&str> {
+        None
+    }
+    /// Every secret the section holds, each with its key inside the section. A secret
+    /// left out here would be neither checked by `check-config` nor redacted.
+    fn secrets(&self) -> Vec<SecretField<'_>>;
+    /// The URLs it posts to, with their full keys: each must be http(s) without
+    /// credentials or a query ([`check_backend_url`]).
+    fn urls(&self) -> Vec<(&'static str, &str)>;
+    /// Problems with its other values (every one, each naming its key).
+    fn validate(&self, _problems: &mut Vec<String>) {}
+    /// One line without a secret: what `serve` logs at start and `check-config` prints.
+    fn describe(&self) -> String;
+    /// Its sender; secrets are resolved now. The error names the destination, never a
+    /// secret.
+    fn build(&self) -> Result<Box<dyn Destination>, String>;
+    /// The section as JSON (secret references as `{"env": …}` / `{"file": …}`), for the
+    /// test that every secret it holds is reported.
+    fn to_json(&self) -> serde_json::Value;
+}
+
+impl Default for NotifyConfig {
+    fn default() -> Self {
+        NotifyConfig {
+            slack: None,
+            pagerduty: None,
+            alertmanager: None,
+            webhook: Vec::new(),
+            retry: RetryConfig::default(),
+            concurrency: 4,
+            could_not_diagnose_every: Millis::from_secs(600),
+        }
+    }
+}
+
+impl NotifyConfig {
+    /// Every value out of range, in one pass: the delivery settings, then every
+    /// destination's URLs, then their other values, then names used twice in a list.
+    pub fn validate(&self, problems: &mut Vec<String>) {
+        if self.concurrency == 0 {
+            problems.push("notify.concurrency must be at least 1 (0 would deliver nothing)".into());
+        }
+        if self.retry.min.as_ms() <= 0 || self.retry.max < self.retry.min {
+            problems.push("notify.retry.min must be positive and at most notify.retry.max".into());
+        }
+        let sections = sections(self);
+        for (key, url) in sections.iter().flat_map(|s| s.config.urls()) {
+            // A notification URL may carry a token: refused, never echoed.
+            check_backend_url(key, url, "its `auth`", problems);
+        }
+        for s in &sections {
+            s.config.validate(problems);
+        }
+        let mut names = std::collections::BTreeSet::new();
+        for s in &sections {
+            if let (Some(list), Some(label)) = (s.list, s.config.label())
+                && !names.insert((list, label))
+            {
+                problems.push(format!("{list}: the name `{label}` is used twice"));
+            }
+        }
+    }
+
+    /// Every secret reference of every destination, with its full key
+    /// (`notify.webhook[0] (ops).auth.token`), and how it travels.
+    pub fn secrets(&self) -> Vec<(String, SecretField<'_>)> {
+        sections(self)
+            .into_iter()
+            .flat_map(|s| s.config.secrets().into_iter().map(move |f| (format!("{}.{}", s.key, f.key), f)))
+            .collect()
+    }
+
+    /// One line per configured destination, without a secret.
+    pub fn describe(&self) -> Vec<String> {
+        sections(self).iter().map(|s| s.config.describe()).collect()
+    }
+
+    /// Every configured destination's sender; secrets are resolved now.
+    pub fn build(&self) -> Result<Vec<Notifier>, String> {
+        sections(self).iter().map(|s| s.config.build().map(Notifier::from_box)).collect()
+    }
+}
+
+/// Backoff of failed deliveries: `min` doubling to `max`, honouring `Retry-After`, until
+/// `give_up_after` since the first attempt.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields, default)]
+pub struct RetryConfig {
+    /// Default 1s.
+    pub min: Millis,
+    /// Default 60s.
+    pub max: Millis,
+    /// Default 1h.
+    pub give_up_after: Millis,
+}
+
+impl Default for RetryConfig {
+    fn default() -> Self {
+        RetryConfig { min: Millis::from_secs(1), max: Millis::from_secs(60), give_up_after: Millis::from_secs(3600) }
+    }
+}
