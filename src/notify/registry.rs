@@ -235,3 +235,132 @@ impl Default for RetryConfig {
         RetryConfig { min: Millis::from_secs(1), max: Millis::from_secs(60), give_up_after: Millis::from_secs(3600) }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use serde_json::Value;
+
+    use super::*;
+
+    /// The keys of `[notify]` that are delivery settings, not destinations.
+    const SETTINGS: [&str; 3] = ["retry", "concurrency", "could_not_diagnose_every"];
+
+    /// Every destination with every field that can hold a secret set, each secret a
+    /// reference to its own environment variable `CULPRIT_TEST_SECRET_<n>`; both kinds of
+    /// `auth`. A new destination gets its section here (the test below fails until it does).
+    const FULL: &str = r#"
+        [slack]
+        token = { env = "CULPRIT_TEST_SECRET_1" }
+        channel = "C1"
+        webhook_url = { env = "CULPRIT_TEST_SECRET_2" }
+
+        [pagerduty]
+        routing_key = { env = "CULPRIT_TEST_SECRET_3" }
+
+        [alertmanager]
+        url = "http://alertmanager:9093"
+        auth = { type = "bearer", token = { env = "CULPRIT_TEST_SECRET_4" } }
+
+        [[webhook]]
+        name = "bearer"
+        url = "https://hooks.example/a"
+        auth = { type = "bearer", token = { env = "CULPRIT_TEST_SECRET_5" } }
+
+        [[webhook]]
+        name = "basic"
+        url = "https://hooks.example/b"
+        auth = { type = "basic", username = "u", password = { env = "CULPRIT_TEST_SECRET_6" } }
+    "#;
+
+    /// Every secret reference in a JSON value (`{"env": …}` or `{"file": …}`, as a
+    /// `SecretSource` serializes), as its variable or path.
+    fn references(v: &Value, out: &mut BTreeSet<String>) {
+        match v {
+            Value::Object(m) if m.len() == 1 && (m.contains_key("env") || m.contains_key("file")) => {
+                out.insert(m.values().next().and_then(Value::as_str).unwrap_or_default().to_string());
+            }
+            Value::Object(m) => m.values().for_each(|x| references(x, out)),
+            Value::Array(a) => a.iter().for_each(|x| references(x, out)),
+            _ => {}
+        }
+    }
+
+    fn reported(f: &SecretField<'_>) -> String {
+        match f.source {
+            SecretSource::Env(name) => name.clone(),
+            SecretSource::File(path) => path.display().to_string(),
+        }
+    }
+
+    #[test]
+    fn every_secret_a_destination_holds_is_reported() {
+        let cfg: NotifyConfig = toml::from_str(FULL).unwrap();
+        let sections = sections(&cfg);
+        // Every destination of `[notify]` (from the type's schema) is registered and set
+        // in FULL: a new section missing from `sections` or from FULL fails here.
+        let schema = serde_json::to_value(schemars::schema_for!(NotifyConfig)).unwrap();
+        let declared: BTreeSet<String> = schema["properties"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .filter(|k| !SETTINGS.contains(&k.as_str()))
+            .cloned()
+            .collect();
+        let registered: BTreeSet<String> = sections
+            .iter()
+            .map(|s| s.list.map(str::to_string).unwrap_or_else(|| s.key.clone()).replace("notify.", ""))
+            .collect();
+        assert_eq!(declared, registered, "every destination of [notify] is in `sections` and in FULL");
+        let mut all = BTreeSet::new();
+        for s in &sections {
+            // What the section holds, read from its serialized form, is what it reports.
+            let mut held = BTreeSet::new();
+            references(&s.config.to_json(), &mut held);
+            let told: BTreeSet<String> = s.config.secrets().iter().map(reported).collect();
+            assert_eq!(held, told, "{}: every secret it holds is reported by `secrets`", s.key);
+            assert!(!held.is_empty(), "{}: FULL sets its secrets", s.key);
+            all.extend(held);
+        }
+        // Every field that can hold a secret is set in FULL: a field of a destination's
+        // type whose schema is (or holds) a SecretSource or HttpAuth is present in each
+        // of its sections. A new secret field left out of FULL fails here.
+        let defs = schema["$defs"].as_object().unwrap();
+        for s in &sections {
+            let json = s.config.to_json();
+            let name = s.list.unwrap_or(&s.key).replace("notify.", "");
+            let def = schema["properties"][&name].to_string();
+            let (type_name, fields) = defs
+                .iter()
+                .find(|(k, _)| def.contains(&format!("#/$defs/{k}\"")))
+                .map(|(k, d)| (k.clone(), d["properties"].as_object().cloned().unwrap_or_default()))
+                .unwrap();
+            for (field, field_schema) in fields {
+                let text = field_schema.to_string();
+                if text.contains("#/$defs/SecretSource") || text.contains("#/$defs/HttpAuth") {
+                    assert!(!json[&field].is_null(), "{type_name}.{field} can hold a secret: set it in FULL");
+                }
+            }
+        }
+        // 1 to 6, each reported once.
+        assert_eq!(all.len(), 6, "{all:?}");
+    }
+
+    #[test]
+    fn secrets_have_their_full_keys_and_wire_forms() {
+        let cfg: NotifyConfig = toml::from_str(FULL).unwrap();
+        let keys: Vec<(String, SecretForm<'_>)> = cfg.secrets().into_iter().map(|(k, f)| (k, f.form)).collect();
+        assert_eq!(
+            keys,
+            vec![
+                ("notify.slack.token".to_string(), SecretForm::Plain),
+                ("notify.slack.webhook_url".to_string(), SecretForm::Url),
+                ("notify.pagerduty.routing_key".to_string(), SecretForm::Plain),
+                ("notify.alertmanager.auth.token".to_string(), SecretForm::Plain),
+                ("notify.webhook[0] (bearer).auth.token".to_string(), SecretForm::Plain),
+                ("notify.webhook[1] (basic).auth.password".to_string(), SecretForm::Basic { username: "u" }),
+            ]
+        );
+    }
+}
