@@ -1,4 +1,5 @@
-//! Notifiers: one module per destination, all of the same shape.
+//! Notifiers: one unit per destination, `notify/<name>/`, all of the same shape, listed
+//! once in [`registry`] (whose docs say what adding a destination touches).
 //!
 //! A notifier renders a [`Notice`] with the pure renderers in [`crate::render`], sends it
 //! once, and says whether a failure is worth retrying ([`NotifyError::retryable`], with the
