@@ -19,14 +19,17 @@
 //!    `src/notify/mod.rs` and `src/render/mod.rs`;
 //! 2. this file: its section as a field of [`NotifyConfig`] (`pub opsgenie:
 //!    Option<OpsgenieConfig>`, or a `Vec` for a list such as `[[notify.webhook]]`) and one
-//!    line in [`sections`] (`one(&mut out, "notify.opsgenie", &cfg.opsgenie);`);
-//! 3. its example section in `config/culprit.example.toml` (the example test loads it),
-//!    and one line in the registry test below (`every_secret_a_destination_holds_is_reported`),
-//!    which fails until the new section's secrets are reported.
+//!    line in `entries` (`one("notify.opsgenie", &cfg.opsgenie),`);
+//! 3. its example section in `config/culprit.example.toml` (the example test loads it
+//!    and checks the defaults it documents);
+//! 4. its section in the tests that must reach every destination, each of which fails
+//!    until it is there: `FULL` and the header list in this file's tests (the first fails
+//!    too while a secret its section holds is not reported by `secrets`), and
+//!    `destinations()` of `tests/secrets.rs` (every secret at every offset).
 //!
 //! Nothing else: validation, secrets, redaction, `check-config` (its listing, unreadable
-//! secrets, `--connect` probes), the start-up log line and the delivery loops iterate
-//! [`sections`].
+//! secrets, `--connect` probes), the start-up log line (and its warning naming every
+//! section, [`headers`]) and the delivery loops iterate [`sections`].
 
 use serde::{Deserialize, Serialize};
 
@@ -61,15 +64,57 @@ pub struct NotifyConfig {
     pub could_not_diagnose_every: Millis,
 }
 
-/// Every configured destination section, in the order they are built, validated and
-/// listed: the registry. One line per destination.
+/// Every destination `[notify]` can hold, with its configured sections, in the order
+/// they are built, validated and listed: the registry. One line per destination.
+fn entries(cfg: &NotifyConfig) -> Vec<Entry<'_>> {
+    vec![
+        one("notify.slack", &cfg.slack),
+        one("notify.pagerduty", &cfg.pagerduty),
+        one("notify.alertmanager", &cfg.alertmanager),
+        each("notify.webhook", &cfg.webhook),
+    ]
+}
+
+/// One destination of the registry: its key, whether it is a list (`[[notify.webhook]]`),
+/// and its configured sections.
+struct Entry<'a> {
+    key: &'static str,
+    list: bool,
+    configs: Vec<&'a dyn DestinationConfig>,
+}
+
+fn one<'a, T: DestinationConfig>(key: &'static str, c: &'a Option<T>) -> Entry<'a> {
+    Entry { key, list: false, configs: c.iter().map(|c| c as &dyn DestinationConfig).collect() }
+}
+
+fn each<'a, T: DestinationConfig>(key: &'static str, list: &'a [T]) -> Entry<'a> {
+    Entry { key, list: true, configs: list.iter().map(|c| c as &dyn DestinationConfig).collect() }
+}
+
+/// Every configured destination section, in the registry's order.
 pub fn sections(cfg: &NotifyConfig) -> Vec<Section<'_>> {
     let mut out = Vec::new();
-    one(&mut out, "notify.slack", &cfg.slack);
-    one(&mut out, "notify.pagerduty", &cfg.pagerduty);
-    one(&mut out, "notify.alertmanager", &cfg.alertmanager);
-    each(&mut out, "notify.webhook", &cfg.webhook);
+    for e in entries(cfg) {
+        for (i, config) in e.configs.into_iter().enumerate() {
+            let section = if e.list {
+                let label = config.label().map(|l| format!(" ({l})")).unwrap_or_default();
+                Section { key: format!("{}[{i}]{label}", e.key), list: Some(e.key), config }
+            } else {
+                Section { key: e.key.to_string(), list: None, config }
+            };
+            out.push(section);
+        }
+    }
     out
+}
+
+/// The TOML header of every destination, configured or not (`[notify.slack]`,
+/// `[[notify.webhook]]`): for messages that name them all.
+pub fn headers() -> Vec<String> {
+    entries(&NotifyConfig::default())
+        .iter()
+        .map(|e| if e.list { format!("[[{}]]", e.key) } else { format!("[{}]", e.key) })
+        .collect()
 }
 
 /// One configured destination section.
@@ -80,19 +125,6 @@ pub struct Section<'a> {
     /// single section.
     pub list: Option<&'static str>,
     pub config: &'a dyn DestinationConfig,
-}
-
-fn one<'a, T: DestinationConfig>(out: &mut Vec<Section<'a>>, key: &'static str, c: &'a Option<T>) {
-    if let Some(c) = c {
-        out.push(Section { key: key.to_string(), list: None, config: c });
-    }
-}
-
-fn each<'a, T: DestinationConfig>(out: &mut Vec<Section<'a>>, key: &'static str, list: &'a [T]) {
-    for (i, c) in list.iter().enumerate() {
-        let label = c.label().map(|l| format!(" ({l})")).unwrap_or_default();
-        out.push(Section { key: format!("{key}[{i}]{label}"), list: Some(key), config: c });
-    }
 }
 
 /// How a secret travels on the wire, so that the redactor removes every form of it.
@@ -345,6 +377,11 @@ mod tests {
         }
         // 1 to 6, each reported once.
         assert_eq!(all.len(), 6, "{all:?}");
+    }
+
+    #[test]
+    fn the_headers_name_every_destination_as_the_file_writes_it() {
+        assert_eq!(headers(), ["[notify.slack]", "[notify.pagerduty]", "[notify.alertmanager]", "[[notify.webhook]]"]);
     }
 
     #[test]
