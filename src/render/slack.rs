@@ -32,8 +32,9 @@
 //! # Safety of untrusted text
 //!
 //! Job, vertex and operator names and the alert labels come from outside. Every dynamic
-//! string is cleaned of control characters ([`names::clean`]) and goes through
-//! [`mrkdwn`] (or [`escape`] for `plain_text`): `&`, `<`, `>` become `&amp;`, `&lt;`,
+//! string is cleaned of control characters
+//! ([`names::clean`](crate::render::names::clean)) and goes through [`mrkdwn`] (or
+//! [`escape`] for `plain_text`): `&`, `<`, `>` become `&amp;`, `&lt;`,
 //! `&gt;`, so a label `<!channel>` shows as text and pings nobody, and
 //! `<https://evil|click>` does not become a link; a word holding one of Slack's formatting
 //! characters (`*`, `_`, `~`, `` ` ``) or an emoji code (`:fire:`) is put in a code span,
