@@ -17,24 +17,31 @@ mod kafka;
 mod load;
 mod prometheus;
 pub mod reference;
-mod secret;
-pub mod secret_file;
 mod server;
 mod service;
 mod store;
 
 pub use diagnosis::{DiagnosisConfig, OperatorKind, Thresholds};
-pub use duration::{MAX_DURATION_DAYS, MAX_WINDOW, MIN_WINDOW, Millis, parse_time, parse_window};
+pub use duration::{MAX_WINDOW, MIN_WINDOW, parse_time, parse_window};
 pub use flink::{CLUSTER_CHOICE, FlinkCluster, FlinkConfig};
 pub use kafka::{KafkaConfig, KafkaJob};
 pub use load::ConfigError;
 pub use prometheus::{PROMETHEUS_MAX_ANSWER_BYTES, PROMETHEUS_MAX_ANSWER_BYTES_IN_FLIGHT, PrometheusConfig};
-pub use secret::{HttpAuth, SecretSource};
 pub use server::{ServerAuth, ServerConfig};
 pub use service::{SHIPPED_ALERTNAMES, ServiceConfig};
 pub use store::{StoreConfig, Synchronous};
 
-use prometheus::check_backend_url;
+/// The vocabulary settings are written in (durations, secret references, HTTP
+/// authentication, the backend URL check), below both this module and `crate::notify`.
+pub use crate::settings::{HttpAuth, MAX_DURATION_DAYS, Millis, SecretSource, check_backend_url, secret_file};
+
+/// Each destination's section lives with its destination (`crate::notify::registry`).
+pub use crate::notify::alertmanager::AlertmanagerConfig;
+pub use crate::notify::pagerduty::PagerDutyConfig;
+use crate::notify::registry::SecretForm;
+pub use crate::notify::slack::{SlackConfig, SlackMode};
+pub use crate::notify::webhook::WebhookConfig;
+pub use crate::notify::{NotifyConfig, RetryConfig};
 
 /// The whole configuration file.
 #[derive(Debug, Clone, PartialEq, Default, Deserialize, Serialize, schemars::JsonSchema)]
@@ -92,25 +99,8 @@ impl Config {
         for (i, c) in self.flink.clusters.iter().enumerate() {
             auth(format!("flink.clusters[{i}] ({}).auth", c.name), c.auth.as_ref(), &mut out);
         }
-        if let Some(slack) = &self.notify.slack {
-            if let Some(t) = &slack.token {
-                out.push(("notify.slack.token".into(), t));
-            }
-            if let Some(u) = &slack.webhook_url {
-                out.push(("notify.slack.webhook_url".into(), u));
-            }
-        }
-        if let Some(pd) = &self.notify.pagerduty {
-            out.push(("notify.pagerduty.routing_key".into(), &pd.routing_key));
-        }
-        auth(
-            "notify.alertmanager.auth".into(),
-            self.notify.alertmanager.as_ref().and_then(|a| a.auth.as_ref()),
-            &mut out,
-        );
-        for (i, w) in self.notify.webhook.iter().enumerate() {
-            auth(format!("notify.webhook[{i}] ({}).auth", w.name), w.auth.as_ref(), &mut out);
-        }
+        // Each destination reports its own secrets (`crate::notify::registry`).
+        out.extend(self.notify.secrets().into_iter().map(|(key, f)| (key, f.source)));
         out
     }
 
@@ -136,10 +126,6 @@ impl Config {
         for c in &self.flink.clusters {
             add_auth(c.auth.as_ref(), &mut r);
         }
-        add_auth(self.notify.alertmanager.as_ref().and_then(|a| a.auth.as_ref()), &mut r);
-        for w in &self.notify.webhook {
-            add_auth(w.auth.as_ref(), &mut r);
-        }
         for a in [&self.server.auth, &self.server.webhook_auth, &self.server.api_auth] {
             add_auth(a.as_ref().and_then(ServerAuth::http).as_ref(), &mut r);
         }
@@ -147,16 +133,14 @@ impl Config {
         if let Some(k) = resolved(self.server.link_secret.as_ref()) {
             r.add(secrecy::ExposeSecret::expose_secret(&k));
         }
-        if let Some(slack) = &self.notify.slack {
-            if let Some(t) = resolved(slack.token.as_ref()) {
-                r.add(secrecy::ExposeSecret::expose_secret(&t));
+        for (_, f) in self.notify.secrets() {
+            let Ok(secret) = f.source.resolve() else { continue };
+            let secret = secrecy::ExposeSecret::expose_secret(&secret);
+            match f.form {
+                SecretForm::Plain => r.add(secret),
+                SecretForm::Url => r.add_url(secret),
+                SecretForm::Basic { username } => r.add_basic(username, secret),
             }
-            if let Some(u) = resolved(slack.webhook_url.as_ref()) {
-                r.add_url(secrecy::ExposeSecret::expose_secret(&u));
-            }
-        }
-        if let Some(k) = resolved(self.notify.pagerduty.as_ref().map(|p| &p.routing_key)) {
-            r.add(secrecy::ExposeSecret::expose_secret(&k));
         }
         r
     }
@@ -176,194 +160,6 @@ impl Config {
         self.service.validate(&mut problems);
         problems
     }
-}
-
-/// Where verdicts are posted. Every destination is optional.
-#[derive(Debug, Clone, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields, default)]
-pub struct NotifyConfig {
-    pub slack: Option<SlackConfig>,
-    pub pagerduty: Option<PagerDutyConfig>,
-    pub alertmanager: Option<AlertmanagerConfig>,
-    pub webhook: Vec<WebhookConfig>,
-    /// Retry of failed deliveries (one place for every destination).
-    pub retry: RetryConfig,
-    /// Alert groups delivered at once per destination; each group's notices stay in
-    /// order. Default 4.
-    pub concurrency: usize,
-    /// At most one "could not diagnose" notice per destination within this window: the
-    /// one sent after it names every job that failed meanwhile (10, and counts the rest),
-    /// whatever its alert group. `0s`: only the notices waiting at once are folded.
-    /// Default 10m.
-    pub could_not_diagnose_every: Millis,
-}
-
-impl Default for NotifyConfig {
-    fn default() -> Self {
-        NotifyConfig {
-            slack: None,
-            pagerduty: None,
-            alertmanager: None,
-            webhook: Vec::new(),
-            retry: RetryConfig::default(),
-            concurrency: 4,
-            could_not_diagnose_every: Millis::from_secs(600),
-        }
-    }
-}
-
-impl NotifyConfig {
-    fn validate(&self, problems: &mut Vec<String>) {
-        if self.concurrency == 0 {
-            problems.push("notify.concurrency must be at least 1 (0 would deliver nothing)".into());
-        }
-        if self.retry.min.as_ms() <= 0 || self.retry.max < self.retry.min {
-            problems.push("notify.retry.min must be positive and at most notify.retry.max".into());
-        }
-        let urls = self
-            .slack
-            .iter()
-            .map(|s| ("notify.slack.api_url", s.api_url.clone()))
-            .chain(self.pagerduty.iter().map(|p| ("notify.pagerduty.url", p.url.clone())))
-            .chain(self.alertmanager.iter().map(|a| ("notify.alertmanager.url", a.url.clone())))
-            .chain(self.webhook.iter().map(|w| ("notify.webhook.url", w.url.clone())));
-        for (key, url) in urls {
-            // A notification URL may carry a token: refused, never echoed.
-            check_backend_url(key, &url, "its `auth`", problems);
-        }
-        if let Some(s) = &self.slack {
-            match s.mode {
-                SlackMode::WebApi if s.token.is_none() || s.channel.is_none() => {
-                    problems.push("notify.slack: mode web_api needs `token` and `channel`".into())
-                }
-                SlackMode::IncomingWebhook if s.webhook_url.is_none() => {
-                    problems.push("notify.slack: mode incoming_webhook needs `webhook_url`".into())
-                }
-                _ => {}
-            }
-        }
-        let mut names = std::collections::BTreeSet::new();
-        for w in &self.webhook {
-            if !names.insert(&w.name) {
-                problems.push(format!("notify.webhook: the name `{}` is used twice", w.name));
-            }
-        }
-    }
-}
-
-/// Backoff of failed deliveries: `min` doubling to `max`, honouring `Retry-After`, until
-/// `give_up_after` since the first attempt.
-#[derive(Debug, Clone, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields, default)]
-pub struct RetryConfig {
-    /// The first wait after a failed delivery, doubled after each failure. Default 1s.
-    pub min: Millis,
-    /// The longest wait between two attempts (a `Retry-After` may ask more). Default 60s.
-    pub max: Millis,
-    /// A delivery still failing this long after its first attempt is given up (a dead
-    /// letter). Default 1h.
-    pub give_up_after: Millis,
-}
-
-impl Default for RetryConfig {
-    fn default() -> Self {
-        RetryConfig { min: Millis::from_secs(1), max: Millis::from_secs(60), give_up_after: Millis::from_secs(3600) }
-    }
-}
-
-/// How culprit posts to Slack.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, Default, schemars::JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum SlackMode {
-    /// `chat.postMessage` with a bot token: threads and updates.
-    #[default]
-    WebApi,
-    /// An incoming webhook URL: plain posts, no threads.
-    IncomingWebhook,
-}
-
-/// Slack.
-#[derive(Debug, Clone, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct SlackConfig {
-    #[serde(default)]
-    pub mode: SlackMode,
-    /// Bot token (`xoxb-…`), web_api mode.
-    #[serde(default)]
-    pub token: Option<SecretSource>,
-    /// Channel id or name, web_api mode.
-    #[serde(default)]
-    pub channel: Option<String>,
-    /// Incoming webhook URL (a secret: it holds a token), incoming_webhook mode.
-    #[serde(default)]
-    pub webhook_url: Option<SecretSource>,
-    /// Web API base URL. Default `https://slack.com/api`.
-    #[serde(default = "default_slack_api")]
-    pub api_url: String,
-}
-
-fn default_slack_api() -> String {
-    "https://slack.com/api".into()
-}
-
-/// PagerDuty Events API v2.
-#[derive(Debug, Clone, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct PagerDutyConfig {
-    /// The integration's routing key (the same service Alertmanager pages).
-    pub routing_key: SecretSource,
-    /// Default `https://events.pagerduty.com/v2/enqueue`.
-    #[serde(default = "default_pagerduty_url")]
-    pub url: String,
-    /// Event severity: `critical`, `error`, `warning` or `info`. Default `error`.
-    #[serde(default = "default_pagerduty_severity")]
-    pub severity: String,
-}
-
-fn default_pagerduty_url() -> String {
-    "https://events.pagerduty.com/v2/enqueue".into()
-}
-
-fn default_pagerduty_severity() -> String {
-    "error".into()
-}
-
-/// Alertmanager API v2, for culprit's own `FlinkBackpressureCulprit` alert.
-#[derive(Debug, Clone, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct AlertmanagerConfig {
-    /// Alertmanager base URL (`http://alertmanager:9093`).
-    pub url: String,
-    /// The alert's `endsAt` is this far after each (re-)post; it is re-posted while the
-    /// source alert fires. Default 15m.
-    #[serde(default = "default_am_ends_after")]
-    pub ends_after: Millis,
-    /// Default `FlinkBackpressureCulprit`.
-    #[serde(default = "default_am_alertname")]
-    pub alertname: String,
-    /// Optional authentication (an Alertmanager behind a proxy).
-    #[serde(default)]
-    pub auth: Option<HttpAuth>,
-}
-
-fn default_am_ends_after() -> Millis {
-    Millis::from_secs(900)
-}
-
-fn default_am_alertname() -> String {
-    "FlinkBackpressureCulprit".into()
-}
-
-/// A generic webhook receiving the verdict JSON.
-#[derive(Debug, Clone, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct WebhookConfig {
-    /// A name for metrics and logs.
-    pub name: String,
-    /// The URL the verdict JSON is posted to (with an `Idempotency-Key` header).
-    pub url: String,
-    #[serde(default)]
-    pub auth: Option<HttpAuth>,
 }
 
 #[cfg(test)]

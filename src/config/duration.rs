@@ -1,59 +1,6 @@
 //! Durations (`"5m"`, `"20s"`, `"1h30m"`, `"7d"`), diagnosis windows and RFC 3339 times.
 
-use std::fmt;
-use std::str::FromStr;
-
-use serde::{Deserialize, Deserializer, Serialize, Serializer};
-
-/// A duration in whole milliseconds, written as `"5m"`, `"20s"`, `"7d"`, `"1h30m"`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub struct Millis(pub i64);
-
-impl Millis {
-    pub const fn from_secs(s: i64) -> Self {
-        Millis(s * 1000)
-    }
-    pub fn as_ms(self) -> i64 {
-        self.0
-    }
-}
-
-impl FromStr for Millis {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        let bad = || format!("`{s}` is not a duration (examples: \"20s\", \"5m\", \"1h30m\", \"7d\")");
-        let too_long = || format!("`{s}` is too long: a duration is at most {MAX_DURATION_DAYS}d (about 20,000 years)");
-        let span: jiff::Span = s.trim().parse().map_err(|_| if too_large_number(s) { too_long() } else { bad() })?;
-        let d = span.to_duration(jiff::SpanRelativeTo::days_are_24_hours()).map_err(|_| too_long())?;
-        if d.is_negative() {
-            return Err(format!("`{s}` is negative; durations here are positive"));
-        }
-        Ok(Millis(d.as_millis() as i64))
-    }
-}
-
-/// The longest duration jiff (the parser) represents, in days; other units have their own
-/// limit of about the same span (<https://docs.rs/jiff/latest/jiff/struct.Span.html>).
-pub const MAX_DURATION_DAYS: i64 = 7_304_484;
-
-/// Whether `s` is a duration of valid syntax whose numbers are too large: it parses once
-/// every run of digits is `1` (`1000000000d` → `1d`; `5x` → `1x` is still no duration).
-fn too_large_number(s: &str) -> bool {
-    let mut ones = String::with_capacity(s.len());
-    let mut in_digits = false;
-    for c in s.trim().chars() {
-        if c.is_ascii_digit() {
-            if !in_digits {
-                ones.push('1');
-            }
-            in_digits = true;
-        } else {
-            ones.push(c);
-            in_digits = false;
-        }
-    }
-    ones.parse::<jiff::Span>().is_ok()
-}
+use crate::settings::Millis;
 
 /// The shortest diagnosis window (`--window`, the API's `window=`): below a second no
 /// scrape can land in it, and `0.5ms` is a typo.
@@ -98,41 +45,6 @@ pub fn parse_time(s: &str) -> Result<i64, String> {
         )),
         Ok(_) => Err(format!("`{s}` is before {}, the earliest time culprit takes", jiff::Timestamp::MIN)),
         Err(_) => Err(format!("`{s}` is not an RFC 3339 time such as 2026-11-29T10:36:00Z")),
-    }
-}
-
-impl fmt::Display for Millis {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{:#}", jiff::SignedDuration::from_millis(self.0))
-    }
-}
-
-impl<'de> Deserialize<'de> for Millis {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let s = String::deserialize(d)?;
-        s.parse().map_err(serde::de::Error::custom)
-    }
-}
-
-/// A duration string in the schema (`format: duration`, culprit's own forms, not ISO 8601),
-/// written in place where a key uses it.
-impl schemars::JsonSchema for Millis {
-    fn schema_name() -> std::borrow::Cow<'static, str> {
-        "Duration".into()
-    }
-
-    fn inline_schema() -> bool {
-        true
-    }
-
-    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-        schemars::json_schema!({ "type": "string", "format": "duration" })
-    }
-}
-
-impl Serialize for Millis {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&self.to_string())
     }
 }
 

@@ -4,8 +4,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::prometheus::check_backend_url;
-use super::{HttpAuth, Millis};
+use super::{HttpAuth, Millis, check_backend_url};
 
 /// Flink clusters whose REST API gives job graphs and checkpoint configuration.
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]

@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{HttpAuth, Millis};
+use super::{HttpAuth, Millis, check_backend_url};
 
 /// A Prometheus-compatible query API (Prometheus, Thanos, Mimir, Cortex, VictoriaMetrics).
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
@@ -90,25 +90,6 @@ impl PrometheusConfig {
     }
 }
 
-/// A backend URL must be http(s) and carry no credentials: userinfo and query strings end
-/// up in logs and error messages, so they are refused (and not echoed); auth has its own key.
-pub(super) fn check_backend_url(key: &str, url: &str, auth_key: &str, problems: &mut Vec<String>) {
-    match reqwest::Url::parse(url) {
-        Ok(u) if u.scheme() == "http" || u.scheme() == "https" => {
-            if !u.username().is_empty() || u.password().is_some() {
-                problems.push(format!(
-                    "{key} holds a user or password: remove it and use {auth_key} with a secret reference (the URL is not shown)"
-                ));
-            } else if u.query().is_some() || u.fragment().is_some() {
-                problems.push(format!(
-                    "{key} has a query string or fragment: give the base URL only (path prefix allowed; the URL is not shown)"
-                ));
-            }
-        }
-        _ => problems
-            .push(format!("{key} is not an http(s) URL such as http://prometheus:9090 (the value is not shown)")),
-    }
-}
 
 #[cfg(test)]
 mod tests {
