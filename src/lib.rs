@@ -27,6 +27,8 @@
 //!   synthetic jobs for benchmarks).
 //! * [`service`]: `culprit serve`, the one module that wires collection to notification.
 //! * [`cli`]: the `culprit` command line.
+//! * [`retry_status`]: which HTTP statuses every backend and destination retries (imports
+//!   nothing; used by `collect` and `notify`).
 //!
 //! `docs/architecture.md` draws the layers and says where new code goes.
 
@@ -37,5 +39,6 @@ pub mod diagnose;
 pub mod model;
 pub mod notify;
 pub mod render;
+pub mod retry_status;
 pub mod samples;
 pub mod service;

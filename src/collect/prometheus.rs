@@ -202,11 +202,10 @@ fn too_large_entry(status: u16, error: &str) -> Option<&'static (&'static str, T
     TOO_LARGE.iter().find(|(marker, _, _)| error.contains(&marker.to_ascii_lowercase()))
 }
 
-/// Whether an HTTP status is worth retrying: 429, 5xx (503 included). 400 and 422 mean the
+/// Whether an HTTP status is worth retrying: the table every backend and destination
+/// shares ([`crate::retry_status`]: 408, 429, 5xx but 501 and 505). 400 and 422 mean the
 /// query is wrong and other 4xx mean the request is; retrying changes nothing.
-pub fn retryable_status(status: u16) -> bool {
-    status == 429 || (500..600).contains(&status)
-}
+pub use crate::retry_status::retryable_status;
 
 enum Auth {
     Bearer(SecretString),
