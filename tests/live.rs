@@ -417,7 +417,7 @@ async fn hostile_names_reach_promql_escaped_and_select_only_their_own_series() {
     )
     .await
     .unwrap();
-    assert!(snapshot.missing.iter().all(|m| !m.detail.contains("query failed")), "{:?}", snapshot.missing);
+    assert!(snapshot.missing.iter().all(|m| !m.why.is_query_failure()), "{:?}", snapshot.missing);
     let topics: Vec<&str> = snapshot.partitions.iter().map(|p| p.topic.as_str()).collect();
     assert_eq!(topics, ["t"], "only the hostile group's own partition");
     assert_eq!(snapshot.partitions[0].consumer_group, hostile);
@@ -490,7 +490,7 @@ async fn a_store_refusing_large_queries_gets_smaller_ones_and_the_same_verdict_o
         let (snapshot, live) = snapshot_through(&limits.url, &job, at, with_graph).await;
         let refused = limits.asked().iter().filter(|a| a.refused.is_some()).count();
         assert!(refused > 0, "the limits were hit");
-        assert!(snapshot.missing.iter().all(|m| !m.detail.contains("query failed")), "{:?}", snapshot.missing);
+        assert!(snapshot.missing.iter().all(|m| !m.why.is_query_failure()), "{:?}", snapshot.missing);
         assert!(snapshot.notes.iter().any(|n| n.contains("as too large")), "{:?}", snapshot.notes);
         if with_graph {
             let mut a = serde_json::to_value(&expected).unwrap();
@@ -508,8 +508,11 @@ async fn a_store_refusing_large_queries_gets_smaller_ones_and_the_same_verdict_o
     // signals are given up with the reason, never answered in part.
     let limits = support::limits::start(&server.url, 4, 200).await;
     let (snapshot, _) = snapshot_through(&limits.url, &job, at, true).await;
-    let refused: Vec<&culprit::model::snapshot::Missing> =
-        snapshot.missing.iter().filter(|m| m.detail.contains("refused even for vertex")).collect();
+    let refused: Vec<&culprit::model::snapshot::Missing> = snapshot
+        .missing
+        .iter()
+        .filter(|m| culprit::render::words::missing::why(&m.why).contains("refused even for vertex"))
+        .collect();
     assert!(!refused.is_empty(), "{:?}", snapshot.missing);
     assert!(snapshot.vertex_aggregates.iter().all(|a| a.busy_max.is_none()), "no partial busy time");
 }

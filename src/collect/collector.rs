@@ -16,7 +16,9 @@ use crate::config::Config;
 use crate::model::catalog::{MetricCatalog, labels as l};
 use crate::model::graph::{JobGraph, sanitize_label_value};
 use crate::model::request::DiagnosisRequest;
-use crate::model::snapshot::{BackpressureMeasure, CheckpointConfig, JobIdentity, Missing, Snapshot};
+use crate::model::snapshot::{
+    BackpressureMeasure, CheckpointConfig, JobIdentity, Leaves, Missing, MissingWhy, Snapshot,
+};
 
 mod assemble;
 mod error;
@@ -193,6 +195,12 @@ async fn collect_from<S: MetricSource>(source: &S, input: CollectInput<'_>) -> R
     })
 }
 
+/// The reason of a query that failed: its error, and whether the backend refused it as
+/// too large.
+fn failed(e: &QueryError, leaves: Option<Leaves>) -> MissingWhy {
+    MissingWhy::query_failed(e.message.clone(), leaves, e.too_large.is_some())
+}
+
 /// The answers gathered so far, by name; the PromQL behind each; what could not be had.
 #[derive(Default)]
 struct Answers {
@@ -211,7 +219,7 @@ impl Answers {
                 Ok(r) => {
                     self.results.insert(name, r);
                 }
-                Err(e) => self.missing.push(Missing { metric: q.to_promql(), detail: format!("query failed: {e}") }),
+                Err(e) => self.missing.push(Missing { metric: q.to_promql(), why: failed(&e, None) }),
             }
         }
     }
@@ -226,21 +234,14 @@ impl Answers {
     fn note_missing_task_metrics(&mut self, cat: &MetricCatalog, measure: BackpressureMeasure) {
         let classic = measure == BackpressureMeasure::IsBackPressuredShare;
         for (name, key) in [(&cat.busy, "busy"), (&cat.backpressured, "backpressured"), (&cat.idle, "idle")] {
-            let detail = if classic && key != "idle" {
-                "the reporter predates Flink 1.13, which added busy and backpressured time; backpressure is read from isBackPressured, busy time is unknown"
-            } else {
-                "no samples for this job in the window"
-            };
+            let why = if classic && key != "idle" { MissingWhy::PredatesFlink113 } else { MissingWhy::NoSamples };
             // In the classic case the `backpressured` answer is isBackPressured's.
             if (classic && key == "backpressured") || self.get(key).is_empty() {
-                self.missing.push(Missing { metric: name.clone(), detail: detail.into() });
+                self.missing.push(Missing { metric: name.clone(), why });
             }
         }
         if self.get("records_in").is_empty() && self.get("records_in_meter").is_empty() {
-            self.missing.push(Missing {
-                metric: cat.records_in.clone(),
-                detail: "no records-in counter or meter: records shares and capacities are unknown".into(),
-            });
+            self.missing.push(Missing { metric: cat.records_in.clone(), why: MissingWhy::NoRecordsIn });
         }
     }
 }

@@ -721,7 +721,8 @@ mod tests {
 
     #[test]
     fn server_errors_timeouts_and_network_failures_are_retryable() {
-        for code in [500, 502, 503, 504] {
+        // 408 and 429 as every backend and destination retries them (crate::retry_status).
+        for code in [408, 429, 500, 502, 503, 504] {
             assert!(status(code).is_retryable(), "{code}");
         }
         assert!(FlinkError::Timeout { cluster: "c".into(), path: "/p".into(), timeout: Millis(5) }.is_retryable());
@@ -732,7 +733,7 @@ mod tests {
 
     #[test]
     fn client_errors_and_local_failures_are_final() {
-        for code in [400, 401, 403, 404, 405, 429] {
+        for code in [400, 401, 403, 404, 405, 501, 505] {
             assert!(!status(code).is_retryable(), "{code}");
         }
         let finals = [

@@ -14,7 +14,7 @@ use crate::config::{CLUSTER_CHOICE, Config};
 use crate::diagnose::diagnose;
 use crate::model::graph::{JobGraph, sanitize_label_value};
 use crate::model::request::DiagnosisRequest;
-use crate::model::snapshot::CheckpointConfig;
+use crate::model::snapshot::{CheckpointConfig, Missing, MissingWhy};
 use crate::model::verdict::Verdict;
 
 /// Why a live diagnosis could not run. One sentence each, without credentials.
@@ -343,6 +343,27 @@ impl Live {
         now_ms: i64,
         overrides: Overrides,
     ) -> Result<Verdict, PipelineError> {
+        self.diagnosis_with(request, labels, now_ms, overrides).await.map(|d| d.verdict)
+    }
+
+    /// [`Self::diagnose`], with what was missing and why beside the verdict (the worker
+    /// decides on the reasons whether to diagnose again).
+    pub async fn diagnosis(
+        &self,
+        request: &DiagnosisRequest,
+        labels: &BTreeMap<String, String>,
+        now_ms: i64,
+    ) -> Result<Diagnosis, PipelineError> {
+        self.diagnosis_with(request, labels, now_ms, Overrides::default()).await
+    }
+
+    async fn diagnosis_with(
+        &self,
+        request: &DiagnosisRequest,
+        labels: &BTreeMap<String, String>,
+        now_ms: i64,
+        overrides: Overrides,
+    ) -> Result<Diagnosis, PipelineError> {
         let prometheus = self.prometheus.as_ref().ok_or(PipelineError::NoPrometheus)?;
         self.check_cluster(labels)?;
         let source = PromSource::new(prometheus, now_ms);
@@ -379,8 +400,33 @@ impl Live {
         }
         notes.extend(source.warnings().into_iter().map(|w| format!("Prometheus warning: {w}")));
         snapshot.notes.extend(notes);
-        Ok(redact_verdict(&self.redactor, diagnose(&snapshot, &self.config.diagnosis)))
+        let verdict = redact_verdict(&self.redactor, diagnose(&snapshot, &self.config.diagnosis));
+        let missing = snapshot.missing.into_iter().map(|m| redact_missing(&self.redactor, m)).collect();
+        Ok(Diagnosis { verdict, missing })
     }
+}
+
+/// A live diagnosis: the verdict, and the snapshot's missing signals with their reasons
+/// (redacted as the verdict is), for decisions that must not read the verdict's words.
+#[derive(Debug, Clone)]
+pub struct Diagnosis {
+    pub verdict: Verdict,
+    pub missing: Vec<Missing>,
+}
+
+/// A missing signal with every form of every secret removed from its text (a failed
+/// query's error quotes what the backend said).
+fn redact_missing(redactor: &crate::model::secret::Redactor, mut m: Missing) -> Missing {
+    if redactor.is_empty() {
+        return m;
+    }
+    m.metric = redactor.redact(&m.metric);
+    match &mut m.why {
+        MissingWhy::QueryFailed { error, .. } => *error = redactor.redact(error),
+        MissingWhy::Said { detail } => *detail = redactor.redact(detail),
+        _ => {}
+    }
+    m
 }
 
 /// The verdict with every form of every secret removed from its text (notes and missing

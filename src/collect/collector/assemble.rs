@@ -8,8 +8,8 @@ use crate::collect::query::{QueryResult, ResultSeries};
 use crate::model::catalog::{MetricCatalog, labels as l};
 use crate::model::graph::flink_taskmanager_id;
 use crate::model::snapshot::{
-    CheckpointConfig, CheckpointPoint, Checkpoints, Missing, OperatorRates, RocksDbSubtask, SourceSubtaskLag,
-    SubtaskMetrics, TaskManagerMetrics, VertexAggregate, VertexTimeline, VertexWatermark,
+    CheckpointConfig, CheckpointPoint, Checkpoints, Missing, MissingWhy, OperatorRates, RocksDbSubtask,
+    SourceSubtaskLag, SubtaskMetrics, TaskManagerMetrics, VertexAggregate, VertexTimeline, VertexWatermark,
 };
 /// Operator-level records rates from round 4's answers, per (vertex, operator).
 pub(super) fn assemble_operators(
@@ -123,10 +123,9 @@ pub(super) fn assemble_job_signals(
         }
     }
     if checkpoints.series.iter().all(|p| p.last_duration_ms.is_none()) {
-        answers.missing.push(Missing {
-            metric: cat.last_checkpoint_duration.clone(),
-            detail: "no checkpoint metrics for this job (checkpointing off, or JobManager not scraped)".into(),
-        });
+        answers
+            .missing
+            .push(Missing { metric: cat.last_checkpoint_duration.clone(), why: MissingWhy::NoCheckpointMetrics });
     }
     JobSignals { checkpoints, rocksdb, source_lag, taskmanagers, watermarks, samples_in_window, lag_note }
 }

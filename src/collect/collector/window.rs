@@ -1,9 +1,10 @@
 //! Round 2: which series of the run count, and which window the averages are taken over.
 
-use super::{CollectError, CollectInput, JobRun, MetricSource};
+use super::{CollectError, CollectInput, JobRun, MetricSource, failed};
 use crate::collect::identity::{self, SeriesScope};
 use crate::collect::query::{Agg, Aggregation, Query, Selector};
 use crate::model::catalog::labels as l;
+use crate::model::snapshot::Leaves;
 use crate::model::snapshot::{BackpressureMeasure, Missing, Window, WindowBound};
 /// The start of the current episode: the time of the latest evaluation whose state
 /// (backpressured or not) differs from the state at the end. `points` are
@@ -58,10 +59,9 @@ pub(super) async fn which_series<S: MetricSource>(
             series.hygiene = hygiene;
             notes.extend(note);
         }
-        (Some(Err(e)), _) | (_, Some(Err(e))) => missing.push(Missing {
-            metric: cat.records_in.clone(),
-            detail: format!("query failed: {e}; task attempts and duplicate scrapes are not told apart"),
-        }),
+        (Some(Err(e)), _) | (_, Some(Err(e))) => {
+            missing.push(Missing { metric: cat.records_in.clone(), why: failed(&e, Some(Leaves::SeriesHygiene)) })
+        }
         _ => {}
     }
     Ok(series)
@@ -117,7 +117,7 @@ pub(super) async fn which_window<S: MetricSource>(
     let mut series = |name: &str| match answers.next().expect("one answer per query") {
         Ok(result) => result.first().map(|s| s.points.clone()).unwrap_or_default(),
         Err(e) => {
-            missing.push(Missing { metric: name.to_string(), detail: format!("query failed: {e}") });
+            missing.push(Missing { metric: name.to_string(), why: failed(&e, None) });
             Vec::new()
         }
     };
