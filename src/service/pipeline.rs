@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 use crate::collect::collector::{CollectError, CollectInput, collect};
 use crate::collect::flink_rest::{FlinkRest, pick_job};
-use crate::collect::prometheus::{PromSource, Prometheus};
+use crate::collect::prometheus::{Attempts, PromSource, Prometheus};
 use crate::config::{CLUSTER_CHOICE, Config};
 use crate::diagnose::diagnose;
 use crate::model::graph::{JobGraph, sanitize_label_value};
@@ -343,18 +343,20 @@ impl Live {
         now_ms: i64,
         overrides: Overrides,
     ) -> Result<Verdict, PipelineError> {
-        self.diagnosis_with(request, labels, now_ms, overrides).await.map(|d| d.verdict)
+        self.diagnosis_with(request, labels, now_ms, overrides, Attempts::UntilDeadline).await.map(|d| d.verdict)
     }
 
-    /// [`Self::diagnose`], with what was missing and why beside the verdict (the worker
-    /// decides on the reasons whether to diagnose again).
+    /// One attempt at a diagnosis for a caller that retries whole diagnoses (the service's
+    /// worker): each Prometheus request is tried once ([`Attempts::Once`]), so that a
+    /// failure is retried in one place, and what was missing and why comes beside the
+    /// verdict (the caller decides on the reasons whether to diagnose again).
     pub async fn diagnosis(
         &self,
         request: &DiagnosisRequest,
         labels: &BTreeMap<String, String>,
         now_ms: i64,
     ) -> Result<Diagnosis, PipelineError> {
-        self.diagnosis_with(request, labels, now_ms, Overrides::default()).await
+        self.diagnosis_with(request, labels, now_ms, Overrides::default(), Attempts::Once).await
     }
 
     async fn diagnosis_with(
@@ -363,10 +365,11 @@ impl Live {
         labels: &BTreeMap<String, String>,
         now_ms: i64,
         overrides: Overrides,
+        attempts: Attempts,
     ) -> Result<Diagnosis, PipelineError> {
         let prometheus = self.prometheus.as_ref().ok_or(PipelineError::NoPrometheus)?;
         self.check_cluster(labels)?;
-        let source = PromSource::new(prometheus, now_ms);
+        let source = PromSource::new(prometheus, now_ms).attempts(attempts);
         let job_labels = self.job_labels(&source, request, labels, request.at_ms.unwrap_or(now_ms)).await;
         let (job_id, graph, checkpoint_config, mut notes) =
             self.job_context(request.job.as_deref(), labels, &job_labels).await;
