@@ -671,3 +671,50 @@ async fn a_label_the_alert_lacks_is_read_from_the_jobs_series_and_checked_the_sa
     assert!(note.contains("\"127_0_0_1\"") && note.contains("is not a DNS label"), "{note}");
     assert_eq!(flink.received_requests().await.unwrap().len(), 3);
 }
+
+/// The job's runs are looked up once per diagnosis, however many parts need the run: the
+/// labels a Flink REST URL template lacks (read from the job's JobManager series), the
+/// configured plan of the job (`[flink.plans]`, used here because this Flink REST has no
+/// such job), and the collector's first round. Each used to ask Prometheus again: three
+/// uptime lookups. A real Prometheus behind a logging proxy (tests/support/limits.rs with
+/// no limits) counts them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_jobs_runs_are_looked_up_once_per_diagnosis() {
+    let dir = support::capture("slow-instance");
+    let expected = recording_verdict(&dir);
+    let prom = support::prometheus_with(&dir.join("recording.om.gz"));
+    let proxy = support::limits::start(&prom.url, usize::MAX, i64::MAX).await;
+    // The URL the template gives (`/jobmanager-rest.lab`) is not served: no job graph from
+    // Flink REST, so the configured plan is looked up.
+    let flink = support::flink_rest_under(&dir, "/elsewhere").await;
+    let tmp = tempfile::tempdir().unwrap();
+    let plans = format!(
+        "template_labels = {{ deployment = \"flink_role\" }}\n[flink.plans]\n\"bp-lab-slow-instance\" = \"{}\"\n",
+        dir.join("rest/plan.json").display()
+    );
+    let config = templated_config(tmp.path(), &proxy.url, &flink.uri(), &plans);
+    let lookup = culprit::collect::query::Query::Range {
+        selector: culprit::collect::query::Selector::metric(&config.metrics.uptime),
+        aggregation: Some(culprit::collect::query::Aggregation::without(
+            culprit::collect::query::Agg::Max,
+            &config.metrics.scrape_labels,
+        )),
+        start_ms: 0,
+        end_ms: 0,
+        step_ms: 1,
+    }
+    .to_promql();
+    let request = DiagnosisRequest {
+        job: Some("bp-lab-slow-instance".into()),
+        at_ms: Some(at_of(&expected)),
+        ..Default::default()
+    };
+    let labels = alert_labels(&[("namespace", "lab")]);
+    let v = culprit::service::pipeline::Live::new(config).unwrap().diagnose(&request, &labels, at_of(&expected)).await;
+    let v = v.unwrap();
+    // The template was filled (from the lookup's labels) and asked, and the plan was used.
+    assert!(!flink.received_requests().await.unwrap().is_empty());
+    assert!(v.notes.iter().any(|n| n.contains("[flink.plans] \"bp-lab-slow-instance\"")), "{:#?}", v.notes);
+    let asked: Vec<String> = proxy.asked().into_iter().map(|a| a.query).filter(|q| q.contains(&lookup)).collect();
+    assert_eq!(asked.len(), 1, "{lookup}: {asked:#?}");
+}

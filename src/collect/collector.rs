@@ -22,6 +22,7 @@ use crate::model::snapshot::{
 
 mod assemble;
 mod error;
+mod lookup;
 mod plan_check;
 mod rounds;
 mod runs;
@@ -29,9 +30,8 @@ mod source;
 mod window;
 
 pub use error::{CollectError, QUOTED_JOBS, closest};
-pub use runs::{
-    JobRun, STALE_AFTER_MS, STORE_LAG_NOTE_MS, STORE_NEWEST, UP, find_runs, job_runs, newest_query, resolve_job,
-};
+pub use lookup::JobLookup;
+pub use runs::{JobRun, STALE_AFTER_MS, STORE_LAG_NOTE_MS, STORE_NEWEST, UP, job_runs, newest_query, resolve_job};
 pub use source::{MetricSource, QueryError, TooLarge};
 pub use window::episode_start;
 
@@ -62,6 +62,19 @@ pub struct CollectInput<'a> {
 /// to the same answer (per vertex, shorter ranges; [`crate::collect::degrade`]) before the
 /// signal is given up; a note says so.
 pub async fn collect<S: MetricSource>(source: &S, input: CollectInput<'_>) -> Result<Snapshot, CollectError> {
+    collect_after(source, input, None).await
+}
+
+/// [`collect`] after the job lookup was asked already (by a caller that needed the run
+/// first): round 1 takes its answers from `lookup` (asked at the time the collection is
+/// about, `request.at_ms` or the source's newest), not from the source again.
+pub async fn collect_after<S: MetricSource>(
+    source: &S,
+    input: CollectInput<'_>,
+    lookup: Option<JobLookup>,
+) -> Result<Snapshot, CollectError> {
+    let replay = lookup::Replay::new(source, lookup);
+    let source = &replay;
     let vertex_ids: Vec<String> =
         input.graph.as_ref().map(|g| g.vertices.iter().map(|v| v.id.clone()).collect()).unwrap_or_default();
     let catalog = input.catalog;

@@ -7,7 +7,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::collect::collector::{CollectError, CollectInput, collect};
+use crate::collect::collector::{CollectError, CollectInput, JobLookup, MetricSource, collect_after};
 use crate::collect::flink_rest::{FlinkRest, pick_job};
 use crate::collect::prometheus::{Attempts, PromSource, Prometheus};
 use crate::config::{CLUSTER_CHOICE, Config};
@@ -140,12 +140,11 @@ impl Live {
     /// `labels` completed for a cluster with `rest_url_template`: by the request's
     /// deployment labels, then by the labels of the job's JobManager series in Prometheus,
     /// when the alert lacks one the template needs. The alert's own labels win.
-    pub async fn job_labels(
+    pub fn job_labels(
         &self,
-        source: &PromSource<'_>,
+        lookup: &JobLookup,
         request: &DiagnosisRequest,
         labels: &BTreeMap<String, String>,
-        at_ms: i64,
     ) -> BTreeMap<String, String> {
         let mut out = labels.clone();
         let Some(cluster) = self.config.flink.cluster_for(labels) else { return out };
@@ -158,23 +157,19 @@ impl Live {
             crate::model::rest_template::label_for(p, &cluster.template_labels).is_some_and(|l| out.contains_key(l))
         });
         let Some(wanted) = request.job.as_deref().filter(|_| !complete) else { return out };
-        let d = &self.config.diagnosis;
-        let runs = crate::collect::collector::find_runs(
-            source,
-            &self.config.metrics,
-            at_ms,
-            d.trend_lookback.as_ms(),
-            d.step.as_ms(),
-        )
-        .await;
-        if let Ok((runs, _)) = runs
-            && let Ok((run, _)) = crate::collect::collector::resolve_job(&runs, Some(wanted), None)
-        {
+        if let Ok((run, _)) = lookup.resolve(Some(wanted), None) {
             for (k, v) in run.labels {
                 out.entry(k).or_insert(v);
             }
         }
         out
+    }
+
+    /// The job lookup at `at_ms` (every job's runs), asked once per diagnosis and handed to
+    /// [`Self::job_labels`], [`Self::configured_plan`] and the collector.
+    pub async fn look_up<S: MetricSource>(&self, source: &S, at_ms: i64) -> JobLookup {
+        let d = &self.config.diagnosis;
+        JobLookup::find(source, &self.config.metrics, at_ms, d.trend_lookback.as_ms(), d.step.as_ms()).await
     }
 
     /// Graph, checkpoint configuration and the exact job id from Flink REST, as far as it
@@ -267,27 +262,16 @@ impl Live {
     /// a plan never chooses the run (a plan of an older run of the job is used only when
     /// its vertices are those of the diagnosed run; the collector checks). `Some` with the
     /// run's id, the plan, and notes; `None` when no plan is configured for the job.
-    pub async fn configured_plan(
+    pub fn configured_plan(
         &self,
-        source: &PromSource<'_>,
+        lookup: &JobLookup,
         wanted: &str,
-        at_ms: i64,
     ) -> Option<(String, Result<JobGraph, String>, Vec<String>)> {
         let plans = &self.config.flink.plans;
         if plans.is_empty() {
             return None;
         }
-        let d = &self.config.diagnosis;
-        let (runs, _) = crate::collect::collector::find_runs(
-            source,
-            &self.config.metrics,
-            at_ms,
-            d.trend_lookback.as_ms(),
-            d.step.as_ms(),
-        )
-        .await
-        .ok()?;
-        let (run, mut notes) = crate::collect::collector::resolve_job(&runs, Some(wanted), None).ok()?;
+        let (run, mut notes) = lookup.resolve(Some(wanted), None).ok()?;
         let key = |k: &str| sanitize_label_value(k) == run.name_label || k == run.id || k == wanted;
         let (name, path) = plans.iter().find(|(name, _)| key(name))?;
         // Notes are posted: they name the plan by its key, never the server's file path
@@ -370,7 +354,10 @@ impl Live {
         let prometheus = self.prometheus.as_ref().ok_or(PipelineError::NoPrometheus)?;
         self.check_cluster(labels)?;
         let source = PromSource::new(prometheus, now_ms).attempts(attempts);
-        let job_labels = self.job_labels(&source, request, labels, request.at_ms.unwrap_or(now_ms)).await;
+        // The job's runs, looked up once: for the REST URL's labels, the configured plan
+        // and the collector's round 1.
+        let lookup = self.look_up(&source, request.at_ms.unwrap_or(now_ms)).await;
+        let job_labels = self.job_labels(&lookup, request, labels);
         let (job_id, graph, checkpoint_config, mut notes) =
             self.job_context(request.job.as_deref(), labels, &job_labels).await;
         notes.extend(self.cluster_notes(labels));
@@ -380,14 +367,13 @@ impl Live {
         let mut request = DiagnosisRequest { job: job_id.or_else(|| request.job.clone()), ..request.clone() };
         if graph.is_none()
             && let Some(wanted) = request.job.clone()
-            && let Some((run_id, plan, plan_notes)) =
-                self.configured_plan(&source, &wanted, request.at_ms.unwrap_or(now_ms)).await
+            && let Some((run_id, plan, plan_notes)) = self.configured_plan(&lookup, &wanted)
         {
             notes.extend(plan_notes);
             graph = plan.ok();
             request.job = Some(run_id);
         }
-        let mut snapshot = collect(
+        let mut snapshot = collect_after(
             &source,
             CollectInput {
                 request: &request,
@@ -396,6 +382,7 @@ impl Live {
                 config: &self.config,
                 catalog: &self.config.metrics,
             },
+            Some(lookup),
         )
         .await?;
         if let (true, Some(why)) = (plan_given, &snapshot.plan_mismatch) {

@@ -3,6 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use super::lookup::JobLookup;
 use super::{CollectError, CollectInput, MetricSource};
 use crate::collect::identity::{self};
 use crate::collect::query::{Agg, Aggregation, OverTime, Query, QueryResult, Selector};
@@ -139,9 +140,10 @@ pub(super) async fn which_job<S: MetricSource>(
     at: i64,
 ) -> Result<Which, CollectError> {
     let cfg = &input.config.diagnosis;
-    let (runs, newest) = find_runs(source, input.catalog, at, cfg.trend_lookback.as_ms(), cfg.step.as_ms()).await?;
+    let lookup = JobLookup::find(source, input.catalog, at, cfg.trend_lookback.as_ms(), cfg.step.as_ms()).await;
     let plan_job_id = input.graph.as_ref().and_then(|g| g.job_id.clone());
-    let (picked, mut notes) = resolve_job(&newest_per_id(&runs), input.request.job.as_deref(), plan_job_id.as_deref())?;
+    let (picked, mut notes) = lookup.resolve(input.request.job.as_deref(), plan_job_id.as_deref())?;
+    let (runs, newest) = lookup.runs?;
     let (run, distinguishing) =
         choose_deployment(&runs, &picked.id, &input.request.labels, cfg.step.as_ms(), &mut notes)?;
     let stale_after = run.scrape_interval_ms.map_or(STALE_AFTER_MS, |i| 2 * i + cfg.step.as_ms());
@@ -290,7 +292,7 @@ pub(super) fn newest_ms(answer: &QueryResult) -> Option<i64> {
 /// The runs of every job with metrics in the `lookback` before `at`: from the JobManager's
 /// uptime gauge, else (only TaskManagers scraped) from task metrics; and the time of the
 /// store's newest data ([`newest_query`]; None when unknown).
-pub async fn find_runs<S: MetricSource>(
+pub(super) async fn find_runs<S: MetricSource>(
     source: &S,
     cat: &MetricCatalog,
     at: i64,
