@@ -381,6 +381,60 @@ mod tests {
         crate::collect::block_on(collect(store, input)).unwrap()
     }
 
+    /// A source over a recording that counts the job lookups (the uptime query of round 1)
+    /// it is asked.
+    struct CountingLookups<'a>(&'a crate::collect::store::SeriesStore, std::sync::atomic::AtomicUsize);
+
+    impl MetricSource for CountingLookups<'_> {
+        async fn run(&self, queries: &[Query]) -> Vec<Result<crate::collect::query::QueryResult, QueryError>> {
+            let uptime = Config::default().metrics.uptime;
+            let lookups = queries
+                .iter()
+                .filter(|q| matches!(q, Query::Range { selector, aggregation: Some(_), .. } if selector.to_promql().contains(&uptime) && !q.to_promql().contains("job_id")))
+                .count();
+            self.1.fetch_add(lookups, std::sync::atomic::Ordering::Relaxed);
+            self.0.run(queries).await
+        }
+
+        fn latest_ms(&self) -> Option<i64> {
+            self.0.latest_ms()
+        }
+    }
+
+    #[test]
+    fn a_collection_after_the_job_lookup_does_not_look_the_job_up_again() {
+        let store = two_jobs_one_stopped();
+        let source = CountingLookups(&store, Default::default());
+        let config = Config::default();
+        let d = &config.diagnosis;
+        let request = DiagnosisRequest { job: Some("done".into()), ..Default::default() };
+        let input = || CollectInput {
+            request: &request,
+            graph: None,
+            checkpoint_config: None,
+            config: &config,
+            catalog: &config.metrics,
+        };
+        let count = || source.1.load(std::sync::atomic::Ordering::Relaxed);
+        // Alone, the collector looks the job up once.
+        let alone = crate::collect::block_on(collect(&source, input())).unwrap();
+        assert_eq!(count(), 1);
+        // After a caller's lookup (at the same time), it asks none: still one in all.
+        let at = store.last_timestamp_ms().unwrap();
+        let lookup = crate::collect::block_on(JobLookup::find(
+            &source,
+            &config.metrics,
+            at,
+            d.trend_lookback.as_ms(),
+            d.step.as_ms(),
+        ));
+        assert_eq!(count(), 2);
+        assert_eq!(lookup.resolve(Some("done"), None).unwrap().0.id, alone.job.id);
+        let after = crate::collect::block_on(collect_after(&source, input(), Some(lookup))).unwrap();
+        assert_eq!(count(), 2);
+        assert_eq!(after, alone);
+    }
+
     #[test]
     fn a_job_that_stopped_reporting_is_diagnosed_as_of_its_last_sample() {
         // The store's newest sample is at 900 s; `done`'s at 300 s, 600 s earlier (far more
