@@ -31,6 +31,8 @@
 //!   synthetic jobs for benchmarks).
 //! * [`service`]: `culprit serve`, the one module that wires collection to notification.
 //! * [`cli`]: the `culprit` command line.
+//! * [`retry_status`]: which HTTP statuses every backend and destination retries (imports
+//!   nothing; used by `collect` and `notify`).
 //!
 //! `docs/architecture.md` draws the layers and says where new code goes.
 
@@ -41,6 +43,7 @@ pub mod diagnose;
 pub mod model;
 pub mod notify;
 pub mod render;
+pub mod retry_status;
 pub mod samples;
 pub mod service;
 pub mod settings;

@@ -54,7 +54,7 @@ pub fn diagnose(snapshot: &Snapshot, cfg: &DiagnosisConfig) -> Verdict {
         .missing
         .iter()
         .filter(|m| checkpoints_ran || !m.metric.ends_with("lastCheckpointDuration"))
-        .map(|m| format!("{} ({})", m.metric, m.detail))
+        .map(crate::render::words::missing::missing)
         .collect();
     for r in &evaluated {
         missing.extend(r.missing.iter().cloned());

@@ -110,17 +110,9 @@ impl NotifyError {
     }
 }
 
-/// 5xx statuses retrying cannot fix: 501 Not Implemented ("the server does not support
-/// the functionality required") and 505 HTTP Version Not Supported, RFC 9110 §15.6.2 and
-/// §15.6.6 <https://www.rfc-editor.org/rfc/rfc9110#section-15.6>. Alertmanager retries
-/// every other 5xx the same way.
-pub const FINAL_5XX: [u16; 2] = [501, 505];
-
-/// Whether an HTTP status from a destination is worth retrying: 408, 429 and 5xx but
-/// [`FINAL_5XX`].
-pub fn retryable_status(status: u16) -> bool {
-    status == 408 || status == 429 || ((500..600).contains(&status) && !FINAL_5XX.contains(&status))
-}
+/// Which statuses a destination retries: the one table every backend and destination
+/// shares ([`crate::retry_status`]).
+pub use crate::retry_status::{FINAL_5XX, retryable_status};
 
 /// The reason label of a non-2xx status.
 fn status_reason(status: u16) -> FailureReason {

@@ -16,6 +16,7 @@ pub mod pagerduty;
 pub mod plot;
 pub mod slack;
 pub mod text;
+pub mod words;
 
 pub use text::Options;
 
