@@ -226,10 +226,10 @@ fn series_difference(mine: &[(Option<i64>, f64)], stored: &[(Option<i64>, f64)])
             return Some(format!("{} samples without a timestamp in one scrape", mine.len()));
         }
         let value = mine[0].1;
-        return match stored.iter().find(|(_, v)| !same(*v, value)) {
-            Some((_, v)) => Some(format!("value {value:?} read, {v:?} stored")),
-            None => None,
-        };
+        return stored
+            .iter()
+            .find(|(_, v)| !same(*v, value))
+            .map(|(_, v)| format!("value {value:?} read, {v:?} stored"));
     }
     let mut a: Vec<(i64, u64)> = mine.iter().map(|(t, v)| (t.unwrap_or(i64::MIN), canonical(*v))).collect();
     let mut b: Vec<(i64, u64)> = stored.iter().map(|(t, v)| (t.unwrap(), canonical(*v))).collect();
