@@ -25,6 +25,8 @@ if [ ${#missing[@]} -gt 0 ]; then
   $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
+# cargo test runs every default member of the workspace: culprit and crates/exposition
+# (whose tests/prometheus_reference.rs checks the reader against a real Prometheus).
 cargo test "$@"
 # The whole suite (no arguments, as CI runs it) also runs every example and bench once.
 if [ $# -eq 0 ]; then
