@@ -3,7 +3,9 @@
 # The integration tests start real Prometheus, VictoriaMetrics, Alertmanager and PostgreSQL
 # processes on free loopback ports, and a headless Chromium renders the verdict pages;
 # this script installs them from Debian's packages when they are missing (with sudo
-# when not root).
+# when not root). kubectl is not installed: Debian's (kubernetes-client 1.20) cannot build
+# deploy/kubernetes-ha (`patches:`), so tests/deploy.rs builds both kustomizations itself
+# and compares with `kubectl kustomize` only when a recent kubectl is already on PATH.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -23,6 +25,8 @@ if [ ${#missing[@]} -gt 0 ]; then
   $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
+# cargo test runs every default member of the workspace: culprit and crates/exposition
+# (whose tests/prometheus_reference.rs checks the reader against a real Prometheus).
 cargo test "$@"
 # The whole suite (no arguments, as CI runs it) also runs every example and bench once.
 if [ $# -eq 0 ]; then

@@ -9,7 +9,7 @@
 //!
 //! ```text
 //! cli ─► service (serve: server, intake, store, pipeline, metrics) ─► samples
-//!     ─► notify ─► render ─► collect ─► diagnose ─► config ─► model
+//!     ─► collect ─► diagnose ─► config ─► notify ─► render ─► settings, model
 //!
 //! CLI / HTTP / webhook ─► DiagnosisRequest ─► collect (recording | Prometheus | Flink REST)
 //!        ─► Snapshot ─► diagnose (pure) ─► Verdict ─► render (pure) ─► notify
@@ -17,16 +17,22 @@
 //!
 //! * [`model`]: the values every layer shares (request, job graph, metric names,
 //!   snapshot, verdict, notice); pure data that imports no other module.
-//! * [`config`]: typed settings (thresholds at the spec's defaults).
+//! * [`settings`]: the vocabulary of the configuration (durations, secret references,
+//!   HTTP auth).
+//! * [`config`]: typed settings (thresholds at the spec's defaults); each destination's
+//!   section comes from [`notify::registry`].
 //! * [`diagnose`]: the pure runbook over a snapshot.
 //! * [`collect`]: turns a request into a [`model::snapshot::Snapshot`]: the exposition
 //!   reader, the in-memory series store, the query shapes, Prometheus, Flink REST, Kafka.
 //! * [`render`]: pure renderers (json, text, markdown, Slack, PagerDuty, Alertmanager).
-//! * [`notify`]: one module per destination; sends what the renderers build.
+//! * [`notify`]: one unit per destination (its section, secrets, sender, probe), listed
+//!   once in [`notify::registry`]; sends what the renderers build.
 //! * [`samples`]: jobs to run without a cluster (the bundled real recordings of `demo`,
 //!   synthetic jobs for benchmarks).
 //! * [`service`]: `culprit serve`, the one module that wires collection to notification.
 //! * [`cli`]: the `culprit` command line.
+//! * [`retry_status`]: which HTTP statuses every backend and destination retries (imports
+//!   nothing; used by `collect` and `notify`).
 //!
 //! `docs/architecture.md` draws the layers and says where new code goes.
 
@@ -37,5 +43,7 @@ pub mod diagnose;
 pub mod model;
 pub mod notify;
 pub mod render;
+pub mod retry_status;
 pub mod samples;
 pub mod service;
+pub mod settings;

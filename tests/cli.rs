@@ -50,6 +50,72 @@ fn diagnose_help_explains_every_flag_and_the_exit_codes() {
     assert!(help.contains("3  a backend failed") && help.contains("refused the query"), "{help}");
 }
 
+/// Every command of the CLI with its path of subcommand names (`[]` is `culprit` itself).
+fn every_command() -> Vec<(Vec<String>, clap::Command)> {
+    fn walk(path: Vec<String>, cmd: &clap::Command, out: &mut Vec<(Vec<String>, clap::Command)>) {
+        out.push((path.clone(), cmd.clone()));
+        for sub in cmd.get_subcommands().filter(|c| c.get_name() != "help") {
+            let mut p = path.clone();
+            p.push(sub.get_name().to_string());
+            walk(p, sub, out);
+        }
+    }
+    let mut cmd = <culprit::cli::Cli as clap::CommandFactory>::command();
+    cmd.build();
+    let mut out = Vec::new();
+    walk(Vec::new(), &cmd, &mut out);
+    out
+}
+
+#[test]
+fn every_commands_help_lists_each_of_its_flags_and_subcommands_with_their_text() {
+    // Clap's own list of each command's arguments, not a hand-kept one: a flag added
+    // without a help text, or one that --help does not show, fails here.
+    let commands = every_command();
+    let names: Vec<String> = commands.iter().map(|(p, _)| p.join(" ")).collect();
+    for expected in ["", "diagnose", "record", "demo", "serve", "check-config", "store"] {
+        assert!(names.iter().any(|n| n == expected), "command `{expected}` not found in {names:?}");
+    }
+    let mut checked = 0;
+    for (path, cmd) in &commands {
+        let mut args: Vec<&str> = path.iter().map(String::as_str).collect();
+        args.push("--help");
+        let out = culprit(&args);
+        assert!(out.status.success(), "culprit {}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr));
+        let help = String::from_utf8(out.stdout).unwrap();
+        let read = words(&help);
+        let name = format!("culprit {}", path.join(" "));
+        for arg in cmd.get_arguments().filter(|a| !a.is_hide_set()) {
+            let shown = match (arg.get_long(), arg.get_short()) {
+                (Some(long), _) => format!("--{long}"),
+                (None, Some(short)) => format!("-{short}"),
+                (None, None) => {
+                    let value = arg
+                        .get_value_names()
+                        .and_then(|v| v.first())
+                        .map_or(arg.get_id().to_string(), |v| v.to_string());
+                    format!("<{value}>")
+                }
+            };
+            assert!(help.contains(&shown), "{name} --help does not show {shown}:\n{help}");
+            if let Some(short) = arg.get_short() {
+                assert!(help.contains(&format!("-{short}")), "{name} --help does not show -{short}");
+            }
+            let text = arg.get_long_help().or(arg.get_help()).map(|h| words(&h.to_string())).unwrap_or_default();
+            assert!(!text.is_empty(), "{name} {shown} has no help text");
+            let start: String = text.chars().take(50).collect();
+            assert!(read.contains(&start), "{name} --help does not explain {shown} (`{start}`):\n{help}");
+            checked += 1;
+        }
+        for sub in cmd.get_subcommands().filter(|c| !c.is_hide_set()) {
+            assert!(help.contains(sub.get_name()), "{name} --help does not list {}", sub.get_name());
+        }
+    }
+    // diagnose alone has 13 flags; with help, version and --verbose on every command, far
+    // more than the list the test below spells out.
+    assert!(checked > 40, "{checked} arguments checked");
+}
+
 /// A port nothing listens on.
 fn dead_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
@@ -242,8 +308,194 @@ fn a_verdict_exits_zero_whatever_it_says() {
     assert!(String::from_utf8(out.stdout).unwrap().starts_with("No backpressure in bp-lab-healthy"));
 }
 
+/// Text as a reader sees it: every run of whitespace one space (wrapped lines joined).
+fn words(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// Markdown as read: `\x` escapes, `**` and backticks gone.
+fn markdown_read(s: &str) -> String {
+    let mut out = String::new();
+    let mut chars = s.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => out.extend(chars.next()),
+            '*' | '`' => {}
+            c => out.push(c),
+        }
+    }
+    words(&out)
+}
+
+/// A page as read: styles and scripts out, tags as spaces, the five entities unescaped.
+fn html_read(s: &str) -> String {
+    let mut rest = s;
+    let mut out = String::new();
+    while let Some(i) = rest.find('<') {
+        out.push_str(&rest[..i]);
+        out.push(' ');
+        let tag = &rest[i..];
+        let skip_to = ["<style", "<script"]
+            .iter()
+            .find(|t| tag.starts_with(**t))
+            .and_then(|t| tag.find(&format!("</{}>", &t[1..])).map(|k| k + t.len() + 2))
+            .or_else(|| tag.find('>').map(|k| k + 1))
+            .unwrap_or(tag.len());
+        rest = &tag[skip_to..];
+    }
+    out.push_str(rest);
+    let out = out.replace("&lt;", "<").replace("&gt;", ">").replace("&quot;", "\"").replace("&#39;", "'");
+    words(&out.replace("&amp;", "&"))
+}
+
+/// Every string of the Slack messages of a verdict's notice (message, details, fallback),
+/// as read: Slack's three entities unescaped, `*` and backticks gone.
+fn slack_read(v: &culprit::model::verdict::Verdict) -> String {
+    use culprit::model::notice::{Notice, NoticeKind};
+    use culprit::render::slack;
+    let n = Notice {
+        kind: NoticeKind::Verdict,
+        group_key: "{}:{job_id=\"x\"}".into(),
+        labels: Default::default(),
+        job: v.job.clone(),
+        verdict: Some(v.clone()),
+        verdict_id: Some(7),
+        verdict_url: Some("https://culprit.example.com/verdicts/7".into()),
+        reason: None,
+        firing: true,
+        changed: false,
+        idempotency_key: "slack:g:7".into(),
+        at_ms: 1_795_000_000_000,
+    };
+    fn leaves(x: &serde_json::Value, out: &mut String) {
+        match x {
+            serde_json::Value::String(s) => {
+                out.push_str(s);
+                out.push('\n');
+            }
+            serde_json::Value::Array(a) => a.iter().for_each(|x| leaves(x, out)),
+            serde_json::Value::Object(o) => o.values().for_each(|x| leaves(x, out)),
+            _ => {}
+        }
+    }
+    let mut all = String::new();
+    for m in [Some(slack::message(&n)), slack::details(&n), Some(slack::fallback(&n))].into_iter().flatten() {
+        leaves(&serde_json::to_value(&m).unwrap(), &mut all);
+    }
+    let all = all.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&");
+    words(&all.replace(['*', '`'], ""))
+}
+
+/// The headline words of a status, as every rendering puts them in the summary.
+fn status_words(status: &str) -> &'static str {
+    match status {
+        "culprit_found" => " is the culprit: ",
+        "no_backpressure" => "No backpressure in ",
+        "no_single_culprit" => "No single culprit: ",
+        other => panic!("no headline words known for status {other}"),
+    }
+}
+
 #[test]
 fn every_format_renders_the_same_verdict() {
+    // The JSON verdict is the reference; every other rendering must say the same: the
+    // summary (its status in words), the culprit, the finding and confidence, and each fix
+    // with its numbers: in full in verbose text, Markdown, the page and Slack; in the
+    // 20-line default text each fix at least to its first 60 characters (longer ones are
+    // clipped with `…`). Names here are plain: SQL descriptions are shortened for display
+    // (tests/renderings.rs snapshots those).
+    let inputs: Vec<(PathBuf, Vec<String>)> =
+        ["hot-key", "slow-sink", "slow-instance", "rocksdb-stall", "checkpoint-slowdown", "healthy"]
+            .iter()
+            .map(|c| {
+                let dir = capture(c);
+                (
+                    dir.clone(),
+                    vec![
+                        "--recording".into(),
+                        s(&dir.join("recording.om.gz")).into(),
+                        "--plan".into(),
+                        s(&dir.join("plan.json")).into(),
+                    ],
+                )
+            })
+            .chain(["job-wide-near-capacity", "buffering-sink-sawtooth"].iter().map(|c| {
+                let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/cases").join(c);
+                let e: serde_json::Value =
+                    serde_json::from_str(&std::fs::read_to_string(dir.join("EXPECTED.json")).unwrap()).unwrap();
+                let args = ["--recording", s(&dir.join("recording.om.gz")), "--plan", s(&dir.join("plan.json"))]
+                    .into_iter()
+                    .map(String::from)
+                    .chain([
+                        "--job".to_string(),
+                        e["job_name"].as_str().unwrap().into(),
+                        "--at".into(),
+                        e["at"].as_str().unwrap().into(),
+                    ])
+                    .collect();
+                (dir, args)
+            }))
+            .collect();
+    let (mut statuses, mut fixes) = (std::collections::BTreeSet::new(), 0);
+    for (dir, args) in &inputs {
+        let name = dir.file_name().unwrap().to_string_lossy();
+        let run = |verbose: bool, format: &str| {
+            let mut a: Vec<&str> = if verbose { vec!["--verbose"] } else { vec![] };
+            a.push("diagnose");
+            a.extend(args.iter().map(String::as_str));
+            a.extend(["--format", format]);
+            let out = culprit(&a);
+            assert_eq!(out.status.code(), Some(0), "{name} {format}: {}", String::from_utf8_lossy(&out.stderr));
+            String::from_utf8(out.stdout).unwrap()
+        };
+        let json: serde_json::Value = serde_json::from_str(&run(false, "json")).unwrap();
+        assert_eq!(json["schema"], "culprit.verdict/v1");
+        let v: culprit::model::verdict::Verdict = serde_json::from_value(json.clone()).unwrap();
+        let (status, finding, confidence) = (v.status.as_str(), v.finding.as_str(), v.confidence.as_str());
+        statuses.insert(status);
+        fixes += v.fix.len();
+        let renderings = [
+            ("text", words(&run(false, "text"))),
+            ("verbose text", words(&run(true, "text"))),
+            ("markdown", markdown_read(&run(true, "markdown"))),
+            ("html", html_read(&run(false, "html"))),
+            ("slack", slack_read(&v)),
+        ];
+        for (format, r) in &renderings {
+            // Slack's bold and code marks are read away on both sides.
+            let expect = |x: &str| if *format == "slack" { words(&x.replace(['*', '`'], "")) } else { words(x) };
+            let summary = expect(&v.summary);
+            assert!(summary.contains(status_words(status)), "{name}: {status}: {summary}");
+            assert!(r.contains(&summary), "{name} {format}: the summary `{summary}` missing from\n{r}");
+            if let Some(c) = &v.culprit {
+                assert!(r.contains(&expect(&c.vertex_name)), "{name} {format}: the culprit {} missing", c.vertex_name);
+            }
+            for fix in &v.fix {
+                let fix = expect(fix);
+                let shown: String = if *format == "text" { fix.chars().take(60).collect() } else { fix.clone() };
+                assert!(r.contains(&shown), "{name} {format}: the fix `{shown}` missing from\n{r}");
+            }
+            if *format != "text" {
+                assert!(r.contains(finding), "{name} {format}: the finding {finding} missing");
+            }
+            if *format != "slack" {
+                assert!(r.contains(&format!("confidence {confidence}")), "{name} {format}: confidence {confidence}");
+            }
+        }
+        // The status by its name where a format shows it: the verbose footer, the page's badge.
+        assert!(renderings[1].1.contains(&format!("· {status} ·")), "{name}: status {status} in the verbose text");
+        assert!(
+            renderings[3].1.contains(&status.replace('_', " ").to_uppercase()),
+            "{name}: status {status} on the page"
+        );
+    }
+    // 2 + 1 + 1 + 1 + 2 fixes of the captures (healthy has none), 3 + 2 of the cases: the
+    // checks above ran on each.
+    assert!(fixes >= 10, "{fixes} fixes compared");
+    // The inputs cover each headline: a culprit, none, and a job-wide shortage.
+    assert_eq!(statuses.into_iter().collect::<Vec<_>>(), ["culprit_found", "no_backpressure", "no_single_culprit"]);
+
+    // And hot-key as each format lays it out: the arrow of the text, the row of the table.
     let dir = capture("hot-key");
     let args = |f: &str| {
         culprit(&[

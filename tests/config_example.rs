@@ -1,5 +1,7 @@
 //! `config/culprit.example.toml`: every commented example loads when uncommented as shown,
-//! each on its own and all together.
+//! each on its own and all together; and every key the types define (their schema, walked
+//! by `culprit::config::reference::keys`) is in it, at the type's default or with the
+//! default stated beside it.
 //!
 //! An example line is a comment `# <TOML>` whose text after `# ` is a TOML table header or
 //! `key = value` on its own (prose does not parse; alternatives are written as prose, `#
@@ -121,4 +123,148 @@ fn every_commented_example_loads_when_all_are_uncommented_together_but_the_alter
     assert!(c.server.external_url.is_some());
     assert!(c.notify.slack.is_some() && c.notify.pagerduty.is_some() && c.notify.alertmanager.is_some());
     assert_eq!(c.notify.webhook.len(), 1);
+}
+
+/// How the example writes a key: its value, and for a commented one the comment lines
+/// above it (back to the previous key or a line that is no comment), where prose such as
+/// "(default 16)" states a default that the example value does not show.
+#[derive(Debug)]
+struct Written {
+    value: serde_json::Value,
+    commented: bool,
+    prose: String,
+}
+
+/// The table a header line opens (`[a.b]` → `a.b`, `[[a.b]]` → `a.b[]`), commented or not.
+fn header(line: &str) -> Option<String> {
+    let text = line.strip_prefix("# ").unwrap_or(line).trim_end();
+    let name = |s: &str| s.chars().all(|c| c.is_ascii_lowercase() || c == '_' || c == '.') && !s.is_empty();
+    if let Some(t) = text.strip_prefix("[[").and_then(|t| t.strip_suffix("]]")) {
+        return name(t).then(|| format!("{t}[]"));
+    }
+    text.strip_prefix('[').and_then(|t| t.strip_suffix(']')).filter(|t| name(t)).map(str::to_string)
+}
+
+/// Every dotted path of a parsed table (`diagnosis`, `diagnosis.window`, …).
+fn paths_of(table: &toml::Table, prefix: &str, out: &mut Vec<(String, toml::Value)>) {
+    for (k, v) in table {
+        let path = if prefix.is_empty() { k.clone() } else { format!("{prefix}.{k}") };
+        if let toml::Value::Table(t) = v {
+            paths_of(t, &path, out);
+        }
+        out.push((path, v.clone()));
+    }
+}
+
+/// Every key the example writes, by dotted path: uncommented ones as TOML reads the file,
+/// commented ones (`# key = value`, also indented alternatives) in the table of the last
+/// header above them, commented or not.
+fn written(example: &str) -> Vec<(String, Written)> {
+    let table: toml::Table = toml::from_str(example).expect("the example parses");
+    let mut uncommented = Vec::new();
+    paths_of(&table, "", &mut uncommented);
+    let json = |v: &toml::Value| serde_json::to_value(v).unwrap();
+    let mut out: Vec<(String, Written)> = uncommented
+        .iter()
+        .map(|(p, v)| (p.clone(), Written { value: json(v), commented: false, prose: String::new() }))
+        .collect();
+    let (mut table, mut prose) = (String::new(), Vec::<&str>::new());
+    for line in example.lines() {
+        if let Some(h) = header(line) {
+            (table, prose) = (h, Vec::new());
+            continue;
+        }
+        let Some(text) = line.strip_prefix('#') else {
+            prose.clear();
+            continue;
+        };
+        match toml::from_str::<toml::Table>(text.trim_start()) {
+            Ok(t) if t.len() == 1 && !table.is_empty() => {
+                let (k, v) = t.iter().next().unwrap();
+                let w = Written { value: json(v), commented: true, prose: prose.join(" ") };
+                out.push((format!("{table}.{k}"), w));
+                prose.clear();
+            }
+            _ => prose.push(text),
+        }
+    }
+    out
+}
+
+/// The defaults prose states: each word after "default", as JSON (`16`, `"30s"`, `"culprit.db"`).
+fn stated_defaults(prose: &str) -> Vec<serde_json::Value> {
+    let lower = prose.to_lowercase();
+    lower
+        .split("default ")
+        .skip(1)
+        .filter_map(|rest| rest.split_whitespace().next())
+        .map(|w| w.trim_end_matches(['.', ',', ';', ')', ':']).trim_matches(['`', '"']))
+        .map(|w| match w.parse::<i64>() {
+            Ok(n) => serde_json::Value::from(n),
+            Err(_) => w.parse::<f64>().map_or_else(|_| serde_json::Value::from(w), serde_json::Value::from),
+        })
+        .collect()
+}
+
+/// What the example fails to document about the keys: a key it does not write (commented
+/// or not), a key it writes at another value than the type's default, and a commented key
+/// whose value is not the default and whose prose does not state the default either.
+/// Defaults that set nothing (unset, "", [], {}) need only be written.
+fn undocumented(example: &str, keys: &[culprit::config::reference::Key]) -> Vec<String> {
+    let written = written(example);
+    let mut problems = Vec::new();
+    for key in keys.iter().filter(|k| !k.table || k.map) {
+        let ways: Vec<&Written> = written.iter().filter(|(p, _)| *p == key.path).map(|(_, w)| w).collect();
+        if ways.is_empty() {
+            problems.push(format!("{} is not in the example", key.path));
+            continue;
+        }
+        let Some(default) = key.meaningful_default() else { continue };
+        let shown = |w: &Written| {
+            key.is_default(&w.value) || (w.commented && stated_defaults(&w.prose).iter().any(|d| key.is_default(d)))
+        };
+        if !ways.iter().any(|w| shown(w)) {
+            problems.push(format!(
+                "{}: the example writes {} and does not state the default {default}",
+                key.path, ways[0].value
+            ));
+        }
+    }
+    problems
+}
+
+#[test]
+fn every_key_the_types_define_is_in_the_example_at_its_default() {
+    // The keys come from the types' schema (src/config/reference.rs), not from a list here.
+    let keys = culprit::config::reference::keys();
+    assert!(keys.len() > 150, "{} keys", keys.len());
+    assert_eq!(undocumented(EXAMPLE, &keys), Vec::<String>::new());
+}
+
+#[test]
+fn a_changed_default_or_a_key_left_out_of_the_example_is_found() {
+    let keys = culprit::config::reference::keys();
+    let with_default = |path: &str, default: serde_json::Value| {
+        let mut changed = keys.clone();
+        changed.iter_mut().find(|k| k.path == path).unwrap().default = Some(default);
+        undocumented(EXAMPLE, &changed)
+    };
+    // Written uncommented (`window = "5m"`): 6m is another value.
+    assert_eq!(
+        with_default("diagnosis.window", "6m".into()),
+        ["diagnosis.window: the example writes \"5m\" and does not state the default \"6m\""]
+    );
+    // "168h" is the same duration as the example's "7d": no problem.
+    assert_eq!(with_default("store.prune_after", "168h".into()), Vec::<String>::new());
+    // Commented in an optional section (`# timeout = "10s"`).
+    assert_eq!(with_default("prometheus.timeout", "11s".into()).len(), 1);
+    // Commented at another value, with the default in prose ("(default 16)").
+    assert_eq!(with_default("store.pool_size", 16.into()), Vec::<String>::new());
+    assert_eq!(
+        with_default("store.pool_size", 17.into()),
+        ["store.pool_size: the example writes 32 and does not state the default 17"]
+    );
+    // A key the example does not have.
+    let without = EXAMPLE.replace("\nkeep_rows = 100000\n", "\n");
+    assert_eq!(undocumented(&without, &keys), ["store.keep_rows is not in the example"]);
 }

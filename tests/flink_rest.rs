@@ -160,6 +160,47 @@ async fn two_server_errors_then_success_gives_the_answer_after_three_requests() 
     assert_eq!(server.received_requests().await.unwrap().len(), 3);
 }
 
+/// A rate limit (429, from a proxy in front of the JobManager) and an unavailable
+/// JobManager (503) pass by themselves: both are retried as every backend retries them
+/// (`culprit::retry_status`), and the third request is answered. Before the shared table,
+/// Flink REST gave up on the 429 after one request.
+#[tokio::test]
+async fn a_rate_limit_and_an_unavailable_jobmanager_are_retried_then_answered() {
+    let server = MockServer::start().await;
+    for (status, priority) in [(429, 1), (503, 2)] {
+        Mock::given(method("GET"))
+            .and(path("/jobs/overview"))
+            .respond_with(ResponseTemplate::new(status))
+            .up_to_n_times(1)
+            .with_priority(priority)
+            .mount(&server)
+            .await;
+    }
+    Mock::given(method("GET"))
+        .and(path("/jobs/overview"))
+        .respond_with(json(capture("slow-sink", "jobs-overview.json")))
+        .with_priority(3)
+        .mount(&server)
+        .await;
+    let rest = client(&server);
+    let jobs = rest.jobs().await.unwrap();
+    assert_eq!(jobs[0].id, SLOW_SINK_ID);
+    // 429, then 503, then the answer.
+    assert_eq!(rest.requests(), 3);
+}
+
+/// 501 Not Implemented will not change by asking again: one request, a final error.
+#[tokio::test]
+async fn a_not_implemented_answer_is_final_after_one_request() {
+    let server = MockServer::start().await;
+    Mock::given(method("GET")).respond_with(ResponseTemplate::new(501)).mount(&server).await;
+    let rest = client(&server);
+    let err = rest.jobs().await.unwrap_err();
+    assert_eq!(err.status(), Some(501), "{err}");
+    assert!(!err.is_retryable(), "{err}");
+    assert_eq!(rest.requests(), 1);
+}
+
 #[tokio::test]
 async fn a_plan_answered_404_is_a_final_no_such_job_error_after_one_request() {
     let server = MockServer::start().await;

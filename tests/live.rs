@@ -417,7 +417,7 @@ async fn hostile_names_reach_promql_escaped_and_select_only_their_own_series() {
     )
     .await
     .unwrap();
-    assert!(snapshot.missing.iter().all(|m| !m.detail.contains("query failed")), "{:?}", snapshot.missing);
+    assert!(snapshot.missing.iter().all(|m| !m.why.is_query_failure()), "{:?}", snapshot.missing);
     let topics: Vec<&str> = snapshot.partitions.iter().map(|p| p.topic.as_str()).collect();
     assert_eq!(topics, ["t"], "only the hostile group's own partition");
     assert_eq!(snapshot.partitions[0].consumer_group, hostile);
@@ -490,7 +490,7 @@ async fn a_store_refusing_large_queries_gets_smaller_ones_and_the_same_verdict_o
         let (snapshot, live) = snapshot_through(&limits.url, &job, at, with_graph).await;
         let refused = limits.asked().iter().filter(|a| a.refused.is_some()).count();
         assert!(refused > 0, "the limits were hit");
-        assert!(snapshot.missing.iter().all(|m| !m.detail.contains("query failed")), "{:?}", snapshot.missing);
+        assert!(snapshot.missing.iter().all(|m| !m.why.is_query_failure()), "{:?}", snapshot.missing);
         assert!(snapshot.notes.iter().any(|n| n.contains("as too large")), "{:?}", snapshot.notes);
         if with_graph {
             let mut a = serde_json::to_value(&expected).unwrap();
@@ -508,8 +508,11 @@ async fn a_store_refusing_large_queries_gets_smaller_ones_and_the_same_verdict_o
     // signals are given up with the reason, never answered in part.
     let limits = support::limits::start(&server.url, 4, 200).await;
     let (snapshot, _) = snapshot_through(&limits.url, &job, at, true).await;
-    let refused: Vec<&culprit::model::snapshot::Missing> =
-        snapshot.missing.iter().filter(|m| m.detail.contains("refused even for vertex")).collect();
+    let refused: Vec<&culprit::model::snapshot::Missing> = snapshot
+        .missing
+        .iter()
+        .filter(|m| culprit::render::words::missing::why(&m.why).contains("refused even for vertex"))
+        .collect();
     assert!(!refused.is_empty(), "{:?}", snapshot.missing);
     assert!(snapshot.vertex_aggregates.iter().all(|a| a.busy_max.is_none()), "no partial busy time");
 }
@@ -667,4 +670,51 @@ async fn a_label_the_alert_lacks_is_read_from_the_jobs_series_and_checked_the_sa
     let note = v.unwrap().notes.into_iter().find(|n| n.contains("no REST URL")).expect("refused");
     assert!(note.contains("\"127_0_0_1\"") && note.contains("is not a DNS label"), "{note}");
     assert_eq!(flink.received_requests().await.unwrap().len(), 3);
+}
+
+/// The job's runs are looked up once per diagnosis, however many parts need the run: the
+/// labels a Flink REST URL template lacks (read from the job's JobManager series), the
+/// configured plan of the job (`[flink.plans]`, used here because this Flink REST has no
+/// such job), and the collector's first round. Each used to ask Prometheus again: three
+/// uptime lookups. A real Prometheus behind a logging proxy (tests/support/limits.rs with
+/// no limits) counts them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_jobs_runs_are_looked_up_once_per_diagnosis() {
+    let dir = support::capture("slow-instance");
+    let expected = recording_verdict(&dir);
+    let prom = support::prometheus_with(&dir.join("recording.om.gz"));
+    let proxy = support::limits::start(&prom.url, usize::MAX, i64::MAX).await;
+    // The URL the template gives (`/jobmanager-rest.lab`) is not served: no job graph from
+    // Flink REST, so the configured plan is looked up.
+    let flink = support::flink_rest_under(&dir, "/elsewhere").await;
+    let tmp = tempfile::tempdir().unwrap();
+    let plans = format!(
+        "template_labels = {{ deployment = \"flink_role\" }}\n[flink.plans]\n\"bp-lab-slow-instance\" = \"{}\"\n",
+        dir.join("rest/plan.json").display()
+    );
+    let config = templated_config(tmp.path(), &proxy.url, &flink.uri(), &plans);
+    let lookup = culprit::collect::query::Query::Range {
+        selector: culprit::collect::query::Selector::metric(&config.metrics.uptime),
+        aggregation: Some(culprit::collect::query::Aggregation::without(
+            culprit::collect::query::Agg::Max,
+            &config.metrics.scrape_labels,
+        )),
+        start_ms: 0,
+        end_ms: 0,
+        step_ms: 1,
+    }
+    .to_promql();
+    let request = DiagnosisRequest {
+        job: Some("bp-lab-slow-instance".into()),
+        at_ms: Some(at_of(&expected)),
+        ..Default::default()
+    };
+    let labels = alert_labels(&[("namespace", "lab")]);
+    let v = culprit::service::pipeline::Live::new(config).unwrap().diagnose(&request, &labels, at_of(&expected)).await;
+    let v = v.unwrap();
+    // The template was filled (from the lookup's labels) and asked, and the plan was used.
+    assert!(!flink.received_requests().await.unwrap().is_empty());
+    assert!(v.notes.iter().any(|n| n.contains("[flink.plans] \"bp-lab-slow-instance\"")), "{:#?}", v.notes);
+    let asked: Vec<String> = proxy.asked().into_iter().map(|a| a.query).filter(|q| q.contains(&lookup)).collect();
+    assert_eq!(asked.len(), 1, "{lookup}: {asked:#?}");
 }

@@ -574,7 +574,7 @@ impl RealAlertmanager {
 #[tokio::test]
 async fn a_real_alertmanager_accepts_culprits_alert_and_drops_it_once_resolved() {
     let real = RealAlertmanager::start().await;
-    let am = Notifier::Alertmanager(alertmanager(&real.url, None));
+    let am = Notifier::new(alertmanager(&real.url, None));
     let n = notice(NoticeKind::Verdict);
     let sent = am.send(&n, None).await.unwrap();
 
@@ -616,7 +616,7 @@ async fn a_webhook_gets_the_verdict_json_with_idempotency_and_group_key_headers(
         Some(HttpAuth::Bearer { token: SecretSource::File(token) }),
     );
     assert_eq!(w.name(), "ops");
-    assert_eq!(Notifier::Webhook(webhook(&server.uri(), None)).name(), "webhook:ops");
+    assert_eq!(Notifier::new(webhook(&server.uri(), None)).name(), "webhook:ops");
     let n = notice(NoticeKind::Verdict);
     w.send(&n, None).await.unwrap();
 

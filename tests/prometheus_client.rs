@@ -225,3 +225,46 @@ async fn a_chunked_answer_without_content_length_is_cut_off_at_the_maximum_size(
     let p = Prometheus::new(&config(&url)).unwrap();
     assert_eq!(p.range("up", 0, 295_000, 5_000).await.unwrap().series.len(), 50);
 }
+
+/// A Prometheus (a local stand-in) that answers every query 503, read by the live pipeline
+/// with a 1 s `prometheus.deadline`.
+async fn failing_live() -> (MockServer, culprit::service::pipeline::Live) {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(503).set_body_string("overloaded"))
+        .mount(&server)
+        .await;
+    let text = format!("[prometheus]\nurl = \"{}\"\ntimeout = \"500ms\"\ndeadline = \"1s\"\n", server.uri());
+    let config = culprit::config::Config::from_toml(&text, "retry.toml").unwrap();
+    (server, culprit::service::pipeline::Live::new(config).unwrap())
+}
+
+/// The worker retries whole diagnoses (`service.diagnose_retry_for`), so its diagnosis
+/// tries each request once: no retry nested inside a retried diagnosis.
+#[tokio::test]
+async fn a_diagnosis_for_the_worker_tries_each_request_once_and_leaves_retrying_to_the_worker() {
+    let (_server, live) = failing_live().await;
+    let request =
+        culprit::model::request::DiagnosisRequest { job: Some("fraud-detection".into()), ..Default::default() };
+    let labels = Default::default();
+    let started = Instant::now();
+    let err = live.diagnosis(&request, &labels, 1_795_948_587_780).await.unwrap_err();
+    assert!(err.to_string().contains("HTTP 503"), "{err}");
+    // The job lookup is the first round: the uptime range and the store's newest sample,
+    // two requests, each once; the uptime failing stops the diagnosis there.
+    assert_eq!(live.prometheus().unwrap().requests(), 2);
+    assert!(started.elapsed() < Duration::from_millis(900), "{:?}", started.elapsed());
+}
+
+/// Where nothing retries the diagnosis (the command line, the HTTP API), each request is
+/// retried until `prometheus.deadline`, as before.
+#[tokio::test]
+async fn a_diagnosis_without_a_worker_retries_each_request_until_the_deadline() {
+    let (_server, live) = failing_live().await;
+    let request =
+        culprit::model::request::DiagnosisRequest { job: Some("fraud-detection".into()), ..Default::default() };
+    let err = live.diagnose(&request, &Default::default(), 1_795_948_587_780).await.unwrap_err();
+    assert!(err.to_string().contains("deadline"), "{err}");
+    // Backoff from 100 ms within 1 s: at least two attempts of each of the two requests.
+    assert!(live.prometheus().unwrap().requests() >= 4, "{}", live.prometheus().unwrap().requests());
+}

@@ -55,18 +55,75 @@ fn basic(user: &str, password: &str) -> String {
     base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"))
 }
 
+/// Every secret of the test, in the forms that need more than encoding (Basic auth's
+/// base64): the backends' by hand, the destinations' as the registry reports them for the
+/// sections of [`destinations`] (`culprit::notify::registry`), so that a destination's
+/// new secret is looked for without being added here.
 fn all_secrets() -> Vec<String> {
-    vec![
-        PROM_TOKEN.into(),
-        FLINK_PASSWORD.into(),
-        basic(FLINK_USER, FLINK_PASSWORD),
-        SLACK_TOKEN.into(),
-        SLACK_HOOK.into(),
-        ROUTING_KEY.into(),
-        HOOK_PASSWORD.into(),
+    let mut out = vec![PROM_TOKEN.to_string(), FLINK_PASSWORD.to_string(), basic(FLINK_USER, FLINK_PASSWORD)];
+    out.extend(destination_secrets());
+    out
+}
+
+/// The secrets the registry reports for each section of [`destinations`], resolved: a URL
+/// that holds a token by its path (its host is no secret: `127.0.0.1` is everywhere),
+/// Basic auth's password and `base64(user:password)`.
+fn destination_secrets() -> Vec<String> {
+    use culprit::notify::registry::SecretForm;
+    use secrecy::ExposeSecret as _;
+    let dir = tempfile::tempdir().unwrap();
+    let mut out = Vec::new();
+    for (name, section, _) in destinations(dir.path(), "http://127.0.0.1:9") {
+        let config = Config::from_toml(&section, "n.toml").unwrap();
+        let secrets = config.notify.secrets();
+        assert!(!secrets.is_empty(), "{name}: the registry reports its secrets");
+        for (key, field) in secrets {
+            let value = field.source.resolve().unwrap_or_else(|e| panic!("{key}: {e}"));
+            let value = value.expose_secret();
+            match field.form {
+                SecretForm::Plain => out.push(value.to_string()),
+                SecretForm::Url => out.push(value.trim_start_matches("http://127.0.0.1:9").to_string()),
+                SecretForm::Basic { username } => out.extend([value.to_string(), basic(username, value)]),
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn the_leak_tests_look_for_every_secret_of_every_destination_the_registry_reports() {
+    // The registry's secrets are the ones this file writes: a destination reporting none
+    // (or another) would leave its secret unlooked-for.
+    let mut found = destination_secrets();
+    found.sort();
+    let mut written = vec![
+        SLACK_TOKEN.to_string(),
+        SLACK_HOOK.to_string(),
+        ROUTING_KEY.to_string(),
+        HOOK_PASSWORD.to_string(),
         basic("hook", HOOK_PASSWORD),
-        AM_TOKEN.into(),
-    ]
+        AM_TOKEN.to_string(),
+    ];
+    written.sort();
+    assert_eq!(found, written);
+    // Every destination of `[notify]` (from the type's schema, its delivery settings
+    // aside) has a section in `destinations`, so the offsets test reaches it.
+    let schema = serde_json::to_value(schemars::schema_for!(culprit::config::NotifyConfig)).unwrap();
+    let settings = ["retry", "concurrency", "could_not_diagnose_every"];
+    let declared: std::collections::BTreeSet<String> =
+        schema["properties"].as_object().unwrap().keys().filter(|k| !settings.contains(&k.as_str())).cloned().collect();
+    let dir = tempfile::tempdir().unwrap();
+    let tested: std::collections::BTreeSet<String> = destinations(dir.path(), "http://127.0.0.1:9")
+        .into_iter()
+        .flat_map(|(_, section, _)| {
+            let config = Config::from_toml(&section, "n.toml").unwrap();
+            culprit::notify::registry::sections(&config.notify)
+                .iter()
+                .map(|s| s.list.map(str::to_string).unwrap_or_else(|| s.key.clone()).replace("notify.", ""))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    assert_eq!(declared, tested, "every destination has a section in `destinations`");
 }
 
 #[track_caller]

@@ -134,8 +134,8 @@ async fn when_prometheus_is_down_the_diagnosis_waits_and_is_delivered_once_it_is
     let app = Application::build(Config::from_toml(&text, "down.toml").unwrap()).await.unwrap();
     let (job, recording) = &jobs[0];
     assert_eq!(post(&app.url(), &support::webhook_for(&job.job_id(), &job.job_name(), &["a".into()])).await, 202);
-    // Two failed attempts (each the Prometheus client's 4 s deadline, then 1 s of
-    // backoff, jittered), then look.
+    // Two failed attempts (each one try of every request, the worker's own retry: no
+    // client retries inside it; then 1 s of backoff, jittered), then look.
     let started = std::time::Instant::now();
     loop {
         let metrics = reqwest::get(format!("{}/metrics", app.url())).await.unwrap().text().await.unwrap();

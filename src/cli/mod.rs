@@ -545,18 +545,19 @@ pub async fn record_command(args: &RecordArgs, now_ms: i64) -> Result<String, Cl
     let why_missing =
         if context_notes.is_empty() { "no Flink cluster configured".into() } else { context_notes.join("; ") };
     let mut job = job_id.unwrap_or_else(|| args.job.clone());
+    let source =
+        crate::collect::recorder::RecordingSource::new(crate::collect::prometheus::PromSource::new(prometheus, at_ms));
+    // The job's runs, looked up once (and recorded): for the configured plan and round 1.
+    let lookup = live.look_up(&source, at_ms).await;
     if graph.is_none()
-        && let Some((run_id, plan, _)) =
-            live.configured_plan(&crate::collect::prometheus::PromSource::new(prometheus, at_ms), &job, at_ms).await
+        && let Some((run_id, plan, _)) = live.configured_plan(&lookup, &job)
     {
         graph = plan.ok();
         job = run_id;
     }
     let request =
         DiagnosisRequest { job: Some(job), at_ms: Some(at_ms), window_ms, labels: parse_labels(&args.label)? };
-    let source =
-        crate::collect::recorder::RecordingSource::new(crate::collect::prometheus::PromSource::new(prometheus, at_ms));
-    let snapshot = collect(
+    let snapshot = crate::collect::collector::collect_after(
         &source,
         CollectInput {
             request: &request,
@@ -565,6 +566,7 @@ pub async fn record_command(args: &RecordArgs, now_ms: i64) -> Result<String, Cl
             config: &config,
             catalog: &config.metrics,
         },
+        Some(lookup),
     )
     .await
     .map_err(|e| CliError::pipeline(e.into()))?;

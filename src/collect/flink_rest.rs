@@ -11,8 +11,9 @@
 //!
 //! Every call has a per-request timeout (`flink.timeout`, cut to the time left before the
 //! deadline) and is retried with exponential backoff (100 ms doubling to 2 s, with jitter)
-//! while `flink.deadline` allows, for the failures that pass by themselves: HTTP 5xx (young
-//! jobs answer 500 on some endpoints), connection failures and timeouts. Retries stop when
+//! while `flink.deadline` allows, for the failures that pass by themselves: the statuses of
+//! [`crate::retry_status`] (408, 429 from a proxy in front of the JobManager, 5xx but 501
+//! and 505: young jobs answer 500 on some endpoints), connection failures and timeouts. Retries stop when
 //! the next pause would end after the deadline, so a call never takes longer than the
 //! deadline (plus scheduling slack). Other answers are final. Job ids come from alerts and are untrusted: they are checked to be 32
 //! hexadecimal digits before they reach a URL.
@@ -95,7 +96,8 @@ pub enum FlinkError {
         /// The URL path requested, with any path prefix of `rest_url`.
         path: String,
     },
-    /// A non-2xx HTTP answer. 5xx is retryable, 4xx is final. The message names the
+    /// A non-2xx HTTP answer. Retryable as [`crate::retry_status`] says (408, 429, 5xx but
+    /// 501 and 505); every other status is final. The message names the
     /// status as HTTP does, never the body: whatever the host behind the URL answered
     /// (Flink's exception, a metadata service's credentials) is logged, not posted.
     #[error("Flink cluster `{cluster}` answered HTTP {} to GET {path}", status_words(*.status))]
@@ -178,12 +180,13 @@ fn status_words(status: u16) -> String {
 }
 
 impl FlinkError {
-    /// Whether another attempt may succeed: HTTP 5xx, timeouts and network failures are
-    /// retryable; 404 and every other 4xx, bad ids, bad settings, unreadable bodies and an
+    /// Whether another attempt may succeed: the statuses of [`crate::retry_status`] (408,
+    /// 429, 5xx but 501 and 505), timeouts and network failures are retryable; 404 and
+    /// every other status, bad ids, bad settings, unreadable bodies and an
     /// exhausted deadline are final. The one place that decides retries.
     pub fn is_retryable(&self) -> bool {
         match self {
-            FlinkError::Status { status, .. } => (500..=599).contains(status),
+            FlinkError::Status { status, .. } => crate::retry_status::retryable_status(*status),
             FlinkError::Timeout { .. } | FlinkError::Network { .. } => true,
             FlinkError::Config { .. }
             | FlinkError::InvalidJobId { .. }
@@ -718,7 +721,8 @@ mod tests {
 
     #[test]
     fn server_errors_timeouts_and_network_failures_are_retryable() {
-        for code in [500, 502, 503, 504] {
+        // 408 and 429 as every backend and destination retries them (crate::retry_status).
+        for code in [408, 429, 500, 502, 503, 504] {
             assert!(status(code).is_retryable(), "{code}");
         }
         assert!(FlinkError::Timeout { cluster: "c".into(), path: "/p".into(), timeout: Millis(5) }.is_retryable());
@@ -729,7 +733,7 @@ mod tests {
 
     #[test]
     fn client_errors_and_local_failures_are_final() {
-        for code in [400, 401, 403, 404, 405, 429] {
+        for code in [400, 401, 403, 404, 405, 501, 505] {
             assert!(!status(code).is_retryable(), "{code}");
         }
         let finals = [

@@ -202,11 +202,10 @@ fn too_large_entry(status: u16, error: &str) -> Option<&'static (&'static str, T
     TOO_LARGE.iter().find(|(marker, _, _)| error.contains(&marker.to_ascii_lowercase()))
 }
 
-/// Whether an HTTP status is worth retrying: 429, 5xx (503 included). 400 and 422 mean the
+/// Whether an HTTP status is worth retrying: the table every backend and destination
+/// shares ([`crate::retry_status`]: 408, 429, 5xx but 501 and 505). 400 and 422 mean the
 /// query is wrong and other 4xx mean the request is; retrying changes nothing.
-pub fn retryable_status(status: u16) -> bool {
-    status == 429 || (500..600).contains(&status)
-}
+pub use crate::retry_status::retryable_status;
 
 enum Auth {
     Bearer(SecretString),
@@ -520,28 +519,53 @@ impl Prometheus {
         }
     }
 
-    /// `POST /api/v1/query`: an instant query at `at_ms`.
+    /// `POST /api/v1/query`: an instant query at `at_ms`, retried until the deadline.
     pub async fn instant(&self, expr: &str, at_ms: i64) -> Result<Answer, PromError> {
+        self.instant_with(expr, at_ms, Attempts::UntilDeadline).await
+    }
+
+    /// [`Self::instant`], tried as `attempts` says.
+    pub async fn instant_with(&self, expr: &str, at_ms: i64, attempts: Attempts) -> Result<Answer, PromError> {
         let form = vec![("query", expr.to_string()), ("time", ms_to_seconds(at_ms))];
-        self.call("api/v1/query", form).await
+        self.call("api/v1/query", form, attempts).await
     }
 
     /// `POST /api/v1/query_range`: evaluations at `start_ms, start_ms + step_ms, … ≤ end_ms`.
     /// The step is widened when the range would exceed [`MAX_RANGE_POINTS`] evaluations.
     pub async fn range(&self, expr: &str, start_ms: i64, end_ms: i64, step_ms: i64) -> Result<Answer, PromError> {
+        self.range_with(expr, start_ms, end_ms, step_ms, Attempts::UntilDeadline).await
+    }
+
+    /// [`Self::range`], tried as `attempts` says.
+    pub async fn range_with(
+        &self,
+        expr: &str,
+        start_ms: i64,
+        end_ms: i64,
+        step_ms: i64,
+        attempts: Attempts,
+    ) -> Result<Answer, PromError> {
         let form = vec![
             ("query", expr.to_string()),
             ("start", ms_to_seconds(start_ms)),
             ("end", ms_to_seconds(end_ms)),
             ("step", ms_to_seconds(range_step_ms(start_ms, end_ms, step_ms))),
         ];
-        self.call("api/v1/query_range", form).await
+        self.call("api/v1/query_range", form, attempts).await
     }
 
-    async fn call(&self, path: &str, mut form: Vec<(&'static str, String)>) -> Result<Answer, PromError> {
+    async fn call(
+        &self,
+        path: &str,
+        mut form: Vec<(&'static str, String)>,
+        attempts: Attempts,
+    ) -> Result<Answer, PromError> {
         form.push(("timeout", format!("{}ms", self.timeout.as_millis())));
         let form = form;
         let url = format!("{}/{path}", self.base);
+        if attempts == Attempts::Once {
+            return self.send_once(&url, &form).await;
+        }
         // The last failure, so that running out of time still says why (refused, 503, …).
         let last_error: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(None);
         let attempt = || async { self.send_once(&url, &form).await };
@@ -737,17 +761,41 @@ fn status_error(base: &str, status: StatusCode, body: &[u8], redactor: &Redactor
     e
 }
 
+/// How often a request is tried.
+///
+/// Retrying lives in one place per caller: where nothing retries the whole diagnosis (the
+/// command line, the HTTP API's `diagnose`), each request is retried with backoff until
+/// `prometheus.deadline`; the service's worker retries whole diagnoses
+/// (`service.diagnose_retry_for`, with its own backoff), so its requests are tried once
+/// and a failure becomes that diagnosis's outcome (a missing signal, or no job lookup)
+/// instead of a retry inside a retry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Attempts {
+    /// Retried with exponential backoff and jitter while `prometheus.deadline` lasts.
+    UntilDeadline,
+    /// One attempt (within `prometheus.timeout`).
+    Once,
+}
+
 /// The live metric source: a client and the time "now" stands for.
 pub struct PromSource<'a> {
     pub client: &'a Prometheus,
     /// Unix ms used when a request gives no time.
     pub now_ms: i64,
+    /// How often each request is tried ([`Attempts::UntilDeadline`] unless told).
+    pub attempts: Attempts,
     warnings: Mutex<Vec<String>>,
 }
 
 impl<'a> PromSource<'a> {
     pub fn new(client: &'a Prometheus, now_ms: i64) -> Self {
-        PromSource { client, now_ms, warnings: Mutex::new(Vec::new()) }
+        PromSource { client, now_ms, attempts: Attempts::UntilDeadline, warnings: Mutex::new(Vec::new()) }
+    }
+
+    /// The same source, trying each request as `attempts` says.
+    pub fn attempts(mut self, attempts: Attempts) -> Self {
+        self.attempts = attempts;
+        self
     }
 
     /// Warnings the backend attached to its answers (deduplicated).
@@ -823,8 +871,8 @@ impl MetricSource for PromSource<'_> {
 impl PromSource<'_> {
     async fn request(&self, eval: Eval, expr: &str) -> Result<Answer, PromError> {
         let answer = match eval {
-            Eval::Instant(at) => self.client.instant(expr, at).await,
-            Eval::Range(start, end, step) => self.client.range(expr, start, end, step).await,
+            Eval::Instant(at) => self.client.instant_with(expr, at, self.attempts).await,
+            Eval::Range(start, end, step) => self.client.range_with(expr, start, end, step, self.attempts).await,
         }?;
         if !answer.warnings.is_empty() {
             self.warnings.lock().expect("not poisoned").extend(answer.warnings.iter().cloned());

@@ -5,6 +5,7 @@
 //! same snapshot always gives the same verdict.
 
 pub mod parallelism;
+pub mod plan;
 pub mod runbook;
 pub mod signals;
 pub mod steps;

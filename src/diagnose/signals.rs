@@ -11,7 +11,6 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-use crate::config::Thresholds;
 use crate::config::{DiagnosisConfig, OperatorKind};
 use crate::model::graph::sanitize_label_value;
 use crate::model::graph::{Edge, JobGraph};
@@ -536,51 +535,6 @@ fn subtask_signals(subs: &[&SubtaskMetrics], infer_busy: bool) -> Vec<SubtaskSig
         .collect();
     out.sort_by_key(|s| s.subtask);
     out
-}
-
-/// The vertices whose per-subtask detail the diagnosis needs, from the aggregates: culprit
-/// candidates (not backpressured, downstream of a backpressured vertex; without a graph,
-/// not backpressured and busy), vertices near capacity, the busiest vertex, and vertices
-/// whose busy time is unknown in aggregate (legacy sources report NaN: it is inferred per
-/// subtask; not when the reporter has no busy time at all, `measure`). Everything else is
-/// judged by its aggregate.
-pub fn detail_vertices(
-    graph: Option<&JobGraph>,
-    aggregates: &[VertexAggregate],
-    t: &Thresholds,
-    measure: BackpressureMeasure,
-) -> Vec<String> {
-    let red = |a: &VertexAggregate| a.backpressured_max.is_some_and(|p| p > t.backpressured_ratio);
-    let by_id: BTreeMap<&str, &VertexAggregate> = aggregates.iter().map(|a| (a.vertex_id.as_str(), a)).collect();
-    let mut out: std::collections::BTreeSet<String> = std::collections::BTreeSet::new();
-    for a in aggregates {
-        let candidate = if red(a) {
-            false
-        } else {
-            match graph {
-                Some(g) => g.upstream(&a.vertex_id).iter().any(|u| by_id.get(u).is_some_and(|ua| red(ua))),
-                None => a.busy_max.is_some_and(|b| b >= t.busy_ratio),
-            }
-        };
-        let near_capacity = a.busy_mean.is_some_and(|b| b >= t.near_capacity_utilisation);
-        let unknown_busy = a.busy_max.is_none() && measure == BackpressureMeasure::TimeMsPerSecond;
-        if candidate || near_capacity || unknown_busy {
-            out.insert(a.vertex_id.clone());
-        }
-    }
-    // Nothing backpressured: the sources are where the runbook looks (source-bound, an
-    // async lookup chained with the source).
-    if let Some(g) = graph.filter(|_| !aggregates.iter().any(red)) {
-        out.extend(g.vertices.iter().filter(|v| g.is_source(&v.id)).map(|v| v.id.clone()));
-    }
-    if let Some(busiest) = aggregates
-        .iter()
-        .filter(|a| a.busy_mean.is_some())
-        .max_by(|a, b| a.busy_mean.unwrap().total_cmp(&b.busy_mean.unwrap()))
-    {
-        out.insert(busiest.vertex_id.clone());
-    }
-    out.into_iter().collect()
 }
 
 /// Operator kind from configuration (by vertex or operator name), else from Flink's names

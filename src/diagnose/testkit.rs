@@ -376,7 +376,10 @@ impl SnapshotBuilder {
 
     /// A metric the collector looked for and did not find.
     pub fn missing(mut self, metric: &str, detail: &str) -> Self {
-        self.snapshot.missing.push(crate::model::snapshot::Missing { metric: metric.into(), detail: detail.into() });
+        self.snapshot.missing.push(crate::model::snapshot::Missing {
+            metric: metric.into(),
+            why: crate::model::snapshot::MissingWhy::Said { detail: detail.into() },
+        });
         self
     }
 

@@ -15,6 +15,7 @@
 use std::collections::BTreeMap;
 
 use crate::config::DiagnosisConfig;
+use crate::diagnose::plan::period_of;
 use crate::diagnose::signals::JobSignals;
 use crate::model::snapshot::Snapshot;
 use crate::model::verdict::{Pattern, Timeline, TimelineVertex};
@@ -378,27 +379,6 @@ pub fn onsets(holders: &[Holder], steps: &[i64]) -> Vec<i64> {
     holders.windows(2).zip(steps.windows(2)).filter(|(h, _)| !busy(&h[0]) && busy(&h[1])).map(|(_, t)| t[1]).collect()
 }
 
-/// The period of recurring onsets: the median spacing when there are at least two
-/// spacings and they agree within a factor 1.5; `None` otherwise.
-pub fn period_of(onsets: &[i64]) -> Option<i64> {
-    let mut spacings: Vec<i64> = onsets.windows(2).map(|w| w[1] - w[0]).collect();
-    if spacings.len() < 2 {
-        return None;
-    }
-    spacings.sort_unstable();
-    let (min, max) = (spacings[0], spacings[spacings.len() - 1]);
-    (min > 0 && max as f64 <= 1.5 * min as f64).then(|| spacings[spacings.len() / 2])
-}
-
-/// The period of the job's backpressure from a job-wide max backpressured series
-/// (`(t_ms, ms/s)` or ratio, with `threshold` in the same unit): the median spacing of its
-/// onsets when they recur regularly (at least two spacings).
-pub fn period_of_series(points: &[(i64, f64)], threshold: f64) -> Option<i64> {
-    let onsets: Vec<i64> =
-        points.windows(2).filter(|w| w[0].1 <= threshold && w[1].1 > threshold).map(|w| w[1].0).collect();
-    period_of(&onsets)
-}
-
 /// Sets the period of the backpressure and whether it is the checkpoints'. With a single
 /// spacing of onsets, a period equal to the checkpoints' spacing counts (two stalls, each
 /// with a checkpoint).
@@ -471,25 +451,6 @@ mod tests {
             union_into(&mut steps, more);
         }
         assert_eq!(steps, vec![5, 10, 20, 25, 30, 40, 50]);
-    }
-
-    #[test]
-    fn onsets_recurring_regularly_have_a_period() {
-        // Onsets at 0, 120, 245 s: spacings 120 and 125 s agree within 1.5×; the median
-        // (upper middle of two) is 125 s.
-        assert_eq!(period_of(&[0, 120_000, 245_000]), Some(125_000));
-        // One spacing is not a pattern; spacings 60 and 200 s do not agree.
-        assert_eq!(period_of(&[0, 120_000]), None);
-        assert_eq!(period_of(&[0, 60_000, 260_000]), None);
-    }
-
-    #[test]
-    fn a_job_wide_series_gives_the_period_of_its_onsets() {
-        // Backpressured (> 100 ms/s) from 20–40 s, 80–100 s, 140–160 s: onsets at 20, 80
-        // and 140 s, every 60 s.
-        let points: Vec<(i64, f64)> =
-            (0..36).map(|k| (k * 5000, if (k * 5 % 60) >= 20 && (k * 5 % 60) < 40 { 600.0 } else { 0.0 })).collect();
-        assert_eq!(period_of_series(&points, 100.0), Some(60_000));
     }
 
     /// Source (red during stalls) → sink, sampled every 15 s over the 5 minutes before

@@ -22,7 +22,7 @@ pub mod labels {
 
 /// Metric names the collector queries. Every field names one Flink metric; the doc says
 /// its unit as Flink reports it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct MetricCatalog {
     /// Task `busyTimeMsPerSecond`, ms/s (NaN for legacy sources).
@@ -78,11 +78,14 @@ pub struct MetricCatalog {
     /// Operator `numRecordsIn` (counter) and `numRecordsInPerSecond` / `numRecordsOutPerSecond`
     /// (60 s meters), records: what each chained operator handles.
     pub operator_records_in: String,
+    /// Operator `numRecordsInPerSecond`, records/s (a 60 s meter).
     pub operator_records_in_per_second: String,
+    /// Operator `numRecordsOutPerSecond`, records/s (a 60 s meter).
     pub operator_records_out_per_second: String,
     /// Job `numRestarts` and `numRescales` (Flink 2.0+; older versions count rescales as
     /// restarts): samples right after one are not representative.
     pub num_restarts: String,
+    /// Job `numRescales` (Flink 2.0+), count (counter).
     pub num_rescales: String,
     /// TaskManager `Status.JVM.GarbageCollector.All.Time`, ms (counter).
     pub gc_time: String,
@@ -96,10 +99,15 @@ pub struct MetricCatalog {
     /// writes: `…_operator_column_family_rocksdb_<m>` (with
     /// `state.backend.rocksdb.metrics.column-family-as-variable: true`) and
     /// `…_operator_<column family>_rocksdb_<m>`.
+    /// This one: RocksDB property `is-write-stopped`, 0 or 1.
     pub rocksdb_is_write_stopped_suffix: String,
+    /// RocksDB property `actual-delayed-write-rate`, bytes/s (0: writes not delayed).
     pub rocksdb_actual_delayed_write_rate_suffix: String,
+    /// RocksDB property `compaction-pending`, 0 or 1.
     pub rocksdb_compaction_pending_suffix: String,
+    /// RocksDB property `mem-table-flush-pending`, 0 or 1.
     pub rocksdb_mem_table_flush_pending_suffix: String,
+    /// RocksDB property `estimate-pending-compaction-bytes`, bytes.
     pub rocksdb_estimate_pending_compaction_bytes_suffix: String,
     /// RocksDB statistic `stall_micros` (`…_operator_rocksdb_stall_micros`), µs (counter).
     pub rocksdb_stall_micros_suffix: String,

@@ -316,13 +316,121 @@ pub struct OperatorRates {
     pub records_out_per_s: Option<f64>,
 }
 
-/// A metric that was looked for and not found.
+/// A metric that was looked for and not found, and why ([`MissingWhy`]). The verdict
+/// words it (`render::words::missing`); decisions read the reason, never the words.
+///
+/// Serialized as `{metric, why}`; the form of earlier builds, `{metric, detail}` with the
+/// reason in words, still loads ([`MissingWhy::from_detail`]).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(from = "MissingWire")]
 pub struct Missing {
-    /// Metric (Flink name) or source that was absent.
+    /// Metric (Flink name), query (PromQL) or source that was absent.
     pub metric: String,
-    /// Why it matters or what would provide it.
-    pub detail: String,
+    /// Why it is absent.
+    pub why: MissingWhy,
+}
+
+/// Why a signal is missing from a snapshot.
+///
+/// The variants are declared in the order of their words (`render::words::missing`), so
+/// that a snapshot's `missing` list sorts as it did when the reason was those words.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum MissingWhy {
+    /// No checkpoint metrics (checkpointing off, or the JobManager not scraped).
+    NoCheckpointMetrics,
+    /// Neither the records-in counter nor its meter has samples.
+    NoRecordsIn,
+    /// Answered, with no samples of the job in the window.
+    NoSamples,
+    /// The query was sent and failed (network, a status, a bad answer), or the backend
+    /// refused it as too large also in smaller pieces (`too_large`): another attempt may
+    /// succeed. `error` is the failure as the client worded it (never a credential).
+    QueryFailed {
+        error: String,
+        /// What the failure leaves undone, when more than the signal itself.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        leaves: Option<Leaves>,
+        /// The backend refused the query as too large.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        too_large: bool,
+    },
+    /// The reporter predates Flink 1.13, which added busy and backpressured time.
+    PredatesFlink113,
+    /// Any other reason, in words (hand-built snapshots; recordings of earlier builds).
+    Said { detail: String },
+}
+
+/// What a failed query leaves undone besides its own signal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Leaves {
+    /// The hygiene query: task attempts and duplicate scrapes are not told apart.
+    SeriesHygiene,
+}
+
+impl MissingWhy {
+    /// A failed query's reason: `error` as the client worded it.
+    pub fn query_failed(error: impl Into<String>, leaves: Option<Leaves>, too_large: bool) -> MissingWhy {
+        MissingWhy::QueryFailed { error: error.into(), leaves, too_large }
+    }
+
+    /// Whether the signal is missing because a query failed (too large or not): the data
+    /// may be there, and a diagnosis a little later may get it.
+    pub fn is_query_failure(&self) -> bool {
+        matches!(self, MissingWhy::QueryFailed { .. })
+    }
+
+    /// The reason of the `{metric, detail}` form of earlier builds, from its words: the
+    /// wordings this build writes for each reason, else [`MissingWhy::Said`]. Only for
+    /// loading old snapshots; nothing decides on words.
+    pub fn from_detail(detail: &str) -> MissingWhy {
+        if let Some(rest) = detail.strip_prefix(QUERY_FAILED) {
+            return match rest.strip_suffix(HYGIENE_LEFT) {
+                Some(error) => MissingWhy::query_failed(error, Some(Leaves::SeriesHygiene), false),
+                None => MissingWhy::query_failed(rest, None, false),
+            };
+        }
+        match detail {
+            NO_SAMPLES => MissingWhy::NoSamples,
+            PREDATES_FLINK_113 => MissingWhy::PredatesFlink113,
+            NO_RECORDS_IN => MissingWhy::NoRecordsIn,
+            NO_CHECKPOINT_METRICS => MissingWhy::NoCheckpointMetrics,
+            other => MissingWhy::Said { detail: other.into() },
+        }
+    }
+}
+
+/// The words of earlier builds' `detail`, read back by [`MissingWhy::from_detail`] (the
+/// renderer words reasons the same way: `render::words::missing`).
+pub const QUERY_FAILED: &str = "query failed: ";
+/// See [`QUERY_FAILED`].
+pub const HYGIENE_LEFT: &str = "; task attempts and duplicate scrapes are not told apart";
+/// See [`QUERY_FAILED`].
+pub const NO_SAMPLES: &str = "no samples for this job in the window";
+/// See [`QUERY_FAILED`].
+pub const PREDATES_FLINK_113: &str = "the reporter predates Flink 1.13, which added busy and backpressured time; backpressure is read from isBackPressured, busy time is unknown";
+/// See [`QUERY_FAILED`].
+pub const NO_RECORDS_IN: &str = "no records-in counter or meter: records shares and capacities are unknown";
+/// See [`QUERY_FAILED`].
+pub const NO_CHECKPOINT_METRICS: &str =
+    "no checkpoint metrics for this job (checkpointing off, or JobManager not scraped)";
+
+/// A [`Missing`] as stored: `why` now, `detail` (words) in earlier builds.
+#[derive(Deserialize)]
+struct MissingWire {
+    metric: String,
+    #[serde(default)]
+    why: Option<MissingWhy>,
+    #[serde(default)]
+    detail: Option<String>,
+}
+
+impl From<MissingWire> for Missing {
+    fn from(w: MissingWire) -> Missing {
+        let why = w.why.unwrap_or_else(|| MissingWhy::from_detail(w.detail.as_deref().unwrap_or_default()));
+        Missing { metric: w.metric, why }
+    }
 }
 
 /// Values of one metric the collector left out as impossible: non-finite, or outside what

@@ -1,4 +1,5 @@
-//! Notifiers: one module per destination, all of the same shape.
+//! Notifiers: one unit per destination, `notify/<name>/`, all of the same shape, listed
+//! once in [`registry`] (whose docs say what adding a destination touches).
 //!
 //! A notifier renders a [`Notice`] with the pure renderers in [`crate::render`], sends it
 //! once, and says whether a failure is worth retrying ([`NotifyError::retryable`], with the
@@ -9,8 +10,11 @@
 pub mod alertmanager;
 pub mod fence;
 pub mod pagerduty;
+pub mod registry;
 pub mod slack;
 pub mod webhook;
+
+pub use registry::{DestinationConfig, NotifyConfig, RetryConfig};
 
 use std::time::Duration;
 
@@ -106,17 +110,9 @@ impl NotifyError {
     }
 }
 
-/// 5xx statuses retrying cannot fix: 501 Not Implemented ("the server does not support
-/// the functionality required") and 505 HTTP Version Not Supported, RFC 9110 §15.6.2 and
-/// §15.6.6 <https://www.rfc-editor.org/rfc/rfc9110#section-15.6>. Alertmanager retries
-/// every other 5xx the same way.
-pub const FINAL_5XX: [u16; 2] = [501, 505];
-
-/// Whether an HTTP status from a destination is worth retrying: 408, 429 and 5xx but
-/// [`FINAL_5XX`].
-pub fn retryable_status(status: u16) -> bool {
-    status == 408 || status == 429 || ((500..600).contains(&status) && !FINAL_5XX.contains(&status))
-}
+/// Which statuses a destination retries: the one table every backend and destination
+/// shares ([`crate::retry_status`]).
+pub use crate::retry_status::{FINAL_5XX, retryable_status};
 
 /// The reason label of a non-2xx status.
 fn status_reason(status: u16) -> FailureReason {
@@ -207,13 +203,16 @@ pub fn transport_error(what: &str, e: &reqwest::Error) -> NotifyError {
     NotifyError::retry(message, None).because(reason)
 }
 
-/// One destination as the delivery loop sees it: what it wants, sending once, and asking
-/// whether a notice arrived. [`Notifier`] is the real one; tests give their own to check
-/// retries, ordering and `Retry-After` without servers.
+/// One destination as the delivery loop sees it: what it wants, sending once, reaching it
+/// for `check-config --connect`, and asking whether a notice arrived. Each destination's
+/// sender implements it (`src/notify/<name>/mod.rs`); [`Notifier`] holds one. Tests give
+/// their own to check retries, ordering and `Retry-After` without servers.
 pub trait Destination: Send + Sync {
-    /// The name in metrics, logs and the outbox.
+    /// The name in metrics, logs and the outbox: `slack`, `pagerduty`, `alertmanager`,
+    /// `webhook:<name>`.
     fn name(&self) -> String;
-    /// Whether this destination wants the notice at all.
+    /// Whether this destination wants the notice at all (PagerDuty only while the group
+    /// fires, for instance).
     fn wants(&self, notice: &Notice) -> bool;
     /// Whether an unchanged verdict is posted again at every repeat (Alertmanager: its
     /// alert must be refreshed to stay active).
@@ -226,155 +225,106 @@ pub trait Destination: Send + Sync {
         notice: &'a Notice,
         state: Option<&'a serde_json::Value>,
     ) -> BoxFuture<'a, Result<Sent, NotifyError>>;
-    /// Whether the notice already arrived, when the destination can tell (`Ok(None)`:
-    /// not there, or cannot tell).
+    /// After a crash between sending and recording it, or a timeout: whether the notice
+    /// already arrived, when the destination can tell (Slack's message metadata).
+    /// `Ok(None)`: unknown or not there; the notice is sent again with the same
+    /// idempotency key, which the destination can fold (PagerDuty's `dedup_key` onto the
+    /// open alert, Alertmanager's label identity, the webhook's `Idempotency-Key`): at
+    /// least once. By default the destination cannot tell.
     fn already_sent<'a>(
         &'a self,
-        notice: &'a Notice,
-        state: Option<&'a serde_json::Value>,
-    ) -> BoxFuture<'a, Result<Option<Sent>, NotifyError>>;
+        _notice: &'a Notice,
+        _state: Option<&'a serde_json::Value>,
+    ) -> BoxFuture<'a, Result<Option<Sent>, NotifyError>> {
+        Box::pin(async { Ok(None) })
+    }
+    /// Reaches the destination without posting anything where it can (see each sender's
+    /// `probe`): for `check-config --connect`. `Ok` says what was checked.
+    fn probe(&self) -> BoxFuture<'_, Result<String, NotifyError>>;
+}
+
+/// A configured destination: one sender of the registry ([`registry::sections`]).
+pub struct Notifier(Box<dyn Destination>);
+
+impl Notifier {
+    /// A notifier sending with `destination`.
+    pub fn new(destination: impl Destination + 'static) -> Notifier {
+        Notifier(Box::new(destination))
+    }
+
+    pub(crate) fn from_box(destination: Box<dyn Destination>) -> Notifier {
+        Notifier(destination)
+    }
+
+    /// Builds every configured destination; secrets are resolved now.
+    pub fn from_config(cfg: &NotifyConfig) -> Result<Vec<Notifier>, String> {
+        cfg.build()
+    }
+
+    /// See [`Destination::name`].
+    pub fn name(&self) -> String {
+        self.0.name()
+    }
+
+    /// See [`Destination::wants`].
+    pub fn wants(&self, notice: &Notice) -> bool {
+        self.0.wants(notice)
+    }
+
+    /// See [`Destination::send`].
+    pub async fn send(&self, notice: &Notice, state: Option<&serde_json::Value>) -> Result<Sent, NotifyError> {
+        self.0.send(notice, state).await
+    }
+
+    /// See [`Destination::probe`].
+    pub async fn probe(&self) -> Result<String, NotifyError> {
+        self.0.probe().await
+    }
+
+    /// See [`Destination::already_sent`].
+    pub async fn already_sent(
+        &self,
+        notice: &Notice,
+        state: Option<&serde_json::Value>,
+    ) -> Result<Option<Sent>, NotifyError> {
+        self.0.already_sent(notice, state).await
+    }
 }
 
 impl Destination for Notifier {
     fn name(&self) -> String {
-        Notifier::name(self)
+        self.0.name()
     }
     fn wants(&self, notice: &Notice) -> bool {
-        Notifier::wants(self, notice)
+        self.0.wants(notice)
     }
     fn refreshes(&self) -> bool {
-        matches!(self, Notifier::Alertmanager(_))
+        self.0.refreshes()
     }
     fn send<'a>(
         &'a self,
         notice: &'a Notice,
         state: Option<&'a serde_json::Value>,
     ) -> BoxFuture<'a, Result<Sent, NotifyError>> {
-        Box::pin(Notifier::send(self, notice, state))
+        self.0.send(notice, state)
     }
     fn already_sent<'a>(
         &'a self,
         notice: &'a Notice,
         state: Option<&'a serde_json::Value>,
     ) -> BoxFuture<'a, Result<Option<Sent>, NotifyError>> {
-        Box::pin(Notifier::already_sent(self, notice, state))
+        self.0.already_sent(notice, state)
+    }
+    fn probe(&self) -> BoxFuture<'_, Result<String, NotifyError>> {
+        self.0.probe()
     }
 }
 
 /// One line per configured destination, without a secret (a webhook shows only its
 /// scheme, host and port: a path may hold a token): what `serve` logs at start and
 /// `check-config` prints.
-pub fn describe(cfg: &crate::config::NotifyConfig) -> Vec<String> {
-    use crate::config::SlackMode;
-    let origin = |url: &str| {
-        reqwest::Url::parse(url).map(|u| u.origin().ascii_serialization()).unwrap_or_else(|_| "an invalid URL".into())
-    };
-    let mut out = Vec::new();
-    if let Some(s) = &cfg.slack {
-        out.push(match s.mode {
-            SlackMode::WebApi => {
-                format!("slack (Web API at {}, channel {})", s.api_url, s.channel.as_deref().unwrap_or("?"))
-            }
-            SlackMode::IncomingWebhook => "slack (incoming webhook)".to_string(),
-        });
-    }
-    if let Some(p) = &cfg.pagerduty {
-        out.push(format!("pagerduty (Events API v2 at {}, severity {})", p.url, p.severity));
-    }
-    if let Some(a) = &cfg.alertmanager {
-        out.push(format!("alertmanager ({}, alert {})", a.url, a.alertname));
-    }
-    for w in &cfg.webhook {
-        out.push(format!("webhook:{} ({})", w.name, origin(&w.url)));
-    }
-    out
-}
-
-/// A configured destination.
-pub enum Notifier {
-    Slack(slack::Slack),
-    PagerDuty(pagerduty::PagerDuty),
-    Alertmanager(alertmanager::Alertmanager),
-    Webhook(webhook::Webhook),
-}
-
-impl Notifier {
-    /// Builds every configured destination; secrets are resolved now.
-    pub fn from_config(cfg: &crate::config::NotifyConfig) -> Result<Vec<Notifier>, String> {
-        let mut out = Vec::new();
-        if let Some(c) = &cfg.slack {
-            out.push(Notifier::Slack(slack::Slack::new(c)?));
-        }
-        if let Some(c) = &cfg.pagerduty {
-            out.push(Notifier::PagerDuty(pagerduty::PagerDuty::new(c)?));
-        }
-        if let Some(c) = &cfg.alertmanager {
-            out.push(Notifier::Alertmanager(alertmanager::Alertmanager::new(c)?));
-        }
-        for c in &cfg.webhook {
-            out.push(Notifier::Webhook(webhook::Webhook::new(c)?));
-        }
-        Ok(out)
-    }
-
-    /// The destination's name in metrics, logs and the outbox: `slack`, `pagerduty`,
-    /// `alertmanager`, `webhook:<name>`.
-    pub fn name(&self) -> String {
-        match self {
-            Notifier::Slack(_) => "slack".into(),
-            Notifier::PagerDuty(_) => "pagerduty".into(),
-            Notifier::Alertmanager(_) => "alertmanager".into(),
-            Notifier::Webhook(w) => format!("webhook:{}", w.name()),
-        }
-    }
-
-    /// Whether this destination wants the notice at all (PagerDuty only while the group
-    /// fires, for instance).
-    pub fn wants(&self, notice: &Notice) -> bool {
-        match self {
-            Notifier::Slack(n) => n.wants(notice),
-            Notifier::PagerDuty(n) => n.wants(notice),
-            Notifier::Alertmanager(n) => n.wants(notice),
-            Notifier::Webhook(n) => n.wants(notice),
-        }
-    }
-
-    /// Sends once. `state` is what the last successful delivery for this group returned.
-    pub async fn send(&self, notice: &Notice, state: Option<&serde_json::Value>) -> Result<Sent, NotifyError> {
-        match self {
-            Notifier::Slack(n) => n.send(notice, state).await,
-            Notifier::PagerDuty(n) => n.send(notice, state).await,
-            Notifier::Alertmanager(n) => n.send(notice, state).await,
-            Notifier::Webhook(n) => n.send(notice, state).await,
-        }
-    }
-
-    /// Reaches the destination without posting anything where it can (see each
-    /// notifier's `probe`): for `check-config --connect`. `Ok` says what was checked.
-    pub async fn probe(&self) -> Result<String, NotifyError> {
-        match self {
-            Notifier::Slack(n) => n.probe().await,
-            Notifier::PagerDuty(n) => n.probe().await,
-            Notifier::Alertmanager(n) => n.probe().await,
-            Notifier::Webhook(n) => n.probe().await,
-        }
-    }
-
-    /// After a crash between sending and recording it, or a timeout: asks the destination
-    /// whether the notice arrived, when it can tell (Slack's message metadata). `Ok(None)`:
-    /// unknown or not there; the notice is sent again with the same idempotency key, which
-    /// the destination can fold (PagerDuty's `dedup_key` onto the open alert,
-    /// Alertmanager's label identity, the webhook's `Idempotency-Key`): at least once.
-    pub async fn already_sent(
-        &self,
-        notice: &Notice,
-        state: Option<&serde_json::Value>,
-    ) -> Result<Option<Sent>, NotifyError> {
-        match self {
-            Notifier::Slack(n) => n.already_sent(notice, state).await,
-            _ => Ok(None),
-        }
-    }
+pub fn describe(cfg: &NotifyConfig) -> Vec<String> {
+    cfg.describe()
 }
 
 #[cfg(test)]

@@ -32,8 +32,9 @@
 //! # Safety of untrusted text
 //!
 //! Job, vertex and operator names and the alert labels come from outside. Every dynamic
-//! string is cleaned of control characters ([`names::clean`]) and goes through
-//! [`mrkdwn`] (or [`escape`] for `plain_text`): `&`, `<`, `>` become `&amp;`, `&lt;`,
+//! string is cleaned of control characters
+//! ([`names::clean`](crate::render::names::clean)) and goes through [`mrkdwn`] (or
+//! [`escape`] for `plain_text`): `&`, `<`, `>` become `&amp;`, `&lt;`,
 //! `&gt;`, so a label `<!channel>` shows as text and pings nobody, and
 //! `<https://evil|click>` does not become a link; a word holding one of Slack's formatting
 //! characters (`*`, `_`, `~`, `` ` ``) or an emoji code (`:fire:`) is put in a code span,
@@ -52,15 +53,25 @@
 //! message (`msg_too_long`, `msg_blocks_too_long`, `invalid_blocks`), the notifier sends
 //! [`fallback`]: text alone, at most [`MAX_SAFE_TEXT`].
 
-use std::collections::BTreeMap;
+mod blocks;
+mod escaping;
+mod parts;
+
 use std::fmt::Write as _;
 
 use serde::Serialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::model::notice::{Notice, NoticeKind};
-use crate::model::verdict::{Culprit, Hazard, HazardKind, Severity, Status, Verdict, VertexState};
-use crate::render::names::{self, Names};
+use crate::render::names::Names;
+
+use blocks::{context, list_text, section, verdict_link};
+use escaping::clip;
+pub use escaping::{code, escape, mrkdwn, prose, slack_len, with_code_keys};
+use parts::{
+    bulleted, could_not_line, culprit_name, graph_line, hazard_line, hazards_sorted, job_line, labels_line, numbered,
+    resolved_line, short_blocks, status_title, verdict_blocks,
+};
 
 /// Most blocks in one message.
 /// <https://api.slack.com/reference/block-kit/blocks>
@@ -162,460 +173,6 @@ pub struct SlackMessage {
     pub text: String,
     /// Block Kit blocks, as JSON objects.
     pub blocks: Vec<Value>,
-}
-
-/// Escapes the three characters Slack's message formatting reserves: `&` → `&amp;`,
-/// `<` → `&lt;`, `>` → `&gt;`.
-/// <https://api.slack.com/reference/surfaces/formatting#escaping>
-pub fn escape(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            c => out.push(c),
-        }
-    }
-    out
-}
-
-/// Length as Slack may count it: UTF-16 code units (≥ characters).
-pub fn slack_len(s: &str) -> usize {
-    s.chars().map(char::len_utf16).sum()
-}
-
-/// Cuts already escaped text to `max` (in [`slack_len`] units), ending with `…` when cut.
-/// Never cuts inside an entity (`&amp;`), a code span, or a link this module wrote
-/// (`<url|label>`).
-fn clip(s: &str, max: usize) -> String {
-    if slack_len(s) <= max {
-        return s.to_string();
-    }
-    let budget = max.saturating_sub(ELLIPSIS.len_utf16());
-    let mut end = 0;
-    let mut used = 0;
-    for (i, c) in s.char_indices() {
-        if used + c.len_utf16() > budget {
-            break;
-        }
-        used += c.len_utf16();
-        end = i + c.len_utf8();
-    }
-    let mut kept = &s[..end];
-    if let Some(amp) = kept.rfind('&')
-        && !kept[amp..].contains(';')
-    {
-        kept = &kept[..amp];
-    }
-    if let Some(lt) = kept.rfind('<')
-        && !kept[lt..].contains('>')
-    {
-        kept = &kept[..lt];
-    }
-    // An odd number of backticks: the last code span was cut open; drop it.
-    if kept.matches('`').count() % 2 == 1
-        && let Some(tick) = kept.rfind('`')
-    {
-        kept = &kept[..tick];
-    }
-    let mut out = kept.trim_end().to_string();
-    out.push(ELLIPSIS);
-    out
-}
-
-/// True for a configuration key: lowercase ASCII letters, digits, `-` and `_` in at least
-/// two `.`-separated parts of two characters or more, starting with a letter (numbers such
-/// as `1.09` and abbreviations such as `e.g.` are not keys).
-fn is_key(w: &str) -> bool {
-    w.starts_with(|c: char| c.is_ascii_lowercase())
-        && w.contains('.')
-        && w.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '.' | '-' | '_'))
-        && w.split('.').all(|part| part.len() >= 2)
-}
-
-/// Escapes `raw` and puts what looks like a configuration key (`state.backend.rocksdb.thread.num`,
-/// `sink.buffer-flush.max-rows`, `[diagnosis.operator_kinds]`) in `code`.
-pub fn with_code_keys(raw: &str) -> String {
-    fn in_run(c: char) -> bool {
-        c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_')
-    }
-    let mut out = String::with_capacity(raw.len() + 16);
-    let mut rest = raw;
-    while !rest.is_empty() {
-        let start = rest.find(in_run).unwrap_or(rest.len());
-        out.push_str(&escape(&rest[..start]));
-        rest = &rest[start..];
-        let len = rest.find(|c: char| !in_run(c)).unwrap_or(rest.len());
-        let run = &rest[..len];
-        let core = run.trim_matches(|c: char| matches!(c, '.' | '-' | '_'));
-        if !core.is_empty() && is_key(core) {
-            let lead = run.find(core).unwrap_or(0);
-            out.push_str(&run[..lead]);
-            out.push_str(&code(core));
-            out.push_str(&run[lead + core.len()..]);
-        } else {
-            out.push_str(run);
-        }
-        rest = &rest[len..];
-    }
-    out
-}
-
-/// `s` in a code span, escaped; a backtick inside becomes `ˋ` (U+02CB): code spans have no
-/// escape for it.
-pub fn code(s: &str) -> String {
-    format!("`{}`", escape(&s.replace('`', "\u{2CB}")))
-}
-
-/// True when `word` holds an emoji code (`:fire:`), which Slack would show as an emoji.
-fn has_emoji_code(word: &str) -> bool {
-    let parts: Vec<&str> = word.split(':').collect();
-    parts.len() >= 3
-        && parts[1..parts.len() - 1].iter().any(|p| {
-            p.chars().any(|c| c.is_ascii_alphabetic())
-                && p.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '+' | '-' | '\''))
-        })
-}
-
-/// Punctuation that may stay outside a code span around a word.
-const OUTER: &[char] = &['(', ')', '[', ']', '{', '}', ',', ';', ':', '.', '!', '?', '"', '\''];
-
-/// One word of untrusted text as mrkdwn (see [`mrkdwn`]); `keys`: configuration keys in code.
-fn mrkdwn_word(word: &str, line_start: bool, keys: bool) -> String {
-    if has_emoji_code(word) {
-        return code(word);
-    }
-    let trimmed = word.trim_matches(OUTER);
-    if trimmed.is_empty() {
-        return escape(word);
-    }
-    let mut start = word.find(trimmed).unwrap_or(0);
-    let mut end = start + trimmed.len();
-    // Brackets that close or open one inside the word belong to it: `t[10]`, `(x)y`.
-    for (open, close) in [('[', ']'), ('(', ')')] {
-        let core = &word[start..end];
-        let (opens, closes) = (core.matches(open).count(), core.matches(close).count());
-        if opens > closes && word[end..].starts_with(close) {
-            end += close.len_utf8();
-        } else if closes > opens && word[..start].ends_with(open) {
-            start -= open.len_utf8();
-        }
-    }
-    let (lead, core, trail) = (&word[..start], &word[start..end], &word[end..]);
-    let formatting = core.contains(['*', '_', '~', '`']) || (line_start && lead.is_empty() && core.starts_with('>'));
-    if formatting {
-        format!("{}{}{}", escape(lead), code(core), escape(trail))
-    } else if keys {
-        with_code_keys(word)
-    } else {
-        escape(word)
-    }
-}
-
-/// Untrusted text (names, labels, reasons) as Slack `mrkdwn` that shows exactly that text:
-/// cleaned of control characters, `&<>` escaped, and every word that Slack would format (it
-/// holds `*`, `_`, `~`, `` ` `` or an emoji code, or starts the text with `>`) in a code
-/// span.
-pub fn mrkdwn(raw: &str) -> String {
-    mrkdwn_text(raw, false)
-}
-
-/// What the diagnosis wrote (summary, fix, cause, …) as [`mrkdwn`], with configuration
-/// keys in code as well ([`with_code_keys`]).
-pub fn prose(raw: &str) -> String {
-    mrkdwn_text(raw, true)
-}
-
-fn mrkdwn_text(raw: &str, keys: bool) -> String {
-    let raw = names::clean(raw);
-    let mut out = String::with_capacity(raw.len() + 16);
-    let mut rest: &str = &raw;
-    let mut first = true;
-    while !rest.is_empty() {
-        let ws = rest.len() - rest.trim_start().len();
-        out.push_str(&rest[..ws]);
-        rest = &rest[ws..];
-        let len = rest.find(char::is_whitespace).unwrap_or(rest.len());
-        if len > 0 {
-            out.push_str(&mrkdwn_word(&rest[..len], first, keys));
-            first = false;
-        }
-        rest = &rest[len..];
-    }
-    out
-}
-
-/// Escapes text for a `plain_text` object on one line (control characters cleaned).
-fn plain(s: &str) -> String {
-    escape(&names::clean(s))
-}
-
-fn pct(v: Option<f64>) -> String {
-    v.map(|r| format!("{:.0}%", r * 100.0)).unwrap_or_else(|| "unknown".into())
-}
-
-fn mrkdwn_object(text: &str, max: usize) -> Value {
-    json!({ "type": "mrkdwn", "text": clip(text, max), "verbatim": true })
-}
-
-fn header(text: &str) -> Value {
-    json!({
-        "type": "header",
-        "text": { "type": "plain_text", "text": clip(text, MAX_HEADER_TEXT), "emoji": true }
-    })
-}
-
-fn section(text: &str, max: usize) -> Value {
-    json!({ "type": "section", "text": mrkdwn_object(text, max.min(MAX_SECTION_TEXT)) })
-}
-
-fn fields(items: Vec<String>, max: usize) -> Value {
-    let fields: Vec<Value> = items.iter().take(MAX_FIELDS).map(|f| mrkdwn_object(f, max.min(MAX_FIELD_TEXT))).collect();
-    json!({ "type": "section", "fields": fields })
-}
-
-fn context(items: Vec<String>, max: usize) -> Value {
-    let elements: Vec<Value> =
-        items.iter().take(MAX_CONTEXT_ELEMENTS).map(|t| mrkdwn_object(t, max.min(MAX_TEXT_OBJECT))).collect();
-    json!({ "type": "context", "elements": elements })
-}
-
-/// `title` and the lines under it, cut to `max` with `… n more in the verdict` when not
-/// all lines fit.
-fn list_text(title: &str, lines: &[String], max: usize) -> String {
-    let mut text = title.to_string();
-    for (i, line) in lines.iter().enumerate() {
-        let more = format!("\n{ELLIPSIS} {} more in the verdict", lines.len() - i);
-        let room = max.saturating_sub(slack_len(&text) + 1 + slack_len(&more));
-        if slack_len(line) > room && i > 0 {
-            text.push_str(&more);
-            return text;
-        }
-        text.push('\n');
-        text.push_str(&clip(line, room.max(20)));
-    }
-    clip(&text, max)
-}
-
-/// Keeps at most [`MAX_BLOCKS`] blocks; the last kept says that some were left out.
-fn within_block_limit(mut blocks: Vec<Value>) -> Vec<Value> {
-    if blocks.len() > MAX_BLOCKS {
-        let left_out = blocks.len() - (MAX_BLOCKS - 1);
-        blocks.truncate(MAX_BLOCKS - 1);
-        blocks.push(context(vec![format!("{ELLIPSIS} {left_out} more blocks left out")], MAX_TEXT_OBJECT));
-    }
-    blocks
-}
-
-/// The header: an emoji for the status, `Changed: ` when the verdict replaces another,
-/// the status and the job (and the culprit, in its prose form).
-/// `esc` escapes the names: [`plain`] for the header, [`mrkdwn`] for text.
-fn status_title(v: &Verdict, job: &str, changed: bool, esc: fn(&str) -> String) -> String {
-    let changed = if changed { "Changed: " } else { "" };
-    let job = if job.trim().is_empty() { "unknown job".to_string() } else { esc(job) };
-    match (v.status, &v.culprit) {
-        (Status::CulpritFound, Some(c)) => {
-            format!(":red_circle: {changed}Backpressure culprit {} in {job}", esc(&names::prose_name(&c.vertex_name)))
-        }
-        (Status::CulpritFound, None) => format!(":red_circle: {changed}Backpressure culprit in {job}"),
-        (Status::NoSingleCulprit, _) => {
-            format!(":large_orange_circle: {changed}No single backpressure culprit in {job}")
-        }
-        (Status::NoBackpressure, _) => format!(":large_green_circle: {changed}No backpressure in {job}"),
-        (Status::Inconclusive, _) => format!(":grey_question: {changed}Backpressure diagnosis inconclusive for {job}"),
-    }
-}
-
-/// `fraud-score (subtask 0 of 4)`: the prose name, and the subtasks when not all of them
-/// carry the problem.
-fn culprit_name(c: &Culprit) -> String {
-    let mut s = mrkdwn(&names::prose_name(&c.vertex_name));
-    if !c.subtasks.is_empty() && c.subtasks.len() < c.parallelism as usize {
-        let listed: Vec<String> = c.subtasks.iter().take(MAX_SUBTASKS_LISTED).map(|i| i.to_string()).collect();
-        let more = if c.subtasks.len() > MAX_SUBTASKS_LISTED { format!(", {ELLIPSIS}") } else { String::new() };
-        let noun = if c.subtasks.len() == 1 { "subtask" } else { "subtasks" };
-        let _ = write!(s, " ({noun} {}{more} of {})", listed.join(", "), c.parallelism);
-    }
-    s
-}
-
-fn other_culprits(v: &Verdict) -> Option<String> {
-    let main = v.culprit.as_ref().map(|c| c.vertex_id.as_str());
-    let others: Vec<String> =
-        v.culprits.iter().filter(|c| Some(c.vertex_id.as_str()) != main).take(5).map(culprit_name).collect();
-    (!others.is_empty()).then(|| format!("also: {}", others.join(", ")))
-}
-
-fn hazard_line(names: &Names, h: &Hazard) -> String {
-    let (icon, severity) = match h.severity {
-        Severity::Critical => (":rotating_light:", "critical"),
-        Severity::Warning => (":warning:", "warning"),
-    };
-    let kind = match h.kind {
-        HazardKind::Retention => "retention",
-        HazardKind::CheckpointsStalled => "checkpoints stalled",
-    };
-    let mut s = format!("{icon} *{severity}* · {kind}");
-    if let Some(topic) = &h.topic {
-        let _ = write!(s, " · topic {}", mrkdwn(topic));
-    }
-    match h.time_to_loss_seconds {
-        Some(t) if t <= 0 => s.push_str(" · losing data now"),
-        Some(t) => {
-            let _ = write!(s, " · data loss in {:#}", jiff::SignedDuration::from_secs(t));
-        }
-        None => {}
-    }
-    let _ = write!(s, ": {}", prose(&names.text(&h.detail)));
-    s
-}
-
-fn hazards_sorted(v: &Verdict) -> Vec<&Hazard> {
-    let mut hazards: Vec<&Hazard> = v.hazards.iter().collect();
-    hazards.sort_by_key(|h| std::cmp::Reverse(h.severity));
-    hazards
-}
-
-/// The evidence on one line: `Graph (busy/backpressured): A 0%/74% → B 0%/86% → C 99%/0% (culprit)`
-/// in the graph's order; without a job plan `Vertices, order unknown (…): A … · B …`.
-fn graph_line(v: &Verdict) -> String {
-    let parts: Vec<String> = v
-        .graph
-        .vertices
-        .iter()
-        .map(|x| {
-            let name = names::clip(&names::prose_name(&x.name), MAX_GRAPH_NAME).into_owned();
-            let item = format!("{} {}/{}", mrkdwn(&name), pct(x.busy_max), pct(x.backpressured_max));
-            // Marked in words, not bold: a name may hold code spans.
-            if x.state == VertexState::Culprit { format!("{item} (culprit)") } else { item }
-        })
-        .collect();
-    if v.graph.from_plan {
-        format!("Graph (busy/backpressured): {}", parts.join(" → "))
-    } else {
-        format!("Vertices, no job graph so order unknown (busy/backpressured): {}", parts.join(" · "))
-    }
-}
-
-fn labels_line(labels: &BTreeMap<String, String>) -> Option<String> {
-    if labels.is_empty() {
-        return None;
-    }
-    let parts: Vec<String> = labels.iter().map(|(k, v)| format!("{}={}", mrkdwn(k), mrkdwn(v))).collect();
-    Some(format!("Labels: {}", parts.join(" · ")))
-}
-
-/// `<url|label>` when the URL is a plain http(s) URL; otherwise the escaped URL as text
-/// (never a link).
-fn link(url: &str, label: &str) -> String {
-    if linkable(url) { format!("<{}|{label}>", escape(url)) } else { code(&names::clean(url)) }
-}
-
-/// True for a URL Slack can link to: plain http(s), nothing that could break out of a link.
-fn linkable(url: &str) -> bool {
-    (url.starts_with("https://") || url.starts_with("http://"))
-        && !url.chars().any(|c| c.is_whitespace() || names::is_unsafe(c) || matches!(c, '<' | '>' | '|'))
-}
-
-/// The "View verdict" button (an `actions` block) when the notice links to a verdict page
-/// Slack can open; else the link (or the URL as text) in a `context` block.
-fn view_block(n: &Notice) -> Option<Value> {
-    let url = n.verdict_url.as_deref()?;
-    if linkable(url) && slack_len(url) <= MAX_BUTTON_URL {
-        return Some(json!({
-            "type": "actions",
-            "elements": [{
-                "type": "button",
-                "text": { "type": "plain_text", "text": "View verdict", "emoji": false },
-                "url": url,
-                "action_id": "view_verdict",
-            }]
-        }));
-    }
-    verdict_link(n).map(|l| context(vec![l], Budget::LINK))
-}
-
-fn verdict_link(n: &Notice) -> Option<String> {
-    let url = n.verdict_url.as_deref()?;
-    let label = match n.verdict_id {
-        Some(id) => format!("Verdict #{id}"),
-        None => "The verdict".to_string(),
-    };
-    Some(format!(":link: {}", link(url, &label)))
-}
-
-fn numbered(names: &Names, items: &[String]) -> Vec<String> {
-    items.iter().enumerate().map(|(i, f)| format!("{}. {}", i + 1, prose(&names.text(f)))).collect()
-}
-
-fn bulleted(names: &Names, items: &[String]) -> Vec<String> {
-    items.iter().map(|f| format!("• {}", prose(&names.text(f)))).collect()
-}
-
-/// `job-name` and its id in code; an empty id is left out, an empty name reads `unknown job`.
-fn job_line(n: &Notice) -> String {
-    let name = if n.job.name.trim().is_empty() { "unknown job".to_string() } else { mrkdwn(&n.job.name) };
-    if n.job.id.trim().is_empty() { name } else { format!("{name} {}", code(&names::clean(&n.job.id))) }
-}
-
-fn verdict_blocks(n: &Notice, v: &Verdict) -> Vec<Value> {
-    let names = Names::of(v);
-    let mut blocks = Vec::new();
-    blocks.push(header(&status_title(v, &n.job.name, n.changed, plain)));
-    blocks.push(section(&prose(&names.text(&v.summary)), Budget::SUMMARY));
-    if !v.hazards.is_empty() {
-        let lines: Vec<String> = hazards_sorted(v).into_iter().map(|h| hazard_line(&names, h)).collect();
-        blocks.push(section(&list_text("*Hazards*", &lines, Budget::HAZARDS), Budget::HAZARDS));
-    }
-    if !v.fix.is_empty() {
-        blocks.push(section(&list_text("*Fix*", &numbered(&names, &v.fix), Budget::FIX), Budget::FIX));
-    }
-    if !v.not_the_fix.is_empty() {
-        let lines = bulleted(&names, &v.not_the_fix);
-        blocks.push(section(&list_text("*Would not help*", &lines, Budget::NOT_THE_FIX), Budget::NOT_THE_FIX));
-    }
-    if !v.graph.vertices.is_empty() {
-        blocks.push(context(vec![graph_line(v)], Budget::EVIDENCE));
-    }
-    let mut f = Vec::new();
-    if let Some(c) = &v.culprit {
-        let mut s = format!("*Culprit*\n{}", culprit_name(c));
-        if let Some(others) = other_culprits(v) {
-            let _ = write!(s, "\n{others}");
-        }
-        f.push(s);
-    }
-    f.push(format!("*Finding*\n`{}`", v.finding.as_str()));
-    f.push(format!("*Confidence*\n{}", v.confidence.as_str()));
-    f.push(format!("*Job*\n{}", job_line(n)));
-    f.push(format!("*At*\n{} · window {} s", mrkdwn(&v.at), v.window_seconds));
-    blocks.push(fields(f, Budget::FIELD));
-    if let Some(labels) = labels_line(&n.labels) {
-        blocks.push(context(vec![labels], Budget::LABELS));
-    }
-    blocks.extend(view_block(n));
-    within_block_limit(blocks)
-}
-
-fn resolved_line(n: &Notice) -> String {
-    format!(":white_check_mark: *Resolved*: {}: the alert group stopped firing.", job_line(n))
-}
-
-fn could_not_line(n: &Notice) -> String {
-    let reason = n.reason.as_deref().unwrap_or("no reason given");
-    format!(":warning: {}: could not diagnose: {}", job_line(n), mrkdwn(reason))
-}
-
-fn short_blocks(n: &Notice, line: String) -> Vec<Value> {
-    let mut blocks = vec![section(&line, Budget::SUMMARY + Budget::FIX)];
-    if let Some(labels) = labels_line(&n.labels) {
-        blocks.push(context(vec![labels], Budget::LABELS));
-    }
-    if let Some(l) = verdict_link(n) {
-        blocks.push(context(vec![l], Budget::LINK));
-    }
-    blocks
 }
 
 /// The message for a notice.
@@ -822,8 +379,12 @@ pub fn fallback(notice: &Notice) -> SlackMessage {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeMap;
+
+    use super::blocks::{link, within_block_limit};
     use super::*;
-    use crate::model::verdict::{Graph, GraphVertex};
+    use crate::model::verdict::{Culprit, Graph, GraphVertex, Hazard, HazardKind, Severity, Verdict, VertexState};
+    use crate::render::names;
     use proptest::prelude::*;
 
     fn notice(kind: NoticeKind, verdict: Option<Verdict>) -> Notice {

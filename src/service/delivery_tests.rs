@@ -85,6 +85,10 @@ impl Destination for Scripted {
             self.checks.lock().unwrap().pop_front().unwrap_or(Ok(None))
         })
     }
+    /// The delivery loop never probes (that is `check-config --connect`).
+    fn probe(&self) -> BoxFuture<'_, Result<String, NotifyError>> {
+        Box::pin(async { Ok("scripted".to_string()) })
+    }
 }
 
 fn notice(kind: NoticeKind, group: &str, key: &str) -> Notice {

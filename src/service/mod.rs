@@ -48,7 +48,7 @@ use tokio::sync::{Notify, watch};
 
 use crate::config::Config;
 use crate::model::notice::{Notice, NoticeKind};
-use crate::model::verdict::{JobRef, Verdict};
+use crate::model::verdict::{HazardKind, JobRef, Severity, Verdict};
 use crate::notify::{Destination, Notifier};
 use crate::service::intake::sha256_hex;
 use crate::service::metrics::Metrics;
@@ -58,16 +58,39 @@ use crate::service::store::{Enqueued, NewNotice, Prune, Pruned, Store, StoreErro
 
 /// The decision a verdict carries: what has to change for a new post. Numbers that wobble
 /// between diagnoses (busy 99.1% vs 99.3%) do not.
+///
+/// The key is persisted (each destination's `group_state.verdict_key`): a key that changed
+/// across an upgrade would re-post every open verdict. So every name in it is fixed: status
+/// and finding by their names in the verdict schema, hazards by [`hazard_kind_key`] and
+/// [`severity_key`].
 pub fn verdict_key(v: &Verdict) -> String {
     let culprit = v.culprit.as_ref().map(|c| (c.vertex_id.as_str(), c.subtasks.clone()));
-    let hazards: Vec<(String, String, Option<&str>)> =
-        v.hazards.iter().map(|h| (format!("{:?}", h.kind), format!("{:?}", h.severity), h.topic.as_deref())).collect();
+    let hazards: Vec<(&str, &str, Option<&str>)> =
+        v.hazards.iter().map(|h| (hazard_kind_key(h.kind), severity_key(h.severity), h.topic.as_deref())).collect();
     sha256_hex(
         &serde_json::json!({
             "status": v.status, "finding": v.finding, "culprit": culprit, "hazards": hazards
         })
         .to_string(),
     )
+}
+
+/// A hazard kind's name in [`verdict_key`]: frozen. These are the names the keys of 0.1.0
+/// were built from (the variants' Debug text then), kept as literals so that renaming a
+/// variant cannot change a persisted key. A new kind gets a new name here.
+const fn hazard_kind_key(kind: HazardKind) -> &'static str {
+    match kind {
+        HazardKind::Retention => "Retention",
+        HazardKind::CheckpointsStalled => "CheckpointsStalled",
+    }
+}
+
+/// A severity's name in [`verdict_key`]: frozen, as [`hazard_kind_key`].
+const fn severity_key(severity: Severity) -> &'static str {
+    match severity {
+        Severity::Warning => "Warning",
+        Severity::Critical => "Critical",
+    }
 }
 
 const RESOLVED: &str = "resolved";
@@ -537,10 +560,29 @@ mod tests {
 
     #[test]
     fn replaying_the_same_diagnosis_gives_the_same_idempotency_keys() {
-        let v = verdict();
-        let plan = || plan(&v, true, Some(3), &|_, _| None);
-        let keys = |n: Vec<NewNotice>| n.into_iter().map(|x| x.notice.idempotency_key).collect::<Vec<_>>();
-        assert_eq!(keys(plan()), keys(plan()));
+        // A replay (after a crash) runs later and stores the verdict again under a new id:
+        // the keys must not depend on either, and the notices carry the replay's own.
+        let (v, item, job, dests) = (verdict(), item(&[("g", true)]), job(), dests());
+        let plan_at = |verdict_id: i64, now_ms: i64| {
+            let plan = NoticePlan {
+                item: &item,
+                outcome: Outcome::Verdict(&v),
+                job: &job,
+                destinations: &dests,
+                verdict_id: Some(verdict_id),
+                verdict_url: None,
+                notify_resolved: true,
+                now_ms,
+            };
+            plan_notices(&plan, &|_, _| None)
+        };
+        let (first, replay) = (plan_at(3, 5), plan_at(4, 60_005));
+        let keys = |n: &[NewNotice]| n.iter().map(|x| x.notice.idempotency_key.clone()).collect::<Vec<_>>();
+        assert_eq!(keys(&first), keys(&replay));
+        assert_eq!(first.len(), 2);
+        assert!(replay.iter().all(|x| x.notice.verdict_id == Some(4) && x.notice.at_ms == 60_005));
+        // Two destinations, two keys: the key names its destination.
+        assert_ne!(first[0].notice.idempotency_key, first[1].notice.idempotency_key);
     }
 
     #[test]
@@ -552,6 +594,85 @@ mod tests {
         assert!(none.is_empty());
         let again = plan(&v, false, None, &|_, _| Some(RESOLVED.into()));
         assert!(again.is_empty());
+    }
+
+    /// A verdict with every hazard kind at every severity, one with a topic, and a culprit
+    /// with subtasks: each part of the key.
+    fn verdict_with_every_hazard() -> Verdict {
+        use crate::model::verdict::Hazard;
+        let mut v = verdict();
+        v.status = crate::model::verdict::Status::CulpritFound;
+        v.finding = crate::model::verdict::Finding::Sink;
+        let c = v.culprit.as_mut().expect("the first capture has a culprit");
+        c.vertex_id = "d8a5e28bc4dd8a0bfa2c0b5eb5d6be20".into();
+        c.subtasks = vec![0, 3];
+        let hazard = |kind, severity, topic: Option<&str>| Hazard {
+            kind,
+            severity,
+            time_to_loss_seconds: Some(60),
+            topic: topic.map(str::to_string),
+            detail: "d".into(),
+        };
+        v.hazards = vec![
+            hazard(HazardKind::Retention, Severity::Critical, Some("orders")),
+            hazard(HazardKind::Retention, Severity::Warning, None),
+            hazard(HazardKind::CheckpointsStalled, Severity::Warning, None),
+            hazard(HazardKind::CheckpointsStalled, Severity::Critical, None),
+        ];
+        v
+    }
+
+    #[test]
+    fn the_verdict_key_of_a_fixed_verdict_is_the_key_persisted_before_and_never_changes() {
+        // The key 0.1.x computed (from the variants' Debug text) and stored in every
+        // destination's group_state: a different key here re-posts every open verdict after
+        // an upgrade. By hand: sha256 of the compact JSON, keys sorted,
+        // {"culprit":["d8a5e28bc4dd8a0bfa2c0b5eb5d6be20",[0,3]],"finding":"sink","hazards":
+        // [["Retention","Critical","orders"],["Retention","Warning",null],
+        // ["CheckpointsStalled","Warning",null],["CheckpointsStalled","Critical",null]],
+        // "status":"culprit_found"} (python3 hashlib gives the same).
+        assert_eq!(
+            verdict_key(&verdict_with_every_hazard()),
+            "c97afacd9bcc5eff46d483862d5c85aec0372bd710aa47406a78e15999c08451"
+        );
+    }
+
+    #[test]
+    fn the_verdict_key_names_are_what_debug_text_gave_for_every_variant_today() {
+        // The key as it was built before the names were frozen, for each variant: equal, so
+        // the frozen names changed no key. (Should a variant be renamed, its old name stays in
+        // hazard_kind_key / severity_key and the Debug text here gives way to that literal.)
+        let old_key = |v: &Verdict| {
+            let culprit = v.culprit.as_ref().map(|c| (c.vertex_id.as_str(), c.subtasks.clone()));
+            let hazards: Vec<(String, String, Option<&str>)> = v
+                .hazards
+                .iter()
+                .map(|h| (format!("{:?}", h.kind), format!("{:?}", h.severity), h.topic.as_deref()))
+                .collect();
+            sha256_hex(
+                &serde_json::json!({
+                    "status": v.status, "finding": v.finding, "culprit": culprit, "hazards": hazards
+                })
+                .to_string(),
+            )
+        };
+        for kind in [HazardKind::Retention, HazardKind::CheckpointsStalled] {
+            assert_eq!(hazard_kind_key(kind), format!("{kind:?}"));
+        }
+        for severity in [Severity::Warning, Severity::Critical] {
+            assert_eq!(severity_key(severity), format!("{severity:?}"));
+        }
+        let v = verdict_with_every_hazard();
+        assert_eq!(verdict_key(&v), old_key(&v));
+        for h in &v.hazards {
+            let mut one = v.clone();
+            one.hazards = vec![h.clone()];
+            assert_eq!(verdict_key(&one), old_key(&one), "{h:?}");
+        }
+        let mut none = v.clone();
+        none.hazards.clear();
+        none.culprit = None;
+        assert_eq!(verdict_key(&none), old_key(&none));
     }
 
     #[test]

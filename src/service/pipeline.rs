@@ -7,14 +7,14 @@
 
 use std::collections::BTreeMap;
 
-use crate::collect::collector::{CollectError, CollectInput, collect};
+use crate::collect::collector::{CollectError, CollectInput, JobLookup, MetricSource, collect_after};
 use crate::collect::flink_rest::{FlinkRest, pick_job};
-use crate::collect::prometheus::{PromSource, Prometheus};
+use crate::collect::prometheus::{Attempts, PromSource, Prometheus};
 use crate::config::{CLUSTER_CHOICE, Config};
 use crate::diagnose::diagnose;
 use crate::model::graph::{JobGraph, sanitize_label_value};
 use crate::model::request::DiagnosisRequest;
-use crate::model::snapshot::CheckpointConfig;
+use crate::model::snapshot::{CheckpointConfig, Missing, MissingWhy};
 use crate::model::verdict::Verdict;
 
 /// Why a live diagnosis could not run. One sentence each, without credentials.
@@ -140,12 +140,11 @@ impl Live {
     /// `labels` completed for a cluster with `rest_url_template`: by the request's
     /// deployment labels, then by the labels of the job's JobManager series in Prometheus,
     /// when the alert lacks one the template needs. The alert's own labels win.
-    pub async fn job_labels(
+    pub fn job_labels(
         &self,
-        source: &PromSource<'_>,
+        lookup: &JobLookup,
         request: &DiagnosisRequest,
         labels: &BTreeMap<String, String>,
-        at_ms: i64,
     ) -> BTreeMap<String, String> {
         let mut out = labels.clone();
         let Some(cluster) = self.config.flink.cluster_for(labels) else { return out };
@@ -158,23 +157,19 @@ impl Live {
             crate::model::rest_template::label_for(p, &cluster.template_labels).is_some_and(|l| out.contains_key(l))
         });
         let Some(wanted) = request.job.as_deref().filter(|_| !complete) else { return out };
-        let d = &self.config.diagnosis;
-        let runs = crate::collect::collector::find_runs(
-            source,
-            &self.config.metrics,
-            at_ms,
-            d.trend_lookback.as_ms(),
-            d.step.as_ms(),
-        )
-        .await;
-        if let Ok((runs, _)) = runs
-            && let Ok((run, _)) = crate::collect::collector::resolve_job(&runs, Some(wanted), None)
-        {
+        if let Ok((run, _)) = lookup.resolve(Some(wanted), None) {
             for (k, v) in run.labels {
                 out.entry(k).or_insert(v);
             }
         }
         out
+    }
+
+    /// The job lookup at `at_ms` (every job's runs), asked once per diagnosis and handed to
+    /// [`Self::job_labels`], [`Self::configured_plan`] and the collector.
+    pub async fn look_up<S: MetricSource>(&self, source: &S, at_ms: i64) -> JobLookup {
+        let d = &self.config.diagnosis;
+        JobLookup::find(source, &self.config.metrics, at_ms, d.trend_lookback.as_ms(), d.step.as_ms()).await
     }
 
     /// Graph, checkpoint configuration and the exact job id from Flink REST, as far as it
@@ -267,27 +262,16 @@ impl Live {
     /// a plan never chooses the run (a plan of an older run of the job is used only when
     /// its vertices are those of the diagnosed run; the collector checks). `Some` with the
     /// run's id, the plan, and notes; `None` when no plan is configured for the job.
-    pub async fn configured_plan(
+    pub fn configured_plan(
         &self,
-        source: &PromSource<'_>,
+        lookup: &JobLookup,
         wanted: &str,
-        at_ms: i64,
     ) -> Option<(String, Result<JobGraph, String>, Vec<String>)> {
         let plans = &self.config.flink.plans;
         if plans.is_empty() {
             return None;
         }
-        let d = &self.config.diagnosis;
-        let (runs, _) = crate::collect::collector::find_runs(
-            source,
-            &self.config.metrics,
-            at_ms,
-            d.trend_lookback.as_ms(),
-            d.step.as_ms(),
-        )
-        .await
-        .ok()?;
-        let (run, mut notes) = crate::collect::collector::resolve_job(&runs, Some(wanted), None).ok()?;
+        let (run, mut notes) = lookup.resolve(Some(wanted), None).ok()?;
         let key = |k: &str| sanitize_label_value(k) == run.name_label || k == run.id || k == wanted;
         let (name, path) = plans.iter().find(|(name, _)| key(name))?;
         // Notes are posted: they name the plan by its key, never the server's file path
@@ -343,10 +327,37 @@ impl Live {
         now_ms: i64,
         overrides: Overrides,
     ) -> Result<Verdict, PipelineError> {
+        self.diagnosis_with(request, labels, now_ms, overrides, Attempts::UntilDeadline).await.map(|d| d.verdict)
+    }
+
+    /// One attempt at a diagnosis for a caller that retries whole diagnoses (the service's
+    /// worker): each Prometheus request is tried once ([`Attempts::Once`]), so that a
+    /// failure is retried in one place, and what was missing and why comes beside the
+    /// verdict (the caller decides on the reasons whether to diagnose again).
+    pub async fn diagnosis(
+        &self,
+        request: &DiagnosisRequest,
+        labels: &BTreeMap<String, String>,
+        now_ms: i64,
+    ) -> Result<Diagnosis, PipelineError> {
+        self.diagnosis_with(request, labels, now_ms, Overrides::default(), Attempts::Once).await
+    }
+
+    async fn diagnosis_with(
+        &self,
+        request: &DiagnosisRequest,
+        labels: &BTreeMap<String, String>,
+        now_ms: i64,
+        overrides: Overrides,
+        attempts: Attempts,
+    ) -> Result<Diagnosis, PipelineError> {
         let prometheus = self.prometheus.as_ref().ok_or(PipelineError::NoPrometheus)?;
         self.check_cluster(labels)?;
-        let source = PromSource::new(prometheus, now_ms);
-        let job_labels = self.job_labels(&source, request, labels, request.at_ms.unwrap_or(now_ms)).await;
+        let source = PromSource::new(prometheus, now_ms).attempts(attempts);
+        // The job's runs, looked up once: for the REST URL's labels, the configured plan
+        // and the collector's round 1.
+        let lookup = self.look_up(&source, request.at_ms.unwrap_or(now_ms)).await;
+        let job_labels = self.job_labels(&lookup, request, labels);
         let (job_id, graph, checkpoint_config, mut notes) =
             self.job_context(request.job.as_deref(), labels, &job_labels).await;
         notes.extend(self.cluster_notes(labels));
@@ -356,14 +367,13 @@ impl Live {
         let mut request = DiagnosisRequest { job: job_id.or_else(|| request.job.clone()), ..request.clone() };
         if graph.is_none()
             && let Some(wanted) = request.job.clone()
-            && let Some((run_id, plan, plan_notes)) =
-                self.configured_plan(&source, &wanted, request.at_ms.unwrap_or(now_ms)).await
+            && let Some((run_id, plan, plan_notes)) = self.configured_plan(&lookup, &wanted)
         {
             notes.extend(plan_notes);
             graph = plan.ok();
             request.job = Some(run_id);
         }
-        let mut snapshot = collect(
+        let mut snapshot = collect_after(
             &source,
             CollectInput {
                 request: &request,
@@ -372,6 +382,7 @@ impl Live {
                 config: &self.config,
                 catalog: &self.config.metrics,
             },
+            Some(lookup),
         )
         .await?;
         if let (true, Some(why)) = (plan_given, &snapshot.plan_mismatch) {
@@ -379,8 +390,33 @@ impl Live {
         }
         notes.extend(source.warnings().into_iter().map(|w| format!("Prometheus warning: {w}")));
         snapshot.notes.extend(notes);
-        Ok(redact_verdict(&self.redactor, crate::render::words::verdict(&diagnose(&snapshot, &self.config.diagnosis))))
+        let verdict = redact_verdict(&self.redactor, crate::render::words::verdict(&diagnose(&snapshot, &self.config.diagnosis)));
+        let missing = snapshot.missing.into_iter().map(|m| redact_missing(&self.redactor, m)).collect();
+        Ok(Diagnosis { verdict, missing })
     }
+}
+
+/// A live diagnosis: the verdict, and the snapshot's missing signals with their reasons
+/// (redacted as the verdict is), for decisions that must not read the verdict's words.
+#[derive(Debug, Clone)]
+pub struct Diagnosis {
+    pub verdict: Verdict,
+    pub missing: Vec<Missing>,
+}
+
+/// A missing signal with every form of every secret removed from its text (a failed
+/// query's error quotes what the backend said).
+fn redact_missing(redactor: &crate::model::secret::Redactor, mut m: Missing) -> Missing {
+    if redactor.is_empty() {
+        return m;
+    }
+    m.metric = redactor.redact(&m.metric);
+    match &mut m.why {
+        MissingWhy::QueryFailed { error, .. } => *error = redactor.redact(error),
+        MissingWhy::Said { detail } => *detail = redactor.redact(detail),
+        _ => {}
+    }
+    m
 }
 
 /// The verdict with every form of every secret removed from its text (notes and missing

@@ -685,8 +685,9 @@ fn log_startup(config: &Config, addr: SocketAddr, limits: &crate::service::liste
         destinations = %if destinations.is_empty() { "none".to_string() } else { destinations.join(", ") },
         "culprit listening");
     if destinations.is_empty() {
+        let sections = crate::notify::registry::headers().join(", ");
         tracing::warn!(
-            "no destination is configured ([notify.slack], [notify.pagerduty], [notify.alertmanager], [[notify.webhook]]): verdicts are stored and served by the API, and go nowhere else"
+            "no destination is configured ({sections}): verdicts are stored and served by the API, and go nowhere else"
         );
     }
 }

@@ -183,7 +183,7 @@ impl Service {
         // The alert's labels say which deployment is meant when two share the job id.
         let request =
             DiagnosisRequest { job: Some(item.job.clone()), labels: item.labels.clone(), ..Default::default() };
-        let mut result = self.live.diagnose(&request, &item.labels, now).await;
+        let mut result = self.live.diagnosis(&request, &item.labels, now).await;
         // A job_id with no metrics (an alert from an earlier run, a relabelled id) does not
         // keep the alert's job_name from being diagnosed; the verdict says so.
         if let Err(PipelineError::Collect(CollectError::JobNotFound { .. })) = &result
@@ -191,22 +191,22 @@ impl Service {
             && !name.is_empty()
         {
             let by_name = DiagnosisRequest { job: Some(name.clone()), ..request.clone() };
-            if let Ok(mut v) = self.live.diagnose(&by_name, &item.labels, now).await {
-                v.notes.push(format!(
+            if let Ok(mut d) = self.live.diagnosis(&by_name, &item.labels, now).await {
+                d.verdict.notes.push(format!(
                     "The alert's {} `{}` has no metrics; the job it names, `{name}`, was diagnosed by its name instead",
                     self.config.service.job_id_label, item.job
                 ));
-                result = Ok(v);
+                result = Ok(d);
             }
         }
         let retry_for = self.config.service.diagnose_retry_for.as_ms();
         let give_up = now - item.first_failure_ms.unwrap_or(now) >= retry_for;
         match result {
-            Ok(v) => {
+            Ok(d) => {
                 self.metrics.diagnosis_duration.observe(started.elapsed().as_secs_f64());
-                match v.missing.iter().find(|m| m.contains("query failed")) {
-                    Some(failed) if !give_up => Diagnosed::Retry(format!("metrics queries failed: {failed}")),
-                    _ => Diagnosed::Verdict(Box::new(v)),
+                match failed_queries(&d.missing) {
+                    Some(why) if !give_up => Diagnosed::Retry(why),
+                    _ => Diagnosed::Verdict(Box::new(d.verdict)),
                 }
             }
             Err(e) => {
@@ -352,5 +352,35 @@ impl Service {
             });
             planned
         })
+    }
+}
+
+/// Why a verdict is worth diagnosing again: the first signal missing because its query
+/// failed (by its reason, never its words), as the retry's reason says it.
+fn failed_queries(missing: &[crate::model::snapshot::Missing]) -> Option<String> {
+    let failed = missing.iter().find(|m| m.why.is_query_failure())?;
+    Some(format!("metrics queries failed: {}", crate::render::words::missing::missing(failed)))
+}
+
+#[cfg(test)]
+mod failed_query_tests {
+    use super::failed_queries;
+    use crate::model::snapshot::{Missing, MissingWhy};
+
+    #[test]
+    fn a_verdict_is_diagnosed_again_for_a_failed_query_by_its_reason_not_its_words() {
+        let said = |detail: &str| Missing { metric: "m".into(), why: MissingWhy::Said { detail: detail.into() } };
+        // Words that read like a failure are no failure: nothing to retry.
+        assert_eq!(failed_queries(&[said("query failed: as the plan says")]), None);
+        assert_eq!(failed_queries(&[Missing { metric: "m".into(), why: MissingWhy::NoSamples }]), None);
+        let failed = Missing {
+            metric: "busyTimeMsPerSecond".into(),
+            why: MissingWhy::query_failed("http://p: HTTP 503 unavailable", None, false),
+        };
+        // The reason the retry gives is the verdict's words for the entry.
+        assert_eq!(
+            failed_queries(&[said("x"), failed]).as_deref(),
+            Some("metrics queries failed: busyTimeMsPerSecond (query failed: http://p: HTTP 503 unavailable)")
+        );
     }
 }

@@ -430,7 +430,7 @@ mod tests {
     use super::*;
     use crate::diagnose::testkit::*;
     use crate::model::snapshot::{CheckpointPoint, Snapshot};
-    use crate::model::verdict::{Hazard, HazardKind, Severity};
+    use crate::model::verdict::{HazardKind, Severity};
 
     /// Source (red) → score → sink.
     fn job() -> SnapshotBuilder {

@@ -6,6 +6,7 @@
 //!
 //! Pure: data in, text out.
 
+pub mod missing;
 pub mod numbers;
 mod retention;
 mod runbook;
@@ -29,7 +30,7 @@ impl fmt::Display for Fact {
 impl fmt::Display for MissingFact {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            MissingFact::Collected(m) => write!(f, "{} ({})", m.metric, m.detail),
+            MissingFact::Collected(m) => f.write_str(&missing::missing(m)),
             MissingFact::Metric(m) => f.write_str(m),
             MissingFact::Input(fact) => fact.fmt(f),
         }

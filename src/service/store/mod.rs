@@ -28,26 +28,37 @@
 //! Delivery after a crash: a row caught `sending` is marked *unsure*; the delivery loop
 //! asks the destination whether it arrived (Slack) before sending it again, and otherwise
 //! sends it again with the same idempotency key (at least once).
+//!
+//! Layout: [`Store`] keeps readiness and metrics around one [`backend::Backend`], SQLite
+//! (`sqlite/`) or PostgreSQL (`postgres/`); both backends split along the same files
+//! (`schema`, `intake`, `work`, `notices`, `verdicts`, `dead_letters`, `upkeep`,
+//! `backend`), so the same thing is in the same place in each. What does not depend on
+//! the backend is decided once here: the unknown-jobs caps ([`fairness`]), the folding of
+//! "could not diagnose" notices ([`fold`]), the types both take and give ([`types`]).
 
+mod backend;
+mod fairness;
+mod fold;
 mod postgres;
 mod sqlite;
-pub mod sqlite_integrity;
-mod sqlite_wal;
 #[cfg(test)]
 pub(crate) mod tests;
+mod types;
 
-use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
-use serde::{Deserialize, Serialize};
-
 use crate::config::StoreConfig;
-use crate::model::notice::{Notice, NoticeKind};
 use crate::service::intake::Intake;
 use crate::service::metrics::Metrics;
 
+use backend::Backend;
+pub use backend::report_dead;
+pub use fairness::{Fairness, UnknownWaiting, unknown_share};
+pub use fold::{FOLD_WAIT_MAX_MS, FOLDED_JOBS_NAMED, fold_could_not_diagnose};
 pub use postgres::{CLOCK_SKEW_WARN_MS, LocalClock, PgStore};
 pub use sqlite::SqliteStore;
+pub use sqlite::integrity as sqlite_integrity;
+pub use types::*;
 
 /// What kind of failure a store error is: it decides readiness and the metric label.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -97,301 +108,10 @@ impl StoreError {
     }
 }
 
-impl From<rusqlite::Error> for StoreError {
-    fn from(e: rusqlite::Error) -> Self {
-        use rusqlite::ErrorCode as C;
-        let kind = match e.sqlite_error_code() {
-            Some(C::DiskFull) => StoreErrorKind::Full,
-            Some(C::DatabaseCorrupt | C::NotADatabase) => StoreErrorKind::Corrupt,
-            Some(C::DatabaseBusy | C::DatabaseLocked) => StoreErrorKind::Busy,
-            Some(C::SystemIoFailure | C::ReadOnly | C::CannotOpen | C::PermissionDenied) => StoreErrorKind::Io,
-            _ => StoreErrorKind::Other,
-        };
-        StoreError::new(kind, e.to_string())
-    }
-}
-
 impl From<serde_json::Error> for StoreError {
     fn from(e: serde_json::Error) -> Self {
         StoreError::new(StoreErrorKind::Decode, e.to_string())
     }
-}
-
-/// What a work item knows about one of its alert groups.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct GroupInfo {
-    pub firing: bool,
-    pub firing_set: String,
-    pub labels: BTreeMap<String, String>,
-    /// The group is here for the follow-up of a weak verdict, not for a webhook (a webhook
-    /// for the group replaces the entry): a diagnosis whose groups are all follow-ups
-    /// schedules no further one.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub rediagnosis: bool,
-}
-
-/// A diagnosis to run.
-#[derive(Debug, Clone, PartialEq)]
-pub struct WorkItem {
-    pub id: i64,
-    pub job_key: String,
-    pub job: String,
-    /// Labels common to the job's alerts (they choose the Flink cluster).
-    pub labels: BTreeMap<String, String>,
-    /// Alert groups that asked, by groupKey.
-    pub groups: BTreeMap<String, GroupInfo>,
-    pub created_ms: i64,
-    pub attempts: i64,
-    /// When the diagnosis first failed, for the retry window.
-    pub first_failure_ms: Option<i64>,
-    /// Whether the job is known (a verdict before, or `[flink.plans]`): known jobs are
-    /// claimed first. Read by the store tests; the worker diagnoses either kind the same way.
-    pub known: bool,
-}
-
-impl WorkItem {
-    /// Whether this diagnosis is only the follow-up of a weak verdict: no webhook asked
-    /// for any of its groups since (it schedules no further follow-up).
-    pub fn is_rediagnosis(&self) -> bool {
-        !self.groups.is_empty() && self.groups.values().all(|g| g.rediagnosis)
-    }
-}
-
-/// A notice claimed for delivery (marked `sending`).
-#[derive(Debug, Clone, PartialEq)]
-pub struct OutboxRow {
-    pub id: i64,
-    pub destination: String,
-    pub notice: Notice,
-    /// True when an earlier attempt may have arrived (a crash mid-send, a timeout): the
-    /// destination is asked before sending again, when it can tell.
-    pub unsure: bool,
-    /// Attempts so far, this one included.
-    pub attempts: i64,
-    pub first_ms: i64,
-    /// What the last delivery to this (destination, group) returned.
-    pub group_state: Option<serde_json::Value>,
-    /// The fencing token of this claim (PostgreSQL: incremented at every claim of the row;
-    /// SQLite, one process: 0). The send is checked under it ([`Store::fence`]) and its
-    /// outcome stored under it only.
-    pub token: i64,
-}
-
-/// A stored verdict.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct StoredVerdict {
-    pub id: i64,
-    pub created_ms: i64,
-    pub verdict: serde_json::Value,
-}
-
-/// A row that could not be decoded, moved aside.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct DeadLetter {
-    pub id: i64,
-    /// The table it came from: `work`, `outbox`, `group_state`, `verdicts`.
-    pub source: String,
-    /// Its id there (0 for `group_state`).
-    pub source_id: i64,
-    /// The destination, for outbox and group-state rows.
-    pub destination: Option<String>,
-    /// Why it could not be decoded.
-    pub error: String,
-    /// The row as stored (columns as text), for a person to read.
-    pub payload: serde_json::Value,
-    pub at_ms: i64,
-}
-
-/// One notice to enqueue in [`Store::complete`].
-#[derive(Debug, Clone)]
-pub struct NewNotice {
-    pub destination: String,
-    pub notice: Notice,
-    /// The verdict key to remember for the group at this destination (`None`: keep).
-    pub remember_verdict: Option<String>,
-}
-
-/// The delivery priority of a notice: verdicts and resolutions first (0), "could not
-/// diagnose" after them (1), so that failures never delay a real verdict.
-pub fn priority(kind: NoticeKind) -> i64 {
-    match kind {
-        NoticeKind::Verdict | NoticeKind::Resolved => 0,
-        NoticeKind::CouldNotDiagnose => 1,
-    }
-}
-
-/// Longest a "could not diagnose" notice waits for the diagnoses still queued or running
-/// (of its alert group, or a burst draining), so that their failures fold into it
-/// ([`fold_could_not_diagnose`]) and verdicts go first.
-pub const FOLD_WAIT_MAX_MS: i64 = 60_000;
-
-/// Most jobs a folded "could not diagnose" notice names; the rest are counted.
-pub const FOLDED_JOBS_NAMED: usize = 10;
-
-/// Folds the other "could not diagnose" notices waiting for the same destination (of
-/// any alert group) into `head`, so that a destination gets one such notice per window,
-/// never one per job: the reason goes on to name the other jobs, at most
-/// [`FOLDED_JOBS_NAMED`], counts the rest ("and N more"), says in which alert groups, and
-/// whether they failed for the same reason (a reason that differs only by naming its own
-/// job is the same). Pure.
-pub fn fold_could_not_diagnose(head: &mut Notice, others: &[Notice]) {
-    let own = head.reason.clone().unwrap_or_default();
-    let mut seen = std::collections::BTreeSet::from([head.job.name.clone()]);
-    let mut same = true;
-    let mut jobs = Vec::new();
-    for n in others {
-        let reason = n.reason.clone().unwrap_or_default();
-        let (name, head_name) = (n.job.name.as_str(), head.job.name.as_str());
-        same &= reason == own || (!name.is_empty() && replace_word(&reason, name, head_name) == own);
-        if seen.insert(name.to_string()) {
-            jobs.push(name.to_string());
-        }
-    }
-    if jobs.is_empty() {
-        return;
-    }
-    let mut list = jobs.iter().take(FOLDED_JOBS_NAMED).cloned().collect::<Vec<_>>().join(", ");
-    if jobs.len() > FOLDED_JOBS_NAMED {
-        list.push_str(&format!(" and {} more", jobs.len() - FOLDED_JOBS_NAMED));
-    }
-    let more = if jobs.len() == 1 { "1 more job".to_string() } else { format!("{} more jobs", jobs.len()) };
-    let why = if same { "for the same reason" } else { "each for its own reason (culprit's log has them)" };
-    let groups: std::collections::BTreeSet<&str> =
-        others.iter().map(|n| n.group_key.as_str()).filter(|g| *g != head.group_key).collect();
-    let scope = match groups.len() {
-        0 => "in this alert group".to_string(),
-        1 => "in this alert group or 1 other".to_string(),
-        n => format!("in this alert group or {n} others"),
-    };
-    head.reason = Some(format!("{own}\nNot diagnosed either {scope}, {why}: {more}: {list}"));
-}
-
-/// `s` with every `from` that stands as a word of its own (no letter, digit, `_` or `-`
-/// around it) replaced by `to`.
-fn replace_word(s: &str, from: &str, to: &str) -> String {
-    let word = |c: Option<char>| c.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == '-');
-    let mut out = String::with_capacity(s.len());
-    let mut rest = 0;
-    for (i, _) in s.match_indices(from) {
-        let end = i + from.len();
-        if i < rest || word(s[..i].chars().next_back()) || word(s[end..].chars().next()) {
-            continue;
-        }
-        out.push_str(&s[rest..i]);
-        out.push_str(to);
-        rest = end;
-    }
-    out.push_str(&s[rest..]);
-    out
-}
-
-/// The last verdict key each (destination, group) of a work item holds, as the completing
-/// transaction sees it.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct LastVerdicts(pub BTreeMap<(String, String), String>);
-
-impl LastVerdicts {
-    pub fn get(&self, destination: &str, group_key: &str) -> Option<String> {
-        self.0.get(&(destination.to_string(), group_key.to_string())).cloned()
-    }
-}
-
-/// Plans the notices of a finished diagnosis inside the completing transaction, from the
-/// verdict id (when a verdict was stored) and the groups' last verdicts.
-pub type Planner = Box<dyn FnOnce(Option<i64>, &LastVerdicts) -> Vec<NewNotice> + Send>;
-
-/// How a finished diagnosis is stored.
-pub struct Completion {
-    /// The verdict: job name and `culprit.verdict/v1` JSON.
-    pub verdict: Option<(String, String)>,
-    pub plan: Planner,
-    pub now_ms: i64,
-}
-
-/// What [`Store::complete`] did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Completed {
-    pub verdict_id: Option<i64>,
-    /// Notices added to the outbox (a replayed one is not added twice).
-    pub notices: usize,
-}
-
-/// What [`Store::enqueue`] did with one webhook's intakes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Enqueued {
-    /// Stored durably; `created` new diagnoses (the others merged into waiting ones).
-    Stored { jobs: usize, created: usize, depth: i64 },
-    /// Storing would take the queue over `max_queue`: nothing was stored.
-    QueueFull { depth: i64 },
-    /// The webhook asks for new diagnoses of unknown jobs beyond what its sender may have
-    /// waiting (`store.max_unknown_per_sender`), or beyond the unknown jobs' share of the
-    /// queue ([`unknown_share`]): nothing was stored.
-    TooManyUnknown { waiting: i64, limit: i64 },
-}
-
-/// Most diagnoses of unknown jobs waiting, all senders together: half the queue, so that
-/// however many senders a flood of bogus job names comes from, known jobs always find
-/// room.
-pub fn unknown_share(max_queue: i64) -> i64 {
-    (max_queue / 2).max(1)
-}
-
-/// What the queue holds back for fairness, from `[store]`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Fairness {
-    /// `store.max_unknown_per_sender`.
-    pub max_unknown_per_sender: i64,
-    /// `store.unknown_max_wait`, ms.
-    pub unknown_max_wait_ms: i64,
-}
-
-impl Fairness {
-    pub fn of(cfg: &StoreConfig) -> Fairness {
-        Fairness {
-            max_unknown_per_sender: i64::try_from(cfg.max_unknown_per_sender).unwrap_or(i64::MAX),
-            unknown_max_wait_ms: cfg.unknown_max_wait.as_ms(),
-        }
-    }
-}
-
-/// Items waiting, counted in the database.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Depths {
-    /// Diagnoses waiting or running.
-    pub work: i64,
-    /// Notices waiting or being sent.
-    pub outbox: i64,
-    /// Rows in the dead-letter table.
-    pub dead_letters: i64,
-}
-
-/// Pruning of finished rows: older than `older_than_ms`, or beyond the newest `keep_rows`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Prune {
-    pub now_ms: i64,
-    pub older_than_ms: i64,
-    pub keep_rows: i64,
-    pub verdicts_kept: i64,
-}
-
-/// Rows removed by [`Store::prune`], per table.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Pruned {
-    pub outbox: usize,
-    /// Jobs forgotten as known (no verdict for `store.prune_after`).
-    pub known_jobs: usize,
-    pub group_state: usize,
-    pub verdicts: usize,
-    pub dead_letters: usize,
-}
-
-/// What recovery after a crash found, at open.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Recovered {
-    /// Diagnoses that were running: pending again.
-    pub work: usize,
-    /// Deliveries that were being sent: unsure.
-    pub deliveries: usize,
 }
 
 /// Why the store is not ready, kept between checks: page-level corruption stays until
@@ -402,17 +122,9 @@ struct Health {
     write_error: Option<String>,
 }
 
-/// Where the store keeps its rows.
-enum Backend {
-    /// One replica, a file.
-    Sqlite(Arc<SqliteStore>),
-    /// Any number of replicas, one database.
-    Postgres(PgStore),
-}
-
 /// The store: the backend and what it has been seen to do.
 pub struct Store {
-    backend: Backend,
+    backend: Box<dyn Backend>,
     health: Mutex<Health>,
     metrics: Arc<Metrics>,
     /// Set by [`Store::close`]: every operation after it fails.
@@ -449,7 +161,7 @@ impl Store {
     /// database's and schedules in the database's time; SQLite (one process) keeps `local`.
     pub fn open_with_clock(cfg: &StoreConfig, metrics: Arc<Metrics>, local: LocalClock) -> Result<Store, StoreError> {
         if let Some(url) = &cfg.url {
-            let backend = Backend::Postgres(PgStore::new(cfg, url, metrics.clone(), local)?);
+            let backend: Box<dyn Backend> = Box::new(PgStore::new(cfg, url, metrics.clone(), local)?);
             // Claims of a replica that died come back through lease expiry, not at start.
             metrics.store_recovered("work", 0);
             metrics.store_recovered("outbox", 0);
@@ -479,7 +191,7 @@ impl Store {
         report_problems(&metrics, &backend.found_at_start);
         let backend = Arc::new(backend);
         let store = Store {
-            backend: Backend::Sqlite(backend.clone()),
+            backend: Box::new(backend.clone()),
             health: Mutex::new(Health::default()),
             metrics,
             closed: Default::default(),
@@ -504,34 +216,16 @@ impl Store {
 
     /// Which backend this is: `sqlite` or `postgres`.
     pub fn backend_name(&self) -> &'static str {
-        match self.backend {
-            Backend::Sqlite(_) => "sqlite",
-            Backend::Postgres(_) => "postgres",
-        }
+        self.backend.name()
     }
 
-    /// Runs an operation on the backend — a blocking SQLite call off the async threads, or
-    /// a PostgreSQL future — and keeps track of health.
-    async fn call<T, F>(
-        &self,
-        op: &'static str,
-        sqlite: impl FnOnce(&SqliteStore) -> Result<T, StoreError> + Send + 'static,
-        postgres: impl FnOnce(PgStore) -> F,
-    ) -> Result<T, StoreError>
-    where
-        T: Send + 'static,
-        F: Future<Output = Result<T, StoreError>>,
-    {
+    /// Runs an operation on the backend unless the store is closed, and keeps track of
+    /// health.
+    async fn call<T>(&self, op: &'static str, operation: backend::Fut<'_, T>) -> Result<T, StoreError> {
         if self.is_closed() {
             return Err(closed());
         }
-        let result = match &self.backend {
-            Backend::Sqlite(backend) => {
-                let backend = backend.clone();
-                tokio::task::spawn_blocking(move || sqlite(&backend)).await.unwrap_or_else(task_failed)
-            }
-            Backend::Postgres(p) => postgres(p.clone()).await,
-        };
+        let result = operation.await;
         self.track(op, &result);
         result
     }
@@ -573,38 +267,24 @@ impl Store {
         max_queue: usize,
     ) -> Result<Enqueued, StoreError> {
         let due_ms = now_ms + coalesce_ms;
-        if self.is_closed() {
-            return Err(closed());
-        }
-        let result = match &self.backend {
-            Backend::Sqlite(s) => s.enqueue(intakes, now_ms, due_ms, max_queue).await,
-            Backend::Postgres(p) => p.enqueue(intakes, now_ms, due_ms, max_queue).await,
-        };
-        self.track("enqueue", &result);
-        result
+        self.call("enqueue", self.backend.enqueue(intakes, now_ms, due_ms, max_queue)).await
     }
 
     /// Claims the earliest due diagnosis of a job that has none running (it becomes
     /// `running`). Rows that cannot be decoded go to the dead-letter table on the way.
     pub async fn claim_work(&self, now_ms: i64) -> Result<Option<WorkItem>, StoreError> {
-        self.call("claim_work", move |s| s.claim_work(now_ms), |p| async move { p.claim_work(now_ms).await }).await
+        self.call("claim_work", self.backend.claim_work(now_ms)).await
     }
 
     /// The earliest time a claimable diagnosis is due, Unix ms.
     pub async fn next_work_ms(&self) -> Result<Option<i64>, StoreError> {
-        self.call("next_work", |s| s.next_work_ms(), |p| async move { p.next_work_ms().await }).await
+        self.call("next_work", self.backend.next_work_ms()).await
     }
 
     /// Puts a failed diagnosis back, due again at `due_ms`. If webhooks queued a newer
     /// diagnosis of the job meanwhile, the two merge.
     pub async fn retry_work(&self, item: &WorkItem, due_ms: i64, first_failure_ms: i64) -> Result<(), StoreError> {
-        let (lite, pg) = (item.clone(), item.clone());
-        self.call(
-            "retry_work",
-            move |s| s.retry_work(&lite, due_ms, first_failure_ms),
-            |p| async move { p.retry_work(&pg, due_ms, first_failure_ms).await },
-        )
-        .await
+        self.call("retry_work", self.backend.retry_work(item, due_ms, first_failure_ms)).await
     }
 
     /// Finishes a diagnosis in one transaction: stores the verdict, reads the last verdict
@@ -628,45 +308,19 @@ impl Store {
         completion: Completion,
         rediagnose_at_ms: Option<i64>,
     ) -> Result<Completed, StoreError> {
-        // By hand: the completion moves into whichever backend runs it.
-        if self.is_closed() {
-            return Err(closed());
-        }
-        let result = match &self.backend {
-            Backend::Sqlite(s) => {
-                let (s, item) = (s.clone(), item.clone());
-                tokio::task::spawn_blocking(move || s.complete(&item, completion, rediagnose_at_ms))
-                    .await
-                    .unwrap_or_else(task_failed)
-            }
-            Backend::Postgres(p) => p.complete(item, completion, rediagnose_at_ms).await,
-        };
-        self.track("complete", &result);
-        result
+        self.call("complete", self.backend.complete(item, completion, rediagnose_at_ms)).await
     }
 
     /// Claims the next notice for `destination`: the oldest due head of a group with
     /// nothing in flight, verdicts and resolutions before "could not diagnose". It becomes
     /// `sending`. Undecodable rows go to the dead-letter table on the way.
     pub async fn claim_delivery(&self, destination: &str, now_ms: i64) -> Result<Option<OutboxRow>, StoreError> {
-        let (d, window) = (destination.to_string(), self.fold_window());
-        self.call(
-            "claim_delivery",
-            move |s| s.claim_delivery(&d, now_ms, window),
-            |p| async move { p.claim_delivery(destination, now_ms, window).await },
-        )
-        .await
+        self.call("claim_delivery", self.backend.claim_delivery(destination, now_ms, self.fold_window())).await
     }
 
     /// When the next notice for `destination` is due (a group head), Unix ms.
     pub async fn next_delivery_ms(&self, destination: &str) -> Result<Option<i64>, StoreError> {
-        let (d, window) = (destination.to_string(), self.fold_window());
-        self.call(
-            "next_delivery",
-            move |s| s.next_delivery_ms(&d, window),
-            |p| async move { p.next_delivery_ms(destination, window).await },
-        )
-        .await
+        self.call("next_delivery", self.backend.next_delivery_ms(destination, self.fold_window())).await
     }
 
     /// Records a delivery and the destination's new state for the group (under the
@@ -677,14 +331,7 @@ impl Store {
         state: Option<serde_json::Value>,
         now_ms: i64,
     ) -> Result<(), StoreError> {
-        let (id, destination, group) = (row.id, row.destination.clone(), row.notice.group_key.clone());
-        let pg_state = state.clone();
-        self.call(
-            "record_delivery",
-            move |s| s.delivered(id, &destination, &group, state.as_ref(), now_ms),
-            |p| async move { p.delivered(row, pg_state.as_ref(), now_ms).await },
-        )
-        .await
+        self.call("record_delivery", self.backend.delivered(row, state.as_ref(), now_ms)).await
     }
 
     /// Schedules another attempt at `next_ms`; `unsure` when this attempt may have arrived.
@@ -695,24 +342,12 @@ impl Store {
         error: &str,
         unsure: bool,
     ) -> Result<(), StoreError> {
-        let (id, e) = (row.id, error.to_string());
-        self.call(
-            "record_delivery",
-            move |s| s.retry_delivery(id, next_ms, &e, unsure),
-            |p| async move { p.retry_delivery(row, next_ms, error, unsure).await },
-        )
-        .await
+        self.call("record_delivery", self.backend.retry_delivery(row, next_ms, error, unsure)).await
     }
 
     /// Gives up on a notice.
     pub async fn fail_delivery(&self, row: &OutboxRow, error: &str, now_ms: i64) -> Result<(), StoreError> {
-        let (id, e) = (row.id, error.to_string());
-        self.call(
-            "record_delivery",
-            move |s| s.fail_delivery(id, &e, now_ms),
-            |p| async move { p.fail_delivery(row, error, now_ms).await },
-        )
-        .await
+        self.call("record_delivery", self.backend.fail_delivery(row, error, now_ms)).await
     }
 
     /// Right before a send: whether this process still holds the claimed `row` (the same
@@ -721,34 +356,27 @@ impl Store {
     /// lease was lost (another replica took the send or will): the send must be dropped.
     /// SQLite (one process, no leases): always `true`.
     pub async fn fence(&self, row: &OutboxRow, now_ms: i64, margin_ms: i64) -> Result<bool, StoreError> {
-        match &self.backend {
-            Backend::Sqlite(_) => Ok(true),
-            Backend::Postgres(p) => {
-                let result = p.fence(row, now_ms, margin_ms).await;
-                self.track("fence", &result);
-                result
-            }
-        }
+        let Some(fenced) = self.backend.fence(row, now_ms, margin_ms) else { return Ok(true) };
+        let result = fenced.await;
+        self.track("fence", &result);
+        result
     }
 
     /// On PostgreSQL, the database's clock minus this process's, ms, once measured (the
     /// database's decides leases and due times); `None` on SQLite or before the first
     /// round trip.
     pub fn clock_skew_ms(&self) -> Option<i64> {
-        match &self.backend {
-            Backend::Sqlite(_) => None,
-            Backend::Postgres(p) => p.clock_skew_ms(),
-        }
+        self.backend.clock_skew_ms()
     }
 
     /// Recent verdicts, newest first (undecodable ones go to the dead-letter table).
     pub async fn verdicts(&self, limit: usize) -> Result<Vec<StoredVerdict>, StoreError> {
-        self.call("verdicts", move |s| s.verdicts(limit), |p| async move { p.verdicts(limit).await }).await
+        self.call("verdicts", self.backend.verdicts(limit)).await
     }
 
     /// One verdict.
     pub async fn verdict(&self, id: i64) -> Result<Option<StoredVerdict>, StoreError> {
-        self.call("verdicts", move |s| s.verdict(id), |p| async move { p.verdict(id).await }).await
+        self.call("verdicts", self.backend.verdict(id)).await
     }
 
     /// The job as the newest stored verdict about it names it (Flink's name, with its id),
@@ -760,28 +388,22 @@ impl Store {
         job_id: Option<String>,
         name: Option<String>,
     ) -> Result<Option<crate::model::verdict::JobRef>, StoreError> {
-        let (id2, name2) = (job_id.clone(), name.clone());
-        self.call(
-            "verdicts",
-            move |s| s.last_verdict_job(job_id.as_deref(), name.as_deref()),
-            |p| async move { p.last_verdict_job(id2.as_deref(), name2.as_deref()).await },
-        )
-        .await
+        self.call("verdicts", self.backend.last_verdict_job(job_id.as_deref(), name.as_deref())).await
     }
 
     /// The dead-letter table, newest first.
     pub async fn dead_letters(&self, limit: usize) -> Result<Vec<DeadLetter>, StoreError> {
-        self.call("dead_letters", move |s| s.dead_letters(limit), |p| async move { p.dead_letters(limit).await }).await
+        self.call("dead_letters", self.backend.dead_letters(limit)).await
     }
 
     /// Items waiting, counted in the database.
     pub async fn depths(&self) -> Result<Depths, StoreError> {
-        self.call("depths", |s| s.depths(), |p| async move { p.depths().await }).await
+        self.call("depths", self.backend.depths()).await
     }
 
     /// Removes finished rows by age and count.
     pub async fn prune(&self, policy: Prune) -> Result<Pruned, StoreError> {
-        self.call("prune", move |s| s.prune(policy), |p| async move { p.prune(policy).await }).await
+        self.call("prune", self.backend.prune(policy)).await
     }
 
     fn is_closed(&self) -> bool {
@@ -795,22 +417,16 @@ impl Store {
         if self.closed.swap(true, std::sync::atomic::Ordering::SeqCst) {
             return Ok(());
         }
-        match &self.backend {
-            Backend::Sqlite(s) => {
-                let s = s.clone();
-                tokio::task::spawn_blocking(move || s.close()).await.unwrap_or_else(task_failed)
-            }
-            Backend::Postgres(_) => Ok(()),
-        }
+        self.backend.close().await
     }
 
     /// Problems found at starts about the store's files and not yet acknowledged, each one
     /// sentence with the way out (SQLite; PostgreSQL keeps its own files). The gauge
     /// `culprit_store_integrity_problems_unacknowledged` follows.
     pub async fn problems(&self) -> Vec<String> {
-        let found = match &self.backend {
-            Backend::Sqlite(_) => self.call("problems", |s| s.problems(), |_| async { Ok(Vec::new()) }).await,
-            Backend::Postgres(_) => Ok(Vec::new()),
+        let found = match self.backend.problems() {
+            Some(problems) => self.call("problems", problems).await,
+            None => Ok(Vec::new()),
         };
         match found {
             Ok(found) => {
@@ -829,9 +445,7 @@ impl Store {
                 "store corrupt: {c} (stop culprit, move the database file aside or restore it; a new one is created at start)"
             ));
         }
-        self.call("touch", move |s| s.touch(now_ms), |p| async move { p.touch(now_ms).await })
-            .await
-            .map_err(|e| format!("store cannot write: {}", e.message))
+        self.call("touch", self.backend.touch(now_ms)).await.map_err(|e| format!("store cannot write: {}", e.message))
     }
 }
 
@@ -850,22 +464,4 @@ fn report_problems(metrics: &Metrics, problems: &[sqlite_integrity::Problem]) {
         metrics.store_integrity.total.get_or_create(&crate::service::metrics::Kind { kind: p.kind.clone() }).inc();
     }
     metrics.store_integrity.unacknowledged.set(problems.len() as i64);
-}
-
-fn task_failed<T>(e: tokio::task::JoinError) -> Result<T, StoreError> {
-    Err(StoreError::new(StoreErrorKind::Other, format!("the store task failed: {e}")))
-}
-
-/// Reads a column as text whatever its type, for dead letters: NULL as null, numbers as
-/// numbers, text lossily, blobs as `x'…'` hex (at most 4 KiB shown).
-fn column_as_json(v: rusqlite::types::ValueRef<'_>) -> serde_json::Value {
-    use rusqlite::types::ValueRef;
-    const MAX: usize = 4096;
-    match v {
-        ValueRef::Null => serde_json::Value::Null,
-        ValueRef::Integer(i) => i.into(),
-        ValueRef::Real(f) => f.into(),
-        ValueRef::Text(t) => String::from_utf8_lossy(&t[..t.len().min(MAX)]).into_owned().into(),
-        ValueRef::Blob(b) => format!("x'{}'", hex::encode(&b[..b.len().min(MAX)])).into(),
-    }
 }

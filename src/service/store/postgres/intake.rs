@@ -6,8 +6,9 @@
 //! in job order (stable: a job's webhooks keep their order), so two replicas' batches lock
 //! jobs' rows in the same order and never deadlock. Near the bound, each webhook is a
 //! savepoint of its own, all or nothing, as on SQLite. The same holds for the caps on
-//! unknown jobs (`store.max_unknown_per_sender`, [`unknown_share`]): a batch that surely
-//! fits them takes the fast way, else each webhook is checked on its own.
+//! unknown jobs (`store.max_unknown_per_sender`, [`crate::service::store::unknown_share`],
+//! decided by [`UnknownWaiting`]): a batch that surely fits them takes the fast way, else
+//! each webhook is checked on its own.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Weak;
@@ -15,9 +16,8 @@ use std::sync::Weak;
 use deadpool_postgres::Transaction;
 use tokio::sync::{mpsc, oneshot};
 
-use super::{Inner, PgStore, apply_intake, report_dead};
-use crate::service::intake::Intake;
-use crate::service::store::{DeadLetter, Enqueued, Fairness, StoreError, unknown_share};
+use super::*;
+use crate::service::store::UnknownWaiting;
 
 /// Most webhooks committed in one intake transaction.
 const MAX_BATCH: usize = 256;
@@ -84,7 +84,7 @@ async fn commit_batches(
     let known: BTreeSet<String> =
         tx.query(&tx.prepare_cached(sql).await?, &[&keys]).await?.iter().map(|r| r.get(0)).collect();
     let known = Known(known);
-    let mut unknown = Unknown::read(&tx, store.inner.fairness, batches).await?;
+    let mut unknown = unknown_waiting(&tx, store.inner.fairness, batches).await?;
     // At most every firing intake of a job not known is a new unknown diagnosis.
     let mut at_most = BTreeMap::new();
     for i in batches.iter().flat_map(|b| &b.intakes).filter(|i| i.firing && !known.of(i)) {
@@ -119,7 +119,7 @@ async fn one_webhook(
     store: &PgStore,
     tx: &mut Transaction<'_>,
     b: &Batch,
-    (depth, unknown): (&mut i64, &mut Unknown),
+    (depth, unknown): (&mut i64, &mut UnknownWaiting),
     known: &Known,
     dead: &mut Vec<DeadLetter>,
 ) -> Result<Result<Enqueued, StoreError>, StoreError> {
@@ -171,52 +171,98 @@ impl Known {
     }
 }
 
-/// The diagnoses of unknown jobs waiting, in all and per sender of the batch, read once
-/// per intake transaction and kept up to date in memory.
-struct Unknown {
+/// The diagnoses of unknown jobs waiting, in all and per sender of the batch, counted
+/// once per intake transaction ([`UnknownWaiting`] decides and keeps them up to date).
+async fn unknown_waiting(
+    tx: &Transaction<'_>,
     fairness: Fairness,
-    total: i64,
-    per_sender: BTreeMap<String, i64>,
+    batches: &[Batch],
+) -> Result<UnknownWaiting, StoreError> {
+    let senders: Vec<&str> = batches
+        .iter()
+        .flat_map(|b| b.intakes.iter().map(|i| i.sender.as_str()))
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    let mut unknown = UnknownWaiting::new(fairness);
+    let sql = "SELECT COUNT(*) FROM work WHERE NOT known";
+    unknown.set_total(tx.query_one(&tx.prepare_cached(sql).await?, &[]).await?.get(0));
+    for s in &senders {
+        unknown.set_sender(s, 0);
+    }
+    let sql = "SELECT sender, COUNT(*) FROM work WHERE NOT known AND sender = ANY($1) GROUP BY sender";
+    for r in tx.query(&tx.prepare_cached(sql).await?, &[&senders]).await? {
+        let (sender, waiting): (String, i64) = (r.get(0), r.get(1));
+        unknown.set_sender(&sender, waiting);
+    }
+    Ok(unknown)
 }
 
-impl Unknown {
-    async fn read(tx: &Transaction<'_>, fairness: Fairness, batches: &[Batch]) -> Result<Unknown, StoreError> {
-        let senders: Vec<&str> = batches
-            .iter()
-            .flat_map(|b| b.intakes.iter().map(|i| i.sender.as_str()))
-            .collect::<BTreeSet<_>>()
-            .into_iter()
-            .collect();
-        let sql = "SELECT COUNT(*) FROM work WHERE NOT known";
-        let total: i64 = tx.query_one(&tx.prepare_cached(sql).await?, &[]).await?.get(0);
-        let sql = "SELECT sender, COUNT(*) FROM work WHERE NOT known AND sender = ANY($1) GROUP BY sender";
-        let mut per_sender: BTreeMap<String, i64> = senders.iter().map(|s| (s.to_string(), 0)).collect();
-        for r in tx.query(&tx.prepare_cached(sql).await?, &[&senders]).await? {
-            per_sender.insert(r.get(0), r.get(1));
-        }
-        Ok(Unknown { fairness, total, per_sender })
+impl PgStore {
+    /// See [`crate::service::store::Store::enqueue`]: through this replica's intake writer (group commit).
+    pub async fn enqueue(
+        &self,
+        intakes: Vec<Intake>,
+        now_ms: i64,
+        due_ms: i64,
+        max_queue: usize,
+    ) -> Result<Enqueued, StoreError> {
+        let writer = self.inner.intake.get_or_init(|| intake::spawn_writer(Arc::downgrade(&self.inner)));
+        let (done, wait) = tokio::sync::oneshot::channel();
+        let stopped = || StoreError::new(StoreErrorKind::Other, "the intake writer stopped");
+        let max_queue = i64::try_from(max_queue).unwrap_or(i64::MAX);
+        writer.send(intake::Batch { intakes, now_ms, due_ms, max_queue, done }).await.map_err(|_| stopped())?;
+        wait.await.map_err(|_| stopped())?
     }
+}
 
-    /// The refusal when `new` unknown diagnoses (per sender) would not fit; `None` if they do.
-    fn refusal(&self, new: &BTreeMap<String, i64>, max_queue: i64) -> Option<Enqueued> {
-        let share = unknown_share(max_queue);
-        if new.is_empty() {
-            return None;
+/// Merges an intake into the job's pending diagnosis, or creates one due at `due_ms`.
+/// Returns 1 when a new diagnosis was created. A pending row that cannot be decoded is
+/// moved aside. The insert is an upsert: a replica that created the job's pending row
+/// meanwhile gets the group merged in (a JSON object union).
+pub(super) async fn apply_intake(
+    tx: &Transaction<'_>,
+    i: &Intake,
+    known: bool,
+    now_ms: i64,
+    due_ms: i64,
+    dead: &mut Vec<DeadLetter>,
+) -> Result<usize, StoreError> {
+    let info =
+        GroupInfo { firing: i.firing, firing_set: i.firing_set.clone(), labels: i.labels.clone(), rediagnosis: false };
+    let labels = serde_json::to_string(&i.labels)?;
+    let sql = "SELECT id, groups FROM work WHERE state = 'pending' AND job_key = $1 FOR UPDATE";
+    if let Some(row) = tx.query_opt(&tx.prepare_cached(sql).await?, &[&i.job_key]).await? {
+        let id: i64 = row.get(0);
+        let groups: String = row.get(1);
+        match serde_json::from_str::<BTreeMap<String, GroupInfo>>(&groups) {
+            Ok(mut groups) => {
+                // A weak verdict's follow-up waits longer than the coalescing window: a
+                // webhook brings it forward (a retry keeps its backoff).
+                let follow_up = groups.values().all(|g| g.rediagnosis);
+                groups.insert(i.group_key.clone(), info);
+                let due = if follow_up { due_ms } else { i64::MAX };
+                let sql = "UPDATE work SET groups = $2, labels = $3, due_ms = LEAST(due_ms, $4), known = known OR $5
+                     WHERE id = $1";
+                let groups = serde_json::to_string(&groups)?;
+                tx.execute(&tx.prepare_cached(sql).await?, &[&id, &groups, &labels, &due, &known]).await?;
+                return Ok(0);
+            }
+            Err(why) => dead.push(dead_letter_work(tx, id, &format!("groups: {why}"), now_ms).await?),
         }
-        if self.total + new.values().sum::<i64>() > share {
-            return Some(Enqueued::TooManyUnknown { waiting: self.total, limit: share });
-        }
-        let cap = self.fairness.max_unknown_per_sender;
-        new.iter().find_map(|(sender, n)| {
-            let waiting = self.per_sender.get(sender).copied().unwrap_or(0);
-            (waiting + n > cap).then_some(Enqueued::TooManyUnknown { waiting, limit: cap })
-        })
     }
-
-    fn stored(&mut self, new: &BTreeMap<String, i64>) {
-        for (sender, n) in new {
-            self.total += n;
-            *self.per_sender.entry(sender.clone()).or_insert(0) += n;
-        }
-    }
+    let groups: BTreeMap<&str, &GroupInfo> = [(i.group_key.as_str(), &info)].into_iter().collect();
+    let sql = "INSERT INTO work (job_key, job, labels, groups, due_ms, created_ms, state, sender, known)
+         VALUES ($1, $2, $3, $4, $5, $6, 'pending', $7, $8)
+         ON CONFLICT (job_key) WHERE state = 'pending'
+         DO UPDATE SET groups = (work.groups::jsonb || excluded.groups::jsonb)::text, labels = excluded.labels,
+           known = work.known OR excluded.known
+         RETURNING (xmax = 0)";
+    let row = tx
+        .query_one(
+            &tx.prepare_cached(sql).await?,
+            &[&i.job_key, &i.job, &labels, &serde_json::to_string(&groups)?, &due_ms, &now_ms, &i.sender, &known],
+        )
+        .await?;
+    Ok(usize::from(row.get::<_, bool>(0)))
 }

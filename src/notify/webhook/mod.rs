@@ -15,17 +15,22 @@
 //! This module also holds the HTTP plumbing the PagerDuty and Alertmanager notifiers share:
 //! the client, resolved credentials and reading a bounded excerpt of an answer.
 
+mod config;
+
+pub use config::WebhookConfig;
+
 use std::fmt;
 use std::time::Duration;
 
+use futures::future::BoxFuture;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use secrecy::{ExposeSecret, SecretString};
 use serde_json::{Value, json};
 
-use crate::config::{HttpAuth, WebhookConfig};
 use crate::model::notice::{Notice, NoticeKind};
 use crate::model::secret::Redactor;
-use crate::notify::{NotifyError, Sent, status_error, transport_error};
+use crate::notify::{Destination, NotifyError, Sent, status_error, transport_error};
+use crate::settings::HttpAuth;
 
 /// The schema id of the body of a [`NoticeKind::Resolved`] or
 /// [`NoticeKind::CouldNotDiagnose`] notice.
@@ -264,6 +269,21 @@ pub(crate) async fn read_answer(mut response: reqwest::Response) -> (u16, Header
     }
     body.truncate(MAX_ANSWER_BYTES);
     (status, headers, String::from_utf8_lossy(&body).into_owned())
+}
+
+impl Destination for Webhook {
+    fn name(&self) -> String {
+        format!("webhook:{}", Webhook::name(self))
+    }
+    fn wants(&self, notice: &Notice) -> bool {
+        Webhook::wants(self, notice)
+    }
+    fn send<'a>(&'a self, notice: &'a Notice, state: Option<&'a Value>) -> BoxFuture<'a, Result<Sent, NotifyError>> {
+        Box::pin(Webhook::send(self, notice, state))
+    }
+    fn probe(&self) -> BoxFuture<'_, Result<String, NotifyError>> {
+        Box::pin(Webhook::probe(self))
+    }
 }
 
 #[cfg(test)]

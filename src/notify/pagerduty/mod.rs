@@ -18,16 +18,20 @@
 //!
 //! The routing key is a secret: it is never in `Debug`, errors or logs.
 
+mod config;
+
+pub use config::PagerDutyConfig;
+
 use std::fmt;
 
+use futures::future::BoxFuture;
 use secrecy::{ExposeSecret, SecretString};
 use serde_json::Value;
 
-use crate::config::PagerDutyConfig;
 use crate::model::notice::{Notice, NoticeKind};
 use crate::model::secret::Redactor;
 use crate::notify::webhook::{http_client, parse_url, read_answer};
-use crate::notify::{NotifyError, Sent, status_error, transport_error};
+use crate::notify::{Destination, NotifyError, Sent, status_error, transport_error};
 use crate::render::pagerduty::{dedup_key, event};
 
 /// The severities PagerDuty accepts in `payload.severity`.
@@ -174,6 +178,21 @@ fn error_detail(answer: &str) -> String {
         (false, true) => message.to_string(),
         (true, false) => errors.join("; "),
         (false, false) => format!("{message}: {}", errors.join("; ")),
+    }
+}
+
+impl Destination for PagerDuty {
+    fn name(&self) -> String {
+        "pagerduty".into()
+    }
+    fn wants(&self, notice: &Notice) -> bool {
+        PagerDuty::wants(self, notice)
+    }
+    fn send<'a>(&'a self, notice: &'a Notice, state: Option<&'a Value>) -> BoxFuture<'a, Result<Sent, NotifyError>> {
+        Box::pin(PagerDuty::send(self, notice, state))
+    }
+    fn probe(&self) -> BoxFuture<'_, Result<String, NotifyError>> {
+        Box::pin(PagerDuty::probe(self))
     }
 }
 

@@ -19,14 +19,18 @@
 //! resolution). Answers: 2xx (200) is delivered; 408, 429 and 5xx are retryable (with
 //! `Retry-After`); 400 and any other status are final. Optional bearer or basic auth.
 
+mod config;
+
+pub use config::AlertmanagerConfig;
+
 use std::fmt;
 
+use futures::future::BoxFuture;
 use serde_json::{Value, json};
 
-use crate::config::AlertmanagerConfig;
 use crate::model::notice::{Notice, NoticeKind};
 use crate::notify::webhook::{Auth, http_client, parse_url, read_answer};
-use crate::notify::{NotifyError, Sent, status_error, transport_error};
+use crate::notify::{Destination, NotifyError, Sent, status_error, transport_error};
 use crate::render::alertmanager::{culprit_alert, ended};
 
 /// The path of the alerts endpoint, after the configured base URL (and any path prefix).
@@ -159,5 +163,23 @@ impl Alertmanager {
         let e = status_error("alertmanager", status, &headers, &answer, &Auth::redactor(self.auth.as_ref()));
         tracing::debug!(destination = "alertmanager", status, retryable = e.retryable, "alertmanager: refused");
         Err(e)
+    }
+}
+
+impl Destination for Alertmanager {
+    fn name(&self) -> String {
+        "alertmanager".into()
+    }
+    fn wants(&self, notice: &Notice) -> bool {
+        Alertmanager::wants(self, notice)
+    }
+    fn refreshes(&self) -> bool {
+        true
+    }
+    fn send<'a>(&'a self, notice: &'a Notice, state: Option<&'a Value>) -> BoxFuture<'a, Result<Sent, NotifyError>> {
+        Box::pin(Alertmanager::send(self, notice, state))
+    }
+    fn probe(&self) -> BoxFuture<'_, Result<String, NotifyError>> {
+        Box::pin(Alertmanager::probe(self))
     }
 }

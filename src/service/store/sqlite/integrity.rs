@@ -9,7 +9,7 @@
 //! * a random **store id**, inside the database (`culprit_meta`) and in a sidecar file,
 //!   `<path>.state`, which also says whether the last `serve` stopped cleanly (it is
 //!   written at start, `running`, and after the checkpoint of a clean stop, `stopped`);
-//! * the log is read before SQLite opens it ([`super::sqlite_wal`]).
+//! * the log is read before SQLite opens it ([`super::wal`]).
 //!
 //! At start, before SQLite touches the files:
 //! * the sidecar names a store, and the database is empty or missing → *lost*;
@@ -30,8 +30,8 @@ use std::path::{Path, PathBuf};
 
 use rusqlite::{Connection, OptionalExtension, params};
 
-use super::sqlite_wal;
-use super::{StoreError, StoreErrorKind};
+use super::wal as sqlite_wal;
+use crate::service::store::{StoreError, StoreErrorKind};
 
 /// The sidecar's first line, for whoever opens it.
 const SIDECAR_NOTE: &str = "# culprit serve: the store id of the database beside this file and whether the last serve stopped cleanly; read at start to tell a lost or damaged store from a new one.";
@@ -120,7 +120,7 @@ fn write_sidecar(path: &Path, s: &Sidecar) -> Result<(), StoreError> {
     let (target, tmp) = (sibling(path, ".state"), sibling(path, ".state.tmp"));
     let io = |e: std::io::Error| StoreError::new(StoreErrorKind::Io, format!("cannot write {}: {e}", target.display()));
     let stopped = if s.clean { "clean" } else { "running" };
-    let mut f = super::sqlite::private_file(&tmp).map_err(io)?;
+    let mut f = super::private_file(&tmp).map_err(io)?;
     f.set_len(0).map_err(io)?;
     write!(f, "{SIDECAR_NOTE}\nstore_id={}\nstopped={stopped}\n", s.store_id).map_err(io)?;
     f.sync_all().map_err(io)?;
@@ -343,7 +343,7 @@ pub fn acknowledge_at(path: &Path, now_ms: i64) -> Result<Vec<Problem>, StoreErr
     if !path.is_file() {
         return Err(StoreError::new(StoreErrorKind::Io, format!("there is no store at {}", path.display())));
     }
-    let lock = match super::sqlite::lock(path) {
+    let lock = match super::lock(path) {
         Ok(lock) => Some(lock),
         Err(e) if e.kind == StoreErrorKind::InUse => None,
         Err(e) => return Err(e),

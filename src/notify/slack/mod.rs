@@ -58,22 +58,25 @@
 //! The token and the webhook URL (it holds a token) are never in `Debug`, errors or logs:
 //! errors quote Slack's answer with them removed, and never a URL.
 
+mod config;
 mod history;
+
+pub use config::{SlackConfig, SlackMode};
 
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::Mutex;
 use std::time::Duration;
 
+use futures::future::BoxFuture;
 use reqwest::header::{CONTENT_TYPE, HeaderMap};
 use secrecy::{ExposeSecret, SecretString};
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
-use crate::config::{SlackConfig, SlackMode};
 use crate::model::notice::{Notice, NoticeKind};
 use crate::model::secret::Redactor;
-use crate::notify::{FailureReason, NotifyError, Sent, retry_after, status_error, transport_error};
+use crate::notify::{Destination, FailureReason, NotifyError, Sent, retry_after, status_error, transport_error};
 use crate::render::slack::{SlackMessage, changed_reply, details, details_fallback, fallback, message};
 
 /// Least time between two posts to one channel: Slack allows about one message per second
@@ -860,6 +863,28 @@ fn redactor_of(mode: &Mode) -> Redactor {
         Mode::Webhook { url } => r.add_url(url.expose_secret()),
     }
     r
+}
+
+impl Destination for Slack {
+    fn name(&self) -> String {
+        "slack".into()
+    }
+    fn wants(&self, notice: &Notice) -> bool {
+        Slack::wants(self, notice)
+    }
+    fn send<'a>(&'a self, notice: &'a Notice, state: Option<&'a Value>) -> BoxFuture<'a, Result<Sent, NotifyError>> {
+        Box::pin(Slack::send(self, notice, state))
+    }
+    fn already_sent<'a>(
+        &'a self,
+        notice: &'a Notice,
+        state: Option<&'a Value>,
+    ) -> BoxFuture<'a, Result<Option<Sent>, NotifyError>> {
+        Box::pin(Slack::already_sent(self, notice, state))
+    }
+    fn probe(&self) -> BoxFuture<'_, Result<String, NotifyError>> {
+        Box::pin(Slack::probe(self))
+    }
 }
 
 #[cfg(test)]

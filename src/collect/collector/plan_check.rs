@@ -1,0 +1,97 @@
+//! Whether a job plan is the diagnosed job's, and whether the metrics cover it.
+
+use std::collections::BTreeSet;
+
+use super::JobRun;
+use crate::model::graph::{JobGraph, sanitize_label_value};
+use crate::model::snapshot::VertexAggregate;
+/// A plan of another job (its vertex ids are hashes of the topology) shares no vertex
+/// with the metrics: diagnosing with it would name vertices the job does not have. Returns
+/// the graph to diagnose with (none when the plan is not this job's) and why it was
+/// refused; notes say what was noticed.
+pub(super) fn check_plan(
+    graph: Option<JobGraph>,
+    run: &JobRun,
+    vertex_aggregates: &[VertexAggregate],
+    notes: &mut Vec<String>,
+) -> (Option<JobGraph>, Option<String>) {
+    let Some(g) = graph else { return (None, None) };
+    let known = vertex_aggregates.iter().filter(|a| g.vertex(&a.vertex_id).is_some()).count();
+    let plan_label = g.job_name.clone().or_else(|| g.job_id.clone()).unwrap_or_else(|| "unnamed".into());
+    // Jobs built from one topology share vertex ids, so a matching id alone does not
+    // prove the plan is this job's. A plan of another job id is used only when it is
+    // another run of the same job (same name) with exactly the vertices the metrics
+    // show; a redeploy with a changed topology would mislabel or drop vertices.
+    let other_id = g.job_id.as_deref().is_some_and(|id| id != run.id);
+    let other_name =
+        g.job_name.as_deref().is_some_and(|n| !run.name_label.is_empty() && sanitize_label_value(n) != run.name_label);
+    let plan_ids: BTreeSet<&str> = g.vertices.iter().map(|v| v.id.as_str()).collect();
+    let metric_ids: BTreeSet<&str> = vertex_aggregates.iter().map(|a| a.vertex_id.as_str()).collect();
+    let plan_id = g.job_id.as_deref().unwrap_or_default();
+    let why = if !vertex_aggregates.is_empty() && known == 0 {
+        Some(format!("the job plan ({plan_label}) shares no vertex with the metrics of job_id {}", run.id))
+    } else if other_id && other_name {
+        Some(format!(
+            "the job plan is of job {plan_label} ({plan_id}), not of the diagnosed job {} ({})",
+            run.name_label, run.id
+        ))
+    } else if other_id && !metric_ids.is_empty() && plan_ids != metric_ids {
+        Some(format!(
+            "the job plan is of another run of {plan_label} (job_id {plan_id}) whose vertices differ from those of job_id {} ({} in the plan, {} with metrics): the topology changed",
+            run.id,
+            plan_ids.len(),
+            metric_ids.len()
+        ))
+    } else {
+        None
+    };
+    if let Some(why) = why {
+        notes.push(format!("{why}; diagnosing without the job graph"));
+        return (None, Some(why));
+    }
+    if other_id {
+        notes.push(format!(
+            "the job plan is of job_id {plan_id}, another run of {plan_label} with the same vertices; the metrics are of job_id {}",
+            run.id
+        ));
+    }
+    for a in vertex_aggregates {
+        if let Some(v) = g.vertex(&a.vertex_id)
+            && a.subtask_count > v.parallelism
+        {
+            notes.push(format!(
+                "{} reports {} subtasks but the job plan says parallelism {}: the plan is not of this run",
+                v.name, a.subtask_count, v.parallelism
+            ));
+        }
+    }
+    notes.extend(incomplete_note(&g, vertex_aggregates));
+    (Some(g), None)
+}
+
+/// Vertices the plan names that the metrics show in part or not at all: fewer subtasks
+/// than its parallelism, or none while other vertices have metrics. Every running subtask
+/// reports its task metrics, so this is data that did not arrive (a partial answer from
+/// Thanos or Mimir, a store that timed out, TaskManagers not scraped), said as such.
+pub(super) fn incomplete_note(g: &JobGraph, vertex_aggregates: &[VertexAggregate]) -> Option<String> {
+    if vertex_aggregates.is_empty() {
+        return None;
+    }
+    let items: Vec<String> = g
+        .vertices
+        .iter()
+        .filter_map(|v| match vertex_aggregates.iter().find(|a| a.vertex_id == v.id) {
+            None => Some(format!("{} has no task metrics", v.name)),
+            Some(a) if a.subtask_count < v.parallelism => {
+                Some(format!("{} reports {} of its {} subtasks", v.name, a.subtask_count, v.parallelism))
+            }
+            Some(_) => None,
+        })
+        .collect();
+    (!items.is_empty()).then(|| {
+        format!(
+            "The data may be incomplete: {} (the job plan's parallelism). The metric store's answer may have been partial (a Thanos or Mimir partial response, a store or querier that timed out) or some TaskManagers are not scraped; the verdict rests on what arrived",
+            crate::diagnose::limited_list(&items, 5)
+        )
+    })
+}

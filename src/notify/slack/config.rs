@@ -1,0 +1,88 @@
+//! `[notify.slack]`: the Web API with a bot token, or an incoming webhook.
+
+use serde::{Deserialize, Serialize};
+
+use crate::notify::Destination;
+use crate::notify::registry::{DestinationConfig, SecretField, SecretForm};
+use crate::settings::SecretSource;
+
+/// How culprit posts to Slack.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, Default, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum SlackMode {
+    /// `chat.postMessage` with a bot token: threads and updates.
+    #[default]
+    WebApi,
+    /// An incoming webhook URL: plain posts, no threads.
+    IncomingWebhook,
+}
+
+/// Slack.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SlackConfig {
+    /// `web_api` (default) or `incoming_webhook`.
+    #[serde(default)]
+    pub mode: SlackMode,
+    /// Bot token (`xoxb-…`), web_api mode.
+    #[serde(default)]
+    pub token: Option<SecretSource>,
+    /// Channel id or name, web_api mode.
+    #[serde(default)]
+    pub channel: Option<String>,
+    /// Incoming webhook URL (a secret: it holds a token), incoming_webhook mode.
+    #[serde(default)]
+    pub webhook_url: Option<SecretSource>,
+    /// Web API base URL. Default `https://slack.com/api`.
+    #[serde(default = "default_slack_api")]
+    pub api_url: String,
+}
+
+fn default_slack_api() -> String {
+    "https://slack.com/api".into()
+}
+
+impl DestinationConfig for SlackConfig {
+    fn secrets(&self) -> Vec<SecretField<'_>> {
+        let token = self.token.iter().map(|t| SecretField { key: "token".into(), source: t, form: SecretForm::Plain });
+        let url = self.webhook_url.iter().map(|u| SecretField {
+            key: "webhook_url".into(),
+            source: u,
+            form: SecretForm::Url,
+        });
+        token.chain(url).collect()
+    }
+
+    fn urls(&self) -> Vec<(&'static str, &str)> {
+        vec![("notify.slack.api_url", &self.api_url)]
+    }
+
+    fn validate(&self, problems: &mut Vec<String>) {
+        match self.mode {
+            SlackMode::WebApi if self.token.is_none() || self.channel.is_none() => {
+                problems.push("notify.slack: mode web_api needs `token` and `channel`".into())
+            }
+            SlackMode::IncomingWebhook if self.webhook_url.is_none() => {
+                problems.push("notify.slack: mode incoming_webhook needs `webhook_url`".into())
+            }
+            _ => {}
+        }
+    }
+
+    fn describe(&self) -> String {
+        match self.mode {
+            SlackMode::WebApi => {
+                format!("slack (Web API at {}, channel {})", self.api_url, self.channel.as_deref().unwrap_or("?"))
+            }
+            SlackMode::IncomingWebhook => "slack (incoming webhook)".to_string(),
+        }
+    }
+
+    fn build(&self) -> Result<Box<dyn Destination>, String> {
+        Ok(Box::new(super::Slack::new(self)?))
+    }
+
+    fn to_json(&self) -> serde_json::Value {
+        serde_json::to_value(self).unwrap_or_default()
+    }
+}

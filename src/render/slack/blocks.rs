@@ -1,0 +1,102 @@
+//! Block Kit blocks (header, section, fields, context, actions) with each text cut to
+//! its limit, lists cut with "… n more", and the verdict link or button.
+
+use serde_json::{Value, json};
+
+use super::escaping::{clip, code, escape, slack_len};
+use super::{Budget, ELLIPSIS, MAX_BLOCKS, MAX_BUTTON_URL, MAX_CONTEXT_ELEMENTS, MAX_FIELD_TEXT, MAX_FIELDS};
+use super::{MAX_HEADER_TEXT, MAX_SECTION_TEXT, MAX_TEXT_OBJECT};
+use crate::model::notice::Notice;
+use crate::render::names;
+
+pub(super) fn mrkdwn_object(text: &str, max: usize) -> Value {
+    json!({ "type": "mrkdwn", "text": clip(text, max), "verbatim": true })
+}
+
+pub(super) fn header(text: &str) -> Value {
+    json!({
+        "type": "header",
+        "text": { "type": "plain_text", "text": clip(text, MAX_HEADER_TEXT), "emoji": true }
+    })
+}
+
+pub(super) fn section(text: &str, max: usize) -> Value {
+    json!({ "type": "section", "text": mrkdwn_object(text, max.min(MAX_SECTION_TEXT)) })
+}
+
+pub(super) fn fields(items: Vec<String>, max: usize) -> Value {
+    let fields: Vec<Value> = items.iter().take(MAX_FIELDS).map(|f| mrkdwn_object(f, max.min(MAX_FIELD_TEXT))).collect();
+    json!({ "type": "section", "fields": fields })
+}
+
+pub(super) fn context(items: Vec<String>, max: usize) -> Value {
+    let elements: Vec<Value> =
+        items.iter().take(MAX_CONTEXT_ELEMENTS).map(|t| mrkdwn_object(t, max.min(MAX_TEXT_OBJECT))).collect();
+    json!({ "type": "context", "elements": elements })
+}
+
+/// `title` and the lines under it, cut to `max` with `… n more in the verdict` when not
+/// all lines fit.
+pub(super) fn list_text(title: &str, lines: &[String], max: usize) -> String {
+    let mut text = title.to_string();
+    for (i, line) in lines.iter().enumerate() {
+        let more = format!("\n{ELLIPSIS} {} more in the verdict", lines.len() - i);
+        let room = max.saturating_sub(slack_len(&text) + 1 + slack_len(&more));
+        if slack_len(line) > room && i > 0 {
+            text.push_str(&more);
+            return text;
+        }
+        text.push('\n');
+        text.push_str(&clip(line, room.max(20)));
+    }
+    clip(&text, max)
+}
+
+/// Keeps at most [`MAX_BLOCKS`] blocks; the last kept says that some were left out.
+pub(super) fn within_block_limit(mut blocks: Vec<Value>) -> Vec<Value> {
+    if blocks.len() > MAX_BLOCKS {
+        let left_out = blocks.len() - (MAX_BLOCKS - 1);
+        blocks.truncate(MAX_BLOCKS - 1);
+        blocks.push(context(vec![format!("{ELLIPSIS} {left_out} more blocks left out")], MAX_TEXT_OBJECT));
+    }
+    blocks
+}
+
+/// `<url|label>` when the URL is a plain http(s) URL; otherwise the escaped URL as text
+/// (never a link).
+pub(super) fn link(url: &str, label: &str) -> String {
+    if linkable(url) { format!("<{}|{label}>", escape(url)) } else { code(&names::clean(url)) }
+}
+
+/// True for a URL Slack can link to: plain http(s), nothing that could break out of a link.
+pub(super) fn linkable(url: &str) -> bool {
+    (url.starts_with("https://") || url.starts_with("http://"))
+        && !url.chars().any(|c| c.is_whitespace() || names::is_unsafe(c) || matches!(c, '<' | '>' | '|'))
+}
+
+/// The "View verdict" button (an `actions` block) when the notice links to a verdict page
+/// Slack can open; else the link (or the URL as text) in a `context` block.
+pub(super) fn view_block(n: &Notice) -> Option<Value> {
+    let url = n.verdict_url.as_deref()?;
+    if linkable(url) && slack_len(url) <= MAX_BUTTON_URL {
+        return Some(json!({
+            "type": "actions",
+            "elements": [{
+                "type": "button",
+                "text": { "type": "plain_text", "text": "View verdict", "emoji": false },
+                "url": url,
+                "action_id": "view_verdict",
+            }]
+        }));
+    }
+    verdict_link(n).map(|l| context(vec![l], Budget::LINK))
+}
+
+pub(super) fn verdict_link(n: &Notice) -> Option<String> {
+    let url = n.verdict_url.as_deref()?;
+    let label = match n.verdict_id {
+        Some(id) => format!("Verdict #{id}"),
+        None => "The verdict".to_string(),
+    };
+    Some(format!(":link: {}", link(url, &label)))
+}

@@ -1,0 +1,130 @@
+//! The PostgreSQL schema: versioned, forward-only migrations (`culprit_schema`), applied
+//! in one transaction under an advisory lock so that replicas starting at once migrate once.
+
+use super::*;
+
+/// Versioned, forward-only migrations: (version, SQL). Never edit one that shipped; add
+/// the next.
+pub(super) const MIGRATIONS: &[(i32, &str)] = &[
+    (
+        1,
+        "
+CREATE TABLE work (
+  id BIGSERIAL PRIMARY KEY,
+  job_key TEXT NOT NULL,
+  job TEXT NOT NULL,
+  labels TEXT NOT NULL,
+  groups TEXT NOT NULL,
+  due_ms BIGINT NOT NULL,
+  created_ms BIGINT NOT NULL,
+  first_failure_ms BIGINT,
+  attempts BIGINT NOT NULL DEFAULT 0,
+  state TEXT NOT NULL,
+  owner TEXT,
+  lease_until_ms BIGINT
+);
+CREATE UNIQUE INDEX work_one_pending ON work(job_key) WHERE state = 'pending';
+CREATE UNIQUE INDEX work_one_running ON work(job_key) WHERE state = 'running';
+CREATE INDEX work_due ON work(due_ms, id) WHERE state = 'pending';
+CREATE INDEX work_lease ON work(lease_until_ms) WHERE state = 'running';
+CREATE TABLE outbox (
+  id BIGSERIAL PRIMARY KEY,
+  destination TEXT NOT NULL,
+  group_key TEXT NOT NULL,
+  idem_key TEXT NOT NULL,
+  priority BIGINT NOT NULL,
+  notice TEXT NOT NULL,
+  state TEXT NOT NULL,
+  attempts BIGINT NOT NULL DEFAULT 0,
+  next_ms BIGINT NOT NULL,
+  first_ms BIGINT NOT NULL,
+  last_error TEXT,
+  unsure BOOLEAN NOT NULL DEFAULT FALSE,
+  done_ms BIGINT,
+  owner TEXT,
+  lease_until_ms BIGINT,
+  UNIQUE (destination, idem_key)
+);
+CREATE INDEX outbox_queue ON outbox(destination, priority, id) WHERE state IN ('pending', 'sending');
+CREATE INDEX outbox_group ON outbox(destination, group_key, id) WHERE state IN ('pending', 'sending');
+CREATE INDEX outbox_done ON outbox(done_ms) WHERE state IN ('sent', 'failed');
+CREATE INDEX outbox_lease ON outbox(lease_until_ms) WHERE state = 'sending';
+CREATE TABLE group_state (
+  destination TEXT NOT NULL,
+  group_key TEXT NOT NULL,
+  verdict_key TEXT,
+  state TEXT,
+  updated_ms BIGINT NOT NULL DEFAULT 0,
+  PRIMARY KEY (destination, group_key)
+);
+CREATE INDEX group_state_group ON group_state(group_key);
+CREATE TABLE verdicts (
+  id BIGSERIAL PRIMARY KEY,
+  job TEXT NOT NULL,
+  created_ms BIGINT NOT NULL,
+  json TEXT NOT NULL
+);
+CREATE TABLE dead_letter (
+  id BIGSERIAL PRIMARY KEY,
+  source TEXT NOT NULL,
+  source_id BIGINT NOT NULL,
+  destination TEXT,
+  error TEXT NOT NULL,
+  payload TEXT NOT NULL,
+  at_ms BIGINT NOT NULL
+);
+CREATE TABLE health (id INT PRIMARY KEY CHECK (id = 1), touched_ms BIGINT NOT NULL);
+",
+    ),
+    // Fairness: who sent each diagnosis, whether its job is known, the jobs given a
+    // verdict, and the senders' turns. Rows from before are taken as known.
+    (
+        2,
+        "
+ALTER TABLE work ADD COLUMN sender TEXT NOT NULL DEFAULT '';
+ALTER TABLE work ADD COLUMN known BOOLEAN NOT NULL DEFAULT TRUE;
+CREATE INDEX work_unknown ON work(sender) WHERE NOT known;
+CREATE TABLE known_jobs (job_key TEXT PRIMARY KEY, verdict_ms BIGINT NOT NULL);
+CREATE INDEX known_jobs_age ON known_jobs(verdict_ms);
+CREATE TABLE sender_turns (sender TEXT PRIMARY KEY, turn BIGINT NOT NULL);
+CREATE SEQUENCE sender_turn;
+",
+    ),
+    // Fencing: the claim's token, checked before a send and at its record.
+    (
+        3,
+        "
+ALTER TABLE outbox ADD COLUMN lease_token BIGINT NOT NULL DEFAULT 0;
+",
+    ),
+];
+
+/// The advisory lock key of migrations (`pg_advisory_xact_lock(bigint)`): "culprit" in ASCII.
+pub(super) const MIGRATION_LOCK: i64 = 0x63_75_6c_70_72_69_74;
+
+/// Applies the migrations this database lacks, in one transaction under an advisory lock.
+pub(super) async fn migrate(pool: &Pool) -> Result<(), StoreError> {
+    let mut client = pool.get().await?;
+    let tx = client.transaction().await?;
+    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK]).await?;
+    tx.batch_execute("CREATE TABLE IF NOT EXISTS culprit_schema (version INT PRIMARY KEY, applied_ms BIGINT NOT NULL)")
+        .await?;
+    let current: i32 = tx.query_one("SELECT COALESCE(MAX(version), 0) FROM culprit_schema", &[]).await?.get(0);
+    let latest = MIGRATIONS.last().map_or(0, |m| m.0);
+    if current > latest {
+        return Err(StoreError::new(
+            StoreErrorKind::Other,
+            format!(
+                "the database was migrated by a newer culprit (schema {current}; this one knows {latest}): upgrade culprit"
+            ),
+        ));
+    }
+    let now_ms = jiff::Timestamp::now().as_millisecond();
+    for (version, sql) in MIGRATIONS.iter().filter(|m| m.0 > current) {
+        tx.batch_execute(sql).await?;
+        tx.execute("INSERT INTO culprit_schema (version, applied_ms) VALUES ($1, $2)", &[version, &now_ms]).await?;
+        tracing::info!(version, "migrated the PostgreSQL store");
+    }
+    tx.commit().await?;
+    Ok(())
+}

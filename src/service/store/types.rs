@@ -1,0 +1,194 @@
+//! What the store takes and gives back, the same for both backends.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::model::notice::{Notice, NoticeKind};
+
+/// What a work item knows about one of its alert groups.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GroupInfo {
+    pub firing: bool,
+    pub firing_set: String,
+    pub labels: BTreeMap<String, String>,
+    /// The group is here for the follow-up of a weak verdict, not for a webhook (a webhook
+    /// for the group replaces the entry): a diagnosis whose groups are all follow-ups
+    /// schedules no further one.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub rediagnosis: bool,
+}
+
+/// A diagnosis to run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WorkItem {
+    pub id: i64,
+    pub job_key: String,
+    pub job: String,
+    /// Labels common to the job's alerts (they choose the Flink cluster).
+    pub labels: BTreeMap<String, String>,
+    /// Alert groups that asked, by groupKey.
+    pub groups: BTreeMap<String, GroupInfo>,
+    pub created_ms: i64,
+    pub attempts: i64,
+    /// When the diagnosis first failed, for the retry window.
+    pub first_failure_ms: Option<i64>,
+    /// Whether the job is known (a verdict before, or `[flink.plans]`): known jobs are
+    /// claimed first. Read by the store tests; the worker diagnoses either kind the same way.
+    pub known: bool,
+}
+
+impl WorkItem {
+    /// Whether this diagnosis is only the follow-up of a weak verdict: no webhook asked
+    /// for any of its groups since (it schedules no further follow-up).
+    pub fn is_rediagnosis(&self) -> bool {
+        !self.groups.is_empty() && self.groups.values().all(|g| g.rediagnosis)
+    }
+}
+
+/// A notice claimed for delivery (marked `sending`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct OutboxRow {
+    pub id: i64,
+    pub destination: String,
+    pub notice: Notice,
+    /// True when an earlier attempt may have arrived (a crash mid-send, a timeout): the
+    /// destination is asked before sending again, when it can tell.
+    pub unsure: bool,
+    /// Attempts so far, this one included.
+    pub attempts: i64,
+    pub first_ms: i64,
+    /// What the last delivery to this (destination, group) returned.
+    pub group_state: Option<serde_json::Value>,
+    /// The fencing token of this claim (PostgreSQL: incremented at every claim of the row;
+    /// SQLite, one process: 0). The send is checked under it ([`super::Store::fence`]) and its
+    /// outcome stored under it only.
+    pub token: i64,
+}
+
+/// A stored verdict.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StoredVerdict {
+    pub id: i64,
+    pub created_ms: i64,
+    pub verdict: serde_json::Value,
+}
+
+/// A row that could not be decoded, moved aside.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DeadLetter {
+    pub id: i64,
+    /// The table it came from: `work`, `outbox`, `group_state`, `verdicts`.
+    pub source: String,
+    /// Its id there (0 for `group_state`).
+    pub source_id: i64,
+    /// The destination, for outbox and group-state rows.
+    pub destination: Option<String>,
+    /// Why it could not be decoded.
+    pub error: String,
+    /// The row as stored (columns as text), for a person to read.
+    pub payload: serde_json::Value,
+    pub at_ms: i64,
+}
+
+/// One notice to enqueue in [`super::Store::complete`].
+#[derive(Debug, Clone)]
+pub struct NewNotice {
+    pub destination: String,
+    pub notice: Notice,
+    /// The verdict key to remember for the group at this destination (`None`: keep).
+    pub remember_verdict: Option<String>,
+}
+
+/// The delivery priority of a notice: verdicts and resolutions first (0), "could not
+/// diagnose" after them (1), so that failures never delay a real verdict.
+pub fn priority(kind: NoticeKind) -> i64 {
+    match kind {
+        NoticeKind::Verdict | NoticeKind::Resolved => 0,
+        NoticeKind::CouldNotDiagnose => 1,
+    }
+}
+
+/// The last verdict key each (destination, group) of a work item holds, as the completing
+/// transaction sees it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct LastVerdicts(pub BTreeMap<(String, String), String>);
+
+impl LastVerdicts {
+    pub fn get(&self, destination: &str, group_key: &str) -> Option<String> {
+        self.0.get(&(destination.to_string(), group_key.to_string())).cloned()
+    }
+}
+
+/// Plans the notices of a finished diagnosis inside the completing transaction, from the
+/// verdict id (when a verdict was stored) and the groups' last verdicts.
+pub type Planner = Box<dyn FnOnce(Option<i64>, &LastVerdicts) -> Vec<NewNotice> + Send>;
+
+/// How a finished diagnosis is stored.
+pub struct Completion {
+    /// The verdict: job name and `culprit.verdict/v1` JSON.
+    pub verdict: Option<(String, String)>,
+    pub plan: Planner,
+    pub now_ms: i64,
+}
+
+/// What [`super::Store::complete`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Completed {
+    pub verdict_id: Option<i64>,
+    /// Notices added to the outbox (a replayed one is not added twice).
+    pub notices: usize,
+}
+
+/// What [`super::Store::enqueue`] did with one webhook's intakes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Enqueued {
+    /// Stored durably; `created` new diagnoses (the others merged into waiting ones).
+    Stored { jobs: usize, created: usize, depth: i64 },
+    /// Storing would take the queue over `max_queue`: nothing was stored.
+    QueueFull { depth: i64 },
+    /// The webhook asks for new diagnoses of unknown jobs beyond what its sender may have
+    /// waiting (`store.max_unknown_per_sender`), or beyond the unknown jobs' share of the
+    /// queue ([`unknown_share`]): nothing was stored.
+    TooManyUnknown { waiting: i64, limit: i64 },
+}
+
+/// Items waiting, counted in the database.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Depths {
+    /// Diagnoses waiting or running.
+    pub work: i64,
+    /// Notices waiting or being sent.
+    pub outbox: i64,
+    /// Rows in the dead-letter table.
+    pub dead_letters: i64,
+}
+
+/// Pruning of finished rows: older than `older_than_ms`, or beyond the newest `keep_rows`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Prune {
+    pub now_ms: i64,
+    pub older_than_ms: i64,
+    pub keep_rows: i64,
+    pub verdicts_kept: i64,
+}
+
+/// Rows removed by [`super::Store::prune`], per table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Pruned {
+    pub outbox: usize,
+    /// Jobs forgotten as known (no verdict for `store.prune_after`).
+    pub known_jobs: usize,
+    pub group_state: usize,
+    pub verdicts: usize,
+    pub dead_letters: usize,
+}
+
+/// What recovery after a crash found, at open.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Recovered {
+    /// Diagnoses that were running: pending again.
+    pub work: usize,
+    /// Deliveries that were being sent: unsure.
+    pub deliveries: usize,
+}
