@@ -7,6 +7,7 @@
 //! Pure data: no wording here. Each area of the runbook has its own enum in its own file
 //! (`runbook`, one per step); [`Fact`] has one variant per area.
 
+pub mod hot_key;
 pub mod runbook;
 
 use std::ops::Deref;
@@ -23,6 +24,9 @@ pub enum Fact {
     Text(String),
     /// Facts worded one after the other, as written (each brings its own spacing).
     Seq(Vec<Fact>),
+    /// Step `hot_key`: the hot subtask, its share of the records and the ceiling it puts
+    /// on the job, or the slow instance and its TaskManager.
+    HotKey(hot_key::HotKeyFact),
     /// The runbook's own statements: skipped steps, the summary's parts, notes on what
     /// limits the diagnosis.
     Runbook(runbook::RunbookFact),
@@ -50,6 +54,12 @@ impl From<String> for Fact {
 impl From<&str> for Fact {
     fn from(s: &str) -> Self {
         Fact::Text(s.to_string())
+    }
+}
+
+impl From<hot_key::HotKeyFact> for Fact {
+    fn from(f: hot_key::HotKeyFact) -> Self {
+        Fact::HotKey(f)
     }
 }
 
