@@ -9,6 +9,7 @@
 
 pub mod hot_key;
 pub mod runbook;
+pub mod sink;
 
 use std::ops::Deref;
 
@@ -30,6 +31,8 @@ pub enum Fact {
     /// The runbook's own statements: skipped steps, the summary's parts, notes on what
     /// limits the diagnosis.
     Runbook(runbook::RunbookFact),
+    /// Step `sink`: the sink's destination, a hot writer, or flushes in checkpoints.
+    Sink(sink::SinkFact),
 }
 
 impl Fact {
@@ -66,6 +69,12 @@ impl From<hot_key::HotKeyFact> for Fact {
 impl From<runbook::RunbookFact> for Fact {
     fn from(f: runbook::RunbookFact) -> Self {
         Fact::Runbook(f)
+    }
+}
+
+impl From<sink::SinkFact> for Fact {
+    fn from(f: sink::SinkFact) -> Self {
+        Fact::Sink(f)
     }
 }
 

@@ -9,6 +9,7 @@
 mod hot_key;
 pub mod numbers;
 mod runbook;
+mod sink;
 
 use std::fmt;
 
@@ -22,6 +23,7 @@ impl fmt::Display for Fact {
             Fact::Seq(all) => all.iter().try_for_each(|one| one.fmt(f)),
             Fact::HotKey(h) => hot_key::word(h, f),
             Fact::Runbook(r) => runbook::word(r, f),
+            Fact::Sink(s) => sink::word(s, f),
         }
     }
 }
