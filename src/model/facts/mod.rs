@@ -10,6 +10,7 @@
 pub mod hot_key;
 pub mod runbook;
 pub mod sink;
+pub mod state_backend;
 
 use std::ops::Deref;
 
@@ -33,6 +34,8 @@ pub enum Fact {
     Runbook(runbook::RunbookFact),
     /// Step `sink`: the sink's destination, a hot writer, or flushes in checkpoints.
     Sink(sink::SinkFact),
+    /// Step `state_backend`: RocksDB's write stalls, or a stuck watermark.
+    StateBackend(state_backend::StateBackendFact),
 }
 
 impl Fact {
@@ -75,6 +78,12 @@ impl From<runbook::RunbookFact> for Fact {
 impl From<sink::SinkFact> for Fact {
     fn from(f: sink::SinkFact) -> Self {
         Fact::Sink(f)
+    }
+}
+
+impl From<state_backend::StateBackendFact> for Fact {
+    fn from(f: state_backend::StateBackendFact) -> Self {
+        Fact::StateBackend(f)
     }
 }
 

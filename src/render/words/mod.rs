@@ -10,6 +10,7 @@ mod hot_key;
 pub mod numbers;
 mod runbook;
 mod sink;
+mod state_backend;
 
 use std::fmt;
 
@@ -24,6 +25,7 @@ impl fmt::Display for Fact {
             Fact::HotKey(h) => hot_key::word(h, f),
             Fact::Runbook(r) => runbook::word(r, f),
             Fact::Sink(s) => sink::word(s, f),
+            Fact::StateBackend(s) => state_backend::word(s, f),
         }
     }
 }
