@@ -86,6 +86,20 @@ pub(super) fn word(fact: &HotKeyFact, f: &mut Formatter<'_>) -> fmt::Result {
             pct(*share_ratio),
             num(*job_max_records_per_s)
         ),
+        HotKeyFact::SlowInstanceFound { .. }
+        | HotKeyFact::SlowInstance { .. }
+        | HotKeyFact::GcStandsOut { .. }
+        | HotKeyFact::GcNotTheReason { .. }
+        | HotKeyFact::FixTheNode { .. }
+        | HotKeyFact::NoSaltingEven { .. }
+        | HotKeyFact::MoreParallelismSlow { .. }
+        | HotKeyFact::SlowInstanceSummary { .. } => word_slow_instance(fact, f),
+    }
+}
+
+/// The slow-instance family: the hot subtask gets no more records than the others.
+fn word_slow_instance(fact: &HotKeyFact, f: &mut Formatter<'_>) -> fmt::Result {
+    match fact {
         HotKeyFact::SlowInstanceFound {
             subtask_name,
             hot_busy_ratio,
@@ -151,6 +165,8 @@ pub(super) fn word(fact: &HotKeyFact, f: &mut Formatter<'_>) -> fmt::Result {
             pct(*hot_busy_ratio),
             pct(*others_median_busy_ratio)
         ),
+        // The hot-key family (`word` sends only the variants above here).
+        other => word(other, f),
     }
 }
 
