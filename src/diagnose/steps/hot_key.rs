@@ -9,19 +9,20 @@
 use crate::config::OperatorKind;
 use crate::diagnose::signals::{SubtaskSignals, VertexSignals};
 use crate::diagnose::steps::skew;
-use crate::diagnose::{Context, StepReport, num, pct, pct_or_unknown};
+use crate::diagnose::{Context, StepReport};
+use crate::model::facts::Fact;
+use crate::model::facts::hot_key::{BusyRatios, HotKeyFact, HotKeyFix};
 use crate::model::verdict::{Evidence, Finding};
 
 pub fn run(ctx: &Context, culprit: &VertexSignals) -> StepReport {
     let t = &ctx.cfg.thresholds;
     if culprit.missing_subtasks() > 0 {
         return StepReport::no_data(
-            format!(
-                "Only {} of {}'s {} subtasks report metrics: a hot key or a slow instance cannot be judged without the others.",
-                culprit.subtask_count(),
-                culprit.name,
-                culprit.parallelism
-            ),
+            HotKeyFact::SubtasksMissing {
+                vertex: culprit.name.clone(),
+                reporting: culprit.subtask_count(),
+                parallelism: culprit.parallelism,
+            },
             vec![format!(
                 "metrics of {} subtasks of {} (a TaskManager not scraped?)",
                 culprit.missing_subtasks(),
@@ -30,33 +31,31 @@ pub fn run(ctx: &Context, culprit: &VertexSignals) -> StepReport {
         );
     }
     if culprit.subtasks.len() < 2 {
-        return StepReport::clear(format!("{} has one subtask; there is no skew to look at.", culprit.name));
+        return StepReport::clear(HotKeyFact::OneSubtask { vertex: culprit.name.clone() });
     }
     if culprit.busy_max().is_none() {
         // Flink ≤ 1.12 reports no busy time: a hot subtask cannot be told from the others.
         return StepReport::no_data(
-            format!("{}'s busy time is unknown: a hot subtask cannot be told from the others.", culprit.name),
+            HotKeyFact::BusyUnknown { vertex: culprit.name.clone() },
             vec!["busyTimeMsPerSecond".into()],
         );
     }
     let Some(hot) = skew::find(culprit, t) else {
-        return StepReport::clear(format!(
-            "No single hot subtask: busy ratios {} (hot needs ≥ {} with the others' median ≤ {}).",
-            busy_list(culprit),
-            pct(t.hot_subtask_busy_ratio),
-            pct(t.others_busy_median_ratio)
-        ));
+        return StepReport::clear(HotKeyFact::NoHotSubtask {
+            busy: busy_list(culprit),
+            hot_busy_threshold_ratio: t.hot_subtask_busy_ratio,
+            others_median_threshold_ratio: t.others_busy_median_ratio,
+        });
     };
     let hot_busy = hot.busy.unwrap_or(0.0);
     let others = skew::others_median(culprit, hot.subtask).unwrap_or(0.0);
     let Some(share) = skew::share(culprit, hot.subtask) else {
         let mut r = StepReport::no_data(
-            format!(
-                "{} is {} busy while the others' median is {}, but records-in rates are missing: a hot key cannot be told from a slow instance.",
-                culprit.subtask_name(hot.subtask),
-                pct(hot_busy),
-                pct(others)
-            ),
+            HotKeyFact::RecordsUnknown {
+                subtask_name: culprit.subtask_name(hot.subtask),
+                hot_busy_ratio: hot_busy,
+                others_median_busy_ratio: others,
+            },
             vec!["numRecordsIn".into()],
         );
         r.subtasks = Some(vec![hot.subtask]);
@@ -136,49 +135,44 @@ fn hot_key_report(ctx: &Context, culprit: &VertexSignals, h: &Hot, evidence: &mu
     let capacity = if hot_busy > 0.0 { hot_rate / hot_busy } else { hot_rate };
     let ceiling = 1.0 / share;
     let job_max = capacity / share;
+    let subtask_name = culprit.subtask_name(hot.subtask);
     let mut r = StepReport::hit(
         Finding::HotKey,
-        format!(
-            "{} is {} busy and gets {} of the records (share {:.2} ≥ {:.2} = {}/{}); the others' median busy is {}: a hot key.",
-            culprit.subtask_name(hot.subtask),
-            pct(hot_busy),
-            pct(share),
-            share,
-            t.hot_key_share_factor / p as f64,
-            t.hot_key_share_factor,
-            p,
-            pct(others)
-        ),
+        HotKeyFact::HotKeyFound {
+            subtask_name: subtask_name.clone(),
+            hot_busy_ratio: hot_busy,
+            share_ratio: share,
+            share_threshold_ratio: t.hot_key_share_factor / p as f64,
+            share_factor: t.hot_key_share_factor,
+            parallelism: p,
+            others_median_busy_ratio: others,
+        },
     );
-    r.cause.push(format!(
-        "{} is {} busy and receives {} of {} records/s (share s = {:.2}, {:.1}× a uniform 1/{p}), while the other subtasks are about {} busy: one key (or a few) carries that share, and all records of a key go to one subtask.",
-        culprit.subtask_name(hot.subtask),
-        pct(hot_busy),
-        num(hot_rate),
-        num(total),
-        share,
-        share * p as f64,
-        pct(others)
-    ));
-    r.cause.push(format!(
-        "A key's state is indivisible: the job can never exceed about 1/s = {:.1}× one subtask's capacity (~{} records/s), i.e. ~{} records/s at this vertex, whatever the parallelism.",
-        ceiling,
-        num(capacity),
-        num(job_max)
-    ));
-    r.fix.extend(hot_key_fix(culprit));
-    r.not_the_fix.push(format!(
-        "More parallelism for {}: the hot key stays on one subtask, which is already {} busy.",
-        culprit.name,
-        pct(hot_busy)
-    ));
-    r.summary = Some(format!(
-        "{} is the culprit: a hot key sends {} of its records to subtask {}; this vertex cannot exceed ~{} records/s.",
-        culprit.name,
-        pct(share),
-        hot.subtask,
-        num(job_max)
-    ).into());
+    r.cause.push(HotKeyFact::HotKeyShare {
+        subtask_name,
+        hot_busy_ratio: hot_busy,
+        hot_records_per_s: hot_rate,
+        total_records_per_s: total,
+        share_ratio: share,
+        parallelism: p,
+        others_median_busy_ratio: others,
+    });
+    r.cause.push(HotKeyFact::Ceiling {
+        ceiling_ratio: ceiling,
+        capacity_records_per_s: capacity,
+        job_max_records_per_s: job_max,
+    });
+    r.fix.extend(hot_key_fix(culprit).iter().map(|&fix| HotKeyFact::Fix { fix, vertex: culprit.name.clone() }));
+    r.not_the_fix.push(HotKeyFact::MoreParallelismHotKey { vertex: culprit.name.clone(), hot_busy_ratio: hot_busy });
+    r.summary = Some(
+        HotKeyFact::HotKeySummary {
+            vertex: culprit.name.clone(),
+            share_ratio: share,
+            subtask: hot.subtask,
+            job_max_records_per_s: job_max,
+        }
+        .into(),
+    );
     evidence.push(ctx.evidence(
         &culprit.name,
         "job maximum at this key share",
@@ -196,37 +190,36 @@ fn slow_instance_report(ctx: &Context, culprit: &VertexSignals, h: &Hot, evidenc
     let Hot { hot, hot_busy, others, share, p, hot_rate, total } = *h;
     let t = &ctx.cfg.thresholds;
     let tm = hot.tm_id.clone().unwrap_or_else(|| "unknown".into());
-    let host = hot.host.clone().map(|h| format!(" on host {h}")).unwrap_or_default();
+    let subtask_name = culprit.subtask_name(hot.subtask);
     let mut r = StepReport::hit(
         Finding::SlowInstance,
-        format!(
-            "{} is {} busy while the others' median is {}, but it gets only {} of the records (share {:.2} < {:.2}): not a key, a slow instance.",
-            culprit.subtask_name(hot.subtask),
-            pct(hot_busy),
-            pct(others),
-            pct(share),
-            share,
-            t.hot_key_share_factor / p as f64
-        ),
+        HotKeyFact::SlowInstanceFound {
+            subtask_name: subtask_name.clone(),
+            hot_busy_ratio: hot_busy,
+            others_median_busy_ratio: others,
+            share_ratio: share,
+            share_threshold_ratio: t.hot_key_share_factor / p as f64,
+        },
     );
-    r.cause.push(format!(
-        "{} is {} busy while the other subtasks are about {} busy, but records are spread evenly ({} of {} records/s, share {:.2} ≈ 1/{p}): not a key — the instance itself is slow. It runs on TaskManager {tm}{host}.",
-        culprit.subtask_name(hot.subtask),
-        pct(hot_busy),
-        pct(others),
-        num(hot_rate),
-        num(total),
-        share
-    ));
+    r.cause.push(HotKeyFact::SlowInstance {
+        subtask_name,
+        hot_busy_ratio: hot_busy,
+        others_median_busy_ratio: others,
+        hot_records_per_s: hot_rate,
+        total_records_per_s: total,
+        share_ratio: share,
+        parallelism: p,
+        tm: tm.clone(),
+        host: hot.host.clone(),
+    });
     let gc = gc_comparison(ctx, hot.tm_id.as_deref());
     match gc {
         Some((mine, rest)) => {
+            // No other TaskManager to compare with: it stands out.
             let stands_out = rest.is_none_or(|o| mine > 2.0 * o + 5.0);
             r.cause.push(match (stands_out, rest) {
-                (true, Some(o)) => format!("Garbage collection on that TaskManager takes {mine:.0} ms/s against {o:.0} ms/s on the job's other TaskManagers: a likely reason."),
-                (true, None) => format!("Garbage collection on that TaskManager takes {mine:.0} ms/s."),
-                (false, Some(o)) => format!("Garbage collection is not the reason: {mine:.0} ms/s there, {o:.0} ms/s on the job's other TaskManagers."),
-                (false, None) => unreachable!("no comparison means it stands out"),
+                (false, Some(o)) => HotKeyFact::GcNotTheReason { tm_gc_ms_per_s: mine, others_gc_ms_per_s: o },
+                _ => HotKeyFact::GcStandsOut { tm_gc_ms_per_s: mine, others_gc_ms_per_s: rest },
             });
             evidence.push(ctx.evidence(
                 &tm,
@@ -239,43 +232,33 @@ fn slow_instance_report(ctx: &Context, culprit: &VertexSignals, h: &Hot, evidenc
         }
         None => r.missing.push("Status.JVM.GarbageCollector.All.Time".into()),
     }
-    r.fix.push(format!(
-        "Fix the node, not the key: look at TaskManager {tm}{host} — GC{}, CPU throttling (cgroup cpu.stat nr_throttled), a noisy neighbour, a slow local disk, or a stuck thread (thread dump: Flink REST /taskmanagers/:id/thread-dump). Restarting that TaskManager moves subtask {} elsewhere.",
-        gc.map(|(m, _)| format!(" ({m:.0} ms/s now)")).unwrap_or_default(),
-        hot.subtask
-    ));
-    r.not_the_fix.push(format!("Salting or re-keying {}: its records are already spread evenly.", culprit.name));
-    r.not_the_fix.push(format!(
-        "More parallelism for {}: the slow instance stays slow and keeps its share of the keys.",
-        culprit.name
-    ));
+    r.fix.push(HotKeyFact::FixTheNode {
+        tm: tm.clone(),
+        host: hot.host.clone(),
+        tm_gc_ms_per_s: gc.map(|(m, _)| m),
+        subtask: hot.subtask,
+    });
+    r.not_the_fix.push(HotKeyFact::NoSaltingEven { vertex: culprit.name.clone() });
+    r.not_the_fix.push(HotKeyFact::MoreParallelismSlow { vertex: culprit.name.clone() });
     r.summary = Some(
-        format!(
-            "{} is the culprit: subtask {} on TaskManager {tm} is slow ({} busy vs {}) although its records are even.",
-            culprit.name,
-            hot.subtask,
-            pct(hot_busy),
-            pct(others)
-        )
+        HotKeyFact::SlowInstanceSummary {
+            vertex: culprit.name.clone(),
+            subtask: hot.subtask,
+            tm,
+            hot_busy_ratio: hot_busy,
+            others_median_busy_ratio: others,
+        }
         .into(),
     );
     r
 }
 
 /// The fix for a hot key, by the operator's kind.
-fn hot_key_fix(v: &VertexSignals) -> Vec<String> {
+fn hot_key_fix(v: &VertexSignals) -> &'static [HotKeyFix] {
     match v.kind {
-        OperatorKind::Aggregate => vec![
-            format!("{} is an associative aggregate: pre-aggregate before the keyBy (a local combiner), or salt the key (key + random 0..N) and combine the partial results in a second aggregation.", v.name),
-            "In Flink SQL: table.exec.mini-batch.enabled: true, table.exec.mini-batch.allow-latency: 5s, table.exec.mini-batch.size: 5000 and table.optimizer.agg-phase-strategy: TWO_PHASE (plus table.optimizer.distinct-agg.split.enabled: true for COUNT DISTINCT).".into(),
-        ],
-        OperatorKind::Join | OperatorKind::Window | OperatorKind::OrderDependent => vec![
-            format!("Salting is wrong for {}: its result depends on seeing all records of a key, in order. Aggregate before it, isolate the hot key on its own path, or broadcast the small side of a join.", v.name),
-        ],
-        _ => vec![
-            format!("Salting the key and combining partial results applies only if {}'s logic is associative and commutative (sum, count, min, max); otherwise isolate the hot key on its own path or pre-aggregate upstream.", v.name),
-            format!("Tell culprit what {} does to get the exact fix: [diagnosis.operator_kinds] \"{}\" = \"aggregate\" (or \"join\", \"window\", \"order_dependent\").", v.name, v.name),
-        ],
+        OperatorKind::Aggregate => &[HotKeyFix::PreAggregate, HotKeyFix::SqlTwoPhase],
+        OperatorKind::Join | OperatorKind::Window | OperatorKind::OrderDependent => &[HotKeyFix::NoSaltingOrdered],
+        _ => &[HotKeyFix::SaltIfAssociative, HotKeyFix::TellOperatorKind],
     }
 }
 
@@ -289,11 +272,12 @@ fn gc_comparison(ctx: &Context, tm: Option<&str>) -> Option<(f64, Option<f64>)> 
     Some((mine, rest))
 }
 
-fn busy_list(v: &VertexSignals) -> String {
+/// Each subtask's busy ratio, or the busy range when there are more than 8.
+fn busy_list(v: &VertexSignals) -> BusyRatios {
     if v.subtasks.len() > 8 {
-        return crate::diagnose::busy_range(v);
+        return BusyRatios::Range(Box::new(Fact::from(crate::diagnose::busy_range(v))));
     }
-    v.subtasks.iter().map(|s| pct_or_unknown(s.busy)).collect::<Vec<_>>().join(", ")
+    BusyRatios::Each(v.subtasks.iter().map(|s| s.busy).collect())
 }
 
 #[cfg(test)]
@@ -301,6 +285,14 @@ mod tests {
     use super::*;
     use crate::diagnose::testkit::*;
     use crate::model::verdict::Outcome;
+
+    /// The hot-key fact a fact is, or a panic saying what it is instead.
+    fn hk(f: &Fact) -> &HotKeyFact {
+        match f {
+            Fact::HotKey(h) => h,
+            other => panic!("not a hot-key fact: {other:?}"),
+        }
+    }
 
     /// Source → `name` (keyed, parallelism `p`) → sink.
     fn job(name: &str, p: u32) -> SnapshotBuilder {
@@ -338,16 +330,66 @@ mod tests {
         assert_close(evidence(&r.evidence, "share of numRecordsIn").threshold.unwrap(), 0.5, 1e-12);
         assert_close(evidence(&r.evidence, "median busy of the other subtasks").value, 0.2, 1e-9);
         assert_close(evidence(&r.evidence, "job maximum at this key share").value, 2500.0, 1e-6);
+        // The detail: share 0.8 against the threshold 2/4 = 0.5.
+        let HotKeyFact::HotKeyFound {
+            hot_busy_ratio,
+            share_ratio,
+            share_threshold_ratio,
+            share_factor,
+            parallelism,
+            others_median_busy_ratio,
+            ..
+        } = *hk(&r.detail)
+        else {
+            panic!("{:?}", r.detail)
+        };
+        assert_close(hot_busy_ratio, 0.96, 1e-12);
+        assert_close(share_ratio, 0.8, 1e-9);
+        assert_close(share_threshold_ratio, 0.5, 1e-12);
+        assert_eq!((share_factor, parallelism), (2.0, 4));
+        assert_close(others_median_busy_ratio, 0.2, 1e-9);
+        // The share: 1920 of 2400 records/s.
+        let HotKeyFact::HotKeyShare { hot_records_per_s, total_records_per_s, share_ratio, parallelism, .. } =
+            *hk(&r.cause[0])
+        else {
+            panic!("{:?}", r.cause)
+        };
+        assert_close(hot_records_per_s, 1920.0, 1e-9);
+        assert_close(total_records_per_s, 2400.0, 1e-9);
+        assert_close(share_ratio, 0.8, 1e-9);
+        assert_eq!(parallelism, 4);
+        // The ceiling: 1/s = 1/0.8 = 1.25×, capacity 2000, job maximum 2500 records/s.
+        let HotKeyFact::Ceiling { ceiling_ratio, capacity_records_per_s, job_max_records_per_s } = *hk(&r.cause[1])
+        else {
+            panic!("{:?}", r.cause)
+        };
+        assert_close(ceiling_ratio, 1.25, 1e-9);
+        assert_close(capacity_records_per_s, 2000.0, 1e-6);
+        assert_close(job_max_records_per_s, 2500.0, 1e-6);
         // 1.25 printed with one decimal: round half to even → "1.2".
         assert!(r.cause[1].to_string().contains("1/s = 1.2×"), "{:?}", r.cause);
-        assert!(
-            r.cause[1].to_string().contains("~2000 records/s") && r.cause[1].to_string().contains("~2500 records/s"),
-            "{:?}",
-            r.cause
-        );
         // An aggregate: pre-aggregate / two-phase aggregation applies.
+        let vertex = "GroupAggregate(groupBy=[user], select=[user, COUNT(*)])".to_string();
+        assert_eq!(
+            r.fix.iter().map(hk).cloned().collect::<Vec<_>>(),
+            [
+                HotKeyFact::Fix { fix: HotKeyFix::PreAggregate, vertex: vertex.clone() },
+                HotKeyFact::Fix { fix: HotKeyFix::SqlTwoPhase, vertex: vertex.clone() }
+            ]
+        );
         assert!(r.fix.iter().any(|f| f.to_string().contains("TWO_PHASE")), "{:?}", r.fix);
-        assert!(r.not_the_fix[0].to_string().contains("More parallelism"), "{:?}", r.not_the_fix);
+        assert_eq!(
+            *hk(&r.not_the_fix[0]),
+            HotKeyFact::MoreParallelismHotKey { vertex: vertex.clone(), hot_busy_ratio: 0.96 }
+        );
+        let HotKeyFact::HotKeySummary { share_ratio, subtask, job_max_records_per_s, .. } =
+            *hk(r.summary.as_ref().unwrap())
+        else {
+            panic!("{:?}", r.summary)
+        };
+        assert_close(share_ratio, 0.8, 1e-9);
+        assert_eq!(subtask, 0);
+        assert_close(job_max_records_per_s, 2500.0, 1e-6);
     }
 
     #[test]
@@ -361,6 +403,7 @@ mod tests {
             .build();
         let r = on_vertex(&snap, "agg", run);
         assert_eq!((r.outcome, r.finding), (Outcome::NoData, None));
+        assert_eq!(*hk(&r.detail), HotKeyFact::SubtasksMissing { vertex: "agg".into(), reporting: 3, parallelism: 4 });
         assert!(r.detail.to_string().contains("Only 3 of agg's 4 subtasks"), "{}", r.detail);
         assert_eq!(verdict(&snap).confidence, crate::model::verdict::Confidence::Low);
     }
@@ -370,6 +413,10 @@ mod tests {
         let snap = hot_key_job("Join(joinType=[InnerJoin])").build();
         let r = on_vertex(&snap, "agg", run);
         assert_eq!(r.finding, Some(Finding::HotKey));
+        assert_eq!(
+            r.fix.iter().map(hk).cloned().collect::<Vec<_>>(),
+            [HotKeyFact::Fix { fix: HotKeyFix::NoSaltingOrdered, vertex: "Join(joinType=[InnerJoin])".into() }]
+        );
         assert!(r.fix[0].to_string().starts_with("Salting is wrong"), "{:?}", r.fix);
     }
 
@@ -377,6 +424,13 @@ mod tests {
     fn a_hot_key_in_an_operator_of_unknown_kind_says_when_salting_applies() {
         let snap = hot_key_job("fraud-score").build();
         let r = on_vertex(&snap, "agg", run);
+        assert_eq!(
+            r.fix.iter().map(hk).cloned().collect::<Vec<_>>(),
+            [
+                HotKeyFact::Fix { fix: HotKeyFix::SaltIfAssociative, vertex: "fraud-score".into() },
+                HotKeyFact::Fix { fix: HotKeyFix::TellOperatorKind, vertex: "fraud-score".into() }
+            ]
+        );
         assert!(r.fix[0].to_string().contains("applies only if"), "{:?}", r.fix);
         assert!(r.fix[1].to_string().contains("[diagnosis.operator_kinds]"), "{:?}", r.fix);
     }
@@ -432,16 +486,56 @@ mod tests {
         assert_eq!((r.outcome, r.finding), (Outcome::Hit, Some(Finding::SlowInstance)));
         assert_eq!(r.subtasks, Some(vec![1]));
         assert_close(evidence(&r.evidence, "share of numRecordsIn").value, 0.25, 1e-9);
+        // Share 250 / 1000 = 0.25 < 2/4 = 0.5; the others' median busy is median(0.3, 0.3,
+        // 0.2) = 0.3.
+        let HotKeyFact::SlowInstanceFound {
+            hot_busy_ratio,
+            others_median_busy_ratio,
+            share_ratio,
+            share_threshold_ratio,
+            ..
+        } = *hk(&r.detail)
+        else {
+            panic!("{:?}", r.detail)
+        };
+        assert_close(hot_busy_ratio, 0.97, 1e-12);
+        assert_close(others_median_busy_ratio, 0.3, 1e-9);
+        assert_close(share_ratio, 0.25, 1e-9);
+        assert_close(share_threshold_ratio, 0.5, 1e-12);
+        let HotKeyFact::SlowInstance { hot_records_per_s, total_records_per_s, parallelism, tm, host, .. } =
+            hk(&r.cause[0])
+        else {
+            panic!("{:?}", r.cause)
+        };
+        assert_close(*hot_records_per_s, 250.0, 1e-9);
+        assert_close(*total_records_per_s, 1000.0, 1e-9);
+        assert_eq!((*parallelism, tm.as_str(), host.as_deref()), (4, "tm-bad", Some("node-7")));
         assert!(r.cause[0].to_string().contains("TaskManager tm-bad on host node-7"), "{:?}", r.cause);
-        assert!(r.cause[1].to_string().contains("120 ms/s against 12 ms/s"), "{:?}", r.cause);
-        assert!(
-            r.fix[0].to_string().contains("TaskManager tm-bad on host node-7")
-                && r.fix[0].to_string().contains("(120 ms/s now)"),
-            "{:?}",
-            r.fix
+        let HotKeyFact::GcStandsOut { tm_gc_ms_per_s, others_gc_ms_per_s: Some(others_gc) } = *hk(&r.cause[1]) else {
+            panic!("{:?}", r.cause)
+        };
+        assert_close(tm_gc_ms_per_s, 120.0, 1e-9);
+        assert_close(others_gc, 12.0, 1e-9);
+        assert_eq!(
+            *hk(&r.fix[0]),
+            HotKeyFact::FixTheNode {
+                tm: "tm-bad".into(),
+                host: Some("node-7".into()),
+                tm_gc_ms_per_s: Some(120.0),
+                subtask: 1
+            }
         );
-        assert!(r.summary.as_ref().unwrap().to_string().contains("tm-bad"));
-        assert!(r.not_the_fix.iter().any(|n| n.to_string().starts_with("Salting")), "{:?}", r.not_the_fix);
+        assert!(r.fix[0].to_string().contains("(120 ms/s now)"), "{:?}", r.fix);
+        assert!(
+            matches!(hk(r.summary.as_ref().unwrap()), HotKeyFact::SlowInstanceSummary { tm, subtask: 1, .. } if tm == "tm-bad"),
+            "{:?}",
+            r.summary
+        );
+        assert!(
+            r.not_the_fix.contains(&HotKeyFact::NoSaltingEven { vertex: "score".into() }.into()),
+            "{:?}",
+            r.not_the_fix
+        );
     }
 
     #[test]
@@ -449,6 +543,11 @@ mod tests {
         // 15 ms/s against 12: 15 ≤ 2 × 12 + 5 = 29.
         let snap = slow_instance_job(15.0).build();
         let r = on_vertex(&snap, "agg", run);
+        let HotKeyFact::GcNotTheReason { tm_gc_ms_per_s, others_gc_ms_per_s } = *hk(&r.cause[1]) else {
+            panic!("{:?}", r.cause)
+        };
+        assert_close(tm_gc_ms_per_s, 15.0, 1e-9);
+        assert_close(others_gc_ms_per_s, 12.0, 1e-9);
         assert!(
             r.cause[1].to_string().starts_with("Garbage collection is not the reason: 15 ms/s there, 12 ms/s"),
             "{:?}",
@@ -470,7 +569,14 @@ mod tests {
         let r = on_vertex(&snap, "agg", run);
         assert_eq!(r.finding, Some(Finding::SlowInstance));
         assert_eq!(r.missing, ["Status.JVM.GarbageCollector.All.Time"]);
+        assert!(
+            matches!(hk(&r.cause[0]), HotKeyFact::SlowInstance { tm, host: None, .. } if tm == "unknown"),
+            "{:?}",
+            r.cause
+        );
         assert!(r.cause[0].to_string().contains("TaskManager unknown"), "{:?}", r.cause);
+        // No GC time: the fix names none.
+        assert!(matches!(hk(&r.fix[0]), HotKeyFact::FixTheNode { tm_gc_ms_per_s: None, .. }), "{:?}", r.fix);
     }
 
     #[test]
@@ -505,6 +611,14 @@ mod tests {
             .build();
         let r = on_vertex(&snap, "agg", run);
         assert_eq!((r.outcome, r.finding), (Outcome::Clear, None));
+        assert_eq!(
+            *hk(&r.detail),
+            HotKeyFact::NoHotSubtask {
+                busy: BusyRatios::Each(vec![Some(0.97), Some(0.95), Some(0.95), Some(0.94)]),
+                hot_busy_threshold_ratio: 0.9,
+                others_median_threshold_ratio: 0.5
+            }
+        );
         assert!(r.detail.to_string().contains("97%, 95%, 95%, 94%"), "{}", r.detail);
     }
 

@@ -6,21 +6,20 @@
 
 use crate::diagnose::signals::VertexSignals;
 use crate::diagnose::steps::{headroom, skew};
-use crate::diagnose::{Context, StepReport, busy_range, num, pct, pct_or_unknown};
+use crate::diagnose::{Context, StepReport, busy_range};
+use crate::model::facts::Fact;
+use crate::model::facts::sink::SinkFact;
 use crate::model::verdict::Finding;
 
 pub fn run(ctx: &Context, culprit: &VertexSignals) -> StepReport {
     if ctx.signals.graph_free {
-        return StepReport::no_data(
-            "Without the job graph it is unknown whether the culprit is a sink.",
-            vec!["job graph (Flink REST /jobs/:id/plan)".into()],
-        );
+        return StepReport::no_data(SinkFact::NoGraph, vec!["job graph (Flink REST /jobs/:id/plan)".into()]);
     }
     if !culprit.is_sink {
-        return StepReport::clear(format!("{} has downstream consumers; it is not a sink.", culprit.name));
+        return StepReport::clear(SinkFact::NotASink { vertex: culprit.name.clone() });
     }
     let t = &ctx.cfg.thresholds;
-    let mut r = StepReport::hit(Finding::Sink, format!("{} is a sink vertex (no downstream consumers).", culprit.name));
+    let mut r = StepReport::hit(Finding::Sink, SinkFact::IsASink { vertex: culprit.name.clone() });
     if let Some(r) = flushes_on_checkpoints(ctx, culprit, r.clone()) {
         return r;
     }
@@ -36,72 +35,51 @@ pub fn run(ctx: &Context, culprit: &VertexSignals) -> StepReport {
             r.subtasks = Some(vec![hot.subtask]);
             match share {
                 Some(s) if skew::is_hot_key(culprit, hot.subtask, t) => {
-                    r.cause.push(format!(
-                        "One sink subtask is hot: {} is busy {} and receives {} of the records (share {:.2} at parallelism {}), while the others are about {} busy: a hot key or document at the destination.",
-                        culprit.subtask_name(hot.subtask),
-                        pct_or_unknown(hot.busy),
-                        pct(s),
-                        s,
-                        culprit.parallelism,
-                        pct_or_unknown(skew::others_median(culprit, hot.subtask))
-                    ));
-                    r.fix.push(format!(
-                        "Spread the hot key at the destination: write it under a different key or partition (the sink's input is keyed so {} gets {} of the records), or batch and merge writes to that key before they reach the system behind {}.",
-                        culprit.subtask_name(hot.subtask),
-                        pct(s),
-                        culprit.name
-                    ));
+                    r.cause.push(SinkFact::HotKeyAtDestination {
+                        subtask_name: culprit.subtask_name(hot.subtask),
+                        hot_busy_ratio: hot.busy,
+                        share_ratio: s,
+                        parallelism: culprit.parallelism,
+                        others_median_busy_ratio: skew::others_median(culprit, hot.subtask),
+                    });
+                    r.fix.push(SinkFact::SpreadTheHotKey {
+                        subtask_name: culprit.subtask_name(hot.subtask),
+                        share_ratio: s,
+                        vertex: culprit.name.clone(),
+                    });
                 }
                 _ => {
-                    r.cause.push(format!(
-                        "One sink writer is slow: {} is busy {} while the others are about {} busy, although records are spread evenly{}: that writer's connection or the destination node it talks to is slow or stuck.",
-                        culprit.subtask_name(hot.subtask),
-                        pct_or_unknown(hot.busy),
-                        pct_or_unknown(skew::others_median(culprit, hot.subtask)),
-                        share.map(|s| format!(" (share {s:.2})")).unwrap_or_default()
-                    ));
-                    r.fix.push(format!(
-                        "Look at the destination node, shard or partition that {} writes to, and at its TaskManager ({tm}): a stuck connection, a slow replica, a hot shard. Restarting that writer's connection (or the TaskManager) moves it elsewhere.",
-                        culprit.subtask_name(hot.subtask)
-                    ));
+                    r.cause.push(SinkFact::SlowWriter {
+                        subtask_name: culprit.subtask_name(hot.subtask),
+                        hot_busy_ratio: hot.busy,
+                        others_median_busy_ratio: skew::others_median(culprit, hot.subtask),
+                        share_ratio: share,
+                    });
+                    r.fix.push(SinkFact::LookAtTheWriter {
+                        subtask_name: culprit.subtask_name(hot.subtask),
+                        tm: tm.to_string(),
+                    });
                 }
             }
-            r.summary = Some(
-                format!(
-                    "{} (sink) is the culprit: one of its subtasks ({}) is the bottleneck, the others are mostly idle.",
-                    culprit.name, hot.subtask
-                )
-                .into(),
-            );
+            r.summary = Some(SinkFact::OneSubtaskSummary { vertex: culprit.name.clone(), subtask: hot.subtask }.into());
         }
         None => {
             r.cause.push(uniform_cause(culprit, throughput, per_record_ms));
-            r.fix.push(format!(
-                "Fix the system behind {}: it takes {} per record. Look at its write latency, locks, throttling, indexing and partitions (database, search cluster, HTTP service or broker).",
-                culprit.name,
-                per_record_ms.map(|ms| format!("{ms:.2} ms")).unwrap_or_else(|| "too long".into())
-            ));
-            r.fix.push(
-                "Write in bigger batches: raise the sink's batch size and flush interval (JDBC sink.buffer-flush.max-rows / sink.buffer-flush.interval, Elasticsearch sink.bulk-flush.max-actions, Kafka properties.linger.ms and properties.batch.size).",
-            );
+            r.fix.push(SinkFact::FixTheSystem { vertex: culprit.name.clone(), per_record_ms });
+            r.fix.push(SinkFact::BiggerBatches);
             if let Some(needed) =
                 headroom::parallelism_needed(ctx, culprit).filter(|n| n.parallelism > culprit.parallelism_now())
             {
-                r.fix.push(format!(
-                    "Only if the destination scales with more connections: {}",
-                    needed.sentence(
-                        &culprit.name,
-                        culprit.parallelism_now(),
-                        ctx.cfg.thresholds.target_utilisation,
-                        ctx.cfg.catch_up.as_ms() as f64 / 1000.0
-                    )
-                ));
+                let parallelism = needed.sentence(
+                    &culprit.name,
+                    culprit.parallelism_now(),
+                    ctx.cfg.thresholds.target_utilisation,
+                    ctx.cfg.catch_up.as_ms() as f64 / 1000.0,
+                );
+                r.fix.push(SinkFact::MoreConnections { parallelism: Box::new(Fact::from(parallelism)) });
             }
-            r.summary = Some(format!(
-                "{} (sink) is the culprit: the system it writes to is too slow ({} records/s); the vertices before it are backpressured.",
-                culprit.name,
-                throughput.map(num).unwrap_or_else(|| "unknown".into())
-            ).into());
+            r.summary =
+                Some(SinkFact::SlowSystemSummary { vertex: culprit.name.clone(), records_per_s: throughput }.into());
         }
     }
     if let Some(b) = culprit.busy_max() {
@@ -128,26 +106,18 @@ fn flushes_on_checkpoints(ctx: &Context, culprit: &VertexSignals, mut r: StepRep
     let period_s = tl.period_ms? / 1000;
     let (during, between) = tl.busy_when_holding(index);
     let last_duration = ctx.snapshot.checkpoints.series.iter().rev().find_map(|p| p.last_duration_ms);
-    r.cause.push(format!(
-        "{} stalls the job in phase with the checkpoints (every ~{period_s} s){}: a sink that buffers its writes and flushes them synchronously in snapshotState (or commits in a pre-commit) blocks its task thread during every checkpoint, so its input buffers fill and everything upstream is backpressured until the flush ends; between checkpoints it keeps up{}.",
-        culprit.name,
-        last_duration.map(|d| format!(", and the last checkpoint took {}", crate::diagnose::human_secs(d / 1000.0))).unwrap_or_default(),
-        match (during, between) {
-            (Some(d), Some(b)) => format!(" (busy up to {} during the flush, {} between)", pct(d), pct(b)),
-            _ => String::new(),
-        }
-    ));
-    r.fix.push(format!(
-        "Make {} flush by size and time between checkpoints instead of holding everything until snapshotState (buffer-flush max rows / interval: HBase sink.buffer-flush.max-rows and sink.buffer-flush.interval, JDBC sink.buffer-flush.*, Elasticsearch bulk-flush), so each checkpoint has little left to write.",
-        culprit.name
-    ));
-    r.fix.push("Look at the destination's write throughput during the flush (write throttling, flush or compaction queues of the database or region servers): the flush takes as long as it accepts the buffered rows.");
-    r.not_the_fix.push("Unaligned checkpoints: they let barriers overtake buffered data, but here the task thread itself is blocked in the snapshot.");
-    r.not_the_fix.push("Checkpoints as the finding: they are slow because the sink flushes in them, not because barriers wait behind data.");
-    r.summary = Some(format!(
-        "{} (sink) is the culprit: it stalls the job during every checkpoint (every ~{period_s} s), flushing what it buffered.",
-        culprit.name
-    ).into());
+    r.cause.push(SinkFact::FlushesOnCheckpoints {
+        vertex: culprit.name.clone(),
+        period_s,
+        last_checkpoint_ms: last_duration,
+        busy_during_flush_ratio: during,
+        busy_between_ratio: between,
+    });
+    r.fix.push(SinkFact::FlushBySize { vertex: culprit.name.clone() });
+    r.fix.push(SinkFact::DestinationThroughput);
+    r.not_the_fix.push(SinkFact::NotUnalignedCheckpoints);
+    r.not_the_fix.push(SinkFact::NotCheckpoints);
+    r.summary = Some(SinkFact::FlushSummary { vertex: culprit.name.clone(), period_s }.into());
     if let Some(d) = last_duration {
         r.evidence.push(ctx.evidence("job", "lastCheckpointDuration", d, "ms", None, "checkpoints"));
     }
@@ -157,26 +127,17 @@ fn flushes_on_checkpoints(ctx: &Context, culprit: &VertexSignals, mut r: StepRep
 
 /// The cause when every subtask of the sink is busy (none hot): the destination's total
 /// rate, and the writers' busy range when busy time is known (Flink ≤ 1.12 has none).
-fn uniform_cause(culprit: &VertexSignals, throughput: Option<f64>, per_record_ms: Option<f64>) -> String {
-    let accepts = format!(
-        "the system it writes to accepts only about {} records/s in total",
-        throughput.map(num).unwrap_or_else(|| "unknown".into())
-    );
+fn uniform_cause(culprit: &VertexSignals, throughput: Option<f64>, per_record_ms: Option<f64>) -> SinkFact {
     // Over the subtasks with data only: one without is unknown, never 0 % busy.
     match culprit.busy_max() {
-        Some(_) => format!(
-            "{} of the sink are busy ({}): {accepts}{}.",
-            match (culprit.subtasks.iter().filter(|s| s.busy.is_some()).count(), culprit.parallelism_now() as usize) {
-                (1, all) if all > 1 => "The one subtask with data".to_string(),
-                (with, all) if with > 0 && with < all => format!("The {with} subtasks with data"),
-                (_, 1) => "The one subtask".to_string(),
-                (_, 2) => "Both subtasks".to_string(),
-                (_, n) => format!("All {n} subtasks"),
-            },
-            busy_range(culprit),
-            per_record_ms.map(|ms| format!(" ({ms:.2} ms per record per writer)")).unwrap_or_default()
-        ),
-        None => format!("The sink holds the job back and {accepts} (its busy time is unknown)."),
+        Some(_) => SinkFact::UniformlySlow {
+            with_data: culprit.subtasks.iter().filter(|s| s.busy.is_some()).count(),
+            subtasks: culprit.parallelism_now() as usize,
+            busy_range: Box::new(Fact::from(busy_range(culprit))),
+            accepts_records_per_s: throughput,
+            per_record_ms,
+        },
+        None => SinkFact::BusyUnknown { accepts_records_per_s: throughput },
     }
 }
 
@@ -185,6 +146,14 @@ mod tests {
     use super::*;
     use crate::diagnose::testkit::*;
     use crate::model::verdict::Outcome;
+
+    /// The sink fact a fact is, or a panic saying what it is instead.
+    fn sink(f: &Fact) -> &SinkFact {
+        match f {
+            Fact::Sink(s) => s,
+            other => panic!("not a sink fact: {other:?}"),
+        }
+    }
 
     /// Source → map → sink; the sink gets its subtasks per test.
     fn job(sink_parallelism: u32, ship: &str) -> SnapshotBuilder {
@@ -211,6 +180,22 @@ mod tests {
         assert_eq!((r.outcome, r.finding), (Outcome::Hit, Some(Finding::Sink)));
         assert_close(evidence(&r.evidence, "busy time per record").value, 3.0, 1e-9);
         assert_close(evidence(&r.evidence, "numRecordsIn rate").value, 600.0, 1e-9);
+        let SinkFact::UniformlySlow { with_data, subtasks, accepts_records_per_s, per_record_ms, .. } =
+            sink(&r.cause[0])
+        else {
+            panic!("{:?}", r.cause)
+        };
+        assert_eq!((*with_data, *subtasks), (2, 2));
+        assert_close(accepts_records_per_s.unwrap(), 600.0, 1e-9);
+        assert_close(per_record_ms.unwrap(), 3.0, 1e-9);
+        let SinkFact::FixTheSystem { per_record_ms, .. } = sink(&r.fix[0]) else { panic!("{:?}", r.fix) };
+        assert_close(per_record_ms.unwrap(), 3.0, 1e-9);
+        assert_eq!(*sink(&r.fix[1]), SinkFact::BiggerBatches);
+        assert!(matches!(sink(&r.fix[2]), SinkFact::MoreConnections { .. }), "{:?}", r.fix);
+        let SinkFact::SlowSystemSummary { records_per_s, .. } = sink(r.summary.as_ref().unwrap()) else {
+            panic!("{:?}", r.summary)
+        };
+        assert_close(records_per_s.unwrap(), 600.0, 1e-9);
         assert!(r.cause[0].to_string().contains("Both subtasks of the sink are busy (85%–95%)"), "{:?}", r.cause);
         assert!(r.cause[0].to_string().contains("3.00 ms per record per writer"), "{:?}", r.cause);
         assert!(r.fix[0].to_string().contains("3.00 ms"), "{:?}", r.fix);
@@ -233,6 +218,12 @@ mod tests {
             .build();
         let r = on_vertex(&snap, "sink", run);
         assert_eq!(r.finding, Some(Finding::Sink));
+        // Two of the three writers report busy time.
+        assert!(
+            matches!(sink(&r.cause[0]), SinkFact::UniformlySlow { with_data: 2, subtasks: 3, .. }),
+            "{:?}",
+            r.cause
+        );
         assert!(
             r.cause[0]
                 .to_string()
@@ -251,6 +242,9 @@ mod tests {
         // and no busy evidence is made up.
         let snap = job(2, "REBALANCE").all_subtasks("sink", None, None, None, 300.0).build();
         let r = on_vertex(&snap, "sink", run);
+        // 2 × 300 = 600 records/s in total; no busy time, so no time per record either.
+        assert_eq!(*sink(&r.cause[0]), SinkFact::BusyUnknown { accepts_records_per_s: Some(600.0) });
+        assert_eq!(*sink(&r.fix[0]), SinkFact::FixTheSystem { vertex: "Sink: billing".into(), per_record_ms: None });
         for line in r.cause.iter().chain(&r.fix) {
             assert!(!line.to_string().contains(" 0%"), "{line}");
         }
@@ -271,6 +265,24 @@ mod tests {
         let r = on_vertex(&snap, "sink", run);
         assert_eq!(r.finding, Some(Finding::Sink));
         assert_eq!(r.subtasks, Some(vec![1]));
+        // Others' median busy = median(0.2, 0.25, 0.2) = 0.2.
+        let SinkFact::SlowWriter { subtask_name, hot_busy_ratio, others_median_busy_ratio, share_ratio } =
+            sink(&r.cause[0])
+        else {
+            panic!("{:?}", r.cause)
+        };
+        assert_eq!(subtask_name, "Sink: billing[1]");
+        assert_close(hot_busy_ratio.unwrap(), 0.98, 1e-12);
+        assert_close(others_median_busy_ratio.unwrap(), 0.2, 1e-9);
+        assert_close(share_ratio.unwrap(), 0.25, 1e-9);
+        assert_eq!(
+            *sink(&r.fix[0]),
+            SinkFact::LookAtTheWriter { subtask_name: "Sink: billing[1]".into(), tm: "tm-7".into() }
+        );
+        assert_eq!(
+            *sink(r.summary.as_ref().unwrap()),
+            SinkFact::OneSubtaskSummary { vertex: "Sink: billing".into(), subtask: 1 }
+        );
         assert!(r.cause[0].to_string().contains("One sink writer is slow"), "{:?}", r.cause);
         assert!(r.cause[0].to_string().contains("(share 0.25)"), "{:?}", r.cause);
         assert!(r.fix[0].to_string().contains("TaskManager (tm-7)"), "{:?}", r.fix);
@@ -289,6 +301,26 @@ mod tests {
         let r = on_vertex(&snap, "sink", run);
         assert_eq!(r.finding, Some(Finding::Sink));
         assert_eq!(r.subtasks, Some(vec![0]));
+        // Others' median busy = median(0.2, 0.3, 0.1) = 0.2.
+        let SinkFact::HotKeyAtDestination {
+            subtask_name,
+            hot_busy_ratio,
+            share_ratio,
+            parallelism,
+            others_median_busy_ratio,
+        } = sink(&r.cause[0])
+        else {
+            panic!("{:?}", r.cause)
+        };
+        assert_eq!((subtask_name.as_str(), *parallelism), ("Sink: billing[0]", 4));
+        assert_close(hot_busy_ratio.unwrap(), 0.97, 1e-12);
+        assert_close(*share_ratio, 0.7, 1e-9);
+        assert_close(others_median_busy_ratio.unwrap(), 0.2, 1e-9);
+        assert!(
+            matches!(sink(&r.fix[0]), SinkFact::SpreadTheHotKey { share_ratio, .. } if (share_ratio - 0.7).abs() < 1e-9),
+            "{:?}",
+            r.fix
+        );
         assert!(r.cause[0].to_string().contains("a hot key or document at the destination"), "{:?}", r.cause);
         assert!(r.cause[0].to_string().contains("share 0.70 at parallelism 4"), "{:?}", r.cause);
     }
@@ -298,6 +330,7 @@ mod tests {
         let snap = job(2, "FORWARD").all_subtasks("sink", 0.1, 0.0, 0.9, 300.0).build();
         let r = on_vertex(&snap, "map", run);
         assert_eq!((r.outcome, r.finding), (Outcome::Clear, None));
+        assert_eq!(*sink(&r.detail), SinkFact::NotASink { vertex: "map".into() });
     }
 
     #[test]
@@ -305,6 +338,7 @@ mod tests {
         let snap = job(2, "FORWARD").all_subtasks("sink", 0.95, 0.0, 0.05, 300.0).without_graph().build();
         let r = on_vertex(&snap, "sink", run);
         assert_eq!(r.outcome, Outcome::NoData);
+        assert_eq!(*sink(&r.detail), SinkFact::NoGraph);
         assert_eq!(r.missing, ["job graph (Flink REST /jobs/:id/plan)"]);
     }
 }

@@ -9,7 +9,8 @@
 //! `watermark_stall`) is ruled out: it makes state and timers grow by itself.
 
 use crate::diagnose::signals::VertexSignals;
-use crate::diagnose::{Context, StepReport, human_bytes, human_secs, pct, slope_per_s};
+use crate::diagnose::{Context, StepReport, slope_per_s};
+use crate::model::facts::state_backend::{StallSign, StateBackendFact, StateBackendFix};
 use crate::model::snapshot::RocksDbSubtask;
 use crate::model::verdict::Finding;
 
@@ -29,10 +30,7 @@ pub const MIN_SAMPLES_FOR_PERSISTENCE: u32 = 3;
 pub fn run(ctx: &Context, culprit: &VertexSignals) -> StepReport {
     let rocks: Vec<&RocksDbSubtask> = ctx.snapshot.rocksdb.iter().filter(|r| r.vertex_id == culprit.id).collect();
     if !culprit.is_stateful() && rocks.is_empty() {
-        return StepReport::clear(format!(
-            "{} is stateless as far as the metrics and the graph tell (no keyed input, no RocksDB metrics).",
-            culprit.name
-        ));
+        return StepReport::clear(StateBackendFact::Stateless { vertex: culprit.name.clone() });
     }
     if let Some(report) = watermark_stall(ctx, culprit) {
         return report;
@@ -59,14 +57,13 @@ fn without_rocksdb_metrics(ctx: &Context, culprit: &VertexSignals) -> StepReport
         .and_then(|c| c.state_backend.as_deref())
         .filter(|b| !b.to_ascii_lowercase().contains("rocksdb"));
     if let Some(backend) = heap {
-        return StepReport::clear(format!("{} keeps its state in {backend}, not RocksDB.", culprit.name));
+        return StepReport::clear(StateBackendFact::NotRocksDb {
+            vertex: culprit.name.clone(),
+            backend: backend.to_string(),
+        });
     }
     let mut r = StepReport::no_data(
-        format!(
-            "{} is stateful, but there are no RocksDB native metrics for it (off by default, or a heap state backend). To see write stalls, set: {}: true.",
-            culprit.name,
-            ROCKSDB_METRIC_OPTIONS.join(": true, ")
-        ),
+        StateBackendFact::NoNativeMetrics { vertex: culprit.name.clone(), options: &ROCKSDB_METRIC_OPTIONS },
         // One entry, not six: the verdict's `missing` list is read by a person.
         vec![format!(
             "RocksDB native metrics of {} (state.backend.rocksdb.metrics.{{{}}}: true)",
@@ -127,26 +124,25 @@ impl Readings {
     /// No sign of a stall: the readings, for the record.
     fn clear_report(&self, culprit: &VertexSignals) -> StepReport {
         let Readings { stopped, delayed, stall, compaction, pending_now, .. } = *self;
-        StepReport::clear(format!(
-            "RocksDB of {} does not stall: is_write_stopped {}, actual_delayed_write_rate {}, stall_micros {}, compaction_pending {}, pending compaction bytes {}.",
-            culprit.name,
-            stopped.map(|v| format!("{v:.0}")).unwrap_or_else(|| "unknown".into()),
-            delayed.map(|v| format!("{}/s", human_bytes(v))).unwrap_or_else(|| "unknown".into()),
-            stall.map(|v| format!("{:.0} ms/s", v / 1000.0)).unwrap_or_else(|| "unknown".into()),
-            compaction.map(pct).unwrap_or_else(|| "unknown".into()),
-            pending_now.map(human_bytes).unwrap_or_else(|| "unknown".into())
-        ))
+        StepReport::clear(StateBackendFact::NoStall {
+            vertex: culprit.name.clone(),
+            write_stopped: stopped,
+            delayed_write_bytes_per_s: delayed,
+            stall_micros_per_s: stall,
+            compaction_pending_ratio: compaction,
+            pending_compaction_bytes: pending_now,
+        })
     }
 }
 
 /// The signs of write stalls among `readings`, with a hit report carrying the evidence.
-fn stall_signs(ctx: &Context, culprit: &VertexSignals, readings: &Readings) -> (Vec<String>, StepReport) {
+fn stall_signs(ctx: &Context, culprit: &VertexSignals, readings: &Readings) -> (Vec<StallSign>, StepReport) {
     let t = &ctx.cfg.thresholds;
     let Readings { stopped, delayed, stall, compaction, flush, pending_trouble, limit, .. } = *readings;
-    let mut signs: Vec<String> = Vec::new();
-    let mut r = StepReport::hit(Finding::StateBackend, String::new());
+    let mut signs: Vec<StallSign> = Vec::new();
+    let mut r = StepReport::hit(Finding::StateBackend, "");
     if let Some(v) = stopped.filter(|v| *v > 0.0) {
-        signs.push("is_write_stopped reached 1".into());
+        signs.push(StallSign::WriteStopped);
         r.evidence.push(ctx.evidence(
             &culprit.name,
             "rocksdb is_write_stopped",
@@ -157,7 +153,7 @@ fn stall_signs(ctx: &Context, culprit: &VertexSignals, readings: &Readings) -> (
         ));
     }
     if let Some(v) = delayed.filter(|v| *v > 0.0) {
-        signs.push(format!("actual_delayed_write_rate up to {}/s", human_bytes(v)));
+        signs.push(StallSign::DelayedWrites { bytes_per_s: v });
         r.evidence.push(ctx.evidence(
             &culprit.name,
             "rocksdb actual_delayed_write_rate",
@@ -168,7 +164,7 @@ fn stall_signs(ctx: &Context, culprit: &VertexSignals, readings: &Readings) -> (
         ));
     }
     if let Some(v) = stall.filter(|v| *v / 1e6 > t.rocksdb_stall_ratio) {
-        signs.push(format!("writes stalled {:.0} ms of every second (stall_micros)", v / 1000.0));
+        signs.push(StallSign::Stalled { stall_micros_per_s: v });
         r.evidence.push(ctx.evidence(
             &culprit.name,
             "rocksdb stall_micros rate",
@@ -179,7 +175,7 @@ fn stall_signs(ctx: &Context, culprit: &VertexSignals, readings: &Readings) -> (
         ));
     }
     if let Some(v) = compaction.filter(|v| *v >= t.rocksdb_flag_persistent_ratio) {
-        signs.push(format!("compaction_pending set in {} of samples", pct(v)));
+        signs.push(StallSign::CompactionPending { samples_ratio: v });
         r.evidence.push(ctx.evidence(
             &culprit.name,
             "rocksdb compaction_pending share",
@@ -190,7 +186,7 @@ fn stall_signs(ctx: &Context, culprit: &VertexSignals, readings: &Readings) -> (
         ));
     }
     if let Some(v) = flush.filter(|v| *v >= t.rocksdb_flag_persistent_ratio) {
-        signs.push(format!("mem_table_flush_pending set in {} of samples", pct(v)));
+        signs.push(StallSign::FlushPending { samples_ratio: v });
         r.evidence.push(ctx.evidence(
             &culprit.name,
             "rocksdb mem_table_flush_pending share",
@@ -203,12 +199,7 @@ fn stall_signs(ctx: &Context, culprit: &VertexSignals, readings: &Readings) -> (
     // Pending compaction bytes matter when they are over, or heading for, the soft limit
     // within the horizon; growth far below it is normal compaction debt.
     if let Some((now, growth)) = pending_trouble {
-        signs.push(format!(
-            "pending compaction bytes at {} growing {}/s toward the {} soft limit",
-            human_bytes(now),
-            human_bytes(growth),
-            human_bytes(limit)
-        ));
+        signs.push(StallSign::PendingCompaction { bytes: now, growth_bytes_per_s: growth, soft_limit_bytes: limit });
         r.evidence.push(ctx.evidence(
             &culprit.name,
             "rocksdb estimate_pending_compaction_bytes",
@@ -222,20 +213,19 @@ fn stall_signs(ctx: &Context, culprit: &VertexSignals, readings: &Readings) -> (
 }
 
 /// RocksDB stalls writes: the cause and the fixes.
-fn stall_report(mut r: StepReport, culprit: &VertexSignals, signs: &[String]) -> StepReport {
-    r.detail = format!("RocksDB of {} stalls writes: {}.", culprit.name, signs.join(", ")).into();
-    r.cause.push(format!(
-        "{} is stateful and its RocksDB cannot keep up with the writes: {}. Write stalls block the task thread, which shows upstream as backpressure.",
-        culprit.name,
-        signs.join(", ")
-    ));
-    r.fix.extend([
-        "More background threads for flushes and compaction: state.backend.rocksdb.thread.num: 4 (or the number of cores the TaskManager can spare).".to_string(),
-        "More memory for write buffers, so flushes keep pace: raise taskmanager.memory.managed.fraction (default 0.4) and state.backend.rocksdb.memory.write-buffer-ratio (default 0.5); with unmanaged memory, state.backend.rocksdb.writebuffer.size and state.backend.rocksdb.writebuffer.count.".to_string(),
-        "A faster local disk for RocksDB: point state.backend.rocksdb.localdir at local SSD/NVMe, not network storage or the container's overlay filesystem.".to_string(),
-        "Less state to write: a state TTL (StateTtlConfig, or table.exec.state.ttl in SQL) and incremental checkpoints (execution.checkpointing.incremental: true).".to_string(),
-    ]);
-    r.summary = Some(format!("{} is the culprit: its RocksDB state backend stalls writes.", culprit.name).into());
+fn stall_report(mut r: StepReport, culprit: &VertexSignals, signs: &[StallSign]) -> StepReport {
+    r.detail = StateBackendFact::Stalls { vertex: culprit.name.clone(), signs: signs.to_vec() }.into();
+    r.cause.push(StateBackendFact::StallCause { vertex: culprit.name.clone(), signs: signs.to_vec() });
+    r.fix.extend(
+        [
+            StateBackendFix::MoreThreads,
+            StateBackendFix::MoreWriteBuffers,
+            StateBackendFix::FasterDisk,
+            StateBackendFix::LessState,
+        ]
+        .map(StateBackendFact::Fix),
+    );
+    r.summary = Some(StateBackendFact::StallSummary { vertex: culprit.name.clone() }.into());
     r
 }
 
@@ -254,26 +244,20 @@ fn watermark_stall(ctx: &Context, culprit: &VertexSignals) -> Option<StepReport>
         return None;
     }
     let behind_s = (ctx.snapshot.at_ms as f64 - last.1) / 1000.0;
+    let flat_s = span_ms as f64 / 1000.0;
     let mut r = StepReport::hit(
         Finding::WatermarkStall,
-        format!(
-            "The input watermark of {} has not advanced for {} while records flow: its state and timers grow; the state backend is not the cause.",
-            culprit.name,
-            human_secs(span_ms as f64 / 1000.0)
-        ),
+        StateBackendFact::WatermarkStuck { vertex: culprit.name.clone(), flat_s },
     );
-    r.cause.push(format!(
-        "{}'s input watermark is stuck (event time {} behind wall time, flat for {}), so windows and timers never fire and state only grows — often one idle input or source partition holds back the minimum.",
-        culprit.name,
-        human_secs(behind_s.max(0.0)),
-        human_secs(span_ms as f64 / 1000.0)
-    ));
-    r.fix.push("Mark idle inputs idle: WatermarkStrategy.withIdleness(Duration.ofMinutes(1)) on the sources (SQL: table.exec.source.idle-timeout: 1 min), or fix the input that stopped (an empty partition, a stalled upstream).");
-    r.not_the_fix.push("Tuning the state backend: the state grows because event time stands still.");
+    r.cause.push(StateBackendFact::WatermarkBehind {
+        vertex: culprit.name.clone(),
+        behind_s: behind_s.max(0.0),
+        flat_s,
+    });
+    r.fix.push(StateBackendFact::MarkIdleInputs);
+    r.not_the_fix.push(StateBackendFact::NotTheStateBackend);
     r.evidence.push(ctx.evidence(&culprit.name, "currentInputWatermark lag", behind_s, "s", None, "input_watermark"));
-    r.summary = Some(
-        format!("{} is the culprit: its watermark is stuck, so its state and timers pile up.", culprit.name).into(),
-    );
+    r.summary = Some(StateBackendFact::WatermarkSummary { vertex: culprit.name.clone() }.into());
     Some(r)
 }
 
@@ -281,9 +265,26 @@ fn watermark_stall(ctx: &Context, culprit: &VertexSignals) -> Option<StepReport>
 mod tests {
     use super::*;
     use crate::diagnose::testkit::*;
+    use crate::model::facts::Fact;
     use crate::model::verdict::Outcome;
 
     const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
+
+    /// The state-backend fact a fact is, or a panic saying what it is instead.
+    fn sb(f: &Fact) -> &StateBackendFact {
+        match f {
+            Fact::StateBackend(s) => s,
+            other => panic!("not a state-backend fact: {other:?}"),
+        }
+    }
+
+    /// The signs of write stalls a hit's detail names.
+    fn signs(r: &StepReport) -> &[StallSign] {
+        match sb(&r.detail) {
+            StateBackendFact::Stalls { signs, .. } => signs,
+            other => panic!("not a stall: {other:?}"),
+        }
+    }
 
     /// Source → stateful-score (ship `ship`) → sink; score 0.95 busy at 1000 records/s.
     fn job(ship: &str) -> SnapshotBuilder {
@@ -306,6 +307,7 @@ mod tests {
     fn a_stateless_culprit_is_clear() {
         let r = report(&job("FORWARD").build());
         assert_eq!((r.outcome, r.finding), (Outcome::Clear, None));
+        assert_eq!(*sb(&r.detail), StateBackendFact::Stateless { vertex: "stateful-score".into() });
         assert!(r.detail.to_string().contains("stateless"), "{}", r.detail);
     }
 
@@ -319,6 +321,10 @@ mod tests {
                 "RocksDB native metrics of stateful-score (state.backend.rocksdb.metrics.{is-write-stopped, actual-delayed-write-rate, estimate-pending-compaction-bytes, compaction-pending, mem-table-flush-pending, stall-micros}: true)"
             ]
         );
+        assert_eq!(
+            *sb(&r.detail),
+            StateBackendFact::NoNativeMetrics { vertex: "stateful-score".into(), options: &ROCKSDB_METRIC_OPTIONS }
+        );
         assert!(r.detail.to_string().contains("state.backend.rocksdb.metrics.is-write-stopped: true"), "{}", r.detail);
     }
 
@@ -327,6 +333,10 @@ mod tests {
         let snap = job("HASH").checkpoint_config(10, 600, false, Some("HashMapStateBackend")).build();
         let r = report(&snap);
         assert_eq!(r.outcome, Outcome::Clear);
+        assert_eq!(
+            *sb(&r.detail),
+            StateBackendFact::NotRocksDb { vertex: "stateful-score".into(), backend: "HashMapStateBackend".into() }
+        );
         assert!(r.detail.to_string().contains("HashMapStateBackend"), "{}", r.detail);
     }
 
@@ -351,8 +361,14 @@ mod tests {
             .build();
         let r = report(&snap);
         assert_eq!((r.outcome, r.finding), (Outcome::Hit, Some(Finding::StateBackend)));
+        assert_eq!(signs(&r), [StallSign::WriteStopped]);
+        assert_eq!(
+            *sb(&r.cause[0]),
+            StateBackendFact::StallCause { vertex: "stateful-score".into(), signs: vec![StallSign::WriteStopped] }
+        );
         assert!(r.detail.to_string().contains("is_write_stopped reached 1"), "{}", r.detail);
         assert_eq!(evidence(&r.evidence, "rocksdb is_write_stopped").value, 1.0);
+        assert!(r.fix.contains(&StateBackendFact::Fix(StateBackendFix::MoreThreads).into()), "{:?}", r.fix);
         assert!(r.fix.iter().any(|f| f.to_string().contains("state.backend.rocksdb.thread.num")), "{:?}", r.fix);
     }
 
@@ -364,6 +380,7 @@ mod tests {
             .build();
         let r = report(&snap);
         assert_eq!(r.finding, Some(Finding::StateBackend));
+        assert_eq!(signs(&r), [StallSign::DelayedWrites { bytes_per_s: 16_777_216.0 }]);
         assert!(r.detail.to_string().contains("actual_delayed_write_rate up to 16.8 MB/s"), "{}", r.detail);
         assert_close(evidence(&r.evidence, "rocksdb actual_delayed_write_rate").value, 16_780_000.0, 1.0);
     }
@@ -375,6 +392,7 @@ mod tests {
             job("HASH").rocksdb(RocksDbSubtask { stall_micros_per_s: Some(250_000.0), ..rocks("score", 1) }).build();
         let r = report(&snap);
         assert_eq!(r.finding, Some(Finding::StateBackend));
+        assert_eq!(signs(&r), [StallSign::Stalled { stall_micros_per_s: 250_000.0 }]);
         assert!(r.detail.to_string().contains("writes stalled 250 ms of every second"), "{}", r.detail);
         assert_close(evidence(&r.evidence, "rocksdb stall_micros rate").value, 0.25, 1e-12);
     }
@@ -411,6 +429,13 @@ mod tests {
             .build();
         let r = report(&snap);
         assert_eq!((r.outcome, r.finding), (Outcome::Clear, None));
+        let StateBackendFact::NoStall { write_stopped, delayed_write_bytes_per_s, pending_compaction_bytes, .. } =
+            sb(&r.detail)
+        else {
+            panic!("{:?}", r.detail)
+        };
+        assert_eq!((*write_stopped, *delayed_write_bytes_per_s), (Some(0.0), Some(0.0)));
+        assert_close(pending_compaction_bytes.unwrap(), 410e6, 1.0);
         assert!(r.detail.to_string().contains("pending compaction bytes 410.0 MB"), "{}", r.detail);
     }
 
@@ -429,6 +454,12 @@ mod tests {
         let e = evidence(&r.evidence, "rocksdb estimate_pending_compaction_bytes");
         assert_close(e.value, now, now * 1e-3);
         assert_close(e.threshold.unwrap(), 64.0 * GIB, 1.0);
+        let [StallSign::PendingCompaction { bytes, growth_bytes_per_s, soft_limit_bytes }] = signs(&r) else {
+            panic!("{:?}", r.detail)
+        };
+        assert_close(*bytes, now, now * 1e-3);
+        assert_close(*growth_bytes_per_s, 1e6, 1.0);
+        assert_eq!(*soft_limit_bytes, 64.0 * GIB);
     }
 
     #[test]
@@ -454,6 +485,7 @@ mod tests {
             job("HASH").rocksdb(RocksDbSubtask { compaction_pending_ratio: Some(0.9), ..rocks("score", 0) }).build();
         let r = report(&snap);
         assert_eq!(r.finding, Some(Finding::StateBackend));
+        assert_eq!(signs(&r), [StallSign::CompactionPending { samples_ratio: 0.9 }]);
         assert!(r.detail.to_string().contains("compaction_pending set in 90% of samples"), "{}", r.detail);
     }
 
@@ -494,7 +526,14 @@ mod tests {
         assert_eq!(r.finding, Some(Finding::WatermarkStall));
         assert_close(evidence(&r.evidence, "currentInputWatermark lag").value, 600.0, 1e-9);
         // 300 s reads as "5 min".
+        assert_eq!(*sb(&r.detail), StateBackendFact::WatermarkStuck { vertex: "stateful-score".into(), flat_s: 300.0 });
+        let StateBackendFact::WatermarkBehind { behind_s, flat_s, .. } = *sb(&r.cause[0]) else {
+            panic!("{:?}", r.cause)
+        };
+        assert_close(behind_s, 600.0, 1e-9);
+        assert_eq!(flat_s, 300.0);
         assert!(r.detail.to_string().contains("has not advanced for 5 min"), "{}", r.detail);
+        assert_eq!(*sb(&r.fix[0]), StateBackendFact::MarkIdleInputs);
         assert!(r.fix[0].to_string().contains("withIdleness"), "{:?}", r.fix);
     }
 

@@ -8,7 +8,10 @@
 //! (`runbook`, one per step); [`Fact`] has one variant per area.
 
 pub mod retention;
+pub mod hot_key;
 pub mod runbook;
+pub mod sink;
+pub mod state_backend;
 
 use std::ops::Deref;
 
@@ -26,9 +29,16 @@ pub enum Fact {
     Seq(Vec<Fact>),
     /// The hazards `retention` and `checkpoints_stalled`.
     Retention(retention::RetentionFact),
+    /// Step `hot_key`: the hot subtask, its share of the records and the ceiling it puts
+    /// on the job, or the slow instance and its TaskManager.
+    HotKey(hot_key::HotKeyFact),
     /// The runbook's own statements: skipped steps, the summary's parts, notes on what
     /// limits the diagnosis.
     Runbook(runbook::RunbookFact),
+    /// Step `sink`: the sink's destination, a hot writer, or flushes in checkpoints.
+    Sink(sink::SinkFact),
+    /// Step `state_backend`: RocksDB's write stalls, or a stuck watermark.
+    StateBackend(state_backend::StateBackendFact),
 }
 
 impl Fact {
@@ -62,9 +72,27 @@ impl From<retention::RetentionFact> for Fact {
     }
 }
 
+impl From<hot_key::HotKeyFact> for Fact {
+    fn from(f: hot_key::HotKeyFact) -> Self {
+        Fact::HotKey(f)
+    }
+}
+
 impl From<runbook::RunbookFact> for Fact {
     fn from(f: runbook::RunbookFact) -> Self {
         Fact::Runbook(f)
+    }
+}
+
+impl From<sink::SinkFact> for Fact {
+    fn from(f: sink::SinkFact) -> Self {
+        Fact::Sink(f)
+    }
+}
+
+impl From<state_backend::StateBackendFact> for Fact {
+    fn from(f: state_backend::StateBackendFact) -> Self {
+        Fact::StateBackend(f)
     }
 }
 

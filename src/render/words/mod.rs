@@ -7,9 +7,12 @@
 //! Pure: data in, text out.
 
 pub mod missing;
+mod hot_key;
 pub mod numbers;
 mod retention;
 mod runbook;
+mod sink;
+mod state_backend;
 
 use std::fmt;
 
@@ -22,7 +25,10 @@ impl fmt::Display for Fact {
             Fact::Text(s) => f.write_str(s),
             Fact::Seq(all) => all.iter().try_for_each(|one| one.fmt(f)),
             Fact::Retention(r) => retention::word(r, f),
+            Fact::HotKey(h) => hot_key::word(h, f),
             Fact::Runbook(r) => runbook::word(r, f),
+            Fact::Sink(s) => sink::word(s, f),
+            Fact::StateBackend(s) => state_backend::word(s, f),
         }
     }
 }
