@@ -6,6 +6,7 @@
 //!
 //! Pure: data in, text out.
 
+mod locate;
 pub mod numbers;
 mod runbook;
 
@@ -19,6 +20,7 @@ impl fmt::Display for Fact {
         match self {
             Fact::Text(s) => f.write_str(s),
             Fact::Seq(all) => all.iter().try_for_each(|one| one.fmt(f)),
+            Fact::Locate(l) => locate::word(l, f),
             Fact::Runbook(r) => runbook::word(r, f),
         }
     }
