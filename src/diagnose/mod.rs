@@ -17,6 +17,7 @@ use std::collections::BTreeSet;
 
 use crate::config::DiagnosisConfig;
 use crate::diagnose::signals::{JobSignals, VertexSignals};
+use crate::model::facts::locate::{BusyRange, MaxOver};
 use crate::model::facts::{Fact, Facts};
 use crate::model::snapshot::Snapshot;
 use crate::model::verdict::{Evidence, Finding, Outcome};
@@ -134,31 +135,30 @@ impl StepReport {
     }
 }
 
-/// The busy range of a vertex over the subtasks that report busy time, saying how many do
-/// not: `54%–100%`, `54%–100%; 1 of 3 subtasks without data`, `unknown: no subtask
-/// reports busy time`. A subtask without data never counts as 0 % busy.
-pub fn busy_range(v: &VertexSignals) -> String {
-    let without = v.subtasks.iter().filter(|s| s.busy.is_none()).count() + v.missing_subtasks();
-    let of = v.subtask_count() + v.missing_subtasks();
-    let range = match (v.busy_min(), v.busy_max()) {
-        (Some(lo), Some(hi)) => format!("{}–{}", pct(lo), pct(hi)),
-        _ => return "unknown: no subtask reports busy time".into(),
-    };
-    match without {
-        0 => range,
-        n => format!("{range}; {n} of {of} subtasks without data"),
+/// The busy range of a vertex over the subtasks that report busy time, with how many do
+/// not (worded `54%–100%; 1 of 3 subtasks without data`). A subtask without data never
+/// counts as 0 % busy.
+pub fn busy_range_of(v: &VertexSignals) -> BusyRange {
+    BusyRange {
+        min_max_ratio: v.busy_min().zip(v.busy_max()),
+        without_data: v.subtasks.iter().filter(|s| s.busy.is_none()).count() + v.missing_subtasks(),
+        subtasks: v.subtask_count() + v.missing_subtasks(),
     }
 }
 
-/// "max over 3 subtasks", or "max over the 2 of 3 subtasks with data": what a busy or
-/// backpressured maximum was taken over.
-pub fn max_over(v: &VertexSignals) -> String {
-    let with = v.subtasks.iter().filter(|s| s.busy.is_some()).count();
-    let of = v.subtask_count() + v.missing_subtasks();
-    if !v.detailed() || with == of {
-        format!("max over {of} subtasks")
-    } else {
-        format!("max over the {with} of {of} subtasks with data")
+/// [`busy_range_of`] worded: `54%–100%`, `54%–100%; 1 of 3 subtasks without data`,
+/// `unknown: no subtask reports busy time` (kept for the steps that still build text).
+pub fn busy_range(v: &VertexSignals) -> String {
+    busy_range_of(v).to_string()
+}
+
+/// What a busy or backpressured maximum was taken over (worded "max over 3 subtasks", or
+/// "max over the 2 of 3 subtasks with data").
+pub fn max_over(v: &VertexSignals) -> MaxOver {
+    MaxOver {
+        with_data: v.subtasks.iter().filter(|s| s.busy.is_some()).count(),
+        subtasks: v.subtask_count() + v.missing_subtasks(),
+        detailed: v.detailed(),
     }
 }
 

@@ -271,7 +271,8 @@ impl VertexSignals {
 
     /// `name[3]` for subtask 3.
     pub fn subtask_name(&self, subtask: u32) -> String {
-        format!("{}[{}]", self.name, subtask)
+        // A name, not a sentence: joined here so the diagnosis builds no text.
+        [self.name.as_str(), "[", &subtask.to_string(), "]"].concat()
     }
 }
 

@@ -9,6 +9,7 @@
 
 pub mod retention;
 pub mod hot_key;
+pub mod locate;
 pub mod runbook;
 pub mod sink;
 pub mod state_backend;
@@ -32,6 +33,8 @@ pub enum Fact {
     /// Step `hot_key`: the hot subtask, its share of the records and the ceiling it puts
     /// on the job, or the slow instance and its TaskManager.
     HotKey(hot_key::HotKeyFact),
+    /// What step `locate` found.
+    Locate(locate::LocateFact),
     /// The runbook's own statements: skipped steps, the summary's parts, notes on what
     /// limits the diagnosis.
     Runbook(runbook::RunbookFact),
@@ -75,6 +78,12 @@ impl From<retention::RetentionFact> for Fact {
 impl From<hot_key::HotKeyFact> for Fact {
     fn from(f: hot_key::HotKeyFact) -> Self {
         Fact::HotKey(f)
+    }
+}
+
+impl From<locate::LocateFact> for Fact {
+    fn from(f: locate::LocateFact) -> Self {
+        Fact::Locate(f)
     }
 }
 

@@ -8,6 +8,7 @@
 
 pub mod missing;
 mod hot_key;
+mod locate;
 pub mod numbers;
 mod retention;
 mod runbook;
@@ -26,6 +27,7 @@ impl fmt::Display for Fact {
             Fact::Seq(all) => all.iter().try_for_each(|one| one.fmt(f)),
             Fact::Retention(r) => retention::word(r, f),
             Fact::HotKey(h) => hot_key::word(h, f),
+            Fact::Locate(l) => locate::word(l, f),
             Fact::Runbook(r) => runbook::word(r, f),
             Fact::Sink(s) => sink::word(s, f),
             Fact::StateBackend(s) => state_backend::word(s, f),
