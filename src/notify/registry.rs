@@ -254,11 +254,12 @@ impl NotifyConfig {
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct RetryConfig {
-    /// Default 1s.
+    /// The first wait after a failed delivery, doubled after each failure. Default 1s.
     pub min: Millis,
-    /// Default 60s.
+    /// The longest wait between two attempts (a `Retry-After` may ask more). Default 60s.
     pub max: Millis,
-    /// Default 1h.
+    /// A delivery still failing this long after its first attempt is given up (a dead
+    /// letter). Default 1h.
     pub give_up_after: Millis,
 }
 
