@@ -596,7 +596,6 @@ fn no_function_in_src_is_longer_than_120_lines() {
 }
 
 #[test]
-#[ignore = "issue 21: met once the round merges"]
 fn no_file_in_src_has_more_than_800_production_lines() {
     let long = long_files(&read_src(), MAX_FILE_LINES);
     let list: Vec<String> = long.iter().map(|(n, p)| format!("  src/{p}: {n} lines")).collect();
@@ -618,7 +617,6 @@ fn the_diagnosis_builds_at_most_40_sentences_and_returns_facts_instead() {
 }
 
 #[test]
-#[ignore = "issue 21: met once the round merges"]
 fn no_decision_in_src_reads_a_missing_or_notes_string() {
     let found = decisions_reading_english(&read_src());
     assert!(
