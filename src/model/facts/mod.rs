@@ -7,6 +7,7 @@
 //! Pure data: no wording here. Each area of the runbook has its own enum in its own file
 //! (`runbook`, one per step); [`Fact`] has one variant per area.
 
+pub mod parallelism;
 pub mod runbook;
 
 use std::ops::Deref;
@@ -23,6 +24,8 @@ pub enum Fact {
     Text(String),
     /// Facts worded one after the other, as written (each brings its own spacing).
     Seq(Vec<Fact>),
+    /// The parallelism a vertex needs, with its terms.
+    Parallelism(parallelism::ParallelismFact),
     /// The runbook's own statements: skipped steps, the summary's parts, notes on what
     /// limits the diagnosis.
     Runbook(runbook::RunbookFact),
@@ -50,6 +53,12 @@ impl From<String> for Fact {
 impl From<&str> for Fact {
     fn from(s: &str) -> Self {
         Fact::Text(s.to_string())
+    }
+}
+
+impl From<parallelism::ParallelismFact> for Fact {
+    fn from(f: parallelism::ParallelismFact) -> Self {
+        Fact::Parallelism(f)
     }
 }
 

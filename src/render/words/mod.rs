@@ -7,6 +7,7 @@
 //! Pure: data in, text out.
 
 pub mod numbers;
+mod parallelism;
 mod runbook;
 
 use std::fmt;
@@ -19,6 +20,7 @@ impl fmt::Display for Fact {
         match self {
             Fact::Text(s) => f.write_str(s),
             Fact::Seq(all) => all.iter().try_for_each(|one| one.fmt(f)),
+            Fact::Parallelism(p) => parallelism::word(p, f),
             Fact::Runbook(r) => runbook::word(r, f),
         }
     }
