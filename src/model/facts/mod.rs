@@ -7,6 +7,7 @@
 //! Pure data: no wording here. Each area of the runbook has its own enum in its own file
 //! (`runbook`, one per step); [`Fact`] has one variant per area.
 
+pub mod headroom;
 pub mod parallelism;
 pub mod runbook;
 
@@ -24,6 +25,8 @@ pub enum Fact {
     Text(String),
     /// Facts worded one after the other, as written (each brings its own spacing).
     Seq(Vec<Fact>),
+    /// What step `headroom` found.
+    Headroom(headroom::HeadroomFact),
     /// The parallelism a vertex needs, with its terms.
     Parallelism(parallelism::ParallelismFact),
     /// The runbook's own statements: skipped steps, the summary's parts, notes on what
@@ -53,6 +56,12 @@ impl From<String> for Fact {
 impl From<&str> for Fact {
     fn from(s: &str) -> Self {
         Fact::Text(s.to_string())
+    }
+}
+
+impl From<headroom::HeadroomFact> for Fact {
+    fn from(f: headroom::HeadroomFact) -> Self {
+        Fact::Headroom(f)
     }
 }
 

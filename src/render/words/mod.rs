@@ -6,6 +6,7 @@
 //!
 //! Pure: data in, text out.
 
+mod headroom;
 pub mod numbers;
 mod parallelism;
 mod runbook;
@@ -20,6 +21,7 @@ impl fmt::Display for Fact {
         match self {
             Fact::Text(s) => f.write_str(s),
             Fact::Seq(all) => all.iter().try_for_each(|one| one.fmt(f)),
+            Fact::Headroom(h) => headroom::word(h, f),
             Fact::Parallelism(p) => parallelism::word(p, f),
             Fact::Runbook(r) => runbook::word(r, f),
         }
