@@ -7,6 +7,7 @@
 //! Pure data: no wording here. Each area of the runbook has its own enum in its own file
 //! (`runbook`, one per step); [`Fact`] has one variant per area.
 
+pub mod checkpoints;
 pub mod headroom;
 pub mod parallelism;
 pub mod runbook;
@@ -25,6 +26,8 @@ pub enum Fact {
     Text(String),
     /// Facts worded one after the other, as written (each brings its own spacing).
     Seq(Vec<Fact>),
+    /// What step `checkpoints` found.
+    Checkpoint(checkpoints::CheckpointFact),
     /// What step `headroom` found.
     Headroom(headroom::HeadroomFact),
     /// The parallelism a vertex needs, with its terms.
@@ -56,6 +59,12 @@ impl From<String> for Fact {
 impl From<&str> for Fact {
     fn from(s: &str) -> Self {
         Fact::Text(s.to_string())
+    }
+}
+
+impl From<checkpoints::CheckpointFact> for Fact {
+    fn from(f: checkpoints::CheckpointFact) -> Self {
+        Fact::Checkpoint(f)
     }
 }
 

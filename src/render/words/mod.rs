@@ -6,6 +6,7 @@
 //!
 //! Pure: data in, text out.
 
+mod checkpoints;
 mod headroom;
 pub mod numbers;
 mod parallelism;
@@ -21,6 +22,7 @@ impl fmt::Display for Fact {
         match self {
             Fact::Text(s) => f.write_str(s),
             Fact::Seq(all) => all.iter().try_for_each(|one| one.fmt(f)),
+            Fact::Checkpoint(c) => checkpoints::word(c, f),
             Fact::Headroom(h) => headroom::word(h, f),
             Fact::Parallelism(p) => parallelism::word(p, f),
             Fact::Runbook(r) => runbook::word(r, f),
