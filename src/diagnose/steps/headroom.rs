@@ -12,7 +12,7 @@
 
 use crate::diagnose::signals::VertexSignals;
 use crate::diagnose::{Context, StepReport};
-use crate::model::facts::headroom::{Busy, HeadroomFact, LittlesLaw, Raise};
+use crate::model::facts::headroom::{AsyncFact, Busy, HeadroomFact, LittlesLaw, Raise};
 use crate::model::verdict::Finding;
 
 pub use crate::diagnose::parallelism::{Needed, needed as parallelism_needed, offered_factor};
@@ -272,7 +272,7 @@ pub fn async_io(ctx: &Context, v: &VertexSignals, rho: f64) -> Option<StepReport
     let settings = v.operators.iter().find_map(|op| async_settings(op));
     let mut r = StepReport::hit(
         Finding::AsyncIo,
-        HeadroomFact::AsyncWaits { vertex: v.name.clone(), utilisation_ratio: rho, cpu_load_ratio: cpu },
+        AsyncFact::AsyncWaits { vertex: v.name.clone(), utilisation_ratio: rho, cpu_load_ratio: cpu },
     );
     let subtasks = v.subtask_count().max(1);
     let law = match (lookups, settings.and_then(|s| s.capacity)) {
@@ -282,19 +282,17 @@ pub fn async_io(ctx: &Context, v: &VertexSignals, rho: f64) -> Option<StepReport
         (Some(rate), None) if rate > 0.0 => Some(LittlesLaw::DefaultCapacity { requests_per_s: rate, subtasks }),
         _ => None,
     };
-    r.cause.push(HeadroomFact::AsyncCause { vertex: v.name.clone(), utilisation_ratio: rho, cpu_load_ratio: cpu, law });
-    r.fix.push(HeadroomFact::FixServiceLatency);
+    r.cause.push(AsyncFact::AsyncCause { vertex: v.name.clone(), utilisation_ratio: rho, cpu_load_ratio: cpu, law });
+    r.fix.push(AsyncFact::FixServiceLatency);
     r.fix.push(match (settings.and_then(|s| s.capacity), lookups) {
-        (Some(capacity), Some(rate)) => HeadroomFact::RaiseInFlight {
-            capacity,
-            requests_per_s: rate,
-            timeout_ms: settings.and_then(|s| s.timeout_ms),
-        },
-        _ => HeadroomFact::RaiseInFlightUnknown,
+        (Some(capacity), Some(rate)) => {
+            AsyncFact::RaiseInFlight { capacity, requests_per_s: rate, timeout_ms: settings.and_then(|s| s.timeout_ms) }
+        }
+        _ => AsyncFact::RaiseInFlightUnknown,
     });
-    r.not_the_fix.push(HeadroomFact::MoreCpu);
+    r.not_the_fix.push(AsyncFact::MoreCpu);
     if v.is_source {
-        r.not_the_fix.push(HeadroomFact::MoreSourceParallelism { vertex: v.name.clone() });
+        r.not_the_fix.push(AsyncFact::MoreSourceParallelism { vertex: v.name.clone() });
     }
     r.evidence.push(ctx.evidence(&v.name, "Status.JVM.CPU.Load", cpu, "ratio", Some(t.async_io_cpu_load), "cpu_load"));
     r.evidence.push(ctx.evidence(
@@ -308,7 +306,7 @@ pub fn async_io(ctx: &Context, v: &VertexSignals, rho: f64) -> Option<StepReport
     if let Some(rate) = lookups {
         r.evidence.push(ctx.evidence(&v.name, "async requests completed", rate, "records/s", None, "records_in"));
     }
-    r.summary = Some(HeadroomFact::AsyncCulprit { vertex: v.name.clone(), cpu_load_ratio: cpu }.into());
+    r.summary = Some(AsyncFact::AsyncCulprit { vertex: v.name.clone(), cpu_load_ratio: cpu }.into());
     Some(r)
 }
 
@@ -556,7 +554,9 @@ mod tests {
         assert_close(evidence(&h.report.evidence, "Status.JVM.CPU.Load").value, 0.2, 1e-9);
         // 2 × 200 records/s = 400 requests/s, 200 per subtask = capacity ÷ latency: with a
         // capacity of 100, 100 × 2 / 400 = 0.50 s per request.
-        let Fact::Headroom(HeadroomFact::AsyncCause { law: Some(law), cpu_load_ratio, .. }) = &h.report.cause[0] else {
+        let Fact::Headroom(HeadroomFact::Async(AsyncFact::AsyncCause { law: Some(law), cpu_load_ratio, .. })) =
+            &h.report.cause[0]
+        else {
             panic!("{:?}", h.report.cause)
         };
         assert_eq!(*law, LittlesLaw::DefaultCapacity { requests_per_s: 400.0, subtasks: 2 });

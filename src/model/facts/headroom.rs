@@ -83,6 +83,13 @@ pub enum HeadroomFact {
     ScalingOnlyOne { vertex: String },
     /// Summary: no single culprit, the job needs capacity.
     NoSingleCulprit { near: Vec<Busy> },
+    /// An async I/O operator waiting on the service it calls.
+    Async(AsyncFact),
+}
+
+/// What `headroom` finds about an async I/O or lookup operator on idle TaskManagers.
+#[derive(Debug, Clone, PartialEq)]
+pub enum AsyncFact {
     /// An async I/O operator busy on TaskManagers with low CPU load.
     AsyncWaits { vertex: String, utilisation_ratio: f64, cpu_load_ratio: f64 },
     /// Cause of it, with Little's law when the request rate is known.
@@ -99,4 +106,10 @@ pub enum HeadroomFact {
     MoreSourceParallelism { vertex: String },
     /// Summary: the culprit's async I/O waits on its service.
     AsyncCulprit { vertex: String, cpu_load_ratio: f64 },
+}
+
+impl From<AsyncFact> for super::Fact {
+    fn from(f: AsyncFact) -> Self {
+        super::Fact::Headroom(HeadroomFact::Async(f))
+    }
 }

@@ -3,7 +3,7 @@
 use std::fmt::{self, Formatter};
 
 use super::numbers::{num, pct, round_sig};
-use crate::model::facts::headroom::{Busy, HeadroomFact, LittlesLaw, Raise};
+use crate::model::facts::headroom::{AsyncFact, Busy, HeadroomFact, LittlesLaw, Raise};
 
 fn role(culprit: bool) -> &'static str {
     if culprit { "the culprit" } else { "the busiest vertex" }
@@ -46,8 +46,10 @@ pub(super) fn word(fact: &HeadroomFact, f: &mut Formatter<'_>) -> fmt::Result {
             pct(*busy_min_ratio),
             pct(*busy_max_ratio),
             match (culprit, graph_free) {
-                (true, false) => " and no earlier step explains it (no sink, no hot key, no state-backend or checkpoint trouble)",
-                (true, true) => " and no earlier step explains it (no hot key, no state-backend or checkpoint trouble; whether it is a sink is unknown)",
+                (true, false) =>
+                    " and no earlier step explains it (no sink, no hot key, no state-backend or checkpoint trouble)",
+                (true, true) =>
+                    " and no earlier step explains it (no hot key, no state-backend or checkpoint trouble; whether it is a sink is unknown)",
                 (false, _) => "",
             },
             capacity_records_per_s.map(|c| format!(", ~{} records/s", num(c))).unwrap_or_default()
@@ -115,12 +117,18 @@ pub(super) fn word(fact: &HeadroomFact, f: &mut Formatter<'_>) -> fmt::Result {
             near.len(),
             list(near)
         ),
-        HeadroomFact::AsyncWaits { vertex, utilisation_ratio, cpu_load_ratio } => write!(
+        HeadroomFact::Async(a) => async_io(a, f),
+    }
+}
+
+fn async_io(fact: &AsyncFact, f: &mut Formatter<'_>) -> fmt::Result {
+    match fact {
+        AsyncFact::AsyncWaits { vertex, utilisation_ratio, cpu_load_ratio } => write!(
             f,
             "{vertex} chains an async I/O or lookup operator, runs at ρ = {utilisation_ratio:.2}, while its TaskManagers' CPU load is {}: it waits on the service it calls.",
             pct(*cpu_load_ratio)
         ),
-        HeadroomFact::AsyncCause { vertex, utilisation_ratio, cpu_load_ratio, law } => {
+        AsyncFact::AsyncCause { vertex, utilisation_ratio, cpu_load_ratio, law } => {
             write!(
                 f,
                 "{vertex} is {} busy but its TaskManagers use only {} CPU: the task thread waits for a free slot in the async operator's in-flight queue (Flink counts that wait as busy time). Throughput is bounded by queue capacity × parallelism ÷ request latency (Little's law).",
@@ -132,25 +140,25 @@ pub(super) fn word(fact: &HeadroomFact, f: &mut Formatter<'_>) -> fmt::Result {
                 None => Ok(()),
             }
         }
-        HeadroomFact::FixServiceLatency => f.write_str(
+        AsyncFact::FixServiceLatency => f.write_str(
             "Fix the latency of the service it calls (its p99 is what bounds throughput), or cache its answers (lookup joins: lookup.cache = 'PARTIAL' with lookup.partial-cache.max-rows and lookup.partial-cache.expire-after-write).",
         ),
-        HeadroomFact::RaiseInFlight { capacity: c, requests_per_s, timeout_ms } => write!(
+        AsyncFact::RaiseInFlight { capacity: c, requests_per_s, timeout_ms } => write!(
             f,
             "Raise the in-flight capacity from {c} to {} (SQL: table.exec.async-lookup.buffer-capacity; DataStream: the capacity argument of AsyncDataStream.unorderedWait): at the same latency the ceiling doubles to ~{} requests/s, if the service can take the extra concurrency{}.",
             2 * c,
             num(2.0 * requests_per_s),
             timeout_ms.map(|ms| format!("; check the {ms} ms timeout too")).unwrap_or_default()
         ),
-        HeadroomFact::RaiseInFlightUnknown => f.write_str(
+        AsyncFact::RaiseInFlightUnknown => f.write_str(
             "Raise the in-flight capacity of the async operator (AsyncDataStream.unorderedWait(…, timeout, capacity); SQL: table.exec.async-lookup.buffer-capacity) and check its timeout: the ceiling grows with it at the same latency.",
         ),
-        HeadroomFact::MoreCpu => f.write_str("More CPU or memory for the TaskManagers: they are waiting, not computing."),
-        HeadroomFact::MoreSourceParallelism { vertex } => write!(
+        AsyncFact::MoreCpu => f.write_str("More CPU or memory for the TaskManagers: they are waiting, not computing."),
+        AsyncFact::MoreSourceParallelism { vertex } => write!(
             f,
             "More source parallelism or partitions for {vertex}: the reader is not what is slow; more subtasks only add waiting slots in front of the same slow service."
         ),
-        HeadroomFact::AsyncCulprit { vertex, cpu_load_ratio } => write!(
+        AsyncFact::AsyncCulprit { vertex, cpu_load_ratio } => write!(
             f,
             "{vertex} is the culprit: its async I/O waits on the service it calls (CPU {}).",
             pct(*cpu_load_ratio)
@@ -189,10 +197,10 @@ fn littles_law(law: &LittlesLaw, f: &mut Formatter<'_>) -> fmt::Result {
 #[cfg(test)]
 mod tests {
     use crate::model::facts::Fact;
-    use crate::model::facts::headroom::{Busy, HeadroomFact, LittlesLaw, Raise};
+    use crate::model::facts::headroom::{AsyncFact, Busy, HeadroomFact, LittlesLaw, Raise};
 
-    fn words(f: HeadroomFact) -> String {
-        Fact::from(f).to_string()
+    fn words(f: impl Into<Fact>) -> String {
+        f.into().to_string()
     }
 
     #[test]
@@ -250,7 +258,7 @@ mod tests {
     fn an_async_operator_reads_littles_law_with_the_capacity_from_the_plan() {
         // 2 subtasks × 120 slots / 400 requests/s = 0.60 s a request.
         assert_eq!(
-            words(HeadroomFact::AsyncCause {
+            words(AsyncFact::AsyncCause {
                 vertex: "enrich".into(),
                 utilisation_ratio: 0.95,
                 cpu_load_ratio: 0.2,
@@ -260,7 +268,7 @@ mod tests {
         );
         // Twice 120 slots, twice 400 requests/s.
         assert_eq!(
-            words(HeadroomFact::RaiseInFlight { capacity: 120, requests_per_s: 400.0, timeout_ms: Some(20000) }),
+            words(AsyncFact::RaiseInFlight { capacity: 120, requests_per_s: 400.0, timeout_ms: Some(20000) }),
             "Raise the in-flight capacity from 120 to 240 (SQL: table.exec.async-lookup.buffer-capacity; DataStream: the capacity argument of AsyncDataStream.unorderedWait): at the same latency the ceiling doubles to ~800 requests/s, if the service can take the extra concurrency; check the 20000 ms timeout too."
         );
     }
