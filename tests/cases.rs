@@ -148,9 +148,36 @@ fn a_job_near_capacity_everywhere_has_no_single_culprit_and_each_vertex_gets_its
     let v = diagnose(&case("job-wide-near-capacity"), None);
     assert_eq!((v.status.as_str(), v.finding.as_str()), ("no_single_culprit", "headroom"));
     assert!(v.culprit.is_none());
-    // Three stages near capacity, each with a number.
-    for stage in ["trip-segmenter", "geofence-matcher", "trip-events: Writer"] {
-        assert!(v.fix.iter().any(|f| f.starts_with(stage) && f.contains(" parallelism ")), "{stage}: {:?}", v.fix);
+    // Three stages near capacity, each with its number and the terms behind it:
+    // ceil(p × (offered / 0.7 + catch-up) / capacity). Offered 64,000 records/s at each stage
+    // (the lag grows with the sources' emit rate); a backlog of 2,560,000 records to drain
+    // within 30 min adds 2,560,000 / 1800 = 1,420 records/s: 64,000 / 0.7 + 1,420 = 92,849.
+    //   segmenter: ceil(12 × 92,849 / 73,000) = ceil(15.26) = 16;
+    //   matcher:   ceil(12 × 92,849 / 66,800) = ceil(16.68) = 17; keyed over 128 key groups,
+    //              floor(128 / 17) = 7, ceil(128 / p) ≤ 7 → p ≥ 18.3 → 19; only keeping up:
+    //              ceil(12 × 64,000 / (66,800 × 0.7)) = ceil(16.42) = 17;
+    //   writer:    ceil(8 × 92,849 / 74,000) = ceil(10.04) = 11; only keeping up:
+    //              ceil(8 × 64,000 / (74,000 × 0.7)) = ceil(9.88) = 10.
+    // (EXPECTED.json's 16, 17 and 10 are p × offered / (capacity × 0.7), before the catch-up
+    // and the key-group alignment.)
+    assert_eq!(
+        v.fix,
+        [
+            "trip-segmenter -> Map: parallelism 12 to 16: ceil(12 × (offered 64000 records/s / 0.7 + 1420 records/s to drain the backlog within 30 min) / capacity 73000 records/s); at 16 the backlog of 2560000 records drains in about 77 s.",
+            "geofence-matcher -> Map: parallelism 12 to 19: ceil(12 × (offered 64000 records/s / 0.7 + 1420 records/s to drain the backlog within 30 min) / capacity 66800 records/s) = 17, raised to 19 so the busiest subtask's share of the 128 key groups (Flink's default max parallelism at this parallelism; pipeline.max-parallelism if the job sets it; it cannot change without losing keyed state) gives the capacity needed; 17 would only keep the lag from growing; at 19 the backlog of 2560000 records drains in about 68 s.",
+            "trip-events: Writer: parallelism 8 to 11: ceil(8 × (offered 64000 records/s / 0.7 + 1420 records/s to drain the backlog within 30 min) / capacity 74000 records/s); 10 would only keep the lag from growing; at 11 the backlog of 2560000 records drains in about 68 s.",
+        ]
+    );
+    // The parallelism advised follows from the terms stated: recomputed from the sentence's
+    // own (rounded) numbers, each gives the plain number before alignment.
+    for (fix, plain) in v.fix.iter().zip([16.0, 17.0, 11.0]) {
+        let term = |before: &str| -> f64 {
+            let rest = &fix[fix.find(before).unwrap_or_else(|| panic!("{before}: {fix}")) + before.len()..];
+            rest.split([' ', ')', ':']).next().unwrap().parse().unwrap()
+        };
+        let (from, offered, catch_up, capacity) =
+            (term("ceil("), term("offered "), term("/ 0.7 + "), term("capacity "));
+        assert_eq!((from * (offered / 0.7 + catch_up) / capacity).ceil(), plain, "{fix}");
     }
 }
 

@@ -90,7 +90,6 @@ impl PrometheusConfig {
     }
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::super::*;

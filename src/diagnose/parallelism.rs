@@ -13,48 +13,9 @@
 
 use crate::diagnose::Context;
 use crate::diagnose::signals::VertexSignals;
+use crate::diagnose::slope_per_s;
 use crate::diagnose::steps::locate::{exporter_lag, sum_lag};
-use crate::diagnose::{approx, human_secs, slope_per_s};
-
-/// What bounds the parallelism of a vertex.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Limit {
-    /// Key groups of a keyed vertex (its max parallelism); `default` when it is Flink's
-    /// default for the current parallelism, not read from the job.
-    KeyGroups { count: u32, default: bool },
-    /// Partitions a source reads.
-    Partitions(u32),
-}
-
-/// The parallelism a vertex needs, with the numbers behind it.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Needed {
-    /// The parallelism advised: keeps up at the target utilisation, drains the backlog
-    /// within the catch-up time, within the limit, aligned to it.
-    pub parallelism: u32,
-    /// What only keeps up with the offered rate at the target utilisation (no catch-up).
-    pub keep_up: u32,
-    /// Offered rate at this vertex, records/s.
-    pub offered_per_s: f64,
-    /// The vertex's true processing rate now, records/s.
-    pub capacity_per_s: f64,
-    /// False when the offered rate is the observed one (a lower bound).
-    pub offered_known: bool,
-    /// The backlog as this vertex will see it, records (the source lag scaled by this
-    /// vertex's records per source record).
-    pub backlog: Option<f64>,
-    /// Extra rate to drain the backlog within the catch-up time, records/s.
-    pub catch_up_per_s: f64,
-    /// Seconds to drain the backlog at [`Self::parallelism`] running flat out; `None`
-    /// without a backlog, infinite when it cannot.
-    pub drain_seconds: Option<f64>,
-    /// The bound that applies, and whether it cut the advice.
-    pub limit: Option<Limit>,
-    pub clamped: bool,
-    /// Raised above the plain number so the busiest subtask's key groups or partitions
-    /// allow the capacity needed.
-    pub aligned_from: Option<u32>,
-}
+pub use crate::model::facts::parallelism::{Limit, Needed, ParallelismFact};
 
 /// Flink's default max parallelism (number of key groups) for operator parallelism `p`:
 /// `min(max(roundUpToPowerOfTwo(p + p / 2), 128), 32768)`.
@@ -178,76 +139,22 @@ pub fn needed(ctx: &Context, v: &VertexSignals) -> Option<Needed> {
 }
 
 impl Needed {
-    /// The advice in one sentence with its numbers: `name`'s parallelism from `now` to the
-    /// advised number, why, and how long the backlog takes.
-    pub fn sentence(&self, name: &str, now: u32, target: f64, catch_up_s: f64) -> String {
-        let mut s = format!(
-            "{name}: parallelism {now} to {}: ceil({now} × (offered {} records/s / {target}{}) / capacity {} records/s)",
-            self.parallelism,
-            approx(self.offered_per_s),
-            if self.catch_up_per_s > 0.0 {
-                format!(
-                    " + {} records/s to drain the backlog within {}",
-                    approx(self.catch_up_per_s),
-                    human_secs(catch_up_s)
-                )
-            } else {
-                String::new()
-            },
-            approx(self.capacity_per_s),
-        );
-        if let Some(from) = self.aligned_from {
-            s.push_str(&format!(" = {from}, raised to {}{}", self.parallelism, self.limit_text(true)));
-        } else if self.clamped {
-            s.push_str(&format!(", capped at {}{}", self.parallelism, self.limit_text(false)));
+    /// The advice as a fact with its terms: `name`'s parallelism from `now` to the advised
+    /// number at the target utilisation `target`, draining within `catch_up_s`.
+    pub fn fact(&self, name: &str, now: u32, target: f64, catch_up_s: f64) -> ParallelismFact {
+        ParallelismFact {
+            vertex: name.to_string(),
+            from_parallelism: now,
+            target_utilisation_ratio: target,
+            catch_up_s,
+            needed: *self,
         }
-        if self.keep_up != self.parallelism && self.catch_up_per_s > 0.0 {
-            s.push_str(&format!("; {} would only keep the lag from growing", self.keep_up));
-        }
-        match self.drain_seconds {
-            Some(d) if d.is_finite() => s.push_str(&format!(
-                "; at {} the backlog of {} records drains in about {}",
-                self.parallelism,
-                self.backlog.map(approx).unwrap_or_else(|| "unknown".into()),
-                human_secs(d)
-            )),
-            Some(_) => s.push_str(&format!(
-                "; at {} the backlog of {} records does not drain: {}",
-                self.parallelism,
-                self.backlog.map(approx).unwrap_or_else(|| "unknown".into()),
-                match self.limit {
-                    Some(Limit::Partitions(_)) => "the topic needs more partitions",
-                    Some(Limit::KeyGroups { .. }) => "the max parallelism is reached",
-                    None => "more capacity per subtask is needed",
-                }
-            )),
-            None => {}
-        }
-        if !self.offered_known {
-            s.push_str(" — the offered rate is the observed one, a lower bound: without source lag data the real demand is unknown");
-        }
-        s.push('.');
-        s
     }
 
-    fn limit_text(&self, aligned: bool) -> String {
-        let text = match self.limit {
-            Some(Limit::KeyGroups { count, default }) => format!(
-                " {} the {count} key groups{}",
-                if aligned { "so the busiest subtask's share of" } else { "by" },
-                if default {
-                    " (Flink's default max parallelism at this parallelism; pipeline.max-parallelism if the job sets it; it cannot change without losing keyed state)"
-                } else {
-                    ""
-                }
-            ),
-            Some(Limit::Partitions(n)) => format!(
-                " {} the {n} partitions it reads",
-                if aligned { "so the busiest subtask's share of" } else { "by" }
-            ),
-            None => String::new(),
-        };
-        text + if aligned && self.limit.is_some() { " gives the capacity needed" } else { "" }
+    /// [`Self::fact`] worded: the advice in one sentence with its numbers, why, and how long
+    /// the backlog takes.
+    pub fn sentence(&self, name: &str, now: u32, target: f64, catch_up_s: f64) -> String {
+        crate::model::facts::Fact::from(self.fact(name, now, target, catch_up_s)).to_string()
     }
 }
 
@@ -309,9 +216,11 @@ mod tests {
         assert_close(n.catch_up_per_s, 33.33, 0.01);
         assert_close(n.drain_seconds.unwrap(), 58.70, 0.01);
         assert_eq!(n.limit, Some(Limit::KeyGroups { count: 128, default: true }));
-        let text = n.sentence("score", 2, 0.7, 1800.0);
-        assert!(text.contains("parallelism 2 to 4"), "{text}");
-        assert!(text.contains("drains in about 59 s"), "{text}");
+        // The fact carries the terms: from 2 to 4 at 0.7 within 1800 s (the wording is
+        // render::words::parallelism's tests').
+        let f = n.fact("score", 2, 0.7, 1800.0);
+        assert_eq!((f.vertex.as_str(), f.from_parallelism, f.needed.parallelism), ("score", 2, 4));
+        assert_eq!((f.target_utilisation_ratio, f.catch_up_s), (0.7, 1800.0));
     }
 
     #[test]
@@ -352,8 +261,9 @@ mod tests {
         let n = on_vertex(&snap, "src", needed).unwrap();
         assert_eq!((n.parallelism, n.clamped), (2, true));
         assert_eq!(n.drain_seconds, Some(f64::INFINITY));
-        let text = n.sentence("Source: in", 2, 0.7, 1800.0);
-        assert!(text.contains("capped at 2 by the 2 partitions it reads"), "{text}");
-        assert!(text.contains("the topic needs more partitions"), "{text}");
+        // Capped by the 2 partitions it reads, so the backlog cannot drain: the topic needs
+        // more partitions.
+        assert_eq!(n.limit, Some(Limit::Partitions(2)));
+        assert_eq!(n.aligned_from, None);
     }
 }

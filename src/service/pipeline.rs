@@ -390,7 +390,8 @@ impl Live {
         }
         notes.extend(source.warnings().into_iter().map(|w| format!("Prometheus warning: {w}")));
         snapshot.notes.extend(notes);
-        let verdict = redact_verdict(&self.redactor, crate::render::words::verdict(&diagnose(&snapshot, &self.config.diagnosis)));
+        let verdict =
+            redact_verdict(&self.redactor, crate::render::words::verdict(&diagnose(&snapshot, &self.config.diagnosis)));
         let missing = snapshot.missing.into_iter().map(|m| redact_missing(&self.redactor, m)).collect();
         Ok(Diagnosis { verdict, missing })
     }

@@ -10,7 +10,8 @@
 //! whether or not the data reaches back to before the backpressure.
 
 use crate::diagnose::signals::VertexSignals;
-use crate::diagnose::{Context, StepReport, human_secs};
+use crate::diagnose::{Context, StepReport};
+use crate::model::facts::checkpoints::{BarrierWait, CheckpointFact, Reason};
 use crate::model::snapshot::CheckpointPoint;
 use crate::model::verdict::Finding;
 
@@ -75,6 +76,10 @@ fn counter_spacing(series: &[CheckpointPoint], upto_ms: i64) -> Option<i64> {
 /// Flink's gauge of the last completion time (2.0+) and the completion counter (every version).
 const COMPLETED_AT: &str = "lastCheckpointCompletedTimestamp";
 const COMPLETED_COUNTER: &str = "numberOfCompletedCheckpoints";
+/// Evidence: the age of the last completion from [`COMPLETED_AT`] (or the job start).
+const SINCE_COMPLETED_AT: &str = "time since lastCheckpointCompletedTimestamp";
+/// Evidence: the age of the last completion from the last rise of [`COMPLETED_COUNTER`].
+const SINCE_COUNTER_ROSE: &str = "time since numberOfCompletedCheckpoints last rose";
 
 /// When the last checkpoint completed, as far as the series tells.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -121,10 +126,6 @@ fn duration_before(series: &[CheckpointPoint], start_ms: i64) -> Option<f64> {
     Some(v[v.len() / 2])
 }
 
-fn ms(v: f64) -> String {
-    if v < 1000.0 { format!("{v:.0} ms") } else { human_secs(v / 1000.0) }
-}
-
 pub fn run(ctx: &Context, culprit: Option<&VertexSignals>) -> StepReport {
     if let Some(r) = culprit.and_then(|c| stalls_in_checkpoints(ctx, c)) {
         return r;
@@ -134,7 +135,7 @@ pub fn run(ctx: &Context, culprit: Option<&VertexSignals>) -> StepReport {
     let series = &snap.checkpoints.series;
     let Some(last) = series.iter().rev().find(|p| p.last_duration_ms.is_some() || p.completed.is_some()) else {
         return StepReport::no_data(
-            "No checkpoint metrics for this job (checkpointing off, or the JobManager is not scraped).",
+            CheckpointFact::NoMetrics,
             vec!["lastCheckpointDuration".into(), "numberOfFailedCheckpoints".into()],
         );
     };
@@ -170,23 +171,13 @@ fn stalls_in_checkpoints(ctx: &Context, c: &VertexSignals) -> Option<StepReport>
         return None;
     }
     let period_s = tl.period_ms? / 1000;
-    let mut r = StepReport::hit(
-        Finding::Checkpoints,
-        format!("{} stalls the job every ~{period_s} s, in phase with the checkpoints.", c.name),
-    );
-    r.cause.push(format!(
-        "{} holds the job back only while checkpoints run (every ~{period_s} s): its synchronous checkpoint phase blocks the task thread — a large synchronous snapshot, or a flush or commit in snapshotState — and everything before it is backpressured until it ends.",
-        c.name
-    ));
-    r.fix.push(format!(
-        "In the Flink UI (Checkpoints, History, the checkpoint, {}) compare the sync and async durations per subtask; move work out of snapshotState (flush by size and time between checkpoints), and for RocksDB state use incremental checkpoints (execution.checkpointing.incremental: true) so the synchronous part stays small.",
-        c.name
-    ));
-    r.not_the_fix
-        .push("Unaligned checkpoints: they cannot help while the task thread itself is blocked in the snapshot.");
-    r.summary = Some(
-        format!("{} is the culprit: it stalls the job during every checkpoint (every ~{period_s} s).", c.name).into(),
-    );
+    let vertex = c.name.clone();
+    let mut r =
+        StepReport::hit(Finding::Checkpoints, CheckpointFact::StallsInPhase { vertex: vertex.clone(), period_s });
+    r.cause.push(CheckpointFact::StallsCause { vertex: vertex.clone(), period_s });
+    r.fix.push(CheckpointFact::StallsFix { vertex: vertex.clone() });
+    r.not_the_fix.push(CheckpointFact::UnalignedCannotHelpBlocked);
+    r.summary = Some(CheckpointFact::StallsSummary { vertex, period_s }.into());
     Some(r)
 }
 
@@ -202,12 +193,13 @@ struct Facts<'a> {
 }
 
 impl Facts<'_> {
-    fn unaligned_fix(&self) -> String {
-        if self.unaligned {
-            "Unaligned checkpoints are already on: they cannot help when the task thread itself is blocked (timer or window-firing storms, a sink stuck in its snapshot); look at what the culprit does while it snapshots.".to_string()
-        } else {
-            "Unaligned checkpoints, so barriers overtake the backlog: execution.checkpointing.unaligned.enabled: true, optionally execution.checkpointing.aligned-checkpoint-timeout: 30 s (start aligned, switch when alignment takes longer), and buffer debloating (taskmanager.network.memory.buffer-debloat.enabled: true); the cost is in-flight data written into each checkpoint.".to_string()
-        }
+    fn unaligned_fix(&self) -> CheckpointFact {
+        CheckpointFact::Unaligned { already_on: self.unaligned }
+    }
+
+    /// The barrier wait as a fact's term.
+    fn barrier_wait(&self) -> Option<BarrierWait> {
+        self.barrier_wait.as_ref().map(|(vertex, delay_ms)| BarrierWait { vertex: vertex.clone(), delay_ms: *delay_ms })
     }
 }
 
@@ -237,7 +229,7 @@ fn failures_in_window(ctx: &Context) -> f64 {
 
 /// Why the recovery point is in trouble (failures, no recent completion, a checkpoint
 /// near its timeout), with a hit report carrying the evidence.
-fn trouble(ctx: &Context, f: &Facts) -> (Vec<String>, StepReport) {
+fn trouble(ctx: &Context, f: &Facts) -> (Vec<Reason>, StepReport) {
     let t = &ctx.cfg.thresholds;
     let snap = ctx.snapshot;
     let (interval, timeout_ms, last) = (f.interval, f.timeout_ms, f.last);
@@ -250,10 +242,10 @@ fn trouble(ctx: &Context, f: &Facts) -> (Vec<String>, StepReport) {
     };
     let last_duration = last.last_duration_ms;
 
-    let mut reasons: Vec<String> = Vec::new();
+    let mut reasons: Vec<Reason> = Vec::new();
     let mut r = StepReport::hit(Finding::Checkpoints, String::new());
     if failed > 0.0 {
-        reasons.push(format!("{failed:.0} checkpoint(s) failed or expired in the window"));
+        reasons.push(Reason::Failed { count: failed });
         r.evidence.push(ctx.evidence(
             "job",
             "numberOfFailedCheckpoints increase",
@@ -266,28 +258,17 @@ fn trouble(ctx: &Context, f: &Facts) -> (Vec<String>, StepReport) {
     if let (Some(iv), Some(age)) = (interval, age_ms) {
         let limit = t.checkpoint_stalled_intervals * iv.ms as f64;
         if age > limit && uptime_ms > limit {
-            reasons.push(format!(
-                "no checkpoint has completed for {} = {:.0}× the {}interval of {}",
-                ms(age),
-                age / iv.ms as f64,
-                if iv.estimated { "estimated " } else { "" },
-                ms(iv.ms as f64)
-            ));
+            reasons.push(Reason::NoCompletion { age_ms: age, interval_ms: iv.ms, estimated: iv.estimated });
             // Without a completion, the age runs from the job start (as before the counter).
             let since = match completion {
-                Some(c) if c.metric == COMPLETED_COUNTER => format!("time since {COMPLETED_COUNTER} last rose"),
-                _ => format!("time since {COMPLETED_AT}"),
+                Some(c) if c.metric == COMPLETED_COUNTER => SINCE_COUNTER_ROSE,
+                _ => SINCE_COMPLETED_AT,
             };
-            r.evidence.push(ctx.evidence("job", &since, age, "ms", Some(limit), "checkpoints"));
+            r.evidence.push(ctx.evidence("job", since, age, "ms", Some(limit), "checkpoints"));
         }
     }
     if let Some(d) = last_duration.filter(|d| *d >= t.checkpoint_timeout_share * timeout_ms as f64) {
-        reasons.push(format!(
-            "the last checkpoint took {}, {:.0}% of the {} timeout",
-            ms(d),
-            d / timeout_ms as f64 * 100.0,
-            ms(timeout_ms as f64)
-        ));
+        reasons.push(Reason::NearTimeout { duration_ms: d, timeout_ms });
         r.evidence.push(ctx.evidence(
             "job",
             "lastCheckpointDuration",
@@ -302,52 +283,27 @@ fn trouble(ctx: &Context, f: &Facts) -> (Vec<String>, StepReport) {
 
 /// No backpressure: the barriers are not stuck behind data, so the checkpoint itself is
 /// slow or failing.
-fn slow_snapshot_report(mut r: StepReport, reasons: &[String], f: &Facts) -> StepReport {
-    let timeout_ms = f.timeout_ms;
+fn slow_snapshot_report(mut r: StepReport, reasons: &[Reason], f: &Facts) -> StepReport {
     // No backpressure: the barriers are not stuck behind data, so unaligned
     // checkpoints would change nothing; the checkpoint itself is slow or failing.
-    r.detail = format!("The recovery point is in trouble: {}.", reasons.join("; ")).into();
-    r.cause.push(format!(
-        "No vertex is backpressured, so barriers are not held up by data: {}. The time goes into the checkpoint itself: the synchronous snapshot, uploading state to checkpoint storage, or a sink's pre-commit (two-phase commit, e.g. Kafka transactions).",
-        reasons.join("; ")
-    ));
-    r.fix.push(format!(
-        "In the Flink UI (Checkpoints → History → per subtask) find the subtasks whose sync or async duration dominates, then: incremental RocksDB checkpoints (execution.checkpointing.incremental: true) for large state; execution.checkpointing.timeout (now {}) above the longest healthy duration; execution.checkpointing.min-pause so checkpoints do not run back to back; and the checkpoint storage's throughput (S3/HDFS throttling).",
-        ms(timeout_ms as f64)
-    ));
-    r.not_the_fix.push(
-        "Unaligned checkpoints: they let barriers overtake buffered data, and there is no backpressure here to overtake.",
-    );
-    r.summary = Some(format!("Checkpoints are in trouble: {}.", reasons[0]).into());
+    r.detail = CheckpointFact::InTrouble { reasons: reasons.to_vec() }.into();
+    r.cause.push(CheckpointFact::NotHeldUpByData { reasons: reasons.to_vec() });
+    r.fix.push(CheckpointFact::SlowSnapshotFix { timeout_ms: f.timeout_ms });
+    r.not_the_fix.push(CheckpointFact::NothingToOvertake);
+    r.summary = Some(CheckpointFact::SlowSnapshotSummary { reason: reasons[0] }.into());
     r
 }
 
 /// Backpressure holds the aligned barriers up behind the data.
-fn held_up_report(mut r: StepReport, reasons: &[String], f: &Facts, culprit: Option<&VertexSignals>) -> StepReport {
-    r.detail = format!("The recovery point is in trouble: {}.", reasons.join("; ")).into();
-    r.cause.push(format!(
-        "Aligned checkpoint barriers travel at the speed of the data, so the backpressure slows checkpoints: {}.{}",
-        reasons.join("; "),
-        f.barrier_wait
-            .as_ref()
-            .map(|(name, v)| format!(" Barriers wait behind data: checkpointStartDelay on {name} is {}.", ms(*v)))
-            .unwrap_or_default()
-    ));
+fn held_up_report(mut r: StepReport, reasons: &[Reason], f: &Facts, culprit: Option<&VertexSignals>) -> StepReport {
+    r.detail = CheckpointFact::InTrouble { reasons: reasons.to_vec() }.into();
+    r.cause.push(CheckpointFact::HeldUpByData { reasons: reasons.to_vec(), barrier_wait: f.barrier_wait() });
     r.fix.push(f.unaligned_fix());
     if let Some(c) = culprit {
-        r.fix.push(format!(
-            "Relieve the backpressure at {}: the checkpoints slow because the data waits for it.",
-            c.name
-        ));
+        r.fix.push(CheckpointFact::RelieveBackpressure { vertex: c.name.clone() });
     }
-    r.summary = Some(
-        format!(
-            "{}checkpoints are in trouble: {}.",
-            culprit.map(|c| format!("{} is the culprit and ", c.name)).unwrap_or_default(),
-            reasons[0]
-        )
-        .into(),
-    );
+    r.summary =
+        Some(CheckpointFact::HeldUpSummary { culprit: culprit.map(|c| c.name.clone()), reason: reasons[0] }.into());
     r
 }
 
@@ -358,14 +314,10 @@ fn clear_report(ctx: &Context, f: &Facts) -> StepReport {
     let (interval, timeout_ms, last_duration) = (f.interval, f.timeout_ms, f.last.last_duration_ms);
     let mut clear = StepReport::clear(String::new());
     let before = duration_before(series, snap.window.start_ms);
-    let mut slow = false;
-    let mut parts = vec![format!(
-        "Checkpoints complete{}",
-        last_duration.map(|d| format!(" (last took {})", ms(d))).unwrap_or_default()
-    )];
+    let (mut slower_than_before_ms, mut longer_than_interval_ms) = (None, None);
     if let Some(d) = last_duration {
         if let Some(b) = before.filter(|b| *b > 0.0 && d >= 10.0 * b) {
-            parts.push(format!("slower than before the backpressure ({} then, {} now)", ms(b), ms(d)));
+            slower_than_before_ms = Some(b);
             clear.evidence.push(ctx.evidence(
                 "job",
                 "lastCheckpointDuration before the window",
@@ -374,34 +326,22 @@ fn clear_report(ctx: &Context, f: &Facts) -> StepReport {
                 None,
                 "checkpoints",
             ));
-            slow = true;
         }
-        if let Some(iv) = interval.filter(|iv| d > iv.ms as f64) {
-            parts.push(format!(
-                "longer than their {}interval of {}",
-                if iv.estimated { "estimated " } else { "" },
-                ms(iv.ms as f64)
-            ));
-            slow = true;
-        }
+        longer_than_interval_ms = interval.filter(|iv| d > iv.ms as f64).map(|iv| iv.ms);
         clear.evidence.push(ctx.evidence("job", "lastCheckpointDuration", d, "ms", None, "checkpoints"));
     }
-    if let Some((name, v)) = &f.barrier_wait {
-        parts.push(format!("barriers wait {} behind data on {name}", ms(*v)));
+    let slow = slower_than_before_ms.is_some() || longer_than_interval_ms.is_some();
+    clear.detail = CheckpointFact::Complete {
+        last_duration_ms: last_duration,
+        slower_than_before_ms,
+        longer_than_interval_ms,
+        barrier_wait: f.barrier_wait(),
+        timeout_ms,
+        interval_estimated: interval.is_some_and(|i| i.estimated),
     }
-    clear.detail = format!(
-        "{}; no failures after start-up, the recovery point advances and no checkpoint nears the {} timeout.",
-        parts.join(", "),
-        ms(timeout_ms as f64)
-    )
     .into();
     if slow {
-        clear.advice.push(format!("Checkpoints have slowed with the backlog. {}", f.unaligned_fix()));
-    }
-    if interval.is_some_and(|i| i.estimated) {
-        clear.detail = clear
-            .detail
-            .then(" The interval is estimated from completed checkpoints (no Flink REST checkpoint config).");
+        clear.advice.push(CheckpointFact::SlowedWithBacklog { unaligned_on: f.unaligned });
     }
     clear
 }
@@ -431,6 +371,7 @@ fn barrier_wait(ctx: &Context) -> Option<(String, f64)> {
 mod tests {
     use super::*;
     use crate::diagnose::testkit::*;
+    use crate::model::facts::Fact;
     use crate::model::snapshot::Snapshot;
     use crate::model::verdict::Outcome;
 
@@ -482,15 +423,16 @@ mod tests {
             r.summary.as_ref().map(|s| s.to_string()).as_deref(),
             Some("Checkpoints are in trouble: 2 checkpoint(s) failed or expired in the window.")
         );
-        assert!(r.cause[0].to_string().starts_with("No vertex is backpressured"), "{:?}", r.cause);
-        assert!(!r.cause[0].to_string().contains("the backpressure slows"), "{:?}", r.cause);
-        assert!(
-            r.fix[0].to_string().contains("execution.checkpointing.incremental")
-                && r.fix[0].to_string().contains("(now 10 min)"),
-            "{:?}",
-            r.fix
+        // Not held up by data (no backpressure), not "the backpressure slows checkpoints".
+        assert_eq!(
+            r.cause[..],
+            [Fact::Checkpoint(CheckpointFact::NotHeldUpByData { reasons: vec![Reason::Failed { count: 2.0 }] })]
         );
-        assert!(r.not_the_fix[0].to_string().starts_with("Unaligned checkpoints"), "{:?}", r.not_the_fix);
+        assert!(r.fix[0].to_string().contains("execution.checkpointing.incremental"), "{:?}", r.fix);
+        // The timeout now: 600 s from the REST config.
+        assert_eq!(r.fix[0], Fact::Checkpoint(CheckpointFact::SlowSnapshotFix { timeout_ms: 600_000 }));
+        assert!(r.fix[0].to_string().contains("(now 10 min)"), "{:?}", r.fix);
+        assert_eq!(r.not_the_fix[..], [Fact::Checkpoint(CheckpointFact::NothingToOvertake)]);
     }
 
     #[test]
@@ -508,11 +450,26 @@ mod tests {
         assert_eq!((r.outcome, r.finding), (Outcome::Hit, Some(Finding::Checkpoints)));
         assert_eq!(evidence(&r.evidence, "numberOfFailedCheckpoints increase").value, 2.0);
         assert_eq!(r.evidence.len(), 1, "only the failures: {:?}", r.evidence);
+        let failed = vec![Reason::Failed { count: 2.0 }];
+        assert_eq!(r.detail, Fact::Checkpoint(CheckpointFact::InTrouble { reasons: failed.clone() }));
         assert!(r.detail.to_string().contains("2 checkpoint(s) failed or expired in the window"), "{}", r.detail);
         // Barriers wait 4000 ms on the red source.
+        assert_eq!(
+            r.cause[..],
+            [Fact::Checkpoint(CheckpointFact::HeldUpByData {
+                reasons: failed,
+                barrier_wait: Some(BarrierWait { vertex: "Source: txn".into(), delay_ms: 4000.0 }),
+            })]
+        );
         assert!(r.cause[0].to_string().contains("checkpointStartDelay on Source: txn is 4 s"), "{:?}", r.cause);
+        assert_eq!(
+            r.fix[..],
+            [
+                Fact::Checkpoint(CheckpointFact::Unaligned { already_on: false }),
+                Fact::Checkpoint(CheckpointFact::RelieveBackpressure { vertex: "score".into() })
+            ]
+        );
         assert!(r.fix[0].to_string().contains("execution.checkpointing.unaligned.enabled: true"), "{:?}", r.fix);
-        assert!(r.fix[1].to_string().contains("Relieve the backpressure at score"), "{:?}", r.fix);
     }
 
     #[test]
@@ -580,6 +537,13 @@ mod tests {
         assert_eq!(r.finding, Some(Finding::Checkpoints));
         let e = evidence(&r.evidence, "time since lastCheckpointCompletedTimestamp");
         assert_eq!((e.value, e.threshold), (60_000.0, Some(30_000.0)));
+        // 60 000 ms / 10 000 ms = 6×.
+        assert_eq!(
+            r.detail,
+            Fact::Checkpoint(CheckpointFact::InTrouble {
+                reasons: vec![Reason::NoCompletion { age_ms: 60_000.0, interval_ms: 10_000, estimated: false }]
+            })
+        );
         assert!(
             r.detail.to_string().contains("no checkpoint has completed for 60 s = 6× the interval of 10 s"),
             "{}",
@@ -674,6 +638,12 @@ mod tests {
         assert_eq!(r.finding, Some(Finding::Checkpoints));
         let e = evidence(&r.evidence, "lastCheckpointDuration");
         assert_eq!((e.value, e.threshold), (300_000.0, Some(300_000.0)));
+        assert_eq!(
+            r.detail,
+            Fact::Checkpoint(CheckpointFact::InTrouble {
+                reasons: vec![Reason::NearTimeout { duration_ms: 300_000.0, timeout_ms: 600_000 }]
+            })
+        );
         assert!(
             r.detail.to_string().contains("the last checkpoint took 5 min, 50% of the 10 min timeout"),
             "{}",
@@ -713,9 +683,24 @@ mod tests {
             r.detail
         );
         assert!(r.detail.to_string().contains("longer than their interval of 10 s"), "{}", r.detail);
+        // The median before the window is 20 ms (14 000 ≥ 10 × 20); the interval 10 000 ms.
+        let Fact::Checkpoint(CheckpointFact::Complete {
+            slower_than_before_ms,
+            longer_than_interval_ms,
+            interval_estimated,
+            ..
+        }) = &r.detail
+        else {
+            panic!("{:?}", r.detail)
+        };
+        assert_eq!(
+            (*slower_than_before_ms, *longer_than_interval_ms, *interval_estimated),
+            (Some(20.0), Some(10_000), false)
+        );
         assert_eq!(evidence(&r.evidence, "lastCheckpointDuration before the window").value, 20.0);
         assert_eq!(evidence(&r.evidence, "lastCheckpointDuration").value, 14_000.0);
         assert_eq!(r.advice.len(), 1);
+        assert_eq!(r.advice[0], Fact::Checkpoint(CheckpointFact::SlowedWithBacklog { unaligned_on: false }));
         assert!(r.advice[0].to_string().contains("execution.checkpointing.unaligned.enabled: true"), "{:?}", r.advice);
     }
 
@@ -731,6 +716,7 @@ mod tests {
     #[test]
     fn with_unaligned_checkpoints_already_on_the_advice_says_they_cannot_help_a_blocked_thread() {
         let r = report(&slower(true, true));
+        assert_eq!(r.advice[..], [Fact::Checkpoint(CheckpointFact::SlowedWithBacklog { unaligned_on: true })]);
         assert!(r.advice[0].to_string().contains("already on"), "{:?}", r.advice);
     }
 
@@ -756,6 +742,13 @@ mod tests {
         assert_eq!(with_context(&snap, interval), Some(Interval { ms: 10_000, estimated: true }));
         let r = report(&snap);
         assert_eq!(r.finding, Some(Finding::Checkpoints));
+        // Stuck at −100 s: 100 000 ms / 10 000 ms = 10×.
+        assert_eq!(
+            r.detail,
+            Fact::Checkpoint(CheckpointFact::InTrouble {
+                reasons: vec![Reason::NoCompletion { age_ms: 100_000.0, interval_ms: 10_000, estimated: true }]
+            })
+        );
         assert!(r.detail.to_string().contains("10× the estimated interval of 10 s"), "{}", r.detail);
     }
 
@@ -770,6 +763,11 @@ mod tests {
         assert_eq!(with_context(&snap, interval), Some(Interval { ms: 30_000, estimated: true }));
         let r = report(&snap);
         assert_eq!(r.outcome, Outcome::Clear);
+        assert!(
+            matches!(r.detail, Fact::Checkpoint(CheckpointFact::Complete { interval_estimated: true, .. })),
+            "{:?}",
+            r.detail
+        );
         assert!(r.detail.to_string().contains("The interval is estimated"), "{}", r.detail);
     }
 }

@@ -11,7 +11,8 @@
 //! waits on its in-flight queue, not on CPU (Little's law), and needs a different fix.
 
 use crate::diagnose::signals::VertexSignals;
-use crate::diagnose::{Context, StepReport, num, pct, pct_or_unknown};
+use crate::diagnose::{Context, StepReport};
+use crate::model::facts::headroom::{AsyncFact, Busy, HeadroomFact, LittlesLaw, Raise};
 use crate::model::verdict::Finding;
 
 pub use crate::diagnose::parallelism::{Needed, needed as parallelism_needed, offered_factor};
@@ -37,7 +38,7 @@ pub fn run(ctx: &Context, culprit: Option<&VertexSignals>) -> HeadroomResult {
     };
     let Some(subject) = culprit.or_else(busiest) else {
         return HeadroomResult {
-            report: StepReport::no_data("No busy time for any vertex.", vec!["busyTimeMsPerSecond".into()]),
+            report: StepReport::no_data(HeadroomFact::NoBusyTime { vertex: None }, vec!["busyTimeMsPerSecond".into()]),
             subject: None,
             no_single_culprit: false,
         };
@@ -45,7 +46,7 @@ pub fn run(ctx: &Context, culprit: Option<&VertexSignals>) -> HeadroomResult {
     let Some(rho) = subject.utilisation() else {
         return HeadroomResult {
             report: StepReport::no_data(
-                format!("No busy time for {}.", subject.name),
+                HeadroomFact::NoBusyTime { vertex: Some(subject.name.clone()) },
                 vec!["busyTimeMsPerSecond".into()],
             ),
             subject: Some(subject.id.clone()),
@@ -66,17 +67,15 @@ pub fn run(ctx: &Context, culprit: Option<&VertexSignals>) -> HeadroomResult {
     {
         return no_single_culprit(ctx, subject, &near, rho, other);
     }
-    let role = if culprit.is_some() { "the culprit" } else { "the busiest vertex" };
     if rho < t.headroom_utilisation {
         return HeadroomResult {
-            report: StepReport::clear(format!(
-                "{} ({role}) runs at ρ = {:.2} (mean busy over {} subtasks), below {:.2}.",
-                subject.name,
-                // Rounded first, so float sums that differ in the last bits read alike.
-                crate::diagnose::round_sig(rho),
-                subject.subtask_count(),
-                t.headroom_utilisation
-            )),
+            report: StepReport::clear(HeadroomFact::BelowThreshold {
+                vertex: subject.name.clone(),
+                culprit: culprit.is_some(),
+                utilisation_ratio: rho,
+                subtasks: subject.subtask_count(),
+                threshold_ratio: t.headroom_utilisation,
+            }),
             subject: Some(subject.id.clone()),
             no_single_culprit: false,
         };
@@ -94,41 +93,35 @@ pub fn run(ctx: &Context, culprit: Option<&VertexSignals>) -> HeadroomResult {
 /// parallelism it needs.
 fn at_capacity(ctx: &Context, culprit: Option<&VertexSignals>, subject: &VertexSignals, rho: f64) -> StepReport {
     let t = &ctx.cfg.thresholds;
-    let role = if culprit.is_some() { "the culprit" } else { "the busiest vertex" };
     let mut r = StepReport::hit(
         Finding::Headroom,
-        format!("{} ({role}) runs at ρ = {:.2} ≥ {:.2}: at capacity.", subject.name, rho, t.headroom_utilisation),
+        HeadroomFact::AtCapacity {
+            vertex: subject.name.clone(),
+            culprit: culprit.is_some(),
+            utilisation_ratio: rho,
+            threshold_ratio: t.headroom_utilisation,
+        },
     );
     let busy_min = subject.subtasks.iter().filter_map(|s| s.busy).reduce(f64::min).unwrap_or(rho);
     let per_record_ms =
         subject.throughput().filter(|r| *r > 0.0).map(|rate| rho * 1000.0 * subject.subtask_count() as f64 / rate);
-    r.cause.push(format!(
-        "{} runs at ρ = {} (mean busy over {} subtasks, {}–{}){}: it is at capacity{}. Response time grows as 1/(1−ρ): at ρ = 0.95 every burst waits 20× longer than on an idle job, so bursts turn into growing lag.",
-        subject.name,
-        pct(rho),
-        subject.subtask_count(),
-        pct(busy_min),
-        pct(subject.busy_max().unwrap_or(rho)),
-        match (culprit.is_some(), ctx.signals.graph_free) {
-            (true, false) => " and no earlier step explains it (no sink, no hot key, no state-backend or checkpoint trouble)",
-            (true, true) => " and no earlier step explains it (no hot key, no state-backend or checkpoint trouble; whether it is a sink is unknown)",
-            (false, _) => "",
-        },
-        subject.capacity().map(|c| format!(", ~{} records/s", num(c))).unwrap_or_default()
-    ));
+    r.cause.push(HeadroomFact::AtCapacityCause {
+        vertex: subject.name.clone(),
+        utilisation_ratio: rho,
+        subtasks: subject.subtask_count(),
+        busy_min_ratio: busy_min,
+        busy_max_ratio: subject.busy_max().unwrap_or(rho),
+        culprit: culprit.is_some(),
+        graph_free: ctx.signals.graph_free,
+        capacity_records_per_s: subject.capacity(),
+    });
     parallelism_fix(ctx, subject, &mut r);
     if let Some(ms) = per_record_ms {
-        r.fix.push(format!(
-            "Or make {} cheaper per record: it spends {:.2} ms of busy time per record now.",
-            subject.name, ms
-        ));
+        r.fix.push(HeadroomFact::CheaperPerRecord { vertex: subject.name.clone(), busy_ms_per_record: ms });
     }
     if ctx.signals.graph_free {
         // The sink step could not run: a sink waiting on its external system looks the same.
-        r.fix.push(format!(
-            "Without the job graph it is unknown whether {} is a sink: if it writes to an external system, check that system's latency and the sink's batching first (the sink step's checks), since more parallelism adds load to a system that is already slow.",
-            subject.name
-        ));
+        r.fix.push(HeadroomFact::MaybeASink { vertex: subject.name.clone() });
     }
     r.evidence.push(ctx.evidence(
         &subject.name,
@@ -138,29 +131,22 @@ fn at_capacity(ctx: &Context, culprit: Option<&VertexSignals>, subject: &VertexS
         Some(t.headroom_utilisation),
         "busy",
     ));
-    r.summary = Some(match (culprit, parallelism_needed(ctx, subject)) {
-        (Some(_), Some(n)) if n.parallelism > subject.parallelism_now() => format!(
-            "{} is the culprit: it runs at {} of its capacity; raise its parallelism from {} to {}.",
-            subject.name,
-            pct(rho),
-            subject.parallelism_now(),
-            n.parallelism
-        )
+    let (vertex, utilisation_ratio) = (subject.name.clone(), rho);
+    r.summary = Some(
+        match (culprit, parallelism_needed(ctx, subject)) {
+            (Some(_), Some(n)) if n.parallelism > subject.parallelism_now() => HeadroomFact::CulpritAtCapacity {
+                vertex,
+                utilisation_ratio,
+                raise: Raise::From { from_parallelism: subject.parallelism_now(), to_parallelism: n.parallelism },
+            },
+            (Some(_), Some(_)) => {
+                HeadroomFact::CulpritAtCapacity { vertex, utilisation_ratio, raise: Raise::CannotHelp }
+            }
+            (Some(_), None) => HeadroomFact::CulpritAtCapacity { vertex, utilisation_ratio, raise: Raise::Unknown },
+            (None, _) => HeadroomFact::NoBackpressureYet { vertex, utilisation_ratio },
+        }
         .into(),
-        (Some(_), Some(_)) => format!(
-            "{} is the culprit: it runs at {} of its capacity, and more parallelism cannot help (see the fix).",
-            subject.name,
-            pct(rho)
-        )
-        .into(),
-        (Some(_), None) => format!("{} is the culprit: it runs at {} of its capacity.", subject.name, pct(rho)).into(),
-        (None, _) => format!(
-            "No backpressure yet, but {} runs at {} of its capacity: bursts will turn into lag.",
-            subject.name,
-            pct(rho)
-        )
-        .into(),
-    });
+    );
     r
 }
 
@@ -170,15 +156,12 @@ fn parallelism_fix(ctx: &Context, subject: &VertexSignals, r: &mut StepReport) {
     let t = &ctx.cfg.thresholds;
     match parallelism_needed(ctx, subject) {
         Some(n) => {
-            r.fix.push(format!(
-                "{} Here, unlike for backpressured vertices, parallelism helps.",
-                n.sentence(
-                    &subject.name,
-                    subject.parallelism_now(),
-                    t.target_utilisation,
-                    ctx.cfg.catch_up.as_ms() as f64 / 1000.0
-                )
-            ));
+            r.fix.push(HeadroomFact::ParallelismHelps(n.fact(
+                &subject.name,
+                subject.parallelism_now(),
+                t.target_utilisation,
+                ctx.cfg.catch_up.as_ms() as f64 / 1000.0,
+            )));
             r.evidence.push(ctx.evidence(
                 &subject.name,
                 "capacity (records in / busy)",
@@ -197,12 +180,11 @@ fn parallelism_fix(ctx: &Context, subject: &VertexSignals, r: &mut StepReport) {
             ));
         }
         None => {
-            r.fix.push(format!(
-                "Raise {}'s parallelism (now {}) so it runs below {} busy; records rates are missing, so the exact number is unknown.",
-                subject.name,
-                subject.parallelism_now(),
-                pct(t.target_utilisation)
-            ));
+            r.fix.push(HeadroomFact::RaiseWithoutRates {
+                vertex: subject.name.clone(),
+                parallelism: subject.parallelism_now(),
+                target_utilisation_ratio: t.target_utilisation,
+            });
             r.missing.push("numRecordsIn".into());
         }
     }
@@ -216,37 +198,34 @@ fn no_single_culprit(
     other: f64,
 ) -> HeadroomResult {
     let t = &ctx.cfg.thresholds;
-    let list =
-        near.iter().map(|v| format!("{} {}", v.name, pct_or_unknown(v.utilisation()))).collect::<Vec<_>>().join(", ");
+    let busy: Vec<Busy> = near
+        .iter()
+        .filter_map(|v| Some(Busy { vertex: v.name.clone(), utilisation_ratio: v.utilisation()? }))
+        .collect();
     let mut r = StepReport::hit(
         Finding::Headroom,
-        format!(
-            "{} vertices run near capacity (ρ ≥ {:.2}): {list}; {} ({:.2}) does not stand out from the busiest of the others ({:.2}) by more than {:.2}.",
-            near.len(),
-            t.near_capacity_utilisation,
-            subject.name,
-            rho,
-            other,
-            t.stand_out_margin
-        ),
+        HeadroomFact::NearCapacity {
+            near: busy.clone(),
+            near_threshold_ratio: t.near_capacity_utilisation,
+            subject: subject.name.clone(),
+            subject_ratio: rho,
+            others_max_ratio: other,
+            margin_ratio: t.stand_out_margin,
+        },
     );
-    r.cause.push(format!(
-        "No single operator is broken: {} vertices run near capacity ({list}). The whole job is too close to its capacity; scaling only the first one would move the bottleneck to the next.",
-        near.len()
-    ));
+    r.cause.push(HeadroomFact::NoSingleOperator { near: busy.clone() });
     for v in near {
         match parallelism_needed(ctx, v) {
-            Some(n) => r.fix.push(n.sentence(
+            Some(n) => r.fix.push(n.fact(
                 &v.name,
                 v.parallelism_now(),
                 t.target_utilisation,
                 ctx.cfg.catch_up.as_ms() as f64 / 1000.0,
             )),
-            None => r.fix.push(format!(
-                "{}: more parallelism (now {}); records rates are missing.",
-                v.name,
-                v.parallelism_now()
-            )),
+            None => r.fix.push(HeadroomFact::MoreParallelismWithoutRates {
+                vertex: v.name.clone(),
+                parallelism: v.parallelism_now(),
+            }),
         }
         if let Some(rho) = v.utilisation() {
             r.evidence.push(ctx.evidence(
@@ -259,11 +238,8 @@ fn no_single_culprit(
             ));
         }
     }
-    r.not_the_fix.push(format!("Scaling only {}: the next vertex near capacity becomes the bottleneck.", subject.name));
-    r.summary = Some(
-        format!("No single culprit: {} vertices run near capacity ({list}); the job needs more capacity.", near.len())
-            .into(),
-    );
+    r.not_the_fix.push(HeadroomFact::ScalingOnlyOne { vertex: subject.name.clone() });
+    r.summary = Some(HeadroomFact::NoSingleCulprit { near: busy }.into());
     HeadroomResult { report: r, subject: None, no_single_culprit: true }
 }
 
@@ -291,63 +267,32 @@ pub fn async_io(ctx: &Context, v: &VertexSignals, rho: f64) -> Option<StepReport
     if cpu >= t.async_io_cpu_load {
         return None;
     }
-    let p = v.subtask_count().max(1) as f64;
     let async_op = v.operators.iter().find(|op| is_async_operator(op));
     let lookups = async_op.and_then(|op| v.operator_records_in(op)).or_else(|| v.throughput());
     let settings = v.operators.iter().find_map(|op| async_settings(op));
     let mut r = StepReport::hit(
         Finding::AsyncIo,
-        format!(
-            "{} chains an async I/O or lookup operator, runs at ρ = {:.2}, while its TaskManagers' CPU load is {}: it waits on the service it calls.",
-            v.name,
-            rho,
-            pct(cpu)
-        ),
+        AsyncFact::AsyncWaits { vertex: v.name.clone(), utilisation_ratio: rho, cpu_load_ratio: cpu },
     );
+    let subtasks = v.subtask_count().max(1);
     let law = match (lookups, settings.and_then(|s| s.capacity)) {
-        (Some(rate), Some(c)) if rate > 0.0 => format!(
-            " It completes {} requests/s with {} subtasks × {c} in-flight slots, so each request takes about {} × {c} / {} = {:.2} s: the ceiling is {} × {c} / {:.2} s = {} requests/s until the latency falls or the capacity grows.",
-            num(rate),
-            p,
-            p,
-            num(rate),
-            p * c as f64 / rate,
-            p,
-            p * c as f64 / rate,
-            num(rate)
-        ),
-        (Some(rate), None) if rate > 0.0 => format!(
-            " It completes {} requests/s over {} subtasks, {} per subtask per second = capacity ÷ latency: with a capacity of 100 in-flight requests that is {:.2} s per request.",
-            num(rate),
-            p,
-            num(rate / p),
-            100.0 * p / rate
-        ),
-        _ => String::new(),
+        (Some(rate), Some(capacity)) if rate > 0.0 => {
+            Some(LittlesLaw::Capacity { requests_per_s: rate, subtasks, capacity })
+        }
+        (Some(rate), None) if rate > 0.0 => Some(LittlesLaw::DefaultCapacity { requests_per_s: rate, subtasks }),
+        _ => None,
     };
-    r.cause.push(format!(
-        "{} is {} busy but its TaskManagers use only {} CPU: the task thread waits for a free slot in the async operator's in-flight queue (Flink counts that wait as busy time). Throughput is bounded by queue capacity × parallelism ÷ request latency (Little's law).{law}",
-        v.name,
-        pct(rho),
-        pct(cpu),
-    ));
-    r.fix.push("Fix the latency of the service it calls (its p99 is what bounds throughput), or cache its answers (lookup joins: lookup.cache = 'PARTIAL' with lookup.partial-cache.max-rows and lookup.partial-cache.expire-after-write).");
-    let capacity_fix = match (settings.and_then(|s| s.capacity), lookups) {
-        (Some(c), Some(rate)) => format!(
-            "Raise the in-flight capacity from {c} to {} (SQL: table.exec.async-lookup.buffer-capacity; DataStream: the capacity argument of AsyncDataStream.unorderedWait): at the same latency the ceiling doubles to ~{} requests/s, if the service can take the extra concurrency{}.",
-            2 * c,
-            num(2.0 * rate),
-            settings.and_then(|s| s.timeout_ms).map(|ms| format!("; check the {} ms timeout too", ms)).unwrap_or_default()
-        ),
-        _ => "Raise the in-flight capacity of the async operator (AsyncDataStream.unorderedWait(…, timeout, capacity); SQL: table.exec.async-lookup.buffer-capacity) and check its timeout: the ceiling grows with it at the same latency.".to_string(),
-    };
-    r.fix.push(capacity_fix);
-    r.not_the_fix.push("More CPU or memory for the TaskManagers: they are waiting, not computing.");
+    r.cause.push(AsyncFact::AsyncCause { vertex: v.name.clone(), utilisation_ratio: rho, cpu_load_ratio: cpu, law });
+    r.fix.push(AsyncFact::FixServiceLatency);
+    r.fix.push(match (settings.and_then(|s| s.capacity), lookups) {
+        (Some(capacity), Some(rate)) => {
+            AsyncFact::RaiseInFlight { capacity, requests_per_s: rate, timeout_ms: settings.and_then(|s| s.timeout_ms) }
+        }
+        _ => AsyncFact::RaiseInFlightUnknown,
+    });
+    r.not_the_fix.push(AsyncFact::MoreCpu);
     if v.is_source {
-        r.not_the_fix.push(format!(
-            "More source parallelism or partitions for {}: the reader is not what is slow; more subtasks only add waiting slots in front of the same slow service.",
-            v.name
-        ));
+        r.not_the_fix.push(AsyncFact::MoreSourceParallelism { vertex: v.name.clone() });
     }
     r.evidence.push(ctx.evidence(&v.name, "Status.JVM.CPU.Load", cpu, "ratio", Some(t.async_io_cpu_load), "cpu_load"));
     r.evidence.push(ctx.evidence(
@@ -361,9 +306,7 @@ pub fn async_io(ctx: &Context, v: &VertexSignals, rho: f64) -> Option<StepReport
     if let Some(rate) = lookups {
         r.evidence.push(ctx.evidence(&v.name, "async requests completed", rate, "records/s", None, "records_in"));
     }
-    r.summary = Some(
-        format!("{} is the culprit: its async I/O waits on the service it calls (CPU {}).", v.name, pct(cpu)).into(),
-    );
+    r.summary = Some(AsyncFact::AsyncCulprit { vertex: v.name.clone(), cpu_load_ratio: cpu }.into());
     Some(r)
 }
 
@@ -394,6 +337,7 @@ pub fn async_settings(op: &str) -> Option<AsyncSettings> {
 mod tests {
     use super::*;
     use crate::diagnose::testkit::*;
+    use crate::model::facts::Fact;
     use crate::model::verdict::{Outcome, Status};
 
     /// Source (red, emitting 950 records/s per subtask) → score (0.95 busy, 950 records/s
@@ -437,11 +381,16 @@ mod tests {
         let h = on_score(&snap);
         assert!(!h.no_single_culprit);
         assert_eq!((h.report.outcome, h.report.finding), (Outcome::Hit, Some(Finding::Headroom)));
-        assert!(h.report.fix[0].to_string().contains("parallelism 2 to 4"), "{:?}", h.report.fix);
-        assert!(!h.report.fix[0].to_string().contains("lower bound"), "{:?}", h.report.fix);
+        // The fix is the advice with its terms: 2 → 4 from the offered rate the lag shows.
+        let Fact::Headroom(HeadroomFact::ParallelismHelps(p)) = &h.report.fix[0] else { panic!("{:?}", h.report.fix) };
+        assert_eq!((p.vertex.as_str(), p.from_parallelism, p.needed.parallelism), ("score", 2, 4));
+        assert_eq!(p.needed, needed);
         assert_close(evidence(&h.report.evidence, "offered rate").value, 2280.0, 1e-6);
         // Busy time per record = ρ × 1000 ms × 2 / 1900 records/s = 0.95 × 2000 / 1900 = 1.00 ms.
-        assert!(h.report.fix[1].to_string().contains("1.00 ms of busy time per record"), "{:?}", h.report.fix);
+        let Fact::Headroom(HeadroomFact::CheaperPerRecord { busy_ms_per_record, .. }) = &h.report.fix[1] else {
+            panic!("{:?}", h.report.fix)
+        };
+        assert_close(*busy_ms_per_record, 1.0, 1e-9);
         assert_close(evidence(&h.report.evidence, "utilisation ρ (mean busyTimeMsPerSecond)").value, 0.95, 1e-9);
     }
 
@@ -455,12 +404,9 @@ mod tests {
         assert_close(needed.offered_per_s, 1900.0, 1e-9);
         assert!(!needed.offered_known);
         let h = on_score(&snap);
-        assert!(
-            h.report.fix[0].to_string().contains("parallelism 2 to 3")
-                && h.report.fix[0].to_string().contains("lower bound"),
-            "{:?}",
-            h.report.fix
-        );
+        let Fact::Headroom(HeadroomFact::ParallelismHelps(p)) = &h.report.fix[0] else { panic!("{:?}", h.report.fix) };
+        assert_eq!((p.from_parallelism, p.needed.parallelism, p.needed.offered_known), (2, 3, false));
+        assert!(h.report.fix[0].to_string().contains("lower bound"), "{:?}", h.report.fix);
     }
 
     #[test]
@@ -469,6 +415,14 @@ mod tests {
         let snap = job().subtask("score", 1, 0.75, 0.0, 0.25, 950.0).build();
         let h = on_score(&snap);
         assert_eq!((h.report.outcome, h.report.finding), (Outcome::Clear, None));
+        let Fact::Headroom(HeadroomFact::BelowThreshold {
+            culprit, utilisation_ratio, subtasks, threshold_ratio, ..
+        }) = &h.report.detail
+        else {
+            panic!("{:?}", h.report.detail)
+        };
+        assert_eq!((*culprit, *subtasks, *threshold_ratio), (true, 2, 0.9));
+        assert_close(*utilisation_ratio, 0.85, 1e-9);
         assert!(h.report.detail.to_string().contains("ρ = 0.85"), "{}", h.report.detail);
     }
 
@@ -563,6 +517,10 @@ mod tests {
         let h = with_context(&snap, |ctx| run(ctx, None));
         assert_eq!(h.report.finding, Some(Finding::Headroom));
         assert_eq!(h.subject.as_deref(), Some("score"));
+        assert_eq!(
+            h.report.summary,
+            Some(Fact::Headroom(HeadroomFact::NoBackpressureYet { vertex: "score".into(), utilisation_ratio: 0.95 }))
+        );
         assert!(
             h.report.summary.as_ref().unwrap().to_string().starts_with("No backpressure yet, but score runs at 95%")
         );
@@ -596,11 +554,13 @@ mod tests {
         assert_close(evidence(&h.report.evidence, "Status.JVM.CPU.Load").value, 0.2, 1e-9);
         // 2 × 200 records/s = 400 requests/s, 200 per subtask = capacity ÷ latency: with a
         // capacity of 100, 100 × 2 / 400 = 0.50 s per request.
-        assert!(
-            h.report.cause[0].to_string().contains("It completes 400 requests/s over 2 subtasks"),
-            "{:?}",
-            h.report.cause
-        );
+        let Fact::Headroom(HeadroomFact::Async(AsyncFact::AsyncCause { law: Some(law), cpu_load_ratio, .. })) =
+            &h.report.cause[0]
+        else {
+            panic!("{:?}", h.report.cause)
+        };
+        assert_eq!(*law, LittlesLaw::DefaultCapacity { requests_per_s: 400.0, subtasks: 2 });
+        assert_close(*cpu_load_ratio, 0.2, 1e-9);
         assert!(h.report.cause[0].to_string().contains("0.50 s per request"), "{:?}", h.report.cause);
         assert_eq!(verdict(&snap).finding, Finding::AsyncIo);
     }

@@ -7,9 +7,12 @@
 //! Pure data: no wording here. Each area of the runbook has its own enum in its own file
 //! (`runbook`, one per step); [`Fact`] has one variant per area.
 
-pub mod retention;
+pub mod checkpoints;
+pub mod headroom;
 pub mod hot_key;
 pub mod locate;
+pub mod parallelism;
+pub mod retention;
 pub mod runbook;
 pub mod sink;
 pub mod state_backend;
@@ -35,6 +38,12 @@ pub enum Fact {
     HotKey(hot_key::HotKeyFact),
     /// What step `locate` found.
     Locate(locate::LocateFact),
+    /// What step `checkpoints` found.
+    Checkpoint(checkpoints::CheckpointFact),
+    /// What step `headroom` found.
+    Headroom(headroom::HeadroomFact),
+    /// The parallelism a vertex needs, with its terms.
+    Parallelism(parallelism::ParallelismFact),
     /// The runbook's own statements: skipped steps, the summary's parts, notes on what
     /// limits the diagnosis.
     Runbook(runbook::RunbookFact),
@@ -84,6 +93,24 @@ impl From<hot_key::HotKeyFact> for Fact {
 impl From<locate::LocateFact> for Fact {
     fn from(f: locate::LocateFact) -> Self {
         Fact::Locate(f)
+    }
+}
+
+impl From<checkpoints::CheckpointFact> for Fact {
+    fn from(f: checkpoints::CheckpointFact) -> Self {
+        Fact::Checkpoint(f)
+    }
+}
+
+impl From<headroom::HeadroomFact> for Fact {
+    fn from(f: headroom::HeadroomFact) -> Self {
+        Fact::Headroom(f)
+    }
+}
+
+impl From<parallelism::ParallelismFact> for Fact {
+    fn from(f: parallelism::ParallelismFact) -> Self {
+        Fact::Parallelism(f)
     }
 }
 

@@ -6,10 +6,13 @@
 //!
 //! Pure: data in, text out.
 
-pub mod missing;
+mod checkpoints;
+mod headroom;
 mod hot_key;
 mod locate;
+pub mod missing;
 pub mod numbers;
+mod parallelism;
 mod retention;
 mod runbook;
 mod sink;
@@ -28,6 +31,9 @@ impl fmt::Display for Fact {
             Fact::Retention(r) => retention::word(r, f),
             Fact::HotKey(h) => hot_key::word(h, f),
             Fact::Locate(l) => locate::word(l, f),
+            Fact::Checkpoint(c) => checkpoints::word(c, f),
+            Fact::Headroom(h) => headroom::word(h, f),
+            Fact::Parallelism(p) => parallelism::word(p, f),
             Fact::Runbook(r) => runbook::word(r, f),
             Fact::Sink(s) => sink::word(s, f),
             Fact::StateBackend(s) => state_backend::word(s, f),
