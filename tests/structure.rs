@@ -607,7 +607,6 @@ fn no_file_in_src_has_more_than_800_production_lines() {
 }
 
 #[test]
-#[ignore = "issue 21: met once the round merges"]
 fn the_diagnosis_builds_at_most_40_sentences_and_returns_facts_instead() {
     let n = diagnose_formats(&read_src());
     assert!(
