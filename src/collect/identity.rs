@@ -290,7 +290,7 @@ pub fn superseded_note(
     let list: Vec<String> = dropped.iter().map(|(n, c)| format!("{n} ({c})")).collect();
     Some(format!(
         "Left out {total} series of superseded task attempts ({}): only the newest attempt of each subtask counts (attempts seen: {}). A restart leaves the old attempt's series behind for a few minutes; a PushGateway serves a dead TaskManager's last push until its group is deleted.",
-        crate::diagnose::limited_list(&list, 8),
+        crate::render::words::numbers::limited_list(&list, 8),
         attempts.join(", ")
     ))
 }

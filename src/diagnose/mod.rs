@@ -22,9 +22,7 @@ use crate::model::facts::{Fact, Facts};
 use crate::model::snapshot::Snapshot;
 use crate::model::verdict::{Evidence, Finding, Outcome};
 
-pub use crate::render::words::numbers::{
-    approx, human_bytes, human_secs, limited_list, no_negative_zero, num, pct, pct_or_unknown, round_sig,
-};
+use crate::model::verdict::round_sig;
 pub use runbook::diagnose;
 
 /// What every step reads.
@@ -187,30 +185,5 @@ mod tests {
         // 0, 10, 20 at 0, 5, 10 s → 2 per second.
         assert_eq!(slope_per_s(&[(0, 0.0), (5000, 10.0), (10000, 20.0)]), Some(2.0));
         assert_eq!(slope_per_s(&[(0, 1.0)]), None);
-    }
-
-    #[test]
-    fn numbers_read_well() {
-        assert_eq!(pct(0.973), "97%");
-        assert_eq!(num(1660.03), "1660");
-        // Three significant digits from 1000 up: 33365 and 33366 read the same.
-        assert_eq!(
-            (approx(33365.2), approx(33366.0), approx(778267.0), approx(999.4)),
-            ("33400".into(), "33400".into(), "778000".into(), "999".into())
-        );
-        assert_eq!(human_secs(5400.0), "90 min");
-        assert_eq!(human_bytes(3_500_000.0), "3.5 MB");
-        assert_eq!(round_sig(0.123456), 0.1235);
-        assert_eq!(round_sig(1660.033), 1660.0);
-    }
-
-    #[test]
-    fn a_number_that_rounds_to_zero_is_never_written_negative() {
-        // −0.3 % at no decimals, −0.001 at two, −0.0 itself, −0.2 s: all read as zero.
-        assert_eq!(
-            (pct(-0.003), num(-0.001), num(-0.0), human_secs(-0.2)),
-            ("0%".into(), "0.00".into(), "0.00".into(), "0 s".into())
-        );
-        assert_eq!((pct(-0.5), num(-12.5)), ("-50%".into(), "-12.5".into()));
     }
 }

@@ -344,9 +344,9 @@ fn verdict_graph(ctx: &Context, culprits: &[Culprit]) -> Graph {
                 id: v.id.clone(),
                 name: v.name.clone(),
                 parallelism: v.parallelism,
-                busy_max: v.busy_max().map(crate::diagnose::round_sig),
-                backpressured_max: v.backpressured_max().map(crate::diagnose::round_sig),
-                idle_avg: v.idle_avg().map(crate::diagnose::round_sig),
+                busy_max: v.busy_max().map(crate::model::verdict::round_sig),
+                backpressured_max: v.backpressured_max().map(crate::model::verdict::round_sig),
+                idle_avg: v.idle_avg().map(crate::model::verdict::round_sig),
                 state: if culprit_ids.contains(v.id.as_str()) {
                     VertexState::Culprit
                 } else if ctx.is_red(v) {
@@ -412,7 +412,7 @@ fn confidence(ctx: &Context, status: Status, finding: Finding, run: &Run, missin
     }
     let no_data_before_finding = reports.iter().any(|(_, r)| r.outcome == Outcome::NoData);
     // Records counts absent (collected or a step's): throughput-based judgements rest on less.
-    let records_missing = missing.iter().any(|m| m.metric().contains(NUM_RECORDS_IN));
+    let records_missing = missing.iter().any(|m| m.metric().is_some_and(|name| name.contains(NUM_RECORDS_IN)));
     // A culprit whose busy time is unknown (a legacy source's NaN) rests on other signs.
     let culprit_busy_unknown = run.culprit.is_some_and(|c| c.busy_max().is_none());
     // Flink ≤ 1.12: backpressure sampled once per scrape, busy time unknown.

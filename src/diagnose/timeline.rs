@@ -141,7 +141,7 @@ impl Reading {
         if self.is_empty() {
             return None;
         }
-        let r = |v: f64| crate::diagnose::round_sig(v);
+        let r = |v: f64| crate::model::verdict::round_sig(v);
         Some(Timeline {
             samples: self.len() as u32,
             step_seconds: step_ms as f64 / 1000.0,

@@ -390,6 +390,17 @@ pub struct Verdict {
     pub timeline: Option<Timeline>,
 }
 
+/// Rounds to 4 significant digits so verdicts do not carry float noise (evidence values,
+/// the graph's ratios) and numbers read alike whatever the last bits of a float sum.
+pub fn round_sig(v: f64) -> f64 {
+    if v == 0.0 || !v.is_finite() {
+        return v;
+    }
+    let digits = 4 - 1 - v.abs().log10().floor() as i32;
+    let factor = 10f64.powi(digits);
+    (v * factor).round() / factor
+}
+
 /// A decided threshold is "close" within this many points of a ratio (0.04 = 4 points):
 /// Flink's 60 s averages move that much within a minute after an alert.
 pub const CLOSE_CALL_RATIO: f64 = 0.04;

@@ -91,7 +91,7 @@ pub(super) fn incomplete_note(g: &JobGraph, vertex_aggregates: &[VertexAggregate
     (!items.is_empty()).then(|| {
         format!(
             "The data may be incomplete: {} (the job plan's parallelism). The metric store's answer may have been partial (a Thanos or Mimir partial response, a store or querier that timed out) or some TaskManagers are not scraped; the verdict rests on what arrived",
-            crate::diagnose::limited_list(&items, 5)
+            crate::render::words::numbers::limited_list(&items, 5)
         )
     })
 }

@@ -220,12 +220,13 @@ pub enum MissingFact {
 }
 
 impl MissingFact {
-    /// The metric (a Flink metric name, or the PromQL the collector asked) that is absent.
-    pub fn metric(&self) -> &str {
+    /// The metric (a Flink metric name, or the PromQL the collector asked) that is absent;
+    /// none for an input a step states in words (a topic's retention).
+    pub fn metric(&self) -> Option<&str> {
         match self {
-            MissingFact::Collected(m) => &m.metric,
-            MissingFact::Metric(m) => m,
-            MissingFact::Input(_) => "",
+            MissingFact::Collected(m) => Some(&m.metric),
+            MissingFact::Metric(m) => Some(m),
+            MissingFact::Input(_) => None,
         }
     }
 }

@@ -2,8 +2,9 @@
 
 use std::fmt::{self, Formatter};
 
-use super::numbers::{num, pct, round_sig};
+use super::numbers::{num, pct};
 use crate::model::facts::headroom::{AsyncFact, Busy, HeadroomFact, LittlesLaw, Raise};
+use crate::model::verdict::round_sig;
 
 fn role(culprit: bool) -> &'static str {
     if culprit { "the culprit" } else { "the busiest vertex" }

@@ -1,6 +1,8 @@
 //! Numbers as a person reads them: `97%`, `1660`, `12 min`, `3.5 MB`. Every sentence of a
 //! verdict writes its numbers through these, so a value reads the same everywhere.
 
+use crate::model::verdict::round_sig;
+
 /// Joins at most `max` items, then says how many more there are.
 pub fn limited_list(items: &[String], max: usize) -> String {
     if items.len() <= max {
@@ -80,12 +82,32 @@ pub fn human_bytes(b: f64) -> String {
     no_negative_zero(if i == 0 { format!("{v:.0} {}", UNITS[i]) } else { format!("{v:.1} {}", UNITS[i]) })
 }
 
-/// Rounds to 4 significant digits so verdicts do not carry float noise.
-pub fn round_sig(v: f64) -> f64 {
-    if v == 0.0 || !v.is_finite() {
-        return v;
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_read_well() {
+        assert_eq!(pct(0.973), "97%");
+        assert_eq!(num(1660.03), "1660");
+        // Three significant digits from 1000 up: 33365 and 33366 read the same.
+        assert_eq!(
+            (approx(33365.2), approx(33366.0), approx(778267.0), approx(999.4)),
+            ("33400".into(), "33400".into(), "778000".into(), "999".into())
+        );
+        assert_eq!(human_secs(5400.0), "90 min");
+        assert_eq!(human_bytes(3_500_000.0), "3.5 MB");
+        assert_eq!(round_sig(0.123456), 0.1235);
+        assert_eq!(round_sig(1660.033), 1660.0);
     }
-    let digits = 4 - 1 - v.abs().log10().floor() as i32;
-    let factor = 10f64.powi(digits);
-    (v * factor).round() / factor
+
+    #[test]
+    fn a_number_that_rounds_to_zero_is_never_written_negative() {
+        // −0.3 % at no decimals, −0.001 at two, −0.0 itself, −0.2 s: all read as zero.
+        assert_eq!(
+            (pct(-0.003), num(-0.001), num(-0.0), human_secs(-0.2)),
+            ("0%".into(), "0.00".into(), "0.00".into(), "0 s".into())
+        );
+        assert_eq!((pct(-0.5), num(-12.5)), ("-50%".into(), "-12.5".into()));
+    }
 }
