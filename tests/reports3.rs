@@ -1,0 +1,6 @@
+//! The field reports of issue 22 ("Field round 3"), each with the value its README says a
+//! user expects. The inputs are copied from the reports into `tests/data/reports3/NN-*/`
+//! (README, the `make.py` that generates them and what it wrote); each kind of fault has its
+//! own module under `tests/reports3/`, with tests beyond the one folder.
+
+mod support;
