@@ -7,11 +7,17 @@
 //! sentence sees it, and one note says how many were left out, of which metric. So no
 //! finding is built on such a value, and no sentence prints one.
 //!
-//! Flink's own "no value" sentinels (−1 for an uptime once the job stops, for the
-//! duration before the first checkpoint, for a CPU load the JVM cannot read; Long.MIN_VALUE
-//! for a watermark not yet seen; −Inf for Kafka's `records-lag-max` before the first
-//! fetch) become unknown too, without a note: they are what the reporter says when it has
-//! nothing. NaN is unknown as it is, and not counted.
+//! Flink's own "no value" sentinels (−1 for an uptime once the job stops, for a CPU load
+//! the JVM cannot read; −Inf for Kafka's `records-lag-max` before the first fetch) become
+//! unknown too, without a note: they are what the reporter says when it has nothing. NaN is
+//! unknown as it is, and not counted. Sentinels that stand for a state the diagnosis reads
+//! pass through exactly, for the collector to type: a watermark's `Long.MIN_VALUE` ("No
+//! Watermark") and `Long.MAX_VALUE` (the input finished), read as
+//! [`crate::model::snapshot::Watermark`]; the −1 of the checkpoint gauges before the
+//! first completed checkpoint (Flink's `CheckpointStatsTracker`), read as
+//! [`crate::model::snapshot::LastCheckpoint::NoneCompletedYet`]; an uptime of 0 (Flink's
+//! `UpTimeGauge`: "not yet running or not up at the moment") is a possible value and is
+//! typed by the collector too ([`crate::model::snapshot::JobRunning`]).
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
@@ -57,6 +63,10 @@ pub enum Bounds {
     /// An epoch-ms timestamp: not before [`EARLIEST_TIMESTAMP_MS`], not after its sample's
     /// time by more than [`MAX_CLOCK_AHEAD_MS`].
     TimestampMs,
+    /// A watermark: an event time of magnitude at most [`MAX_MAGNITUDE`], or
+    /// `Long.MIN_VALUE` / `Long.MAX_VALUE` (kept as exactly ±2⁶³, see
+    /// [`crate::model::snapshot::Watermark::from_reported`]).
+    Watermark,
 }
 
 /// Busy, idle and backpressured time: ms per second.
@@ -77,8 +87,10 @@ pub const COUNT: Domain =
 /// Rates, sizes and durations.
 pub const NON_NEGATIVE: Domain =
     Domain { what: "0 or more", bounds: Bounds::Fixed { min: 0.0, max: MAX_MAGNITUDE }, sentinels: &[] };
-/// A duration Flink writes as −1 when there is none (uptime once the job stopped, the last
-/// checkpoint's before the first one).
+/// A duration Flink writes as −1 when there is none: the job's `uptime` once it is no
+/// longer running (`UpTimeGauge`'s `NO_LONGER_RUNNING`). Unknown, so the run ends at its
+/// last running sample and the verdict says the job stopped reporting (its 0, "not yet
+/// running or not up at the moment", is kept and typed by the collector).
 pub const DURATION: Domain = Domain {
     what: "a duration, 0 or more",
     bounds: Bounds::Fixed { min: 0.0, max: MAX_MAGNITUDE },
@@ -97,11 +109,15 @@ pub const KAFKA_LAG: Domain = Domain {
 /// An epoch-ms timestamp; −1 or 0 before there is one.
 pub const TIMESTAMP: Domain =
     Domain { what: "a time since 2014, not in the future", bounds: Bounds::TimestampMs, sentinels: &[-1.0, 0.0] };
-/// A watermark: Long.MIN_VALUE before the first one.
-pub const WATERMARK: Domain = Domain {
-    what: "a finite number",
-    bounds: Bounds::Fixed { min: -MAX_MAGNITUDE, max: MAX_MAGNITUDE },
-    sentinels: &[i64::MIN as f64],
+/// A watermark: an event time, or Long.MIN_VALUE before the first one and Long.MAX_VALUE
+/// once the input finished (both kept, as states).
+pub const WATERMARK: Domain =
+    Domain { what: "an event time, Long.MIN_VALUE or Long.MAX_VALUE", bounds: Bounds::Watermark, sentinels: &[] };
+/// A checkpoint gauge that is −1 before the first completed checkpoint (kept: a state).
+pub const CHECKPOINT_GAUGE: Domain = Domain {
+    what: "0 or more, or -1 before the first completed checkpoint",
+    bounds: Bounds::Fixed { min: -1.0, max: MAX_MAGNITUDE },
+    sentinels: &[],
 };
 /// Anything finite of sensible magnitude (event-time lags, exporters' offsets).
 pub const FINITE: Domain = Domain {
@@ -130,6 +146,14 @@ impl Domain {
         let (min, max) = match self.bounds {
             Bounds::Fixed { min, max } => (min, max),
             Bounds::TimestampMs => (EARLIEST_TIMESTAMP_MS, t_ms as f64 + MAX_CLOCK_AHEAD_MS),
+            Bounds::Watermark => {
+                use crate::model::snapshot::{LONG_MAX_AS_F64, LONG_MIN_AS_F64, Watermark};
+                match Watermark::from_reported(v) {
+                    Watermark::NoWatermark => return Verdict::Keep(LONG_MIN_AS_F64),
+                    Watermark::InputFinished => return Verdict::Keep(LONG_MAX_AS_F64),
+                    _ => (-MAX_MAGNITUDE, MAX_MAGNITUDE),
+                }
+            }
         };
         if v.is_finite() && (min..=max).contains(&v) {
             // `+ 0.0` turns −0 into 0, so no sentence prints "-0".
@@ -149,6 +173,7 @@ impl Domain {
                 sentinels: self.sentinels,
             },
             (Bounds::Fixed { .. }, Bounds::TimestampMs) | (Bounds::TimestampMs, Bounds::Fixed { .. }) => FINITE,
+            (Bounds::Watermark, b) | (b, Bounds::Watermark) if b != Bounds::Watermark => FINITE,
             _ => self,
         }
     }
@@ -161,7 +186,7 @@ impl Domain {
                 bounds: Bounds::Fixed { min: min.min(0.0), max: MAX_MAGNITUDE },
                 sentinels: self.sentinels,
             },
-            Bounds::TimestampMs => FINITE,
+            Bounds::TimestampMs | Bounds::Watermark => FINITE,
         }
     }
 }
@@ -187,7 +212,7 @@ pub fn signal_of(cat: &MetricCatalog, name: &str) -> (&'static str, Domain) {
         (&cat.num_restarts, "num_restarts", COUNT),
         (&cat.num_rescales, "num_rescales", COUNT),
         (&cat.uptime, "uptime", DURATION),
-        (&cat.last_checkpoint_duration, "last_checkpoint_duration", DURATION),
+        (&cat.last_checkpoint_duration, "last_checkpoint_duration", CHECKPOINT_GAUGE),
         (&cat.last_checkpoint_completed_timestamp, "last_checkpoint_completed_timestamp", TIMESTAMP),
         (&cat.records_lag_max, "records_lag_max", KAFKA_LAG),
         (&cat.legacy_records_lag_max, "records_lag_max", KAFKA_LAG),
@@ -457,6 +482,45 @@ mod tests {
             at_ms: 0,
             aggregation: Some(Aggregation::new(agg, &["task_id"])),
         }
+    }
+
+    #[test]
+    fn watermark_sentinels_pass_the_screening_exactly_and_are_not_counted_as_impossible() {
+        let cat = MetricCatalog::default();
+        let q = Query::Range {
+            selector: Selector::metric(&cat.input_watermark),
+            aggregation: Some(Aggregation::new(Agg::Min, &["task_id"])),
+            start_ms: 0,
+            end_ms: 40_000,
+            step_ms: 10_000,
+        };
+        // Long.MIN as the reporter writes it, as a decimal store may round it (12 digits),
+        // an event time, Long.MAX, and 1e300 (no watermark Flink writes).
+        let points = [
+            (0, -9.223372036854776e18),
+            (10_000, -9.22337203685e18),
+            (20_000, 1.7e12),
+            (30_000, 9.223372036854776e18),
+            (40_000, 1e300),
+        ];
+        let mut result = vec![series(&[("task_id", "w")], &points)];
+        let mut tallies = BTreeMap::new();
+        screen(&cat, &q, &mut result, &mut tallies);
+        let got: Vec<f64> = result[0].points.iter().map(|p| p.1).collect();
+        assert_eq!(got[..4], [i64::MIN as f64, i64::MIN as f64, 1.7e12, i64::MAX as f64]);
+        assert!(got[4].is_nan());
+        // Only 1e300 is impossible.
+        assert_eq!(tallies[&cat.input_watermark].out_of_range, 1);
+    }
+
+    #[test]
+    fn the_minus_one_of_a_checkpoint_gauge_before_the_first_checkpoint_is_kept_for_the_collector() {
+        let cat = MetricCatalog::default();
+        let d = of_metric(&cat, &cat.last_checkpoint_duration);
+        // −1 is a state (no checkpoint completed yet), kept; −2 is no value Flink writes.
+        assert_eq!(d.judge(0, -1.0), Verdict::Keep(-1.0));
+        assert_eq!(d.judge(0, -2.0), Verdict::Impossible);
+        assert_eq!(d.judge(0, 1200.0), Verdict::Keep(1200.0));
     }
 
     #[test]

@@ -23,8 +23,8 @@ use crate::diagnose::{Context, diagnose};
 use crate::model::graph::{Edge, JobGraph, Vertex, sanitize_label_value};
 use crate::model::snapshot::{
     CheckpointConfig, CheckpointPoint, Checkpoints, JobIdentity, PartitionLag, Point, RocksDbSubtask, Snapshot,
-    SourceSubtaskLag, SubtaskMetrics, TaskManagerMetrics, TopicRetention, VertexAggregate, VertexWatermark, Window,
-    WindowBound,
+    SourceSubtaskLag, SubtaskMetrics, TaskManagerMetrics, TopicRetention, VertexAggregate, VertexWatermark, Watermark,
+    Window, WindowBound,
 };
 use crate::model::verdict::{Evidence, Verdict};
 
@@ -322,7 +322,10 @@ impl SnapshotBuilder {
 
     /// Min input watermark of a vertex over time (event time, Unix ms).
     pub fn watermark(mut self, vertex: &str, points: Vec<Point>) -> Self {
-        self.snapshot.watermarks.push(VertexWatermark { vertex_id: vertex.into(), input_watermark: points });
+        // Read as the collector reads them: Long.MIN_VALUE is "no watermark", Long.MAX_VALUE
+        // "input finished".
+        let input_watermark = points.into_iter().map(|(t, v)| (t, Watermark::from_reported(v))).collect();
+        self.snapshot.watermarks.push(VertexWatermark { vertex_id: vertex.into(), input_watermark });
         self
     }
 

@@ -168,6 +168,47 @@ pub struct CheckpointPoint {
     pub in_progress: Option<f64>,
     /// `lastCheckpointCompletedTimestamp`, Unix ms (absent or ≤ 0 before the first).
     pub last_completed_at_ms: Option<f64>,
+    /// What `lastCheckpointDuration` says of the last checkpoint: its −1 is "none
+    /// completed yet", never a duration (`last_duration_ms` is then None).
+    #[serde(default)]
+    pub last_checkpoint: LastCheckpoint,
+    /// What `uptime` says of the job: its 0 is "not running at the moment", never an age
+    /// (`uptime_ms` is then None).
+    #[serde(default)]
+    pub running: JobRunning,
+}
+
+/// The last checkpoint as Flink's `lastCheckpoint*` gauges tell it. Flink's
+/// `CheckpointStatsTracker` (`flink-runtime`, `checkpoint/CheckpointStatsTracker.java`)
+/// answers −1 from `lastCheckpointDuration`, `lastCheckpointSize`, `lastCheckpointFullSize`,
+/// `lastCheckpointProcessedData` and `lastCheckpointPersistedData` while no checkpoint has
+/// completed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LastCheckpoint {
+    /// Not reported.
+    #[default]
+    Unknown,
+    /// −1: no checkpoint has completed yet (since the job, or its JobManager, started).
+    NoneCompletedYet,
+    /// A checkpoint completed; its duration is `last_duration_ms`.
+    Completed,
+}
+
+/// The job as Flink's `uptime` gauge tells it (`UpTimeGauge`, `flink-runtime`,
+/// `executiongraph/metrics/UpTimeGauge.java`): the time since it switched to RUNNING
+/// while it runs, 0 while it is "not yet running or not up at the moment" (created,
+/// restarting, failing over), −1 once it is no longer running (read as unknown).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JobRunning {
+    /// Not reported.
+    #[default]
+    Unknown,
+    /// Running, for `uptime_ms`.
+    Running,
+    /// 0: not running at the moment (created, restarting, failing over).
+    NotRunningNow,
 }
 
 /// Checkpoint configuration from Flink REST `GET /jobs/:id/checkpoints/config`.
@@ -285,8 +326,73 @@ pub struct TaskManagerMetrics {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct VertexWatermark {
     pub vertex_id: String,
-    /// Min over subtasks of `currentInputWatermark` per step (Unix ms of event time).
-    pub input_watermark: Vec<Point>,
+    /// Min over subtasks of `currentInputWatermark` per step, read as what it stands for
+    /// ([`Watermark::from_reported`]).
+    pub input_watermark: Vec<(i64, Watermark)>,
+}
+
+/// The value Flink's watermark gauges start at, `Long.MIN_VALUE` (−2⁶³), as a float64.
+/// −2⁶³ is a power of two, so float64 holds it exactly: the Prometheus reporter writes it
+/// `-9.223372036854776E18` and PromQL answers `-9223372036854775808`.
+pub const LONG_MIN_AS_F64: f64 = i64::MIN as f64;
+/// `Long.MAX_VALUE` (2⁶³ − 1), the final watermark, as a float64: 2⁶³ − 1 has no float64,
+/// so it reads as 2⁶³ (`9.223372036854776E18`).
+pub const LONG_MAX_AS_F64: f64 = i64::MAX as f64;
+
+/// What one reading of a watermark gauge (`currentInputWatermark`,
+/// `currentOutputWatermark`) stands for. Flink's `WatermarkGauge`
+/// (`flink-streaming-java`, `streaming/runtime/metrics/WatermarkGauge.java`) starts at
+/// `Long.MIN_VALUE` and keeps it until a watermark arrives (the web UI shows "No
+/// Watermark"); a source that finishes emits `Watermark.MAX_WATERMARK`, `Long.MAX_VALUE`
+/// ("When a source closes it will emit a final watermark with timestamp Long.MAX_VALUE",
+/// `streaming/api/watermark/Watermark.java`). Neither is an event time: they are never
+/// averaged, compared with a threshold or subtracted from a clock.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Watermark {
+    /// An event time, Unix ms.
+    EventTime { ms: f64 },
+    /// `Long.MIN_VALUE`: no watermark has arrived (yet). A vertex's input watermark is the
+    /// minimum over its inputs, so one input that never sends one (a source subtask with
+    /// no partition and no idleness) holds the whole vertex here.
+    NoWatermark,
+    /// `Long.MAX_VALUE`: the final watermark; every input has finished (a bounded input,
+    /// a finished source).
+    InputFinished,
+    /// Not reported, or NaN.
+    Unknown,
+}
+
+impl Watermark {
+    /// How far (relative) a reading may be from ±2⁶³ and still be that sentinel: a store
+    /// that keeps values as decimals (VictoriaMetrics) may round the 19 digits, and a
+    /// generator's `Long.MIN_VALUE + outOfOrderness + 1` rounds to −2⁶³ in float64 anyway.
+    /// No event time comes near: 2⁶³ ms is 292 million years.
+    pub const SENTINEL_TOLERANCE: f64 = 1e-9;
+
+    /// The state a reported value stands for.
+    pub fn from_reported(v: f64) -> Watermark {
+        let near = |s: f64| (v - s).abs() <= s.abs() * Self::SENTINEL_TOLERANCE;
+        if v.is_nan() {
+            Watermark::Unknown
+        } else if near(LONG_MIN_AS_F64) {
+            Watermark::NoWatermark
+        } else if near(LONG_MAX_AS_F64) {
+            Watermark::InputFinished
+        } else if v.is_finite() {
+            Watermark::EventTime { ms: v }
+        } else {
+            Watermark::Unknown
+        }
+    }
+
+    /// The event time, when the reading is one.
+    pub fn event_time_ms(self) -> Option<f64> {
+        match self {
+            Watermark::EventTime { ms } => Some(ms),
+            _ => None,
+        }
+    }
 }
 
 /// One vertex at each evaluation step of the window, aggregated over its subtasks: what
@@ -499,4 +605,26 @@ pub struct Snapshot {
     /// Facts about how the snapshot was taken that the verdict should repeat (job runs
     /// chosen among several, a plan from another run, …).
     pub notes: Vec<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_watermark_reading_is_the_state_it_stands_for() {
+        // What the Prometheus reporter writes for Long.MIN_VALUE and Long.MAX_VALUE (Java's
+        // Double.toString of the longs), and an event time.
+        assert_eq!(Watermark::from_reported(-9.223372036854776e18), Watermark::NoWatermark);
+        assert_eq!(Watermark::from_reported(9.223372036854776e18), Watermark::InputFinished);
+        // Long.MIN_VALUE is −2⁶³, which float64 holds exactly; Long.MAX_VALUE is not.
+        assert_eq!(LONG_MIN_AS_F64, -9_223_372_036_854_775_808.0);
+        assert_eq!(LONG_MAX_AS_F64, 9_223_372_036_854_775_808.0);
+        // Long.MIN_VALUE + a bounded out-of-orderness of 5 s + 1 (a generator's start).
+        assert_eq!(Watermark::from_reported((i64::MIN + 5001) as f64), Watermark::NoWatermark);
+        assert_eq!(Watermark::from_reported(1.7e12), Watermark::EventTime { ms: 1.7e12 });
+        assert_eq!(Watermark::from_reported(f64::NAN), Watermark::Unknown);
+        assert_eq!(Watermark::from_reported(f64::NEG_INFINITY), Watermark::Unknown);
+        assert_eq!(Watermark::NoWatermark.event_time_ms(), None);
+    }
 }

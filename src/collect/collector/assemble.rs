@@ -8,8 +8,9 @@ use crate::collect::query::{QueryResult, ResultSeries};
 use crate::model::catalog::{MetricCatalog, labels as l};
 use crate::model::graph::flink_taskmanager_id;
 use crate::model::snapshot::{
-    CheckpointConfig, CheckpointPoint, Checkpoints, Missing, MissingWhy, OperatorRates, RocksDbSubtask,
-    SourceSubtaskLag, SubtaskMetrics, TaskManagerMetrics, VertexAggregate, VertexTimeline, VertexWatermark,
+    CheckpointConfig, CheckpointPoint, Checkpoints, JobRunning, LastCheckpoint, Missing, MissingWhy, OperatorRates,
+    RocksDbSubtask, SourceSubtaskLag, SubtaskMetrics, TaskManagerMetrics, VertexAggregate, VertexTimeline,
+    VertexWatermark, Watermark,
 };
 /// Operator-level records rates from round 4's answers, per (vertex, operator).
 pub(super) fn assemble_operators(
@@ -112,7 +113,10 @@ pub(super) fn assemble_job_signals(
     let watermarks = r("input_watermark")
         .iter()
         .filter(|s| !s.label(l::TASK_ID).is_empty())
-        .map(|s| VertexWatermark { vertex_id: s.label(l::TASK_ID).into(), input_watermark: s.points.clone() })
+        .map(|s| VertexWatermark {
+            vertex_id: s.label(l::TASK_ID).into(),
+            input_watermark: s.points.iter().map(|&(t, v)| (t, Watermark::from_reported(v))).collect(),
+        })
         .collect();
     let samples_in_window =
         r("samples_in_window").first().and_then(|s| s.last_value()).filter(|v| v.is_finite()).map(|v| v as u32);
@@ -122,7 +126,8 @@ pub(super) fn assemble_job_signals(
             answers.promql.insert("gc_time".into(), q);
         }
     }
-    if checkpoints.series.iter().all(|p| p.last_duration_ms.is_none()) {
+    // Gauges that say "none completed yet" are checkpoint metrics: nothing is missing.
+    if checkpoints.series.iter().all(|p| p.last_checkpoint == LastCheckpoint::Unknown) {
         answers
             .missing
             .push(Missing { metric: cat.last_checkpoint_duration.clone(), why: MissingWhy::NoCheckpointMetrics });
@@ -264,9 +269,21 @@ pub(super) fn assemble_checkpoints(result: &QueryResult, cat: &MetricCatalog) ->
             let p = points.entry(t).or_insert_with(|| CheckpointPoint { t_ms: t, ..Default::default() });
             let v = finite(v);
             if name == cat.uptime {
-                p.uptime_ms = v;
+                // 0 is "not running at the moment", not an age (UpTimeGauge).
+                p.running = match v {
+                    Some(u) if u > 0.0 => JobRunning::Running,
+                    Some(_) => JobRunning::NotRunningNow,
+                    None => JobRunning::Unknown,
+                };
+                p.uptime_ms = v.filter(|u| *u > 0.0);
             } else if name == cat.last_checkpoint_duration {
-                p.last_duration_ms = v;
+                // −1 is "no checkpoint completed yet" (CheckpointStatsTracker), never a duration.
+                p.last_checkpoint = match v {
+                    Some(d) if d >= 0.0 => LastCheckpoint::Completed,
+                    Some(_) => LastCheckpoint::NoneCompletedYet,
+                    None => LastCheckpoint::Unknown,
+                };
+                p.last_duration_ms = v.filter(|d| *d >= 0.0);
             } else if name == cat.completed_checkpoints {
                 p.completed = v;
             } else if name == cat.failed_checkpoints {
@@ -431,4 +448,40 @@ pub(super) fn gc_rate_per_taskmanager(series: &QueryResult) -> BTreeMap<String, 
         *out.entry(tm).or_insert(0.0) += increase / span_s;
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn gauge(name: &str, points: &[(i64, f64)]) -> ResultSeries {
+        ResultSeries { labels: [("__name__".to_string(), name.to_string())].into(), points: points.to_vec() }
+    }
+
+    #[test]
+    fn a_minus_one_checkpoint_duration_is_no_checkpoint_completed_yet_and_never_a_duration() {
+        let cat = MetricCatalog::default();
+        // −1 before the first checkpoint completes (at 20 s), then 1200 ms.
+        let result = vec![gauge(&cat.last_checkpoint_duration, &[(0, -1.0), (10_000, -1.0), (20_000, 1200.0)])];
+        let points = assemble_checkpoints(&result, &cat);
+        let states: Vec<LastCheckpoint> = points.iter().map(|p| p.last_checkpoint).collect();
+        assert_eq!(
+            states,
+            [LastCheckpoint::NoneCompletedYet, LastCheckpoint::NoneCompletedYet, LastCheckpoint::Completed]
+        );
+        let durations: Vec<Option<f64>> = points.iter().map(|p| p.last_duration_ms).collect();
+        assert_eq!(durations, [None, None, Some(1200.0)]);
+    }
+
+    #[test]
+    fn an_uptime_of_0_is_a_job_not_running_at_the_moment_and_never_an_age() {
+        let cat = MetricCatalog::default();
+        // Running 60 s, then 0 (restarting: UpTimeGauge's "not up at the moment"), then NaN.
+        let result = vec![gauge(&cat.uptime, &[(0, 60_000.0), (10_000, 0.0), (20_000, f64::NAN)])];
+        let points = assemble_checkpoints(&result, &cat);
+        let states: Vec<JobRunning> = points.iter().map(|p| p.running).collect();
+        assert_eq!(states, [JobRunning::Running, JobRunning::NotRunningNow, JobRunning::Unknown]);
+        let uptimes: Vec<Option<f64>> = points.iter().map(|p| p.uptime_ms).collect();
+        assert_eq!(uptimes, [Some(60_000.0), None, None]);
+    }
 }

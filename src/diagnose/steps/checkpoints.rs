@@ -12,7 +12,7 @@
 use crate::diagnose::signals::VertexSignals;
 use crate::diagnose::{Context, StepReport};
 use crate::model::facts::checkpoints::{BarrierWait, CheckpointFact, Reason};
-use crate::model::snapshot::CheckpointPoint;
+use crate::model::snapshot::{CheckpointPoint, JobRunning, LastCheckpoint};
 use crate::model::verdict::Finding;
 
 /// Checkpoint interval and where it came from.
@@ -133,7 +133,11 @@ pub fn run(ctx: &Context, culprit: Option<&VertexSignals>) -> StepReport {
     let t = &ctx.cfg.thresholds;
     let snap = ctx.snapshot;
     let series = &snap.checkpoints.series;
-    let Some(last) = series.iter().rev().find(|p| p.last_duration_ms.is_some() || p.completed.is_some()) else {
+    // A gauge saying "none completed yet" (−1) is a checkpoint metric too.
+    let reported = |p: &&CheckpointPoint| {
+        p.last_duration_ms.is_some() || p.completed.is_some() || p.last_checkpoint != LastCheckpoint::Unknown
+    };
+    let Some(last) = series.iter().rev().find(reported) else {
         return StepReport::no_data(
             CheckpointFact::NoMetrics,
             vec!["lastCheckpointDuration".into(), "numberOfFailedCheckpoints".into()],
@@ -217,8 +221,12 @@ fn failures_in_window(ctx: &Context) -> f64 {
         // Start-up noise: a failure in the job's first minute. Without the uptime gauge, the
         // job start (when known) tells; without either, the failure counts.
         let uptime = cur.uptime_ms.or_else(|| snap.job_start_ms.map(|start| (cur.t_ms - start) as f64));
+        // Uptime 0: the job is not running at that moment (restarting); its aborted
+        // checkpoints are the restart's, not the job's trouble.
+        let not_running = cur.running == JobRunning::NotRunningNow;
         if let (Some(a), Some(b)) = (prev.failed, cur.failed)
             && b > a
+            && !not_running
             && uptime.is_none_or(|u| u >= grace)
         {
             failed += b - a;
@@ -257,7 +265,8 @@ fn trouble(ctx: &Context, f: &Facts) -> (Vec<Reason>, StepReport) {
     }
     if let (Some(iv), Some(age)) = (interval, age_ms) {
         let limit = t.checkpoint_stalled_intervals * iv.ms as f64;
-        if age > limit && uptime_ms > limit {
+        // A job that is not running at the moment (uptime 0) completes no checkpoint: no stall.
+        if age > limit && uptime_ms > limit && last.running != JobRunning::NotRunningNow {
             reasons.push(Reason::NoCompletion { age_ms: age, interval_ms: iv.ms, estimated: iv.estimated });
             // Without a completion, the age runs from the job start (as before the counter).
             let since = match completion {
@@ -524,6 +533,38 @@ mod tests {
         let snap = crate::model::snapshot::Snapshot { job_start_ms: None, ..snap };
         let r = report(&snap);
         assert_eq!(r.finding, Some(Finding::Checkpoints), "{}", r.detail);
+    }
+
+    #[test]
+    fn gauges_at_minus_one_are_no_checkpoint_completed_yet_not_missing_metrics() {
+        // Only lastCheckpointDuration, −1 throughout (typed NoneCompletedYet by the
+        // collector), in a job up for an hour with a 10 s interval: the age runs from the
+        // job start, 3600 s > 3 × 10 s.
+        let none_yet = |s| CheckpointPoint { last_checkpoint: LastCheckpoint::NoneCompletedYet, ..cp(s) };
+        let mut b = job().checkpoint_config(10, 600, false, None);
+        for s in (-60..=0).step_by(10) {
+            b = b.checkpoint_point(none_yet(s));
+        }
+        let snap = b.build();
+        let snap = Snapshot { job_start_ms: Some(t(-3600)), ..snap };
+        let r = report(&snap);
+        assert_ne!(r.detail, Fact::Checkpoint(CheckpointFact::NoMetrics));
+        assert_eq!(r.finding, Some(Finding::Checkpoints), "{}", r.detail);
+        let Fact::Checkpoint(CheckpointFact::InTrouble { reasons }) = &r.detail else { panic!("{}", r.detail) };
+        assert!(matches!(reasons[0], Reason::NoCompletion { age_ms, .. } if age_ms == 3_600_000.0));
+    }
+
+    #[test]
+    fn a_job_not_running_at_the_moment_has_no_checkpoint_stall() {
+        // Uptime 0 (restarting) at the last sample, last completion 60 s ago (> 30 s): a
+        // job that does not run completes no checkpoint; that is no stall of a running job.
+        let mut b = job().checkpoint_config(10, 600, false, None);
+        for s in (-60..=-10).step_by(10) {
+            b = b.checkpoint_point(done(s, -60, 800.0));
+        }
+        let restarting = CheckpointPoint { uptime_ms: None, running: JobRunning::NotRunningNow, ..done(0, -60, 800.0) };
+        let r = report(&b.checkpoint_point(restarting).build());
+        assert_ne!(r.finding, Some(Finding::Checkpoints), "{}", r.detail);
     }
 
     #[test]

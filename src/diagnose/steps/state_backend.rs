@@ -11,7 +11,7 @@
 use crate::diagnose::signals::VertexSignals;
 use crate::diagnose::{Context, StepReport, slope_per_s};
 use crate::model::facts::state_backend::{StallSign, StateBackendFact, StateBackendFix};
-use crate::model::snapshot::RocksDbSubtask;
+use crate::model::snapshot::{RocksDbSubtask, Watermark};
 use crate::model::verdict::Finding;
 
 /// The options that enable the native metrics this step reads.
@@ -229,21 +229,37 @@ fn stall_report(mut r: StepReport, culprit: &VertexSignals, signs: &[StallSign])
     r
 }
 
-/// A watermark that stopped advancing while records flow: state and timers grow, and the
-/// state backend would be blamed wrongly.
+/// A watermark that never arrived, or stopped advancing, while records flow: state and
+/// timers grow, and the state backend would be blamed wrongly. The readings are states
+/// ([`Watermark`]): `Long.MIN_VALUE` is "no watermark yet", never an event time 292 million
+/// years ago; `Long.MAX_VALUE` is a finished input, never a stall.
 fn watermark_stall(ctx: &Context, culprit: &VertexSignals) -> Option<StepReport> {
     let wm = ctx.snapshot.watermarks.iter().find(|w| w.vertex_id == culprit.id)?;
-    let points: Vec<(i64, f64)> = wm.input_watermark.iter().copied().filter(|p| p.1.is_finite() && p.1 > 0.0).collect();
-    let last = *points.last()?;
-    // Flat since the last time it moved (or since the first point, if it never did).
-    let since = points.iter().rev().find(|p| p.1 != last.1).map(|p| p.0).unwrap_or(points[0].0);
-    let span_ms = last.0 - since;
-    let stall_ms = ctx.cfg.thresholds.watermark_stall.as_ms();
+    let known: Vec<(i64, Watermark)> =
+        wm.input_watermark.iter().copied().filter(|p| p.1 != Watermark::Unknown).collect();
+    let last = *known.last()?;
     let flowing = culprit.throughput().is_some_and(|r| r > 0.0);
-    if span_ms < stall_ms || !flowing {
-        return None;
+    let stall_ms = ctx.cfg.thresholds.watermark_stall.as_ms();
+    match last.1 {
+        Watermark::NoWatermark => {
+            // Since the last reading that was not "no watermark" (or the first one).
+            let since = known.iter().rev().find(|p| p.1 != Watermark::NoWatermark).map_or(known[0].0, |p| p.0);
+            let span_ms = last.0 - since;
+            (span_ms >= stall_ms && flowing).then(|| never_arrived(ctx, culprit, span_ms))
+        }
+        // Every input finished: windows fired at the final watermark; nothing is stuck.
+        Watermark::InputFinished | Watermark::Unknown => None,
+        Watermark::EventTime { ms } => {
+            let since = known.iter().rev().find(|p| p.1 != last.1).map_or(known[0].0, |p| p.0);
+            let span_ms = last.0 - since;
+            (span_ms >= stall_ms && flowing).then(|| stuck(ctx, culprit, ms, span_ms))
+        }
     }
-    let behind_s = (ctx.snapshot.at_ms as f64 - last.1) / 1000.0;
+}
+
+/// The report of an input watermark flat at event time `wm_ms` for `span_ms`.
+fn stuck(ctx: &Context, culprit: &VertexSignals, wm_ms: f64, span_ms: i64) -> StepReport {
+    let behind_s = (ctx.snapshot.at_ms as f64 - wm_ms) / 1000.0;
     let flat_s = span_ms as f64 / 1000.0;
     let mut r = StepReport::hit(
         Finding::WatermarkStall,
@@ -258,7 +274,48 @@ fn watermark_stall(ctx: &Context, culprit: &VertexSignals) -> Option<StepReport>
     r.not_the_fix.push(StateBackendFact::NotTheStateBackend);
     r.evidence.push(ctx.evidence(&culprit.name, "currentInputWatermark lag", behind_s, "s", None, "input_watermark"));
     r.summary = Some(StateBackendFact::WatermarkSummary { vertex: culprit.name.clone() }.into());
-    Some(r)
+    r
+}
+
+/// The report of an input watermark that has been `Long.MIN_VALUE` ("No Watermark") for
+/// `span_ms`: one of the culprit's inputs never sent one. Its origin is upstream, in the
+/// sources that feed it; the finding stays on the culprit, where the windows wait and the
+/// state grows, and the fix names the sources.
+fn never_arrived(ctx: &Context, culprit: &VertexSignals, span_ms: i64) -> StepReport {
+    let for_s = span_ms as f64 / 1000.0;
+    let sources: Vec<String> = ctx
+        .signals
+        .upstream_region(&culprit.id, |_| true)
+        .into_iter()
+        .filter(|v| ctx.signals.upstream(&v.id).is_empty())
+        .map(|v| v.name.clone())
+        .collect();
+    let vertex = culprit.name.clone();
+    let mut r =
+        StepReport::hit(Finding::WatermarkStall, StateBackendFact::NoWatermark { vertex: vertex.clone(), for_s });
+    r.cause.push(StateBackendFact::NoWatermarkCause { vertex: vertex.clone(), sources: sources.clone() });
+    r.fix.push(StateBackendFact::MarkIdleInputs);
+    r.fix.push(StateBackendFact::SourceSubtasksToPartitions { sources });
+    r.not_the_fix.push(StateBackendFact::NotTheStateBackend);
+    // RocksDB's own stalls, if any, come from the state the unfired windows pile up.
+    let rocks: Vec<&RocksDbSubtask> = ctx.snapshot.rocksdb.iter().filter(|x| x.vertex_id == culprit.id).collect();
+    if !rocks.is_empty() {
+        let (signs, _) = stall_signs(ctx, culprit, &Readings::of(ctx, &rocks));
+        if !signs.is_empty() {
+            r.not_the_fix.push(StateBackendFact::StallsAreASymptom { vertex: vertex.clone(), signs });
+        }
+    }
+    let threshold_s = ctx.cfg.thresholds.watermark_stall.as_ms() as f64 / 1000.0;
+    r.evidence.push(ctx.evidence(
+        &vertex,
+        "time at Long.MIN_VALUE (currentInputWatermark)",
+        for_s,
+        "s",
+        Some(threshold_s),
+        "input_watermark",
+    ));
+    r.summary = Some(StateBackendFact::NoWatermarkSummary { vertex }.into());
+    r
 }
 
 #[cfg(test)]
@@ -550,6 +607,57 @@ mod tests {
         // Advancing 1 s per s.
         let snap = job("HASH").watermark("score", line(-300, 0, 5, t(-310) as f64, 1000.0)).build();
         assert_ne!(report(&snap).finding, Some(Finding::WatermarkStall));
+    }
+
+    #[test]
+    fn an_input_watermark_at_long_min_for_the_whole_window_is_a_watermark_that_never_arrived() {
+        // Long.MIN_VALUE (−9.223372036854776e18, what the reporter writes) for the 300 s
+        // window (≥ the 120 s threshold) while 1000 records/s flow; RocksDB stalls too.
+        let snap = job("HASH")
+            .watermark("score", line(-300, 0, 5, -9.223372036854776e18, 0.0))
+            .rocksdb(RocksDbSubtask { delayed_write_rate_max: Some(16e6), ..rocks("score", 0) })
+            .build();
+        let r = report(&snap);
+        assert_eq!(r.finding, Some(Finding::WatermarkStall));
+        assert_eq!(*sb(&r.detail), StateBackendFact::NoWatermark { vertex: "stateful-score".into(), for_s: 300.0 });
+        assert!(r.fix.iter().any(|f| *sb(f) == StateBackendFact::MarkIdleInputs));
+        assert!(r.fix.iter().any(|f| *sb(f)
+            == StateBackendFact::SourceSubtasksToPartitions { sources: vec!["Source: txn".into()] }));
+        // No RocksDB fix; its stalls are named as a symptom.
+        assert!(!r.fix.iter().any(|f| matches!(sb(f), StateBackendFact::Fix(_))));
+        assert!(r.not_the_fix.iter().any(|f| matches!(sb(f), StateBackendFact::StallsAreASymptom { .. })));
+        // The evidence is how long it has been so, never the sentinel itself.
+        assert_close(evidence(&r.evidence, "time at Long.MIN_VALUE (currentInputWatermark)").value, 300.0, 1e-9);
+        assert!(r.evidence.iter().all(|e| e.value.abs() < 1e15));
+    }
+
+    #[test]
+    fn a_long_min_watermark_for_less_than_the_threshold_is_no_stall_and_no_event_time() {
+        // 100 s of "no watermark" (< 120 s): a job just started; nothing is stuck yet.
+        let snap = job("HASH").watermark("score", line(-100, 0, 5, i64::MIN as f64, 0.0)).build();
+        assert_ne!(report(&snap).finding, Some(Finding::WatermarkStall));
+    }
+
+    #[test]
+    fn a_watermark_at_long_max_is_a_finished_input_and_no_stall() {
+        // Long.MAX_VALUE (the final watermark) flat for 300 s: the input finished, the
+        // windows fired; not "stuck 292 million years ahead".
+        let snap = job("HASH").watermark("score", line(-300, 0, 5, 9.223372036854776e18, 0.0)).build();
+        let w = &snap.watermarks[0].input_watermark;
+        assert!(w.iter().all(|p| p.1 == Watermark::InputFinished));
+        assert_ne!(report(&snap).finding, Some(Finding::WatermarkStall));
+    }
+
+    #[test]
+    fn a_watermark_that_advanced_and_then_fell_back_to_long_min_counts_from_the_fall() {
+        // Event time advancing until −200 s, then Long.MIN_VALUE (a restart resets the
+        // gauge): "no watermark" for 200 s ≥ 120 s.
+        let mut points = line(-300, -205, 5, t(-310) as f64, 1000.0);
+        points.extend(line(-200, 0, 5, i64::MIN as f64, 0.0));
+        let snap = job("HASH").watermark("score", points).build();
+        let r = report(&snap);
+        // From the last event-time reading at −205 s to 0: 205 s.
+        assert_eq!(*sb(&r.detail), StateBackendFact::NoWatermark { vertex: "stateful-score".into(), for_s: 205.0 });
     }
 
     #[test]

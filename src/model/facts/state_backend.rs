@@ -70,4 +70,15 @@ pub enum StateBackendFact {
     NotTheStateBackend,
     /// Summary: the watermark is stuck.
     WatermarkSummary { vertex: String },
+    /// Hit (detail): the input watermark has read `Long.MIN_VALUE` ("No Watermark") for
+    /// `for_s` while records flow: no watermark has arrived.
+    NoWatermark { vertex: String, for_s: f64 },
+    /// Cause: an input of `vertex` never sent a watermark; `sources` feed it.
+    NoWatermarkCause { vertex: String, sources: Vec<String> },
+    /// Fix: at most as many source subtasks as partitions (splits), so every one reads.
+    SourceSubtasksToPartitions { sources: Vec<String> },
+    /// Not the fix: RocksDB's stalls (`signs`) are a symptom of the state that piles up.
+    StallsAreASymptom { vertex: String, signs: Vec<StallSign> },
+    /// Summary: no watermark arrives.
+    NoWatermarkSummary { vertex: String },
 }

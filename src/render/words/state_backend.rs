@@ -82,6 +82,38 @@ pub(super) fn word(fact: &StateBackendFact, f: &mut Formatter<'_>) -> fmt::Resul
         StateBackendFact::WatermarkSummary { vertex } => {
             write!(f, "{vertex} is the culprit: its watermark is stuck, so its state and timers pile up.")
         }
+        StateBackendFact::NoWatermark { vertex, for_s } => write!(
+            f,
+            "No watermark has reached {vertex} for {} while records flow: its input watermark reads Long.MIN_VALUE, what Flink's web UI shows as \"No Watermark\". Its event-time windows and timers never fire and its state only grows; the state backend is not the cause.",
+            human_secs(*for_s)
+        ),
+        StateBackendFact::NoWatermarkCause { vertex, sources } => {
+            write!(
+                f,
+                "The watermark never arrived: {vertex}'s input watermark is the minimum over its inputs, and at least one input has never sent a watermark. Most often that is a source subtask without a partition or split to read (source parallelism above the partition count) and no idleness configured, so it never emits a watermark and never declares itself idle"
+            )?;
+            match sources.as_slice() {
+                [] => f.write_str("."),
+                [one] => write!(f, "; the source feeding {vertex} is {one}."),
+                many => write!(f, "; the sources feeding {vertex} are {}.", many.join(", ")),
+            }
+        }
+        StateBackendFact::SourceSubtasksToPartitions { sources } => {
+            let which = if sources.is_empty() { "the sources".to_string() } else { sources.join(", ") };
+            write!(
+                f,
+                "Or give {which} at most as many subtasks as the topic has partitions (splits), so that every source subtask reads and emits watermarks."
+            )
+        }
+        StateBackendFact::StallsAreASymptom { vertex, signs } => {
+            write!(f, "Tuning RocksDB of {vertex} (threads, write buffers, disk): its stalls (")?;
+            word_signs(signs, f)?;
+            f.write_str(") are a symptom of the window state that piles up while no watermark fires the windows.")
+        }
+        StateBackendFact::NoWatermarkSummary { vertex } => write!(
+            f,
+            "{vertex} is the culprit: no watermark ever reached it, so its windows never fire and its state piles up."
+        ),
     }
 }
 
