@@ -4,3 +4,6 @@
 //! own module under `tests/reports3/`, with tests beyond the one folder.
 
 mod support;
+
+#[path = "reports3/sentinel.rs"]
+mod sentinel;

@@ -1,0 +1,143 @@
+//! Issue 22, kinds "Sentinel values" and "A vertex whose series the store dropped".
+//!
+//! Report 07: the windows' input watermark stays at Long.MIN_VALUE ("No Watermark": source
+//! subtask 3 of 4 reads no partition of a 3-partition topic, no idleness). Expected: finding
+//! `watermark_stall` on the window vertex, the idleness fixes, no RocksDB advice; offline
+//! and live from a real Prometheus and a real VictoriaMetrics backfilled with the same
+//! recording.
+
+use std::path::{Path, PathBuf};
+
+use culprit::cli::{DiagnoseArgs, diagnose_command};
+use culprit::collect::collector::{CollectInput, collect};
+use culprit::collect::prometheus::{PromSource, Prometheus};
+use culprit::config::{Config, Millis, PrometheusConfig};
+use culprit::diagnose::diagnose;
+use culprit::model::graph::JobGraph;
+use culprit::model::request::DiagnosisRequest;
+use culprit::model::verdict::{Confidence, Finding, Status, Verdict};
+use culprit::render::Format;
+
+use crate::support;
+
+fn report(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/reports3").join(name)
+}
+
+fn args(plan: &Path, recording: &Path) -> DiagnoseArgs {
+    DiagnoseArgs {
+        recording: Some(recording.to_path_buf()),
+        metrics: Vec::new(),
+        scrape: Vec::new(),
+        flink: None,
+        cluster: None,
+        plan: Some(plan.to_path_buf()),
+        job: None,
+        label: Vec::new(),
+        at: None,
+        window: None,
+        config: None,
+        checkpoint_config: None,
+        format: Format::Json,
+    }
+}
+
+/// `culprit diagnose --recording <recording> --plan <plan>`.
+fn offline(plan: &Path, recording: &Path) -> Verdict {
+    diagnose_command(&args(plan, recording), 0).unwrap_or_else(|e| panic!("{}", e.message))
+}
+
+fn at_of(v: &Verdict) -> i64 {
+    v.at.parse::<jiff::Timestamp>().unwrap().as_millisecond()
+}
+
+/// The live verdict from the PromQL store at `url` for the job and time of `expected`.
+async fn live(url: &str, plan: &Path, expected: &Verdict) -> Verdict {
+    let config = Config::default();
+    let prom = Prometheus::new(&PrometheusConfig {
+        url: url.to_string(),
+        timeout: Millis::from_secs(10),
+        deadline: Millis::from_secs(20),
+        auth: None,
+        tenant: None,
+        max_answer_bytes: culprit::collect::prometheus::MAX_ANSWER_BYTES,
+        max_answer_bytes_in_flight: culprit::config::PROMETHEUS_MAX_ANSWER_BYTES_IN_FLIGHT,
+    })
+    .unwrap();
+    let request =
+        DiagnosisRequest { job: Some(expected.job.id.clone()), at_ms: Some(at_of(expected)), ..Default::default() };
+    let source = PromSource::new(&prom, request.at_ms.unwrap());
+    let graph = JobGraph::from_plan_json(&std::fs::read_to_string(plan).unwrap()).unwrap();
+    let input = CollectInput {
+        request: &request,
+        graph: Some(graph),
+        checkpoint_config: None,
+        config: &config,
+        catalog: &config.metrics,
+    };
+    let snapshot = collect(&source, input).await.unwrap_or_else(|e| panic!("{e}"));
+    culprit::render::words::verdict(&diagnose(&snapshot, &config.diagnosis))
+}
+
+/// Every sentence of a verdict a user reads: summary, cause, fix, not the fix, steps.
+fn said(v: &Verdict) -> String {
+    let steps: Vec<String> = v.steps.iter().map(|s| s.detail.clone()).collect();
+    [vec![v.summary.clone(), v.cause.clone()], v.fix.clone(), v.not_the_fix.clone(), steps].concat().join("\n")
+}
+
+/// Report 07's expectation (its README): the watermark never arrived, on the window vertex,
+/// with the idleness fixes; RocksDB tuning is not advised.
+fn assert_report_07(v: &Verdict) {
+    assert_eq!((v.status, v.finding), (Status::CulpritFound, Finding::WatermarkStall), "{}", v.summary);
+    assert_eq!(v.culprit.as_ref().map(|c| c.vertex_name.as_str()), Some("TumblingEventTimeWindows"));
+    let fix = v.fix.join("\n");
+    assert!(fix.contains("WatermarkStrategy.withIdleness"), "{fix}");
+    assert!(fix.contains("table.exec.source.idle-timeout"), "{fix}");
+    assert!(fix.contains("at most as many subtasks as the topic has partitions"), "{fix}");
+    for rocks in ["state.backend.rocksdb", "write-buffer", "writebuffer", "localdir", "managed.fraction"] {
+        assert!(!fix.contains(rocks), "RocksDB advice {rocks:?} in the fix: {fix}");
+    }
+    assert!(v.summary.contains("no watermark ever reached it"), "{}", v.summary);
+    assert!(v.cause.contains("The watermark never arrived"), "{}", v.cause);
+    // The RocksDB stalls are named, as a symptom, under "not the fix".
+    assert!(
+        v.not_the_fix.iter().any(|n| n.contains("Tuning RocksDB") && n.contains("symptom")),
+        "{:#?}",
+        v.not_the_fix
+    );
+    // Never the sentinel as a number: no event time 292 million years ago.
+    let all = said(v);
+    assert!(!all.contains("9.22") && !all.contains("9223372"), "{all}");
+    assert!(v.evidence.iter().all(|e| e.value.abs() < 1e15), "{:#?}", v.evidence);
+    // The window holds 300 s of "no watermark" (the recording's 15 min, from the window's start).
+    let e = v.evidence.iter().find(|e| e.metric == "time at Long.MIN_VALUE (currentInputWatermark)").expect("evidence");
+    assert_eq!((e.value, e.threshold), (300.0, Some(120.0)));
+    assert_eq!(v.confidence, Confidence::High);
+}
+
+#[test]
+fn report_07_a_watermark_stuck_at_long_min_is_a_watermark_that_never_arrived_not_rocksdb() {
+    let dir = report("07-watermark-never-arrived-min-long");
+    assert_report_07(&offline(&dir.join("plan.json"), &dir.join("recording.om.gz")));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn report_07_live_from_prometheus_gives_the_same_watermark_stall() {
+    let dir = report("07-watermark-never-arrived-min-long");
+    let expected = offline(&dir.join("plan.json"), &dir.join("recording.om.gz"));
+    let server = support::prometheus_with(&dir.join("recording.om.gz"));
+    let v = live(&server.url, &dir.join("plan.json"), &expected).await;
+    assert_report_07(&v);
+    assert_eq!(v.fix, expected.fix);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn report_07_live_from_victoria_metrics_which_keeps_decimals_gives_the_same_watermark_stall() {
+    // VictoriaMetrics stores a value as a decimal mantissa and exponent: Long.MIN_VALUE may
+    // come back rounded, and must still read as "no watermark".
+    let dir = report("07-watermark-never-arrived-min-long");
+    let expected = offline(&dir.join("plan.json"), &dir.join("recording.om.gz"));
+    let server = support::victoria_metrics_with(&dir.join("recording.om.gz"));
+    let v = live(&server.url, &dir.join("plan.json"), &expected).await;
+    assert_report_07(&v);
+}
