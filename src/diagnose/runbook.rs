@@ -213,7 +213,9 @@ fn explain(
         fix.extend(located.fix.iter().cloned());
         not_the_fix.extend(located.not_the_fix.iter().cloned());
     }
-    if let Some(c) = culprit_shown.filter(|_| finding == Finding::Unexplained) {
+    // A culprit without any series is named by where the backpressure stops; its own
+    // words say so (no utilisation to show, nothing to profile before its metrics return).
+    if let Some(c) = culprit_shown.filter(|c| finding == Finding::Unexplained && !locate::without_series(c)) {
         cause.push(RunbookFact::UnexplainedCause {
             utilisation_ratio: c.utilisation(),
             capacity_records_per_s: c.capacity(),
@@ -407,7 +409,9 @@ fn confidence(ctx: &Context, status: Status, finding: Finding, run: &Run, missin
         .iter()
         .any(|v| v.missing_subtasks() > 0 && (!v.subtasks.is_empty() || ctx.red.contains(&v.id)));
     // Every sample still averages over the job's start: nothing representative to judge.
-    if examined_incomplete || only_warm_up(ctx.snapshot, ctx.cfg) {
+    // A culprit with no series of its own is named by its neighbours' metrics alone.
+    let culprit_without_series = run.culprit.is_some_and(locate::without_series);
+    if examined_incomplete || only_warm_up(ctx.snapshot, ctx.cfg) || culprit_without_series {
         return Confidence::Low;
     }
     let no_data_before_finding = reports.iter().any(|(_, r)| r.outcome == Outcome::NoData);

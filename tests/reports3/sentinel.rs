@@ -141,3 +141,63 @@ async fn report_07_live_from_victoria_metrics_which_keeps_decimals_gives_the_sam
     let v = live(&server.url, &dir.join("plan.json"), &expected).await;
     assert_report_07(&v);
 }
+
+// ---------------------------------------------------------------------------------------
+// A vertex whose series the store dropped.
+// ---------------------------------------------------------------------------------------
+
+/// The recording of capture `name` with every series of vertex `task_id` removed, as a
+/// store that refused them (a label value over its limit, a series limit) holds it.
+fn without_vertex(name: &str, task_id: &str, out: &Path) {
+    let plain = out.with_extension("plain");
+    support::gunzip(&support::capture(name).join("recording.om.gz"), &plain);
+    let text = std::fs::read_to_string(&plain).unwrap();
+    let needle = format!("task_id=\"{task_id}\"");
+    let kept: Vec<&str> = text.lines().filter(|l| !l.contains(&needle)).collect();
+    assert!(kept.len() < text.lines().count(), "{name} has series of {task_id}");
+    std::fs::write(out, kept.join("\n") + "\n").unwrap();
+}
+
+/// The expectation: the vertex without series is named as the likely culprit, at low
+/// confidence, its metrics said missing with the likely reason and the fix.
+fn assert_dropped(v: &Verdict, vertex: &str) {
+    assert_eq!(v.status, Status::CulpritFound, "{}", v.summary);
+    assert_eq!(v.culprit.as_ref().map(|c| c.vertex_name.as_str()), Some(vertex), "{}", v.summary);
+    assert_eq!(v.confidence, Confidence::Low);
+    assert!(v.summary.contains("the store has none of its metrics"), "{}", v.summary);
+    assert!(v.cause.contains(&format!("The metrics of {vertex} are missing")), "{}", v.cause);
+    assert!(v.cause.contains("2048 characters"), "{}", v.cause);
+    let fix = v.fix.join("\n");
+    assert!(fix.contains("table.exec.simplify-operator-name-enabled"), "{fix}");
+    assert!(fix.contains("metrics.scope.operator") && fix.contains("max_label_value_length"), "{fix}");
+    assert!(!said(v).contains("do not show where the backpressure stops"), "{}", said(v));
+    assert!(!fix.contains("Profile"), "{fix}");
+}
+
+#[test]
+fn a_real_capture_whose_culprit_lost_every_series_names_it_as_the_likely_culprit_at_low_confidence() {
+    // hot-key (Flink 2.3): Source → parse → fraud-score → sink; fraud-score's series gone,
+    // parse backpressured 63 %, the sink idle.
+    let dir = tempfile::tempdir().unwrap();
+    let recording = dir.path().join("recording.om");
+    without_vertex("hot-key", "b6178eccb258469b79a723c7c5e49988", &recording);
+    let v = offline(&support::capture("hot-key").join("plan.json"), &recording);
+    assert_dropped(&v, "fraud-score");
+    // slow-middle: enrich-slow between parse (backpressured) and fraud-score (idle).
+    let recording = dir.path().join("slow-middle.om");
+    without_vertex("slow-middle", "1bf8d58c28152204a13a150d4ee1fd98", &recording);
+    assert_dropped(&offline(&support::capture("slow-middle").join("plan.json"), &recording), "enrich-slow");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_vertex_whose_series_a_real_prometheus_lacks_is_named_the_same_live() {
+    let dir = tempfile::tempdir().unwrap();
+    let recording = dir.path().join("recording.om");
+    without_vertex("hot-key", "b6178eccb258469b79a723c7c5e49988", &recording);
+    let plan = support::capture("hot-key").join("plan.json");
+    let expected = offline(&plan, &recording);
+    let server = support::prometheus_with(&recording);
+    let v = live(&server.url, &plan, &expected).await;
+    assert_dropped(&v, "fraud-score");
+    assert_eq!((v.fix.clone(), v.summary.clone()), (expected.fix.clone(), expected.summary.clone()));
+}

@@ -197,4 +197,17 @@ pub enum LocateFact {
     MoveToFlip27,
     /// Summary: the source is the culprit.
     SourceCulprit { vertex: String, busy_ratio: Option<f64>, lag_growth_records_per_s: f64 },
+    /// Detail: the backpressure stops at `vertex`, which has no series at all, between the
+    /// backpressured `red` and the idle `downstream` (each with its busy ratio; empty: a
+    /// sink).
+    SeriesDropped { vertex: String, red: Vec<Backpressured>, downstream: Vec<(String, Option<f64>)> },
+    /// Cause: its series are missing from the store, and why that is likely: its name is
+    /// `name_chars` long (a label value over `label_limit_chars` is refused by the store),
+    /// else a cardinality limit.
+    SeriesDroppedCause { vertex: String, name_chars: usize, label_limit_chars: usize },
+    /// Fix: bring its series back (simplified operator names, a shorter metric scope, the
+    /// store's label length limit).
+    RestoreDroppedSeries { vertex: String, long_name: bool },
+    /// Summary: `vertex` is the likely culprit; its metrics are missing.
+    SeriesDroppedSummary { vertex: String },
 }

@@ -147,6 +147,69 @@ pub(super) fn word(fact: &LocateFact, f: &mut Formatter<'_>) -> fmt::Result {
         | LocateFact::TuneFetch
         | LocateFact::MoveToFlip27
         | LocateFact::SourceCulprit { .. } => source(fact, f),
+        LocateFact::SeriesDropped { .. }
+        | LocateFact::SeriesDroppedCause { .. }
+        | LocateFact::RestoreDroppedSeries { .. }
+        | LocateFact::SeriesDroppedSummary { .. } => dropped(fact, f),
+    }
+}
+
+/// A vertex whose series the store dropped, where the backpressure stops.
+fn dropped(fact: &LocateFact, f: &mut Formatter<'_>) -> fmt::Result {
+    match fact {
+        LocateFact::SeriesDropped { vertex, red, downstream } => {
+            write!(
+                f,
+                "Backpressured: {}. The backpressure stops at {vertex}, which has no series at all",
+                red_list(red)
+            )?;
+            if downstream.is_empty() {
+                f.write_str(" (a sink): it is the likely culprit, judged without its own metrics.")
+            } else {
+                let below: Vec<String> =
+                    downstream.iter().map(|(name, busy)| format!("{name} busy {}", pct_or_unknown(*busy))).collect();
+                write!(
+                    f,
+                    "; downstream of it, {} is neither backpressured nor busy: {vertex} is the likely culprit, judged without its own metrics.",
+                    below.join(", ")
+                )
+            }
+        }
+        LocateFact::SeriesDroppedCause { vertex, name_chars, label_limit_chars } => {
+            write!(
+                f,
+                "The metrics of {vertex} are missing: the store has no series of it, although the plan has it. "
+            )?;
+            if name_chars > label_limit_chars {
+                write!(
+                    f,
+                    "Its name is {name_chars} characters long, and stores such as Mimir and Cortex refuse a series whose label value (task_name, operator_name) is longer than {label_limit_chars} characters (Mimir's default max_label_value_length), so every series of it is dropped at ingestion, silently for whoever reads the data."
+                )
+            } else {
+                write!(
+                    f,
+                    "Stores drop series silently: a label value over a limit (Mimir and Cortex refuse values longer than {label_limit_chars} characters by default; a long Flink SQL operator name is one), or a per-tenant or per-metric series limit (cardinality) reached."
+                )
+            }
+        }
+        LocateFact::RestoreDroppedSeries { vertex, long_name } => {
+            if *long_name {
+                write!(
+                    f,
+                    "Give {vertex} back its series: keep Flink SQL's short operator names (table.exec.simplify-operator-name-enabled: true, the default since Flink 1.15), leave <task_name> and <operator_name> out of metrics.scope.task and metrics.scope.operator (their ids identify them), or raise the store's label value limit (Mimir: max_label_value_length); then diagnose again."
+                )
+            } else {
+                write!(
+                    f,
+                    "Give {vertex} back its series: look in the store's ingestion errors for what it refused (label value too long, series or cardinality limits), shorten long names (table.exec.simplify-operator-name-enabled: true; metrics.scope.task and metrics.scope.operator without <task_name> and <operator_name>) or raise the store's limit (Mimir: max_label_value_length, max_global_series_per_user, max_global_series_per_metric); then diagnose again."
+                )
+            }
+        }
+        LocateFact::SeriesDroppedSummary { vertex } => write!(
+            f,
+            "{vertex} is likely the culprit: the backpressure stops there, but the store has none of its metrics."
+        ),
+        _ => Ok(()),
     }
 }
 

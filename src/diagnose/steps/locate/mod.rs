@@ -15,12 +15,14 @@
 //! points to the exchange before it; without pool usage nothing is concluded.
 
 mod culprit;
+mod dropped;
 mod exchange;
 mod samples;
 mod source;
 #[cfg(test)]
 mod tests;
 
+pub use dropped::without_series;
 pub use samples::period;
 pub use source::{exporter_lag, source_lag, steady_growth, sum_lag};
 
@@ -31,6 +33,7 @@ use crate::model::facts::locate::{Backpressured, LeftOut, LocateFact};
 use crate::model::snapshot::BackpressureMeasure;
 use crate::model::verdict::Finding;
 use culprit::culprit_report;
+use dropped::{dropped_report, dropped_vertex};
 use exchange::{network_report, unknown_report};
 use samples::from_samples;
 use source::source_bound;
@@ -90,6 +93,9 @@ fn on_averages(ctx: &Context) -> Located {
         culprit_report(ctx, first, &found.culprits, &red, &red_list)
     } else if let Some((from, to)) = found.network.first() {
         network_report(ctx, from, to, &red_list)
+    } else if let Some(v) = dropped_vertex(ctx, &found.unknown) {
+        let report = dropped_report(ctx, v, &red_list);
+        return Located { report, culprits: vec![v.id.clone()], network: Vec::new() };
     } else {
         unknown_report(&found.unknown, &red_list, classic(ctx))
     };
