@@ -198,8 +198,7 @@ pub enum LocateFact {
     /// Summary: the source is the culprit.
     SourceCulprit { vertex: String, busy_ratio: Option<f64>, lag_growth_records_per_s: f64 },
     /// Detail: the backpressure stops at `vertex`, which has no series at all, between the
-    /// backpressured `red` and the idle `downstream` (each with its busy ratio; empty: a
-    /// sink).
+    /// backpressured `red` and the idle `downstream` (each with its busy ratio).
     SeriesDropped { vertex: String, red: Vec<Backpressured>, downstream: Vec<(String, Option<f64>)> },
     /// Cause: its series are missing from the store, and why that is likely: its name is
     /// `name_chars` long (a label value over `label_limit_chars` is refused by the store),

@@ -158,22 +158,14 @@ pub(super) fn word(fact: &LocateFact, f: &mut Formatter<'_>) -> fmt::Result {
 fn dropped(fact: &LocateFact, f: &mut Formatter<'_>) -> fmt::Result {
     match fact {
         LocateFact::SeriesDropped { vertex, red, downstream } => {
+            let below: Vec<String> =
+                downstream.iter().map(|(name, busy)| format!("{name} busy {}", pct_or_unknown(*busy))).collect();
             write!(
                 f,
-                "Backpressured: {}. The backpressure stops at {vertex}, which has no series at all",
-                red_list(red)
-            )?;
-            if downstream.is_empty() {
-                f.write_str(" (a sink): it is the likely culprit, judged without its own metrics.")
-            } else {
-                let below: Vec<String> =
-                    downstream.iter().map(|(name, busy)| format!("{name} busy {}", pct_or_unknown(*busy))).collect();
-                write!(
-                    f,
-                    "; downstream of it, {} is neither backpressured nor busy: {vertex} is the likely culprit, judged without its own metrics.",
-                    below.join(", ")
-                )
-            }
+                "Backpressured: {}. The backpressure stops at {vertex}, which has no series at all; downstream of it, {} is neither backpressured nor busy: {vertex} is the likely culprit, judged without its own metrics.",
+                red_list(red),
+                below.join(", ")
+            )
         }
         LocateFact::SeriesDroppedCause { vertex, name_chars, label_limit_chars } => {
             write!(
@@ -496,6 +488,37 @@ mod tests {
 
     fn red(list: &[(&str, Option<f64>)]) -> Vec<Backpressured> {
         list.iter().map(|(v, p)| Backpressured { vertex: v.to_string(), backpressured_ratio: *p }).collect()
+    }
+
+    #[test]
+    fn a_vertex_whose_series_were_dropped_reads_as_the_likely_culprit_with_its_reason_and_fix() {
+        let detail = Fact::from(LocateFact::SeriesDropped {
+            vertex: "score".into(),
+            red: red(&[("parse", Some(0.95))]),
+            downstream: vec![("Sink: store".into(), Some(0.05))],
+        });
+        assert_eq!(
+            detail.to_string(),
+            "Backpressured: parse 95%. The backpressure stops at score, which has no series at all; downstream of it, Sink: store busy 5% is neither backpressured nor busy: score is the likely culprit, judged without its own metrics."
+        );
+        let long = Fact::from(LocateFact::SeriesDroppedCause {
+            vertex: "v".into(),
+            name_chars: 2100,
+            label_limit_chars: 2048,
+        });
+        assert!(long.to_string().contains("Its name is 2100 characters long"), "{long}");
+        let short =
+            Fact::from(LocateFact::SeriesDroppedCause { vertex: "v".into(), name_chars: 40, label_limit_chars: 2048 });
+        assert!(short.to_string().contains("cardinality"), "{short}");
+        let fix = Fact::from(LocateFact::RestoreDroppedSeries { vertex: "v".into(), long_name: true }).to_string();
+        assert!(
+            fix.contains("table.exec.simplify-operator-name-enabled: true") && fix.contains("max_label_value_length"),
+            "{fix}"
+        );
+        assert_eq!(
+            Fact::from(LocateFact::SeriesDroppedSummary { vertex: "v".into() }).to_string(),
+            "v is likely the culprit: the backpressure stops there, but the store has none of its metrics."
+        );
     }
 
     #[test]

@@ -196,6 +196,25 @@ mod tests {
     }
 
     #[test]
+    fn a_watermark_that_never_arrived_reads_as_no_watermark_with_its_origin_and_fixes() {
+        let detail = words(StateBackendFact::NoWatermark { vertex: "w".into(), for_s: 300.0 });
+        assert!(detail.starts_with("No watermark has reached w for 5 min while records flow"), "{detail}");
+        assert!(detail.contains("\"No Watermark\""), "{detail}");
+        let cause = words(StateBackendFact::NoWatermarkCause { vertex: "w".into(), sources: vec!["Source: a".into()] });
+        assert!(cause.ends_with("the source feeding w is Source: a."), "{cause}");
+        let fix = words(StateBackendFact::SourceSubtasksToPartitions { sources: vec![] });
+        assert!(fix.starts_with("Or give the sources at most as many subtasks"), "{fix}");
+        let not = words(StateBackendFact::StallsAreASymptom {
+            vertex: "w".into(),
+            signs: vec![StallSign::CompactionPending { samples_ratio: 1.0 }],
+        });
+        assert_eq!(
+            not,
+            "Tuning RocksDB of w (threads, write buffers, disk): its stalls (compaction_pending set in 100% of samples) are a symptom of the window state that piles up while no watermark fires the windows."
+        );
+    }
+
+    #[test]
     fn a_stuck_watermark_reads_as_before() {
         assert_eq!(
             words(StateBackendFact::WatermarkStuck { vertex: "w".into(), flat_s: 600.0 }),
