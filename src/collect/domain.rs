@@ -119,6 +119,13 @@ pub const CHECKPOINT_GAUGE: Domain = Domain {
     bounds: Bounds::Fixed { min: -1.0, max: MAX_MAGNITUDE },
     sentinels: &[],
 };
+/// A FLIP-33 source's `currentEmitEventTimeLag`: −1 (`UNDEFINED` in Flink's
+/// `InternalSourceReaderMetricGroup`) while the records it emitted carry no timestamp.
+pub const EMIT_LAG: Domain = Domain {
+    what: "a lag in ms, or -1 when undefined",
+    bounds: Bounds::Fixed { min: -MAX_MAGNITUDE, max: MAX_MAGNITUDE },
+    sentinels: &[-1.0],
+};
 /// Anything finite of sensible magnitude (event-time lags, exporters' offsets).
 pub const FINITE: Domain = Domain {
     what: "a finite number",
@@ -199,7 +206,7 @@ pub fn of_metric(cat: &MetricCatalog, name: &str) -> Domain {
 /// The signal a raw metric is (the catalog's field name: `busy`, `failed_checkpoints`;
 /// `""` for metrics of other sources) and its domain.
 pub fn signal_of(cat: &MetricCatalog, name: &str) -> (&'static str, Domain) {
-    let table: [(&String, &'static str, Domain); 27] = [
+    let table: [(&String, &'static str, Domain); 28] = [
         (&cat.busy, "busy", MS_PER_S),
         (&cat.idle, "idle", MS_PER_S),
         (&cat.backpressured, "backpressured", MS_PER_S),
@@ -218,6 +225,7 @@ pub fn signal_of(cat: &MetricCatalog, name: &str) -> (&'static str, Domain) {
         (&cat.legacy_records_lag_max, "records_lag_max", KAFKA_LAG),
         (&cat.cpu_load, "cpu_load", CPU_LOAD),
         (&cat.input_watermark, "input_watermark", WATERMARK),
+        (&cat.emit_event_time_lag, "emit_event_time_lag", EMIT_LAG),
         (&cat.records_in, "records_in", NON_NEGATIVE),
         (&cat.records_in_per_second, "records_in", NON_NEGATIVE),
         (&cat.records_out, "records_out", NON_NEGATIVE),
@@ -511,6 +519,14 @@ mod tests {
         assert!(got[4].is_nan());
         // Only 1e300 is impossible.
         assert_eq!(tallies[&cat.input_watermark].out_of_range, 1);
+    }
+
+    #[test]
+    fn an_undefined_emit_event_time_lag_is_unknown_not_a_lag_of_minus_one_ms() {
+        let cat = MetricCatalog::default();
+        let d = of_metric(&cat, &cat.emit_event_time_lag);
+        assert_eq!(d.judge(0, -1.0), Verdict::Unknown);
+        assert_eq!(d.judge(0, 2500.0), Verdict::Keep(2500.0));
     }
 
     #[test]

@@ -339,6 +339,11 @@ fn clear_report(ctx: &Context, f: &Facts) -> StepReport {
         longer_than_interval_ms = interval.filter(|iv| d > iv.ms as f64).map(|iv| iv.ms);
         clear.evidence.push(ctx.evidence("job", "lastCheckpointDuration", d, "ms", None, "checkpoints"));
     }
+    // −1 before the first completed checkpoint: say so, not "checkpoints complete".
+    if last_duration.is_none() && f.last.last_checkpoint == LastCheckpoint::NoneCompletedYet {
+        clear.detail = CheckpointFact::NoneCompletedYet.into();
+        return clear;
+    }
     let slow = slower_than_before_ms.is_some() || longer_than_interval_ms.is_some();
     clear.detail = CheckpointFact::Complete {
         last_duration_ms: last_duration,
@@ -552,6 +557,19 @@ mod tests {
         assert_eq!(r.finding, Some(Finding::Checkpoints), "{}", r.detail);
         let Fact::Checkpoint(CheckpointFact::InTrouble { reasons }) = &r.detail else { panic!("{}", r.detail) };
         assert!(matches!(reasons[0], Reason::NoCompletion { age_ms, .. } if age_ms == 3_600_000.0));
+    }
+
+    #[test]
+    fn minus_one_gauges_without_a_known_interval_say_no_checkpoint_completed_yet() {
+        // No checkpoint config and no completion to estimate an interval from: no stall can
+        // be judged; the step says none completed yet, never "checkpoints complete".
+        let none_yet = |s| CheckpointPoint { last_checkpoint: LastCheckpoint::NoneCompletedYet, ..cp(s) };
+        let mut b = job();
+        for s in (-60..=0).step_by(10) {
+            b = b.checkpoint_point(none_yet(s));
+        }
+        let r = report(&b.build());
+        assert_eq!((r.outcome, r.detail), (Outcome::Clear, Fact::Checkpoint(CheckpointFact::NoneCompletedYet)));
     }
 
     #[test]

@@ -94,6 +94,10 @@ pub enum CheckpointFact {
         timeout_ms: i64,
         interval_estimated: bool,
     },
+    /// Clear: no checkpoint has completed yet (`lastCheckpointDuration` is −1, Flink's value
+    /// before the first completed checkpoint), and that is no stall (yet): periodic
+    /// checkpointing may be off, or the first one still runs.
+    NoneCompletedYet,
     /// Advice: checkpoints slowed with the backlog, then [`Self::Unaligned`].
     SlowedWithBacklog {
         unaligned_on: bool,

@@ -124,6 +124,9 @@ pub(super) fn word(fact: &CheckpointFact, f: &mut Formatter<'_>) -> fmt::Result 
             reason(r, f)?;
             f.write_str(".")
         }
+        CheckpointFact::NoneCompletedYet => f.write_str(
+            "No checkpoint has completed yet (lastCheckpointDuration reads -1, Flink's value before the first completed checkpoint): periodic checkpointing is off, or the first checkpoint has not finished; nothing says it is stuck.",
+        ),
         CheckpointFact::Complete {
             last_duration_ms,
             slower_than_before_ms,
@@ -192,6 +195,12 @@ mod tests {
             words(CheckpointFact::HeldUpSummary { culprit: None, reason }),
             "checkpoints are in trouble: 1 checkpoint(s) failed or expired in the window."
         );
+    }
+
+    #[test]
+    fn no_checkpoint_completed_yet_reads_as_such_never_as_a_duration() {
+        let w = words(CheckpointFact::NoneCompletedYet);
+        assert!(w.starts_with("No checkpoint has completed yet (lastCheckpointDuration reads -1"), "{w}");
     }
 
     #[test]
