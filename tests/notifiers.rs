@@ -53,6 +53,7 @@ fn notice(kind: NoticeKind) -> Notice {
         .map(|(k, v)| (k.clone(), v.as_str().unwrap().to_string()))
         .collect();
     Notice {
+        links: Default::default(),
         kind,
         group_key: group_key(),
         labels,

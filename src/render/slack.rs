@@ -393,6 +393,7 @@ mod tests {
             id: "da23ad9af4e7326542c9a70eac958f42".into(),
         });
         Notice {
+            links: Default::default(),
             kind,
             group_key: "{}:{alertname=\"FlinkBackpressure\"}".into(),
             labels: BTreeMap::from([
