@@ -3,6 +3,9 @@
 //! * [`NoticeKind::Verdict`]: the body is the verdict itself, `culprit.verdict/v1`.
 //! * [`NoticeKind::Resolved`] and [`NoticeKind::CouldNotDiagnose`]: the body is a
 //!   `culprit.notice/v1` value (see [`notice_body`]).
+//! * Either body has an `alert_links` object beside its fields when the alert source gave
+//!   links (Grafana's `silence`, `dashboard`, `panel`: http(s) URLs, untrusted); the
+//!   verdict's schema allows fields it does not name.
 //!
 //! Headers: `Content-Type: application/json`, `Idempotency-Key: <notice.idempotency_key>`
 //! (the receiver drops repeats: the delivery loop may send a notice more than once),
@@ -109,6 +112,7 @@ impl Webhook {
             }
             _ => notice_body(notice),
         };
+        let body = with_alert_links(body, notice);
         let mut headers = HeaderMap::new();
         headers.insert(HeaderName::from_static(IDEMPOTENCY_KEY), header_value(&notice.idempotency_key));
         headers.insert(HeaderName::from_static(GROUP_KEY), header_value(&notice.group_key));
@@ -164,6 +168,14 @@ pub fn notice_body(notice: &Notice) -> Value {
         "job": notice.job,
         "reason": notice.reason,
     })
+}
+
+/// The body with the notice's alert links as `alert_links`, when it has any.
+pub fn with_alert_links(mut body: Value, notice: &Notice) -> Value {
+    if let (false, Some(o)) = (notice.links.is_empty(), body.as_object_mut()) {
+        o.insert("alert_links".into(), serde_json::to_value(&notice.links).expect("links serialize"));
+    }
+    body
 }
 
 /// A header value: printable ASCII (space to `~`) as is, except `%`; every other byte as
