@@ -127,13 +127,20 @@ impl Webhook {
             tracing::debug!(destination = %what, status, kind = ?notice.kind, "webhook: delivered");
             return Ok(Sent::default());
         }
-        let e = status_error(&what, status, &headers, &answer, &Auth::redactor(self.auth.as_ref()));
+        let e =
+            status_error(&what, status, &headers, &answer, &Auth::redactor(self.auth.as_ref())).hint(self.hint(status));
         tracing::debug!(destination = %what, status, retryable = e.retryable, "webhook: not delivered");
         Err(e)
     }
 }
 
 impl Webhook {
+    /// What to do about a final answer, naming this webhook's settings.
+    fn hint(&self, status: u16) -> Option<String> {
+        let at = format!("the [[notify.webhook]] named {:?}", self.name);
+        crate::notify::status_hint(status, &format!("the url of {at}"), &format!("the auth of {at}"))
+    }
+
     /// A reachability check for `check-config --connect`: `HEAD` of the URL with the
     /// configured auth. A generic webhook has no dry run: nothing is posted, and any answer
     /// but 401/403 (credentials refused) and 5xx counts as reachable.
@@ -148,7 +155,8 @@ impl Webhook {
         let (status, headers, answer) = read_answer(response).await;
         // 501: the server does not implement HEAD (Python's http.server): it answered.
         if status == 401 || status == 403 || (status >= 500 && status != 501) {
-            return Err(status_error(&what, status, &headers, &answer, &Auth::redactor(self.auth.as_ref())));
+            return Err(status_error(&what, status, &headers, &answer, &Auth::redactor(self.auth.as_ref()))
+                .hint(self.hint(status)));
         }
         Ok(format!("reachable (HEAD answered {status}); a generic webhook has no dry run, so nothing was posted"))
     }
