@@ -218,3 +218,20 @@ async fn what_culprit_cannot_read_is_refused_with_what_it_accepts_and_logged_onc
     let metrics = reqwest::get(format!("{url}/metrics")).await.unwrap().text().await.unwrap();
     assert_eq!(support::metric(&metrics, "culprit_webhooks_total{outcome=\"bad_request\"}"), 4.0);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_final_slack_error_of_a_grafana_verdict_says_what_to_do_in_the_log() {
+    let s = setup().await;
+    let url = s.culprit.url.clone();
+    // Slack answers the post as it does for an archived channel (HTTP 200, ok: false).
+    s.capture.fail_next("/slack/api/chat.postMessage", 200, None, r#"{"ok": false, "error": "is_archived"}"#);
+    let body = std::fs::read_to_string(report().join("webhook-grafana.json")).unwrap();
+    assert_eq!(post(&url, "/webhook/grafana", &body).await.0, 202);
+    support::drained_at(&url).await;
+    let log = std::fs::read_to_string(&s.log).unwrap();
+    let failed = log.lines().find(|l| l.contains("delivery failed for good")).unwrap_or_else(|| panic!("{log}"));
+    assert!(failed.contains("is_archived") && failed.contains("unarchive it and invite the app"), "{failed}");
+    assert!(!log.contains("xoxb-test-token"));
+    // The webhook got the verdict all the same: one destination's refusal holds no other.
+    assert_eq!(s.capture.on("/hook").len(), 1);
+}
