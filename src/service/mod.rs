@@ -328,6 +328,8 @@ impl Service {
         let mut plan = intake::plan(&webhook, &self.config.service);
         let sender = intake::sender(&webhook.external_url, peer);
         let note = webhook.unknown_version().map(|v| {
+            // The sender's own string: quoted as JSON escapes it, at most 32 characters.
+            let v = serde_json::Value::from(v.chars().take(32).collect::<String>()).to_string();
             let source = webhook.source();
             let note = format!(
                 "version {v} is not the version {} {} sends; the payload was read by its shape as that",
@@ -335,7 +337,7 @@ impl Service {
                 source.name()
             );
             if let Some(due) = self.version_log.due(&sender, self.clock.now_ms()) {
-                tracing::info!(sender = %due.sender, since_last_line = due.left_out, version = %self.redactor.redact(v),
+                tracing::info!(sender = %due.sender, since_last_line = due.left_out, version = %self.redactor.redact(&v),
                     read_as = source.name(), "webhook of an unknown version accepted, read by its shape");
             }
             note

@@ -203,7 +203,10 @@ async fn what_culprit_cannot_read_is_refused_with_what_it_accepts_and_logged_onc
     v5["alerts"][0]["labels"]["alertname"] = "KubeJobFailed".into();
     let (status, answer) = post(&url, "/webhook/alertmanager", &v5.to_string()).await;
     assert_eq!(status, 202, "{answer}");
-    assert!(answer["note"].as_str().unwrap().contains("version 5 is not the version 4 Alertmanager sends"), "{answer}");
+    assert!(
+        answer["note"].as_str().unwrap().contains("version \"5\" is not the version 4 Alertmanager sends"),
+        "{answer}"
+    );
 
     tokio::time::sleep(Duration::from_millis(300)).await;
     let log = std::fs::read_to_string(&s.log).unwrap();
