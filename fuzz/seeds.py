@@ -100,6 +100,10 @@ def main():
             if plan.is_file():
                 put("plan", plan.read_bytes())
         recording_seeds(c)
+    # Grafana Alerting's webhook: the payload as Grafana documents it, and report 08's.
+    for grafana in [ROOT / "tests" / "data" / "grafana" / "documented-webhook.json",
+                    ROOT / "tests" / "data" / "reports3" / "08-grafana-alerting-webhook" / "webhook-grafana.json"]:
+        put("webhook", grafana.read_bytes())
     example = (ROOT / "config" / "culprit.example.toml").read_text()
     put("config", example)
     # The example with every commented example uncommented (tests/config_example.rs).

@@ -354,6 +354,7 @@ fn slack_read(v: &culprit::model::verdict::Verdict) -> String {
     use culprit::model::notice::{Notice, NoticeKind};
     use culprit::render::slack;
     let n = Notice {
+        links: Default::default(),
         kind: NoticeKind::Verdict,
         group_key: "{}:{job_id=\"x\"}".into(),
         labels: Default::default(),

@@ -45,6 +45,7 @@ fn report_04() -> Verdict {
 
 fn notice(v: &Verdict) -> Notice {
     Notice {
+        links: Default::default(),
         kind: NoticeKind::Verdict,
         group_key: "{}/{alertname=\"FlinkJobBackpressured\"}:{job_id=\"3c9d2e1f0a8b4c7d9e6f5a4b3c2d1e0f\"}".into(),
         labels: BTreeMap::from([

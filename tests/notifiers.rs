@@ -53,6 +53,7 @@ fn notice(kind: NoticeKind) -> Notice {
         .map(|(k, v)| (k.clone(), v.as_str().unwrap().to_string()))
         .collect();
     Notice {
+        links: Default::default(),
         kind,
         group_key: group_key(),
         labels,
@@ -234,9 +235,12 @@ async fn a_pagerduty_400_is_final_and_its_error_says_the_status_without_the_answ
     let pd = pagerduty(&server, &key_file);
     let e = pd.send(&notice(NoticeKind::Verdict), None).await.unwrap_err();
     assert!(!e.retryable);
-    // PagerDuty's `message` and `errors` go to the log (redacted), not into the error.
-    assert_eq!(e.message, "pagerduty: HTTP 400 Bad Request");
-    assert!(!e.message.contains("integration key"));
+    // PagerDuty's `message` and `errors` go to the log (redacted), not into the error; the
+    // error ends with culprit's own hint for a refused routing key (tests/final_errors.rs).
+    let hint = e.hint.clone().expect("a routing-key hint");
+    assert_eq!(e.message, format!("pagerduty: HTTP 400 Bad Request. To fix: {hint}"));
+    assert!(hint.contains("notify.pagerduty.routing_key"));
+    assert!(!e.message.contains("is not an integration key"));
     assert!(!e.to_string().contains(ROUTING_KEY));
     assert!(!format!("{e:?}").contains(ROUTING_KEY));
     assert!(!format!("{pd:?}").contains(ROUTING_KEY));

@@ -50,6 +50,7 @@ fn verdict(dir: &Path, with_plan: bool) -> Verdict {
 
 fn notice(v: &Verdict) -> Notice {
     Notice {
+        links: Default::default(),
         kind: NoticeKind::Verdict,
         group_key: "{}/{alertname=\"FlinkJobBackpressured\"}:{job_id=\"x\"}".into(),
         labels: BTreeMap::from([("alertname".to_string(), "FlinkJobBackpressured".to_string())]),

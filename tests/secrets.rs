@@ -237,6 +237,7 @@ fn notice() -> Notice {
     let capture = culprit::samples::captures::CAPTURES.iter().find(|c| c.name == "slow-sink").unwrap();
     let verdict = culprit::samples::captures::verdict(capture).unwrap();
     Notice {
+        links: Default::default(),
         kind: NoticeKind::Verdict,
         group_key: "{}:{alertname=\"FlinkJobBackpressured\"}".into(),
         labels: Default::default(),

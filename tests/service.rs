@@ -189,7 +189,12 @@ async fn the_webhook_answers_what_alertmanager_expects() {
         .await
         .unwrap();
     assert_eq!(r.status(), 400);
-    assert!(r.text().await.unwrap().contains("not an Alertmanager webhook"));
+    let text = r.text().await.unwrap();
+    assert!(text.contains("not an alert notification of Alertmanager's shape"), "{text}");
+    assert!(text.contains("culprit accepts Alertmanager's webhook (version 4)"), "{text}");
+    // Grafana's path is behind the same credentials.
+    let grafana = url.replace("/webhook/alertmanager", "/webhook/grafana");
+    assert_eq!(c.post(&grafana).json(&good).send().await.unwrap().status(), 401);
     // Over the body limit: 413.
     let big = "x".repeat(10_000);
     let big = c.post(&url).bearer_auth("s3cret").header("content-type", "application/json").body(big);
@@ -209,9 +214,10 @@ async fn the_webhook_answers_what_alertmanager_expects() {
     assert_eq!(c.get(format!("{}/healthz", app.url())).send().await.unwrap().status(), 200);
     let metrics = c.get(format!("{}/metrics", app.url())).send().await.unwrap().text().await.unwrap();
     // Accepted: the webhook above and the one sent with its own request id. Unauthorized:
-    // the two webhooks without credentials (the API's 401 is not a webhook's).
+    // the three webhooks without credentials, one of them at /webhook/grafana (the API's
+    // 401 is not a webhook's).
     assert!(metrics.contains("culprit_webhooks_total{outcome=\"accepted\"} 2"), "{metrics}");
-    assert!(metrics.contains("culprit_webhooks_total{outcome=\"unauthorized\"} 2"), "{metrics}");
+    assert!(metrics.contains("culprit_webhooks_total{outcome=\"unauthorized\"} 3"), "{metrics}");
     let mut promtool = std::process::Command::new("promtool")
         .args(["check", "metrics"])
         .stdin(std::process::Stdio::piped())

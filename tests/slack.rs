@@ -63,6 +63,7 @@ fn notice(kind: NoticeKind, verdict: Option<Verdict>, key: &str) -> Notice {
         id: "da23ad9af4e7326542c9a70eac958f42".into(),
     });
     Notice {
+        links: Default::default(),
         kind,
         group_key: "{}:{alertname=\"FlinkBackpressure\"}".into(),
         labels: BTreeMap::from([("alertname".to_string(), "FlinkBackpressure".to_string())]),

@@ -53,6 +53,11 @@ fuzz_target!(|body: &[u8]| {
         let plan = intake::plan(&webhook, cfg);
         for i in &plan.intakes {
             assert!(!i.job.is_empty(), "an intake without a job: {i:?}");
+            // The sender's links are kept only as absolute http(s) URLs.
+            for (_, url) in i.links.labelled() {
+                let lower = url.to_ascii_lowercase();
+                assert!(lower.starts_with("https://") || lower.starts_with("http://"), "a kept link {url:?}");
+            }
             check_escapes(&i.job);
             for (k, v) in &i.labels {
                 check_escapes(k);

@@ -48,4 +48,91 @@ pub struct Notice {
     pub idempotency_key: String,
     /// When the notice was made, Unix ms.
     pub at_ms: i64,
+    /// The links the alert source gave (Grafana's silence, dashboard and panel links):
+    /// http(s) only, untrusted (escape before display).
+    #[serde(default, skip_serializing_if = "AlertLinks::is_empty")]
+    pub links: AlertLinks,
+}
+
+/// The links an alert source sends with an alert (Grafana Alerting's `silenceURL`,
+/// `dashboardURL`, `panelURL`), kept with the group and shown beside culprit's own.
+/// Only absolute `http`/`https` URLs are kept ([`AlertLinks::keep`]); the values are the
+/// sender's, untrusted: each renderer escapes them for its medium.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AlertLinks {
+    /// A page that silences the alert.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub silence: Option<String>,
+    /// The dashboard the alert rule belongs to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dashboard: Option<String>,
+    /// The panel the alert rule belongs to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub panel: Option<String>,
+}
+
+/// Longest link kept: a longer one is the sender's mistake or an attack, and would not
+/// fit a Slack button (3,000 characters, <https://api.slack.com/reference/block-kit/block-elements#button>).
+pub const MAX_LINK_BYTES: usize = 2000;
+
+impl AlertLinks {
+    /// Whether no link is kept.
+    pub fn is_empty(&self) -> bool {
+        self.silence.is_none() && self.dashboard.is_none() && self.panel.is_none()
+    }
+
+    /// `url` when it is an absolute http(s) URL of at most [`MAX_LINK_BYTES`] with a host
+    /// and no whitespace or control characters; `None` otherwise (empty, `javascript:`,
+    /// relative, …).
+    pub fn keep(url: &str) -> Option<String> {
+        let url = url.trim();
+        if url.is_empty() || url.len() > MAX_LINK_BYTES || url.chars().any(|c| c.is_whitespace() || c.is_control()) {
+            return None;
+        }
+        let lower = url.get(..8).unwrap_or(url).to_ascii_lowercase();
+        let rest = if lower.starts_with("https://") {
+            &url[8..]
+        } else if lower.starts_with("http://") {
+            &url[7..]
+        } else {
+            return None;
+        };
+        let host = rest.split(['/', '?', '#']).next().unwrap_or_default();
+        (!host.is_empty()).then(|| url.to_string())
+    }
+
+    /// The links, labelled, in the order they are shown: (label, url).
+    pub fn labelled(&self) -> Vec<(&'static str, &str)> {
+        [("Silence", &self.silence), ("Dashboard", &self.dashboard), ("Panel", &self.panel)]
+            .into_iter()
+            .filter_map(|(label, url)| url.as_deref().map(|u| (label, u)))
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_absolute_http_and_https_links_are_kept() {
+        assert_eq!(
+            AlertLinks::keep(" https://grafana.example.com/d/x?orgId=1 ").as_deref(),
+            Some("https://grafana.example.com/d/x?orgId=1")
+        );
+        assert_eq!(AlertLinks::keep("HTTP://g:3000/a").as_deref(), Some("HTTP://g:3000/a"));
+        for bad in [
+            "",
+            "javascript:alert(1)",
+            "/alerting/silence/new",
+            "https://",
+            "ftp://g/x",
+            "https://g/a b",
+            "https://g/\u{7}",
+            "data:text/html,x",
+        ] {
+            assert_eq!(AlertLinks::keep(bad), None, "{bad}");
+        }
+        assert_eq!(AlertLinks::keep(&format!("https://g/{}", "a".repeat(MAX_LINK_BYTES))), None);
+    }
 }

@@ -90,23 +90,67 @@ pub struct NotifyError {
     pub retry_after: Option<Duration>,
     /// Why, for logs and `culprit_notification_failures_total{reason}`.
     pub reason: FailureReason,
+    /// What to do about a final error, chosen by the notifier's classification (the
+    /// vendor's error code or status): also at the end of `message` ([`Self::hint`]), so
+    /// that it reaches every place the error does (logs, dead letters, `check-config
+    /// --connect`). Names configuration keys, never a secret.
+    pub hint: Option<String>,
 }
 
 impl NotifyError {
     /// A failure retrying cannot fix (reason `refused` unless set with [`Self::because`]).
     pub fn fatal(message: impl Into<String>) -> Self {
-        NotifyError { message: message.into(), retryable: false, retry_after: None, reason: FailureReason::Refused }
+        NotifyError {
+            message: message.into(),
+            retryable: false,
+            retry_after: None,
+            reason: FailureReason::Refused,
+            hint: None,
+        }
     }
 
     /// A failure worth retrying (reason `server_error` unless set with [`Self::because`]).
     pub fn retry(message: impl Into<String>, retry_after: Option<Duration>) -> Self {
-        NotifyError { message: message.into(), retryable: true, retry_after, reason: FailureReason::ServerError }
+        NotifyError {
+            message: message.into(),
+            retryable: true,
+            retry_after,
+            reason: FailureReason::ServerError,
+            hint: None,
+        }
     }
 
     /// The same failure with another reason.
     pub fn because(mut self, reason: FailureReason) -> Self {
         self.reason = reason;
         self
+    }
+
+    /// The same failure with what to do about it: kept in [`Self::hint`] and added to the
+    /// message (`…: is_archived. To fix: unarchive …`). `None` changes nothing.
+    pub fn hint(mut self, hint: Option<String>) -> Self {
+        if let Some(h) = hint.filter(|h| !h.is_empty()) {
+            self.message = format!("{}. To fix: {h}", self.message);
+            self.hint = Some(h);
+        }
+        self
+    }
+}
+
+/// What a final HTTP status of an endpoint culprit posts to usually means, and what to
+/// check, for destinations without codes of their own (the webhook, Alertmanager) and for
+/// the statuses a vendor's error body does not name. `url_key` and `auth_key` are the
+/// configuration keys of the URL and the credentials.
+pub fn status_hint(status: u16, url_key: &str, auth_key: &str) -> Option<String> {
+    match status {
+        401 => Some(format!("the endpoint wants credentials: set or correct {auth_key}")),
+        403 => Some(format!(
+            "the endpoint refused these credentials or this client: check {auth_key} and what the receiver (or a proxy in front of it) allows"
+        )),
+        404 | 410 => Some(format!("nothing takes posts at {url_key}: check its host and path")),
+        405 => Some(format!("{url_key} does not take POST: it is probably not the receiver's endpoint")),
+        413 => Some(format!("the receiver at {url_key} takes smaller bodies: raise its limit")),
+        _ => None,
     }
 }
 

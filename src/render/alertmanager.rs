@@ -210,6 +210,7 @@ mod tests {
 
     fn notice(kind: NoticeKind, verdict: Option<Verdict>) -> Notice {
         Notice {
+            links: Default::default(),
             kind,
             group_key: "{}:{alertname=\"FlinkJobBackpressured\"}".into(),
             labels: [

@@ -180,9 +180,18 @@ pub fn event(notice: &Notice, routing_key: &str, severity: &str) -> Value {
     event.insert("dedup_key".into(), dedup_key(&notice.group_key).into());
     event.insert("payload".into(), Value::Object(payload));
     event.insert("client".into(), CLIENT.into());
+    let mut links = Vec::new();
     if let Some(url) = &notice.verdict_url {
         event.insert("client_url".into(), url.clone().into());
-        event.insert("links".into(), json!([{ "href": url, "text": LINK_TEXT }]));
+        links.push(json!({ "href": url, "text": LINK_TEXT }));
+    }
+    // The alert source's links (Grafana's silence, dashboard and panel): http(s) only
+    // (kept so at intake), shown by PagerDuty as links of the alert.
+    for (label, url) in notice.links.labelled() {
+        links.push(json!({ "href": url, "text": label }));
+    }
+    if !links.is_empty() {
+        event.insert("links".into(), links.into());
     }
     let mut event = Value::Object(event);
 
@@ -280,6 +289,7 @@ mod tests {
 
     fn notice(kind: NoticeKind, verdict: Option<Verdict>) -> Notice {
         Notice {
+            links: Default::default(),
             kind,
             group_key: "{}:{alertname=\"FlinkJobBackpressured\"}".into(),
             labels: Default::default(),
@@ -345,5 +355,34 @@ mod tests {
     #[test]
     fn the_timestamp_is_rfc3339_utc() {
         assert_eq!(crate::model::verdict::rfc3339(1_795_948_587_780), "2026-11-29T10:36:27.78Z");
+    }
+
+    #[test]
+    fn the_alert_sources_links_follow_the_verdict_link_in_links() {
+        let mut n = notice(NoticeKind::Verdict, None);
+        n.verdict_url = Some("https://culprit.example.com/verdicts/7".into());
+        n.links = crate::model::notice::AlertLinks {
+            silence: Some("https://g.example.com/alerting/silence/new?matcher=a".into()),
+            dashboard: None,
+            panel: Some("https://g.example.com/d/x?viewPanel=2".into()),
+        };
+        let e = event(&n, "R0UTINGKEY0000000000000000000000", "warning");
+        let links: Vec<(&str, &str)> = e["links"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|l| (l["text"].as_str().unwrap(), l["href"].as_str().unwrap()))
+            .collect();
+        assert_eq!(
+            links,
+            [
+                (LINK_TEXT, "https://culprit.example.com/verdicts/7"),
+                ("Silence", "https://g.example.com/alerting/silence/new?matcher=a"),
+                ("Panel", "https://g.example.com/d/x?viewPanel=2"),
+            ]
+        );
+        n.verdict_url = None;
+        n.links = Default::default();
+        assert!(event(&n, "R0UTINGKEY0000000000000000000000", "warning").get("links").is_none());
     }
 }

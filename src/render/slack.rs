@@ -393,6 +393,7 @@ mod tests {
             id: "da23ad9af4e7326542c9a70eac958f42".into(),
         });
         Notice {
+            links: Default::default(),
             kind,
             group_key: "{}:{alertname=\"FlinkBackpressure\"}".into(),
             labels: BTreeMap::from([
@@ -938,5 +939,51 @@ mod tests {
     fn template() -> &'static Verdict {
         static V: std::sync::OnceLock<Verdict> = std::sync::OnceLock::new();
         V.get_or_init(|| demo("hot-key"))
+    }
+
+    #[test]
+    fn grafanas_silence_and_dashboard_links_are_buttons_beside_the_verdict_and_links_in_the_text() {
+        let mut n = notice(NoticeKind::Verdict, Some(demo("slow-sink")));
+        n.links = crate::model::notice::AlertLinks {
+            silence: Some("https://g.example.com/alerting/silence/new?alertmanager=grafana&matcher=a%3Db".into()),
+            dashboard: Some("https://g.example.com/d/flink?orgId=1".into()),
+            // A link that could break out of `<url|label>`: no button, no link.
+            panel: Some("https://g.example.com/d/x|<!channel>".into()),
+        };
+        let m = message(&n);
+        let actions = m.blocks.iter().find(|b| b["type"] == "actions").expect("an actions block");
+        let buttons: Vec<(&str, &str)> = actions["elements"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| (e["text"]["text"].as_str().unwrap(), e["action_id"].as_str().unwrap()))
+            .collect();
+        assert_eq!(
+            buttons,
+            [("View verdict", "view_verdict"), ("Silence", "alert_silence"), ("Dashboard", "alert_dashboard")]
+        );
+        assert_eq!(
+            actions["elements"][1]["url"],
+            "https://g.example.com/alerting/silence/new?alertmanager=grafana&matcher=a%3Db"
+        );
+        // In mrkdwn the `&` of the URL is escaped, and the panel link is left out.
+        assert!(
+            m.text.contains(
+                "<https://g.example.com/alerting/silence/new?alertmanager=grafana&amp;matcher=a%3Db|Silence>"
+            ),
+            "{}",
+            m.text
+        );
+        assert!(m.text.contains("<https://g.example.com/d/flink?orgId=1|Dashboard>"));
+        assert!(!m.text.contains("channel"), "{}", m.text);
+        // The resolution and the short fallback carry them too.
+        let r = message(&Notice { kind: NoticeKind::Resolved, ..n.clone() });
+        assert!(r.text.contains("|Dashboard>"), "{}", r.text);
+        assert!(fallback(&n).text.contains("|Silence>"));
+        // Without links, the verdict keeps its one button.
+        n.links = Default::default();
+        let m = message(&n);
+        let actions = m.blocks.iter().find(|b| b["type"] == "actions").unwrap();
+        assert_eq!(actions["elements"].as_array().unwrap().len(), 1);
     }
 }

@@ -93,6 +93,7 @@ impl Destination for Scripted {
 
 fn notice(kind: NoticeKind, group: &str, key: &str) -> Notice {
     Notice {
+        links: Default::default(),
         kind,
         group_key: group.into(),
         labels: BTreeMap::new(),
@@ -137,6 +138,7 @@ impl Harness {
         let store = &self.service.store;
         let now = self.service.clock.now_ms();
         let intake = JobIntake {
+            links: Default::default(),
             job_key: "id:j".into(),
             job: "j".into(),
             group_key: "g".into(),

@@ -1,10 +1,35 @@
-//! Alertmanager webhooks in, diagnosis requests out. Pure.
+//! Alert notifications in, diagnosis requests out. Pure.
 //!
-//! The wire types follow Alertmanager's webhook payload version 4 and tolerate unknown
-//! and newer fields (`truncatedAlerts`, `notification_reason`, …); firing alerts carry
-//! `endsAt` `0001-01-01T00:00:00Z`. A group's alerts are split by Flink job — one
-//! diagnosis per job, named by the `job_id` label when present, else `job_name` (both
-//! label names are configurable).
+//! Two senders post notifications of one shape, and both are read here:
+//! * **Alertmanager**'s webhook, payload version 4;
+//! * **Grafana Alerting**'s webhook contact point (Grafana-managed alert rules), version
+//!   `1`: Alertmanager's shape (`groupKey`, `status`, per alert `status`, `labels`,
+//!   `fingerprint`) with fields of its own — `orgId`, `state`, `title`, `message`, and per
+//!   alert `silenceURL`, `dashboardURL`, `panelURL`, `values`, `valueString`
+//!   (<https://grafana.com/docs/grafana/latest/alerting/configure-notifications/manage-contact-points/integrations/webhook-notifier/>).
+//!   Its links are kept ([`AlertLinks`], http(s) only) and shown with the verdict.
+//!
+//! Which sender it is comes from the payload ([`Webhook::source`]), not from the path it was
+//! posted to: `/webhook/grafana` and `/webhook/alertmanager` read both. The wire types
+//! tolerate unknown and newer fields (`truncatedAlerts`, `notification_reason`, …); firing
+//! alerts carry `endsAt` `0001-01-01T00:00:00Z`.
+//!
+//! **Versions.** The version string alone never drops a usable alert: a payload of this
+//! shape with another version (a newer Alertmanager, a Grafana that bumps its own, another
+//! sender that mimics Alertmanager) is read as the shape it has, accepted, and its version
+//! named in the answer's `note` and in one log line per sender ([`Webhook::unknown_version`]).
+//! What does not have the shape (no `groupKey`, no `alerts`, a status that is neither
+//! firing nor resolved, Grafana's legacy dashboard alerts) is refused with a 400 that says
+//! which payloads are accepted ([`ACCEPTED`]).
+//!
+//! **Groups.** A Grafana group's key is its `groupKey` scoped by the Grafana and the
+//! organisation that sent it ([`Webhook::group_key`]): Grafana's keys (`{}:{}` for a
+//! notification policy without grouping) are the same in every Grafana and organisation,
+//! and may equal an Alertmanager's; Alertmanager's own keys always begin with `{` (the
+//! route's matchers), a scoped Grafana key with `grafana:`, so the two never meet.
+//!
+//! A group's alerts are split by Flink job — one diagnosis per job, named by the `job_id`
+//! label when present, else `job_name` (both label names are configurable).
 //!
 //! culprit diagnoses only alerts that are its own business ([`plan`]): an alertname of
 //! `service.alertnames` (by default the shipped rules', `deploy/prometheus/`), a job label,
@@ -18,6 +43,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::config::ServiceConfig;
+pub use crate::model::notice::AlertLinks;
 
 /// A string of the body: borrowed where it has no JSON escapes (most), else unescaped.
 /// (A newtype: serde borrows a `Cow` only where it is a field itself, not inside a map.)
@@ -60,7 +86,7 @@ impl PartialEq<&str> for Text<'_> {
 pub type Labels<'a> = BTreeMap<Text<'a>, Text<'a>>;
 
 /// One alert of a webhook: the fields culprit reads (the others, such as `annotations`,
-/// `startsAt` or `generatorURL`, are skipped).
+/// `startsAt`, `values` or `valueString`, are skipped).
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct Alert<'a> {
     #[serde(default, borrow)]
@@ -69,15 +95,37 @@ pub struct Alert<'a> {
     pub labels: Labels<'a>,
     #[serde(default, borrow)]
     pub fingerprint: Text<'a>,
+    /// Grafana's: a page that silences this alert.
+    #[serde(rename = "silenceURL", default, borrow)]
+    pub silence_url: Option<Text<'a>>,
+    /// Grafana's: the dashboard of the rule (empty when the rule has none).
+    #[serde(rename = "dashboardURL", default, borrow)]
+    pub dashboard_url: Option<Text<'a>>,
+    /// Grafana's: the panel of the rule (empty when the rule has none).
+    #[serde(rename = "panelURL", default, borrow)]
+    pub panel_url: Option<Text<'a>>,
 }
 
-/// Alertmanager's webhook payload (version 4): the fields culprit reads, borrowed from the
-/// body (parsing is a part of every webhook's cost; the others, such as `commonLabels`,
-/// `commonAnnotations` or `externalURL`, are skipped).
+impl Alert<'_> {
+    /// The alert's links that are absolute http(s) URLs.
+    pub fn links(&self) -> AlertLinks {
+        let keep = |u: &Option<Text<'_>>| u.as_deref().and_then(AlertLinks::keep);
+        AlertLinks {
+            silence: keep(&self.silence_url),
+            dashboard: keep(&self.dashboard_url),
+            panel: keep(&self.panel_url),
+        }
+    }
+}
+
+/// An alert notification of Alertmanager's shape (Alertmanager's version 4, Grafana's
+/// version 1): the fields culprit reads, borrowed from the body (parsing is a part of every
+/// webhook's cost; the others, such as `commonLabels`, `title` or `message`, are skipped).
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct Webhook<'a> {
     #[serde(default, borrow)]
     pub version: Text<'a>,
+    /// The sender's own group key; see [`Webhook::group_key`] for culprit's.
     #[serde(rename = "groupKey", borrow)]
     pub group_key: Text<'a>,
     /// `firing` or `resolved`.
@@ -85,22 +133,123 @@ pub struct Webhook<'a> {
     pub status: Text<'a>,
     #[serde(default, borrow)]
     pub receiver: Text<'a>,
-    /// The Alertmanager's own URL (`--web.external-url`): who sent the webhook.
+    /// The sender's own URL (Alertmanager's `--web.external-url`, Grafana's `root_url`):
+    /// who sent the webhook.
     #[serde(rename = "externalURL", default, borrow)]
     pub external_url: Text<'a>,
+    /// Grafana's: the organisation of the alert rule.
+    #[serde(rename = "orgId", default)]
+    pub org_id: Option<i64>,
+    /// Grafana's: `alerting` or `ok`.
+    #[serde(default, borrow)]
+    pub state: Option<Text<'a>>,
     #[serde(borrow)]
     pub alerts: Vec<Alert<'a>>,
 }
+
+/// Who sent a notification, read from the payload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Source {
+    Alertmanager,
+    /// Grafana Alerting's webhook contact point.
+    Grafana,
+}
+
+impl Source {
+    /// The version this sender's payload has, as culprit reads it.
+    pub fn version(self) -> &'static str {
+        match self {
+            Source::Alertmanager => "4",
+            Source::Grafana => "1",
+        }
+    }
+
+    /// The sender's name, for messages.
+    pub fn name(self) -> &'static str {
+        match self {
+            Source::Alertmanager => "Alertmanager",
+            Source::Grafana => "Grafana Alerting",
+        }
+    }
+}
+
+impl Webhook<'_> {
+    /// Grafana when the payload carries a field only Grafana sends (`orgId`, `state`, an
+    /// alert's `silenceURL`, `dashboardURL` or `panelURL`), else Alertmanager.
+    pub fn source(&self) -> Source {
+        let grafana_alert =
+            |a: &Alert<'_>| a.silence_url.is_some() || a.dashboard_url.is_some() || a.panel_url.is_some();
+        if self.org_id.is_some() || self.state.is_some() || self.alerts.iter().any(grafana_alert) {
+            Source::Grafana
+        } else {
+            Source::Alertmanager
+        }
+    }
+
+    /// The version when it is not the one its sender is known to send (empty is taken
+    /// for Alertmanager's, as older senders leave it out): the payload is read all the
+    /// same, by its shape.
+    pub fn unknown_version(&self) -> Option<&str> {
+        let known = self.source().version();
+        (!self.version.is_empty() && *self.version != *known).then_some(&*self.version)
+    }
+
+    /// culprit's key of the group: Alertmanager's `groupKey` as sent; Grafana's scoped by
+    /// its `externalURL` and `orgId` (`grafana:{orgId}@{externalURL}|{groupKey}`), which
+    /// never equals an Alertmanager key (those begin with `{`) nor another Grafana's or
+    /// organisation's.
+    pub fn group_key(&self) -> String {
+        match self.source() {
+            Source::Alertmanager => self.group_key.to_string(),
+            Source::Grafana => {
+                format!("grafana:{}@{}|{}", self.org_id.unwrap_or_default(), self.external_url.trim(), &*self.group_key)
+            }
+        }
+    }
+}
+
+/// What culprit accepts, for the answer to a payload it refuses.
+pub const ACCEPTED: &str = "culprit accepts Alertmanager's webhook (version 4) and Grafana Alerting's webhook contact point (version 1), at POST /webhook/alertmanager or POST /webhook/grafana";
+
+/// The payloads culprit accepts, as a list for the JSON answer.
+pub const ACCEPTED_SOURCES: [&str; 2] = ["alertmanager webhook version 4", "grafana alerting webhook version 1"];
 
 /// A webhook that cannot be accepted; the message is one sentence for the 400 answer.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[error("{0}")]
 pub struct BadWebhook(pub String);
 
-/// Parses a webhook body.
+/// Most characters of the parser's message quoted: it may quote a piece of the body.
+const PARSE_ERROR_CHARS: usize = 160;
+
+/// The fields of Grafana's legacy (dashboard) alert notifications, to name them when refused.
+#[derive(Deserialize)]
+struct Legacy {
+    #[serde(rename = "ruleName")]
+    rule_name: Option<serde::de::IgnoredAny>,
+    #[serde(rename = "evalMatches")]
+    eval_matches: Option<serde::de::IgnoredAny>,
+}
+
+/// Parses a webhook body (either sender's, see the module docs).
 pub fn parse(body: &[u8]) -> Result<Webhook<'_>, BadWebhook> {
-    let w: Webhook<'_> = serde_json::from_slice(body)
-        .map_err(|e| BadWebhook(format!("not an Alertmanager webhook (version 4): {e}")))?;
+    let w: Webhook<'_> = match serde_json::from_slice(body) {
+        Ok(w) => w,
+        Err(e) => {
+            if let Ok(Legacy { rule_name: Some(_), .. } | Legacy { eval_matches: Some(_), .. }) =
+                serde_json::from_slice::<Legacy>(body)
+            {
+                return Err(BadWebhook(
+                    "a notification of Grafana's legacy dashboard alerting (ruleName, evalMatches), which has no alert labels to diagnose: use a Grafana-managed alert rule and a webhook contact point".into(),
+                ));
+            }
+            let mut why = e.to_string();
+            if why.chars().count() > PARSE_ERROR_CHARS {
+                why = why.chars().take(PARSE_ERROR_CHARS).collect::<String>() + "…";
+            }
+            return Err(BadWebhook(format!("not an alert notification of Alertmanager's shape: {why}")));
+        }
+    };
     if w.group_key.is_empty() {
         return Err(BadWebhook("the webhook has an empty groupKey".into()));
     }
@@ -111,9 +260,6 @@ pub fn parse(body: &[u8]) -> Result<Webhook<'_>, BadWebhook> {
     // Alertmanager's and must not be read as firing.
     if let Some((i, a)) = w.alerts.iter().enumerate().find(|(_, a)| a.status != "firing" && a.status != "resolved") {
         return Err(BadWebhook(format!("alerts[{i}] has status `{}`, neither firing nor resolved", a.status)));
-    }
-    if !w.version.is_empty() && w.version != "4" {
-        return Err(BadWebhook(format!("webhook version {} is not supported (Alertmanager sends 4)", w.version)));
     }
     Ok(w)
 }
@@ -139,6 +285,9 @@ pub struct Intake {
     /// store adds the jobs it has given a verdict.
     #[serde(default)]
     pub known: bool,
+    /// The links the source gave with the job's first firing alert (Grafana's).
+    #[serde(default, skip_serializing_if = "AlertLinks::is_empty")]
+    pub links: AlertLinks,
 }
 
 /// Longest sender name kept: an `externalURL` is untrusted, and is a key of the queue.
@@ -162,6 +311,18 @@ pub fn sender(external_url: &str, peer: Option<std::net::IpAddr>) -> String {
         Some(ip) => format!("peer {ip}"),
         None => "unknown".into(),
     }
+}
+
+/// The sender a body claims (its `externalURL`, read alone), for the log of a body that is
+/// refused: else the peer address, as [`sender`].
+pub fn claimed_sender(body: &[u8], peer: Option<std::net::IpAddr>) -> String {
+    #[derive(Deserialize)]
+    struct Claim<'a> {
+        #[serde(rename = "externalURL", default, borrow)]
+        external_url: Option<Text<'a>>,
+    }
+    let url = serde_json::from_slice::<Claim<'_>>(body).ok().and_then(|c| c.external_url).unwrap_or_default();
+    sender(&url, peer)
 }
 
 /// Why an alert of a webhook is not diagnosed.
@@ -293,6 +454,7 @@ pub fn plan(w: &Webhook<'_>, cfg: &ServiceConfig) -> Plan {
         };
         by_job.entry(key).or_default().push(a);
     }
+    let group_key = w.group_key();
     let intakes = by_job
         .into_iter()
         .map(|((job_key, job), alerts)| {
@@ -309,15 +471,20 @@ pub fn plan(w: &Webhook<'_>, cfg: &ServiceConfig) -> Plan {
                 .filter(|(k, v)| alerts[1..].iter().all(|a| a.labels.get::<str>(k) == Some(*v)))
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect();
+            // One silence link per job: the first firing alert's (each alert of a Grafana
+            // group has its own, for its own labels), else the first alert's.
+            let links =
+                alerts.iter().find(|a| a.status == "firing").or(alerts.first()).map(|a| a.links()).unwrap_or_default();
             Intake {
                 job_key,
                 job,
-                group_key: w.group_key.to_string(),
+                group_key: group_key.clone(),
                 firing: w.status == "firing" && !fingerprints.is_empty(),
                 firing_set: sha256_hex(&fingerprints.into_iter().collect::<Vec<_>>().join(",")),
                 labels,
                 sender: sender(&w.external_url, None),
                 known: false,
+                links,
             }
         })
         .collect();
@@ -390,7 +557,7 @@ mod tests {
     #[test]
     fn a_body_that_is_not_a_webhook_says_where() {
         let e = parse(b"{\"status\": \"firing\"").unwrap_err();
-        assert!(e.0.starts_with("not an Alertmanager webhook"), "{e}");
+        assert!(e.0.starts_with("not an alert notification of Alertmanager's shape"), "{e}");
         assert!(parse(br#"{"groupKey":"g","status":"exploded","alerts":[]}"#).is_err());
     }
 
@@ -473,5 +640,124 @@ mod tests {
         };
         assert_eq!(firing_set(&["1", "2"]), firing_set(&["2", "1"]));
         assert_ne!(firing_set(&["1"]), firing_set(&["1", "2"]));
+    }
+
+    fn documented_grafana() -> serde_json::Value {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/grafana/documented-webhook.json");
+        serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
+    }
+
+    /// Grafana's documented payload with a Flink job's labels on its first alert.
+    fn grafana_for_job() -> serde_json::Value {
+        let mut v = documented_grafana();
+        v["alerts"][0]["labels"] =
+            serde_json::json!({"alertname": "FlinkJobBackpressured", "job_id": A, "grafana_folder": "Streaming"});
+        v["alerts"][0]["dashboardURL"] = "https://play.grafana.org/d/flink?orgId=1".into();
+        v["alerts"][0]["panelURL"] = "javascript:alert(1)".into();
+        v
+    }
+
+    #[test]
+    fn grafanas_documented_payload_is_read_as_grafanas_with_its_links() {
+        let body = documented_grafana().to_string();
+        let w = parse(body.as_bytes()).unwrap();
+        assert_eq!(w.source(), Source::Grafana);
+        assert_eq!(w.unknown_version(), None, "Grafana sends version 1");
+        assert_eq!(w.alerts[0].links(), AlertLinks {
+            silence: Some("https://play.grafana.org/alerting/silence/new?alertmanager=grafana&matchers=alertname%3DT2%2Cteam%3Dblue%2Czone%3Dus-1".into()),
+            dashboard: None,
+            panel: None,
+        }, "the empty dashboardURL and panelURL are no links");
+        // Its alerts name no Flink job: both left out, as any other alert would be.
+        let p = plan(&w, &ServiceConfig::default());
+        assert!(p.intakes.is_empty());
+        assert_eq!(p.ignored.len(), 2);
+    }
+
+    #[test]
+    fn a_grafana_alert_for_a_flink_job_becomes_an_intake_with_its_http_links_only() {
+        let body = grafana_for_job().to_string();
+        let w = parse(body.as_bytes()).unwrap();
+        let i = intakes(&w, &ServiceConfig::default());
+        assert_eq!(i.len(), 1);
+        assert_eq!(i[0].job_key, format!("id:{A}"));
+        assert!(i[0].firing);
+        assert_eq!(i[0].links.dashboard.as_deref(), Some("https://play.grafana.org/d/flink?orgId=1"));
+        assert_eq!(i[0].links.panel, None, "a javascript: link is dropped");
+        assert!(i[0].links.silence.as_deref().unwrap().starts_with("https://play.grafana.org/alerting/silence/new"));
+        assert_eq!(i[0].sender, "https://play.grafana.org/");
+    }
+
+    #[test]
+    fn a_grafana_group_key_is_scoped_and_never_an_alertmanager_one() {
+        let body = grafana_for_job().to_string();
+        let w = parse(body.as_bytes()).unwrap();
+        // Grafana's documented key is `{}:{}`, which an Alertmanager root route without
+        // group_by sends as well.
+        assert_eq!(&*w.group_key, "{}:{}");
+        assert_eq!(w.group_key(), "grafana:1@https://play.grafana.org/|{}:{}");
+        let am = serde_json::json!({"groupKey": "{}:{}", "status": "firing", "externalURL": "https://play.grafana.org/",
+            "version": "4", "alerts": [{"status": "firing", "labels": {"alertname": "FlinkJobBackpressured", "job_id": A}}]});
+        let am_body = am.to_string();
+        let am_w = parse(am_body.as_bytes()).unwrap();
+        assert_eq!(am_w.source(), Source::Alertmanager);
+        assert_eq!(am_w.group_key(), "{}:{}");
+        // Another organisation of the same Grafana is another group.
+        let mut other = grafana_for_job();
+        other["orgId"] = 2.into();
+        let other_body = other.to_string();
+        assert_ne!(parse(other_body.as_bytes()).unwrap().group_key(), w.group_key());
+        assert_eq!(intakes(&am_w, &ServiceConfig::default())[0].group_key, "{}:{}");
+    }
+
+    #[test]
+    fn a_resolved_grafana_group_is_not_firing_and_keeps_its_fingerprints_apart() {
+        let mut v = grafana_for_job();
+        v["status"] = "resolved".into();
+        v["state"] = "ok".into();
+        v["alerts"][0]["status"] = "resolved".into();
+        let body = v.to_string();
+        let i = intakes(&parse(body.as_bytes()).unwrap(), &ServiceConfig::default());
+        assert!(!i[0].firing);
+        // The firing set of a resolved group is that of no fingerprint.
+        assert_eq!(i[0].firing_set, sha256_hex(""));
+    }
+
+    #[test]
+    fn another_version_of_a_usable_payload_is_read_by_its_shape_and_named() {
+        let mut v = grafana_for_job();
+        v["version"] = "2".into();
+        let body = v.to_string();
+        let w = parse(body.as_bytes()).unwrap();
+        assert_eq!((w.source(), w.unknown_version()), (Source::Grafana, Some("2")));
+        assert_eq!(intakes(&w, &ServiceConfig::default()).len(), 1);
+        let am = br#"{"version": "5", "groupKey": "g", "status": "firing", "alerts": []}"#;
+        let w = parse(am).unwrap();
+        assert_eq!((w.source(), w.unknown_version()), (Source::Alertmanager, Some("5")));
+        let am = br#"{"groupKey": "g", "status": "firing", "alerts": []}"#;
+        assert_eq!(parse(am).unwrap().unknown_version(), None, "no version: Alertmanager's");
+    }
+
+    #[test]
+    fn grafanas_legacy_dashboard_alerts_are_refused_by_name() {
+        let legacy = br#"{"dashboardId": 1, "evalMatches": [{"value": 1, "metric": "Count"}], "orgId": 1,
+            "panelId": 2, "ruleId": 1, "ruleName": "Panel Title alert", "ruleUrl": "http://g/d/x", "state": "alerting", "title": "[Alerting] Panel Title alert"}"#;
+        let e = parse(legacy).unwrap_err();
+        assert!(e.0.contains("legacy dashboard alerting"), "{e}");
+    }
+
+    #[test]
+    fn a_refused_bodys_sender_is_its_claimed_external_url_else_the_peer() {
+        let peer = Some(std::net::IpAddr::from([10, 0, 0, 7]));
+        assert_eq!(claimed_sender(br#"{"externalURL": "https://g/", "alerts": 3}"#, peer), "https://g/");
+        assert_eq!(claimed_sender(b"not json", peer), "peer 10.0.0.7");
+        assert_eq!(claimed_sender(br#"{"externalURL": 7}"#, None), "unknown");
+    }
+
+    #[test]
+    fn a_long_parse_error_is_cut() {
+        let body = format!(r#"{{"groupKey": "g", "status": "firing", "alerts": "{}"}}"#, "x".repeat(5000));
+        let e = parse(body.as_bytes()).unwrap_err();
+        assert!(e.0.chars().count() < 300, "{}", e.0.len());
     }
 }

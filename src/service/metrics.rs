@@ -187,7 +187,7 @@ impl Metrics {
     pub fn new() -> Self {
         let mut registry = Registry::with_prefix("culprit");
         let webhooks: Family<Outcome, Counter> =
-            registered(&mut registry, "webhooks", "Alertmanager webhooks received, by outcome");
+            registered(&mut registry, "webhooks", "Alertmanager and Grafana webhooks received, by outcome");
         let alerts_ignored: Family<Reason, Counter> = registered(
             &mut registry,
             "alerts_ignored",
@@ -400,7 +400,10 @@ mod tests {
         m.webhook("accepted");
         m.set_queue("work", 3);
         let text = m.encode();
-        assert!(text.contains("# HELP culprit_webhooks_total Alertmanager webhooks received, by outcome"), "{text}");
+        assert!(
+            text.contains("# HELP culprit_webhooks_total Alertmanager and Grafana webhooks received, by outcome"),
+            "{text}"
+        );
         assert!(text.contains("# TYPE culprit_webhooks_total counter"), "{text}");
         assert!(text.contains("culprit_webhooks_total{outcome=\"accepted\"} 1"), "{text}");
         assert!(text.contains("# TYPE culprit_queue_depth gauge"), "{text}");

@@ -1,7 +1,7 @@
 //! `culprit serve`: the service, the one module that wires collection to notification.
 //!
 //! * [`server`]: the HTTP side (axum): webhook, API, health, metrics.
-//! * [`intake`]: Alertmanager webhooks in, per-job diagnosis requests out (pure).
+//! * [`intake`]: Alertmanager and Grafana Alerting webhooks in, per-job diagnosis requests out (pure).
 //! * [`store`]: the durable queue and outbox (SQLite, WAL).
 //! * [`pipeline`]: a live diagnosis: Prometheus and Flink REST, then the pure diagnosis.
 //! * [`metrics`]: culprit's own metrics.
@@ -33,6 +33,7 @@ pub mod links;
 pub mod listen;
 pub mod metrics;
 pub mod pipeline;
+pub mod refusals;
 pub mod retry;
 pub mod server;
 pub mod store;
@@ -147,6 +148,7 @@ pub fn plan_notices(plan: &NoticePlan<'_>, last_verdict: &dyn Fn(&str, &str) -> 
                 changed: false,
                 idempotency_key: String::new(),
                 at_ms: now_ms,
+                links: info.links.clone(),
             };
             if info.firing {
                 let unchanged = prev.as_deref() == Some(key.as_str());
@@ -228,6 +230,10 @@ pub struct Service {
     /// When the worker next looks at the queue by itself, Unix ms (`i64::MAX` while it
     /// is looking): intake wakes it only for work due before that.
     work_wake_ms: AtomicI64,
+    /// The log of refused webhooks, one line per sender per interval.
+    refused_log: refusals::OncePerSender,
+    /// The log of webhooks read despite an unknown version, the same way.
+    version_log: refusals::OncePerSender,
     outbox_ready: Vec<Notify>,
 }
 
@@ -237,8 +243,9 @@ pub enum Intake {
     /// Stored; `jobs` diagnoses asked (0 when no alert is culprit's to diagnose); `ignored`
     /// alerts left out, and why (one sentence per reason); `dropped` jobs beyond
     /// `service.max_jobs_per_webhook` were left out.
-    Accepted { jobs: usize, ignored: usize, why: Vec<String>, dropped: usize },
-    /// The body is not a webhook.
+    /// `note` says what was read with a doubt (a version culprit does not know).
+    Accepted { jobs: usize, ignored: usize, why: Vec<String>, dropped: usize, note: Option<String> },
+    /// The body is not a webhook culprit can read: why (the answer adds what is accepted).
     BadRequest(String),
     /// The queue is full: try later (Alertmanager retries 5xx).
     QueueFull,
@@ -292,6 +299,8 @@ impl Service {
             work_ready: Notify::new(),
             work_wake_ms: AtomicI64::new(i64::MAX),
             outbox_ready,
+            refused_log: Default::default(),
+            version_log: Default::default(),
         })
     }
 
@@ -306,10 +315,33 @@ impl Service {
     pub async fn accept_webhook_from(&self, body: &[u8], peer: Option<std::net::IpAddr>) -> Intake {
         let webhook = match intake::parse(body) {
             Ok(w) => w,
-            Err(e) => return Intake::BadRequest(e.0),
+            Err(e) => {
+                let sender = intake::claimed_sender(body, peer);
+                if let Some(due) = self.refused_log.due(&sender, self.clock.now_ms()) {
+                    tracing::info!(sender = %due.sender, refused_since_last_line = due.left_out,
+                        reason = %self.redactor.redact(&e.0), accepted = intake::ACCEPTED,
+                        "webhook refused (400): the sender drops it, so its alerts are not diagnosed");
+                }
+                return Intake::BadRequest(e.0);
+            }
         };
         let mut plan = intake::plan(&webhook, &self.config.service);
         let sender = intake::sender(&webhook.external_url, peer);
+        let note = webhook.unknown_version().map(|v| {
+            // The sender's own string: quoted as JSON escapes it, at most 32 characters.
+            let v = serde_json::Value::from(v.chars().take(32).collect::<String>()).to_string();
+            let source = webhook.source();
+            let note = format!(
+                "version {v} is not the version {} {} sends; the payload was read by its shape as that",
+                source.version(),
+                source.name()
+            );
+            if let Some(due) = self.version_log.due(&sender, self.clock.now_ms()) {
+                tracing::info!(sender = %due.sender, since_last_line = due.left_out, version = %self.redactor.redact(&v),
+                    read_as = source.name(), "webhook of an unknown version accepted, read by its shape");
+            }
+            note
+        });
         for i in &mut plan.intakes {
             i.sender = sender.clone();
             i.known = self.in_plans(i);
@@ -322,12 +354,12 @@ impl Service {
             why.push("the webhook carries no alert".into());
         }
         if !why.is_empty() {
-            tracing::info!(group = %webhook.group_key, receiver = %webhook.receiver, alerts = webhook.alerts.len(),
+            tracing::info!(group = %webhook.group_key(), receiver = %webhook.receiver, alerts = webhook.alerts.len(),
                 jobs = plan.intakes.len(), why = %why.join("; "), "webhook: alerts not diagnosed");
         }
         let (mut intakes, ignored) = (plan.intakes, plan.ignored.len());
         if intakes.is_empty() {
-            return Intake::Accepted { jobs: 0, ignored, why, dropped: 0 };
+            return Intake::Accepted { jobs: 0, ignored, why, dropped: 0, note };
         }
         let cap = self.config.service.max_jobs_per_webhook;
         let dropped = intakes.len().saturating_sub(cap);
@@ -348,7 +380,7 @@ impl Service {
                 if now + coalesce < self.work_wake_ms.load(Ordering::SeqCst) {
                     self.work_ready.notify_one();
                 }
-                Intake::Accepted { jobs, ignored, why, dropped }
+                Intake::Accepted { jobs, ignored, why, dropped, note }
             }
             Ok(Enqueued::QueueFull { depth }) => {
                 self.metrics.set_queue("work", depth);
@@ -490,7 +522,13 @@ mod tests {
                 .map(|(g, f)| {
                     (
                         g.to_string(),
-                        GroupInfo { firing: *f, firing_set: "s".into(), labels: BTreeMap::new(), rediagnosis: false },
+                        GroupInfo {
+                            firing: *f,
+                            firing_set: "s".into(),
+                            labels: BTreeMap::new(),
+                            rediagnosis: false,
+                            links: Default::default(),
+                        },
                     )
                 })
                 .collect(),

@@ -2,7 +2,7 @@
 //!
 //! | route | |
 //! |---|---|
-//! | `POST /webhook/alertmanager` | Alertmanager v4 webhook → 202 once durably stored; 400 malformed; 401; 413 over the body limit; 503 queue full or store failing (Alertmanager retries 5xx and drops 4xx, so never 429) |
+//! | `POST /webhook/alertmanager`, `POST /webhook/grafana` | an Alertmanager v4 webhook or a Grafana Alerting webhook contact point's (v1), either at either path ([`crate::service::intake`]) → 202 once durably stored; 400 not a payload culprit reads (the body says which are accepted; logged at INFO once per sender per interval); 401; 413 over the body limit; 503 queue full or store failing (Alertmanager and Grafana retry 5xx and drop 4xx, so never 429) |
 //! | `GET /api/v1/diagnose?job=&at=&window=&cluster=&format=` | a live verdict: JSON, or text/markdown by `Accept` or `format=` |
 //! | `GET /api/v1/verdicts[?limit=]`, `GET /api/v1/verdicts/{id}` | recent verdicts |
 //! | `GET /api/v1/dead-letters[?limit=]` | stored rows that could not be decoded, moved aside |
@@ -181,12 +181,14 @@ async fn webhook(State(state): State<Arc<AppState>>, req: axum::extract::Request
         }
     };
     let response = match state.service.accept_webhook_from(&body, peer).await {
-        Intake::Accepted { jobs, ignored, why, dropped } => {
+        Intake::Accepted { jobs, ignored, why, dropped, note: version_note } => {
             metrics.webhook(if jobs == 0 { "ignored" } else { "accepted" });
-            let note = (dropped > 0).then(|| format!(
+            let dropped_note = (dropped > 0).then(|| format!(
                 "the webhook names {} Flink jobs; only the first {jobs} (firing first) are diagnosed (service.max_jobs_per_webhook)",
                 jobs + dropped
             ));
+            let notes: Vec<String> = version_note.into_iter().chain(dropped_note).collect();
+            let note = (!notes.is_empty()).then(|| notes.join("; "));
             let body = Accepted {
                 status: "accepted",
                 jobs,
@@ -199,7 +201,11 @@ async fn webhook(State(state): State<Arc<AppState>>, req: axum::extract::Request
         }
         Intake::BadRequest(reason) => {
             metrics.webhook("bad_request");
-            json_error(StatusCode::BAD_REQUEST, &reason)
+            let body = serde_json::json!({
+                "error": format!("{reason}. {}", crate::service::intake::ACCEPTED),
+                "accepted": crate::service::intake::ACCEPTED_SOURCES,
+            });
+            (StatusCode::BAD_REQUEST, axum::Json(body)).into_response()
         }
         Intake::QueueFull => {
             metrics.webhook("queue_full");
@@ -649,6 +655,7 @@ impl MakeRequestId for RequestIds {
 pub fn router(state: Arc<AppState>) -> Router {
     Router::new()
         .route("/webhook/alertmanager", post(webhook))
+        .route("/webhook/grafana", post(webhook))
         .route("/api/v1/diagnose", get(diagnose))
         .route("/api/v1/verdicts", get(verdicts))
         .route("/api/v1/verdicts/{id}", get(verdict))

@@ -128,7 +128,8 @@ impl Alertmanager {
                 .unwrap_or_else(|| "?".into());
             return Ok(format!("Alertmanager {version} answers (GET /api/v2/status); nothing was posted"));
         }
-        Err(status_error("alertmanager", status, &headers, &answer, &Auth::redactor(self.auth.as_ref())))
+        Err(status_error("alertmanager", status, &headers, &answer, &Auth::redactor(self.auth.as_ref()))
+            .hint(hint(status)))
     }
 
     /// Posts once (see the module docs).
@@ -160,9 +161,22 @@ impl Alertmanager {
             };
             return Ok(Sent { state });
         }
-        let e = status_error("alertmanager", status, &headers, &answer, &Auth::redactor(self.auth.as_ref()));
+        let e = status_error("alertmanager", status, &headers, &answer, &Auth::redactor(self.auth.as_ref()))
+            .hint(hint(status));
         tracing::debug!(destination = "alertmanager", status, retryable = e.retryable, "alertmanager: refused");
         Err(e)
+    }
+}
+
+/// What to do about a final answer of Alertmanager's API: a 404 or 405 is a URL that is
+/// not Alertmanager's base (culprit adds `/api/v2/alerts`, which Alertmanager has served
+/// since 0.16; its v1 API is gone since 0.27), the others as [`crate::notify::status_hint`].
+fn hint(status: u16) -> Option<String> {
+    match status {
+        404 | 405 => Some(format!(
+            "culprit posts to {{notify.alertmanager.url}}/{ALERTS_PATH}: set notify.alertmanager.url to Alertmanager's base URL (http://alertmanager:9093, with its --web.route-prefix if it has one), of an Alertmanager 0.16 or newer"
+        )),
+        _ => crate::notify::status_hint(status, "notify.alertmanager.url", "notify.alertmanager.auth"),
     }
 }
 

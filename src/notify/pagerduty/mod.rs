@@ -119,7 +119,8 @@ impl PagerDuty {
             tracing::debug!(destination = "pagerduty", status, dedup_key = %dedup, "pagerduty: event accepted");
             return Ok(Sent { state: Some(serde_json::json!({ "dedup_key": dedup })) });
         }
-        let e = status_error("pagerduty", status, &headers, &error_detail(&answer), &Redactor::of(key));
+        let detail = error_detail(&answer);
+        let e = status_error("pagerduty", status, &headers, &detail, &Redactor::of(key)).hint(hint(status, &detail));
         tracing::debug!(destination = "pagerduty", status, retryable = e.retryable, error = %e, "pagerduty: event refused");
         Err(e)
     }
@@ -151,13 +152,26 @@ impl PagerDuty {
                 self.url
             ));
         }
-        Err(status_error(
-            "pagerduty",
-            status,
-            &headers,
-            &error_detail(&answer),
-            &Redactor::of(self.routing_key.expose_secret()),
-        ))
+        let detail = error_detail(&answer);
+        Err(status_error("pagerduty", status, &headers, &detail, &Redactor::of(self.routing_key.expose_secret()))
+            .hint(hint(status, &detail)))
+    }
+}
+
+/// What to do about a final answer of the Events API, by its status and what its
+/// `message` and `errors` say (<https://developer.pagerduty.com/docs/events-api-v2-overview#response-codes--retry-logic>):
+/// a 400 about the routing key names the key's setting (never its value) and where the
+/// key is found; a 404 the URL.
+fn hint(status: u16, detail: &str) -> Option<String> {
+    let detail = detail.to_ascii_lowercase();
+    match status {
+        400 if detail.contains("routing") && detail.contains("key") => Some(
+            "PagerDuty does not know the routing key of notify.pagerduty.routing_key: in PagerDuty open the service, Integrations, its Events API v2 integration (add one if there is none), and configure that integration's Integration Key (32 characters; a REST API key or an Events API v1 service key is not one)".into(),
+        ),
+        404 => Some(
+            "notify.pagerduty.url is not the Events API v2 endpoint: leave it unset (https://events.pagerduty.com/v2/enqueue) or use https://events.eu.pagerduty.com/v2/enqueue for an EU account".into(),
+        ),
+        _ => crate::notify::status_hint(status, "notify.pagerduty.url", "notify.pagerduty.routing_key"),
     }
 }
 

@@ -59,6 +59,7 @@
 //! errors quote Slack's answer with them removed, and never a URL.
 
 mod config;
+mod hints;
 mod history;
 
 pub use config::{SlackConfig, SlackMode};
@@ -213,7 +214,8 @@ struct Lookup<'a> {
 /// Why a Slack call failed, before classification.
 enum Failure {
     /// HTTP 200 with `ok: false`.
-    Api { code: String, retry_after: Option<Duration> },
+    /// `needed`: the scope a `missing_scope` answer names ([`hints::scopes`]).
+    Api { code: String, needed: Option<String>, retry_after: Option<Duration> },
     /// Anything else, already classified.
     Other(NotifyError),
 }
@@ -321,21 +323,23 @@ async fn read_answer(mut response: reqwest::Response) -> Result<String, reqwest:
 
 /// Classifies an `ok: false` code (see the module docs). Block errors are final here: they
 /// reach this point only when the text-only retry failed too.
-fn classify(what: &str, code: &str, retry_after: Option<Duration>) -> NotifyError {
+/// A final error carries what to do about it ([`hints`]).
+fn classify(what: &str, code: &str, needed: Option<&str>, retry_after: Option<Duration>) -> NotifyError {
     if code == "ratelimited" {
         NotifyError::retry(format!("{what}: {code}"), retry_after).because(FailureReason::RateLimited)
     } else if RETRYABLE_ERRORS.contains(&code) {
         NotifyError::retry(format!("{what}: {code}"), retry_after)
-    } else if FINAL_ERRORS.contains(&code) {
-        NotifyError::fatal(format!("{what}: {code} (final: check the token, its scopes and the channel)"))
     } else {
-        NotifyError::fatal(format!("{what}: {code}"))
+        let needed_text = needed.map(|n| format!(" (needed: {n})")).unwrap_or_default();
+        NotifyError::fatal(format!("{what}: {code}{needed_text}")).hint(hints::hint(code, needed))
     }
 }
 
 fn classify_failure(method: &str, failure: Failure) -> NotifyError {
     match failure {
-        Failure::Api { code, retry_after } => classify(&format!("slack: {method}"), &code, retry_after),
+        Failure::Api { code, needed, retry_after } => {
+            classify(&format!("slack: {method}"), &code, needed.as_deref(), retry_after)
+        }
         Failure::Other(e) => e,
     }
 }
@@ -785,7 +789,8 @@ impl Slack {
             tracing::warn!(destination = "slack", method, error = %code, "slack: `error` is not an error code");
             "not_an_error_code".to_string()
         };
-        Err(Failure::Api { code, retry_after: retry_after(&headers, jiff::Timestamp::now()) })
+        let needed = answer.get("needed").and_then(Value::as_str).and_then(hints::scopes);
+        Err(Failure::Api { code, needed, retry_after: retry_after(&headers, jiff::Timestamp::now()) })
     }
 
     /// Classifies a failure, logging final ones.
@@ -843,9 +848,16 @@ impl Slack {
         }
         let code = answer.trim();
         if status == 400 && BLOCK_ERRORS.contains(&code) {
-            return Err(Failure::Api { code: code.to_string(), retry_after: None });
+            return Err(Failure::Api { code: code.to_string(), needed: None, retry_after: None });
         }
-        Err(Failure::Other(status_error(what, status, &headers, &answer, &self.redactor)))
+        let e = status_error(what, status, &headers, &answer, &self.redactor);
+        // Incoming webhooks answer their error as a bare code (`channel_is_archived`,
+        // `invalid_token`, `no_service`, …): named in the error, with its hint when final.
+        if e.retryable || !is_error_code(code) {
+            return Err(Failure::Other(e));
+        }
+        let e = NotifyError { message: format!("{}: {code}", e.message), ..e };
+        Err(Failure::Other(e.hint(hints::hint(code, None))))
     }
 }
 
@@ -902,14 +914,19 @@ mod tests {
 
     #[test]
     fn slack_error_codes_are_classified_as_documented() {
-        let e = classify("slack: chat.postMessage", "invalid_auth", None);
-        assert!(!e.retryable && e.message.contains("final"));
-        let e = classify("slack: chat.postMessage", "ratelimited", Some(Duration::from_secs(3)));
-        assert!(e.retryable && e.retry_after == Some(Duration::from_secs(3)));
-        assert!(classify("x", "internal_error", None).retryable);
-        assert!(classify("x", "service_unavailable", None).retryable);
-        assert!(!classify("x", "invalid_arguments", None).retryable);
-        assert!(!classify("x", "invalid_blocks", None).retryable);
+        let e = classify("slack: chat.postMessage", "invalid_auth", None, None);
+        assert!(!e.retryable && e.hint.as_deref().is_some_and(|h| h.contains("reinstall the app")), "{e}");
+        let e = classify("slack: chat.postMessage", "ratelimited", None, Some(Duration::from_secs(3)));
+        assert!(e.retryable && e.retry_after == Some(Duration::from_secs(3)) && e.hint.is_none());
+        assert!(classify("x", "internal_error", None, None).retryable);
+        assert!(classify("x", "service_unavailable", None, None).retryable);
+        assert!(!classify("x", "invalid_arguments", None, None).retryable);
+        assert!(!classify("x", "invalid_blocks", None, None).retryable);
+        let e = classify("slack: chat.postMessage", "missing_scope", Some("chat:write"), None);
+        assert_eq!(
+            e.message,
+            format!("slack: chat.postMessage: missing_scope (needed: chat:write). To fix: {}", e.hint.clone().unwrap())
+        );
     }
 
     #[tokio::test(start_paused = true)]

@@ -3,6 +3,9 @@
 //! * [`NoticeKind::Verdict`]: the body is the verdict itself, `culprit.verdict/v1`.
 //! * [`NoticeKind::Resolved`] and [`NoticeKind::CouldNotDiagnose`]: the body is a
 //!   `culprit.notice/v1` value (see [`notice_body`]).
+//! * Either body has an `alert_links` object beside its fields when the alert source gave
+//!   links (Grafana's `silence`, `dashboard`, `panel`: http(s) URLs, untrusted); the
+//!   verdict's schema allows fields it does not name.
 //!
 //! Headers: `Content-Type: application/json`, `Idempotency-Key: <notice.idempotency_key>`
 //! (the receiver drops repeats: the delivery loop may send a notice more than once),
@@ -109,6 +112,7 @@ impl Webhook {
             }
             _ => notice_body(notice),
         };
+        let body = with_alert_links(body, notice);
         let mut headers = HeaderMap::new();
         headers.insert(HeaderName::from_static(IDEMPOTENCY_KEY), header_value(&notice.idempotency_key));
         headers.insert(HeaderName::from_static(GROUP_KEY), header_value(&notice.group_key));
@@ -123,13 +127,20 @@ impl Webhook {
             tracing::debug!(destination = %what, status, kind = ?notice.kind, "webhook: delivered");
             return Ok(Sent::default());
         }
-        let e = status_error(&what, status, &headers, &answer, &Auth::redactor(self.auth.as_ref()));
+        let e =
+            status_error(&what, status, &headers, &answer, &Auth::redactor(self.auth.as_ref())).hint(self.hint(status));
         tracing::debug!(destination = %what, status, retryable = e.retryable, "webhook: not delivered");
         Err(e)
     }
 }
 
 impl Webhook {
+    /// What to do about a final answer, naming this webhook's settings.
+    fn hint(&self, status: u16) -> Option<String> {
+        let at = format!("the [[notify.webhook]] named {:?}", self.name);
+        crate::notify::status_hint(status, &format!("the url of {at}"), &format!("the auth of {at}"))
+    }
+
     /// A reachability check for `check-config --connect`: `HEAD` of the URL with the
     /// configured auth. A generic webhook has no dry run: nothing is posted, and any answer
     /// but 401/403 (credentials refused) and 5xx counts as reachable.
@@ -144,7 +155,8 @@ impl Webhook {
         let (status, headers, answer) = read_answer(response).await;
         // 501: the server does not implement HEAD (Python's http.server): it answered.
         if status == 401 || status == 403 || (status >= 500 && status != 501) {
-            return Err(status_error(&what, status, &headers, &answer, &Auth::redactor(self.auth.as_ref())));
+            return Err(status_error(&what, status, &headers, &answer, &Auth::redactor(self.auth.as_ref()))
+                .hint(self.hint(status)));
         }
         Ok(format!("reachable (HEAD answered {status}); a generic webhook has no dry run, so nothing was posted"))
     }
@@ -164,6 +176,14 @@ pub fn notice_body(notice: &Notice) -> Value {
         "job": notice.job,
         "reason": notice.reason,
     })
+}
+
+/// The body with the notice's alert links as `alert_links`, when it has any.
+pub fn with_alert_links(mut body: Value, notice: &Notice) -> Value {
+    if let (false, Some(o)) = (notice.links.is_empty(), body.as_object_mut()) {
+        o.insert("alert_links".into(), serde_json::to_value(&notice.links).expect("links serialize"));
+    }
+    body
 }
 
 /// A header value: printable ASCII (space to `~`) as is, except `%`; every other byte as

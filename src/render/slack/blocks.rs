@@ -74,29 +74,57 @@ pub(super) fn linkable(url: &str) -> bool {
         && !url.chars().any(|c| c.is_whitespace() || names::is_unsafe(c) || matches!(c, '<' | '>' | '|'))
 }
 
-/// The "View verdict" button (an `actions` block) when the notice links to a verdict page
-/// Slack can open; else the link (or the URL as text) in a `context` block.
-pub(super) fn view_block(n: &Notice) -> Option<Value> {
-    let url = n.verdict_url.as_deref()?;
-    if linkable(url) && slack_len(url) <= MAX_BUTTON_URL {
-        return Some(json!({
-            "type": "actions",
-            "elements": [{
-                "type": "button",
-                "text": { "type": "plain_text", "text": "View verdict", "emoji": false },
-                "url": url,
-                "action_id": "view_verdict",
-            }]
-        }));
+/// Longest alert link (Grafana's silence, dashboard, panel) written into text: a longer
+/// one is a button only, so that it cannot crowd out the message.
+const MAX_TEXT_LINK_URL: usize = 500;
+
+/// The buttons of a notice (an `actions` block): "View verdict" when the notice links to a
+/// verdict page Slack can open, then the alert source's links (Grafana's "Silence",
+/// "Dashboard", "Panel"); a verdict link Slack cannot open is shown in a `context` block
+/// instead ([`verdict_link`]).
+pub(super) fn view_block(n: &Notice) -> Vec<Value> {
+    let button = |label: &str, url: &str, action: &str| {
+        json!({
+            "type": "button",
+            "text": { "type": "plain_text", "text": label, "emoji": false },
+            "url": url,
+            "action_id": action,
+        })
+    };
+    let fits = |url: &str| linkable(url) && slack_len(url) <= MAX_BUTTON_URL;
+    let mut blocks = Vec::new();
+    let mut buttons = Vec::new();
+    if let Some(url) = n.verdict_url.as_deref() {
+        if fits(url) {
+            buttons.push(button("View verdict", url, "view_verdict"));
+        } else {
+            blocks.extend(verdict_link(n).map(|l| context(vec![l], Budget::LINK)));
+        }
     }
-    verdict_link(n).map(|l| context(vec![l], Budget::LINK))
+    for (label, url) in n.links.labelled().into_iter().filter(|(_, u)| fits(u)) {
+        buttons.push(button(label, url, &format!("alert_{}", label.to_ascii_lowercase())));
+    }
+    if !buttons.is_empty() {
+        blocks.push(json!({ "type": "actions", "elements": buttons }));
+    }
+    blocks
 }
 
+/// The links line: the verdict (`Verdict #42`), then the alert source's links Slack can
+/// open (`Silence`, `Dashboard`, `Panel`), each `<url|label>`; `None` when there is none.
 pub(super) fn verdict_link(n: &Notice) -> Option<String> {
-    let url = n.verdict_url.as_deref()?;
-    let label = match n.verdict_id {
-        Some(id) => format!("Verdict #{id}"),
-        None => "The verdict".to_string(),
-    };
-    Some(format!(":link: {}", link(url, &label)))
+    let mut links = Vec::new();
+    if let Some(url) = n.verdict_url.as_deref() {
+        let label = match n.verdict_id {
+            Some(id) => format!("Verdict #{id}"),
+            None => "The verdict".to_string(),
+        };
+        links.push(link(url, &label));
+    }
+    for (label, url) in n.links.labelled() {
+        if linkable(url) && slack_len(url) <= MAX_TEXT_LINK_URL {
+            links.push(link(url, label));
+        }
+    }
+    (!links.is_empty()).then(|| format!(":link: {}", links.join(" · ")))
 }

@@ -15,6 +15,7 @@ const COALESCE: i64 = 10_000;
 
 fn intake(job: &str, sender: &str) -> Intake {
     Intake {
+        links: Default::default(),
         job_key: format!("name:{job}"),
         job: job.into(),
         group_key: format!("{{}}:{{job_name=\"{job}\"}}"),

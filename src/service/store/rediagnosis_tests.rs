@@ -13,6 +13,7 @@ const AFTER: i64 = 60_000;
 
 fn intake(job: &str, group: &str, firing: bool) -> Intake {
     Intake {
+        links: Default::default(),
         job_key: format!("id:{job}"),
         job: job.into(),
         group_key: group.into(),

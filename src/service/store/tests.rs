@@ -139,6 +139,7 @@ macro_rules! both {
 
 fn intake(job: &str, group: &str) -> Intake {
     Intake {
+        links: Default::default(),
         job_key: format!("id:{job}"),
         job: job.into(),
         group_key: group.into(),
@@ -153,6 +154,7 @@ fn intake(job: &str, group: &str) -> Intake {
 
 fn notice(kind: NoticeKind, group: &str, key: &str) -> Notice {
     Notice {
+        links: Default::default(),
         kind,
         group_key: group.into(),
         labels: BTreeMap::new(),

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::model::notice::{Notice, NoticeKind};
+use crate::model::notice::{AlertLinks, Notice, NoticeKind};
 
 /// What a work item knows about one of its alert groups.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -17,6 +17,9 @@ pub struct GroupInfo {
     /// schedules no further one.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub rediagnosis: bool,
+    /// The links the alert source gave for the group (Grafana's), put in its notices.
+    #[serde(default, skip_serializing_if = "AlertLinks::is_empty")]
+    pub links: AlertLinks,
 }
 
 /// A diagnosis to run.

@@ -228,8 +228,13 @@ pub(super) async fn apply_intake(
     due_ms: i64,
     dead: &mut Vec<DeadLetter>,
 ) -> Result<usize, StoreError> {
-    let info =
-        GroupInfo { firing: i.firing, firing_set: i.firing_set.clone(), labels: i.labels.clone(), rediagnosis: false };
+    let info = GroupInfo {
+        firing: i.firing,
+        firing_set: i.firing_set.clone(),
+        labels: i.labels.clone(),
+        rediagnosis: false,
+        links: i.links.clone(),
+    };
     let labels = serde_json::to_string(&i.labels)?;
     let sql = "SELECT id, groups FROM work WHERE state = 'pending' AND job_key = $1 FOR UPDATE";
     if let Some(row) = tx.query_opt(&tx.prepare_cached(sql).await?, &[&i.job_key]).await? {

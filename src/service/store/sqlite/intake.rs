@@ -297,8 +297,13 @@ pub(super) fn read_pending<'i>(tx: &Connection, i: &'i Intake, b: &Batch) -> Res
 
 /// Merges an intake into its job's edit: its group's entry, and its labels.
 pub(super) fn merge(e: &mut Edit<'_>, i: &Intake) -> Result<(), StoreError> {
-    let info =
-        GroupInfo { firing: i.firing, firing_set: i.firing_set.clone(), labels: i.labels.clone(), rediagnosis: false };
+    let info = GroupInfo {
+        firing: i.firing,
+        firing_set: i.firing_set.clone(),
+        labels: i.labels.clone(),
+        rediagnosis: false,
+        links: i.links.clone(),
+    };
     if e.groups.get(&i.group_key) != Some(&info) {
         e.groups.insert(i.group_key.clone(), info);
         e.changed = true;
