@@ -4,3 +4,4 @@
 //! own module under `tests/reports3/`, with tests beyond the one folder.
 
 mod support;
+#[path = "reports3/retention.rs"] mod retention;

@@ -1,0 +1,97 @@
+//! What retention means for a topic (issue 22, report 06): records are lost only when the
+//! consumer's position falls below the partition's log start; the cleanup policy decides
+//! whether anything goes by age or size; a lag in time is an estimate, a risk at most.
+
+use std::path::{Path, PathBuf};
+
+use culprit::cli::{DiagnoseArgs, diagnose_command};
+use culprit::model::verdict::{Finding, HazardKind, Verdict};
+use culprit::render::Format;
+
+fn report(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/reports3").join(name)
+}
+
+/// `culprit diagnose --recording <dir>/recording.om.gz --plan <dir>/plan.json [--config …]`.
+fn diagnose(dir: &Path, config: Option<&Path>) -> Verdict {
+    let args = DiagnoseArgs {
+        recording: Some(dir.join("recording.om.gz")),
+        metrics: Vec::new(),
+        scrape: Vec::new(),
+        flink: None,
+        cluster: None,
+        plan: Some(dir.join("plan.json")),
+        job: None,
+        label: Vec::new(),
+        at: None,
+        window: None,
+        config: config.map(Path::to_path_buf),
+        checkpoint_config: None,
+        format: Format::Json,
+    };
+    diagnose_command(&args, 0).unwrap_or_else(|e| panic!("{}", e.message))
+}
+
+/// The user's expected value of report 06: the JDBC sink is the culprit, and no retention
+/// or data-loss hazard, since the topic is compacted and its log still starts at offset 0.
+fn assert_sink_without_loss(v: &Verdict) {
+    assert_eq!(
+        v.culprit.as_ref().map(|c| c.vertex_name.as_str()),
+        Some("ConstraintEnforcer -> Sink: jdbc customers_dim"),
+        "{}",
+        v.summary
+    );
+    assert_eq!(v.finding, Finding::Sink, "{}", v.summary);
+    assert!(
+        v.hazards.iter().all(|h| !matches!(h.kind, HazardKind::Retention | HazardKind::CheckpointsStalled)),
+        "{:?}",
+        v.hazards
+    );
+    assert!(!v.summary.contains("DATA LOSS"), "{}", v.summary);
+    assert!(!v.summary.to_lowercase().contains("losing data"), "{}", v.summary);
+}
+
+#[test]
+fn report_06_a_compacted_changelog_topic_read_from_the_earliest_offset_loses_nothing_with_its_config() {
+    let dir = report("06-kminion-compacted-topic");
+    let v = diagnose(&dir, Some(&dir.join("culprit.toml")));
+    assert_sink_without_loss(&v);
+    // The verdict says what it used: KMinion's cleanup.policy=compact, and that the 7 d
+    // retention.ms (the broker default KMinion shows) does not apply. The lag is ~11.4 M
+    // records per partition at 15 records/s produced: 11.4e6 / 15 ≈ 760 000 s ≈ 8.8 d.
+    let note = v.notes.iter().find(|n| n.starts_with("customers-changelog is compacted")).unwrap_or_else(|| {
+        panic!("no compaction note in {:?}", v.notes);
+    });
+    assert!(note.contains("cleanup.policy=compact from kminion"), "{note}");
+    assert!(note.contains("retention.ms of 7.0 d"), "{note}");
+}
+
+#[test]
+fn report_06_without_its_config_the_consumer_group_named_like_the_job_gives_the_same_verdict() {
+    let dir = report("06-kminion-compacted-topic");
+    assert_sink_without_loss(&diagnose(&dir, None));
+}
+
+#[test]
+fn report_06_read_as_a_deleting_topic_is_still_no_loss_since_the_position_is_inside_the_log() {
+    // The same recording with cleanup.policy=compact,delete set in the configuration (it
+    // wins over KMinion's label): records now go by age, and the lag's age (~8.8 d) is past
+    // the 7 d retention. But the position (high water mark − lag: 14 000 000 + 15 × 1800 −
+    // (12 000 000 − 635 × 1800) ≈ 3.17 M) is far above the log start (0), which does not
+    // move: offsets win over the age estimate, no hazard, and a note says the estimate
+    // was set aside.
+    let dir = report("06-kminion-compacted-topic");
+    let tmp = tempfile::tempdir().unwrap();
+    let config = tmp.path().join("culprit.toml");
+    let text = std::fs::read_to_string(dir.join("culprit.toml")).unwrap();
+    std::fs::write(&config, format!("{text}\n[kafka.cleanup_policy]\n\"customers-changelog\" = \"compact,delete\"\n"))
+        .unwrap();
+    let v = diagnose(&dir, Some(&config));
+    assert_sink_without_loss(&v);
+    assert!(
+        v.notes.iter().any(|n| n.starts_with("kminion reports a lag (records behind ÷ produce rate)")
+            && n.contains("past the 7.0 d retention")),
+        "{:?}",
+        v.notes
+    );
+}
