@@ -563,7 +563,7 @@ pub fn checkpoint_age_s(ctx: &Context) -> Option<f64> {
 mod tests {
     use super::*;
     use crate::diagnose::testkit::*;
-    use crate::model::snapshot::{CheckpointPoint, Snapshot};
+    use crate::model::snapshot::{CheckpointPoint, CleanupPolicy, Snapshot};
     use crate::model::verdict::{HazardKind, Severity};
 
     /// Source (red) → score → sink.
@@ -850,6 +850,166 @@ mod tests {
     fn a_recovery_point_younger_than_the_room_left_in_the_log_is_no_hazard() {
         // 3000 s ≤ 3600 s.
         assert!(hazards(&steady_lag_with_checkpoint_age(3000)).0.is_empty());
+    }
+
+    /// A topic's settings as KMinion would label them (`from: "kminion"`).
+    fn topic(
+        policy: Option<CleanupPolicy>,
+        retention_s: Option<i64>,
+        retention_bytes: Option<i64>,
+        partition_bytes: Option<f64>,
+    ) -> TopicRetention {
+        TopicRetention {
+            cleanup_policy: policy,
+            cleanup_policy_from: policy.map(|_| "kminion".into()),
+            retention_bytes,
+            partition_bytes,
+            ..TopicRetention::by_time("payments", retention_s.map(|s| s * 1000), "kminion")
+        }
+    }
+
+    /// A lag of 3480 + 0.5 × 240 = 3600 s (as [`aging_lag`]) on a 3000 s retention: past it
+    /// by the estimate, with no offsets.
+    fn past_retention(policy: Option<CleanupPolicy>) -> Snapshot {
+        job().partition(aging_lag()).topic_retention(topic(policy, Some(3000), None, None)).build()
+    }
+
+    #[test]
+    fn a_compacted_topic_loses_nothing_by_age_whatever_its_retention_ms() {
+        let snap = past_retention(Some(CleanupPolicy::Compact));
+        let (h, missing) = hazards(&snap);
+        assert!(h.is_empty(), "{h:?}");
+        assert!(missing.is_empty(), "{missing:?}");
+        assert_eq!(
+            notes(&snap),
+            [
+                "payments is compacted (cleanup.policy=compact from kminion, retention from kminion): records go by key, never by age or size, so a lag of about 60 min against its retention.ms of 50 min loses nothing; only a consumer position below the log start would lose data."
+            ]
+        );
+    }
+
+    #[test]
+    fn compact_delete_and_delete_lose_records_by_age_and_the_hazard_names_the_policy() {
+        for policy in [CleanupPolicy::CompactDelete, CleanupPolicy::Delete] {
+            let (h, _) = hazards(&past_retention(Some(policy)));
+            assert_eq!(h.len(), 1, "{policy:?}: {h:?}");
+            // An estimate at the retention: at risk now, never "already losing".
+            assert_eq!((h[0].severity, h[0].time_to_loss_seconds), (Severity::Critical, None));
+            let words = h[0].detail.to_string();
+            assert!(words.contains(&format!("cleanup.policy={} from kminion", policy.as_str())), "{words}");
+            assert!(words.starts_with("At risk of losing data on payments"), "{words}");
+        }
+    }
+
+    #[test]
+    fn an_unlimited_retention_ms_loses_nothing_by_age_but_the_log_start_still_counts() {
+        // retention.ms = -1 on a deleting topic: no age limit. The committed offset (1000)
+        // is below the log start (4000, moved by retention.bytes or DeleteRecords): lost.
+        let p = PartitionLag {
+            consumer_offset: line(-60, 0, 30, 1000.0, 0.0),
+            log_start_offset: line(-60, 0, 30, 4000.0, 0.0),
+            ..aging_lag()
+        };
+        let snap = job().partition(p).topic_retention(topic(Some(CleanupPolicy::Delete), None, None, None)).build();
+        let (h, _) = hazards(&snap);
+        assert_eq!(h.len(), 1, "{h:?}");
+        assert_eq!((h[0].severity, h[0].time_to_loss_seconds), (Severity::Critical, Some(0)));
+        assert!(
+            h[0].detail.to_string().contains("(partition 0: committed offset 1000 < log start 4000)"),
+            "{}",
+            h[0].detail
+        );
+        // Without the offsets: nothing goes by age, no hazard.
+        let snap = job().partition(aging_lag()).topic_retention(topic(Some(CleanupPolicy::Delete), None, None, None));
+        assert!(hazards(&snap.build()).0.is_empty());
+    }
+
+    /// A partition of 1 000 000 records (log start 0 → end 1 000 000, produced at 100/s)
+    /// whose lag is 400 000 records growing 50/s.
+    fn sized_partition() -> PartitionLag {
+        PartitionLag {
+            log_start_offset: line(-240, 0, 60, 0.0, 0.0),
+            log_end_offset: line(-240, 0, 60, 1_000_000.0 - 240.0 * 100.0, 100.0),
+            lag_records: line(-240, 0, 60, 400_000.0 - 240.0 * 50.0, 50.0),
+            ..partition("payments", "0")
+        }
+    }
+
+    #[test]
+    fn retention_bytes_against_the_partitions_size_gives_an_at_risk_time() {
+        // 1 GB over 1 000 000 records = 1000 bytes per record; retention.bytes 500 MB holds
+        // 500 000 records: (500 000 − 400 000) / 50 per s = 2000 s ≈ 33 min → critical. The
+        // position (1 000 000 − 400 000) is above the log start, and the age (400 000 / 100
+        // = 4000 s) is far from the 7 d retention.ms.
+        let r = topic(Some(CleanupPolicy::Delete), Some(7 * 86_400), Some(500_000_000), Some(1e9));
+        let (h, _) = hazards(&job().partition(sized_partition()).topic_retention(r).build());
+        assert_eq!(h.len(), 1, "{h:?}");
+        assert_eq!((h[0].severity, h[0].time_to_loss_seconds), (Severity::Critical, Some(2000)));
+        assert!(
+            matches!(&h[0].detail, Fact::Retention(RetentionFact::FallsOutBySize { capacity_records, bytes_per_record, .. })
+                if (capacity_records - 500_000.0).abs() < 1e-6 && (bytes_per_record - 1000.0).abs() < 1e-9),
+            "{:?}",
+            h[0].detail
+        );
+        let words = h[0].detail.to_string();
+        assert!(words.starts_with("payments is at risk of falling out of retention in 33 min"), "{words}");
+    }
+
+    #[test]
+    fn retention_bytes_does_not_apply_to_a_compacted_topic_nor_without_the_partitions_size() {
+        let compacted = topic(Some(CleanupPolicy::Compact), Some(7 * 86_400), Some(500_000_000), Some(1e9));
+        assert!(hazards(&job().partition(sized_partition()).topic_retention(compacted).build()).0.is_empty());
+        let no_size = topic(Some(CleanupPolicy::Delete), Some(7 * 86_400), Some(500_000_000), None);
+        assert!(hazards(&job().partition(sized_partition()).topic_retention(no_size).build()).0.is_empty());
+    }
+
+    #[test]
+    fn the_hazard_says_the_retention_was_the_broker_default() {
+        let r = TopicRetention::by_time("payments", Some(5_000_000), "broker default");
+        let (h, _) = hazards(&job().partition(aging_lag()).topic_retention(r).build());
+        // (5000 − 3600) / 0.5 = 2800 s: an estimate, at risk in 47 min.
+        assert_eq!(h[0].time_to_loss_seconds, Some(2800));
+        assert!(h[0].detail.to_string().contains("retention from broker default"), "{}", h[0].detail);
+    }
+
+    /// KMinion's view of partition 0: no committed offset, only the lag in records and the
+    /// high / low water marks; produce 100 records/s.
+    fn kminion_partition(log_start: f64) -> PartitionLag {
+        PartitionLag {
+            lag_records: line(-240, 0, 60, 900_000.0, 0.0),
+            log_end_offset: line(-240, 0, 60, 1_000_000.0 - 240.0 * 100.0, 100.0),
+            log_start_offset: line(-240, 0, 60, log_start, 0.0),
+            ..partition("payments", "0")
+        }
+    }
+
+    #[test]
+    fn without_a_committed_offset_the_position_is_the_high_water_mark_less_the_lag() {
+        // Position 1 000 000 − 900 000 = 100 000 < log start 200 000: evidence of loss,
+        // said as a position, not a committed offset.
+        let snap = job().partition(kminion_partition(200_000.0)).topic_retention(topic(None, Some(3600), None, None));
+        let (h, _) = hazards(&snap.build());
+        assert_eq!((h[0].severity, h[0].time_to_loss_seconds), (Severity::Critical, Some(0)));
+        let words = h[0].detail.to_string();
+        assert!(words.starts_with("Already losing data on payments: the consumer's position is below the log start offset (partition 0: position (log end − lag) 100000 < log start 200000)"), "{words}");
+    }
+
+    #[test]
+    fn a_known_log_start_below_the_position_wins_over_a_lag_age_past_the_retention() {
+        // Position 100 000 ≥ log start 50 000, which stands still. The age by records
+        // (900 000 / 100 = 9000 s) is past the 3600 s retention: the estimate is set aside.
+        let snap = job().partition(kminion_partition(50_000.0)).topic_retention(topic(None, Some(3600), None, None));
+        let snap = snap.build();
+        assert!(hazards(&snap).0.is_empty(), "{:?}", hazards(&snap));
+        assert!(notes(&snap)[0].starts_with("kminion reports a lag (records behind ÷ produce rate) of up to 2.5 h"));
+    }
+
+    #[test]
+    fn a_position_below_the_log_start_is_a_loss_even_when_the_retention_is_unknown() {
+        let snap = job().partition(kminion_partition(200_000.0)).build();
+        let (h, missing) = hazards(&snap);
+        assert_eq!(h[0].time_to_loss_seconds, Some(0));
+        assert_eq!(missing, ["retention.ms of topic payments ([kafka.retention] or KMinion topic info)"]);
     }
 
     #[test]
