@@ -60,6 +60,7 @@ pub fn diagnose(snapshot: &Snapshot, cfg: &DiagnosisConfig) -> Diagnosis {
         .collect();
     for r in &evaluated {
         missing.extend(r.missing.iter().cloned().map(MissingFact::Metric));
+        missing.extend(r.missing_inputs.iter().cloned().map(MissingFact::Input));
     }
     missing.extend(retention.missing.into_iter().map(MissingFact::Input));
 
@@ -415,6 +416,11 @@ fn confidence(ctx: &Context, status: Status, finding: Finding, run: &Run, missin
     let records_missing = missing.iter().any(|m| m.metric().is_some_and(|name| name.contains(NUM_RECORDS_IN)));
     // A culprit whose busy time is unknown (a legacy source's NaN) rests on other signs.
     let culprit_busy_unknown = run.culprit.is_some_and(|c| c.busy_max().is_none());
+    // Without demand (lag, pendingRecords) the throughput is the job's maximum, not what it
+    // is offered: the parallelism it needs is unknown.
+    let demand_unknown = missing.iter().any(|m| {
+        matches!(m, MissingFact::Input(Fact::Headroom(crate::model::facts::headroom::HeadroomFact::DemandUnknown)))
+    });
     // Flink ≤ 1.12: backpressure sampled once per scrape, busy time unknown.
     let classic =
         ctx.snapshot.backpressure_measure == crate::model::snapshot::BackpressureMeasure::IsBackPressuredShare;
@@ -422,6 +428,7 @@ fn confidence(ctx: &Context, status: Status, finding: Finding, run: &Run, missin
         || no_data_before_finding
         || records_missing
         || culprit_busy_unknown
+        || demand_unknown
         || classic
         || startup_in_window_ms(ctx.snapshot, ctx.cfg) > 0
     {
