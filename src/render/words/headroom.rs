@@ -69,16 +69,7 @@ pub(super) fn word(fact: &HeadroomFact, f: &mut Formatter<'_>) -> fmt::Result {
             "Or make {vertex} cheaper per record: it spends {} of busy time per record now.",
             per_record(*busy_ms_per_record)
         ),
-        HeadroomFact::FlatOut { vertex, parallelism, throughput_records_per_s } => {
-            write!(f, "The job runs as fast as {vertex} lets it")?;
-            if let Some(rate) = throughput_records_per_s {
-                write!(f, " (~{} records/s at parallelism {parallelism})", num(*rate))?;
-            }
-            f.write_str(": without a source lag (pendingRecords, or a Kafka exporter's consumer-group lag) the demand is unknown, and a source without a rate limit reads as fast as the slowest vertex allows, so this rate is the job's maximum, not what it is offered. More parallelism only moves the saturation point to the next vertex: raise it only if the job must go faster than this; if the job is meant to keep up with an input, export its lag so the parallelism it needs can be computed.")
-        }
-        HeadroomFact::DemandUnknown => f.write_str(
-            "the demand on the job: a source lag (pendingRecords, or a Kafka exporter's consumer-group lag) or an offered rate; without it the throughput is the job's maximum, not what it is offered",
-        ),
+        HeadroomFact::FlatOut { .. } | HeadroomFact::DemandUnknown => demand_words(fact, f),
         HeadroomFact::MaybeASink { vertex } => write!(
             f,
             "Without the job graph it is unknown whether {vertex} is a sink: if it writes to an external system, check that system's latency and the sink's batching first (the sink step's checks), since more parallelism adds load to a system that is already slow."
@@ -181,6 +172,23 @@ fn async_io(fact: &AsyncFact, f: &mut Formatter<'_>) -> fmt::Result {
             "{vertex} is the culprit: its async I/O waits on the service it calls (CPU {}).",
             pct(*cpu_load_ratio)
         ),
+    }
+}
+
+/// Words of a job without demand: what limits it, and the demand as a missing input.
+fn demand_words(fact: &HeadroomFact, f: &mut Formatter<'_>) -> fmt::Result {
+    match fact {
+        HeadroomFact::FlatOut { vertex, parallelism, throughput_records_per_s } => {
+            write!(f, "The job runs as fast as {vertex} lets it")?;
+            if let Some(rate) = throughput_records_per_s {
+                write!(f, " (~{} records/s at parallelism {parallelism})", num(*rate))?;
+            }
+            f.write_str(": without a source lag (pendingRecords, or a Kafka exporter's consumer-group lag) the demand is unknown, and a source without a rate limit reads as fast as the slowest vertex allows, so this rate is the job's maximum, not what it is offered. More parallelism only moves the saturation point to the next vertex: raise it only if the job must go faster than this; if the job is meant to keep up with an input, export its lag so the parallelism it needs can be computed.")
+        }
+        HeadroomFact::DemandUnknown => f.write_str(
+            "the demand on the job: a source lag (pendingRecords, or a Kafka exporter's consumer-group lag) or an offered rate; without it the throughput is the job's maximum, not what it is offered",
+        ),
+        _ => Ok(()),
     }
 }
 
