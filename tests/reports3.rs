@@ -3,6 +3,8 @@
 //! (README, the `make.py` that generates them and what it wrote); each kind of fault has its
 //! own module under `tests/reports3/`, with tests beyond the one folder.
 
+#[path = "reports3/demand.rs"]
+mod demand;
 #[path = "reports3/retention.rs"]
 mod retention;
 mod support;

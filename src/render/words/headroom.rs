@@ -2,7 +2,7 @@
 
 use std::fmt::{self, Formatter};
 
-use super::numbers::{num, pct, per_record};
+use super::numbers::{approx, num, pct, per_record};
 use crate::model::facts::headroom::{AsyncFact, Busy, HeadroomFact, LittlesLaw, Raise};
 use crate::model::verdict::round_sig;
 
@@ -84,7 +84,7 @@ pub(super) fn word(fact: &HeadroomFact, f: &mut Formatter<'_>) -> fmt::Result {
                 Raise::Unknown => f.write_str("."),
                 Raise::DemandUnknown { throughput_records_per_s } => {
                     if let Some(rate) = throughput_records_per_s {
-                        write!(f, " ({} records/s)", num(*rate))?;
+                        write!(f, " ({} records/s)", approx(*rate))?;
                     }
                     f.write_str(" and limits the job, which runs flat out; the demand is unknown, so more parallelism would only move the saturation point.")
                 }
@@ -181,7 +181,7 @@ fn demand_words(fact: &HeadroomFact, f: &mut Formatter<'_>) -> fmt::Result {
         HeadroomFact::FlatOut { vertex, parallelism, throughput_records_per_s } => {
             write!(f, "The job runs as fast as {vertex} lets it")?;
             if let Some(rate) = throughput_records_per_s {
-                write!(f, " (~{} records/s at parallelism {parallelism})", num(*rate))?;
+                write!(f, " (~{} records/s at parallelism {parallelism})", approx(*rate))?;
             }
             f.write_str(": without a source lag (pendingRecords, or a Kafka exporter's consumer-group lag) the demand is unknown, and a source without a rate limit reads as fast as the slowest vertex allows, so this rate is the job's maximum, not what it is offered. More parallelism only moves the saturation point to the next vertex: raise it only if the job must go faster than this; if the job is meant to keep up with an input, export its lag so the parallelism it needs can be computed.")
         }
