@@ -6,8 +6,10 @@
 //!    [`lag_queries`] asks every supported exporter for that group's per-partition lag and
 //!    committed offsets.
 //! 2. [`topics_seen`] reads the topics the group was seen reading from round 1's answers;
-//!    [`offset_queries`] asks for those topics' log-start / log-end offsets and KMinion's
-//!    topic info (whose `retention_ms` label carries the topic's `retention.ms`).
+//!    [`offset_queries`] asks for those topics' log-start / log-end offsets, KMinion's
+//!    topic info (whose `cleanup_policy`, `retention_ms` and `retention_bytes` labels carry
+//!    the topic's effective config, for the keys KMinion's `configKeys` lists) and KMinion's
+//!    topic log-dir size (bytes over all replicas).
 //!
 //! [`assemble`] then turns both rounds' answers into the snapshot's
 //! [`PartitionLag`]s and [`TopicRetention`]s.
@@ -17,7 +19,7 @@
 //! | exporter | lag (records) | lag (s) | committed offset | log start | log end |
 //! |---|---|---|---|---|---|
 //! | `kafka_exporter` (danielqsj; also Strimzi's Kafka Exporter) | `kafka_consumergroup_lag` | – | `kafka_consumergroup_current_offset` | `kafka_topic_partition_oldest_offset` | `kafka_topic_partition_current_offset` |
-//! | `kminion` | `kminion_kafka_consumer_group_topic_partition_lag` | – | – | `kminion_kafka_topic_partition_low_water_mark` | `kminion_kafka_topic_partition_high_water_mark` |
+//! | `kminion` | `kminion_kafka_consumer_group_topic_partition_lag` | – | – (the diagnosis takes high water mark − lag) | `kminion_kafka_topic_partition_low_water_mark` | `kminion_kafka_topic_partition_high_water_mark` |
 //! | `kafka_lag_exporter` (seglo) | `kafka_consumergroup_group_lag` | `kafka_consumergroup_group_lag_seconds` | `kafka_consumergroup_group_offset` | `kafka_partition_earliest_offset` | `kafka_partition_latest_offset` |
 //! | `redpanda` (`/public_metrics`) | log end − committed | – | `redpanda_kafka_consumer_group_committed_offset` | – | `redpanda_kafka_max_offset` |
 //! | `flink` (the Kafka source's own) | log end − committed | – | `…_KafkaSourceReader_topic_partition_committedOffset` | – | – |

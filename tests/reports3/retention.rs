@@ -5,8 +5,15 @@
 use std::path::{Path, PathBuf};
 
 use culprit::cli::{DiagnoseArgs, diagnose_command};
+use culprit::collect::collector::{CollectInput, collect};
+use culprit::collect::prometheus::{PromSource, Prometheus};
+use culprit::config::{Config, Millis, PrometheusConfig};
+use culprit::model::graph::JobGraph;
+use culprit::model::request::DiagnosisRequest;
 use culprit::model::verdict::{Finding, HazardKind, Verdict};
 use culprit::render::Format;
+
+use crate::support;
 
 fn report(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/reports3").join(name)
@@ -94,4 +101,52 @@ fn report_06_read_as_a_deleting_topic_is_still_no_loss_since_the_position_is_ins
         "{:?}",
         v.notes
     );
+}
+
+/// The verdict from a real Prometheus backfilled with the report's recording, as `serve`
+/// collects it, with the report's culprit.toml.
+async fn live(dir: &Path, at_ms: i64, job: &str) -> Verdict {
+    let server = support::prometheus_with(&dir.join("recording.om.gz"));
+    let text = std::fs::read_to_string(dir.join("culprit.toml")).unwrap();
+    let config: Config = toml::from_str(&text).unwrap();
+    let prom = Prometheus::new(&PrometheusConfig {
+        url: server.url.clone(),
+        timeout: Millis::from_secs(10),
+        deadline: Millis::from_secs(20),
+        auth: None,
+        tenant: None,
+        max_answer_bytes: culprit::collect::prometheus::MAX_ANSWER_BYTES,
+        max_answer_bytes_in_flight: culprit::config::PROMETHEUS_MAX_ANSWER_BYTES_IN_FLIGHT,
+    })
+    .unwrap();
+    let request = DiagnosisRequest { job: Some(job.into()), at_ms: Some(at_ms), ..Default::default() };
+    let source = PromSource::new(&prom, at_ms);
+    let graph = JobGraph::from_plan_json(&std::fs::read_to_string(dir.join("plan.json")).unwrap()).unwrap();
+    let snapshot = collect(
+        &source,
+        CollectInput {
+            request: &request,
+            graph: Some(graph),
+            checkpoint_config: None,
+            config: &config,
+            catalog: &config.metrics,
+        },
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+    // KMinion's topic info reached the snapshot through PromQL: compacted, from KMinion.
+    let r = snapshot.retention.iter().find(|r| r.topic == "customers-changelog").expect("retention of the topic");
+    assert_eq!(r.cleanup_policy, Some(culprit::model::snapshot::CleanupPolicy::Compact), "{r:?}");
+    assert_eq!((r.retention_ms, r.from.as_str()), (Some(604_800_000), "kminion"));
+    culprit::render::words::verdict(&culprit::diagnose::diagnose(&snapshot, &config.diagnosis))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn report_06_live_from_prometheus_a_compacted_topic_loses_nothing() {
+    let dir = report("06-kminion-compacted-topic");
+    let offline = diagnose(&dir, Some(&dir.join("culprit.toml")));
+    let at_ms = offline.at.parse::<jiff::Timestamp>().unwrap().as_millisecond();
+    let v = live(&dir, at_ms, &offline.job.id).await;
+    assert_sink_without_loss(&v);
+    assert!(v.notes.iter().any(|n| n.starts_with("customers-changelog is compacted")), "{:?}", v.notes);
 }
