@@ -5,6 +5,10 @@
 
 #[path = "reports3/grafana.rs"]
 mod grafana;
+#[path = "reports3/demand.rs"]
+mod demand;
+#[path = "reports3/retention.rs"]
+mod retention;
 mod support;
 
 #[path = "reports3/sentinel.rs"]

@@ -169,7 +169,7 @@ async fn collect_from<S: MetricSource>(source: &S, input: CollectInput<'_>) -> R
         answers.get("timeline_backpressured"),
         scope.backpressure_scale(),
     );
-    let (partitions, retention) = kafka::assemble(&kafka_inputs, &answers.results, &input.config.kafka.retention);
+    let (partitions, retention) = kafka::assemble(&kafka_inputs, &answers.results, &input.config.kafka);
     let signals = assemble_job_signals(&mut answers, scope.cat, &subtasks, input.checkpoint_config);
     notes.extend(signals.lag_note.clone());
     let Answers { promql, mut missing, .. } = answers;

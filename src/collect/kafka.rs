@@ -6,8 +6,10 @@
 //!    [`lag_queries`] asks every supported exporter for that group's per-partition lag and
 //!    committed offsets.
 //! 2. [`topics_seen`] reads the topics the group was seen reading from round 1's answers;
-//!    [`offset_queries`] asks for those topics' log-start / log-end offsets and KMinion's
-//!    topic info (whose `retention_ms` label carries the topic's `retention.ms`).
+//!    [`offset_queries`] asks for those topics' log-start / log-end offsets, KMinion's
+//!    topic info (whose `cleanup_policy`, `retention_ms` and `retention_bytes` labels carry
+//!    the topic's effective config, for the keys KMinion's `configKeys` lists) and KMinion's
+//!    topic log-dir size (bytes over all replicas).
 //!
 //! [`assemble`] then turns both rounds' answers into the snapshot's
 //! [`PartitionLag`]s and [`TopicRetention`]s.
@@ -17,7 +19,7 @@
 //! | exporter | lag (records) | lag (s) | committed offset | log start | log end |
 //! |---|---|---|---|---|---|
 //! | `kafka_exporter` (danielqsj; also Strimzi's Kafka Exporter) | `kafka_consumergroup_lag` | – | `kafka_consumergroup_current_offset` | `kafka_topic_partition_oldest_offset` | `kafka_topic_partition_current_offset` |
-//! | `kminion` | `kminion_kafka_consumer_group_topic_partition_lag` | – | – | `kminion_kafka_topic_partition_low_water_mark` | `kminion_kafka_topic_partition_high_water_mark` |
+//! | `kminion` | `kminion_kafka_consumer_group_topic_partition_lag` | – | – (the diagnosis takes high water mark − lag) | `kminion_kafka_topic_partition_low_water_mark` | `kminion_kafka_topic_partition_high_water_mark` |
 //! | `kafka_lag_exporter` (seglo) | `kafka_consumergroup_group_lag` | `kafka_consumergroup_group_lag_seconds` | `kafka_consumergroup_group_offset` | `kafka_partition_earliest_offset` | `kafka_partition_latest_offset` |
 //! | `redpanda` (`/public_metrics`) | log end − committed | – | `redpanda_kafka_consumer_group_committed_offset` | – | `redpanda_kafka_max_offset` |
 //! | `flink` (the Kafka source's own) | log end − committed | – | `…_KafkaSourceReader_topic_partition_committedOffset` | – | – |
@@ -39,7 +41,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::collect::query::{Agg, Aggregation, Query, QueryResult, ResultSeries, Selector};
-use crate::config::{KafkaConfig, Millis};
+use crate::config::KafkaConfig;
 use crate::model::snapshot::{PartitionLag, Point, TopicRetention};
 
 /// The consumer group and topics that feed one Flink job.
@@ -74,8 +76,19 @@ pub const KMINION_TOPIC_INFO: &str = "kminion_kafka_topic_info";
 /// key's dots into underscores; it is there when `minion.topics.infoMetric.configKeys`
 /// lists `retention.ms`). A string: milliseconds, `-1` for unlimited.
 pub const KMINION_RETENTION_LABEL: &str = "retention_ms";
+/// The label of [`KMINION_TOPIC_INFO`] holding `cleanup.policy` (with `cleanup.policy` in
+/// `configKeys`, KMinion's default list): `delete`, `compact` or `compact,delete`.
+pub const KMINION_CLEANUP_POLICY_LABEL: &str = "cleanup_policy";
+/// The label of [`KMINION_TOPIC_INFO`] holding `retention.bytes` (bytes per partition, `-1`
+/// for unlimited), when `configKeys` lists it.
+pub const KMINION_RETENTION_BYTES_LABEL: &str = "retention_bytes";
+/// KMinion's summed size of a topic's partitions over all brokers, replicas included
+/// (from `DescribeLogDirs`).
+pub const KMINION_TOPIC_BYTES: &str = "kminion_kafka_topic_log_dir_size_total_bytes";
 /// KMinion's topic label.
 const KMINION_TOPIC_LABEL: &str = "topic_name";
+/// The name of the topic-size query in round B.
+const TOPIC_BYTES_QUERY: &str = "kafka/kminion/topic_bytes";
 
 /// The name of the topic-info query in round B.
 const TOPIC_INFO_QUERY: &str = "kafka/kminion/topic_info";
@@ -349,8 +362,21 @@ pub fn offset_queries(topics: &[String], start_ms: i64, end_ms: i64, step_ms: i6
         }
     }
     let selector = Selector::metric(KMINION_TOPIC_INFO).with_one_of(KMINION_TOPIC_LABEL, &topics);
-    let by = Aggregation::new(Agg::Max, &[KMINION_TOPIC_LABEL, KMINION_RETENTION_LABEL]);
+    let by = Aggregation::new(
+        Agg::Max,
+        &[
+            KMINION_TOPIC_LABEL,
+            KMINION_RETENTION_LABEL,
+            KMINION_CLEANUP_POLICY_LABEL,
+            KMINION_RETENTION_BYTES_LABEL,
+            "partition_count",
+            "replication_factor",
+        ],
+    );
     out.push((TOPIC_INFO_QUERY.to_string(), range(selector, by, start_ms, end_ms, step_ms)));
+    let selector = Selector::metric(KMINION_TOPIC_BYTES).with_one_of(KMINION_TOPIC_LABEL, &topics);
+    let by = Aggregation::new(Agg::Max, &[KMINION_TOPIC_LABEL]);
+    out.push((TOPIC_BYTES_QUERY.to_string(), range(selector, by, start_ms, end_ms, step_ms)));
     out
 }
 
@@ -402,15 +428,17 @@ fn by_partition(series: Option<&QueryResult>, e: &Exporter, sentinel: Option<f64
 /// describe the topic, not the exporter). Non-finite values and kafka_exporter's `-1`
 /// (no committed offset) are left out; vectors are empty where nothing is reported.
 ///
-/// Retention: every topic of `config_retention` (`from: "config"`), then KMinion's
-/// `retention_ms` label for the other topics (`from: "kminion"`; `-1` gives
-/// `retention_ms: None`, unlimited; unparsable values are ignored). When the label changed
+/// Retention: per topic and field (`retention.ms`, `cleanup.policy`, `retention.bytes`),
+/// the topic's value in `config` (`from: "config"`), then KMinion's topic-info label
+/// (`from: "kminion"`; `-1` gives `None`, unlimited; unparsable values such as `N/A` are
+/// ignored), then `config.broker_defaults` (`from: "broker default"`); the partition's size
+/// from KMinion's topic log-dir size ÷ (partitions × replicas). When a label changed
 /// during the range, the series seen last (then the one that appeared last) wins; a tie goes
 /// to the shorter retention. Sorted by topic. Pure.
 pub fn assemble(
     inputs: &KafkaInputs,
     answers: &BTreeMap<String, QueryResult>,
-    config_retention: &BTreeMap<String, Millis>,
+    config: &KafkaConfig,
 ) -> (Vec<PartitionLag>, Vec<TopicRetention>) {
     // [exporter][LogStart, LogEnd] → (topic, partition) → points.
     let logs: Vec<[ByPartition; 2]> = EXPORTERS
@@ -467,19 +495,77 @@ pub fn assemble(
         ))
     });
 
-    let mut retention: BTreeMap<String, TopicRetention> = config_retention
-        .iter()
-        .map(|(topic, ms)| {
-            (
-                topic.clone(),
-                TopicRetention { topic: topic.clone(), retention_ms: Some(ms.as_ms()), from: "config".into() },
-            )
-        })
-        .collect();
-    for (topic, retention_ms) in kminion_retention(answers.get(TOPIC_INFO_QUERY)) {
-        retention.entry(topic.clone()).or_insert(TopicRetention { topic, retention_ms, from: KMINION.into() });
+    let retention = topic_retention(config, answers, partitions.iter().map(|p| p.topic.as_str()));
+    (partitions, retention)
+}
+
+/// Each topic's retention settings, field by field: the topic's value in `config` (`from:
+/// "config"`), else KMinion's label (`"kminion"`), else the configured broker default
+/// (`"broker default"`). A topic is listed when its `retention.ms` is known, or when it is
+/// compacted (`compact` alone: no retention by age or size applies, `retention_ms: None`).
+/// Topics: those configured or labelled, and `seen` (the partitions' topics) for the
+/// broker defaults. Sorted by topic.
+fn topic_retention<'a>(
+    config: &KafkaConfig,
+    answers: &BTreeMap<String, QueryResult>,
+    seen: impl Iterator<Item = &'a str>,
+) -> Vec<TopicRetention> {
+    let info = kminion_topic_info(answers.get(TOPIC_INFO_QUERY));
+    let bytes = kminion_topic_bytes(answers.get(TOPIC_BYTES_QUERY));
+    let broker = &config.broker_defaults;
+    let mut topics: BTreeSet<&str> = seen.collect();
+    topics.extend(config.retention.keys().map(String::as_str));
+    topics.extend(info.keys().map(String::as_str));
+    let mut out = Vec::new();
+    for topic in topics {
+        let kminion = info.get(topic);
+        let retention = config
+            .retention
+            .get(topic)
+            .map(|ms| (Some(ms.as_ms()), "config"))
+            .or_else(|| kminion.and_then(|k| k.retention_ms).map(|ms| (ms, KMINION)))
+            .or_else(|| broker.retention.map(|ms| (Some(ms.as_ms()), BROKER_DEFAULT)));
+        let policy = config
+            .cleanup_policy
+            .get(topic)
+            .map(|p| (*p, "config"))
+            .or_else(|| kminion.and_then(|k| k.cleanup_policy).map(|p| (p, KMINION)))
+            .or_else(|| broker.cleanup_policy.map(|p| (p, BROKER_DEFAULT)));
+        let retention_bytes = config
+            .retention_bytes
+            .get(topic)
+            .map(|b| unlimited_below_zero(*b))
+            .or_else(|| kminion.and_then(|k| k.retention_bytes))
+            .or_else(|| broker.retention_bytes.map(unlimited_below_zero))
+            .flatten();
+        let replicas_and_partitions = kminion.and_then(|k| k.partitions.zip(k.replicas)).map(|(p, r)| p * r);
+        let partition_bytes =
+            bytes.get(topic).zip(replicas_and_partitions.filter(|n| *n > 0)).map(|(total, n)| total / n as f64);
+        let compacted = policy.is_some_and(|(p, _)| !p.deletes());
+        let (retention_ms, from) = match retention {
+            Some(r) => r,
+            None if compacted => (None, policy.map_or(KMINION, |(_, from)| from)),
+            None => continue,
+        };
+        out.push(TopicRetention {
+            topic: topic.to_string(),
+            retention_ms,
+            from: from.into(),
+            cleanup_policy: policy.map(|(p, _)| p),
+            cleanup_policy_from: policy.map(|(_, from)| from.to_string()),
+            retention_bytes,
+            partition_bytes,
+        });
     }
-    (partitions, retention.into_values().collect())
+    out
+}
+
+/// [`TopicRetention::from`] of a value taken from `[kafka.broker_defaults]`.
+pub const BROKER_DEFAULT: &str = "broker default";
+
+/// A byte count where `-1` (any negative) means unlimited.
+fn unlimited_below_zero(bytes: i64) -> Option<i64> {
+    (bytes >= 0).then_some(bytes)
 }
 
 /// Records behind at each time both are known: log end less committed offset (never
@@ -489,30 +575,68 @@ fn behind(log_end: &[Point], committed: &[Point]) -> Vec<Point> {
     log_end.iter().filter_map(|&(t, end)| committed.get(&t).map(|c| (t, (end - c).max(0.0)))).collect()
 }
 
-/// `retention.ms` per topic from KMinion's topic info series (see [`assemble`]).
-fn kminion_retention(series: Option<&QueryResult>) -> BTreeMap<String, Option<i64>> {
-    // Per topic: (last point, first point, retention) of the winning series.
-    let mut best: BTreeMap<String, (i64, i64, Option<i64>)> = BTreeMap::new();
+/// What KMinion's topic info says of a topic; `None` where its label is missing or
+/// unparsable (`N/A` when the config key is not described).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+struct TopicInfo {
+    /// `Some(None)`: `-1`, unlimited.
+    retention_ms: Option<Option<i64>>,
+    cleanup_policy: Option<crate::model::snapshot::CleanupPolicy>,
+    /// `Some(None)`: `-1`, unlimited.
+    retention_bytes: Option<Option<i64>>,
+    partitions: Option<u64>,
+    replicas: Option<u64>,
+}
+
+/// Per topic, KMinion's topic info labels (see [`assemble`]). When a label changed during
+/// the range, the series seen last (then the one that appeared last) wins; a tie goes to
+/// the shorter retention.
+fn kminion_topic_info(series: Option<&QueryResult>) -> BTreeMap<String, TopicInfo> {
+    // Per topic: (last point, first point, info) of the winning series.
+    let mut best: BTreeMap<String, (i64, i64, TopicInfo)> = BTreeMap::new();
     for s in series.into_iter().flatten() {
         let topic = s.label(KMINION_TOPIC_LABEL);
-        let Some(parsed) = parse_retention_label(s.label(KMINION_RETENTION_LABEL)) else { continue };
+        let info = TopicInfo {
+            retention_ms: parse_retention_label(s.label(KMINION_RETENTION_LABEL)),
+            cleanup_policy: crate::model::snapshot::CleanupPolicy::parse(s.label(KMINION_CLEANUP_POLICY_LABEL)),
+            retention_bytes: parse_retention_label(s.label(KMINION_RETENTION_BYTES_LABEL)),
+            partitions: s.label("partition_count").trim().parse().ok(),
+            replicas: s.label("replication_factor").trim().parse().ok(),
+        };
+        if info.retention_ms.is_none() && info.cleanup_policy.is_none() && info.retention_bytes.is_none() {
+            continue;
+        }
         let (Some(first), Some(last)) = (first_t(s), s.points.last().map(|p| p.0)) else { continue };
         if topic.is_empty() {
             continue;
         }
-        let candidate = (last, first, parsed);
-        let shorter = |a: Option<i64>, b: Option<i64>| a.unwrap_or(i64::MAX) < b.unwrap_or(i64::MAX);
+        let candidate = (last, first, info);
+        let key = |i: &TopicInfo| i.retention_ms.flatten().unwrap_or(i64::MAX);
         best.entry(topic.to_string())
             .and_modify(|held| {
                 let newer = (candidate.0, candidate.1) > (held.0, held.1);
                 let tie = (candidate.0, candidate.1) == (held.0, held.1);
-                if newer || (tie && shorter(candidate.2, held.2)) {
+                if newer || (tie && key(&candidate.2) < key(&held.2)) {
                     *held = candidate;
                 }
             })
             .or_insert(candidate);
     }
-    best.into_iter().map(|(topic, (_, _, ms))| (topic, ms)).collect()
+    best.into_iter().map(|(topic, (_, _, info))| (topic, info)).collect()
+}
+
+/// Per topic, KMinion's newest summed log-dir size, bytes.
+fn kminion_topic_bytes(series: Option<&QueryResult>) -> BTreeMap<String, f64> {
+    let mut out = BTreeMap::new();
+    for s in series.into_iter().flatten() {
+        let topic = s.label(KMINION_TOPIC_LABEL);
+        if let Some(v) = s.points.iter().rev().map(|p| p.1).find(|v| v.is_finite() && *v >= 0.0)
+            && !topic.is_empty()
+        {
+            out.insert(topic.to_string(), v);
+        }
+    }
+    out
 }
 
 fn first_t(s: &ResultSeries) -> Option<i64> {
@@ -523,8 +647,9 @@ fn first_t(s: &ResultSeries) -> Option<i64> {
 mod tests {
     use super::*;
     use crate::collect::store::SeriesStore;
-    use crate::config::KafkaJob;
+    use crate::config::{BrokerDefaults, KafkaJob};
     use crate::diagnose::slope_per_s;
+    use crate::model::snapshot::CleanupPolicy;
 
     /// Start of every test range, Unix ms.
     const T0: i64 = 1_800_000_000_000;
@@ -583,13 +708,19 @@ mod tests {
     fn run(
         store: &SeriesStore,
         inputs: &KafkaInputs,
-        config_retention: &BTreeMap<String, Millis>,
+        config: &KafkaConfig,
     ) -> (Vec<PartitionLag>, Vec<TopicRetention>) {
-        assemble(inputs, &answers(store, inputs), config_retention)
+        assemble(inputs, &answers(store, inputs), config)
     }
 
-    fn no_config() -> BTreeMap<String, Millis> {
-        BTreeMap::new()
+    fn no_config() -> KafkaConfig {
+        KafkaConfig::default()
+    }
+
+    /// `[kafka.retention]` alone.
+    fn retention_config(topics: &[(&str, &str)]) -> KafkaConfig {
+        let retention = topics.iter().map(|(t, d)| (t.to_string(), d.parse().unwrap())).collect();
+        KafkaConfig { retention, ..KafkaConfig::default() }
     }
 
     fn find<'a>(partitions: &'a [PartitionLag], exporter: &str, topic: &str, partition: &str) -> &'a PartitionLag {
@@ -702,10 +833,7 @@ mod tests {
         // KMinion reports neither lag in seconds nor per-partition committed offsets.
         assert!(p.lag_seconds.is_empty() && p.consumer_offset.is_empty());
         // 7 d = 7 × 86 400 000 ms.
-        assert_eq!(
-            retention,
-            vec![TopicRetention { topic: "orders".into(), retention_ms: Some(604_800_000), from: "kminion".into() }]
-        );
+        assert_eq!(retention, vec![delete(TopicRetention::by_time("orders", Some(604_800_000), "kminion"))]);
     }
 
     #[test]
@@ -819,11 +947,109 @@ mod tests {
         s
     }
 
+    /// `r` with KMinion's `cleanup_policy="delete"`.
+    fn delete(r: TopicRetention) -> TopicRetention {
+        TopicRetention { cleanup_policy: Some(CleanupPolicy::Delete), cleanup_policy_from: Some(KMINION.into()), ..r }
+    }
+
+    /// KMinion's topic info with `configKeys: [cleanup.policy, retention.ms,
+    /// retention.bytes]` and its topic size, for one topic read by [`GROUP`].
+    fn kminion_info(topic: &str, labels: &[(&str, &str)], topic_bytes: Option<f64>) -> SeriesStore {
+        let mut s = SeriesStore::new();
+        let lag = [("group_id", GROUP), ("topic_name", topic), ("partition_id", "0")];
+        scrape(&mut s, "kminion_kafka_consumer_group_topic_partition_lag", &lag, |_| 10.0);
+        let mut info = vec![("topic_name", topic)];
+        info.extend_from_slice(labels);
+        scrape(&mut s, KMINION_TOPIC_INFO, &info, |_| 1.0);
+        if let Some(b) = topic_bytes {
+            scrape(&mut s, KMINION_TOPIC_BYTES, &[("topic_name", topic)], |_| b);
+        }
+        s.finish();
+        s
+    }
+
+    #[test]
+    fn kminions_cleanup_policy_retention_bytes_and_topic_size_give_the_policy_and_a_partitions_size() {
+        let s = kminion_info(
+            "orders",
+            &[
+                ("partition_count", "6"),
+                ("replication_factor", "3"),
+                ("cleanup_policy", "compact,delete"),
+                ("retention_ms", "86400000"),
+                ("retention_bytes", "1073741824"),
+            ],
+            Some(36e9),
+        );
+        let (_, retention) = run(&s, &inputs(GROUP, &[]), &no_config());
+        assert_eq!(retention.len(), 1, "{retention:?}");
+        let r = &retention[0];
+        assert_eq!(r.cleanup_policy, Some(CleanupPolicy::CompactDelete));
+        assert_eq!(r.cleanup_policy_from.as_deref(), Some("kminion"));
+        assert_eq!((r.retention_ms, r.from.as_str()), (Some(86_400_000), "kminion"));
+        assert_eq!(r.retention_bytes, Some(1_073_741_824));
+        // 36 GB over 6 partitions × 3 replicas = 2 GB per partition replica.
+        assert_eq!(r.partition_bytes, Some(2e9));
+    }
+
+    #[test]
+    fn a_compacted_topic_is_listed_even_without_a_retention_ms_label() {
+        // KMinion's default configKeys hold cleanup.policy only: retention.ms is N/A. A
+        // compacted topic needs none: nothing goes by age.
+        let s = kminion_info("customers", &[("cleanup_policy", "compact")], None);
+        let (_, retention) = run(&s, &inputs(GROUP, &[]), &no_config());
+        assert_eq!(retention.len(), 1, "{retention:?}");
+        assert_eq!(retention[0].cleanup_policy, Some(CleanupPolicy::Compact));
+        assert_eq!(retention[0].retention_ms, None);
+        assert_eq!(retention[0].partition_bytes, None);
+    }
+
+    #[test]
+    fn a_topic_value_wins_over_kminion_and_the_broker_default_fills_only_what_is_unknown() {
+        // KMinion labels orders' retention.ms (1 d, a topic-level override or the default,
+        // KMinion does not say which) but not its policy; the broker default (7 d,
+        // delete) then gives only the policy. The configured policy of payments wins.
+        let s = kminion_info("orders", &[("retention_ms", "86400000")], None);
+        let config = KafkaConfig {
+            cleanup_policy: [("payments".to_string(), CleanupPolicy::Compact)].into(),
+            retention_bytes: [("orders".to_string(), -1)].into(),
+            broker_defaults: BrokerDefaults {
+                retention: Some("7d".parse().unwrap()),
+                cleanup_policy: Some(CleanupPolicy::Delete),
+                retention_bytes: Some(5_000_000_000),
+            },
+            ..retention_config(&[("payments", "3d")])
+        };
+        let (_, retention) = run(&s, &inputs(GROUP, &[]), &config);
+        let orders = retention.iter().find(|r| r.topic == "orders").unwrap();
+        assert_eq!((orders.retention_ms, orders.from.as_str()), (Some(86_400_000), "kminion"));
+        assert_eq!(orders.cleanup_policy, Some(CleanupPolicy::Delete));
+        assert_eq!(orders.cleanup_policy_from.as_deref(), Some(BROKER_DEFAULT));
+        // The configured -1 (unlimited) wins over the broker's 5 GB.
+        assert_eq!(orders.retention_bytes, None);
+        let payments = retention.iter().find(|r| r.topic == "payments").unwrap();
+        // 3 d = 259 200 000 ms.
+        assert_eq!((payments.retention_ms, payments.from.as_str()), (Some(259_200_000), "config"));
+        assert_eq!(payments.cleanup_policy, Some(CleanupPolicy::Compact));
+        assert_eq!(payments.retention_bytes, Some(5_000_000_000));
+    }
+
+    #[test]
+    fn the_broker_default_retention_applies_to_a_topic_seen_without_any_other_value() {
+        let s = kminion_info("orders", &[("partition_count", "3")], None);
+        let config = KafkaConfig {
+            broker_defaults: BrokerDefaults { retention: Some("7d".parse().unwrap()), ..BrokerDefaults::default() },
+            ..KafkaConfig::default()
+        };
+        let (_, retention) = run(&s, &inputs(GROUP, &[]), &config);
+        // 7 d = 604 800 000 ms; no policy known.
+        assert_eq!(retention, vec![TopicRetention::by_time("orders", Some(604_800_000), BROKER_DEFAULT)]);
+    }
+
     #[test]
     fn configured_retention_overrides_kminion_and_kminion_fills_the_rest() {
         let s = kminion_topics(GROUP, &[("orders", "604800000"), ("payments", "-1"), ("audit", "N/A")]);
-        let config: BTreeMap<String, Millis> =
-            [("orders".to_string(), "1d".parse().unwrap()), ("unrelated".to_string(), "12h".parse().unwrap())].into();
+        let config = retention_config(&[("orders", "1d"), ("unrelated", "12h")]);
 
         let (_, retention) = run(&s, &inputs(GROUP, &[]), &config);
 
@@ -831,12 +1057,13 @@ mod tests {
             retention,
             vec![
                 // audit: "N/A" is no retention at all.
-                // orders: configured 1 d = 86 400 000 ms wins over KMinion's 7 d.
-                TopicRetention { topic: "orders".into(), retention_ms: Some(86_400_000), from: "config".into() },
+                // orders: configured 1 d = 86 400 000 ms wins over KMinion's 7 d; the
+                // policy (not configured) is KMinion's.
+                delete(TopicRetention::by_time("orders", Some(86_400_000), "config")),
                 // payments: KMinion's -1 means unlimited.
-                TopicRetention { topic: "payments".into(), retention_ms: None, from: "kminion".into() },
+                delete(TopicRetention::by_time("payments", None, "kminion")),
                 // Configured topics are kept even when not seen: 12 h = 43 200 000 ms.
-                TopicRetention { topic: "unrelated".into(), retention_ms: Some(43_200_000), from: "config".into() },
+                TopicRetention::by_time("unrelated", Some(43_200_000), "config"),
             ]
         );
     }
@@ -938,11 +1165,12 @@ mod tests {
                 "kafka/kafka_lag_exporter/log_end_offset",
                 "kafka/redpanda/log_end_offset",
                 "kafka/kminion/topic_info",
+                "kafka/kminion/topic_bytes",
             ]
         );
         assert_eq!(
             offsets[7].1.to_promql(),
-            r#"max by (topic_name, retention_ms) ({__name__="kminion_kafka_topic_info", topic_name=~"orders\\.v1"})"#
+            r#"max by (topic_name, retention_ms, cleanup_policy, retention_bytes, partition_count, replication_factor) ({__name__="kminion_kafka_topic_info", topic_name=~"orders\\.v1"})"#
         );
         let (partitions, _) = run(&s, &inputs, &no_config());
         assert_eq!(partitions.len(), 1);
@@ -988,7 +1216,7 @@ mod tests {
                 },
                 KafkaJob { job: "payments".into(), consumer_group: None, topics: vec!["payments".into()] },
             ],
-            retention: BTreeMap::new(),
+            ..KafkaConfig::default()
         }
     }
 
@@ -1081,15 +1309,12 @@ mod tests {
         // 90 000 records at 200 records/s = 450 s, +15 s per 30 s scrape.
         scrape(&mut s, "kafka_consumergroup_group_lag_seconds", &kle, |i| 450.0 + 15.0 * i as f64);
         s.finish();
-        let config: BTreeMap<String, Millis> = [("orders".to_string(), "1h".parse().unwrap())].into();
+        let config = retention_config(&[("orders", "1h")]);
 
         let (partitions, retention) = run(&s, &inputs(GROUP, &[]), &config);
 
         // retention.rs looks up retention by topic: 1 h = 3 600 000 ms, from configuration.
-        assert_eq!(
-            retention,
-            vec![TopicRetention { topic: "orders".into(), retention_ms: Some(3_600_000), from: "config".into() }]
-        );
+        assert_eq!(retention, vec![TopicRetention::by_time("orders", Some(3_600_000), "config")]);
         // Lag in seconds (kafka-lag-exporter): the last is 450 + 15 · 10 = 600 s, growing
         // 0.5 s per s, so (retention − lag) / growth = (3600 − 600) / 0.5 = 6000 s to loss.
         let by_time = find(&partitions, KAFKA_LAG_EXPORTER, "orders", "0");

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::Millis;
+pub use crate::model::snapshot::CleanupPolicy;
 
 /// Which Kafka consumer group and topics belong to which Flink job, and topic retention.
 #[derive(Debug, Clone, PartialEq, Default, Deserialize, Serialize, schemars::JsonSchema)]
@@ -16,6 +17,29 @@ pub struct KafkaConfig {
     /// `retention.ms` per topic, e.g. `payments = "7d"`. KMinion's `retention_ms` label
     /// is used for topics not listed.
     pub retention: BTreeMap<String, Millis>,
+    /// `cleanup.policy` per topic: `"delete"`, `"compact"` or `"compact,delete"`, e.g.
+    /// `customers-changelog = "compact"`. A compacted topic (`compact` alone) loses nothing
+    /// by age or size. KMinion's `cleanup_policy` label is used for topics not listed.
+    pub cleanup_policy: BTreeMap<String, CleanupPolicy>,
+    /// `retention.bytes` per topic (bytes per partition; `-1` for unlimited). KMinion's
+    /// `retention_bytes` label is used for topics not listed.
+    pub retention_bytes: BTreeMap<String, i64>,
+    /// The brokers' defaults, for topics with no value above (no topic-level override, and
+    /// no KMinion label): `log.retention.ms`, `log.cleanup.policy`, `log.retention.bytes`.
+    pub broker_defaults: BrokerDefaults,
+}
+
+/// The brokers' topic defaults (`server.properties`), used only for a topic whose own
+/// value is neither configured here nor labelled by KMinion.
+#[derive(Debug, Clone, PartialEq, Default, Deserialize, Serialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields, default)]
+pub struct BrokerDefaults {
+    /// `log.retention.ms` (Kafka's default: 7 days), e.g. `"7d"`.
+    pub retention: Option<Millis>,
+    /// `log.cleanup.policy` (Kafka's default: `"delete"`).
+    pub cleanup_policy: Option<CleanupPolicy>,
+    /// `log.retention.bytes` per partition (Kafka's default: `-1`, unlimited).
+    pub retention_bytes: Option<i64>,
 }
 
 /// One job's Kafka inputs.

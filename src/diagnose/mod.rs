@@ -93,6 +93,8 @@ pub struct StepReport {
     pub evidence: Vec<Evidence>,
     /// Metrics whose absence limited the step.
     pub missing: Vec<String>,
+    /// Inputs whose absence limited the step, as the step states them (the demand).
+    pub missing_inputs: Vec<Fact>,
     /// Subtasks that carry the problem, when not all.
     pub subtasks: Option<Vec<u32>>,
     /// One line for the summary, when the step hits.
@@ -111,6 +113,7 @@ impl StepReport {
             advice: Facts::new(),
             evidence: Vec::new(),
             missing: Vec::new(),
+            missing_inputs: Vec::new(),
             subtasks: None,
             summary: None,
         }

@@ -35,6 +35,13 @@ pub fn offered_factor(ctx: &Context) -> Option<f64> {
     Some((emitted + growth.max(0.0)) / emitted)
 }
 
+/// Whether the demand on the job is known: a source lag (Flink's `pendingRecords`, a Kafka
+/// exporter's consumer-group lag) that gives the offered rate or a backlog. Without it the
+/// throughput of a job whose source has no rate limit is its maximum, not its demand.
+pub fn demand_known(ctx: &Context) -> bool {
+    offered_factor(ctx).is_some() || backlog(ctx).is_some()
+}
+
 /// Records/s the source vertices emit; `None` when unknown or 0.
 fn emitted(ctx: &Context) -> Option<f64> {
     let e: f64 = ctx.signals.vertices.iter().filter(|v| v.is_source).filter_map(|v| v.throughput_all_subtasks()).sum();

@@ -60,6 +60,7 @@ pub fn diagnose(snapshot: &Snapshot, cfg: &DiagnosisConfig) -> Diagnosis {
         .collect();
     for r in &evaluated {
         missing.extend(r.missing.iter().cloned().map(MissingFact::Metric));
+        missing.extend(r.missing_inputs.iter().cloned().map(MissingFact::Input));
     }
     missing.extend(retention.missing.into_iter().map(MissingFact::Input));
 
@@ -419,6 +420,11 @@ fn confidence(ctx: &Context, status: Status, finding: Finding, run: &Run, missin
     let records_missing = missing.iter().any(|m| m.metric().is_some_and(|name| name.contains(NUM_RECORDS_IN)));
     // A culprit whose busy time is unknown (a legacy source's NaN) rests on other signs.
     let culprit_busy_unknown = run.culprit.is_some_and(|c| c.busy_max().is_none());
+    // Without demand (lag, pendingRecords) the throughput is the job's maximum, not what it
+    // is offered: the parallelism it needs is unknown.
+    let demand_unknown = missing.iter().any(|m| {
+        matches!(m, MissingFact::Input(Fact::Headroom(crate::model::facts::headroom::HeadroomFact::DemandUnknown)))
+    });
     // Flink ≤ 1.12: backpressure sampled once per scrape, busy time unknown.
     let classic =
         ctx.snapshot.backpressure_measure == crate::model::snapshot::BackpressureMeasure::IsBackPressuredShare;
@@ -426,6 +432,7 @@ fn confidence(ctx: &Context, status: Status, finding: Finding, run: &Run, missin
         || no_data_before_finding
         || records_missing
         || culprit_busy_unknown
+        || demand_unknown
         || classic
         || startup_in_window_ms(ctx.snapshot, ctx.cfg) > 0
     {
@@ -688,21 +695,34 @@ mod tests {
     }
 
     #[test]
-    fn a_critical_retention_hazard_leads_the_summary() {
-        // (5000 − 3600) / 0.5 = 2800 s ≈ 47 min.
+    fn a_critical_retention_hazard_leads_the_summary_as_a_risk_when_it_is_a_lag_estimate() {
+        // (5000 − 3600) / 0.5 = 2800 s ≈ 47 min; a lag in seconds is an estimate: a risk.
         let v = verdict(&slow_sink().partition(payments_lag()).retention("payments", Some(5000)).build());
         assert_eq!(v.finding, Finding::Sink);
         assert!(
-            v.summary.starts_with("DATA LOSS in 47 min on payments. Sink: db (sink) is the culprit"),
+            v.summary.starts_with("DATA LOSS RISK in 47 min on payments. Sink: db (sink) is the culprit"),
             "{}",
             v.summary
         );
     }
 
     #[test]
-    fn data_already_lost_leads_the_summary() {
-        // 3600 s ≥ 3000 s retention.
+    fn a_lag_estimate_past_the_retention_leads_the_summary_as_a_risk_not_a_loss() {
+        // 3600 s ≥ 3000 s retention, by the lag in seconds alone.
         let v = verdict(&slow_sink().partition(payments_lag()).retention("payments", Some(3000)).build());
+        assert!(v.summary.starts_with("DATA LOSS RISK on payments: "), "{}", v.summary);
+        assert!(!v.summary.contains("already losing"), "{}", v.summary);
+    }
+
+    #[test]
+    fn a_position_below_the_log_start_leads_the_summary_as_data_already_lost() {
+        // Committed 1000 < log start 4000: evidence.
+        let p = PartitionLag {
+            consumer_offset: line(-60, 0, 30, 1000.0, 0.0),
+            log_start_offset: line(-60, 0, 30, 4000.0, 10.0),
+            ..partition("payments", "0")
+        };
+        let v = verdict(&slow_sink().partition(p).retention("payments", Some(3000)).build());
         assert!(v.summary.starts_with("DATA LOSS: already losing data on payments. "), "{}", v.summary);
     }
 
@@ -724,7 +744,7 @@ mod tests {
         let v = verdict(&snap);
         assert_eq!(v.finding, Finding::Network);
         assert_eq!(v.hazards[0].kind, HazardKind::Retention);
-        assert!(v.summary.starts_with("DATA LOSS in 47 min on payments. Inconclusive"), "{}", v.summary);
+        assert!(v.summary.starts_with("DATA LOSS RISK in 47 min on payments. Inconclusive"), "{}", v.summary);
     }
 
     #[test]

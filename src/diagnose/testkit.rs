@@ -306,11 +306,13 @@ impl SnapshotBuilder {
 
     /// `retention.ms` of a topic; `None` for unlimited.
     pub fn retention(mut self, topic: &str, retention_s: Option<i64>) -> Self {
-        self.snapshot.retention.push(TopicRetention {
-            topic: topic.into(),
-            retention_ms: retention_s.map(|s| s * 1000),
-            from: "config".into(),
-        });
+        self.snapshot.retention.push(TopicRetention::by_time(topic, retention_s.map(|s| s * 1000), "config"));
+        self
+    }
+
+    /// A topic's whole retention settings.
+    pub fn topic_retention(mut self, r: TopicRetention) -> Self {
+        self.snapshot.retention.push(r);
         self
     }
 

@@ -300,14 +300,94 @@ pub struct PartitionLag {
     pub log_end_offset: Vec<Point>,
 }
 
-/// Retention of a topic (`retention.ms`), from configuration or KMinion's topic info.
+/// Retention of a topic (`retention.ms`, `cleanup.policy`, `retention.bytes`), from
+/// configuration, KMinion's topic info or the configured broker default.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TopicRetention {
     pub topic: String,
     /// ms; `None` when retention is unlimited (`-1`).
     pub retention_ms: Option<i64>,
-    /// `config` or `kminion`.
+    /// Where `retention_ms` came from: `config`, `kminion` or `broker default`.
     pub from: String,
+    /// `cleanup.policy`; `None` when unknown (Kafka's default, `delete`, is then assumed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cleanup_policy: Option<CleanupPolicy>,
+    /// Where `cleanup_policy` came from (`config`, `kminion`, `broker default`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cleanup_policy_from: Option<String>,
+    /// `retention.bytes` per partition; `None` when unlimited (`-1`) or unknown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retention_bytes: Option<i64>,
+    /// Bytes one partition (one replica) holds now, e.g. KMinion's topic log-dir size
+    /// ÷ (partitions × replicas); `None` when unknown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partition_bytes: Option<f64>,
+}
+
+impl TopicRetention {
+    /// A topic's `retention.ms` alone, policy and size unknown.
+    pub fn by_time(topic: &str, retention_ms: Option<i64>, from: &str) -> Self {
+        TopicRetention {
+            topic: topic.into(),
+            retention_ms,
+            from: from.into(),
+            cleanup_policy: None,
+            cleanup_policy_from: None,
+            retention_bytes: None,
+            partition_bytes: None,
+        }
+    }
+}
+
+/// A topic's `cleanup.policy`: which rule removes its records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub enum CleanupPolicy {
+    /// `delete`: whole segments go by age (`retention.ms`) and size (`retention.bytes`).
+    #[serde(rename = "delete")]
+    Delete,
+    /// `compact`: only older values of a key go; nothing by age or size.
+    #[serde(rename = "compact")]
+    Compact,
+    /// `compact,delete`: compacted, and segments also go by age and size.
+    #[serde(rename = "compact,delete")]
+    CompactDelete,
+}
+
+impl CleanupPolicy {
+    /// Kafka's value: `delete`, `compact`, `compact,delete`, `[compact, delete]` (a list in
+    /// any order, any case, with spaces or brackets). `None` for anything else.
+    pub fn parse(value: &str) -> Option<Self> {
+        let mut compact = false;
+        let mut delete = false;
+        let inner = value.trim().trim_start_matches('[').trim_end_matches(']');
+        for part in inner.split(',').map(|p| p.trim().to_ascii_lowercase()) {
+            match part.as_str() {
+                "compact" => compact = true,
+                "delete" => delete = true,
+                _ => return None,
+            }
+        }
+        match (compact, delete) {
+            (true, true) => Some(CleanupPolicy::CompactDelete),
+            (true, false) => Some(CleanupPolicy::Compact),
+            (false, true) => Some(CleanupPolicy::Delete),
+            (false, false) => None,
+        }
+    }
+
+    /// Whether segments are deleted by age and size (`delete` is in the policy).
+    pub fn deletes(self) -> bool {
+        !matches!(self, CleanupPolicy::Compact)
+    }
+
+    /// Kafka's spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CleanupPolicy::Delete => "delete",
+            CleanupPolicy::Compact => "compact",
+            CleanupPolicy::CompactDelete => "compact,delete",
+        }
+    }
 }
 
 /// JVM signals of one TaskManager over the window.

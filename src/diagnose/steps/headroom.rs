@@ -15,7 +15,7 @@ use crate::diagnose::{Context, StepReport};
 use crate::model::facts::headroom::{AsyncFact, Busy, HeadroomFact, LittlesLaw, Raise};
 use crate::model::verdict::Finding;
 
-pub use crate::diagnose::parallelism::{Needed, needed as parallelism_needed, offered_factor};
+pub use crate::diagnose::parallelism::{Needed, demand_known, needed as parallelism_needed, offered_factor};
 
 /// What `headroom` found besides its report.
 #[derive(Debug, Clone, PartialEq)]
@@ -115,7 +115,29 @@ fn at_capacity(ctx: &Context, culprit: Option<&VertexSignals>, subject: &VertexS
         graph_free: ctx.signals.graph_free,
         capacity_records_per_s: subject.capacity(),
     });
-    parallelism_fix(ctx, subject, &mut r);
+    let demand = demand_known(ctx);
+    if demand {
+        parallelism_fix(ctx, subject, &mut r);
+    } else {
+        // A source without a rate limit and no lag metric: the job runs as fast as the
+        // subject lets it; more parallelism only moves the saturation point.
+        r.fix.push(HeadroomFact::FlatOut {
+            vertex: subject.name.clone(),
+            parallelism: subject.parallelism_now(),
+            throughput_records_per_s: subject.throughput_all_subtasks(),
+        });
+        r.missing_inputs.push(HeadroomFact::DemandUnknown.into());
+        if let Some(capacity) = subject.capacity() {
+            r.evidence.push(ctx.evidence(
+                &subject.name,
+                "capacity (records in / busy)",
+                capacity,
+                "records/s",
+                None,
+                "records_in",
+            ));
+        }
+    }
     if let Some(ms) = per_record_ms {
         r.fix.push(HeadroomFact::CheaperPerRecord { vertex: subject.name.clone(), busy_ms_per_record: ms });
     }
@@ -134,6 +156,11 @@ fn at_capacity(ctx: &Context, culprit: Option<&VertexSignals>, subject: &VertexS
     let (vertex, utilisation_ratio) = (subject.name.clone(), rho);
     r.summary = Some(
         match (culprit, parallelism_needed(ctx, subject)) {
+            (Some(_), _) if !demand => HeadroomFact::CulpritAtCapacity {
+                vertex,
+                utilisation_ratio,
+                raise: Raise::DemandUnknown { throughput_records_per_s: subject.throughput_all_subtasks() },
+            },
             (Some(_), Some(n)) if n.parallelism > subject.parallelism_now() => HeadroomFact::CulpritAtCapacity {
                 vertex,
                 utilisation_ratio,
@@ -237,6 +264,9 @@ fn no_single_culprit(
                 "busy",
             ));
         }
+    }
+    if !demand_known(ctx) {
+        r.missing_inputs.push(HeadroomFact::DemandUnknown.into());
     }
     r.not_the_fix.push(HeadroomFact::ScalingOnlyOne { vertex: subject.name.clone() });
     r.summary = Some(HeadroomFact::NoSingleCulprit { near: busy }.into());
@@ -395,18 +425,63 @@ mod tests {
     }
 
     #[test]
-    fn without_source_lag_the_observed_rate_gives_a_lower_bound() {
+    fn without_source_lag_the_observed_rate_is_only_a_lower_bound_of_the_offered_one() {
         // offered = observed 1900: ceil(2 × 1900 / (2000 × 0.7)) = ceil(3800 / 1400)
-        //                        = ceil(2.714) = 3.
+        //                        = ceil(2.714) = 3, a number the step no longer advises
+        // (below): the demand is unknown.
         let snap = job().build();
         let needed = on_vertex(&snap, "score", parallelism_needed).unwrap();
         assert_eq!(needed.parallelism, 3);
         assert_close(needed.offered_per_s, 1900.0, 1e-9);
         assert!(!needed.offered_known);
+    }
+
+    #[test]
+    fn without_demand_a_job_at_capacity_runs_flat_out_and_no_parallelism_is_advised() {
+        // No pendingRecords, no exporter lag: the source reads as fast as score allows
+        // (1900 records/s at ρ 0.95). Raising score from 2 to 3 would only move the
+        // saturation point; the step says what limits the job and that demand is unknown.
+        let snap = job().build();
+        let h = on_score(&snap);
+        assert_eq!((h.report.outcome, h.report.finding), (Outcome::Hit, Some(Finding::Headroom)));
+        assert!(
+            h.report.fix.iter().all(|f| !matches!(f, Fact::Headroom(HeadroomFact::ParallelismHelps(_)))),
+            "{:?}",
+            h.report.fix
+        );
+        assert_eq!(
+            h.report.fix[0],
+            Fact::Headroom(HeadroomFact::FlatOut {
+                vertex: "score".into(),
+                parallelism: 2,
+                throughput_records_per_s: Some(1900.0)
+            })
+        );
+        assert_eq!(h.report.missing_inputs, [Fact::Headroom(HeadroomFact::DemandUnknown)]);
+        let Some(Fact::Headroom(HeadroomFact::CulpritAtCapacity { raise, .. })) = &h.report.summary else {
+            panic!("{:?}", h.report.summary)
+        };
+        assert_eq!(*raise, Raise::DemandUnknown { throughput_records_per_s: Some(1900.0) });
+        // The verdict: medium, the demand named as missing, no "raise … from 2 to".
+        let v = verdict(&snap);
+        assert_eq!(v.confidence, crate::model::verdict::Confidence::Medium);
+        assert!(!v.summary.contains("raise its parallelism"), "{}", v.summary);
+        assert!(v.summary.contains("the demand is unknown"), "{}", v.summary);
+        assert!(v.missing.iter().any(|m| m.starts_with("the demand on the job")), "{:?}", v.missing);
+    }
+
+    #[test]
+    fn with_demand_known_from_a_flat_pending_records_the_advice_is_a_number_again() {
+        // pendingRecords steady at 0: the source keeps up, the offered rate is the
+        // observed one and known: (1900 + 0) / 1900 = factor 1; ceil(2 × 1900 / 1400) = 3.
+        let snap = job()
+            .pending_records("src", 0, line(-240, 0, 60, 0.0, 0.0))
+            .pending_records("src", 1, line(-240, 0, 60, 0.0, 0.0))
+            .build();
         let h = on_score(&snap);
         let Fact::Headroom(HeadroomFact::ParallelismHelps(p)) = &h.report.fix[0] else { panic!("{:?}", h.report.fix) };
-        assert_eq!((p.from_parallelism, p.needed.parallelism, p.needed.offered_known), (2, 3, false));
-        assert!(h.report.fix[0].to_string().contains("lower bound"), "{:?}", h.report.fix);
+        assert_eq!((p.from_parallelism, p.needed.parallelism, p.needed.offered_known), (2, 3, true));
+        assert!(h.report.missing_inputs.is_empty());
     }
 
     #[test]
@@ -553,7 +628,7 @@ mod tests {
         assert_eq!(h.report.finding, Some(Finding::AsyncIo));
         assert_close(evidence(&h.report.evidence, "Status.JVM.CPU.Load").value, 0.2, 1e-9);
         // 2 × 200 records/s = 400 requests/s, 200 per subtask = capacity ÷ latency: with a
-        // capacity of 100, 100 × 2 / 400 = 0.50 s per request.
+        // capacity of 100, 100 × 2 / 400 = 0.50 s = 500 ms per request.
         let Fact::Headroom(HeadroomFact::Async(AsyncFact::AsyncCause { law: Some(law), cpu_load_ratio, .. })) =
             &h.report.cause[0]
         else {
@@ -561,7 +636,7 @@ mod tests {
         };
         assert_eq!(*law, LittlesLaw::DefaultCapacity { requests_per_s: 400.0, subtasks: 2 });
         assert_close(*cpu_load_ratio, 0.2, 1e-9);
-        assert!(h.report.cause[0].to_string().contains("0.50 s per request"), "{:?}", h.report.cause);
+        assert!(h.report.cause[0].to_string().contains("500 ms per request"), "{:?}", h.report.cause);
         assert_eq!(verdict(&snap).finding, Finding::AsyncIo);
     }
 
@@ -604,6 +679,8 @@ mod tests {
             .vertex("sink", "Sink: out", 2)
             .subtask("src", 1, 0.05, 0.9, 0.05, None)
             .records_out("src", 1, 950.0)
+            // The demand: the source keeps up (pendingRecords steady at 0).
+            .pending_records("src", 1, line(-240, 0, 60, 0.0, 0.0))
             .subtask("score", 1, 0.95, 0.0, 0.05, 950.0)
             .subtask("sink", 1, 0.1, 0.0, 0.9, 950.0)
             .without_graph()

@@ -1,30 +1,59 @@
 //! Hazards `retention` and `checkpoints_stalled`: can the log upstream hold the lag?
 //!
 //! Evaluated on every diagnosis, whatever the finding. Backpressure is safe only while
-//! the durable log absorbs it. Per topic (worst partition): the time until the oldest
-//! unconsumed record falls out of retention, `(retention − lag_seconds) / d(lag_seconds)/dt`,
-//! or from offsets `(consumer offset − log-start offset) / (log-start advance − consume
-//! rate)`. A Kafka source that falls off the log resets silently to the earliest offset:
-//! the loss is silent.
+//! the durable log absorbs it. Records are lost only when the consumer's position falls
+//! below the partition's log start offset (the low water mark); a Kafka source that falls
+//! off the log resets silently to the earliest offset.
 //!
-//! Loss is decided from offsets when the committed offset and the log-start offset are
-//! both known: "already losing data" only when the consumer is below the log start. A lag
-//! in seconds that says otherwise (at or past the retention while the offsets are still in
-//! the log, or growing faster than one second per second, which the age of a record cannot)
-//! is an exporter's extrapolation gone wrong (kafka-lag-exporter after an offset reset or
-//! on a sparse interpolation table): it is not used, and a note says so. Without offsets,
-//! the lag reaching the retention is "already losing data". `checkpoints_stalled`: when the recovery point is
-//! older than the lag the log can still hold, a restart would fall off the log.
+//! Per topic (worst partition), in this order:
+//!
+//! 1. The topic's `cleanup.policy` decides what can remove records: `compact` alone removes
+//!    nothing by age or size (only older values of a key), so neither `retention.ms` nor
+//!    `retention.bytes` applies; `delete` and `compact,delete` remove whole segments by
+//!    both. An unknown policy is taken as Kafka's default, `delete`, and the hazard says so.
+//! 2. The position — the committed offset, or the log end less the lag where the exporter
+//!    gives no committed offset (KMinion) — below the log start is evidence: "already
+//!    losing data". That holds under every policy.
+//! 3. The log start advancing faster than the position gives the time to loss from
+//!    offsets: `(position − log start) / (log-start advance − consume rate)`.
+//! 4. Estimates, under a deleting policy only: the age of the oldest unconsumed record
+//!    (the exporter's lag in seconds, or records behind ÷ produce rate) against
+//!    `retention.ms` (`-1`: unlimited), `(retention − lag_s) / d(lag_s)/dt`; and the lag in
+//!    records against what `retention.bytes` lets a partition hold (`retention.bytes` ÷
+//!    bytes per record, the partition's size ÷ its records). An estimate is a risk ("at
+//!    risk in …"), never "losing data": a lag in time that reached the retention without
+//!    offsets is "at risk now". A lag in seconds that the offsets contradict (at or past the
+//!    retention while the position is still in the log, or aging faster than one second per
+//!    second) is an exporter's extrapolation gone wrong (kafka-lag-exporter after an offset
+//!    reset or on a sparse interpolation table): it is not used, and a note says so.
+//!
+//! `checkpoints_stalled`: when the recovery point is older than the lag the log can still
+//! hold (by age), a restart would fall off the log.
 
 use std::collections::BTreeMap;
 
 use crate::diagnose::steps::checkpoints::last_completion;
 use crate::diagnose::steps::locate::sum_lag;
 use crate::diagnose::{Context, slope_per_s};
-use crate::model::facts::retention::{LagEstimate, Measured, RetentionFact};
+use crate::model::facts::retention::{LagEstimate, Measured, Position, RetentionFact, Rules};
 use crate::model::facts::{Fact, HazardFacts};
-use crate::model::snapshot::{PartitionLag, Point};
+use crate::model::snapshot::{PartitionLag, Point, TopicRetention};
 use crate::model::verdict::{HazardKind, Severity};
+
+/// What decided a topic's time to loss.
+#[derive(Debug, Clone, PartialEq)]
+enum By {
+    /// The position is below the log start (evidence).
+    BelowLogStart,
+    /// The lag in time has reached the retention; no offsets to say more (an estimate).
+    LagAtRetention,
+    /// The lag in time ages towards the retention (an estimate).
+    Lag,
+    /// The log start advances faster than the position.
+    Offsets,
+    /// The lag in records grows towards what `retention.bytes` holds (an estimate).
+    Size { lag_records: f64, capacity_records: f64, retention_bytes: f64, bytes_per_record: f64 },
+}
 
 /// One topic's exposure.
 #[derive(Debug, Clone, PartialEq)]
@@ -34,11 +63,12 @@ struct Exposure {
     lag_s: Option<f64>,
     /// How fast that age grows, s per s (1.0: the consumer stands still).
     lag_growth: Option<f64>,
-    retention_s: f64,
-    /// Seconds until loss; 0 when already losing.
+    /// `retention.ms` in s when records go by age; None when nothing goes by age.
+    retention_s: Option<f64>,
+    /// Seconds until loss; 0 when already losing (or, for an estimate, at risk now).
     time_to_loss_s: Option<f64>,
-    /// The committed offset is below the log start: records were already skipped.
-    below_log_start: bool,
+    by: By,
+    rules: Rules,
     how: Measured,
 }
 
@@ -57,18 +87,18 @@ pub struct Remarks {
 /// The hazards, the retention inputs that were missing, and notes.
 pub fn evaluate(ctx: &Context) -> (Vec<HazardFacts>, Remarks) {
     let mut remarks = Remarks::default();
-    let missing = &mut remarks.missing;
-    let retention: BTreeMap<&str, Option<i64>> =
-        ctx.snapshot.retention.iter().map(|r| (r.topic.as_str(), r.retention_ms)).collect();
-    let mut exposures = exporter_exposures(ctx, &retention, missing, &mut remarks.notes);
+    let retention: BTreeMap<&str, &TopicRetention> =
+        ctx.snapshot.retention.iter().map(|r| (r.topic.as_str(), r)).collect();
+    let mut exposures = exporter_exposures(ctx, &retention, &mut remarks);
     // Flink's own source lag when no exporter covers the job.
     if ctx.snapshot.partitions.is_empty() {
-        exposures.extend(source_lag_exposures(ctx, &retention, missing));
+        exposures.extend(source_lag_exposures(ctx, &retention, &mut remarks));
     }
     let mut hazards = retention_hazards(ctx, &exposures);
     hazards.extend(checkpoints_stalled(ctx, &exposures));
     hazards.sort_by(|a, b| b.severity.cmp(&a.severity).then(a.time_to_loss_seconds.cmp(&b.time_to_loss_seconds)));
     // In the order their sentences read (sources' topics, then topics, each by name).
+    let missing = &mut remarks.missing;
     missing.sort_by_key(|m| match m {
         Fact::Retention(RetentionFact::SourceRetentionUnknown { vertex }) => (0, vertex.clone()),
         Fact::Retention(RetentionFact::TopicRetentionUnknown { topic }) => (1, topic.clone()),
@@ -78,13 +108,38 @@ pub fn evaluate(ctx: &Context) -> (Vec<HazardFacts>, Remarks) {
     (hazards, remarks)
 }
 
+/// The rules of a topic, as the facts name them.
+fn rules(r: Option<&TopicRetention>) -> Rules {
+    Rules {
+        policy: r.and_then(|r| r.cleanup_policy),
+        policy_from: r.and_then(|r| r.cleanup_policy_from.clone()),
+        retention_from: r.map(|r| r.from.clone()).unwrap_or_default(),
+    }
+}
+
+/// Whether the topic's records go by age and size: `delete` in the policy, or an unknown
+/// policy (Kafka's default is `delete`).
+fn deletes(r: &TopicRetention) -> bool {
+    r.cleanup_policy.is_none_or(|p| p.deletes())
+}
+
+/// `retention.ms` in s when records go by age.
+fn age_limit_s(r: &TopicRetention) -> Option<f64> {
+    r.retention_ms.filter(|_| deletes(r)).map(|ms| ms as f64 / 1000.0)
+}
+
+/// `retention.bytes` and the partition's size now, when records go by size.
+fn size_limit(r: &TopicRetention) -> Option<(f64, f64)> {
+    let bytes = r.retention_bytes.filter(|_| deletes(r))?;
+    Some((bytes as f64, r.partition_bytes.filter(|b| *b > 0.0)?))
+}
+
 /// Kafka exporters: per topic, the worst partition. Topics without a known retention are
-/// noted in `missing`.
+/// noted in `missing` (their offsets are still judged); compacted topics get a note.
 fn exporter_exposures(
     ctx: &Context,
-    retention: &BTreeMap<&str, Option<i64>>,
-    missing: &mut Vec<Fact>,
-    notes: &mut Vec<Fact>,
+    retention: &BTreeMap<&str, &TopicRetention>,
+    remarks: &mut Remarks,
 ) -> Vec<Exposure> {
     let mut exposures: Vec<Exposure> = Vec::new();
     let mut by_topic: BTreeMap<&str, Vec<&PartitionLag>> = BTreeMap::new();
@@ -92,32 +147,40 @@ fn exporter_exposures(
         by_topic.entry(p.topic.as_str()).or_default().push(p);
     }
     for (topic, partitions) in by_topic {
-        match retention.get(topic) {
-            Some(Some(ms)) => {
-                let retention_s = *ms as f64 / 1000.0;
-                let mut rejected = Vec::new();
-                let worst = partitions
-                    .iter()
-                    .filter_map(|p| partition_exposure(topic, p, retention_s, &mut rejected))
-                    .min_by(|a, b| {
-                        a.time_to_loss_s.unwrap_or(f64::INFINITY).total_cmp(&b.time_to_loss_s.unwrap_or(f64::INFINITY))
-                    });
-                exposures.extend(worst);
-                notes.extend(implausible_notes(topic, retention_s, &rejected));
-            }
-            Some(None) => {}
-            None => missing.push(RetentionFact::TopicRetentionUnknown { topic: topic.to_string() }.into()),
+        let r = retention.get(topic).copied();
+        if r.is_none() {
+            remarks.missing.push(RetentionFact::TopicRetentionUnknown { topic: topic.to_string() }.into());
+        }
+        let limits = Limits { age_s: r.and_then(age_limit_s), size: r.and_then(size_limit), rules: rules(r) };
+        let mut rejected = Vec::new();
+        let all: Vec<Exposure> =
+            partitions.iter().filter_map(|p| partition_exposure(topic, p, &limits, &mut rejected)).collect();
+        if let Some(r) = r.filter(|r| !deletes(r)) {
+            let lag_s = partitions.iter().filter_map(|p| lag_age(p)).reduce(f64::max);
+            let retention_s = r.retention_ms.map(|ms| ms as f64 / 1000.0);
+            remarks.notes.push(
+                RetentionFact::Compacted { topic: topic.into(), rules: limits.rules.clone(), retention_s, lag_s }
+                    .into(),
+            );
+        }
+        let worst = all.into_iter().min_by(|a, b| {
+            a.time_to_loss_s.unwrap_or(f64::INFINITY).total_cmp(&b.time_to_loss_s.unwrap_or(f64::INFINITY))
+        });
+        exposures.extend(worst);
+        if let Some(retention_s) = limits.age_s {
+            remarks.notes.extend(implausible_notes(topic, retention_s, &rejected));
         }
     }
     exposures
 }
 
 /// Flink's own source lag (`pendingRecords`) per source vertex, for jobs no Kafka exporter
-/// covers. Sources whose topic's retention is unknown are noted in `missing`.
+/// covers: an estimate, judged by age only. Sources whose topic's retention is unknown are
+/// noted in `missing`.
 fn source_lag_exposures(
     ctx: &Context,
-    retention: &BTreeMap<&str, Option<i64>>,
-    missing: &mut Vec<Fact>,
+    retention: &BTreeMap<&str, &TopicRetention>,
+    remarks: &mut Remarks,
 ) -> Vec<Exposure> {
     let mut exposures: Vec<Exposure> = Vec::new();
     for v in ctx.signals.vertices.iter().filter(|v| v.is_source) {
@@ -127,16 +190,18 @@ fn source_lag_exposures(
         // judged on the consumed rate, a lower bound of the produced one).
         let growth = slope_per_s(&lag);
         let topic = topic_of_source(ctx, &v.name);
-        let Some(Some(ms)) = retention.get(topic.as_str()) else {
+        let Some(r) = retention.get(topic.as_str()).copied() else {
             // Retention matters only for a backlog that grows or is more than a minute of
             // data; a small flat lag can never fall out of any retention.
             let relevant = crate::diagnose::steps::locate::steady_growth(&lag).is_some()
                 || (out > 0.0 && lag_records / out > 60.0);
             if relevant {
-                missing.push(RetentionFact::SourceRetentionUnknown { vertex: v.name.clone() }.into());
+                remarks.missing.push(RetentionFact::SourceRetentionUnknown { vertex: v.name.clone() }.into());
             }
             continue;
         };
+        // Compacted or unlimited: nothing goes by age.
+        let Some(retention_s) = age_limit_s(r) else { continue };
         let produce = out + growth.unwrap_or(0.0).max(0.0);
         if produce <= 0.0 {
             continue;
@@ -145,19 +210,19 @@ fn source_lag_exposures(
         // growth ÷ produce seconds per second.
         let lag_s = lag_records / produce;
         let lag_growth = growth.map(|g| g / produce);
-        let retention_s = *ms as f64 / 1000.0;
-        let time_to_loss_s = if lag_s >= retention_s {
-            Some(0.0)
+        let (time_to_loss_s, by) = if lag_s >= retention_s {
+            (Some(0.0), By::LagAtRetention)
         } else {
-            lag_growth.filter(|g| *g > 0.0).map(|g| (retention_s - lag_s) / g)
+            (lag_growth.filter(|g| *g > 0.0).map(|g| (retention_s - lag_s) / g), By::Lag)
         };
         exposures.push(Exposure {
             topic,
             lag_s: Some(lag_s),
             lag_growth,
-            retention_s,
+            retention_s: Some(retention_s),
             time_to_loss_s,
-            below_log_start: false,
+            by,
+            rules: rules(Some(r)),
             how: Measured::SourceLag {
                 pending_records: lag_records,
                 produced_records_per_s: produce,
@@ -180,28 +245,45 @@ fn retention_hazards(ctx: &Context, exposures: &[Exposure]) -> Vec<HazardFacts> 
             continue;
         }
         let severity = if ttl <= critical_s { Severity::Critical } else { Severity::Warning };
-        let topic = e.topic.clone();
-        let detail = match e.lag_s {
-            _ if ttl <= 0.0 && e.below_log_start => {
-                RetentionFact::LosingBelowLogStart { topic, measured: e.how.clone() }
+        let (topic, rules, measured) = (e.topic.clone(), e.rules.clone(), e.how.clone());
+        let retention_s = e.retention_s.unwrap_or(f64::INFINITY);
+        let (detail, time_to_loss) = match (&e.by, e.lag_s) {
+            (By::BelowLogStart, _) => (RetentionFact::LosingBelowLogStart { topic, measured }, Some(0.0)),
+            // An estimate that has reached the retention: at risk now, no time to loss.
+            (By::LagAtRetention, Some(lag_s)) => {
+                (RetentionFact::AtRiskLagAtRetention { topic, lag_s, retention_s, rules, measured }, None)
             }
-            Some(lag_s) if ttl <= 0.0 => {
-                RetentionFact::LosingLagAtRetention { topic, lag_s, retention_s: e.retention_s }
-            }
-            Some(lag_s) => RetentionFact::FallsOutByLag {
-                topic,
-                time_to_loss_s: ttl,
-                lag_s,
-                lag_growth: e.lag_growth,
-                retention_s: e.retention_s,
-                measured: e.how.clone(),
-            },
-            None => RetentionFact::FallsOutByOffsets { topic, time_to_loss_s: ttl, measured: e.how.clone() },
+            (By::Lag, Some(lag_s)) => (
+                RetentionFact::FallsOutByLag {
+                    topic,
+                    time_to_loss_s: ttl,
+                    lag_s,
+                    lag_growth: e.lag_growth,
+                    retention_s,
+                    rules,
+                    measured,
+                },
+                Some(ttl),
+            ),
+            (By::Size { lag_records, capacity_records, retention_bytes, bytes_per_record }, _) => (
+                RetentionFact::FallsOutBySize {
+                    topic,
+                    time_to_loss_s: ttl,
+                    lag_records: *lag_records,
+                    capacity_records: *capacity_records,
+                    retention_bytes: *retention_bytes,
+                    bytes_per_record: *bytes_per_record,
+                    rules,
+                    measured,
+                },
+                Some(ttl),
+            ),
+            _ => (RetentionFact::FallsOutByOffsets { topic, time_to_loss_s: ttl, measured }, Some(ttl)),
         };
         hazards.push(HazardFacts {
             kind: HazardKind::Retention,
             severity,
-            time_to_loss_seconds: Some(ttl.max(0.0).round() as i64),
+            time_to_loss_seconds: time_to_loss.map(|s: f64| s.max(0.0).round() as i64),
             topic: Some(e.topic.clone()),
             detail: detail.into(),
         });
@@ -210,13 +292,13 @@ fn retention_hazards(ctx: &Context, exposures: &[Exposure]) -> Vec<HazardFacts> 
 }
 
 /// The recovery point against what the log can still hold: a `checkpoints_stalled` hazard
-/// per topic whose remaining room is shorter than the age of the last checkpoint.
+/// per topic whose remaining room (by age) is shorter than the age of the last checkpoint.
 fn checkpoints_stalled(ctx: &Context, exposures: &[Exposure]) -> Vec<HazardFacts> {
     let mut hazards = Vec::new();
     if let Some(age_s) = checkpoint_age_s(ctx) {
         for e in exposures {
-            let Some(lag_s) = e.lag_s else { continue };
-            let room = e.retention_s - lag_s;
+            let (Some(lag_s), Some(retention_s)) = (e.lag_s, e.retention_s) else { continue };
+            let room = retention_s - lag_s;
             if age_s > room.max(0.0) {
                 hazards.push(HazardFacts {
                     kind: HazardKind::CheckpointsStalled,
@@ -237,13 +319,40 @@ fn checkpoints_stalled(ctx: &Context, exposures: &[Exposure]) -> Vec<HazardFacts
     hazards
 }
 
-/// One partition's exposure: from offsets when both the committed offset and the log
-/// start are known (see the module doc), else from the lag. Lag estimates that cannot be
-/// true are left out with a note.
+/// What removes a topic's records: its age limit (s) and size limit (`retention.bytes`,
+/// partition bytes), each `None` when it does not apply.
+struct Limits {
+    age_s: Option<f64>,
+    size: Option<(f64, f64)>,
+    rules: Rules,
+}
+
+/// The consumer's position per step: the committed offset, else the log end less the lag
+/// in records at the same steps.
+fn position(p: &PartitionLag) -> Option<(Vec<Point>, Position)> {
+    if !p.consumer_offset.is_empty() {
+        return Some((p.consumer_offset.clone(), Position::Committed));
+    }
+    let end: BTreeMap<i64, f64> = p.log_end_offset.iter().copied().collect();
+    let derived: Vec<Point> =
+        p.lag_records.iter().filter_map(|&(t, lag)| end.get(&t).map(|e| (t, (e - lag).max(0.0)))).collect();
+    (!derived.is_empty()).then_some((derived, Position::LogEndLessLag))
+}
+
+/// The age of the oldest unconsumed record as the exporter gives it (s), unjudged: its lag
+/// in seconds, or records behind ÷ produce rate.
+fn lag_age(p: &PartitionLag) -> Option<f64> {
+    let produce = slope_per_s(&p.log_end_offset).filter(|r| *r > 0.0);
+    last(&p.lag_seconds).or_else(|| Some(last(&p.lag_records)? / produce?))
+}
+
+/// One partition's exposure (see the module doc): the position against the log start
+/// first, then the sooner of the estimates that apply. Lag estimates that cannot be true
+/// are left out with a note.
 fn partition_exposure(
     topic: &str,
     p: &PartitionLag,
-    retention_s: f64,
+    limits: &Limits,
     rejected: &mut Vec<Rejected>,
 ) -> Option<Exposure> {
     let how = Measured::Partition {
@@ -251,57 +360,82 @@ fn partition_exposure(
         consumer_group: p.consumer_group.clone(),
         exporter: p.exporter.clone(),
     };
-    let offsets = match (last(&p.consumer_offset), last(&p.log_start_offset)) {
-        (Some(consumer), Some(start)) => Some((consumer, start)),
-        _ => None,
+    let position = position(p);
+    let offsets = position.as_ref().and_then(|(series, kind)| Some((last(series)?, last(&p.log_start_offset)?, *kind)));
+    let mut exposure = Exposure {
+        topic: topic.into(),
+        lag_s: None,
+        lag_growth: None,
+        retention_s: limits.age_s,
+        time_to_loss_s: None,
+        by: By::Lag,
+        rules: limits.rules.clone(),
+        how,
     };
     // Already below the log start: records were skipped.
-    if let Some((consumer, start)) = offsets
+    if let Some((consumer, start, kind)) = offsets
         && consumer < start
     {
-        return Some(Exposure {
-            topic: topic.into(),
-            lag_s: None,
-            lag_growth: None,
-            retention_s,
-            time_to_loss_s: Some(0.0),
-            below_log_start: true,
-            how: Measured::BelowLogStart {
-                partition: p.partition.clone(),
-                committed_offset: consumer,
-                log_start_offset: start,
-            },
-        });
+        exposure.time_to_loss_s = Some(0.0);
+        exposure.by = By::BelowLogStart;
+        exposure.how = Measured::BelowLogStart {
+            partition: p.partition.clone(),
+            position: kind,
+            committed_offset: consumer,
+            log_start_offset: start,
+        };
+        return Some(exposure);
     }
-    let (lag_s, growth) = match plausible_lag(p, retention_s, offsets, rejected) {
-        Some((lag_s, growth)) => (Some(lag_s), growth),
-        None if offsets.is_some() => (None, None),
-        None => return None,
+    let sooner = |ttl: f64, by: By, e: &mut Exposure| {
+        if ttl < e.time_to_loss_s.unwrap_or(f64::INFINITY) {
+            e.time_to_loss_s = Some(ttl);
+            e.by = by;
+        }
     };
-    let mut ttl = match lag_s {
-        // Without offsets the lag reaching the retention is the loss; with them, the
-        // offsets decide (a plausible lag is under the retention then).
-        Some(lag) if lag >= retention_s => Some(0.0),
-        Some(lag) => growth.filter(|g| *g > 0.0).map(|g| (retention_s - lag) / g),
-        None => None,
-    };
+    if let Some(retention_s) = limits.age_s {
+        let room = offsets.map(|(consumer, start, _)| (consumer, start));
+        if let Some((lag_s, growth)) = plausible_lag(p, retention_s, room, rejected) {
+            (exposure.lag_s, exposure.lag_growth) = (Some(lag_s), growth);
+            // A plausible lag at the retention is one without offsets to contradict it.
+            if lag_s >= retention_s {
+                sooner(0.0, By::LagAtRetention, &mut exposure);
+            } else if let Some(g) = growth.filter(|g| *g > 0.0) {
+                sooner((retention_s - lag_s) / g, By::Lag, &mut exposure);
+            }
+        } else if offsets.is_none() {
+            return None;
+        }
+    }
     // From offsets: the log start advancing faster than the consumer.
-    if let (Some((consumer, start)), Some(start_rate), Some(consume_rate)) =
-        (offsets, slope_per_s(&p.log_start_offset), slope_per_s(&p.consumer_offset))
+    if let (Some((consumer, start, _)), Some(start_rate), Some(consume_rate)) =
+        (offsets, slope_per_s(&p.log_start_offset), position.as_ref().and_then(|(s, _)| slope_per_s(s)))
         && start_rate > consume_rate
     {
-        let by_offsets = (consumer - start) / (start_rate - consume_rate);
-        ttl = Some(ttl.map_or(by_offsets, |t| t.min(by_offsets)));
+        sooner((consumer - start) / (start_rate - consume_rate), By::Offsets, &mut exposure);
     }
-    Some(Exposure {
-        topic: topic.into(),
-        lag_s,
-        lag_growth: growth,
-        retention_s,
-        time_to_loss_s: ttl,
-        below_log_start: false,
-        how,
-    })
+    if let Some((ttl, by)) = limits.size.and_then(|(retention_bytes, bytes)| by_size(p, retention_bytes, bytes)) {
+        sooner(ttl, by, &mut exposure);
+    }
+    Some(exposure)
+}
+
+/// The time until the lag in records exceeds what `retention.bytes` lets the partition
+/// hold: capacity = `retention_bytes` ÷ (partition bytes ÷ records in the log now); 0 when
+/// the lag already exceeds it. `None` without the log's offsets or a growing lag.
+fn by_size(p: &PartitionLag, retention_bytes: f64, partition_bytes: f64) -> Option<(f64, By)> {
+    let (start, end) = (last(&p.log_start_offset)?, last(&p.log_end_offset)?);
+    if end <= start {
+        return None;
+    }
+    let bytes_per_record = partition_bytes / (end - start);
+    let capacity_records = retention_bytes / bytes_per_record;
+    let lag_records = last(&p.lag_records)?;
+    let ttl = if lag_records >= capacity_records {
+        0.0
+    } else {
+        (capacity_records - lag_records) / slope_per_s(&p.lag_records).filter(|g| *g > 0.0)?
+    };
+    Some((ttl, By::Size { lag_records, capacity_records, retention_bytes, bytes_per_record }))
 }
 
 /// Tolerance on "a record's age grows at most one second per second": scrape jitter and
@@ -429,7 +563,7 @@ pub fn checkpoint_age_s(ctx: &Context) -> Option<f64> {
 mod tests {
     use super::*;
     use crate::diagnose::testkit::*;
-    use crate::model::snapshot::{CheckpointPoint, Snapshot};
+    use crate::model::snapshot::{CheckpointPoint, CleanupPolicy, Snapshot};
     use crate::model::verdict::{HazardKind, Severity};
 
     /// Source (red) → score → sink.
@@ -503,15 +637,20 @@ mod tests {
     }
 
     #[test]
-    fn lag_at_or_over_retention_is_already_losing_data() {
-        // 7300 s ≥ 7200 s.
+    fn a_lag_in_time_at_the_retention_without_offsets_is_a_risk_not_a_loss() {
+        // 7180 + 0.5 × 240 = 7300 s ≥ 7200 s, but a lag in time is an estimate and no
+        // offsets say whether the consumer is still in the log: at risk now, critical, with
+        // no time to loss (0 would read "already losing").
         let p = PartitionLag { lag_seconds: line(-240, 0, 60, 7180.0, 0.5), ..partition("payments", "3") };
         let snap = job().partition(aging_lag()).partition(p).retention("payments", Some(7200)).build();
         let (h, _) = hazards(&snap);
         // The worst partition (3) stands for the topic: one hazard.
         assert_eq!(h.len(), 1, "{h:?}");
-        assert_eq!((h[0].severity, h[0].time_to_loss_seconds), (Severity::Critical, Some(0)));
-        assert!(h[0].detail.to_string().starts_with("Already losing data on payments"), "{}", h[0].detail);
+        assert_eq!((h[0].severity, h[0].time_to_loss_seconds), (Severity::Critical, None));
+        let words = h[0].detail.to_string();
+        assert!(words.starts_with("At risk of losing data on payments: the lag, estimated at 2.0 h"), "{words}");
+        assert!(words.contains("cleanup.policy unknown, Kafka's default delete assumed"), "{words}");
+        assert!(!words.contains("Already losing"), "{words}");
     }
 
     #[test]
@@ -711,6 +850,166 @@ mod tests {
     fn a_recovery_point_younger_than_the_room_left_in_the_log_is_no_hazard() {
         // 3000 s ≤ 3600 s.
         assert!(hazards(&steady_lag_with_checkpoint_age(3000)).0.is_empty());
+    }
+
+    /// A topic's settings as KMinion would label them (`from: "kminion"`).
+    fn topic(
+        policy: Option<CleanupPolicy>,
+        retention_s: Option<i64>,
+        retention_bytes: Option<i64>,
+        partition_bytes: Option<f64>,
+    ) -> TopicRetention {
+        TopicRetention {
+            cleanup_policy: policy,
+            cleanup_policy_from: policy.map(|_| "kminion".into()),
+            retention_bytes,
+            partition_bytes,
+            ..TopicRetention::by_time("payments", retention_s.map(|s| s * 1000), "kminion")
+        }
+    }
+
+    /// A lag of 3480 + 0.5 × 240 = 3600 s (as [`aging_lag`]) on a 3000 s retention: past it
+    /// by the estimate, with no offsets.
+    fn past_retention(policy: Option<CleanupPolicy>) -> Snapshot {
+        job().partition(aging_lag()).topic_retention(topic(policy, Some(3000), None, None)).build()
+    }
+
+    #[test]
+    fn a_compacted_topic_loses_nothing_by_age_whatever_its_retention_ms() {
+        let snap = past_retention(Some(CleanupPolicy::Compact));
+        let (h, missing) = hazards(&snap);
+        assert!(h.is_empty(), "{h:?}");
+        assert!(missing.is_empty(), "{missing:?}");
+        assert_eq!(
+            notes(&snap),
+            [
+                "payments is compacted (cleanup.policy=compact from kminion, retention from kminion): records go by key, never by age or size, so a lag of about 60 min against its retention.ms of 50 min loses nothing; only a consumer position below the log start would lose data."
+            ]
+        );
+    }
+
+    #[test]
+    fn compact_delete_and_delete_lose_records_by_age_and_the_hazard_names_the_policy() {
+        for policy in [CleanupPolicy::CompactDelete, CleanupPolicy::Delete] {
+            let (h, _) = hazards(&past_retention(Some(policy)));
+            assert_eq!(h.len(), 1, "{policy:?}: {h:?}");
+            // An estimate at the retention: at risk now, never "already losing".
+            assert_eq!((h[0].severity, h[0].time_to_loss_seconds), (Severity::Critical, None));
+            let words = h[0].detail.to_string();
+            assert!(words.contains(&format!("cleanup.policy={} from kminion", policy.as_str())), "{words}");
+            assert!(words.starts_with("At risk of losing data on payments"), "{words}");
+        }
+    }
+
+    #[test]
+    fn an_unlimited_retention_ms_loses_nothing_by_age_but_the_log_start_still_counts() {
+        // retention.ms = -1 on a deleting topic: no age limit. The committed offset (1000)
+        // is below the log start (4000, moved by retention.bytes or DeleteRecords): lost.
+        let p = PartitionLag {
+            consumer_offset: line(-60, 0, 30, 1000.0, 0.0),
+            log_start_offset: line(-60, 0, 30, 4000.0, 0.0),
+            ..aging_lag()
+        };
+        let snap = job().partition(p).topic_retention(topic(Some(CleanupPolicy::Delete), None, None, None)).build();
+        let (h, _) = hazards(&snap);
+        assert_eq!(h.len(), 1, "{h:?}");
+        assert_eq!((h[0].severity, h[0].time_to_loss_seconds), (Severity::Critical, Some(0)));
+        assert!(
+            h[0].detail.to_string().contains("(partition 0: committed offset 1000 < log start 4000)"),
+            "{}",
+            h[0].detail
+        );
+        // Without the offsets: nothing goes by age, no hazard.
+        let snap = job().partition(aging_lag()).topic_retention(topic(Some(CleanupPolicy::Delete), None, None, None));
+        assert!(hazards(&snap.build()).0.is_empty());
+    }
+
+    /// A partition of 1 000 000 records (log start 0 → end 1 000 000, produced at 100/s)
+    /// whose lag is 400 000 records growing 50/s.
+    fn sized_partition() -> PartitionLag {
+        PartitionLag {
+            log_start_offset: line(-240, 0, 60, 0.0, 0.0),
+            log_end_offset: line(-240, 0, 60, 1_000_000.0 - 240.0 * 100.0, 100.0),
+            lag_records: line(-240, 0, 60, 400_000.0 - 240.0 * 50.0, 50.0),
+            ..partition("payments", "0")
+        }
+    }
+
+    #[test]
+    fn retention_bytes_against_the_partitions_size_gives_an_at_risk_time() {
+        // 1 GB over 1 000 000 records = 1000 bytes per record; retention.bytes 500 MB holds
+        // 500 000 records: (500 000 − 400 000) / 50 per s = 2000 s ≈ 33 min → critical. The
+        // position (1 000 000 − 400 000) is above the log start, and the age (400 000 / 100
+        // = 4000 s) is far from the 7 d retention.ms.
+        let r = topic(Some(CleanupPolicy::Delete), Some(7 * 86_400), Some(500_000_000), Some(1e9));
+        let (h, _) = hazards(&job().partition(sized_partition()).topic_retention(r).build());
+        assert_eq!(h.len(), 1, "{h:?}");
+        assert_eq!((h[0].severity, h[0].time_to_loss_seconds), (Severity::Critical, Some(2000)));
+        assert!(
+            matches!(&h[0].detail, Fact::Retention(RetentionFact::FallsOutBySize { capacity_records, bytes_per_record, .. })
+                if (capacity_records - 500_000.0).abs() < 1e-6 && (bytes_per_record - 1000.0).abs() < 1e-9),
+            "{:?}",
+            h[0].detail
+        );
+        let words = h[0].detail.to_string();
+        assert!(words.starts_with("payments is at risk of falling out of retention in 33 min"), "{words}");
+    }
+
+    #[test]
+    fn retention_bytes_does_not_apply_to_a_compacted_topic_nor_without_the_partitions_size() {
+        let compacted = topic(Some(CleanupPolicy::Compact), Some(7 * 86_400), Some(500_000_000), Some(1e9));
+        assert!(hazards(&job().partition(sized_partition()).topic_retention(compacted).build()).0.is_empty());
+        let no_size = topic(Some(CleanupPolicy::Delete), Some(7 * 86_400), Some(500_000_000), None);
+        assert!(hazards(&job().partition(sized_partition()).topic_retention(no_size).build()).0.is_empty());
+    }
+
+    #[test]
+    fn the_hazard_says_the_retention_was_the_broker_default() {
+        let r = TopicRetention::by_time("payments", Some(5_000_000), "broker default");
+        let (h, _) = hazards(&job().partition(aging_lag()).topic_retention(r).build());
+        // (5000 − 3600) / 0.5 = 2800 s: an estimate, at risk in 47 min.
+        assert_eq!(h[0].time_to_loss_seconds, Some(2800));
+        assert!(h[0].detail.to_string().contains("retention from broker default"), "{}", h[0].detail);
+    }
+
+    /// KMinion's view of partition 0: no committed offset, only the lag in records and the
+    /// high / low water marks; produce 100 records/s.
+    fn kminion_partition(log_start: f64) -> PartitionLag {
+        PartitionLag {
+            lag_records: line(-240, 0, 60, 900_000.0, 0.0),
+            log_end_offset: line(-240, 0, 60, 1_000_000.0 - 240.0 * 100.0, 100.0),
+            log_start_offset: line(-240, 0, 60, log_start, 0.0),
+            ..partition("payments", "0")
+        }
+    }
+
+    #[test]
+    fn without_a_committed_offset_the_position_is_the_high_water_mark_less_the_lag() {
+        // Position 1 000 000 − 900 000 = 100 000 < log start 200 000: evidence of loss,
+        // said as a position, not a committed offset.
+        let snap = job().partition(kminion_partition(200_000.0)).topic_retention(topic(None, Some(3600), None, None));
+        let (h, _) = hazards(&snap.build());
+        assert_eq!((h[0].severity, h[0].time_to_loss_seconds), (Severity::Critical, Some(0)));
+        let words = h[0].detail.to_string();
+        assert!(words.starts_with("Already losing data on payments: the consumer's position is below the log start offset (partition 0: position (log end − lag) 100000 < log start 200000)"), "{words}");
+    }
+
+    #[test]
+    fn a_known_log_start_below_the_position_wins_over_a_lag_age_past_the_retention() {
+        // Position 100 000 ≥ log start 50 000, which stands still. The age by records
+        // (900 000 / 100 = 9000 s) is past the 3600 s retention: the estimate is set aside.
+        let snap = job().partition(kminion_partition(50_000.0)).topic_retention(topic(None, Some(3600), None, None));
+        let snap = snap.build();
+        assert!(hazards(&snap).0.is_empty(), "{:?}", hazards(&snap));
+        assert!(notes(&snap)[0].starts_with("kminion reports a lag (records behind ÷ produce rate) of up to 2.5 h"));
+    }
+
+    #[test]
+    fn a_position_below_the_log_start_is_a_loss_even_when_the_retention_is_unknown() {
+        let snap = job().partition(kminion_partition(200_000.0)).build();
+        let (h, missing) = hazards(&snap);
+        assert_eq!(h[0].time_to_loss_seconds, Some(0));
+        assert_eq!(missing, ["retention.ms of topic payments ([kafka.retention] or KMinion topic info)"]);
     }
 
     #[test]

@@ -67,8 +67,10 @@ pub fn run(ctx: &Context, culprit: &VertexSignals) -> StepReport {
             r.cause.push(uniform_cause(culprit, throughput, per_record_ms));
             r.fix.push(SinkFact::FixTheSystem { vertex: culprit.name.clone(), per_record_ms });
             r.fix.push(SinkFact::BiggerBatches);
-            if let Some(needed) =
-                headroom::parallelism_needed(ctx, culprit).filter(|n| n.parallelism > culprit.parallelism_now())
+            // Without demand (no source lag) the number would rest on the throughput the sink
+            // allows, a job running flat out: no number then (README "A job running flat out").
+            if let Some(needed) = headroom::parallelism_needed(ctx, culprit)
+                .filter(|n| n.parallelism > culprit.parallelism_now() && headroom::demand_known(ctx))
             {
                 let parallelism = needed.sentence(
                     &culprit.name,
@@ -191,7 +193,8 @@ mod tests {
         let SinkFact::FixTheSystem { per_record_ms, .. } = sink(&r.fix[0]) else { panic!("{:?}", r.fix) };
         assert_close(per_record_ms.unwrap(), 3.0, 1e-9);
         assert_eq!(*sink(&r.fix[1]), SinkFact::BiggerBatches);
-        assert!(matches!(sink(&r.fix[2]), SinkFact::MoreConnections { .. }), "{:?}", r.fix);
+        // No source lag: the demand is unknown, so no number of connections is advised.
+        assert_eq!(r.fix.len(), 2, "{:?}", r.fix);
         let SinkFact::SlowSystemSummary { records_per_s, .. } = sink(r.summary.as_ref().unwrap()) else {
             panic!("{:?}", r.summary)
         };
@@ -199,11 +202,26 @@ mod tests {
         assert!(r.cause[0].to_string().contains("Both subtasks of the sink are busy (85%–95%)"), "{:?}", r.cause);
         assert!(r.cause[0].to_string().contains("3.00 ms per record per writer"), "{:?}", r.cause);
         assert!(r.fix[0].to_string().contains("3.00 ms"), "{:?}", r.fix);
-        // Capacity = 300/0.95 + 300/0.85 = 315.79 + 352.94 = 668.73 records/s; offered =
-        // observed 600 (no source lag). ceil(2 × 600 / (668.73 × 0.7)) = ceil(2.564) = 3.
-        assert!(r.fix.iter().any(|f| f.to_string().contains("parallelism 2 to 3")), "{:?}", r.fix);
         // Uniform: no particular subtask.
         assert_eq!(r.subtasks, None);
+    }
+
+    #[test]
+    fn with_the_demand_known_a_slow_sink_gets_the_connections_it_would_need() {
+        // As above, with pendingRecords steady at 0 (the source keeps up): offered = observed
+        // 600, known. Capacity = 300/0.95 + 300/0.85 = 315.79 + 352.94 = 668.73 records/s;
+        // ceil(2 × 600 / (668.73 × 0.7)) = ceil(2.564) = 3.
+        let snap = job(2, "REBALANCE")
+            .subtask("sink", 0, 0.95, 0.0, 0.05, 300.0)
+            .subtask("sink", 1, 0.85, 0.0, 0.15, 300.0)
+            .records_out("src", 0, 300.0)
+            .records_out("src", 1, 300.0)
+            .pending_records("src", 0, line(-240, 0, 60, 0.0, 0.0))
+            .pending_records("src", 1, line(-240, 0, 60, 0.0, 0.0))
+            .build();
+        let r = on_vertex(&snap, "sink", run);
+        assert!(matches!(sink(&r.fix[2]), SinkFact::MoreConnections { .. }), "{:?}", r.fix);
+        assert!(r.fix[2].to_string().contains("parallelism 2 to 3"), "{:?}", r.fix);
     }
 
     #[test]

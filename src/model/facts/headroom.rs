@@ -20,6 +20,9 @@ pub enum Raise {
     CannotHelp,
     /// No records rates: no number.
     Unknown,
+    /// No demand (lag, pendingRecords, an offered rate): the throughput is the job's
+    /// maximum, the culprit is what limits it, and no number would mean anything.
+    DemandUnknown { throughput_records_per_s: Option<f64> },
 }
 
 /// Little's law on an async operator: throughput = in-flight capacity × parallelism ÷ latency.
@@ -59,6 +62,11 @@ pub enum HeadroomFact {
     RaiseWithoutRates { vertex: String, parallelism: u32, target_utilisation_ratio: f64 },
     /// Or make it cheaper: busy time per record now, ms.
     CheaperPerRecord { vertex: String, busy_ms_per_record: f64 },
+    /// Fix without demand: the job runs flat out, `vertex` limits it; more parallelism only
+    /// moves the saturation point, so raise it only if the job must go faster.
+    FlatOut { vertex: String, parallelism: u32, throughput_records_per_s: Option<f64> },
+    /// Missing input: the demand on the job (source lag, `pendingRecords`, an offered rate).
+    DemandUnknown,
     /// Graph-free: whether the vertex is a sink is unknown; check the system behind it first.
     MaybeASink { vertex: String },
     /// Summary: the culprit runs at its capacity, and what its parallelism can do.

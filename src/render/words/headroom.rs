@@ -2,7 +2,7 @@
 
 use std::fmt::{self, Formatter};
 
-use super::numbers::{num, pct};
+use super::numbers::{approx, num, pct, per_record};
 use crate::model::facts::headroom::{AsyncFact, Busy, HeadroomFact, LittlesLaw, Raise};
 use crate::model::verdict::round_sig;
 
@@ -66,8 +66,10 @@ pub(super) fn word(fact: &HeadroomFact, f: &mut Formatter<'_>) -> fmt::Result {
         ),
         HeadroomFact::CheaperPerRecord { vertex, busy_ms_per_record } => write!(
             f,
-            "Or make {vertex} cheaper per record: it spends {busy_ms_per_record:.2} ms of busy time per record now."
+            "Or make {vertex} cheaper per record: it spends {} of busy time per record now.",
+            per_record(*busy_ms_per_record)
         ),
+        HeadroomFact::FlatOut { .. } | HeadroomFact::DemandUnknown => demand_words(fact, f),
         HeadroomFact::MaybeASink { vertex } => write!(
             f,
             "Without the job graph it is unknown whether {vertex} is a sink: if it writes to an external system, check that system's latency and the sink's batching first (the sink step's checks), since more parallelism adds load to a system that is already slow."
@@ -80,6 +82,12 @@ pub(super) fn word(fact: &HeadroomFact, f: &mut Formatter<'_>) -> fmt::Result {
                 }
                 Raise::CannotHelp => f.write_str(", and more parallelism cannot help (see the fix)."),
                 Raise::Unknown => f.write_str("."),
+                Raise::DemandUnknown { throughput_records_per_s } => {
+                    if let Some(rate) = throughput_records_per_s {
+                        write!(f, " ({} records/s)", approx(*rate))?;
+                    }
+                    f.write_str(" and limits the job, which runs flat out; the demand is unknown, so more parallelism would only move the saturation point.")
+                }
             }
         }
         HeadroomFact::NoBackpressureYet { vertex, utilisation_ratio } => write!(
@@ -167,6 +175,23 @@ fn async_io(fact: &AsyncFact, f: &mut Formatter<'_>) -> fmt::Result {
     }
 }
 
+/// Words of a job without demand: what limits it, and the demand as a missing input.
+fn demand_words(fact: &HeadroomFact, f: &mut Formatter<'_>) -> fmt::Result {
+    match fact {
+        HeadroomFact::FlatOut { vertex, parallelism, throughput_records_per_s } => {
+            write!(f, "The job runs as fast as {vertex} lets it")?;
+            if let Some(rate) = throughput_records_per_s {
+                write!(f, " (~{} records/s at parallelism {parallelism})", approx(*rate))?;
+            }
+            f.write_str(": without a source lag (pendingRecords, or a Kafka exporter's consumer-group lag) the demand is unknown, and a source without a rate limit reads as fast as the slowest vertex allows, so this rate is the job's maximum, not what it is offered. More parallelism only moves the saturation point to the next vertex: raise it only if the job must go faster than this; if the job is meant to keep up with an input, export its lag so the parallelism it needs can be computed.")
+        }
+        HeadroomFact::DemandUnknown => f.write_str(
+            "the demand on the job: a source lag (pendingRecords, or a Kafka exporter's consumer-group lag) or an offered rate; without it the throughput is the job's maximum, not what it is offered",
+        ),
+        _ => Ok(()),
+    }
+}
+
 /// ` It completes 400 requests/s over 2 subtasks, …`: the latency Little's law gives.
 fn littles_law(law: &LittlesLaw, f: &mut Formatter<'_>) -> fmt::Result {
     match *law {
@@ -174,11 +199,11 @@ fn littles_law(law: &LittlesLaw, f: &mut Formatter<'_>) -> fmt::Result {
             let p = subtasks as f64;
             write!(
                 f,
-                " It completes {} requests/s with {p} subtasks × {c} in-flight slots, so each request takes about {p} × {c} / {} = {:.2} s: the ceiling is {p} × {c} / {:.2} s = {} requests/s until the latency falls or the capacity grows.",
+                " It completes {} requests/s with {p} subtasks × {c} in-flight slots, so each request takes about {p} × {c} / {} = {}: the ceiling is {p} × {c} / {} = {} requests/s until the latency falls or the capacity grows.",
                 num(rate),
                 num(rate),
-                p * c as f64 / rate,
-                p * c as f64 / rate,
+                per_record(p * c as f64 / rate * 1000.0),
+                per_record(p * c as f64 / rate * 1000.0),
                 num(rate)
             )
         }
@@ -186,10 +211,10 @@ fn littles_law(law: &LittlesLaw, f: &mut Formatter<'_>) -> fmt::Result {
             let p = subtasks as f64;
             write!(
                 f,
-                " It completes {} requests/s over {p} subtasks, {} per subtask per second = capacity ÷ latency: with a capacity of 100 in-flight requests that is {:.2} s per request.",
+                " It completes {} requests/s over {p} subtasks, {} per subtask per second = capacity ÷ latency: with a capacity of 100 in-flight requests that is {} per request.",
                 num(rate),
                 num(rate / p),
-                100.0 * p / rate
+                per_record(100.0 * p / rate * 1000.0)
             )
         }
     }
@@ -265,7 +290,7 @@ mod tests {
                 cpu_load_ratio: 0.2,
                 law: Some(LittlesLaw::Capacity { requests_per_s: 400.0, subtasks: 2, capacity: 120 }),
             }),
-            "enrich is 95% busy but its TaskManagers use only 20% CPU: the task thread waits for a free slot in the async operator's in-flight queue (Flink counts that wait as busy time). Throughput is bounded by queue capacity × parallelism ÷ request latency (Little's law). It completes 400 requests/s with 2 subtasks × 120 in-flight slots, so each request takes about 2 × 120 / 400 = 0.60 s: the ceiling is 2 × 120 / 0.60 s = 400 requests/s until the latency falls or the capacity grows."
+            "enrich is 95% busy but its TaskManagers use only 20% CPU: the task thread waits for a free slot in the async operator's in-flight queue (Flink counts that wait as busy time). Throughput is bounded by queue capacity × parallelism ÷ request latency (Little's law). It completes 400 requests/s with 2 subtasks × 120 in-flight slots, so each request takes about 2 × 120 / 400 = 600 ms: the ceiling is 2 × 120 / 600 ms = 400 requests/s until the latency falls or the capacity grows."
         );
         // Twice 120 slots, twice 400 requests/s.
         assert_eq!(

@@ -113,10 +113,17 @@ fn summary(s: &Summary) -> String {
 
 fn hazard_lead(h: &HazardFacts) -> String {
     let on = h.topic.as_ref().map(|t| format!(" on {t}")).unwrap_or_default();
+    let estimate = matches!(&h.detail, Fact::Retention(r) if r.is_estimate());
     match (h.kind, h.time_to_loss_seconds) {
         (HazardKind::CheckpointsStalled, _) => {
             format!("DATA LOSS RISK{on}: a restart now would resume from offsets already out of retention")
         }
+        // An estimate (a lag in time or size) is a risk, never a loss: "DATA LOSS" needs
+        // the position below the log start, or offsets heading there.
+        _ if estimate => match h.time_to_loss_seconds {
+            Some(s) => format!("DATA LOSS RISK in {}{on}", numbers::human_secs(s as f64)),
+            None => format!("DATA LOSS RISK{on}: the lag has reached the retention by the estimate"),
+        },
         (_, Some(0)) => format!("DATA LOSS: already losing data{on}"),
         (_, Some(s)) => format!("DATA LOSS in {}{on}", numbers::human_secs(s as f64)),
         (_, None) => format!("DATA LOSS RISK{on}"),

@@ -70,6 +70,31 @@ pub fn human_secs(s: f64) -> String {
     })
 }
 
+/// A short time given in ms — per record, per request — to three significant digits in
+/// the unit that keeps it readable: `1.52 ms`, `250 ms`, `2.50 µs`, `40.0 ns`; `0 ms` only
+/// for zero. A per-record time is often far below a millisecond (a job at 1 M records/s per
+/// subtask spends 1 µs on each): never rounded to `0.00 ms`.
+pub fn per_record(ms: f64) -> String {
+    let a = ms.abs();
+    let (v, unit) = if a == 0.0 || !a.is_finite() {
+        return no_negative_zero(format!("{ms:.0} ms"));
+    } else if a >= 1000.0 {
+        return human_secs(ms / 1000.0);
+    } else if a >= 1.0 {
+        (ms, "ms")
+    } else if a >= 1e-3 {
+        (ms * 1e3, "µs")
+    } else {
+        (ms * 1e6, "ns")
+    };
+    let decimals = match v.abs() {
+        x if x >= 100.0 => 0,
+        x if x >= 10.0 => 1,
+        _ => 2,
+    };
+    no_negative_zero(format!("{v:.decimals$} {unit}"))
+}
+
 /// Bytes, readable: `3.5 MB`.
 pub fn human_bytes(b: f64) -> String {
     const UNITS: [&str; 5] = ["B", "KB", "MB", "GB", "TB"];
@@ -99,6 +124,32 @@ mod tests {
         assert_eq!(human_bytes(3_500_000.0), "3.5 MB");
         assert_eq!(round_sig(0.123456), 0.1235);
         assert_eq!(round_sig(1660.033), 1660.0);
+    }
+
+    #[test]
+    fn a_per_record_time_keeps_three_significant_digits_in_a_readable_unit() {
+        // 0.97 busy × 1000 ms × 2 subtasks / 1 000 000 records/s = 0.00194 ms = 1.94 µs,
+        // which `{:.2} ms` wrote as "0.00 ms".
+        assert_eq!(per_record(0.97 * 1000.0 * 2.0 / 1_000_000.0), "1.94 µs");
+        assert_eq!(per_record(1.52), "1.52 ms");
+        assert_eq!(per_record(0.25), "250 µs");
+        assert_eq!(per_record(0.0125), "12.5 µs");
+        // 1 / 25 000 ms = 0.00004 ms = 40 ns.
+        assert_eq!(per_record(1.0 / 25_000.0), "40.0 ns");
+        assert_eq!(per_record(250.0), "250 ms");
+        assert_eq!(per_record(4500.0), "4 s");
+        // Zero only for zero; no minus on it.
+        assert_eq!((per_record(0.0), per_record(-0.0)), ("0 ms".into(), "0 ms".into()));
+    }
+
+    #[test]
+    fn no_small_positive_per_record_time_reads_as_zero() {
+        // Every decade from 1 s down to 1 ns per record keeps a non-zero digit.
+        for exp in -6..=3 {
+            let ms = 1.7 * 10f64.powi(exp);
+            let words = per_record(ms);
+            assert!(words.chars().any(|c| c.is_ascii_digit() && c != '0'), "{ms} ms → {words}");
+        }
     }
 
     #[test]

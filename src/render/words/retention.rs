@@ -2,8 +2,8 @@
 
 use std::fmt::{self, Formatter};
 
-use super::numbers::{human_secs, num};
-use crate::model::facts::retention::{LagEstimate, Measured, RetentionFact};
+use super::numbers::{human_bytes, human_secs, num};
+use crate::model::facts::retention::{LagEstimate, Measured, Position, RetentionFact, Rules};
 
 const SILENT_RESET: &str = "A Kafka source that falls off the log resets silently to the earliest retained offset.";
 const SILENT_LOSS: &str = "The loss would be silent: the source resets to the earliest retained offset.";
@@ -19,24 +19,63 @@ pub(super) fn word(fact: &RetentionFact, f: &mut Formatter<'_>) -> fmt::Result {
         ),
         RetentionFact::LosingBelowLogStart { topic, measured } => write!(
             f,
-            "Already losing data on {topic}: the consumer's committed offset is below the log start ({}). {SILENT_RESET}",
+            "Already losing data on {topic}: the consumer's position is below the log start offset ({}). {SILENT_RESET}",
             Words(measured)
         ),
-        RetentionFact::LosingLagAtRetention { topic, lag_s, retention_s } => write!(
+        RetentionFact::AtRiskLagAtRetention { topic, lag_s, retention_s, rules, measured } => write!(
             f,
-            "Already losing data on {topic}: the lag ({}) has reached the retention ({}). {SILENT_RESET}",
+            "At risk of losing data on {topic}: the lag, estimated at {} from the produce rate ({}), has reached the retention ({}, {}). No committed offset and log start offset say whether the consumer is still in the log. {SILENT_LOSS}",
             human_secs(*lag_s),
-            human_secs(*retention_s)
-        ),
-        RetentionFact::FallsOutByLag { topic, time_to_loss_s, lag_s, lag_growth, retention_s, measured } => write!(
-            f,
-            "{topic} falls out of retention in {}: the oldest unconsumed record is {} old and ages {} s per s against a retention of {} ({}). {SILENT_LOSS}",
-            human_secs(*time_to_loss_s),
-            human_secs(*lag_s),
-            lag_growth.map(|g| format!("{g:.2}")).unwrap_or_else(|| "an unknown number of".into()),
+            Words(measured),
             human_secs(*retention_s),
+            RulesWords(rules)
+        ),
+        RetentionFact::FallsOutByLag { topic, time_to_loss_s, lag_s, lag_growth, retention_s, rules, measured } => {
+            write!(
+                f,
+                "{topic} is at risk of falling out of retention in {}: the oldest unconsumed record is an estimated {} old and ages {} s per s against a retention of {} ({}; {}). {SILENT_LOSS}",
+                human_secs(*time_to_loss_s),
+                human_secs(*lag_s),
+                lag_growth.map(|g| format!("{g:.2}")).unwrap_or_else(|| "an unknown number of".into()),
+                human_secs(*retention_s),
+                RulesWords(rules),
+                Words(measured)
+            )
+        }
+        RetentionFact::FallsOutBySize {
+            topic,
+            time_to_loss_s,
+            lag_records,
+            capacity_records,
+            retention_bytes,
+            bytes_per_record,
+            rules,
+            measured,
+        } => write!(
+            f,
+            "{topic} is at risk of falling out of retention in {}: the lag ({} records) grows towards the {} records that retention.bytes ({} per partition) holds at {} per record ({}; {}). {SILENT_LOSS}",
+            human_secs(time_to_loss_s.max(0.0)),
+            num(*lag_records),
+            num(*capacity_records),
+            human_bytes(*retention_bytes),
+            human_bytes(*bytes_per_record),
+            RulesWords(rules),
             Words(measured)
         ),
+        RetentionFact::Compacted { topic, rules, retention_s, lag_s } => {
+            write!(f, "{topic} is compacted ({}): records go by key, never by age or size", RulesWords(rules))?;
+            match (retention_s, lag_s) {
+                (Some(r), Some(l)) => write!(
+                    f,
+                    ", so a lag of about {} against its retention.ms of {} loses nothing",
+                    human_secs(*l),
+                    human_secs(*r)
+                )?,
+                (Some(r), None) => write!(f, ", so its retention.ms of {} does not apply", human_secs(*r))?,
+                _ => {}
+            }
+            write!(f, "; only a consumer position below the log start would lose data.")
+        }
         RetentionFact::FallsOutByOffsets { topic, time_to_loss_s, measured } => write!(
             f,
             "{topic} falls out of retention in {}: the log start advances faster than the consumer ({}). {SILENT_LOSS}",
@@ -93,9 +132,13 @@ impl fmt::Display for Words<'_> {
             Measured::Partition { partition, consumer_group, exporter } => {
                 write!(f, "partition {partition} of consumer group {consumer_group} ({exporter})")
             }
-            Measured::BelowLogStart { partition, committed_offset, log_start_offset } => write!(
+            Measured::BelowLogStart { partition, position, committed_offset, log_start_offset } => write!(
                 f,
-                "partition {partition}: committed offset {} < log start {}",
+                "partition {partition}: {} {} < log start {}",
+                match position {
+                    Position::Committed => "committed offset",
+                    Position::LogEndLessLag => "position (log end − lag)",
+                },
                 num(*committed_offset),
                 num(*log_start_offset)
             ),
@@ -113,4 +156,22 @@ fn estimate_words(e: LagEstimate) -> &'static str {
 /// `orders (partition 3)`, `orders (partitions 0, 2)`.
 fn on(topic: &str, partitions: &[String]) -> String {
     format!("{topic} (partition{} {})", if partitions.len() > 1 { "s" } else { "" }, partitions.join(", "))
+}
+
+/// `cleanup.policy=delete from kminion, retention.ms from config`.
+struct RulesWords<'a>(&'a Rules);
+
+impl fmt::Display for RulesWords<'_> {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        let r = self.0;
+        match (r.policy, r.policy_from.as_deref()) {
+            (Some(p), Some(from)) => write!(f, "cleanup.policy={} from {from}", p.as_str())?,
+            (Some(p), None) => write!(f, "cleanup.policy={}", p.as_str())?,
+            (None, _) => write!(f, "cleanup.policy unknown, Kafka's default delete assumed")?,
+        }
+        if !r.retention_from.is_empty() {
+            write!(f, ", retention from {}", r.retention_from)?;
+        }
+        Ok(())
+    }
 }

@@ -2,7 +2,7 @@
 
 use std::fmt::{self, Formatter};
 
-use super::numbers::{human_secs, num, pct, pct_or_unknown};
+use super::numbers::{human_secs, num, pct, pct_or_unknown, per_record};
 use crate::model::facts::sink::SinkFact;
 
 pub(super) fn word(fact: &SinkFact, f: &mut Formatter<'_>) -> fmt::Result {
@@ -59,7 +59,7 @@ pub(super) fn word(fact: &SinkFact, f: &mut Formatter<'_>) -> fmt::Result {
             write!(f, " of the sink are busy ({busy_range}): ")?;
             accepts(*accepts_records_per_s, f)?;
             if let Some(ms) = per_record_ms {
-                write!(f, " ({ms:.2} ms per record per writer)")?;
+                write!(f, " ({} per record per writer)", per_record(*ms))?;
             }
             f.write_str(".")
         }
@@ -71,7 +71,7 @@ pub(super) fn word(fact: &SinkFact, f: &mut Formatter<'_>) -> fmt::Result {
         SinkFact::FixTheSystem { vertex, per_record_ms } => write!(
             f,
             "Fix the system behind {vertex}: it takes {} per record. Look at its write latency, locks, throttling, indexing and partitions (database, search cluster, HTTP service or broker).",
-            per_record_ms.map(|ms| format!("{ms:.2} ms")).unwrap_or_else(|| "too long".into())
+            per_record_ms.map(per_record).unwrap_or_else(|| "too long".into())
         ),
         SinkFact::BiggerBatches => f.write_str(
             "Write in bigger batches: raise the sink's batch size and flush interval (JDBC sink.buffer-flush.max-rows / sink.buffer-flush.interval, Elasticsearch sink.bulk-flush.max-actions, Kafka properties.linger.ms and properties.batch.size).",

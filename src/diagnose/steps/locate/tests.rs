@@ -529,9 +529,9 @@ fn an_async_wait_chained_with_the_source_on_idle_cpus_is_async_io_not_source() {
     let v = verdict(&snap);
     assert_eq!((v.status, v.finding), (Status::CulpritFound, Finding::AsyncIo));
     // 300 requests/s over 2 subtasks = 150 per subtask per second = capacity ÷ latency:
-    // with a capacity of 100, 100 × 2 / 300 = 0.67 s per request.
+    // with a capacity of 100, 100 × 2 / 300 = 0.667 s = 667 ms per request.
     assert!(v.cause.contains("150 per subtask per second"), "{}", v.cause);
-    assert!(v.cause.contains("0.67 s per request"), "{}", v.cause);
+    assert!(v.cause.contains("667 ms per request"), "{}", v.cause);
     assert!(v.not_the_fix.iter().any(|n| n.starts_with("More source parallelism")), "{:?}", v.not_the_fix);
 }
 
