@@ -17,7 +17,7 @@ use crate::model::catalog::{MetricCatalog, labels as l};
 use crate::model::graph::{JobGraph, sanitize_label_value};
 use crate::model::request::DiagnosisRequest;
 use crate::model::snapshot::{
-    BackpressureMeasure, CheckpointConfig, JobIdentity, Leaves, Missing, MissingWhy, Snapshot,
+    BackpressureMeasure, CheckpointConfig, JobIdentity, Leaves, Missing, MissingWhy, RunChange, Snapshot,
 };
 
 mod assemble;
@@ -31,7 +31,10 @@ mod window;
 
 pub use error::{CollectError, QUOTED_JOBS, closest};
 pub use lookup::JobLookup;
-pub use runs::{JobRun, STALE_AFTER_MS, STORE_LAG_NOTE_MS, STORE_NEWEST, UP, job_runs, newest_query, resolve_job};
+pub use runs::{
+    JobRun, Resolved, STALE_AFTER_MS, STORE_LAG_NOTE_MS, STORE_NEWEST, UP, job_runs, newest_query, resolve_job,
+    successor,
+};
 pub use source::{MetricSource, QueryError, TooLarge};
 pub use window::episode_start;
 
@@ -97,7 +100,7 @@ async fn collect_from<S: MetricSource>(source: &S, input: CollectInput<'_>) -> R
     let at = input.request.at_ms.or_else(|| source.latest_ms()).ok_or(CollectError::NoData)?;
 
     // Round 1: which job.
-    let Which { run, mut notes, at, distinguishing } = which_job(source, &input, at).await?;
+    let Which { run, mut notes, at, distinguishing, replaced } = which_job(source, &input, at).await?;
 
     // Round 2: which series (the run's deployment, the hygiene its task series need), then
     // which window.
@@ -136,7 +139,11 @@ async fn collect_from<S: MetricSource>(source: &S, input: CollectInput<'_>) -> R
     answers.ask(source, round3).await;
     answers.note_missing_task_metrics(scope.cat, measure);
     let vertex_aggregates = assemble_aggregates(&|name| answers.get(name), scope.backpressure_scale());
-    let (graph, plan_mismatch) = check_plan(input.graph, &run, &vertex_aggregates, &mut notes);
+    let replaced_id = match &replaced {
+        Some(RunChange::Replaced { old_id, .. }) => Some(old_id.as_str()),
+        _ => None,
+    };
+    let (graph, plan_mismatch) = check_plan(input.graph, &run, replaced_id, &vertex_aggregates, &mut notes);
     let vertex_name = |id: &str, label: &str| {
         graph.as_ref().and_then(|g| g.vertex(id)).map(|v| v.name.clone()).unwrap_or_else(|| label.to_string())
     };
@@ -205,6 +212,7 @@ async fn collect_from<S: MetricSource>(source: &S, input: CollectInput<'_>) -> R
         missing,
         left_out: Vec::new(),
         notes,
+        changes: replaced.into_iter().collect(),
     })
 }
 
@@ -429,7 +437,7 @@ mod tests {
             d.step.as_ms(),
         ));
         assert_eq!(count(), 2);
-        assert_eq!(lookup.resolve(Some("done"), None).unwrap().0.id, alone.job.id);
+        assert_eq!(lookup.resolve(Some("done"), None).unwrap().run.id, alone.job.id);
         let after = crate::collect::block_on(collect_after(&source, input(), Some(lookup))).unwrap();
         assert_eq!(count(), 2);
         assert_eq!(after, alone);

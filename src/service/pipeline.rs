@@ -7,7 +7,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::collect::collector::{CollectError, CollectInput, JobLookup, MetricSource, collect_after};
+use crate::collect::collector::{CollectError, CollectInput, JobLookup, MetricSource, Resolved, collect_after};
 use crate::collect::flink_rest::{FlinkRest, pick_job};
 use crate::collect::prometheus::{Attempts, PromSource, Prometheus};
 use crate::config::{CLUSTER_CHOICE, Config};
@@ -157,8 +157,8 @@ impl Live {
             crate::model::rest_template::label_for(p, &cluster.template_labels).is_some_and(|l| out.contains_key(l))
         });
         let Some(wanted) = request.job.as_deref().filter(|_| !complete) else { return out };
-        if let Ok((run, _)) = lookup.resolve(Some(wanted), None) {
-            for (k, v) in run.labels {
+        if let Ok(resolved) = lookup.resolve(Some(wanted), None) {
+            for (k, v) in resolved.run.labels {
                 out.entry(k).or_insert(v);
             }
         }
@@ -271,7 +271,7 @@ impl Live {
         if plans.is_empty() {
             return None;
         }
-        let (run, mut notes) = lookup.resolve(Some(wanted), None).ok()?;
+        let Resolved { run, mut notes, .. } = lookup.resolve(Some(wanted), None).ok()?;
         let key = |k: &str| sanitize_label_value(k) == run.name_label || k == run.id || k == wanted;
         let (name, path) = plans.iter().find(|(name, _)| key(name))?;
         // Notes are posted: they name the plan by its key, never the server's file path
@@ -358,8 +358,15 @@ impl Live {
         // and the collector's round 1.
         let lookup = self.look_up(&source, request.at_ms.unwrap_or(now_ms)).await;
         let job_labels = self.job_labels(&lookup, request, labels);
+        // A run that stopped while a newer run of the job took over (a redeploy under a new
+        // job id): Flink REST is asked about the run that took over, whose plan is current.
+        let plan_id = overrides.graph.as_ref().and_then(|g| g.job_id.as_deref());
+        let wanted = match lookup.resolve(request.job.as_deref(), plan_id) {
+            Ok(Resolved { run, replaced: Some(_), .. }) => Some(run.id),
+            _ => request.job.clone(),
+        };
         let (job_id, graph, checkpoint_config, mut notes) =
-            self.job_context(request.job.as_deref(), labels, &job_labels).await;
+            self.job_context(wanted.as_deref(), labels, &job_labels).await;
         notes.extend(self.cluster_notes(labels));
         let plan_given = overrides.graph.is_some();
         let mut graph = overrides.graph.or(graph);

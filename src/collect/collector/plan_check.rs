@@ -9,9 +9,15 @@ use crate::model::snapshot::VertexAggregate;
 /// with the metrics: diagnosing with it would name vertices the job does not have. Returns
 /// the graph to diagnose with (none when the plan is not this job's) and why it was
 /// refused; notes say what was noticed.
+///
+/// `replaced`: the job id of the run the request named, when it stopped and `run` took
+/// over from it. Its plan (the alert's) is then used only when its vertices are those of
+/// `run`; when they are not, the diagnosis goes on without it (a note says why): the user
+/// asked about the job, not about that plan.
 pub(super) fn check_plan(
     graph: Option<JobGraph>,
     run: &JobRun,
+    replaced: Option<&str>,
     vertex_aggregates: &[VertexAggregate],
     notes: &mut Vec<String>,
 ) -> (Option<JobGraph>, Option<String>) {
@@ -47,7 +53,8 @@ pub(super) fn check_plan(
     };
     if let Some(why) = why {
         notes.push(format!("{why}; diagnosing without the job graph"));
-        return (None, Some(why));
+        let of_replaced = g.job_id.is_some() && g.job_id.as_deref() == replaced;
+        return (None, (!of_replaced).then_some(why));
     }
     if other_id {
         notes.push(format!(

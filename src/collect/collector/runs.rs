@@ -9,6 +9,7 @@ use crate::collect::identity::{self};
 use crate::collect::query::{Agg, Aggregation, OverTime, Query, QueryResult, Selector};
 use crate::model::catalog::{MetricCatalog, labels as l};
 use crate::model::graph::sanitize_label_value;
+use crate::model::snapshot::RunChange;
 /// One run of a job as its metrics show it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct JobRun {
@@ -127,6 +128,43 @@ pub fn resolve_job(
     Ok(((*newest).clone(), notes))
 }
 
+/// The labels of a JobManager series that a new pod of the same deployment gets anew:
+/// Flink's `host` (the pod's address). Every other label both runs carry (`namespace`,
+/// `cluster`, …; scrape labels are dropped already) must agree for a run to take over
+/// another.
+const PER_PROCESS_LABELS: [&str; 1] = ["host"];
+
+/// How long after its last sample a run counts as stopped, ms: two scrape intervals and a
+/// step, or [`STALE_AFTER_MS`] when the interval is unknown.
+pub(super) fn stale_after(run: &JobRun, step: i64) -> i64 {
+    run.scrape_interval_ms.map_or(STALE_AFTER_MS, |i| 2 * i + step)
+}
+
+/// The run that took over from `run` when it stopped: a run of the same job name and
+/// deployment (every label both carry equal, but [`PER_PROCESS_LABELS`]) under another job
+/// id, started after it, that still reports while `run` does not (judged against
+/// `newest`, the store's newest data, else the newest sample of any run). A redeploy from
+/// a savepoint (the Flink Kubernetes Operator's upgrade) brings the job back so. The
+/// newest such run, when several.
+pub fn successor<'a>(runs: &'a [JobRun], run: &JobRun, newest: Option<i64>, step: i64) -> Option<&'a JobRun> {
+    let reference = newest.or_else(|| runs.iter().map(|r| r.sampled_at_ms).max())?;
+    let stopped = |r: &JobRun| reference - r.sampled_at_ms > stale_after(r, step);
+    if run.name_label.is_empty() || !stopped(run) {
+        return None;
+    }
+    let started = |r: &JobRun| r.start_ms.unwrap_or(r.first_seen_ms);
+    let same_deployment = |r: &JobRun| {
+        r.labels
+            .iter()
+            .filter(|(k, _)| !PER_PROCESS_LABELS.contains(&k.as_str()))
+            .all(|(k, v)| run.labels.get(k).is_none_or(|w| w == v))
+    };
+    runs.iter()
+        .filter(|r| r.id != run.id && r.name_label == run.name_label && !stopped(r))
+        .filter(|r| started(r) > started(run) && same_deployment(r))
+        .max_by_key(|r| (started(r), r.sampled_at_ms))
+}
+
 /// When the scrape interval is unknown: a job whose newest sample is older than this (ms)
 /// before the diagnosis time is judged as of that sample (a 60 s scrape interval, its
 /// jitter and an evaluation step fit within it).
@@ -142,13 +180,14 @@ pub(super) async fn which_job<S: MetricSource>(
     let cfg = &input.config.diagnosis;
     let lookup = JobLookup::find(source, input.catalog, at, cfg.trend_lookback.as_ms(), cfg.step.as_ms()).await;
     let plan_job_id = input.graph.as_ref().and_then(|g| g.job_id.clone());
-    let (picked, mut notes) = lookup.resolve(input.request.job.as_deref(), plan_job_id.as_deref())?;
+    let Resolved { run: picked, mut notes, replaced } =
+        lookup.resolve(input.request.job.as_deref(), plan_job_id.as_deref())?;
     let (runs, newest) = lookup.runs?;
     let (run, distinguishing) =
         choose_deployment(&runs, &picked.id, &input.request.labels, cfg.step.as_ms(), &mut notes)?;
-    let stale_after = run.scrape_interval_ms.map_or(STALE_AFTER_MS, |i| 2 * i + cfg.step.as_ms());
+    let stale_after = stale_after(&run, cfg.step.as_ms());
     let at = data_end(&run, at, newest, stale_after, input.request.at_ms.is_some(), &mut notes);
-    Ok(Which { run, notes, at, distinguishing })
+    Ok(Which { run, notes, at, distinguishing, replaced })
 }
 
 /// Round 1's answer.
@@ -160,6 +199,47 @@ pub(super) struct Which {
     /// The labels that tell the run's deployment from others under its job id, with its
     /// values (empty: the job id is one deployment's).
     pub(super) distinguishing: Vec<(String, String)>,
+    /// The run asked about stopped and this one took over ([`RunChange::Replaced`]).
+    pub(super) replaced: Option<RunChange>,
+}
+
+/// The run a request names, as [`JobLookup::resolve`] chooses it.
+#[derive(Debug, Clone)]
+pub struct Resolved {
+    /// The run to diagnose: the one named, or the run that took over when it stopped.
+    pub run: JobRun,
+    /// Notes about the choice.
+    pub notes: Vec<String>,
+    /// Set when the run named stopped and [`Resolved::run`] took over from it.
+    pub replaced: Option<RunChange>,
+}
+
+impl Resolved {
+    /// The choice among `runs` (one per job id, [`newest_per_id`]) of `resolve_job`, then
+    /// the run that took over when the chosen one stopped ([`successor`]).
+    pub(super) fn among(
+        runs: &[JobRun],
+        wanted: Option<&str>,
+        plan_job_id: Option<&str>,
+        newest: Option<i64>,
+        step: i64,
+    ) -> Result<Resolved, CollectError> {
+        let (run, notes) = resolve_job(runs, wanted, plan_job_id)?;
+        match successor(runs, &run, newest, step) {
+            // The notes were about choosing the stopped run among its namesakes.
+            Some(next) => Ok(Resolved {
+                replaced: Some(RunChange::Replaced {
+                    old_id: run.id.clone(),
+                    new_id: next.id.clone(),
+                    old_last_ms: run.sampled_at_ms,
+                    new_start_ms: next.start_ms.unwrap_or(next.first_seen_ms),
+                }),
+                run: next.clone(),
+                notes: Vec::new(),
+            }),
+            None => Ok(Resolved { run, notes, replaced: None }),
+        }
+    }
 }
 
 /// One run per job id (its newest series) for choosing the job; the deployments of the
