@@ -21,6 +21,7 @@ use crate::model::snapshot::{
 };
 
 mod assemble;
+mod changes;
 mod error;
 mod lookup;
 mod plan_check;
@@ -106,7 +107,8 @@ async fn collect_from<S: MetricSource>(source: &S, input: CollectInput<'_>) -> R
     // which window.
     let mut answers = Answers::default();
     let series = which_series(source, &input, &run, &distinguishing, at, &mut notes, &mut answers.missing).await?;
-    let (window, measure) = which_window(source, &input, &run, &series, at, &mut answers.missing, &mut notes).await;
+    let (window, measure, changed) =
+        which_window(source, &input, &run, &series, at, &mut answers.missing, &mut notes).await;
 
     // The name as Flink shows it when the plan belongs to this job, else the reporter's.
     let name = input
@@ -136,6 +138,8 @@ async fn collect_from<S: MetricSource>(source: &S, input: CollectInput<'_>) -> R
     let task = |selector: Selector| scope.series.task(selector.with(l::JOB_ID, scope.job_id));
     round3.extend(kafka::flink_offset_queries(&kafka_inputs, task, scope.trend_start, at, scope.step));
     round3.extend(identity::superseded_queries(&scope.job(&scope.cat.records_in), window.len_ms(), at));
+    let recent = runs::stale_after(&run, scope.step);
+    round3.extend(changed.map(|t| changes::change_queries(&scope, t, recent)).unwrap_or_default());
     answers.ask(source, round3).await;
     answers.note_missing_task_metrics(scope.cat, measure);
     let vertex_aggregates = assemble_aggregates(&|name| answers.get(name), scope.backpressure_scale());
@@ -147,6 +151,15 @@ async fn collect_from<S: MetricSource>(source: &S, input: CollectInput<'_>) -> R
     let vertex_name = |id: &str, label: &str| {
         graph.as_ref().and_then(|g| g.vertex(id)).map(|v| v.name.clone()).unwrap_or_else(|| label.to_string())
     };
+    let mut run_changes: Vec<RunChange> = replaced.clone().into_iter().collect();
+    if let Some(t) = changed {
+        run_changes.extend(changes::assemble_changes(
+            answers.get(changes::BEFORE),
+            answers.get(changes::AFTER),
+            t,
+            vertex_name,
+        ));
+    }
     notes.extend(identity::superseded_note(
         answers.get(identity::SUPERSEDED_ALL),
         answers.get(identity::SUPERSEDED_NEWEST),
@@ -212,7 +225,7 @@ async fn collect_from<S: MetricSource>(source: &S, input: CollectInput<'_>) -> R
         missing,
         left_out: Vec::new(),
         notes,
-        changes: replaced.into_iter().collect(),
+        changes: run_changes,
     })
 }
 

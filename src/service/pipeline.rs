@@ -255,39 +255,13 @@ impl Live {
         }
     }
 
-    /// The configured plan (`[flink.plans]`) of the run the request names, however it
-    /// names the job (Flink's name, the reporter's, or the id): the run is resolved from
-    /// the metrics first (as a diagnosis without a plan would choose it: the given id, else
-    /// the newest run of the name), then its plan is looked up by the run's name or id. So
-    /// a plan never chooses the run (a plan of an older run of the job is used only when
-    /// its vertices are those of the diagnosed run; the collector checks). `Some` with the
-    /// run's id, the plan, and notes; `None` when no plan is configured for the job.
+    /// The configured plan (`[flink.plans]`) of the run the request names: [`configured_plan`].
     pub fn configured_plan(
         &self,
         lookup: &JobLookup,
         wanted: &str,
     ) -> Option<(String, Result<JobGraph, String>, Vec<String>)> {
-        let plans = &self.config.flink.plans;
-        if plans.is_empty() {
-            return None;
-        }
-        let Resolved { run, mut notes, .. } = lookup.resolve(Some(wanted), None).ok()?;
-        let key = |k: &str| sanitize_label_value(k) == run.name_label || k == run.id || k == wanted;
-        let (name, path) = plans.iter().find(|(name, _)| key(name))?;
-        // Notes are posted: they name the plan by its key, never the server's file path
-        // (the log has it).
-        let graph = std::fs::read_to_string(path)
-            .map_err(|e| e.kind().to_string())
-            .and_then(|t| JobGraph::from_plan_json(&t).map_err(|e| e.to_string()))
-            .map_err(|e| {
-                tracing::warn!(plan = %name, path = %path.display(), error = %e, "the configured plan is unusable");
-                format!("the configured plan [flink.plans] \"{name}\" is unusable: {e}")
-            });
-        match &graph {
-            Ok(_) => notes.push(format!("job graph from the configured plan [flink.plans] \"{name}\"")),
-            Err(e) => notes.push(e.clone()),
-        }
-        Some((run.id, graph, notes))
+        configured_plan(&self.config.flink.plans, lookup, Some(wanted))
     }
 
     /// Fails when the request chooses a cluster by name (the API's `cluster=`, the CLI's
@@ -402,6 +376,82 @@ impl Live {
         let missing = snapshot.missing.into_iter().map(|m| redact_missing(&self.redactor, m)).collect();
         Ok(Diagnosis { verdict, missing })
     }
+}
+
+/// The configured plan (`[flink.plans]`) of the run a request names, however it names the
+/// job (Flink's name, the reporter's, or the id; `None`: the only job there is): the run is
+/// resolved from the metrics first (as a diagnosis without a plan would choose it: the
+/// given id, else the newest run of the name, or the run that took over from a stopped
+/// one), then its plan is found by [`plan_key`]. So a plan never chooses the run (a plan
+/// of an older run is used only when its vertices are those of the diagnosed run; the
+/// collector checks). `Some` with the run's id, the plan, and notes; `None` when no plan
+/// is configured. A configured plan that is not used says why in the notes.
+pub fn configured_plan(
+    plans: &BTreeMap<String, std::path::PathBuf>,
+    lookup: &JobLookup,
+    wanted: Option<&str>,
+) -> Option<(String, Result<JobGraph, String>, Vec<String>)> {
+    if plans.is_empty() {
+        return None;
+    }
+    let Resolved { run, mut notes, .. } = lookup.resolve(wanted, None).ok()?;
+    // Older runs of the job (same name): a plan kept under the id of the run an alert
+    // named is theirs.
+    let older: Vec<String> = match &lookup.runs {
+        Ok((runs, _)) => runs
+            .iter()
+            .filter(|r| r.id != run.id && !r.name_label.is_empty() && r.name_label == run.name_label)
+            .map(|r| r.id.clone())
+            .collect(),
+        Err(_) => Vec::new(),
+    };
+    let Some((name, path)) = plan_key(plans, &run, wanted, &older) else {
+        let keys: Vec<&str> = plans.keys().map(String::as_str).collect();
+        notes.push(format!(
+            "no configured plan [flink.plans] is for job {} (job_id {}): the keys are {}; a key is the job's name as Flink shows it, as the reporter writes it, or its job id",
+            run.name_label,
+            run.id,
+            crate::render::words::numbers::limited_list(&keys.iter().map(|k| format!("\"{k}\"")).collect::<Vec<_>>(), 5)
+        ));
+        return Some((run.id, Err("no configured plan for this job".into()), notes));
+    };
+    // Notes are posted: they name the plan by its key, never the server's file path (the
+    // log has it).
+    let graph = std::fs::read_to_string(path)
+        .map_err(|e| e.kind().to_string())
+        .and_then(|t| JobGraph::from_plan_json(&t).map_err(|e| e.to_string()))
+        .map_err(|e| {
+            tracing::warn!(plan = %name, path = %path.display(), error = %e, "the configured plan is unusable");
+            format!("the configured plan [flink.plans] \"{name}\" is unusable: {e}")
+        });
+    match &graph {
+        Ok(_) => notes.push(format!("job graph from the configured plan [flink.plans] \"{name}\"")),
+        Err(e) => notes.push(e.clone()),
+    }
+    Some((run.id, graph, notes))
+}
+
+/// The `[flink.plans]` entry of `run`: a key equal to its job id, to its `job_name` label
+/// or to the name the request gave; else one equal to the id of an `older` run of the
+/// job; else a key equal to its name once both pass the
+/// reporter's default label filter (characters outside `[A-Za-z0-9:_]` become `_`, as
+/// Flink's `AbstractPrometheusReporter` writes them). So `orders enricher.v2` finds the
+/// job whether the reporter filters label values (`orders_enricher_v2`, the default) or
+/// keeps them (`filterLabelValueCharacters: false`: spaces, dots, quotes and CJK
+/// characters as Flink shows them).
+pub fn plan_key<'a>(
+    plans: &'a BTreeMap<String, std::path::PathBuf>,
+    run: &crate::collect::collector::JobRun,
+    wanted: Option<&str>,
+    older: &[String],
+) -> Option<(&'a String, &'a std::path::PathBuf)> {
+    let exact = |k: &str| k == run.id || (!run.name_label.is_empty() && k == run.name_label) || Some(k) == wanted;
+    let label = sanitize_label_value(&run.name_label);
+    plans
+        .iter()
+        .find(|(k, _)| exact(k))
+        .or_else(|| plans.iter().find(|(k, _)| older.iter().any(|id| id == *k)))
+        .or_else(|| plans.iter().find(|(k, _)| !run.name_label.is_empty() && sanitize_label_value(k) == label))
 }
 
 /// A live diagnosis: the verdict, and the snapshot's missing signals with their reasons

@@ -15,16 +15,16 @@ pub(super) fn word(fact: &ChangeFact, f: &mut Formatter<'_>) -> fmt::Result {
             rfc3339(*old_last_ms)
         ),
         ChangeFact::Happened(RunChange::Rescaled { vertex, at_ms, from, to, .. }) => {
-            write!(f, "{vertex} was rescaled from {from} to {to} subtasks at {}, inside the window.", rfc3339(*at_ms))
+            write!(f, "{vertex} was rescaled from {from} to {to} subtasks at {}.", rfc3339(*at_ms))
         }
         ChangeFact::Happened(RunChange::Restarted { at_ms }) => {
-            write!(f, "The job restarted at {}, inside the window.", rfc3339(*at_ms))
+            write!(f, "The job restarted at {} (same parallelism).", rfc3339(*at_ms))
         }
         ChangeFact::ParallelismCut { vertex, from, to, at_ms, sink } => write!(
             f,
-            "Weigh first: the parallelism of {vertex} was cut from {from} to {to} at {}, and it has been the bottleneck since{}. Restore it, or, when the Flink Kubernetes Operator's autoscaler made the cut, bound it (job.autoscaler.vertex.min-parallelism, or pipeline.jobvertex-parallelism-overrides for this vertex) or make the autoscaler judge it right (job.autoscaler.target.utilization).",
+            "Weigh first: {vertex} was cut from {from} to {to} subtasks at {}{}. Restore its parallelism; when the Flink Kubernetes Operator's autoscaler made the cut, bound it (job.autoscaler.vertex.min-parallelism), leave the vertex out of scaling (job.autoscaler.vertex.exclude.ids), or check the utilisation it aims for (job.autoscaler.target.utilization).",
             rfc3339(*at_ms),
-            if *sink { ": fewer writers, not only a slower system behind it" } else { "" }
+            if *sink { ": it has fewer writers, not only a slow system behind it" } else { "" }
         ),
     }
 }
