@@ -557,7 +557,7 @@ pub async fn record_command(args: &RecordArgs, now_ms: i64) -> Result<String, Cl
         && let Some((run_id, plan, _)) = live.configured_plan(&lookup, &job)
     {
         graph = plan.ok();
-        job = run_id;
+        job = run_id.unwrap_or(job);
     }
     let request =
         DiagnosisRequest { job: Some(job), at_ms: Some(at_ms), window_ms, labels: parse_labels(&args.label)? };
@@ -757,7 +757,7 @@ fn configured_plan_offline(
     ));
     match crate::service::pipeline::configured_plan(&config.flink.plans, &lookup, request.job.as_deref()) {
         Some((run_id, plan, notes)) => {
-            request.job = Some(run_id);
+            request.job = run_id.or(request.job.take());
             (plan.ok(), Some(lookup), notes)
         }
         None => (None, Some(lookup), Vec::new()),

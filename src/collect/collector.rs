@@ -14,7 +14,7 @@ use crate::collect::kafka;
 use crate::collect::query::{Query, QueryResult, Selector};
 use crate::config::Config;
 use crate::model::catalog::{MetricCatalog, labels as l};
-use crate::model::graph::{JobGraph, sanitize_label_value};
+use crate::model::graph::JobGraph;
 use crate::model::request::DiagnosisRequest;
 use crate::model::snapshot::{
     BackpressureMeasure, CheckpointConfig, JobIdentity, Leaves, Missing, MissingWhy, RunChange, Snapshot,
@@ -115,7 +115,7 @@ async fn collect_from<S: MetricSource>(source: &S, input: CollectInput<'_>) -> R
         .graph
         .as_ref()
         .and_then(|g| g.job_name.clone())
-        .filter(|n| sanitize_label_value(n) == run.name_label || run.name_label.is_empty())
+        .filter(|n| run.name_label.is_empty() || crate::model::graph::same_name(n, &run.name_label))
         .unwrap_or_else(|| run.name_label.clone());
     let kafka_inputs = kafka::job_inputs(&input.config.kafka, &name, &run.id);
     let scope = Scope {

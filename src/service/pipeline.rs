@@ -260,7 +260,7 @@ impl Live {
         &self,
         lookup: &JobLookup,
         wanted: &str,
-    ) -> Option<(String, Result<JobGraph, String>, Vec<String>)> {
+    ) -> Option<(Option<String>, Result<JobGraph, String>, Vec<String>)> {
         configured_plan(&self.config.flink.plans, lookup, Some(wanted))
     }
 
@@ -335,9 +335,9 @@ impl Live {
         // A run that stopped while a newer run of the job took over (a redeploy under a new
         // job id): Flink REST is asked about the run that took over, whose plan is current.
         let plan_id = overrides.graph.as_ref().and_then(|g| g.job_id.as_deref());
-        let wanted = match lookup.resolve(request.job.as_deref(), plan_id) {
-            Ok(Resolved { run, replaced: Some(_), .. }) => Some(run.id),
-            _ => request.job.clone(),
+        let (wanted, replaced) = match lookup.resolve(request.job.as_deref(), plan_id) {
+            Ok(Resolved { run, replaced: Some(_), .. }) => (Some(run.id), true),
+            _ => (request.job.clone(), false),
         };
         let (job_id, graph, checkpoint_config, mut notes) =
             self.job_context(wanted.as_deref(), labels, &job_labels).await;
@@ -345,14 +345,17 @@ impl Live {
         let plan_given = overrides.graph.is_some();
         let mut graph = overrides.graph.or(graph);
         let checkpoint_config = overrides.checkpoint_config.or(checkpoint_config);
-        let mut request = DiagnosisRequest { job: job_id.or_else(|| request.job.clone()), ..request.clone() };
+        // The request keeps naming the run asked about when another took over from it: the
+        // collector finds the same successor and the verdict says which replaced which.
+        let job = if replaced { request.job.clone() } else { job_id.or_else(|| request.job.clone()) };
+        let mut request = DiagnosisRequest { job, ..request.clone() };
         if graph.is_none()
             && let Some(wanted) = request.job.clone()
             && let Some((run_id, plan, plan_notes)) = self.configured_plan(&lookup, &wanted)
         {
             notes.extend(plan_notes);
             graph = plan.ok();
-            request.job = Some(run_id);
+            request.job = run_id.or(request.job);
         }
         let mut snapshot = collect_after(
             &source,
@@ -384,17 +387,20 @@ impl Live {
 /// given id, else the newest run of the name, or the run that took over from a stopped
 /// one), then its plan is found by [`plan_key`]. So a plan never chooses the run (a plan
 /// of an older run is used only when its vertices are those of the diagnosed run; the
-/// collector checks). `Some` with the run's id, the plan, and notes; `None` when no plan
-/// is configured. A configured plan that is not used says why in the notes.
+/// collector checks). `Some` with the run's id to pin the request to (none when the run
+/// named stopped and another took over: the request keeps naming it, so that the verdict
+/// says so), the plan, and notes; `None` when no plan is configured. A configured plan
+/// that is not used says why in the notes.
 pub fn configured_plan(
     plans: &BTreeMap<String, std::path::PathBuf>,
     lookup: &JobLookup,
     wanted: Option<&str>,
-) -> Option<(String, Result<JobGraph, String>, Vec<String>)> {
+) -> Option<(Option<String>, Result<JobGraph, String>, Vec<String>)> {
     if plans.is_empty() {
         return None;
     }
-    let Resolved { run, mut notes, .. } = lookup.resolve(wanted, None).ok()?;
+    let Resolved { run, mut notes, replaced } = lookup.resolve(wanted, None).ok()?;
+    let pin = replaced.is_none().then(|| run.id.clone());
     // Older runs of the job (same name): a plan kept under the id of the run an alert
     // named is theirs.
     let older: Vec<String> = match &lookup.runs {
@@ -413,7 +419,7 @@ pub fn configured_plan(
             run.id,
             crate::render::words::numbers::limited_list(&keys.iter().map(|k| format!("\"{k}\"")).collect::<Vec<_>>(), 5)
         ));
-        return Some((run.id, Err("no configured plan for this job".into()), notes));
+        return Some((pin, Err("no configured plan for this job".into()), notes));
     };
     // Notes are posted: they name the plan by its key, never the server's file path (the
     // log has it).
@@ -428,7 +434,7 @@ pub fn configured_plan(
         Ok(_) => notes.push(format!("job graph from the configured plan [flink.plans] \"{name}\"")),
         Err(e) => notes.push(e.clone()),
     }
-    Some((run.id, graph, notes))
+    Some((pin, graph, notes))
 }
 
 /// The `[flink.plans]` entry of `run`: a key equal to its job id, to its `job_name` label
@@ -446,12 +452,13 @@ pub fn plan_key<'a>(
     older: &[String],
 ) -> Option<(&'a String, &'a std::path::PathBuf)> {
     let exact = |k: &str| k == run.id || (!run.name_label.is_empty() && k == run.name_label) || Some(k) == wanted;
-    let label = sanitize_label_value(&run.name_label);
     plans
         .iter()
         .find(|(k, _)| exact(k))
         .or_else(|| plans.iter().find(|(k, _)| older.iter().any(|id| id == *k)))
-        .or_else(|| plans.iter().find(|(k, _)| !run.name_label.is_empty() && sanitize_label_value(k) == label))
+        .or_else(|| {
+            plans.iter().find(|(k, _)| !run.name_label.is_empty() && crate::model::graph::same_name(k, &run.name_label))
+        })
 }
 
 /// A live diagnosis: the verdict, and the snapshot's missing signals with their reasons

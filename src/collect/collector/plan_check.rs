@@ -3,7 +3,7 @@
 use std::collections::BTreeSet;
 
 use super::JobRun;
-use crate::model::graph::{JobGraph, sanitize_label_value};
+use crate::model::graph::{JobGraph, same_name};
 use crate::model::snapshot::VertexAggregate;
 /// A plan of another job (its vertex ids are hashes of the topology) shares no vertex
 /// with the metrics: diagnosing with it would name vertices the job does not have. Returns
@@ -30,7 +30,7 @@ pub(super) fn check_plan(
     // show; a redeploy with a changed topology would mislabel or drop vertices.
     let other_id = g.job_id.as_deref().is_some_and(|id| id != run.id);
     let other_name =
-        g.job_name.as_deref().is_some_and(|n| !run.name_label.is_empty() && sanitize_label_value(n) != run.name_label);
+        g.job_name.as_deref().is_some_and(|n| !run.name_label.is_empty() && !same_name(n, &run.name_label));
     let plan_ids: BTreeSet<&str> = g.vertices.iter().map(|v| v.id.as_str()).collect();
     let metric_ids: BTreeSet<&str> = vertex_aggregates.iter().map(|a| a.vertex_id.as_str()).collect();
     let plan_id = g.job_id.as_deref().unwrap_or_default();

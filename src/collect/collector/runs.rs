@@ -8,7 +8,7 @@ use super::{CollectError, CollectInput, MetricSource};
 use crate::collect::identity::{self};
 use crate::collect::query::{Agg, Aggregation, OverTime, Query, QueryResult, Selector};
 use crate::model::catalog::{MetricCatalog, labels as l};
-use crate::model::graph::sanitize_label_value;
+use crate::model::graph::same_name;
 use crate::model::snapshot::RunChange;
 /// One run of a job as its metrics show it.
 #[derive(Debug, Clone, PartialEq)]
@@ -83,8 +83,7 @@ pub fn resolve_job(
     let known: BTreeSet<String> = runs.iter().map(|r| r.name_label.clone()).collect();
     let matching: Vec<&JobRun> = match wanted {
         Some(w) => {
-            let sanitized = sanitize_label_value(w);
-            runs.iter().filter(|r| r.id == w || r.name_label == w || r.name_label == sanitized).collect()
+            runs.iter().filter(|r| r.id == w || (!r.name_label.is_empty() && same_name(&r.name_label, w))).collect()
         }
         None => {
             if let Some(run) = plan_job_id.and_then(|id| runs.iter().find(|r| r.id == id)) {
