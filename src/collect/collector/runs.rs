@@ -431,3 +431,68 @@ pub(super) async fn find_runs<S: MetricSource>(
     }
     Ok((runs, newest))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A run of `orders_enricher` seen from `first` to `last` s (scraped every 5 s), started
+    /// at `start` s, with these JobManager labels.
+    fn run(id: &str, first: i64, last: i64, start: i64, labels: &[(&str, &str)]) -> JobRun {
+        JobRun {
+            id: id.into(),
+            name_label: "orders_enricher".into(),
+            last_seen_ms: last * 1000,
+            sampled_at_ms: last * 1000,
+            scrape_interval_ms: Some(5_000),
+            start_ms: Some(start * 1000),
+            first_seen_ms: first * 1000,
+            labels: labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+        }
+    }
+
+    const NS: (&str, &str) = ("namespace", "streaming");
+
+    #[test]
+    fn a_run_that_stopped_gives_way_to_the_newer_run_of_its_name_and_deployment() {
+        // A stopped at 360 s; B started at 395 s and reports until 600 s, the newest data.
+        // Stopped: 600 − 360 = 240 s > 2 × 5 s + 5 s. B's JobManager pod has another host.
+        let a = run("a", 0, 360, -3600, &[NS, ("host", "jm-1")]);
+        let b = run("b", 400, 600, 395, &[NS, ("host", "jm-2")]);
+        let runs = [a.clone(), b.clone()];
+        assert_eq!(successor(&runs, &a, Some(600_000), 5_000).map(|r| r.id.as_str()), Some("b"));
+        let resolved = Resolved::among(&runs, Some("a"), None, Some(600_000), 5_000).unwrap();
+        assert_eq!(resolved.run.id, "b");
+        assert_eq!(
+            resolved.replaced,
+            Some(RunChange::Replaced {
+                old_id: "a".into(),
+                new_id: "b".into(),
+                old_last_ms: 360_000,
+                new_start_ms: 395_000
+            })
+        );
+        // B reports: nothing takes over from it.
+        assert!(successor(&runs, &b, Some(600_000), 5_000).is_none());
+    }
+
+    #[test]
+    fn no_run_takes_over_from_one_that_still_reports_or_from_another_deployment_or_an_older_run() {
+        let a = run("a", 0, 360, -3600, &[NS]);
+        // Another namespace: another deployment of the same jar.
+        let other_ns = run("b", 400, 600, 395, &[("namespace", "staging")]);
+        assert!(successor(&[a.clone(), other_ns], &a, Some(600_000), 5_000).is_none());
+        // A still reports at 600 s (last sample 595 s: 5 s ≤ 15 s): it was not replaced,
+        // whatever else runs under its name.
+        let current = run("a", 0, 595, -3600, &[NS]);
+        let b = run("b", 400, 600, 395, &[NS]);
+        assert!(successor(&[current.clone(), b], &current, Some(600_000), 5_000).is_none());
+        // A run started before A is no successor.
+        let older = run("c", 0, 600, -7200, &[NS]);
+        assert!(successor(&[a.clone(), older], &a, Some(600_000), 5_000).is_none());
+        // Nor is a run of another name.
+        let mut renamed = run("d", 400, 600, 395, &[NS]);
+        renamed.name_label = "payments".into();
+        assert!(successor(&[a.clone(), renamed], &a, Some(600_000), 5_000).is_none());
+    }
+}
