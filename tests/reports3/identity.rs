@@ -281,8 +281,19 @@ fn a_rescale_is_named_without_a_plan_too() {
 
 #[test]
 fn a_restart_without_a_change_of_parallelism_is_named_as_a_restart() {
-    // Report 01's run A restarted? No: take the rescale case at 11:11:30, before the
-    // restart: nothing changed in its window, and nothing is said.
+    // recording-restart.om.gz: the same restart at 11:11:40 (uptime reset, numRestarts
+    // 0 → 1, every task a new attempt), every vertex at 4 subtasks before and after.
+    let d = dir("identity/rescale-sink");
+    let v = diagnose_command(&args(&d.join("recording-restart.om.gz"), None, None, None), 0)
+        .unwrap_or_else(|e| panic!("{}", e.message));
+    assert!(v.summary.contains("The job restarted at 2026-11-18T11:11:40Z (same parallelism)."), "{}", v.summary);
+    assert!(!v.summary.contains("rescaled"), "{}", v.summary);
+    assert!(!v.fix.iter().any(|f| f.starts_with("Weigh first")), "{:?}", v.fix);
+}
+
+#[test]
+fn before_a_restart_nothing_is_said_of_it() {
+    // At 11:11:30 the restart has not happened: the window holds none.
     let d = dir("identity/rescale-sink");
     let mut a = args(&d.join("recording.om.gz"), None, None, None);
     a.at = Some("2026-11-18T11:11:30Z".into());
