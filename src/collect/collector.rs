@@ -101,7 +101,7 @@ async fn collect_from<S: MetricSource>(source: &S, input: CollectInput<'_>) -> R
     let at = input.request.at_ms.or_else(|| source.latest_ms()).ok_or(CollectError::NoData)?;
 
     // Round 1: which job.
-    let Which { run, mut notes, at, distinguishing, replaced } = which_job(source, &input, at).await?;
+    let Which { run, mut notes, at, distinguishing, replaced, stopped } = which_job(source, &input, at).await?;
 
     // Round 2: which series (the run's deployment, the hygiene its task series need), then
     // which window.
@@ -151,7 +151,7 @@ async fn collect_from<S: MetricSource>(source: &S, input: CollectInput<'_>) -> R
     let vertex_name = |id: &str, label: &str| {
         graph.as_ref().and_then(|g| g.vertex(id)).map(|v| v.name.clone()).unwrap_or_else(|| label.to_string())
     };
-    let mut run_changes: Vec<RunChange> = replaced.clone().into_iter().collect();
+    let mut run_changes: Vec<RunChange> = replaced.clone().into_iter().chain(stopped).collect();
     if let Some(t) = changed {
         run_changes.extend(changes::assemble_changes(
             answers.get(changes::BEFORE),

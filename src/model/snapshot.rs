@@ -520,6 +520,10 @@ pub enum RunChange {
         /// When the new run started (its first sample when its uptime is unknown), Unix ms.
         new_start_ms: i64,
     },
+    /// The run stopped reporting and no newer run of the job took over: the diagnosis is
+    /// as of its last sample (`last_ms`), `gap_s` before the newest data (or the time asked
+    /// for).
+    Stopped { id: String, last_ms: i64, gap_s: i64 },
     /// A vertex's number of reporting subtasks changed inside the window (a rescale:
     /// the autoscaler's in-place rescale, or a redeploy with another parallelism).
     Rescaled { vertex_id: String, vertex: String, at_ms: i64, from: u32, to: u32 },

@@ -408,3 +408,37 @@ async fn a_configured_plan_is_found_by_every_name_of_the_job_live_through_promet
         }
     }
 }
+
+#[test]
+fn a_run_that_stopped_with_no_run_to_take_over_says_so_in_the_summary() {
+    // Report 01 with run B under another job name: A, the only run of orders-enricher,
+    // stopped at 11:12:40, 240 s before the newest data (B's, at 11:16:40).
+    let tmp = tempfile::tempdir().unwrap();
+    let om = tmp.path().join("recording.om");
+    support::gunzip(&report01().join("recording.om.gz"), &om);
+    let text: String =
+        std::fs::read_to_string(&om)
+            .unwrap()
+            .lines()
+            .map(|l| {
+                if l.contains(B) {
+                    l.replace("job_name=\"orders_enricher\"", "job_name=\"payments\"")
+                } else {
+                    l.into()
+                }
+            })
+            .collect::<Vec<_>>()
+            .join("\n");
+    std::fs::write(&om, text + "\n").unwrap();
+    let v = diagnose_command(&args(&om, None, Some("orders-enricher"), None), 0)
+        .unwrap_or_else(|e| panic!("{}", e.message));
+    assert_eq!(v.job.id, A);
+    assert_eq!(v.at, "2026-11-18T11:12:40Z");
+    assert!(
+        v.summary.contains(&format!(
+            "Run {A} has not reported since 2026-11-18T11:12:40Z (240 s before the time of the diagnosis)"
+        )),
+        "{}",
+        v.summary
+    );
+}

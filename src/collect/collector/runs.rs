@@ -185,8 +185,16 @@ pub(super) async fn which_job<S: MetricSource>(
     let (run, distinguishing) =
         choose_deployment(&runs, &picked.id, &input.request.labels, cfg.step.as_ms(), &mut notes)?;
     let stale_after = stale_after(&run, cfg.step.as_ms());
-    let at = data_end(&run, at, newest, stale_after, input.request.at_ms.is_some(), &mut notes);
-    Ok(Which { run, notes, at, distinguishing, replaced })
+    let end = data_end(&run, at, newest, stale_after, input.request.at_ms.is_some(), &mut notes);
+    // The verdict is as of the run's last sample: said in its summary, not in a note alone.
+    // (`data_end`'s first case: the run's data ends more than `stale_after` before the store's.)
+    let gap = newest.map_or(at, |n| n.min(at)) - run.sampled_at_ms;
+    let stopped = (gap > stale_after).then(|| RunChange::Stopped {
+        id: run.id.clone(),
+        last_ms: run.sampled_at_ms,
+        gap_s: gap / 1000,
+    });
+    Ok(Which { run, notes, at: end, distinguishing, replaced, stopped })
 }
 
 /// Round 1's answer.
@@ -200,6 +208,8 @@ pub(super) struct Which {
     pub(super) distinguishing: Vec<(String, String)>,
     /// The run asked about stopped and this one took over ([`RunChange::Replaced`]).
     pub(super) replaced: Option<RunChange>,
+    /// The run stopped and none took over ([`RunChange::Stopped`]).
+    pub(super) stopped: Option<RunChange>,
 }
 
 /// The run a request names, as [`JobLookup::resolve`] chooses it.

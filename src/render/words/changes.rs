@@ -14,6 +14,11 @@ pub(super) fn word(fact: &ChangeFact, f: &mut Formatter<'_>) -> fmt::Result {
             rfc3339(*new_start_ms),
             rfc3339(*old_last_ms)
         ),
+        ChangeFact::Happened(RunChange::Stopped { id, last_ms, gap_s }) => write!(
+            f,
+            "Run {id} has not reported since {} ({gap_s} s before the time of the diagnosis) and no newer run of the job reports: it stopped (finished, failed, restarting), and this verdict is as of its last sample.",
+            rfc3339(*last_ms)
+        ),
         ChangeFact::Happened(RunChange::Rescaled { vertex, at_ms, from, to, .. }) => {
             write!(f, "{vertex} was rescaled from {from} to {to} subtasks at {}.", rfc3339(*at_ms))
         }
