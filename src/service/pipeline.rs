@@ -256,11 +256,7 @@ impl Live {
     }
 
     /// The configured plan (`[flink.plans]`) of the run the request names: [`configured_plan`].
-    pub fn configured_plan(
-        &self,
-        lookup: &JobLookup,
-        wanted: &str,
-    ) -> Option<(Option<String>, Result<JobGraph, String>, Vec<String>)> {
+    pub fn configured_plan(&self, lookup: &JobLookup, wanted: &str) -> Option<ConfiguredPlan> {
         configured_plan(&self.config.flink.plans, lookup, Some(wanted))
     }
 
@@ -381,6 +377,10 @@ impl Live {
     }
 }
 
+/// What [`configured_plan`] found: the run's id to pin the request to (none when the run
+/// named was replaced), the plan or why it is unusable, and notes.
+pub type ConfiguredPlan = (Option<String>, Result<JobGraph, String>, Vec<String>);
+
 /// The configured plan (`[flink.plans]`) of the run a request names, however it names the
 /// job (Flink's name, the reporter's, or the id; `None`: the only job there is): the run is
 /// resolved from the metrics first (as a diagnosis without a plan would choose it: the
@@ -395,7 +395,7 @@ pub fn configured_plan(
     plans: &BTreeMap<String, std::path::PathBuf>,
     lookup: &JobLookup,
     wanted: Option<&str>,
-) -> Option<(Option<String>, Result<JobGraph, String>, Vec<String>)> {
+) -> Option<ConfiguredPlan> {
     if plans.is_empty() {
         return None;
     }
