@@ -9,6 +9,8 @@ mod grafana;
 mod demand;
 #[path = "reports3/retention.rs"]
 mod retention;
+#[path = "reports3/identity.rs"]
+mod identity;
 mod support;
 
 #[path = "reports3/sentinel.rs"]

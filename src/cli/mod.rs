@@ -137,8 +137,12 @@ pub struct DiagnoseArgs {
     #[arg(long, value_name = "FILE")]
     pub plan: Option<PathBuf>,
     /// The job: its name as Flink shows it (`bp-lab-slow-sink`), as the reporter writes it
-    /// (`bp_lab_slow_sink`), or its job id. Default: the plan's job, else the only job. When
-    /// several runs share the name, the newest job id wins and the verdict says so.
+    /// (`bp_lab_slow_sink`), or its job id. Default: the plan's job, else the only job.
+    /// Among several runs of the name, the run this id or the plan names, else the newest.
+    /// A run that stopped reporting while a newer run of the same name and deployment
+    /// reports (a redeploy from a savepoint under a new job id) gives way to the newer run,
+    /// and the verdict's summary says which replaced which; the old run's plan is used only
+    /// when its vertices are the new run's.
     #[arg(long, value_name = "NAME_OR_ID")]
     pub job: Option<String>,
     /// Which deployment is meant when two report the same job id (application mode with HA
@@ -553,7 +557,7 @@ pub async fn record_command(args: &RecordArgs, now_ms: i64) -> Result<String, Cl
         && let Some((run_id, plan, _)) = live.configured_plan(&lookup, &job)
     {
         graph = plan.ok();
-        job = run_id;
+        job = run_id.unwrap_or(job);
     }
     let request =
         DiagnosisRequest { job: Some(job), at_ms: Some(at_ms), window_ms, labels: parse_labels(&args.label)? };
@@ -709,10 +713,12 @@ pub fn diagnose_command(args: &DiagnoseArgs, now_ms: i64) -> Result<Verdict, Cli
         }
     }
     store.finish();
-    let request = DiagnosisRequest { job: args.job.clone(), at_ms, window_ms, labels: parse_labels(&args.label)? };
-    let snapshot = block_on(collect(
+    let mut request = DiagnosisRequest { job: args.job.clone(), at_ms, window_ms, labels: parse_labels(&args.label)? };
+    let (graph, lookup, plan_notes) = configured_plan_offline(&store, &config, &mut request, graph);
+    let snapshot = block_on(crate::collect::collector::collect_after(
         &store,
         CollectInput { request: &request, graph, checkpoint_config, config: &config, catalog: &config.metrics },
+        lookup,
     ))
     .map_err(|e| {
         let source =
@@ -721,9 +727,41 @@ pub fn diagnose_command(args: &DiagnoseArgs, now_ms: i64) -> Result<Verdict, Cli
     })?;
     refuse_plan_mismatch(args, &snapshot)?;
     let mut snapshot = snapshot;
+    snapshot.notes.extend(plan_notes);
     snapshot.notes.extend(untimed_notes(store.untimed(), at_ms, stamp));
     warn_unmatched_operator_kinds(&snapshot, &config);
     Ok(crate::render::words::verdict(&diagnose(&snapshot, &config.diagnosis)))
+}
+
+/// Without `--plan`, the configured plan (`[flink.plans]` of `--config`) of the job the
+/// request names, found as a live diagnosis finds it
+/// ([`crate::service::pipeline::configured_plan`]): the graph, the job lookup it asked (for
+/// round 1 to reuse) and notes; `request.job` becomes the run's id when a plan was looked
+/// up.
+fn configured_plan_offline(
+    store: &SeriesStore,
+    config: &Config,
+    request: &mut DiagnosisRequest,
+    graph: Option<JobGraph>,
+) -> (Option<JobGraph>, Option<crate::collect::collector::JobLookup>, Vec<String>) {
+    use crate::collect::collector::MetricSource;
+    let at = request.at_ms.or_else(|| store.latest_ms());
+    let (Some(at), None, false) = (at, &graph, config.flink.plans.is_empty()) else { return (graph, None, Vec::new()) };
+    let d = &config.diagnosis;
+    let lookup = block_on(crate::collect::collector::JobLookup::find(
+        store,
+        &config.metrics,
+        at,
+        d.trend_lookback.as_ms(),
+        d.step.as_ms(),
+    ));
+    match crate::service::pipeline::configured_plan(&config.flink.plans, &lookup, request.job.as_deref()) {
+        Some((run_id, plan, notes)) => {
+            request.job = run_id.or(request.job.take());
+            (plan.ok(), Some(lookup), notes)
+        }
+        None => (None, Some(lookup), Vec::new()),
+    }
 }
 
 /// What became of samples without a timestamp: in a file with timestamps they were taken at

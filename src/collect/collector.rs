@@ -14,13 +14,14 @@ use crate::collect::kafka;
 use crate::collect::query::{Query, QueryResult, Selector};
 use crate::config::Config;
 use crate::model::catalog::{MetricCatalog, labels as l};
-use crate::model::graph::{JobGraph, sanitize_label_value};
+use crate::model::graph::JobGraph;
 use crate::model::request::DiagnosisRequest;
 use crate::model::snapshot::{
-    BackpressureMeasure, CheckpointConfig, JobIdentity, Leaves, Missing, MissingWhy, Snapshot,
+    BackpressureMeasure, CheckpointConfig, JobIdentity, Leaves, Missing, MissingWhy, RunChange, Snapshot,
 };
 
 mod assemble;
+mod changes;
 mod error;
 mod lookup;
 mod plan_check;
@@ -31,7 +32,10 @@ mod window;
 
 pub use error::{CollectError, QUOTED_JOBS, closest};
 pub use lookup::JobLookup;
-pub use runs::{JobRun, STALE_AFTER_MS, STORE_LAG_NOTE_MS, STORE_NEWEST, UP, job_runs, newest_query, resolve_job};
+pub use runs::{
+    JobRun, Resolved, STALE_AFTER_MS, STORE_LAG_NOTE_MS, STORE_NEWEST, UP, job_runs, newest_query, resolve_job,
+    successor,
+};
 pub use source::{MetricSource, QueryError, TooLarge};
 pub use window::episode_start;
 
@@ -97,20 +101,21 @@ async fn collect_from<S: MetricSource>(source: &S, input: CollectInput<'_>) -> R
     let at = input.request.at_ms.or_else(|| source.latest_ms()).ok_or(CollectError::NoData)?;
 
     // Round 1: which job.
-    let Which { run, mut notes, at, distinguishing } = which_job(source, &input, at).await?;
+    let Which { run, mut notes, at, distinguishing, replaced, stopped } = which_job(source, &input, at).await?;
 
     // Round 2: which series (the run's deployment, the hygiene its task series need), then
     // which window.
     let mut answers = Answers::default();
     let series = which_series(source, &input, &run, &distinguishing, at, &mut notes, &mut answers.missing).await?;
-    let (window, measure) = which_window(source, &input, &run, &series, at, &mut answers.missing, &mut notes).await;
+    let (window, measure, changed) =
+        which_window(source, &input, &run, &series, at, &mut answers.missing, &mut notes).await;
 
     // The name as Flink shows it when the plan belongs to this job, else the reporter's.
     let name = input
         .graph
         .as_ref()
         .and_then(|g| g.job_name.clone())
-        .filter(|n| sanitize_label_value(n) == run.name_label || run.name_label.is_empty())
+        .filter(|n| run.name_label.is_empty() || crate::model::graph::same_name(n, &run.name_label))
         .unwrap_or_else(|| run.name_label.clone());
     let kafka_inputs = kafka::job_inputs(&input.config.kafka, &name, &run.id);
     let scope = Scope {
@@ -133,13 +138,28 @@ async fn collect_from<S: MetricSource>(source: &S, input: CollectInput<'_>) -> R
     let task = |selector: Selector| scope.series.task(selector.with(l::JOB_ID, scope.job_id));
     round3.extend(kafka::flink_offset_queries(&kafka_inputs, task, scope.trend_start, at, scope.step));
     round3.extend(identity::superseded_queries(&scope.job(&scope.cat.records_in), window.len_ms(), at));
+    let recent = runs::stale_after(&run, scope.step);
+    round3.extend(changed.map(|t| changes::change_queries(&scope, t, recent)).unwrap_or_default());
     answers.ask(source, round3).await;
     answers.note_missing_task_metrics(scope.cat, measure);
     let vertex_aggregates = assemble_aggregates(&|name| answers.get(name), scope.backpressure_scale());
-    let (graph, plan_mismatch) = check_plan(input.graph, &run, &vertex_aggregates, &mut notes);
+    let replaced_id = match &replaced {
+        Some(RunChange::Replaced { old_id, .. }) => Some(old_id.as_str()),
+        _ => None,
+    };
+    let (graph, plan_mismatch) = check_plan(input.graph, &run, replaced_id, &vertex_aggregates, &mut notes);
     let vertex_name = |id: &str, label: &str| {
         graph.as_ref().and_then(|g| g.vertex(id)).map(|v| v.name.clone()).unwrap_or_else(|| label.to_string())
     };
+    let mut run_changes: Vec<RunChange> = replaced.clone().into_iter().chain(stopped).collect();
+    if let Some(t) = changed {
+        run_changes.extend(changes::assemble_changes(
+            answers.get(changes::BEFORE),
+            answers.get(changes::AFTER),
+            t,
+            vertex_name,
+        ));
+    }
     notes.extend(identity::superseded_note(
         answers.get(identity::SUPERSEDED_ALL),
         answers.get(identity::SUPERSEDED_NEWEST),
@@ -205,6 +225,7 @@ async fn collect_from<S: MetricSource>(source: &S, input: CollectInput<'_>) -> R
         missing,
         left_out: Vec::new(),
         notes,
+        changes: run_changes,
     })
 }
 
@@ -429,7 +450,7 @@ mod tests {
             d.step.as_ms(),
         ));
         assert_eq!(count(), 2);
-        assert_eq!(lookup.resolve(Some("done"), None).unwrap().0.id, alone.job.id);
+        assert_eq!(lookup.resolve(Some("done"), None).unwrap().run.id, alone.job.id);
         let after = crate::collect::block_on(collect_after(&source, input(), Some(lookup))).unwrap();
         assert_eq!(count(), 2);
         assert_eq!(after, alone);

@@ -19,9 +19,10 @@ pub struct FlinkConfig {
     /// equal its labels; a cluster without `match` is the default.
     pub clusters: Vec<FlinkCluster>,
     /// Job plans to use when Flink REST is not reachable: job name (as Flink shows it, or
-    /// as the reporter writes it) or job id → file holding the JSON of `GET /jobs/:id/plan`.
-    /// Used however the request or alert names the job; never chooses which run is
-    /// diagnosed.
+    /// as the reporter writes it, filtered or not), job id, or the job id of an older run of
+    /// the job → file holding the JSON of `GET /jobs/:id/plan`. Used however the request or
+    /// alert names the job, live, in `serve` and by `diagnose --config`; never chooses which
+    /// run is diagnosed. When none is the job's, a note lists the keys.
     pub plans: BTreeMap<String, std::path::PathBuf>,
     /// The alert label whose value names the cluster (by its `name`) that an alert's job
     /// runs on, e.g. `flink_cluster`. Unset (the default): alert labels choose a cluster

@@ -39,7 +39,13 @@ pub fn diagnose(snapshot: &Snapshot, cfg: &DiagnosisConfig) -> Diagnosis {
 
     let evaluated: Vec<&StepReport> =
         run.reports.iter().map(|(_, r)| r).filter(|r| r.outcome != Outcome::Skipped).collect();
-    let explained = explain(&run, finding_report, status, finding, culprit_shown);
+    let mut explained = explain(&run, finding_report, status, finding, culprit_shown);
+    let culprit_id = culprit_shown.map(|c| c.id.as_str());
+    if let Some(cut) = super::changes::cut_culprit(snapshot, culprit_id, finding == Finding::Sink) {
+        let mut fix = Facts::from([cut]);
+        fix.extend(explained.fix);
+        explained.fix = fix;
+    }
     let advice: Vec<Fact> = evaluated.iter().flat_map(|r| r.advice.iter().cloned()).collect();
     let mut evidence: Vec<Evidence> = Vec::new();
     for r in &evaluated {
@@ -71,6 +77,7 @@ pub fn diagnose(snapshot: &Snapshot, cfg: &DiagnosisConfig) -> Diagnosis {
             .and_then(|r| r.summary.clone())
             .unwrap_or_else(|| default_summary(&ctx, status, culprit_shown).into()),
         more_culprits: culprits.iter().skip(1).map(|c| c.vertex_name.clone()).collect(),
+        changes: super::changes::summary_tail(snapshot),
     };
     let mut notes = notes(snapshot, &signals, cfg);
     notes.extend(retention.notes);

@@ -137,6 +137,7 @@ impl SnapshotBuilder {
                 missing: Vec::new(),
                 left_out: Vec::new(),
                 notes: Vec::new(),
+                changes: Vec::new(),
             },
             vertices: Vec::new(),
             edges: Vec::new(),

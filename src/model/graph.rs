@@ -243,6 +243,15 @@ pub fn sanitize_label_value(s: &str) -> String {
     s.chars().map(|c| if c.is_ascii_alphanumeric() || c == ':' || c == '_' { c } else { '_' }).collect()
 }
 
+/// Whether two names are one job's (or vertex's) name in any form Flink's reporter writes:
+/// equal, or equal once both pass the default label filter ([`sanitize_label_value`]).
+/// With `filterLabelValueCharacters: false` the reporter keeps the name as Flink shows it
+/// (spaces, dots, quotes, CJK characters); by default it writes the filtered form. So
+/// `orders enricher.v2`, `orders_enricher_v2` and the label of either reporter match.
+pub fn same_name(a: &str, b: &str) -> bool {
+    a == b || sanitize_label_value(a) == sanitize_label_value(b)
+}
+
 /// A TaskManager id as Flink writes it, from the `tm_id` label the reporter sanitized
 /// (`.` and `-` became `_`), where the form is unambiguous: a standalone or YARN
 /// TaskManager's `10.0.3.7:40113-901294` (`10_0_3_7:40113_901294`), and a Kubernetes pod

@@ -685,6 +685,37 @@ pub struct Snapshot {
     /// Facts about how the snapshot was taken that the verdict should repeat (job runs
     /// chosen among several, a plan from another run, …).
     pub notes: Vec<String>,
+    /// Changes of the job's identity or shape the collector saw: the run asked about was
+    /// replaced by a newer one, or the job was rescaled or restarted inside the window.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub changes: Vec<RunChange>,
+}
+
+/// A change of the job's identity or shape, seen in its series.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum RunChange {
+    /// The run the request named (by its job id, its plan or its name) stopped reporting
+    /// while a newer run of the same job name and deployment reports: the diagnosis is of
+    /// the newer run (a redeploy from a savepoint gives the job a new id).
+    Replaced {
+        old_id: String,
+        new_id: String,
+        /// The old run's last sample, Unix ms.
+        old_last_ms: i64,
+        /// When the new run started (its first sample when its uptime is unknown), Unix ms.
+        new_start_ms: i64,
+    },
+    /// The run stopped reporting and no newer run of the job took over: the diagnosis is
+    /// as of its last sample (`last_ms`), `gap_s` before the newest data (or the time asked
+    /// for).
+    Stopped { id: String, last_ms: i64, gap_s: i64 },
+    /// A vertex's number of reporting subtasks changed inside the window (a rescale:
+    /// the autoscaler's in-place rescale, or a redeploy with another parallelism).
+    Rescaled { vertex_id: String, vertex: String, at_ms: i64, from: u32, to: u32 },
+    /// The job restarted inside the window (its uptime reset, or its tasks run a newer
+    /// attempt).
+    Restarted { at_ms: i64 },
 }
 
 #[cfg(test)]

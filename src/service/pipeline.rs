@@ -7,7 +7,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::collect::collector::{CollectError, CollectInput, JobLookup, MetricSource, collect_after};
+use crate::collect::collector::{CollectError, CollectInput, JobLookup, MetricSource, Resolved, collect_after};
 use crate::collect::flink_rest::{FlinkRest, pick_job};
 use crate::collect::prometheus::{Attempts, PromSource, Prometheus};
 use crate::config::{CLUSTER_CHOICE, Config};
@@ -157,8 +157,8 @@ impl Live {
             crate::model::rest_template::label_for(p, &cluster.template_labels).is_some_and(|l| out.contains_key(l))
         });
         let Some(wanted) = request.job.as_deref().filter(|_| !complete) else { return out };
-        if let Ok((run, _)) = lookup.resolve(Some(wanted), None) {
-            for (k, v) in run.labels {
+        if let Ok(resolved) = lookup.resolve(Some(wanted), None) {
+            for (k, v) in resolved.run.labels {
                 out.entry(k).or_insert(v);
             }
         }
@@ -255,39 +255,9 @@ impl Live {
         }
     }
 
-    /// The configured plan (`[flink.plans]`) of the run the request names, however it
-    /// names the job (Flink's name, the reporter's, or the id): the run is resolved from
-    /// the metrics first (as a diagnosis without a plan would choose it: the given id, else
-    /// the newest run of the name), then its plan is looked up by the run's name or id. So
-    /// a plan never chooses the run (a plan of an older run of the job is used only when
-    /// its vertices are those of the diagnosed run; the collector checks). `Some` with the
-    /// run's id, the plan, and notes; `None` when no plan is configured for the job.
-    pub fn configured_plan(
-        &self,
-        lookup: &JobLookup,
-        wanted: &str,
-    ) -> Option<(String, Result<JobGraph, String>, Vec<String>)> {
-        let plans = &self.config.flink.plans;
-        if plans.is_empty() {
-            return None;
-        }
-        let (run, mut notes) = lookup.resolve(Some(wanted), None).ok()?;
-        let key = |k: &str| sanitize_label_value(k) == run.name_label || k == run.id || k == wanted;
-        let (name, path) = plans.iter().find(|(name, _)| key(name))?;
-        // Notes are posted: they name the plan by its key, never the server's file path
-        // (the log has it).
-        let graph = std::fs::read_to_string(path)
-            .map_err(|e| e.kind().to_string())
-            .and_then(|t| JobGraph::from_plan_json(&t).map_err(|e| e.to_string()))
-            .map_err(|e| {
-                tracing::warn!(plan = %name, path = %path.display(), error = %e, "the configured plan is unusable");
-                format!("the configured plan [flink.plans] \"{name}\" is unusable: {e}")
-            });
-        match &graph {
-            Ok(_) => notes.push(format!("job graph from the configured plan [flink.plans] \"{name}\"")),
-            Err(e) => notes.push(e.clone()),
-        }
-        Some((run.id, graph, notes))
+    /// The configured plan (`[flink.plans]`) of the run the request names: [`configured_plan`].
+    pub fn configured_plan(&self, lookup: &JobLookup, wanted: &str) -> Option<ConfiguredPlan> {
+        configured_plan(&self.config.flink.plans, lookup, Some(wanted))
     }
 
     /// Fails when the request chooses a cluster by name (the API's `cluster=`, the CLI's
@@ -358,20 +328,30 @@ impl Live {
         // and the collector's round 1.
         let lookup = self.look_up(&source, request.at_ms.unwrap_or(now_ms)).await;
         let job_labels = self.job_labels(&lookup, request, labels);
+        // A run that stopped while a newer run of the job took over (a redeploy under a new
+        // job id): Flink REST is asked about the run that took over, whose plan is current.
+        let plan_id = overrides.graph.as_ref().and_then(|g| g.job_id.as_deref());
+        let (wanted, replaced) = match lookup.resolve(request.job.as_deref(), plan_id) {
+            Ok(Resolved { run, replaced: Some(_), .. }) => (Some(run.id), true),
+            _ => (request.job.clone(), false),
+        };
         let (job_id, graph, checkpoint_config, mut notes) =
-            self.job_context(request.job.as_deref(), labels, &job_labels).await;
+            self.job_context(wanted.as_deref(), labels, &job_labels).await;
         notes.extend(self.cluster_notes(labels));
         let plan_given = overrides.graph.is_some();
         let mut graph = overrides.graph.or(graph);
         let checkpoint_config = overrides.checkpoint_config.or(checkpoint_config);
-        let mut request = DiagnosisRequest { job: job_id.or_else(|| request.job.clone()), ..request.clone() };
+        // The request keeps naming the run asked about when another took over from it: the
+        // collector finds the same successor and the verdict says which replaced which.
+        let job = if replaced { request.job.clone() } else { job_id.or_else(|| request.job.clone()) };
+        let mut request = DiagnosisRequest { job, ..request.clone() };
         if graph.is_none()
             && let Some(wanted) = request.job.clone()
             && let Some((run_id, plan, plan_notes)) = self.configured_plan(&lookup, &wanted)
         {
             notes.extend(plan_notes);
             graph = plan.ok();
-            request.job = Some(run_id);
+            request.job = run_id.or(request.job);
         }
         let mut snapshot = collect_after(
             &source,
@@ -395,6 +375,90 @@ impl Live {
         let missing = snapshot.missing.into_iter().map(|m| redact_missing(&self.redactor, m)).collect();
         Ok(Diagnosis { verdict, missing })
     }
+}
+
+/// What [`configured_plan`] found: the run's id to pin the request to (none when the run
+/// named was replaced), the plan or why it is unusable, and notes.
+pub type ConfiguredPlan = (Option<String>, Result<JobGraph, String>, Vec<String>);
+
+/// The configured plan (`[flink.plans]`) of the run a request names, however it names the
+/// job (Flink's name, the reporter's, or the id; `None`: the only job there is): the run is
+/// resolved from the metrics first (as a diagnosis without a plan would choose it: the
+/// given id, else the newest run of the name, or the run that took over from a stopped
+/// one), then its plan is found by [`plan_key`]. So a plan never chooses the run (a plan
+/// of an older run is used only when its vertices are those of the diagnosed run; the
+/// collector checks). `Some` with the run's id to pin the request to (none when the run
+/// named stopped and another took over: the request keeps naming it, so that the verdict
+/// says so), the plan, and notes; `None` when no plan is configured. A configured plan
+/// that is not used says why in the notes.
+pub fn configured_plan(
+    plans: &BTreeMap<String, std::path::PathBuf>,
+    lookup: &JobLookup,
+    wanted: Option<&str>,
+) -> Option<ConfiguredPlan> {
+    if plans.is_empty() {
+        return None;
+    }
+    let Resolved { run, mut notes, replaced } = lookup.resolve(wanted, None).ok()?;
+    let pin = replaced.is_none().then(|| run.id.clone());
+    // Older runs of the job (same name): a plan kept under the id of the run an alert
+    // named is theirs.
+    let older: Vec<String> = match &lookup.runs {
+        Ok((runs, _)) => runs
+            .iter()
+            .filter(|r| r.id != run.id && !r.name_label.is_empty() && r.name_label == run.name_label)
+            .map(|r| r.id.clone())
+            .collect(),
+        Err(_) => Vec::new(),
+    };
+    let Some((name, path)) = plan_key(plans, &run, wanted, &older) else {
+        let keys: Vec<&str> = plans.keys().map(String::as_str).collect();
+        notes.push(format!(
+            "no configured plan [flink.plans] is for job {} (job_id {}): the keys are {}; a key is the job's name as Flink shows it, as the reporter writes it, or its job id",
+            run.name_label,
+            run.id,
+            crate::render::words::numbers::limited_list(&keys.iter().map(|k| format!("\"{k}\"")).collect::<Vec<_>>(), 5)
+        ));
+        return Some((pin, Err("no configured plan for this job".into()), notes));
+    };
+    // Notes are posted: they name the plan by its key, never the server's file path (the
+    // log has it).
+    let graph = std::fs::read_to_string(path)
+        .map_err(|e| e.kind().to_string())
+        .and_then(|t| JobGraph::from_plan_json(&t).map_err(|e| e.to_string()))
+        .map_err(|e| {
+            tracing::warn!(plan = %name, path = %path.display(), error = %e, "the configured plan is unusable");
+            format!("the configured plan [flink.plans] \"{name}\" is unusable: {e}")
+        });
+    match &graph {
+        Ok(_) => notes.push(format!("job graph from the configured plan [flink.plans] \"{name}\"")),
+        Err(e) => notes.push(e.clone()),
+    }
+    Some((pin, graph, notes))
+}
+
+/// The `[flink.plans]` entry of `run`: a key equal to its job id, to its `job_name` label
+/// or to the name the request gave; else one equal to the id of an `older` run of the
+/// job; else a key equal to its name once both pass the
+/// reporter's default label filter (characters outside `[A-Za-z0-9:_]` become `_`, as
+/// Flink's `AbstractPrometheusReporter` writes them). So `orders enricher.v2` finds the
+/// job whether the reporter filters label values (`orders_enricher_v2`, the default) or
+/// keeps them (`filterLabelValueCharacters: false`: spaces, dots, quotes and CJK
+/// characters as Flink shows them).
+pub fn plan_key<'a>(
+    plans: &'a BTreeMap<String, std::path::PathBuf>,
+    run: &crate::collect::collector::JobRun,
+    wanted: Option<&str>,
+    older: &[String],
+) -> Option<(&'a String, &'a std::path::PathBuf)> {
+    let exact = |k: &str| k == run.id || (!run.name_label.is_empty() && k == run.name_label) || Some(k) == wanted;
+    plans
+        .iter()
+        .find(|(k, _)| exact(k))
+        .or_else(|| plans.iter().find(|(k, _)| older.iter().any(|id| id == *k)))
+        .or_else(|| {
+            plans.iter().find(|(k, _)| !run.name_label.is_empty() && crate::model::graph::same_name(k, &run.name_label))
+        })
 }
 
 /// A live diagnosis: the verdict, and the snapshot's missing signals with their reasons

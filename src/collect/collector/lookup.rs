@@ -11,8 +11,8 @@
 
 use std::sync::Mutex;
 
-use super::runs::{find_runs, newest_per_id};
-use super::{CollectError, JobRun, MetricSource, QueryError, resolve_job};
+use super::runs::{Resolved, find_runs, newest_per_id};
+use super::{CollectError, JobRun, MetricSource, QueryError};
 use crate::collect::query::{Query, QueryResult};
 use crate::model::catalog::MetricCatalog;
 
@@ -27,6 +27,8 @@ pub struct JobLookup {
     /// newest data; or why the lookup failed.
     pub runs: Result<(Vec<JobRun>, Option<i64>), CollectError>,
     answers: Vec<Answered>,
+    /// The step of the lookup's range query, ms.
+    step_ms: i64,
 }
 
 impl JobLookup {
@@ -36,20 +38,20 @@ impl JobLookup {
     pub async fn find<S: MetricSource>(source: &S, cat: &MetricCatalog, at: i64, lookback: i64, step: i64) -> Self {
         let recording = Recording { inner: source, answers: Mutex::new(Vec::new()) };
         let runs = find_runs(&recording, cat, at, lookback, step).await;
-        JobLookup { runs, answers: recording.answers.into_inner().unwrap_or_else(|p| p.into_inner()) }
+        JobLookup { runs, answers: recording.answers.into_inner().unwrap_or_else(|p| p.into_inner()), step_ms: step }
     }
 
     /// The run to diagnose: `wanted` (the Flink name, the reporter's name or the id),
     /// else the plan's job id, else the only job there is; among several runs of one name
     /// the newest, with a note ([`resolve_job`] over one run per job id). The one rule every
     /// caller uses.
-    pub fn resolve(
-        &self,
-        wanted: Option<&str>,
-        plan_job_id: Option<&str>,
-    ) -> Result<(JobRun, Vec<String>), CollectError> {
-        let (runs, _) = self.runs.as_ref().map_err(Clone::clone)?;
-        resolve_job(&newest_per_id(runs), wanted, plan_job_id)
+    ///
+    /// A run that stopped reporting while a newer run of the same job name and deployment
+    /// reports (a redeploy under a new job id) gives way to that run
+    /// ([`super::runs::successor`]), and [`Resolved::replaced`] says so.
+    pub fn resolve(&self, wanted: Option<&str>, plan_job_id: Option<&str>) -> Result<Resolved, CollectError> {
+        let (runs, newest) = self.runs.as_ref().map_err(Clone::clone)?;
+        Resolved::among(&newest_per_id(runs), wanted, plan_job_id, *newest, self.step_ms)
     }
 
     /// How many queries the lookup asked.

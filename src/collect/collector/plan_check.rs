@@ -3,15 +3,21 @@
 use std::collections::BTreeSet;
 
 use super::JobRun;
-use crate::model::graph::{JobGraph, sanitize_label_value};
+use crate::model::graph::{JobGraph, same_name};
 use crate::model::snapshot::VertexAggregate;
 /// A plan of another job (its vertex ids are hashes of the topology) shares no vertex
 /// with the metrics: diagnosing with it would name vertices the job does not have. Returns
 /// the graph to diagnose with (none when the plan is not this job's) and why it was
 /// refused; notes say what was noticed.
+///
+/// `replaced`: the job id of the run the request named, when it stopped and `run` took
+/// over from it. Its plan (the alert's) is then used only when its vertices are those of
+/// `run`; when they are not, the diagnosis goes on without it (a note says why): the user
+/// asked about the job, not about that plan.
 pub(super) fn check_plan(
     graph: Option<JobGraph>,
     run: &JobRun,
+    replaced: Option<&str>,
     vertex_aggregates: &[VertexAggregate],
     notes: &mut Vec<String>,
 ) -> (Option<JobGraph>, Option<String>) {
@@ -24,7 +30,7 @@ pub(super) fn check_plan(
     // show; a redeploy with a changed topology would mislabel or drop vertices.
     let other_id = g.job_id.as_deref().is_some_and(|id| id != run.id);
     let other_name =
-        g.job_name.as_deref().is_some_and(|n| !run.name_label.is_empty() && sanitize_label_value(n) != run.name_label);
+        g.job_name.as_deref().is_some_and(|n| !run.name_label.is_empty() && !same_name(n, &run.name_label));
     let plan_ids: BTreeSet<&str> = g.vertices.iter().map(|v| v.id.as_str()).collect();
     let metric_ids: BTreeSet<&str> = vertex_aggregates.iter().map(|a| a.vertex_id.as_str()).collect();
     let plan_id = g.job_id.as_deref().unwrap_or_default();
@@ -47,7 +53,8 @@ pub(super) fn check_plan(
     };
     if let Some(why) = why {
         notes.push(format!("{why}; diagnosing without the job graph"));
-        return (None, Some(why));
+        let of_replaced = g.job_id.is_some() && g.job_id.as_deref() == replaced;
+        return (None, (!of_replaced).then_some(why));
     }
     if other_id {
         notes.push(format!(

@@ -55,7 +55,7 @@ impl Scope<'_> {
 
     /// A task metric every subtask reports, to count subtasks and samples by: busy time,
     /// or `isBackPressured` when the reporter has no busy time.
-    fn presence_metric(&self) -> &str {
+    pub(super) fn presence_metric(&self) -> &str {
         match self.measure {
             BackpressureMeasure::TimeMsPerSecond => &self.cat.busy,
             BackpressureMeasure::IsBackPressuredShare => &self.cat.is_backpressured,

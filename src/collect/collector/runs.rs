@@ -8,7 +8,8 @@ use super::{CollectError, CollectInput, MetricSource};
 use crate::collect::identity::{self};
 use crate::collect::query::{Agg, Aggregation, OverTime, Query, QueryResult, Selector};
 use crate::model::catalog::{MetricCatalog, labels as l};
-use crate::model::graph::sanitize_label_value;
+use crate::model::graph::same_name;
+use crate::model::snapshot::RunChange;
 /// One run of a job as its metrics show it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct JobRun {
@@ -82,8 +83,7 @@ pub fn resolve_job(
     let known: BTreeSet<String> = runs.iter().map(|r| r.name_label.clone()).collect();
     let matching: Vec<&JobRun> = match wanted {
         Some(w) => {
-            let sanitized = sanitize_label_value(w);
-            runs.iter().filter(|r| r.id == w || r.name_label == w || r.name_label == sanitized).collect()
+            runs.iter().filter(|r| r.id == w || (!r.name_label.is_empty() && same_name(&r.name_label, w))).collect()
         }
         None => {
             if let Some(run) = plan_job_id.and_then(|id| runs.iter().find(|r| r.id == id)) {
@@ -127,6 +127,43 @@ pub fn resolve_job(
     Ok(((*newest).clone(), notes))
 }
 
+/// The labels of a JobManager series that a new pod of the same deployment gets anew:
+/// Flink's `host` (the pod's address). Every other label both runs carry (`namespace`,
+/// `cluster`, …; scrape labels are dropped already) must agree for a run to take over
+/// another.
+const PER_PROCESS_LABELS: [&str; 1] = ["host"];
+
+/// How long after its last sample a run counts as stopped, ms: two scrape intervals and a
+/// step, or [`STALE_AFTER_MS`] when the interval is unknown.
+pub(super) fn stale_after(run: &JobRun, step: i64) -> i64 {
+    run.scrape_interval_ms.map_or(STALE_AFTER_MS, |i| 2 * i + step)
+}
+
+/// The run that took over from `run` when it stopped: a run of the same job name and
+/// deployment (every label both carry equal, but [`PER_PROCESS_LABELS`]) under another job
+/// id, started after it, that still reports while `run` does not (judged against
+/// `newest`, the store's newest data, else the newest sample of any run). A redeploy from
+/// a savepoint (the Flink Kubernetes Operator's upgrade) brings the job back so. The
+/// newest such run, when several.
+pub fn successor<'a>(runs: &'a [JobRun], run: &JobRun, newest: Option<i64>, step: i64) -> Option<&'a JobRun> {
+    let reference = newest.or_else(|| runs.iter().map(|r| r.sampled_at_ms).max())?;
+    let stopped = |r: &JobRun| reference - r.sampled_at_ms > stale_after(r, step);
+    if run.name_label.is_empty() || !stopped(run) {
+        return None;
+    }
+    let started = |r: &JobRun| r.start_ms.unwrap_or(r.first_seen_ms);
+    let same_deployment = |r: &JobRun| {
+        r.labels
+            .iter()
+            .filter(|(k, _)| !PER_PROCESS_LABELS.contains(&k.as_str()))
+            .all(|(k, v)| run.labels.get(k).is_none_or(|w| w == v))
+    };
+    runs.iter()
+        .filter(|r| r.id != run.id && r.name_label == run.name_label && !stopped(r))
+        .filter(|r| started(r) > started(run) && same_deployment(r))
+        .max_by_key(|r| (started(r), r.sampled_at_ms))
+}
+
 /// When the scrape interval is unknown: a job whose newest sample is older than this (ms)
 /// before the diagnosis time is judged as of that sample (a 60 s scrape interval, its
 /// jitter and an evaluation step fit within it).
@@ -142,13 +179,22 @@ pub(super) async fn which_job<S: MetricSource>(
     let cfg = &input.config.diagnosis;
     let lookup = JobLookup::find(source, input.catalog, at, cfg.trend_lookback.as_ms(), cfg.step.as_ms()).await;
     let plan_job_id = input.graph.as_ref().and_then(|g| g.job_id.clone());
-    let (picked, mut notes) = lookup.resolve(input.request.job.as_deref(), plan_job_id.as_deref())?;
+    let Resolved { run: picked, mut notes, replaced } =
+        lookup.resolve(input.request.job.as_deref(), plan_job_id.as_deref())?;
     let (runs, newest) = lookup.runs?;
     let (run, distinguishing) =
         choose_deployment(&runs, &picked.id, &input.request.labels, cfg.step.as_ms(), &mut notes)?;
-    let stale_after = run.scrape_interval_ms.map_or(STALE_AFTER_MS, |i| 2 * i + cfg.step.as_ms());
-    let at = data_end(&run, at, newest, stale_after, input.request.at_ms.is_some(), &mut notes);
-    Ok(Which { run, notes, at, distinguishing })
+    let stale_after = stale_after(&run, cfg.step.as_ms());
+    let end = data_end(&run, at, newest, stale_after, input.request.at_ms.is_some(), &mut notes);
+    // The verdict is as of the run's last sample: said in its summary, not in a note alone.
+    // (`data_end`'s first case: the run's data ends more than `stale_after` before the store's.)
+    let gap = newest.map_or(at, |n| n.min(at)) - run.sampled_at_ms;
+    let stopped = (gap > stale_after).then(|| RunChange::Stopped {
+        id: run.id.clone(),
+        last_ms: run.sampled_at_ms,
+        gap_s: gap / 1000,
+    });
+    Ok(Which { run, notes, at: end, distinguishing, replaced, stopped })
 }
 
 /// Round 1's answer.
@@ -160,6 +206,49 @@ pub(super) struct Which {
     /// The labels that tell the run's deployment from others under its job id, with its
     /// values (empty: the job id is one deployment's).
     pub(super) distinguishing: Vec<(String, String)>,
+    /// The run asked about stopped and this one took over ([`RunChange::Replaced`]).
+    pub(super) replaced: Option<RunChange>,
+    /// The run stopped and none took over ([`RunChange::Stopped`]).
+    pub(super) stopped: Option<RunChange>,
+}
+
+/// The run a request names, as [`JobLookup::resolve`] chooses it.
+#[derive(Debug, Clone)]
+pub struct Resolved {
+    /// The run to diagnose: the one named, or the run that took over when it stopped.
+    pub run: JobRun,
+    /// Notes about the choice.
+    pub notes: Vec<String>,
+    /// Set when the run named stopped and [`Resolved::run`] took over from it.
+    pub replaced: Option<RunChange>,
+}
+
+impl Resolved {
+    /// The choice among `runs` (one per job id, [`newest_per_id`]) of `resolve_job`, then
+    /// the run that took over when the chosen one stopped ([`successor`]).
+    pub(super) fn among(
+        runs: &[JobRun],
+        wanted: Option<&str>,
+        plan_job_id: Option<&str>,
+        newest: Option<i64>,
+        step: i64,
+    ) -> Result<Resolved, CollectError> {
+        let (run, notes) = resolve_job(runs, wanted, plan_job_id)?;
+        match successor(runs, &run, newest, step) {
+            // The notes were about choosing the stopped run among its namesakes.
+            Some(next) => Ok(Resolved {
+                replaced: Some(RunChange::Replaced {
+                    old_id: run.id.clone(),
+                    new_id: next.id.clone(),
+                    old_last_ms: run.sampled_at_ms,
+                    new_start_ms: next.start_ms.unwrap_or(next.first_seen_ms),
+                }),
+                run: next.clone(),
+                notes: Vec::new(),
+            }),
+            None => Ok(Resolved { run, notes, replaced: None }),
+        }
+    }
 }
 
 /// One run per job id (its newest series) for choosing the job; the deployments of the
@@ -351,4 +440,69 @@ pub(super) async fn find_runs<S: MetricSource>(
         });
     }
     Ok((runs, newest))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A run of `orders_enricher` seen from `first` to `last` s (scraped every 5 s), started
+    /// at `start` s, with these JobManager labels.
+    fn run(id: &str, first: i64, last: i64, start: i64, labels: &[(&str, &str)]) -> JobRun {
+        JobRun {
+            id: id.into(),
+            name_label: "orders_enricher".into(),
+            last_seen_ms: last * 1000,
+            sampled_at_ms: last * 1000,
+            scrape_interval_ms: Some(5_000),
+            start_ms: Some(start * 1000),
+            first_seen_ms: first * 1000,
+            labels: labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+        }
+    }
+
+    const NS: (&str, &str) = ("namespace", "streaming");
+
+    #[test]
+    fn a_run_that_stopped_gives_way_to_the_newer_run_of_its_name_and_deployment() {
+        // A stopped at 360 s; B started at 395 s and reports until 600 s, the newest data.
+        // Stopped: 600 − 360 = 240 s > 2 × 5 s + 5 s. B's JobManager pod has another host.
+        let a = run("a", 0, 360, -3600, &[NS, ("host", "jm-1")]);
+        let b = run("b", 400, 600, 395, &[NS, ("host", "jm-2")]);
+        let runs = [a.clone(), b.clone()];
+        assert_eq!(successor(&runs, &a, Some(600_000), 5_000).map(|r| r.id.as_str()), Some("b"));
+        let resolved = Resolved::among(&runs, Some("a"), None, Some(600_000), 5_000).unwrap();
+        assert_eq!(resolved.run.id, "b");
+        assert_eq!(
+            resolved.replaced,
+            Some(RunChange::Replaced {
+                old_id: "a".into(),
+                new_id: "b".into(),
+                old_last_ms: 360_000,
+                new_start_ms: 395_000
+            })
+        );
+        // B reports: nothing takes over from it.
+        assert!(successor(&runs, &b, Some(600_000), 5_000).is_none());
+    }
+
+    #[test]
+    fn no_run_takes_over_from_one_that_still_reports_or_from_another_deployment_or_an_older_run() {
+        let a = run("a", 0, 360, -3600, &[NS]);
+        // Another namespace: another deployment of the same jar.
+        let other_ns = run("b", 400, 600, 395, &[("namespace", "staging")]);
+        assert!(successor(&[a.clone(), other_ns], &a, Some(600_000), 5_000).is_none());
+        // A still reports at 600 s (last sample 595 s: 5 s ≤ 15 s): it was not replaced,
+        // whatever else runs under its name.
+        let current = run("a", 0, 595, -3600, &[NS]);
+        let b = run("b", 400, 600, 395, &[NS]);
+        assert!(successor(&[current.clone(), b], &current, Some(600_000), 5_000).is_none());
+        // A run started before A is no successor.
+        let older = run("c", 0, 600, -7200, &[NS]);
+        assert!(successor(&[a.clone(), older], &a, Some(600_000), 5_000).is_none());
+        // Nor is a run of another name.
+        let mut renamed = run("d", 400, 600, 395, &[NS]);
+        renamed.name_label = "payments".into();
+        assert!(successor(&[a.clone(), renamed], &a, Some(600_000), 5_000).is_none());
+    }
 }

@@ -72,7 +72,8 @@ pub(super) async fn which_series<S: MetricSource>(
 /// over), not before the data, and from the start of the current backpressure episode when
 /// configured — never narrower than `min_window`, nor than two periods of a backpressure
 /// that recurs. Notes say when and why the window was narrowed; a failed query is noted in
-/// `missing`.
+/// `missing`. With the window, when the run restarted or was rescaled inside the requested
+/// window ([`super::changes::changed_at`]).
 pub(super) async fn which_window<S: MetricSource>(
     source: &S,
     input: &CollectInput<'_>,
@@ -81,7 +82,7 @@ pub(super) async fn which_window<S: MetricSource>(
     at: i64,
     missing: &mut Vec<Missing>,
     notes: &mut Vec<String>,
-) -> (Window, BackpressureMeasure) {
+) -> (Window, BackpressureMeasure, Option<i64>) {
     let cfg = &input.config.diagnosis;
     let cat = input.catalog;
     let requested = input.request.window_ms.unwrap_or(cfg.window.as_ms());
@@ -137,6 +138,9 @@ pub(super) async fn which_window<S: MetricSource>(
 
     // Start-up, restarts and rescales: Flink's ratios and rates average over ~60 s.
     let restarted = [&restarts, &rescales].iter().filter_map(|s| last_increase(s)).max();
+    // A (re)start whose warm-up reaches into the window, as for the counters above.
+    let changed =
+        super::changes::changed_at(run.start_ms, restarted, run.first_seen_ms, window.start_ms - exclusion, at, step);
     exclude_warm_up(&mut window, run.start_ms, restarted, exclusion, at - min_window, notes);
     // Rates over a range that starts before the data would be diluted: begin with the data.
     if run.first_seen_ms > window.start_ms && run.first_seen_ms < at - min_window {
@@ -177,7 +181,7 @@ pub(super) async fn which_window<S: MetricSource>(
             }
         }
     }
-    (window, measure)
+    (window, measure, changed)
 }
 
 /// Starts the window after the warm-up of the job's latest start, restart or rescale

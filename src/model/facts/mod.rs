@@ -7,6 +7,7 @@
 //! Pure data: no wording here. Each area of the runbook has its own enum in its own file
 //! (`runbook`, one per step); [`Fact`] has one variant per area.
 
+pub mod changes;
 pub mod checkpoints;
 pub mod headroom;
 pub mod hot_key;
@@ -31,6 +32,8 @@ pub enum Fact {
     Text(String),
     /// Facts worded one after the other, as written (each brings its own spacing).
     Seq(Vec<Fact>),
+    /// A change of the job's identity or shape: a run replaced, a rescale, a restart.
+    Change(changes::ChangeFact),
     /// The hazards `retention` and `checkpoints_stalled`.
     Retention(retention::RetentionFact),
     /// Step `hot_key`: the hot subtask, its share of the records and the ceiling it puts
@@ -75,6 +78,12 @@ impl From<String> for Fact {
 impl From<&str> for Fact {
     fn from(s: &str) -> Self {
         Fact::Text(s.to_string())
+    }
+}
+
+impl From<changes::ChangeFact> for Fact {
+    fn from(f: changes::ChangeFact) -> Self {
+        Fact::Change(f)
     }
 }
 
@@ -240,6 +249,9 @@ pub struct Summary {
     pub line: Fact,
     /// Names of the culprits after the first (independent red regions).
     pub more_culprits: Vec<String>,
+    /// What changed in the job's identity or shape (a run replaced, a rescale, a restart),
+    /// said after the line in every output.
+    pub changes: Vec<Fact>,
 }
 
 /// The diagnosis of one snapshot: the verdict's data, with facts where the verdict has

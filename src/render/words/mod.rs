@@ -6,6 +6,7 @@
 //!
 //! Pure: data in, text out.
 
+mod changes;
 mod checkpoints;
 mod headroom;
 mod hot_key;
@@ -28,6 +29,7 @@ impl fmt::Display for Fact {
         match self {
             Fact::Text(s) => f.write_str(s),
             Fact::Seq(all) => all.iter().try_for_each(|one| one.fmt(f)),
+            Fact::Change(c) => changes::word(c, f),
             Fact::Retention(r) => retention::word(r, f),
             Fact::HotKey(h) => hot_key::word(h, f),
             Fact::Locate(l) => locate::word(l, f),
@@ -104,6 +106,10 @@ fn summary(s: &Summary) -> String {
             if s.more_culprits.len() > 1 { "s" } else { "" },
             s.more_culprits.join(", ")
         ));
+    }
+    for change in &s.changes {
+        line.push(' ');
+        line.push_str(&change.to_string());
     }
     match s.hazard.as_ref().filter(|h| h.severity == Severity::Critical) {
         Some(h) => format!("{}. {line}", hazard_lead(h)),
