@@ -516,14 +516,14 @@ impl SampleSink for SeriesStore {
             self.stamp_held().map_err(|m| format!("{held} {m}"))?;
         }
         self.key_buf.clear();
-        self.key_buf.push_str(line.name);
+        self.key_buf.push_str(&line.name);
         self.key_buf.push('{');
         self.key_buf.push_str(line.labels_raw);
         let id = match self.last_id {
             Some(id) if self.last_raw == self.key_buf => id,
             _ => {
                 let labels = line.labels()?;
-                let name = self.strings.intern(line.name);
+                let name = self.strings.intern(&line.name);
                 let mut sorted: Vec<(Sym, Sym)> =
                     labels.iter().map(|(k, v)| (self.strings.intern(k), self.strings.intern(v))).collect();
                 sorted.sort_by(|a, b| self.strings.resolve(a.0).cmp(self.strings.resolve(b.0)));
