@@ -281,6 +281,13 @@ impl SeriesStore {
         self.series.iter().filter_map(|s| s.samples.bounds()).map(|b| b.0).min()
     }
 
+    /// The metric names of every series, sorted.
+    pub fn metric_names(&self) -> Vec<&str> {
+        let mut names: Vec<&str> = self.by_name.keys().map(|&n| self.strings.resolve(n)).collect();
+        names.sort_unstable();
+        names
+    }
+
     /// Distinct values of `label` over the series of `metric` (e.g. every `job_id`).
     pub fn label_values(&self, metric: &str, label: &str) -> Vec<String> {
         let (Some(name), Some(label)) = (self.strings.get(metric), self.strings.get(label)) else {
