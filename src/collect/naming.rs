@@ -5,7 +5,7 @@
 //! job's `uptime`, the tasks' busy time and their record counters and meters (the
 //! Collector's gauges are the Prometheus reporter's names; its counters and meters are not).
 
-use crate::collect::query::{Agg, Aggregation, OverTime, Query, QueryResult, Selector};
+use crate::collect::query::{Agg, Aggregation, Query, QueryResult, Selector};
 use crate::collect::store::SeriesStore;
 use crate::model::catalog::MetricCatalog;
 use crate::model::naming::NamingScheme;
@@ -108,26 +108,27 @@ fn dotted_flink_hint(names: &[&str]) -> Option<String> {
     ))
 }
 
-/// The one cheap query of a live detection: how many series of each scheme's uptime and
-/// busy time the store has in the window, by name (`count by (__name__) (count_over_time(
-/// {__name__=~"a|b|…"}[window]))`).
-pub fn lookup_query(catalog: &MetricCatalog, at_ms: i64, window_ms: i64) -> Query {
+/// The one cheap query of a live detection: how many series of each scheme's telling names
+/// the store has at each step of the lookback, by name (`count by (__name__)
+/// ({__name__=~"a|b|…"})` over a range: a `*_over_time` function would drop the names, and
+/// the series of several names would then collide).
+pub fn lookup_query(catalog: &MetricCatalog, at_ms: i64, lookback_ms: i64, step_ms: i64) -> Query {
     let mut names: Vec<String> =
         NamingScheme::CONCRETE.iter().flat_map(|&s| telling_names(&catalog.with_scheme(s)).map(String::from)).collect();
     names.sort();
     names.dedup();
-    Query::OverTime {
+    Query::Range {
         selector: Selector::metrics(&names),
-        func: OverTime::Count,
-        range_ms: window_ms,
-        at_ms,
         aggregation: Some(Aggregation::new(Agg::Count, &["__name__"])),
+        start_ms: at_ms - lookback_ms,
+        end_ms: at_ms,
+        step_ms: step_ms.max(1),
     }
 }
 
 /// The scheme the answer of [`lookup_query`] shows.
 pub fn detect_in_answer(answer: &QueryResult, catalog: &MetricCatalog) -> Detection {
-    let present = |name: &str| answer.iter().any(|s| s.label("__name__") == name && s.last_value() > Some(0.0));
+    let present = |name: &str| answer.iter().any(|s| s.label("__name__") == name && s.points.iter().any(|p| p.1 > 0.0));
     decide(catalog, present, || None)
 }
 
@@ -219,10 +220,10 @@ mod tests {
     }
 
     #[test]
-    fn the_live_lookup_is_one_count_by_name_over_every_schemes_telling_names() {
-        let q = lookup_query(&MetricCatalog::default(), 600_000, 300_000);
+    fn the_live_lookup_is_one_range_count_by_name_over_every_schemes_telling_names() {
+        let q = lookup_query(&MetricCatalog::default(), 600_000, 300_000, 15_000);
         let promql = q.to_promql();
-        assert!(promql.starts_with("count by (__name__) (count_over_time({__name__=~\""), "{promql}");
+        assert!(promql.starts_with("count by (__name__) ({__name__=~\""), "{promql}");
         assert!(promql.contains("flink\\\\.jobmanager\\\\.job\\\\.uptime"), "{promql}");
         let answer = vec![crate::collect::query::ResultSeries {
             labels: [("__name__".to_string(), "flink.jobmanager.job.uptime".to_string())].into(),

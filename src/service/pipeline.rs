@@ -190,7 +190,7 @@ impl Live {
         if configured.scheme != crate::model::naming::NamingScheme::Auto || !found_none {
             return (configured.clone(), lookup, None);
         }
-        let query = lookup_query(configured, at_ms, d.trend_lookback.as_ms());
+        let query = lookup_query(configured, at_ms, d.trend_lookback.as_ms(), d.step.as_ms());
         match source.run(std::slice::from_ref(&query)).await.pop() {
             Some(Ok(answer)) => match detect_in_answer(&answer, configured) {
                 Detection::Other { catalog, note } => {

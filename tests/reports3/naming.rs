@@ -218,3 +218,57 @@ fn support_text(path: &Path) -> String {
     crate::support::gunzip(path, &out);
     std::fs::read_to_string(out).unwrap()
 }
+
+#[path = "naming_stub.rs"]
+mod stub;
+
+/// Report 04's data in a real Prometheus 2 under legacy names, behind the stub that speaks
+/// Prometheus 3's quoted syntax; the map from each UTF-8 name to the legacy one.
+fn prometheus_2_with_report_04(scratch: &Path) -> (crate::support::Server, BTreeMap<String, String>) {
+    let legacy = scratch.join("legacy.om.gz");
+    let names = std::sync::Mutex::new(BTreeMap::new());
+    rewrite(&report().join("recording-quoted.om.gz"), &legacy, |name, labels| {
+        // A stand-in no scheme names, so that only the UTF-8 names find the data.
+        let underscored = format!("stub_{}", name.replace('.', "_"));
+        names.lock().unwrap().insert(name.to_string(), underscored.clone());
+        (underscored, labels.to_vec())
+    });
+    (crate::support::prometheus_with(&legacy), names.into_inner().unwrap())
+}
+
+use std::collections::BTreeMap;
+
+async fn live(url: &str, scheme: &str, scratch: &Path) -> Verdict {
+    let config = scratch.join(format!("live-{scheme}.toml"));
+    std::fs::write(&config, format!("[prometheus]\nurl = \"{url}\"\n\n[metrics]\nscheme = \"{scheme}\"\n")).unwrap();
+    // The offline verdict's time: the recording's last sample.
+    let at = diagnosed(&report().join("recording-quoted.om.gz"), &report().join("plan.json"), None).at;
+    let mut a = args(&report().join("recording-quoted.om.gz"), &report().join("plan.json"), Some(&config));
+    a.recording = None;
+    a.job = Some("clickstream-sessionizer".into());
+    a.at = Some(at);
+    culprit::cli::diagnose_live_command(&a, 0).await.unwrap_or_else(|e| panic!("{}", e.message))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn live_through_prometheus_3s_quoted_syntax_sessionize_is_named_with_the_scheme_set_or_detected() {
+    let scratch = tempfile::tempdir().unwrap();
+    let (prometheus, names) = prometheus_2_with_report_04(scratch.path());
+    let stub = stub::start(&prometheus.url, names).await;
+    let set = live(&stub.url, "otlp_utf8", scratch.path()).await;
+    assert_sessionize_with_headroom(&set);
+    // culprit wrote the dotted names in the quoted form, first in the braces.
+    let queries = stub.queries();
+    assert!(
+        queries.iter().any(|q| q.contains(r#"{"flink.taskmanager.job.task.busyTimeMsPerSecond", "#)),
+        "{queries:#?}"
+    );
+    assert!(!queries.iter().any(|q| q.contains(r#"__name__="flink."#)), "{queries:#?}");
+    // `auto`: the Prometheus reporter's names find nothing, one lookup finds the scheme.
+    let before = stub.queries().len();
+    let detected = live(&stub.url, "auto", scratch.path()).await;
+    assert_sessionize_with_headroom(&detected);
+    assert!(detected.notes.iter().any(|n| n.contains("[metrics] scheme = \"otlp_utf8\"")), "{:?}", detected.notes);
+    let lookups = stub.queries()[before..].iter().filter(|q| q.starts_with("count by (__name__)")).count();
+    assert_eq!(lookups, 1, "one series lookup");
+}
