@@ -752,7 +752,7 @@ fn naming_in_store(
     match crate::collect::naming::detect_in_store(store, configured) {
         Detection::Configured => Ok(keep(None)),
         Detection::Absent { hint } => Ok(keep(hint)),
-        Detection::Other { catalog, note } => Ok(StoreNaming { catalog, note: Some(note), hint: None }),
+        Detection::Other { catalog, note } => Ok(StoreNaming { catalog: *catalog, note: Some(note), hint: None }),
         Detection::Ambiguous(message) => Err(message),
     }
 }

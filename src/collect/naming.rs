@@ -17,7 +17,7 @@ pub enum Detection {
     Configured,
     /// The configured names are absent and one other scheme's are present: its catalog,
     /// and the note that says so.
-    Other { catalog: MetricCatalog, note: String },
+    Other { catalog: Box<MetricCatalog>, note: String },
     /// The configured names are absent and several other schemes' are present: an error
     /// naming them and the setting.
     Ambiguous(String),
@@ -70,7 +70,9 @@ fn decide(catalog: &MetricCatalog, present: impl Fn(&str) -> bool, hint: impl Fn
     match found.as_slice() {
         [] if own > 0 => Detection::Configured,
         [] => Detection::Absent { hint: hint() },
-        [(scheme, other, _)] => Detection::Other { catalog: other.clone(), note: switched_note(catalog, *scheme) },
+        [(scheme, other, _)] => {
+            Detection::Other { catalog: Box::new(other.clone()), note: switched_note(catalog, *scheme) }
+        }
         several => Detection::Ambiguous(format!(
             "the metrics carry the names of several naming schemes ({}) and none of `[metrics] scheme = \"{}\"`: set `[metrics] scheme` to the one to diagnose",
             several.iter().map(|(s, _, _)| format!("`{}`", s.key())).collect::<Vec<_>>().join(", "),

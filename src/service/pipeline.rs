@@ -195,7 +195,7 @@ impl Live {
             Some(Ok(answer)) => match detect_in_answer(&answer, configured) {
                 Detection::Other { catalog, note } => {
                     let lookup = find(&catalog).await;
-                    (catalog, lookup, Some(note))
+                    (*catalog, lookup, Some(note))
                 }
                 _ => (configured.clone(), lookup, None),
             },

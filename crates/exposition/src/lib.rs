@@ -92,7 +92,7 @@ mod write;
 
 pub use lex::{is_valid_label_name, is_valid_metric_name};
 pub use read::{Format, ReadError, ReadSummary, Reader, TimeUnit, read_bytes};
-pub use sample::{LineForm, MetricType, SampleLine, SampleSink};
+pub use sample::{Label, LineForm, MetricType, SampleLine, SampleSink};
 pub use timestamp::time_in_range;
 pub use write::OpenMetricsWriter;
 

@@ -64,8 +64,8 @@ impl<'a> SampleLine<'a> {
     ///
     /// A one-sentence message for a duplicate label name or malformed label text. A line
     /// accepted by the reader can only fail here with a duplicate label name.
-    pub fn labels(&self) -> Result<Vec<(Cow<'a, str>, Cow<'a, str>)>, String> {
-        let mut pairs: Vec<(Cow<'a, str>, Cow<'a, str>)> = Vec::with_capacity(12);
+    pub fn labels(&self) -> Result<Vec<Label<'a>>, String> {
+        let mut pairs: Vec<Label<'a>> = Vec::with_capacity(12);
         let dump = self.form == LineForm::PromtoolDump;
         let dialect = match self.form {
             LineForm::Exposition => Dialect::EXPOSITION,
@@ -92,6 +92,9 @@ impl<'a> SampleLine<'a> {
         Ok(pairs)
     }
 }
+
+/// A label's name and value, each borrowed from the line unless it held escapes.
+pub type Label<'a> = (Cow<'a, str>, Cow<'a, str>);
 
 /// Receives every sample, in file order.
 pub trait SampleSink {
