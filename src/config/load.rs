@@ -161,14 +161,18 @@ mod tests {
         assert_eq!(c.metrics.busy, "flink.taskmanager.job.task.busyTimeMsPerSecond");
         assert_eq!(c.metrics.records_in, "flink.taskmanager.job.task.numRecordsIn_total");
         assert_eq!(c.metrics.idle, "my.idle");
-        // A key set to the Prometheus reporter's name is kept: it was written.
+        // A key holding the Prometheus reporter's name (as the example file writes every
+        // key) stands for the scheme's name: changing the scheme alone is enough.
         let c = Config::from_toml(
-            "[metrics]\nscheme = \"otel_collector\"\nuptime = \"flink_jobmanager_job_uptime\"\n",
+            "[metrics]\nscheme = \"otel_collector\"\nrecords_in = \"flink_taskmanager_job_task_numRecordsIn\"\n",
             "c.toml",
         )
         .unwrap();
         assert_eq!(c.metrics.records_in, "flink_taskmanager_job_task_numRecordsIn_total");
-        assert_eq!(c.metrics.uptime, "flink_jobmanager_job_uptime");
+        let example = include_str!("../../config/culprit.example.toml")
+            .replace("scheme = \"flink_prometheus\"", "scheme = \"otlp_utf8\"");
+        let c = Config::from_toml(&example, "culprit.example.toml").unwrap();
+        assert_eq!(c.metrics.busy, "flink.taskmanager.job.task.busyTimeMsPerSecond");
         let err = Config::from_toml("[metrics]\nscheme = \"otel\"\n", "c.toml").unwrap_err().to_string();
         assert!(err.contains("metrics.scheme") && err.contains("otlp_utf8"), "{err}");
     }

@@ -31,7 +31,8 @@ pub struct MetricCatalog {
     /// Prometheus exporter: `…_numRecordsIn_total`, `exported_job`), `otlp_utf8` (OTLP into
     /// Prometheus 3 with `NoUTF8EscapingWithSuffixes`: `flink.taskmanager.job.task.busyTimeMsPerSecond`),
     /// or `auto` (the Prometheus reporter's names, and the scheme the data holds when they
-    /// are absent). A name set below overrides its scheme's. Offline, a recording without
+    /// are absent). A name set below overrides its scheme's, unless it is the Prometheus
+    /// reporter's name, which stands for the scheme's. Offline, a recording without
     /// the scheme's names but with another scheme's is read with that one, and a note says so.
     pub scheme: crate::model::naming::NamingScheme,
     /// Task `busyTimeMsPerSecond`, ms/s (NaN for legacy sources).

@@ -241,13 +241,17 @@ impl MetricCatalog {
 
     /// The catalog of `self.scheme` with the keys a file set (`explicit`: `[metrics]` keys
     /// as written) kept as given: the scheme maps a whole naming scheme, a key overrides
-    /// one name.
+    /// one name. A key that holds the Prometheus reporter's name (as the example file
+    /// writes every key) stands for the scheme's name: changing the scheme alone is enough.
     pub fn apply_scheme(&self, explicit: &[String]) -> MetricCatalog {
         let mut value = serde_json::to_value(MetricCatalog::for_scheme(self.scheme)).expect("plain strings");
         let given = serde_json::to_value(self).expect("plain strings");
+        let default = serde_json::to_value(MetricCatalog::default()).expect("plain strings");
         let (map, given) = (value.as_object_mut().expect("a struct"), given.as_object().expect("a struct"));
         for key in explicit {
-            if let Some(v) = given.get(key) {
+            if let Some(v) = given.get(key)
+                && default.get(key) != Some(v)
+            {
                 map.insert(key.clone(), v.clone());
             }
         }
