@@ -272,3 +272,43 @@ async fn live_through_prometheus_3s_quoted_syntax_sessionize_is_named_with_the_s
     let lookups = stub.queries()[before..].iter().filter(|q| q.starts_with("count by (__name__)")).count();
     assert_eq!(lookups, 1, "one series lookup");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn culprit_record_writes_utf8_names_quoted_and_its_recording_gives_the_same_verdict() {
+    let scratch = tempfile::tempdir().unwrap();
+    let (prometheus, names) = prometheus_2_with_report_04(scratch.path());
+    let stub = stub::start(&prometheus.url, names).await;
+    let config = scratch.path().join("record.toml");
+    let plan = report().join("plan.json");
+    std::fs::write(
+        &config,
+        format!(
+            "[prometheus]\nurl = \"{}\"\n\n[flink.plans]\n\"clickstream-sessionizer\" = \"{}\"\n\n[metrics]\nscheme = \"otlp_utf8\"\n",
+            stub.url,
+            plan.display()
+        ),
+    )
+    .unwrap();
+    let at = diagnosed(&report().join("recording-quoted.om.gz"), &plan, None).at;
+    let out = scratch.path().join("recorded.om.gz");
+    let args = culprit::cli::RecordArgs {
+        job: "clickstream-sessionizer".into(),
+        label: Vec::new(),
+        lookback: "10m".into(),
+        at: Some(at),
+        window: None,
+        config,
+        cluster: None,
+        out: out.clone(),
+        plan_out: None,
+        checkpoint_config_out: None,
+    };
+    if let Err(e) = culprit::cli::record_command(&args, 0).await {
+        panic!("{}: the last query was {:?}", e.message, stub.queries().last());
+    }
+    let text = support_text(&out);
+    assert!(text.contains("{\"flink.taskmanager.job.task.busyTimeMsPerSecond\","), "{}", &text[..text.len().min(2000)]);
+    // Read back without configuration: the scheme is read from the names, the verdict kept.
+    let v = diagnosed(&out, &plan, None);
+    assert_sessionize_with_headroom(&v);
+}

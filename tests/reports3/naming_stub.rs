@@ -7,7 +7,8 @@
 //! form (`{__name__="flink_x", job_id="j"}`), maps `__name__` matchers' values the same way,
 //! asks the Prometheus 2 with the rest of the request unchanged, and writes the UTF-8 names
 //! back into the answer's `__name__` labels. Every query it received is kept, so a test can
-//! see what culprit sent. A quoted name it cannot map is answered `bad_data`.
+//! see what culprit sent (and an upstream error, after it). A quoted name the data does not
+//! hold selects nothing, as in Prometheus 3; a string not closed is answered `bad_data`.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -76,6 +77,9 @@ async fn handle(State(stub): State<Stub>, uri: Uri, body: Bytes) -> Response {
     let answer = stub.client.post(format!("{}{}", stub.upstream, uri.path())).form(&form).send().await.unwrap();
     let status = StatusCode::from_u16(answer.status().as_u16()).unwrap();
     let mut json: serde_json::Value = answer.json().await.unwrap();
+    if !status.is_success() {
+        stub.queries.lock().unwrap().push(format!("upstream {status}: {json} for {form:?}"));
+    }
     let back: BTreeMap<&str, &str> = stub.names.iter().map(|(k, v)| (v.as_str(), k.as_str())).collect();
     if let Some(result) = json.pointer_mut("/data/result").and_then(|r| r.as_array_mut()) {
         for series in result {
@@ -158,10 +162,14 @@ fn to_legacy(query: &str, names: &BTreeMap<String, String>) -> Result<String, St
         let before = prev_non_blank(&out);
         let after = next_non_blank(&q, end);
         if before == Some('{') && matches!(after, Some(',') | Some('}')) {
-            // `{"flink.x", …}`: the metric name.
-            let legacy = map(&value);
+            // `{"flink.x", …}`: the metric name. One the data does not hold selects nothing,
+            // as in Prometheus 3.
+            let legacy = names.get(&value).cloned().unwrap_or_else(|| {
+                let safe: String = value.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).collect();
+                format!("stub_absent_{safe}")
+            });
             if !legacy_ok(&legacy) {
-                return Err(format!("the Prometheus 2 behind this stub holds no metric {value:?}"));
+                return Err(format!("no legacy stand-in for {value:?}"));
             }
             out.push_str(&format!("__name__={}", quote(&legacy)));
         } else if matches!(before, Some('{') | Some(',')) && matches!(after, Some('=') | Some('!')) {
@@ -196,5 +204,5 @@ fn the_stub_rewrites_quoted_names_and_leaves_label_values_alone() {
     );
     assert_eq!(to_legacy(r#"{__name__=~"a\\.b|c"}"#, &names).unwrap(), r#"{__name__=~"a_b|c"}"#);
     assert_eq!(to_legacy(r#"{"x.y"="1"}"#, &names).unwrap(), r#"{x_y="1"}"#);
-    assert!(to_legacy(r#"{"z.z"}"#, &names).is_err());
+    assert_eq!(to_legacy(r#"{"z.z"}"#, &names).unwrap(), r#"{__name__="stub_absent_z_z"}"#);
 }
