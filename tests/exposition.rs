@@ -43,8 +43,8 @@ struct Keep(Vec<Sample>);
 
 impl SampleSink for Keep {
     fn sample(&mut self, line: &SampleLine<'_>, t_ms: Option<i64>) -> Result<(), String> {
-        let labels = line.labels()?.into_iter().map(|(k, v)| (k.to_owned(), v.into_owned())).collect();
-        self.0.push(Sample { name: line.name.to_owned(), labels, value: line.value, t_ms });
+        let labels = line.labels()?.into_iter().map(|(k, v)| (k.into_owned(), v.into_owned())).collect();
+        self.0.push(Sample { name: line.name.to_string(), labels, value: line.value, t_ms });
         Ok(())
     }
 }

@@ -11,6 +11,8 @@ mod demand;
 mod retention;
 #[path = "reports3/identity.rs"]
 mod identity;
+#[path = "reports3/naming.rs"]
+mod naming;
 mod support;
 
 #[path = "reports3/sentinel.rs"]

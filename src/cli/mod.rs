@@ -517,12 +517,14 @@ async fn scrape_command(
             None => notes.push("no --job given: Flink REST not asked".into()),
         }
     }
+    let naming = naming_in_store(&store, &config.metrics).map_err(CliError::usage)?;
     let snapshot =
-        collect(&store, CollectInput { request: &request, graph, checkpoint_config, config, catalog: &config.metrics })
+        collect(&store, CollectInput { request: &request, graph, checkpoint_config, config, catalog: &naming.catalog })
             .await
-            .map_err(|e| CliError::usage(e.to_string()))?;
+            .map_err(|e| CliError::usage(format!("{e}{}", naming.hint_after_error())))?;
     refuse_plan_mismatch(args, &snapshot)?;
     let mut snapshot = snapshot;
+    snapshot.notes.extend(naming.note);
     snapshot.notes.extend(notes);
     Ok(crate::render::words::verdict(&diagnose(&snapshot, &config.diagnosis)))
 }
@@ -713,21 +715,20 @@ pub fn diagnose_command(args: &DiagnoseArgs, now_ms: i64) -> Result<Verdict, Cli
         }
     }
     store.finish();
+    let source = args.recording.as_ref().or(args.metrics.first()).map(|p| p.display().to_string()).unwrap_or_default();
+    let naming = naming_in_store(&store, &config.metrics).map_err(|m| CliError::usage(format!("{source}: {m}")))?;
     let mut request = DiagnosisRequest { job: args.job.clone(), at_ms, window_ms, labels: parse_labels(&args.label)? };
-    let (graph, lookup, plan_notes) = configured_plan_offline(&store, &config, &mut request, graph);
+    let (graph, lookup, plan_notes) = configured_plan_offline(&store, &config, &naming.catalog, &mut request, graph);
     let snapshot = block_on(crate::collect::collector::collect_after(
         &store,
-        CollectInput { request: &request, graph, checkpoint_config, config: &config, catalog: &config.metrics },
+        CollectInput { request: &request, graph, checkpoint_config, config: &config, catalog: &naming.catalog },
         lookup,
     ))
-    .map_err(|e| {
-        let source =
-            args.recording.as_ref().or(args.metrics.first()).map(|p| p.display().to_string()).unwrap_or_default();
-        CliError::usage(format!("{source}: {e}"))
-    })?;
+    .map_err(|e| CliError::usage(format!("{source}: {e}{}", naming.hint_after_error())))?;
     refuse_plan_mismatch(args, &snapshot)?;
     let mut snapshot = snapshot;
     snapshot.notes.extend(plan_notes);
+    snapshot.notes.extend(naming.note);
     snapshot.notes.extend(untimed_notes(store.untimed(), at_ms, stamp));
     warn_unmatched_operator_kinds(&snapshot, &config);
     Ok(crate::render::words::verdict(&diagnose(&snapshot, &config.diagnosis)))
@@ -741,6 +742,7 @@ pub fn diagnose_command(args: &DiagnoseArgs, now_ms: i64) -> Result<Verdict, Cli
 fn configured_plan_offline(
     store: &SeriesStore,
     config: &Config,
+    catalog: &crate::model::catalog::MetricCatalog,
     request: &mut DiagnosisRequest,
     graph: Option<JobGraph>,
 ) -> (Option<JobGraph>, Option<crate::collect::collector::JobLookup>, Vec<String>) {
@@ -750,7 +752,7 @@ fn configured_plan_offline(
     let d = &config.diagnosis;
     let lookup = block_on(crate::collect::collector::JobLookup::find(
         store,
-        &config.metrics,
+        catalog,
         at,
         d.trend_lookback.as_ms(),
         d.step.as_ms(),
@@ -761,6 +763,36 @@ fn configured_plan_offline(
             (plan.ok(), Some(lookup), notes)
         }
         None => (None, Some(lookup), Vec::new()),
+    }
+}
+
+/// The metric names to read a store with: the configured ones, or another naming scheme's
+/// when the store holds those instead ([`crate::collect::naming`]).
+struct StoreNaming {
+    catalog: crate::model::catalog::MetricCatalog,
+    /// Says that another scheme was used.
+    note: Option<String>,
+    /// Says that the store holds Flink metrics under names no scheme maps, for an error.
+    hint: Option<String>,
+}
+
+impl StoreNaming {
+    fn hint_after_error(&self) -> String {
+        self.hint.as_ref().map(|h| format!("; {h}")).unwrap_or_default()
+    }
+}
+
+fn naming_in_store(
+    store: &SeriesStore,
+    configured: &crate::model::catalog::MetricCatalog,
+) -> Result<StoreNaming, String> {
+    use crate::collect::naming::Detection;
+    let keep = |hint| StoreNaming { catalog: configured.clone(), note: None, hint };
+    match crate::collect::naming::detect_in_store(store, configured) {
+        Detection::Configured => Ok(keep(None)),
+        Detection::Absent { hint } => Ok(keep(hint)),
+        Detection::Other { catalog, note } => Ok(StoreNaming { catalog: *catalog, note: Some(note), hint: None }),
+        Detection::Ambiguous(message) => Err(message),
     }
 }
 

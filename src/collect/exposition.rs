@@ -102,8 +102,8 @@ mod tests {
 
     impl SampleSink for Collect {
         fn sample(&mut self, line: &SampleLine<'_>, t_ms: Option<i64>) -> Result<(), String> {
-            let labels = line.labels()?.into_iter().map(|(k, v)| (k.to_owned(), v.into_owned())).collect();
-            self.samples.push((line.name.to_owned(), labels, line.value, t_ms));
+            let labels = line.labels()?.into_iter().map(|(k, v)| (k.into_owned(), v.into_owned())).collect();
+            self.samples.push((line.name.to_string(), labels, line.value, t_ms));
             Ok(())
         }
     }

@@ -13,6 +13,7 @@
 //! * [`degrade`]: a query a backend refuses as too large, asked again in smaller pieces
 //!   that add up to the same answer.
 //! * [`answer_budget`]: the bytes of backend answers held at once, across diagnoses.
+//! * [`naming`]: which naming scheme the data holds, when it is not the one configured.
 //! * [`collector`]: request + metric source → snapshot.
 
 pub mod answer_budget;
@@ -25,6 +26,7 @@ pub mod exposition;
 pub mod flink_rest;
 pub mod identity;
 pub mod kafka;
+pub mod naming;
 pub mod prometheus;
 pub mod query;
 pub mod recorder;

@@ -135,32 +135,72 @@ impl Selector {
     /// PromQL text of the matchers (the [`Hygiene`] is rendered by [`Query::to_promql`]),
     /// every value escaped for a PromQL double-quoted string (`\`, `"`, newline) and,
     /// inside `=~` and `!~`, for RE2.
+    ///
+    /// A metric name that is not `[a-zA-Z_:][a-zA-Z0-9_:]*` (a Prometheus 3 UTF-8 name such
+    /// as `flink.taskmanager.job.task.busyTimeMsPerSecond`) is written first and quoted,
+    /// `{"flink.…", job_id="…"}`, and a label name that is not `[a-zA-Z_][a-zA-Z0-9_]*` is
+    /// quoted too (`"a.b"="x"`), as the [UTF-8 guide](https://prometheus.io/docs/guides/utf8/)
+    /// of Prometheus 3 writes them; legacy names keep the form every store reads,
+    /// `{__name__="m", a="x"}`.
     pub fn to_promql(&self) -> String {
         let mut out = String::from("{");
-        for (i, m) in self.matchers.iter().enumerate() {
-            if i > 0 {
+        let quoted_name = self.matchers.first().and_then(|m| match &m.op {
+            MatchOp::Equal(v) if m.label == "__name__" && !is_legacy_metric_name(v) => Some(v),
+            _ => None,
+        });
+        let rest = match quoted_name {
+            Some(name) => {
+                let _ = write!(out, "\"{}\"", escape_promql_string(name));
+                &self.matchers[1..]
+            }
+            None => &self.matchers[..],
+        };
+        for (i, m) in rest.iter().enumerate() {
+            if i > 0 || quoted_name.is_some() {
                 out.push_str(", ");
             }
+            let label = promql_label(&m.label);
             match &m.op {
                 MatchOp::Equal(v) => {
-                    let _ = write!(out, "{}=\"{}\"", m.label, escape_promql_string(v));
+                    let _ = write!(out, "{label}=\"{}\"", escape_promql_string(v));
                 }
                 MatchOp::OneOf(vs) => {
                     let alternation = vs.iter().map(|v| escape_regex(v)).collect::<Vec<_>>().join("|");
-                    let _ = write!(out, "{}=~\"{}\"", m.label, escape_promql_string(&alternation));
+                    let _ = write!(out, "{label}=~\"{}\"", escape_promql_string(&alternation));
                 }
                 MatchOp::EndsWith(suffix) => {
-                    let _ = write!(out, "{}=~\".+{}\"", m.label, escape_promql_string(&escape_regex(suffix)));
+                    let _ = write!(out, "{label}=~\".+{}\"", escape_promql_string(&escape_regex(suffix)));
                 }
                 MatchOp::NotOneOf(vs) => {
                     let alternation = vs.iter().map(|v| escape_regex(v)).collect::<Vec<_>>().join("|");
-                    let _ = write!(out, "{}!~\"{}\"", m.label, escape_promql_string(&alternation));
+                    let _ = write!(out, "{label}!~\"{}\"", escape_promql_string(&alternation));
                 }
             }
         }
         out.push('}');
         out
     }
+}
+
+/// Whether a metric name needs no quotes in PromQL: `[a-zA-Z_:][a-zA-Z0-9_:]*`.
+fn is_legacy_metric_name(name: &str) -> bool {
+    crate::collect::exposition::is_valid_metric_name(name)
+}
+
+/// A label name as PromQL writes it: bare when it is `[a-zA-Z_][a-zA-Z0-9_]*`, else
+/// double-quoted and escaped (Prometheus 3), in matchers and in `by`, `without` and `on`
+/// lists alike.
+pub fn promql_label(name: &str) -> std::borrow::Cow<'_, str> {
+    if crate::collect::exposition::is_valid_label_name(name) {
+        std::borrow::Cow::Borrowed(name)
+    } else {
+        std::borrow::Cow::Owned(format!("\"{}\"", escape_promql_string(name)))
+    }
+}
+
+/// A list of label names for `by (…)`, `without (…)` or `on(…)`, each as [`promql_label`].
+fn promql_labels<S: AsRef<str>>(names: &[S]) -> String {
+    names.iter().map(|n| promql_label(n.as_ref())).collect::<Vec<_>>().join(", ")
 }
 
 /// Escapes a value for a PromQL double-quoted string literal.
@@ -307,7 +347,7 @@ fn newest_attempts(
             format!(
                 "({} unless on({}) {})",
                 f(&selector.clone().with(ATTEMPT_LABEL, a)),
-                SUBTASK_LABELS.join(", "),
+                promql_labels(&SUBTASK_LABELS),
                 present(&selector.clone().with_one_of(ATTEMPT_LABEL, &attempts[i + 1..]))
             )
         })
@@ -322,7 +362,7 @@ fn once_per_target(hygiene: &Hygiene, inner: String) -> String {
     if hygiene.scrape_labels.is_empty() {
         inner
     } else {
-        format!("max without ({}) ({inner})", hygiene.scrape_labels.join(", "))
+        format!("max without ({}) ({inner})", promql_labels(&hygiene.scrape_labels))
     }
 }
 
@@ -340,7 +380,7 @@ fn wrap_aggregation(aggregation: Option<&Aggregation>, inner: String) -> String 
             };
             let param = if a.agg == Agg::Median { "0.5, " } else { "" };
             let keyword = if a.without { "without" } else { "by" };
-            format!("{name} {keyword} ({}) ({param}{inner})", a.by.join(", "))
+            format!("{name} {keyword} ({}) ({param}{inner})", promql_labels(&a.by))
         }
     }
 }
@@ -432,6 +472,45 @@ mod tests {
         );
         // A raw range keeps metric names (max would drop them): the series stay apart.
         assert_eq!(range(None).to_promql(), r#"{__name__="m"}"#);
+    }
+
+    #[test]
+    fn a_utf8_metric_name_is_written_first_and_quoted_as_prometheus_3_reads_it() {
+        let s = Selector::metric("flink.taskmanager.job.task.busyTimeMsPerSecond").with("job_id", "j");
+        assert_eq!(s.to_promql(), r#"{"flink.taskmanager.job.task.busyTimeMsPerSecond", job_id="j"}"#);
+        // Only the name: nothing after it.
+        assert_eq!(Selector::metric("a.b").to_promql(), r#"{"a.b"}"#);
+        // A legacy name keeps the __name__ form every store reads.
+        assert_eq!(Selector::metric("flink_x").with("a", "b").to_promql(), r#"{__name__="flink_x", a="b"}"#);
+        // Several names, or a suffix, stay a regex on __name__, dots escaped for RE2.
+        assert_eq!(Selector::metrics(&["a.b", "c.d"]).to_promql(), r#"{__name__=~"a\\.b|c\\.d"}"#);
+    }
+
+    #[test]
+    fn a_hostile_utf8_metric_name_and_label_values_are_escaped_inside_their_quotes() {
+        let s = Selector::metric("a\"} or vector(1) or {\"b").with("job_name", "x\"}\n");
+        assert_eq!(s.to_promql(), r#"{"a\"} or vector(1) or {\"b", job_name="x\"}\n"}"#);
+    }
+
+    #[test]
+    fn utf8_label_names_are_quoted_in_matchers_and_in_by_without_and_on() {
+        let hygiene =
+            Hygiene { attempts: vec!["0".into(), "1".into()], scrape_labels: vec!["service.instance.id".into()] };
+        let q = Query::OverTime {
+            selector: Selector::metric("m.x").with("job.id", "j\"").with_hygiene(hygiene),
+            func: OverTime::Avg,
+            range_ms: 60_000,
+            at_ms: 0,
+            aggregation: Some(Aggregation::new(Agg::Max, &["task.id", "subtask_index"])),
+        };
+        assert_eq!(
+            q.to_promql(),
+            concat!(
+                r#"max by ("task.id", subtask_index) (max without ("service.instance.id") ("#,
+                r#"(avg_over_time({"m.x", "job.id"="j\"", task_attempt_num="0"}[60000ms]) unless on(task_id, subtask_index) count_over_time({"m.x", "job.id"="j\"", task_attempt_num=~"1"}[60000ms]))"#,
+                r#" or avg_over_time({"m.x", "job.id"="j\"", task_attempt_num!~"0"}[60000ms])))"#
+            )
+        );
     }
 
     #[test]

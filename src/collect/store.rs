@@ -281,6 +281,13 @@ impl SeriesStore {
         self.series.iter().filter_map(|s| s.samples.bounds()).map(|b| b.0).min()
     }
 
+    /// The metric names of every series, sorted.
+    pub fn metric_names(&self) -> Vec<&str> {
+        let mut names: Vec<&str> = self.by_name.keys().map(|&n| self.strings.resolve(n)).collect();
+        names.sort_unstable();
+        names
+    }
+
     /// Distinct values of `label` over the series of `metric` (e.g. every `job_id`).
     pub fn label_values(&self, metric: &str, label: &str) -> Vec<String> {
         let (Some(name), Some(label)) = (self.strings.get(metric), self.strings.get(label)) else {
@@ -516,14 +523,14 @@ impl SampleSink for SeriesStore {
             self.stamp_held().map_err(|m| format!("{held} {m}"))?;
         }
         self.key_buf.clear();
-        self.key_buf.push_str(line.name);
+        self.key_buf.push_str(&line.name);
         self.key_buf.push('{');
         self.key_buf.push_str(line.labels_raw);
         let id = match self.last_id {
             Some(id) if self.last_raw == self.key_buf => id,
             _ => {
                 let labels = line.labels()?;
-                let name = self.strings.intern(line.name);
+                let name = self.strings.intern(&line.name);
                 let mut sorted: Vec<(Sym, Sym)> =
                     labels.iter().map(|(k, v)| (self.strings.intern(k), self.strings.intern(v))).collect();
                 sorted.sort_by(|a, b| self.strings.resolve(a.0).cmp(self.strings.resolve(b.0)));

@@ -36,10 +36,11 @@ impl Config {
     /// values, keys that must not be set together), so that one run can report them all;
     /// only text that does not parse is an error.
     pub fn parse(text: &str, source_name: &str) -> Result<(Config, Vec<String>), ConfigError> {
-        let config: Config = toml::from_str(text).map_err(|e| ConfigError {
+        let mut config: Config = toml::from_str(text).map_err(|e| ConfigError {
             source_name: source_name.to_string(),
             problems: vec![toml_problem(text, e.message(), e.span())],
         })?;
+        config.metrics = config.metrics.apply_scheme(&metrics_keys(text));
         let mut problems = config.validate();
         problems.extend(conflicting_keys(text));
         Ok((config, problems))
@@ -52,6 +53,13 @@ impl Config {
             .map_err(|e| ConfigError { source_name: name.clone(), problems: vec![format!("cannot read: {e}")] })?;
         Self::parse(&text, &name)
     }
+}
+
+/// The `[metrics]` keys the file sets: they override the names of `[metrics] scheme`.
+fn metrics_keys(text: &str) -> Vec<String> {
+    let Ok(table) = toml::from_str::<toml::Table>(text) else { return Vec::new() };
+    let metrics = table.get("metrics").and_then(toml::Value::as_table);
+    metrics.map(|t| t.keys().filter(|k| *k != "scheme").cloned().collect()).unwrap_or_default()
 }
 
 /// Keys that must not be set together, as the file writes them (a default does not
@@ -139,11 +147,41 @@ mod tests {
 
     #[test]
     fn a_metric_name_override_is_validated_at_load() {
-        let err = Config::from_toml("[metrics]\nbusy = \"busy time{x}\"\n", "c.toml").unwrap_err();
+        let err = Config::from_toml("[metrics]\nbusy = \"\"\n", "c.toml").unwrap_err();
         assert!(err.to_string().contains("metrics.busy"), "{err}");
         let ok = Config::from_toml("[metrics]\nbusy = \"my_flink_busy\"\n", "c.toml").unwrap();
         assert_eq!(ok.metrics.busy, "my_flink_busy");
         assert_eq!(ok.metrics.idle, crate::model::catalog::MetricCatalog::default().idle);
+    }
+
+    #[test]
+    fn one_scheme_setting_maps_every_name_and_a_key_set_beside_it_overrides_one() {
+        let c = Config::from_toml("[metrics]\nscheme = \"otlp_utf8\"\nidle = \"my.idle\"\n", "c.toml").unwrap();
+        assert_eq!(c.metrics.scheme, crate::model::naming::NamingScheme::OtlpUtf8);
+        assert_eq!(c.metrics.busy, "flink.taskmanager.job.task.busyTimeMsPerSecond");
+        assert_eq!(c.metrics.records_in, "flink.taskmanager.job.task.numRecordsIn_total");
+        assert_eq!(c.metrics.idle, "my.idle");
+        // A key holding the Prometheus reporter's name (as the example file writes every
+        // key) stands for the scheme's name: changing the scheme alone is enough.
+        let c = Config::from_toml(
+            "[metrics]\nscheme = \"otel_collector\"\nrecords_in = \"flink_taskmanager_job_task_numRecordsIn\"\n",
+            "c.toml",
+        )
+        .unwrap();
+        assert_eq!(c.metrics.records_in, "flink_taskmanager_job_task_numRecordsIn_total");
+        let example = include_str!("../../config/culprit.example.toml")
+            .replace("scheme = \"flink_prometheus\"", "scheme = \"otlp_utf8\"");
+        let c = Config::from_toml(&example, "culprit.example.toml").unwrap();
+        assert_eq!(c.metrics.busy, "flink.taskmanager.job.task.busyTimeMsPerSecond");
+        let err = Config::from_toml("[metrics]\nscheme = \"otel\"\n", "c.toml").unwrap_err().to_string();
+        assert!(err.contains("metrics.scheme") && err.contains("otlp_utf8"), "{err}");
+    }
+
+    #[test]
+    fn dotted_utf8_metric_names_are_accepted_in_metrics() {
+        let text = include_str!("../../tests/data/reports3/04-prometheus3-otlp-utf8-names/culprit-utf8.toml");
+        let c = Config::from_toml(text, "culprit-utf8.toml").unwrap();
+        assert_eq!(c.metrics.busy, "flink.taskmanager.job.task.busyTimeMsPerSecond");
     }
 
     #[test]

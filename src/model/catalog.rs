@@ -25,6 +25,16 @@ pub mod labels {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct MetricCatalog {
+    /// The naming scheme that maps every name below at once: `flink_prometheus` (Flink's
+    /// Prometheus reporter, `flink_taskmanager_job_task_busyTimeMsPerSecond`),
+    /// `otel_collector` (Flink's OpenTelemetry reporter through an OpenTelemetry Collector's
+    /// Prometheus exporter: `…_numRecordsIn_total`, `exported_job`), `otlp_utf8` (OTLP into
+    /// Prometheus 3 with `NoUTF8EscapingWithSuffixes`: `flink.taskmanager.job.task.busyTimeMsPerSecond`),
+    /// or `auto` (the Prometheus reporter's names, and the scheme the data holds when they
+    /// are absent). A name set below overrides its scheme's, unless it is the Prometheus
+    /// reporter's name, which stands for the scheme's. Offline, a recording without
+    /// the scheme's names but with another scheme's is read with that one, and a note says so.
+    pub scheme: crate::model::naming::NamingScheme,
     /// Task `busyTimeMsPerSecond`, ms/s (NaN for legacy sources).
     pub busy: String,
     /// Task `backPressuredTimeMsPerSecond`, ms/s.
@@ -134,14 +144,18 @@ const FLINK_LABELS: [&str; 12] = [
 ];
 
 impl MetricCatalog {
-    /// Every name must be a valid Prometheus metric name (suffixes: its tail).
+    /// Every name must be non-empty and hold no NUL: Prometheus 3 accepts any UTF-8 name
+    /// (`flink.taskmanager.job.task.busyTimeMsPerSecond`), which culprit quotes where the
+    /// text formats and PromQL need it. Scrape labels are label names by the same rule.
     pub fn validate(&self, problems: &mut Vec<String>) {
         let value = serde_json::to_value(self).expect("plain strings");
+        let usable = |name: &str| !name.is_empty() && !name.contains('\0');
         for label in &self.scrape_labels {
-            let valid = label.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
-                && label.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-            if !valid {
-                problems.push(format!("metrics.scrape_labels: `{label}` is not a valid Prometheus label name"));
+            if !usable(label) {
+                problems.push(format!(
+                    "metrics.scrape_labels: `{}` is not a label name (empty, or holding a NUL character)",
+                    label.escape_debug()
+                ));
             } else if FLINK_LABELS.contains(&label.as_str()) {
                 problems.push(format!(
                     "metrics.scrape_labels: `{label}` is a label of Flink's reporter that tells series apart, not a scrape label"
@@ -149,7 +163,7 @@ impl MetricCatalog {
             }
         }
         for (key, v) in value.as_object().expect("a struct").iter() {
-            if key == "scrape_labels" {
+            if key == "scrape_labels" || key == "scheme" {
                 continue;
             }
             // A list (gc_collector_times) holds names; an empty list asks for nothing.
@@ -158,12 +172,11 @@ impl MetricCatalog {
                 None => vec![v.as_str().unwrap_or_default()],
             };
             for name in names {
-                let tail = name.trim_start_matches('_');
-                let ok = !name.is_empty()
-                    && tail.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':')
-                    && (key.ends_with("_suffix") || !name.starts_with(|c: char| c.is_ascii_digit()));
-                if !ok {
-                    problems.push(format!("metrics.{key} = `{name}` is not a valid Prometheus metric name"));
+                if !usable(name) {
+                    problems.push(format!(
+                        "metrics.{key} = `{}` is not a metric name: a name is any non-empty UTF-8 text without a NUL character",
+                        name.escape_debug()
+                    ));
                 }
             }
         }
@@ -175,6 +188,7 @@ impl Default for MetricCatalog {
         let task = |m: &str| format!("flink_taskmanager_job_task_{m}");
         let job = |m: &str| format!("flink_jobmanager_job_{m}");
         MetricCatalog {
+            scheme: crate::model::naming::NamingScheme::FlinkPrometheus,
             busy: task("busyTimeMsPerSecond"),
             backpressured: task("backPressuredTimeMsPerSecond"),
             idle: task("idleTimeMsPerSecond"),
@@ -261,7 +275,12 @@ mod tests {
     #[test]
     fn scrape_labels_must_be_label_names_and_never_flinks_own() {
         let cat = MetricCatalog {
-            scrape_labels: vec!["kubernetes_namespace".into(), "subtask_index".into(), "bad-name".into()],
+            scrape_labels: vec![
+                "kubernetes_namespace".into(),
+                "subtask_index".into(),
+                "".into(),
+                "service.name".into(),
+            ],
             ..MetricCatalog::default()
         };
         let mut problems = Vec::new();
@@ -270,7 +289,7 @@ mod tests {
             problems,
             [
                 "metrics.scrape_labels: `subtask_index` is a label of Flink's reporter that tells series apart, not a scrape label",
-                "metrics.scrape_labels: `bad-name` is not a valid Prometheus label name",
+                "metrics.scrape_labels: `` is not a label name (empty, or holding a NUL character)",
             ]
         );
         let mut problems = Vec::new();
@@ -283,12 +302,36 @@ mod tests {
         let cat = MetricCatalog {
             gc_collector_times: vec![
                 "flink_taskmanager_Status_JVM_GarbageCollector_ParNew_Time".into(),
-                "G1 Old".into(),
+                "flink.taskmanager.Status.JVM.GarbageCollector.G1 Old Generation.Time".into(),
+                "G1\0Old".into(),
             ],
             ..MetricCatalog::default()
         };
         let mut problems = Vec::new();
         cat.validate(&mut problems);
-        assert_eq!(problems, ["metrics.gc_collector_times = `G1 Old` is not a valid Prometheus metric name"]);
+        assert_eq!(
+            problems,
+            [
+                "metrics.gc_collector_times = `G1\\0Old` is not a metric name: a name is any non-empty UTF-8 text without a NUL character"
+            ]
+        );
+    }
+
+    #[test]
+    fn prometheus_3_utf8_names_are_valid_metric_names() {
+        // OTLP into Prometheus 3 with NoUTF8EscapingWithSuffixes keeps the dots (report 04).
+        let cat = MetricCatalog {
+            busy: "flink.taskmanager.job.task.busyTimeMsPerSecond".into(),
+            records_in: "flink.taskmanager.job.task.numRecordsIn_total".into(),
+            uptime: "flink.jobmanager.job.uptime".into(),
+            idle: "fließ/zeit {ms}".into(),
+            ..MetricCatalog::default()
+        };
+        let mut problems = Vec::new();
+        cat.validate(&mut problems);
+        assert!(problems.is_empty(), "{problems:?}");
+        let mut problems = Vec::new();
+        MetricCatalog { busy: String::new(), ..MetricCatalog::default() }.validate(&mut problems);
+        assert_eq!(problems.len(), 1, "{problems:?}");
     }
 }

@@ -16,6 +16,7 @@ pub mod catalog;
 pub mod facts;
 pub mod foreign;
 pub mod graph;
+pub mod naming;
 pub mod notice;
 pub mod request;
 pub mod rest_template;

@@ -172,6 +172,37 @@ impl Live {
         JobLookup::find(source, &self.config.metrics, at_ms, d.trend_lookback.as_ms(), d.step.as_ms()).await
     }
 
+    /// The metric names to read the store with, the job lookup made with them, and a note
+    /// when they are not the configured ones. Under `[metrics] scheme = "auto"`, when the
+    /// configured names find no job, one query asks which scheme's names the store holds
+    /// ([`crate::collect::naming::lookup_query`]) and the lookup is made again with those.
+    async fn naming_and_lookup<S: MetricSource>(
+        &self,
+        source: &S,
+        at_ms: i64,
+    ) -> (crate::model::catalog::MetricCatalog, JobLookup, Option<String>) {
+        use crate::collect::naming::{Detection, detect_in_answer, lookup_query};
+        let configured = &self.config.metrics;
+        let d = &self.config.diagnosis;
+        let find = |catalog| JobLookup::find(source, catalog, at_ms, d.trend_lookback.as_ms(), d.step.as_ms());
+        let lookup = find(configured).await;
+        let found_none = matches!(&lookup.runs, Err(CollectError::NoJobs { .. }));
+        if configured.scheme != crate::model::naming::NamingScheme::Auto || !found_none {
+            return (configured.clone(), lookup, None);
+        }
+        let query = lookup_query(configured, at_ms, d.trend_lookback.as_ms(), d.step.as_ms());
+        match source.run(std::slice::from_ref(&query)).await.pop() {
+            Some(Ok(answer)) => match detect_in_answer(&answer, configured) {
+                Detection::Other { catalog, note } => {
+                    let lookup = find(&catalog).await;
+                    (*catalog, lookup, Some(note))
+                }
+                _ => (configured.clone(), lookup, None),
+            },
+            _ => (configured.clone(), lookup, None),
+        }
+    }
+
     /// Graph, checkpoint configuration and the exact job id from Flink REST, as far as it
     /// answers; notes say what failed.
     /// `labels` choose the cluster, `job_labels` fill its `rest_url_template`.
@@ -325,8 +356,9 @@ impl Live {
         self.check_cluster(labels)?;
         let source = PromSource::new(prometheus, now_ms).attempts(attempts);
         // The job's runs, looked up once: for the REST URL's labels, the configured plan
-        // and the collector's round 1.
-        let lookup = self.look_up(&source, request.at_ms.unwrap_or(now_ms)).await;
+        // and the collector's round 1; under `[metrics] scheme = "auto"` with the scheme
+        // the store holds.
+        let (catalog, lookup, naming_note) = self.naming_and_lookup(&source, request.at_ms.unwrap_or(now_ms)).await;
         let job_labels = self.job_labels(&lookup, request, labels);
         // A run that stopped while a newer run of the job took over (a redeploy under a new
         // job id): Flink REST is asked about the run that took over, whose plan is current.
@@ -338,6 +370,7 @@ impl Live {
         let (job_id, graph, checkpoint_config, mut notes) =
             self.job_context(wanted.as_deref(), labels, &job_labels).await;
         notes.extend(self.cluster_notes(labels));
+        notes.extend(naming_note);
         let plan_given = overrides.graph.is_some();
         let mut graph = overrides.graph.or(graph);
         let checkpoint_config = overrides.checkpoint_config.or(checkpoint_config);
@@ -355,13 +388,7 @@ impl Live {
         }
         let mut snapshot = collect_after(
             &source,
-            CollectInput {
-                request: &request,
-                graph,
-                checkpoint_config,
-                config: &self.config,
-                catalog: &self.config.metrics,
-            },
+            CollectInput { request: &request, graph, checkpoint_config, config: &self.config, catalog: &catalog },
             Some(lookup),
         )
         .await?;

@@ -1,8 +1,10 @@
 //! The lines that are not samples: comments, `# TYPE`, `# EOF`, and JSON given where
 //! metrics belong.
 
+use std::borrow::Cow;
+
 use crate::MetricType;
-use crate::labels::quoted_name;
+use crate::labels::{name_text, quoted_name};
 use crate::lex::{metric_name_len, show_at, skip_blanks, token_end};
 
 /// Whether a line that is not a sample opens a JSON document: `[`, or `{` followed by the
@@ -31,7 +33,7 @@ pub(crate) fn looks_like_json(line: &str) -> bool {
 /// What a `#` line is.
 pub(crate) enum Comment<'a> {
     Eof,
-    Type(&'a str, MetricType),
+    Type(Cow<'a, str>, MetricType),
     Other,
 }
 
@@ -48,14 +50,15 @@ pub(crate) fn parse_comment(line: &str) -> Result<Comment<'_>, String> {
 }
 
 /// Parses the rest of a `# TYPE` line from byte `i` (just after `TYPE`).
-fn parse_type(line: &str, i: usize) -> Result<(&str, MetricType), String> {
+fn parse_type(line: &str, i: usize) -> Result<(Cow<'_, str>, MetricType), String> {
     let b = line.as_bytes();
     let start = skip_blanks(b, i);
     let (family, end) = if b.get(start) == Some(&b'"') {
-        quoted_name(line, start)?
+        let (raw, escaped, end) = quoted_name(line, start)?;
+        (name_text(raw, escaped), end)
     } else {
         let n = metric_name_len(&b[start..]);
-        (&line[start..start + n], start + n)
+        (Cow::Borrowed(&line[start..start + n]), start + n)
     };
     if family.is_empty() || start == i {
         return Err(format!("expected a metric family name after \"# TYPE\", found {}", show_at(line, start)));

@@ -1,18 +1,51 @@
 //! Label sets: `{name="value", …}` scanned in place, values unescaped on demand.
 //!
 //! A label set is validated while a line is read and split into pairs only when a sink
-//! asks ([`crate::SampleLine::labels`]). Label values hold the exposition's escapes
-//! (`\\`, `\"`, `\n`); in `promtool tsdb dump` lines, Go's `strconv.Quote` escapes.
+//! asks ([`crate::SampleLine::labels`]). Label values and quoted names hold the
+//! exposition's escapes (`\\`, `\"`, `\n`; the [escaping schemes] of Prometheus 3 give
+//! quoted names the same ones as label values); in `promtool tsdb dump` lines, Go's
+//! `strconv.Quote` escapes.
+//!
+//! [escaping schemes]: https://prometheus.io/docs/instrumenting/escaping_schemes/
+
+use std::borrow::Cow;
 
 use crate::lex::{label_name_len, show_at, skip_blanks};
 
 /// One item of a label set.
 pub(crate) enum Item<'a> {
-    /// `name="value"`; `value` is as written (escapes intact), `escaped` says which
-    /// escapes it holds.
-    Label { name: &'a str, value: &'a str, escaped: Escapes },
-    /// A bare double-quoted string: a Prometheus 3 metric name.
-    QuotedName(&'a str),
+    /// `name="value"`; `name` and `value` are as written (escapes intact), `escaped`
+    /// says which escapes the value holds, `name_escaped` whether the (quoted) name holds
+    /// any.
+    Label { name: &'a str, value: &'a str, escaped: Escapes, name_escaped: bool },
+    /// A bare double-quoted string: a Prometheus 3 metric name, as written, and whether
+    /// it holds escapes.
+    QuotedName(&'a str, bool),
+}
+
+/// How the names of a label set are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Dialect {
+    /// Label values may hold every escape of Go's `strconv.Quote` (`promtool`'s output);
+    /// without it, only `\\`, `\"` and `\n`.
+    pub go: bool,
+    /// Label names are written raw, whatever they hold, up to the `=`: `promtool tsdb
+    /// dump-openmetrics` writes a Prometheus 3 name such as `a.b` unquoted (`{a.b="x"}`).
+    pub raw_names: bool,
+}
+
+impl Dialect {
+    /// The exposition formats: quoted names and the exposition's escapes.
+    pub const EXPOSITION: Dialect = Dialect { go: false, raw_names: false };
+    /// `promtool tsdb dump`: quoted names, Go-quoted values.
+    pub const DUMP: Dialect = Dialect { go: true, raw_names: false };
+    /// `promtool tsdb dump-openmetrics`: raw names, Go-quoted values.
+    pub const DUMP_OPENMETRICS: Dialect = Dialect { go: true, raw_names: true };
+}
+
+/// A name as written, unescaped when it holds escapes.
+pub(crate) fn name_text(raw: &str, escaped: bool) -> Cow<'_, str> {
+    if escaped { Cow::Owned(unescape(raw)) } else { Cow::Borrowed(raw) }
 }
 
 /// The escapes a label value holds.
@@ -28,10 +61,7 @@ pub(crate) enum Escapes {
 /// The metric name as a label (`promtool tsdb dump`, PromQL).
 pub(crate) const NAME_LABEL: &str = "__name__";
 
-/// Scans the items of a label set in `s` from byte `start`.
-///
-/// With `go`, label values may hold every escape of Go's `strconv.Quote`; without it,
-/// only `\\`, `\"` and `\n`.
+/// Scans the items of a label set in `s` from byte `start`, written in `dialect`.
 ///
 /// With `closed`, the set must end with an unquoted `}`, whose index is returned; without
 /// it, the set runs to the end of `s` (a `}` is an error) and `s.len()` is returned.
@@ -41,7 +71,7 @@ pub(crate) fn scan_label_set<'a>(
     s: &'a str,
     start: usize,
     closed: bool,
-    go: bool,
+    dialect: Dialect,
     mut on_item: impl FnMut(Item<'a>, usize, usize) -> Result<(), String>,
 ) -> Result<usize, String> {
     let b = s.as_bytes();
@@ -56,17 +86,24 @@ pub(crate) fn scan_label_set<'a>(
             Some(b'}') => return Err("unexpected '}' in the label set".to_owned()),
             Some(_) => {}
         }
-        let (name, quoted) = if b[i] == b'"' {
-            let (name, end) = quoted_name(s, i)?;
+        let (name, quoted, name_escaped) = if b[i] == b'"' {
+            let (name, escaped, end) = quoted_name(s, i)?;
             i = end;
-            (name, true)
+            (name, true, escaped)
+        } else if dialect.raw_names {
+            let n = raw_label_name_len(&b[i..]);
+            if n == 0 {
+                return Err(format!("expected a label name in the label set, found {}", show_at(s, i)));
+            }
+            i += n;
+            (&s[i - n..i], false, false)
         } else {
             let n = label_name_len(&b[i..]);
             if n == 0 {
                 return Err(format!("expected a label name in the label set, found {}", show_at(s, i)));
             }
             i += n;
-            (&s[i - n..i], false)
+            (&s[i - n..i], false, false)
         };
         let name_end = i;
         i = skip_blanks(b, i);
@@ -75,11 +112,11 @@ pub(crate) fn scan_label_set<'a>(
             if b.get(i) != Some(&b'"') {
                 return Err(format!("expected a double-quoted value for label {name:?}, found {}", show_at(s, i)));
             }
-            let (value, escaped, end) = quoted_value(s, i, name, go)?;
-            on_item(Item::Label { name, value, escaped }, index, end)?;
+            let (value, escaped, end) = quoted_value(s, i, name, dialect.go)?;
+            on_item(Item::Label { name, value, escaped, name_escaped }, index, end)?;
             i = end;
         } else if quoted {
-            on_item(Item::QuotedName(name), index, name_end)?;
+            on_item(Item::QuotedName(name, name_escaped), index, name_end)?;
         } else {
             return Err(format!("expected '=' after label name {name:?}, found {}", show_at(s, i)));
         }
@@ -187,26 +224,43 @@ fn find_quote_or_backslash(b: &[u8], mut j: usize) -> usize {
     j
 }
 
+/// Length of a label name written raw (`promtool tsdb dump-openmetrics`) at the start of
+/// `b`: every byte up to the `=`, none of them a blank, `"`, `,`, `{` or `}`; 0 if none.
+fn raw_label_name_len(b: &[u8]) -> usize {
+    b.iter().position(|&c| matches!(c, b'=' | b' ' | b'\t' | b'"' | b',' | b'{' | b'}')).unwrap_or(b.len())
+}
+
 /// Scans a double-quoted name (Prometheus 3 metric or label name) whose opening quote is
-/// at byte `i`: returns the name and the index past the closing quote. Escapes are not
-/// supported (the name is borrowed) and an empty name is an error.
-pub(crate) fn quoted_name(s: &str, i: usize) -> Result<(&str, usize), String> {
+/// at byte `i`: returns the name as written, whether it holds escapes, and the index past
+/// the closing quote. The escapes are those of label values (`\\`, `\"`, `\n`); an empty
+/// name is an error.
+pub(crate) fn quoted_name(s: &str, i: usize) -> Result<(&str, bool, usize), String> {
     let b = s.as_bytes();
     let mut j = i + 1;
+    let mut escaped = false;
     loop {
         match b.get(j) {
             None => return Err("a quoted name is not closed with '\"'".to_owned()),
             Some(b'"') => break,
-            Some(b'\\') => {
-                return Err(format!("escape sequences in quoted names are not supported, found {}", show_at(s, i)));
-            }
+            Some(b'\\') => match b.get(j + 1) {
+                Some(b'\\' | b'"' | b'n') => {
+                    escaped = true;
+                    j += 2;
+                }
+                _ => {
+                    let sequence: String = s[j..].chars().take(2).collect();
+                    return Err(format!(
+                        "invalid escape sequence {sequence:?} in a quoted name (only \\\\, \\\" and \\n are allowed)"
+                    ));
+                }
+            },
             Some(_) => j += 1,
         }
     }
     if j == i + 1 {
         return Err("a quoted name is empty".to_owned());
     }
-    Ok((&s[i + 1..j], j + 1))
+    Ok((&s[i + 1..j], escaped, j + 1))
 }
 
 /// Undoes the label value escapes `\\`, `\"` and `\n`.

@@ -8,9 +8,16 @@
 //! * [OpenMetrics 1.0 text][om]: the same lines with timestamps in seconds, exemplars after
 //!   ` # `, and a closing `# EOF`;
 //! * the [Prometheus 3 quoted names][utf8]: `{"my.metric", "a.b"="x"} 1`, names that are not
-//!   `[a-zA-Z_:][a-zA-Z0-9_:]*` written in double quotes inside the braces;
-//! * the lines of `promtool tsdb dump` (Prometheus < 2.49): `{__name__="m", a="x"} 1 1795948512780`,
-//!   the metric name as a label and values quoted the way Go's `strconv.Quote` writes them.
+//!   `[a-zA-Z_:][a-zA-Z0-9_:]*` written in double quotes inside the braces, with the
+//!   [escapes][escaping] of label values (`\\`, `\"`, `\n`);
+//! * the lines of `promtool tsdb dump`: `{__name__="m", a="x"} 1 1795948512780`, the metric
+//!   name as a label and values quoted the way Go's `strconv.Quote` writes them;
+//! * the lines of Prometheus 3's `promtool tsdb dump-openmetrics`, which prints a UTF-8
+//!   metric name and label names raw, unquoted (`my.metric{a.b="x"} 1 1795948512.780`,
+//!   values `strconv.Quote`d): read so when the text before the `{` is not a legacy name.
+//!   This form was checked against promtool's source (`cmd/promtool/tsdb.go`,
+//!   `formatSeriesSetOpenMetrics` and `CondensedString`), not against a running promtool 3:
+//!   Debian ships Prometheus 2.
 //!
 //! The inputs it serves are recordings exported from Prometheus (`*.om.gz`: OpenMetrics
 //! with timestamps in seconds, ending with `# EOF`) and raw scrapes of Flink's Prometheus
@@ -44,7 +51,7 @@
 //!   number, text after the timestamp, a malformed exemplar;
 //! * an escape other than `\\`, `\"` and `\n` in a label value (the only ones the
 //!   [formats define][text]; Prometheus keeps an unknown one as two characters), except in
-//!   `promtool tsdb dump` lines, whose Go escapes are read; escapes in quoted names;
+//!   `promtool` lines, whose Go escapes are read; the same in quoted names;
 //! * a `# TYPE` line with a missing or unknown kind, anything but blank lines after
 //!   `# EOF`;
 //! * a timestamp outside the years -9999 to 9999 (what RFC 3339 names), or in another unit
@@ -72,6 +79,7 @@
 //! [text]: https://prometheus.io/docs/instrumenting/exposition_formats/#text-based-format
 //! [om]: https://github.com/prometheus/OpenMetrics/blob/v1.0.0/specification/OpenMetrics.md
 //! [utf8]: https://prometheus.io/docs/guides/utf8/
+//! [escaping]: https://prometheus.io/docs/instrumenting/escaping_schemes/
 
 mod comment;
 mod labels;
@@ -84,7 +92,7 @@ mod write;
 
 pub use lex::{is_valid_label_name, is_valid_metric_name};
 pub use read::{Format, ReadError, ReadSummary, Reader, TimeUnit, read_bytes};
-pub use sample::{LineForm, MetricType, SampleLine, SampleSink};
+pub use sample::{Label, LineForm, MetricType, SampleLine, SampleSink};
 pub use timestamp::time_in_range;
 pub use write::OpenMetricsWriter;
 

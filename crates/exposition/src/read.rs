@@ -103,7 +103,7 @@ impl TimeUnit {
 /// struct Names(Vec<String>);
 /// impl SampleSink for Names {
 ///     fn sample(&mut self, line: &SampleLine<'_>, _t_ms: Option<i64>) -> Result<(), String> {
-///         self.0.push(line.name.to_owned());
+///         self.0.push(line.name.to_string());
 ///         Ok(())
 ///     }
 /// }
@@ -195,7 +195,7 @@ impl Reader {
         if body.as_bytes()[0] == b'#' {
             match parse_comment(body) {
                 Ok(Comment::Eof) => self.eof_line = Some(line_no),
-                Ok(Comment::Type(family, kind)) => sink.metric_type(family, kind),
+                Ok(Comment::Type(family, kind)) => sink.metric_type(&family, kind),
                 Ok(Comment::Other) => {}
                 Err(message) => return Err(self.error(message)),
             }

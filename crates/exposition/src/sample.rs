@@ -3,17 +3,17 @@
 use std::borrow::Cow;
 use std::fmt;
 
-use crate::labels::{Escapes, Item, NAME_LABEL, scan_label_set, unescape, unescape_go};
+use crate::labels::{Dialect, Escapes, Item, NAME_LABEL, name_text, scan_label_set, unescape, unescape_go};
 
 /// One sample line, borrowed from its input line.
 ///
 /// Produced by the reader for every sample line and handed to [`SampleSink::sample`]; it
 /// lives only as long as that call (the reader reuses its line buffer).
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct SampleLine<'a> {
-    /// Metric name as written (may contain `:`). For a Prometheus 3 quoted name
-    /// (`{"my.metric", …}`) it is the text between the quotes.
-    pub name: &'a str,
+    /// Metric name (may contain `:`). For a Prometheus 3 quoted name (`{"my.metric", …}`)
+    /// it is the text between the quotes, unescaped (owned only when it held escapes).
+    pub name: Cow<'a, str>,
     /// The text between `{` and `}` as written, without the braces; "" when there is no
     /// label set. For a Prometheus 3 quoted name it is the text after the name and its
     /// comma, so it only ever holds labels.
@@ -38,31 +38,44 @@ pub enum LineForm {
     /// out by [`SampleLine::labels`]; label values are Go-quoted (`\t`, `\xHH`,
     /// `\uHHHH`, … besides `\\`, `\"` and `\n`).
     PromtoolDump,
+    /// `promtool tsdb dump-openmetrics` of a Prometheus 3 with UTF-8 names:
+    /// `my.metric{a.b="x"} 1 1795000000.000`, the metric name and the label names
+    /// written raw, unquoted, whatever they hold (promtool prints the name, then each
+    /// label as `name=` and the value Go-quoted, with `strconv.Quote`). Read only when the
+    /// line is not valid exposition text.
+    PromtoolOpenMetrics,
 }
 
 impl<'a> SampleLine<'a> {
     /// A sample line in the exposition form (tests and hand-made lines).
     pub fn new(name: &'a str, labels_raw: &'a str, value: f64) -> Self {
-        SampleLine { name, labels_raw, value, form: LineForm::Exposition }
+        SampleLine { name: Cow::Borrowed(name), labels_raw, value, form: LineForm::Exposition }
     }
 
     /// Parses `labels_raw` into (name, value) pairs in written order, unescaping values
     /// (`\\`, `\"`, `\n`).
     ///
     /// Tolerates a trailing comma, whitespace around tokens, an empty set. Label names are
-    /// `[a-zA-Z_][a-zA-Z0-9_]*` or double-quoted without escapes (Prometheus 3). Values
-    /// without escapes are borrowed, others are owned.
+    /// `[a-zA-Z_][a-zA-Z0-9_]*` or double-quoted with the values' escapes (Prometheus 3),
+    /// or raw in [`LineForm::PromtoolOpenMetrics`]. Names and values without escapes are
+    /// borrowed, others are owned.
     ///
     /// # Errors
     ///
     /// A one-sentence message for a duplicate label name or malformed label text. A line
     /// accepted by the reader can only fail here with a duplicate label name.
-    pub fn labels(&self) -> Result<Vec<(&'a str, Cow<'a, str>)>, String> {
-        let mut pairs: Vec<(&'a str, Cow<'a, str>)> = Vec::with_capacity(12);
+    pub fn labels(&self) -> Result<Vec<Label<'a>>, String> {
+        let mut pairs: Vec<Label<'a>> = Vec::with_capacity(12);
         let dump = self.form == LineForm::PromtoolDump;
-        scan_label_set(self.labels_raw, 0, false, dump, |item, _, _| match item {
-            Item::Label { name, .. } if dump && name == NAME_LABEL => Ok(()),
-            Item::Label { name, value, escaped } => {
+        let dialect = match self.form {
+            LineForm::Exposition => Dialect::EXPOSITION,
+            LineForm::PromtoolDump => Dialect::DUMP,
+            LineForm::PromtoolOpenMetrics => Dialect::DUMP_OPENMETRICS,
+        };
+        scan_label_set(self.labels_raw, 0, false, dialect, |item, _, _| match item {
+            Item::Label { name, name_escaped: false, .. } if dump && name == NAME_LABEL => Ok(()),
+            Item::Label { name, value, escaped, name_escaped } => {
+                let name = name_text(name, name_escaped);
                 if pairs.iter().any(|(seen, _)| *seen == name) {
                     return Err(format!("duplicate label name {name:?} in the label set"));
                 }
@@ -74,11 +87,14 @@ impl<'a> SampleLine<'a> {
                 pairs.push((name, value));
                 Ok(())
             }
-            Item::QuotedName(name) => Err(format!("unexpected quoted metric name {name:?} among the labels")),
+            Item::QuotedName(name, _) => Err(format!("unexpected quoted metric name {name:?} among the labels")),
         })?;
         Ok(pairs)
     }
 }
+
+/// A label's name and value, each borrowed from the line unless it held escapes.
+pub type Label<'a> = (Cow<'a, str>, Cow<'a, str>);
 
 /// Receives every sample, in file order.
 pub trait SampleSink {

@@ -14,7 +14,11 @@ const WRITE_BUFFER_BYTES: usize = 1 << 16;
 /// Values are written so that they read back bit-exactly (shortest round-trip decimal;
 /// `NaN`, `+Inf`, `-Inf`). Label values are escaped (`\\`, `\"`, `\n`). Names that are
 /// not `[a-zA-Z_:][a-zA-Z0-9_:]*` (metrics) or `[a-zA-Z_][a-zA-Z0-9_]*` (labels) are
-/// written in the Prometheus 3 quoted form, which the reader accepts. Output is buffered
+/// written in the Prometheus 3 quoted form (`{"my.metric","a.b"="x"}`), escaped the same
+/// way, as the [escaping schemes] of Prometheus 3 say for `allow-utf-8`; the reader
+/// accepts it.
+///
+/// [escaping schemes]: https://prometheus.io/docs/instrumenting/escaping_schemes/ Output is buffered
 /// internally; [`OpenMetricsWriter::finish`] flushes it.
 pub struct OpenMetricsWriter<W: Write> {
     out: BufWriter<W>,
@@ -30,15 +34,16 @@ impl<W: Write> OpenMetricsWriter<W> {
     ///
     /// # Errors
     ///
-    /// I/O errors, and `InvalidInput` for a family name the reader could not read back
-    /// (empty, or holding `"`, `\` or a newline).
+    /// I/O errors, and `InvalidInput` for an empty family name.
     pub fn metric_type(&mut self, family: &str, kind: MetricType) -> io::Result<()> {
         if is_valid_metric_name(family) {
             self.out.write_all(b"# TYPE ")?;
             self.out.write_all(family.as_bytes())?;
         } else {
             check_quotable("metric family", family)?;
-            write!(self.out, "# TYPE \"{family}\"")?;
+            self.out.write_all(b"# TYPE \"")?;
+            write_escaped(&mut self.out, family)?;
+            self.out.write_all(b"\"")?;
         }
         writeln!(self.out, " {}", kind.as_str())
     }
@@ -50,8 +55,7 @@ impl<W: Write> OpenMetricsWriter<W> {
     ///
     /// # Errors
     ///
-    /// I/O errors, and `InvalidInput` for names the reader could not read back (empty, or
-    /// needing quotes and holding `"`, `\` or a newline) or a duplicate label name.
+    /// I/O errors, and `InvalidInput` for an empty name or a duplicate label name.
     pub fn sample(&mut self, name: &str, labels: &[(&str, &str)], value: f64, t_ms: Option<i64>) -> io::Result<()> {
         for (k, (label, _)) in labels.iter().enumerate() {
             if !is_valid_label_name(label) {
@@ -73,7 +77,9 @@ impl<W: Write> OpenMetricsWriter<W> {
             }
         } else {
             check_quotable("metric", name)?;
-            write!(out, "{{\"{name}\"")?;
+            out.write_all(b"{\"")?;
+            write_escaped(out, name)?;
+            out.write_all(b"\"")?;
             first = false;
         }
         for (label, label_value) in labels {
@@ -84,7 +90,9 @@ impl<W: Write> OpenMetricsWriter<W> {
             if is_valid_label_name(label) {
                 out.write_all(label.as_bytes())?;
             } else {
-                write!(out, "\"{label}\"")?;
+                out.write_all(b"\"")?;
+                write_escaped(out, label)?;
+                out.write_all(b"\"")?;
             }
             out.write_all(b"=\"")?;
             write_escaped(out, label_value)?;
@@ -114,13 +122,11 @@ impl<W: Write> OpenMetricsWriter<W> {
     }
 }
 
-/// Rejects a name that cannot be written quoted without escapes.
+/// Rejects a name that cannot be written: an empty one (any other is written quoted,
+/// with escapes).
 fn check_quotable(what: &str, name: &str) -> io::Result<()> {
-    if name.is_empty() || name.contains(['"', '\\', '\n']) {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!("{what} name {name:?} cannot be written: it is empty or holds '\"', '\\' or a newline"),
-        ));
+    if name.is_empty() {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("a {what} name cannot be empty")));
     }
     Ok(())
 }

@@ -86,12 +86,12 @@ struct Keep(BTreeMap<Series, Vec<(Option<i64>, f64)>>);
 impl SampleSink for Keep {
     fn sample(&mut self, line: &SampleLine<'_>, t_ms: Option<i64>) -> Result<(), String> {
         let mut series = Series::new();
-        series.insert("__name__".to_owned(), line.name.to_owned());
+        series.insert("__name__".to_owned(), line.name.to_string());
         for (name, value) in line.labels()? {
             if value.is_empty() {
                 continue;
             }
-            let name = match name {
+            let name = match &*name {
                 "job" | "instance" => format!("exported_{name}"),
                 other => other.to_owned(),
             };

@@ -88,9 +88,25 @@ fn prometheus_3_quoted_names_are_read() {
 }
 
 #[test]
-fn quoted_names_with_escapes_or_out_of_place_are_rejected_with_a_clear_error() {
-    let message = error_at("{\"my\\\"metric\"} 1\n", 1);
-    assert!(message.starts_with("escape sequences in quoted names are not supported"), "{message}");
+fn quoted_names_hold_the_escapes_of_label_values() {
+    // Prometheus 3's escaping schemes: inside quotes, `\\`, `\"` and `\n` are escaped;
+    // the quoted form of the text exposition and OpenMetrics, metric and label names.
+    let sink = read_ok(
+        "{\"my\\\"metric\", \"a\\\\b\"=\"x\", \"new\\nline\"=\"y\"} 1\n{\"my\\\"metric\", \"a\\\\b\"=\"x\", \"new\\nline\"=\"y\"} 2\n",
+    );
+    for sample in &sink.samples {
+        assert_eq!(sample.0, "my\"metric");
+        assert_eq!(sample.1, pairs(&[("a\\b", "x"), ("new\nline", "y")]));
+    }
+    let sink = read_ok("# TYPE \"a\\\"b\" counter\n{\"a\\\"b\"} 1\n");
+    assert_eq!(sink.types, [("a\"b".to_owned(), MetricType::Counter)]);
+    // Any other escape is refused, as in values.
+    let message = error_at("{\"my\\tmetric\"} 1\n", 1);
+    assert!(message.starts_with("invalid escape sequence \"\\\\t\" in a quoted name"), "{message}");
+}
+
+#[test]
+fn quoted_names_out_of_place_are_rejected_with_a_clear_error() {
     let message = error_at("a{\"q\"} 1\n", 1);
     assert_eq!(message, "unexpected quoted metric name \"q\" in the label set of \"a\"");
     let message = error_at("{a=\"b\", \"q\"} 1\n", 1);
@@ -135,7 +151,6 @@ fn promtool_tsdb_dump_lines_are_read_with_the_name_from_the_name_label() {
 fn a_name_label_that_is_empty_doubled_escaped_or_beside_another_name_is_an_error() {
     assert_eq!(error_at("{__name__=\"\"} 1\n", 1), "the __name__ label is empty");
     assert!(error_at("{__name__=\"a\", __name__=\"b\"} 1\n", 1).starts_with("duplicate label name"));
-    assert!(error_at("{__name__=\"a\\tb\"} 1\n", 1).starts_with("escape sequences in the __name__ label"));
     assert_eq!(
         error_at("{\"q\", __name__=\"a\"} 1\n", 1),
         "the metric \"q\" is named twice: as a quoted name and as a __name__ label"
@@ -147,6 +162,39 @@ fn a_name_label_that_is_empty_doubled_escaped_or_beside_another_name_is_an_error
     // A byte of invalid UTF-8 or a surrogate cannot be a label value.
     assert!(error_at("{__name__=\"a\", b=\"\\xff\"} 1\n", 1).starts_with("invalid escape sequence"));
     assert!(error_at("{__name__=\"a\", b=\"\\ud800\"} 1\n", 1).starts_with("invalid escape sequence"));
+}
+
+#[test]
+fn the_name_label_of_promtool_tsdb_dump_is_unescaped_like_its_other_values() {
+    // Prometheus 3's `promtool tsdb dump` writes labels with `labels.String()`: the name
+    // as `__name__`, every value and every non-legacy label name `strconv.Quote`d.
+    let sink = read_ok("{__name__=\"flink.a\\tb\", \"a.b\"=\"x\"} 1 1795948512780\n");
+    assert_eq!(sink.samples[0].0, "flink.a\tb");
+    assert_eq!(sink.samples[0].1, pairs(&[("a.b", "x")]));
+}
+
+#[test]
+fn promtool_3_dump_openmetrics_lines_with_raw_utf8_names_are_read() {
+    // Prometheus 3's `promtool tsdb dump-openmetrics` prints `%s%s %g %.3f` with the
+    // metric name raw and `CondensedString` labels: names raw, values `strconv.Quote`d
+    // (cmd/promtool/tsdb.go, formatSeriesSetOpenMetrics). Dotted names stay unquoted.
+    let text = "flink.taskmanager.job.task.busyTimeMsPerSecond{job_id=\"j\",task.name=\"a\\tb\\u00e9\"} 990 1795000000.000\n\
+                flink.taskmanager.job.task.busyTimeMsPerSecond{job_id=\"j\",task.name=\"a\\tb\\u00e9\"} 985 1795000015.000\n\
+                flink.jobmanager.job.uptime{} 9e+05 1795000015.000\n# EOF\n";
+    let (sink, summary) = read(text).unwrap();
+    assert_eq!(summary.samples, 3);
+    for sample in &sink.samples[..2] {
+        assert_eq!(sample.0, "flink.taskmanager.job.task.busyTimeMsPerSecond");
+        assert_eq!(sample.1, pairs(&[("job_id", "j"), ("task.name", "a\tbé")]));
+    }
+    assert_eq!((sink.samples[2].0.as_str(), sink.samples[2].2), ("flink.jobmanager.job.uptime", 900_000.0));
+    let (sample, _) = parse_sample("a.b{c=\"d\"} 1 2").unwrap();
+    assert_eq!(sample.form, LineForm::PromtoolOpenMetrics);
+    // Exposition text keeps its rules: a legacy name is never read in promtool's form.
+    assert!(error_at("a{b=\"x\\ty\"} 1\n", 1).starts_with("invalid escape sequence"));
+    // A raw name without braces, or with a blank, is no line of promtool's.
+    assert!(error_at("a.b 1\n", 1).starts_with("unexpected character '.' after metric name"));
+    assert!(error_at("a.b c{} 1\n", 1).starts_with("unexpected character '.' after metric name"));
 }
 
 #[test]
