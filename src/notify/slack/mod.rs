@@ -389,10 +389,18 @@ impl Slack {
         Ok(Slack { mode, client, pacer: Pacer::default(), reads: history::ReadPacer::default(), redactor })
     }
 
-    /// Slack wants every notice: verdicts (first and changed), resolutions and failures to
-    /// diagnose.
-    pub fn wants(&self, _notice: &Notice) -> bool {
-        true
+    /// `web_api` wants every notice: verdicts (first, changed and revised in place),
+    /// resolutions, failures to diagnose, and the alert groups that join or leave a job's
+    /// verdict (replies in its thread). `incoming_webhook` can neither update nor thread:
+    /// it takes no revision and no group's joining or leaving (each would be a new message
+    /// in the channel).
+    pub fn wants(&self, notice: &Notice) -> bool {
+        match self.mode {
+            Mode::WebApi { .. } => true,
+            Mode::Webhook { .. } => {
+                !notice.is_revision() && !matches!(notice.kind, NoticeKind::Joined | NoticeKind::GroupResolved)
+            }
+        }
     }
 
     /// Sends the notice once (see the module docs for what each mode and kind does).
@@ -479,7 +487,8 @@ impl Slack {
     /// anything else is logged.
     async fn complete_thread(&self, thread: &Parent, notice: &Notice, updated: bool) -> Result<(), NotifyError> {
         let want_details = details(notice).is_some();
-        if notice.kind != NoticeKind::Verdict || !(want_details || updated) {
+        // A revision is the message updated alone: no reply goes with it.
+        if notice.kind != NoticeKind::Verdict || notice.is_revision() || !(want_details || updated) {
             return Ok(());
         }
         let method = "conversations.replies";
@@ -575,29 +584,24 @@ impl Slack {
             );
         }
         let Some(parent) = parent else {
+            if matches!(notice.kind, NoticeKind::Joined | NoticeKind::GroupResolved) {
+                // Its verdict's message is not known (it failed for good): a reply about a
+                // group has nothing to reply to, and is no top-level post of its own.
+                tracing::warn!(destination = "slack", kind = ?notice.kind,
+                    "slack: no message of the job's verdict to reply under; the alert group's note is left out");
+                return Ok(Sent { state: None });
+            }
             return self.post_new(channel, notice, &msg).await;
         };
-        if notice.kind == NoticeKind::Verdict {
-            let body = |text: &str, blocks: &[Value]| {
-                json!({
-                    "channel": parent.channel,
-                    "ts": parent.ts,
-                    "text": text,
-                    "blocks": blocks,
-                    "metadata": metadata(notice),
-                    "parse": "none",
-                    "link_names": false,
-                })
-            };
-            // `blocks: []` clears the old blocks; leaving them out would keep them.
-            let full = body(&msg.text, &msg.blocks);
-            match self.write("chat.update", None, full, body(&fallback(notice).text, &[])).await {
-                Ok(_) => {}
-                Err(Failure::Api { code, .. }) if GONE_ERRORS.contains(&code.as_str()) => {
-                    tracing::warn!(destination = "slack", error = %code, "slack: the group's message is gone; posting a new one");
-                    return self.post_new(channel, notice, &msg).await;
-                }
-                Err(f) => return Err(self.error("chat.update", f)),
+        if notice.is_revision() {
+            // The same decision with other confidence or numbers: the message shows the
+            // latest in place, and nothing new is posted.
+            if !self.update(&parent, notice, &msg).await? {
+                return self.post_new(channel, notice, &msg).await;
+            }
+        } else if notice.kind == NoticeKind::Verdict {
+            if !self.update(&parent, notice, &msg).await? {
+                return self.post_new(channel, notice, &msg).await;
             }
             still_held("its \"changed\" reply").await?;
             self.post_reply(&parent, notice, &changed_reply(notice)).await?;
@@ -607,6 +611,32 @@ impl Slack {
             self.post_reply(&parent, notice, &msg).await?;
         }
         Ok(Sent { state: Some(parent.state()) })
+    }
+
+    /// `chat.update` of the group's message with `msg`; `false` when the message is gone
+    /// (`message_not_found`, `cant_update_message`: the caller posts a new one).
+    async fn update(&self, parent: &Parent, notice: &Notice, msg: &SlackMessage) -> Result<bool, NotifyError> {
+        let body = |text: &str, blocks: &[Value]| {
+            json!({
+                "channel": parent.channel,
+                "ts": parent.ts,
+                "text": text,
+                "blocks": blocks,
+                "metadata": metadata(notice),
+                "parse": "none",
+                "link_names": false,
+            })
+        };
+        // `blocks: []` clears the old blocks; leaving them out would keep them.
+        let full = body(&msg.text, &msg.blocks);
+        match self.write("chat.update", None, full, body(&fallback(notice).text, &[])).await {
+            Ok(_) => Ok(true),
+            Err(Failure::Api { code, .. }) if GONE_ERRORS.contains(&code.as_str()) => {
+                tracing::warn!(destination = "slack", error = %code, "slack: the group's message is gone; posting a new one");
+                Ok(false)
+            }
+            Err(f) => Err(self.error("chat.update", f)),
+        }
     }
 
     /// A new top-level message; its `channel` and `ts` are the state.

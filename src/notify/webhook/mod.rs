@@ -1,12 +1,20 @@
 //! A generic webhook: `POST` of JSON to a configured URL.
 //!
 //! * [`NoticeKind::Verdict`]: the body is the verdict itself, `culprit.verdict/v1`.
-//! * [`NoticeKind::Resolved`] and [`NoticeKind::CouldNotDiagnose`]: the body is a
-//!   `culprit.notice/v1` value (see [`notice_body`]).
+//! * [`NoticeKind::Resolved`], [`NoticeKind::CouldNotDiagnose`], [`NoticeKind::Joined`]
+//!   and [`NoticeKind::GroupResolved`]: the body is a `culprit.notice/v1` value (see
+//!   [`notice_body`]).
 //!
 //! Headers: `Content-Type: application/json`, `Idempotency-Key: <notice.idempotency_key>`
-//! (the receiver drops repeats: the delivery loop may send a notice more than once),
-//! `X-Culprit-Group-Key: <notice.group_key>`, and `Authorization` when `auth` is configured.
+//! (the receiver drops repeats: the delivery loop may send a notice more than once; each
+//! notice, each revision included, has its own),
+//! `X-Culprit-Group-Key: <notice.group_key>` (the lead alert group of the job's episode),
+//! `X-Culprit-Alert-Groups` (a JSON array of every alert group carrying the verdict, the
+//! lead first), `X-Culprit-Verdict-Ref` (the idempotency key of the verdict's first post:
+//! the same for each of its revisions) and `X-Culprit-Revision` (0 for the first post, then
+//! 1, 2, … each time the same verdict comes back with other confidence or numbers: a
+//! receiver keeps the highest revision per verdict ref), and `Authorization` when `auth` is
+//! configured.
 //! Header values keep printable ASCII as is; any other byte, and `%`, is written `%XX`.
 //!
 //! Answers: 2xx is delivered; 408, 429 and 5xx are retryable (with `Retry-After`); any
@@ -41,6 +49,15 @@ pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
 
 /// The header carrying [`Notice::group_key`].
 pub const GROUP_KEY: &str = "x-culprit-group-key";
+
+/// The header carrying the alert groups of the job's verdict, a JSON array.
+pub const ALERT_GROUPS: &str = "x-culprit-alert-groups";
+
+/// The header carrying the idempotency key of the verdict's first post.
+pub const VERDICT_REF: &str = "x-culprit-verdict-ref";
+
+/// The header carrying the verdict's revision (0 first).
+pub const REVISION: &str = "x-culprit-revision";
 
 /// Time one delivery may take, connection included.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
@@ -90,9 +107,17 @@ impl Webhook {
         &self.name
     }
 
-    /// Every notice: verdicts, resolutions and failures to diagnose.
+    /// Every notice: verdicts (and their revisions), resolutions, failures to diagnose, and
+    /// the alert groups that join or leave a job's verdict.
     pub fn wants(&self, notice: &Notice) -> bool {
-        matches!(notice.kind, NoticeKind::Verdict | NoticeKind::Resolved | NoticeKind::CouldNotDiagnose)
+        matches!(
+            notice.kind,
+            NoticeKind::Verdict
+                | NoticeKind::Resolved
+                | NoticeKind::CouldNotDiagnose
+                | NoticeKind::Joined
+                | NoticeKind::GroupResolved
+        )
     }
 
     /// Posts the notice once (see the module docs for body, headers and classification).
@@ -112,6 +137,17 @@ impl Webhook {
         let mut headers = HeaderMap::new();
         headers.insert(HeaderName::from_static(IDEMPOTENCY_KEY), header_value(&notice.idempotency_key));
         headers.insert(HeaderName::from_static(GROUP_KEY), header_value(&notice.group_key));
+        let groups = if notice.episode.groups.is_empty() {
+            vec![notice.group_key.clone()]
+        } else {
+            notice.episode.groups.clone()
+        };
+        let groups = serde_json::to_string(&groups).expect("strings always serialize");
+        headers.insert(HeaderName::from_static(ALERT_GROUPS), header_value(&groups));
+        let verdict_ref =
+            if notice.episode.verdict_ref.is_empty() { &notice.idempotency_key } else { &notice.episode.verdict_ref };
+        headers.insert(HeaderName::from_static(VERDICT_REF), header_value(verdict_ref));
+        headers.insert(HeaderName::from_static(REVISION), HeaderValue::from(notice.episode.revision));
         let request = self.client.post(self.url.clone()).headers(headers).json(&body);
         let request = match &self.auth {
             Some(a) => a.apply(request),
@@ -153,9 +189,14 @@ impl Webhook {
 /// The `culprit.notice/v1` body of a notice without a verdict:
 ///
 /// ```json
-/// { "schema": "culprit.notice/v1", "kind": "resolved" | "could_not_diagnose" | "verdict",
-///   "group_key": "…", "job": { "name": "…", "id": "…" }, "reason": "…" | null }
+/// { "schema": "culprit.notice/v1",
+///   "kind": "resolved" | "could_not_diagnose" | "verdict" | "joined" | "group_resolved",
+///   "group_key": "…", "job": { "name": "…", "id": "…" }, "reason": "…" | null,
+///   "alert_groups": ["…"] }
 /// ```
+///
+/// `group_key` is the group the notice is about (for `joined` and `group_resolved`, the
+/// group that joined or resolved); `alert_groups` the groups that still carry the verdict.
 pub fn notice_body(notice: &Notice) -> Value {
     json!({
         "schema": NOTICE_SCHEMA,
@@ -163,6 +204,7 @@ pub fn notice_body(notice: &Notice) -> Value {
         "group_key": notice.group_key,
         "job": notice.job,
         "reason": notice.reason,
+        "alert_groups": notice.episode.groups,
     })
 }
 
