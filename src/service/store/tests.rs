@@ -685,6 +685,10 @@ mod rediagnosis;
 #[path = "fairness_tests.rs"]
 mod fairness;
 
+/// One job through several alert groups, on both backends.
+#[path = "episode_tests.rs"]
+mod episode;
+
 #[path = "replica_tests.rs"]
 mod replicas;
 use replicas::replica;
