@@ -3,4 +3,6 @@
 //! (README, the `make.py` that generates them and what it wrote); each kind of fault has its
 //! own module under `tests/reports3/`, with tests beyond the one folder.
 
+#[path = "reports3/episode.rs"]
+mod episode;
 mod support;

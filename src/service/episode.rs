@@ -24,8 +24,8 @@
 //!   shown in place (Slack `chat.update` alone, PagerDuty the same `dedup_key`, the webhook a
 //!   new POST with the same `X-Culprit-Verdict-Ref` and the next `X-Culprit-Revision`);
 //! * same decision, same content: nothing (Alertmanager: its alert again, to stay alive);
-//! * another group now carries the verdict: [`NoticeKind::Joined`] (unless a verdict notice
-//!   goes out in the same diagnosis, which names it);
+//! * another group now carries the verdict: [`NoticeKind::Joined`], naming it (after the
+//!   verdict notice, when one goes out in the same diagnosis);
 //! * a group resolves while others still fire: [`NoticeKind::GroupResolved`]; the verdict
 //!   stays open;
 //! * the last group resolves: [`NoticeKind::Resolved`] (with `service.notify_resolved`), and
@@ -254,14 +254,13 @@ fn plan_destination(
             e.lead = firing[0].0.clone();
         }
         let verdict = verdict_notice(plan, dest, refreshes, &mut e, &key, &content);
-        let any = verdict.is_some();
         notices.extend(verdict);
-        if !any {
-            for (g, info) in joined {
-                let mut n = base(plan, &e, NoticeKind::Joined, g, &info.labels);
-                n.idempotency_key = idem(dest, &mut e, "joined", g);
-                notices.push(n);
-            }
+        // The destination shows the verdict already: each group new to it is tied to it,
+        // named in its thread, whatever else this diagnosis changed.
+        for (g, info) in joined {
+            let mut n = base(plan, &e, NoticeKind::Joined, g, &info.labels);
+            n.idempotency_key = idem(dest, &mut e, "joined", g);
+            notices.push(n);
         }
     }
     let still_firing = e.groups.values().any(|f| *f);
