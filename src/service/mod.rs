@@ -12,13 +12,17 @@
 //! ([`store`]); the worker loop (`worker.rs`) claims due jobs, one running diagnosis per
 //! job, diagnoses them ([`pipeline::Live`]) and turns each verdict into notices for every
 //! destination in one transaction; one delivery loop per destination (`delivery.rs`)
-//! sends them per alert group — a group's notices in order, groups independently, up to
+//! sends them per job episode — an episode's notices in order, episodes independently, up to
 //! `notify.concurrency` at once — with the retry, backoff and jitter of every destination
 //! in one place ([`retry::delivery_delay`]), honouring `Retry-After`. A store operation
 //! that fails (a full disk) is logged, counted and retried with backoff; nothing is
 //! taken as done before its commit succeeded.
 //!
-//! Delivery guarantee: each destination gets each (group, verdict) **at least once**,
+//! What each destination gets of a diagnosis is decided in one place, [`episode`]: one
+//! verdict per job per destination for one episode, however many alert groups carry it,
+//! and the latest verdict shown in place.
+//!
+//! Delivery guarantee: each destination gets each (episode, verdict revision) **at least once**,
 //! with an idempotency key that is the same on every attempt; a repeat notification with
 //! an unchanged verdict posts nothing. A send interrupted by a crash (or a timeout) is
 //! checked with the destination before it is sent again where the destination can tell

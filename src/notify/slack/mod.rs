@@ -1,4 +1,5 @@
-//! Slack: one message per alert group, updated and threaded in `web_api` mode.
+//! Slack: one message per job's episode (however many alert groups carry it), updated and
+//! threaded in `web_api` mode.
 //!
 //! Messages are built by the pure [`crate::render::slack`]; this module only sends them.
 //!
@@ -26,8 +27,16 @@
 //!   not by id) keeps the details best-effort: the failure is logged, since a retry would
 //!   post the message again. If the message is gone (`message_not_found`,
 //!   `cant_update_message`) the verdict is posted as a new message, which becomes the state.
+//! * A revision of the verdict ([`Notice::is_revision`]: the same decision with other
+//!   confidence or numbers) is `chat.update` of that message alone: no reply, no new
+//!   message (a message that is gone is posted anew).
 //! * [`NoticeKind::Resolved`] and [`NoticeKind::CouldNotDiagnose`] are replies in the
 //!   thread; without a state they are new messages (and their message becomes the state).
+//!   [`NoticeKind::Joined`] and [`NoticeKind::GroupResolved`] (another alert group carries
+//!   the job's verdict, or stopped carrying it) are replies in the thread, and nothing
+//!   without one.
+//! * The state is the job's episode's ([`Notice::thread_key`]), whichever alert group a
+//!   notice is about: one message per job however many groups carry its verdict.
 //! * Posts to one channel are at least [`MIN_POST_INTERVAL`] apart: the notifier keeps the
 //!   time of the last post per channel and waits before the next one.
 //!

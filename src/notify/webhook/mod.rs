@@ -204,8 +204,18 @@ pub fn notice_body(notice: &Notice) -> Value {
         "group_key": notice.group_key,
         "job": notice.job,
         "reason": notice.reason,
-        "alert_groups": notice.episode.groups,
+        "alert_groups": alert_groups(notice),
     })
+}
+
+/// The alert groups that carry the notice's verdict, the lead first; a notice of no
+/// episode (stored by an earlier build), its own group.
+fn alert_groups(notice: &Notice) -> Vec<String> {
+    if notice.episode.groups.is_empty() && notice.episode.thread.is_empty() {
+        vec![notice.group_key.clone()]
+    } else {
+        notice.episode.groups.clone()
+    }
 }
 
 /// A header value: printable ASCII (space to `~`) as is, except `%`; every other byte as
