@@ -113,3 +113,26 @@ async fn three_groups_of_one_job_give_one_verdict_tied_replies_and_one_resolutio
 }
 
 both![three_groups_of_one_job_give_one_verdict_tied_replies_and_one_resolution];
+
+/// PostgreSQL, two replicas on one database: the verdict posted through one, a group that
+/// joins later diagnosed and delivered through the other, which replies under the message
+/// the first one stored (the episode row and the thread's state are the database's, not a
+/// replica's).
+#[tokio::test]
+async fn on_postgres_a_group_joining_through_another_replica_replies_under_the_first_replicas_message() {
+    let Some(f) = Fx::postgres() else { return };
+    let (a, b) = (f.open(), super::replica(&f, 3_000));
+    diagnosed(&a, &[("gj", true), ("gt1", true)], T0, Some(verdict())).await;
+    assert_eq!(deliver(&a, "slack", T0 + COALESCE).await, [(NoticeKind::Verdict, "gj".to_string(), None)]);
+    diagnosed(&b, &[("gt2", true)], T0 + 60_000, Some(verdict())).await;
+    let slack = serde_json::json!({"channel": "C1", "ts": "1.0"});
+    assert_eq!(
+        deliver(&b, "slack", T0 + 60_000 + COALESCE).await,
+        [(NoticeKind::Joined, "gt2".to_string(), Some(slack))]
+    );
+    // PagerDuty: one verdict for the job, whichever replica planned what (the Joined notice
+    // planned for it is one its notifier does not take: `wants`).
+    let pd = deliver(&a, "pagerduty", T0 + 60_000 + COALESCE).await;
+    let verdicts: Vec<_> = pd.iter().filter(|(k, _, _)| *k == NoticeKind::Verdict).collect();
+    assert_eq!(verdicts.len(), 1, "{pd:?}");
+}
