@@ -79,6 +79,10 @@ pub struct EpisodeState {
     /// two notices of one episode share one.
     #[serde(default)]
     pub seq: u64,
+    /// The episode's number among the job's at this destination (0 first): part of its
+    /// thread, so that no two episodes of a job share a thread or an idempotency key.
+    #[serde(default)]
+    pub number: u64,
 }
 
 impl EpisodeState {
@@ -216,13 +220,16 @@ fn plan_destination(
         Some(e) => e,
         None if firing.is_empty() => return (notices, None),
         None => {
-            // A new episode: its thread is this diagnosis's own, so that it never updates
-            // the message of an episode that ended.
+            // A new episode: its thread is its own (the episode's number after the one that
+            // ended, and this diagnosis's id), so that it never updates the message of an
+            // episode that ended nor repeats one of its idempotency keys.
+            let number = EpisodeState::decode(last(dest, &item.episode_row())).map_or(0, |ended| ended.number + 1);
             let e = EpisodeState {
                 key: key.clone(),
                 content: content.clone(),
                 lead: firing[0].0.clone(),
-                thread: format!("{}\u{1f}{}", item.episode_row(), item.id),
+                thread: format!("{}\u{1f}{number}\u{1f}{}", item.episode_row(), item.id),
+                number,
                 groups: firing.iter().map(|(g, _)| ((*g).clone(), true)).collect(),
                 labels: common_labels(firing.iter().map(|(_, i)| *i)),
                 ..Default::default()

@@ -249,7 +249,7 @@ fn the_shared_verdict_resolves_with_the_last_group_carrying_it_not_before() {
     let again = rows.finish(&item_with(6, &[("task-a", true)]), Some(&v));
     let slack = to(&again, "slack");
     assert_eq!((slack[0].kind, slack[0].changed), (NoticeKind::Verdict, false));
-    assert!(slack[0].thread_key().ends_with("\u{1f}6"));
+    assert!(slack[0].thread_key().ends_with("\u{1f}1\u{1f}6"), "{:?}", slack[0].thread_key());
 }
 
 #[test]
@@ -293,6 +293,20 @@ fn a_changed_culprit_is_a_changed_verdict_with_a_new_verdict_ref() {
     assert_eq!(b.episode.verdict_ref, b.idempotency_key);
     assert_ne!(b.episode.verdict_ref, a.episode.verdict_ref);
     assert_eq!(b.thread_key(), a.thread_key());
+}
+
+#[test]
+fn a_new_episode_never_repeats_a_key_of_an_ended_one_even_under_the_same_diagnosis_id() {
+    // SQLite may give a new work row the id of a deleted one: the episode's number keeps
+    // the thread and every key new.
+    let v = verdict();
+    let mut rows = Rows::default();
+    let first = rows.finish(&item_with(1, &[("g", true)]), Some(&v));
+    rows.finish(&item_with(2, &[("g", false)]), None);
+    let again = rows.finish(&item_with(1, &[("g", true)]), Some(&v));
+    let (a, b) = (to(&first, "slack")[0], to(&again, "slack")[0]);
+    assert_ne!(a.thread_key(), b.thread_key());
+    assert_ne!(a.idempotency_key, b.idempotency_key);
 }
 
 #[test]
