@@ -129,7 +129,10 @@ pub fn summary(notice: &Notice) -> String {
 ///   vertex's name, left out without a culprit; `class`: the finding (`sink`, `hot_key`, …)
 ///   or `could_not_diagnose`.
 /// * `custom_details`: `verdict` (the `culprit.verdict/v1` value) or `reason`, plus
-///   `group_key`, `idempotency_key` and `verdict_url` when there is one. When the whole event
+///   `group_key`, `idempotency_key` and `verdict_url` when there is one; `alert_groups`
+///   (every alert group carrying the job's verdict, the lead first) when there are several,
+///   since one event stands for the job's episode; `revision` (1, 2, …) when the same
+///   verdict comes again with other confidence or numbers. When the whole event
 ///   would exceed [`MAX_EVENT_BYTES`], `verdict` is replaced by its `schema`, `status`,
 ///   `finding`, `summary`, `cause` and `fix` and a `truncated` note.
 /// * `client_url` and `links`: the verdict URL, only when the notice has one.
