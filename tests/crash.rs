@@ -98,8 +98,10 @@ async fn a_sigkill_midway_loses_no_alert_and_delivers_no_verdict_twice() {
         by_group.entry(dedup.as_str()).or_default().push(key.as_str());
     }
     assert_eq!(by_group.len(), 20, "PagerDuty events: {raw:#?}");
-    let duplicates = raw.len() - 20;
-    assert!(by_group.values().all(|keys| keys.iter().all(|k| *k == keys[0])), "a key changed: {by_group:#?}");
+    // A group's verdict seen again with other numbers is a revision with its own key (shown
+    // in place, under the same dedup_key); a copy is an event sent again with its key.
+    let events: std::collections::BTreeSet<&(String, String)> = raw.iter().collect();
+    let duplicates = raw.len() - events.len();
     assert!(duplicates <= in_flight_at_kill, "{duplicates} duplicates but {in_flight_at_kill} in flight at the kill");
     eprintln!(
         "killed after {delivered_before} Slack messages with {in_flight_at_kill} requests in flight; recovered {recovered} \

@@ -47,6 +47,7 @@ fn notice() -> Notice {
     let v = verdict();
     Notice {
         links: Default::default(),
+        episode: Default::default(),
         kind: NoticeKind::Verdict,
         group_key: "{}:{alertname=\"FlinkJobBackpressured\"}".into(),
         labels: BTreeMap::new(),

@@ -485,8 +485,14 @@ async fn a_flood_of_two_hundred_unknown_jobs_delays_no_real_verdict_and_gives_on
     assert_eq!(client.post(&url).json(&real("second")).send().await.unwrap().status(), 202);
     // (A precondition, not a measurement: the flood is queued within the window.)
     assert!(started.elapsed() < Duration::from_secs(10), "the flood took {:?} to post", started.elapsed());
-    // PagerDuty gets verdicts only: the second one is the real job's.
-    support::wait_for("the real verdict", Duration::from_secs(60), || d.pagerduty.pagerduty_events().len() == 2).await;
+    // The real job's new alert group is tied to its verdict: a reply in its Slack thread.
+    let tied = || {
+        d.slack
+            .on("/api/chat.postMessage")
+            .iter()
+            .any(|p| p.body.get("thread_ts").is_some() && p.body.to_string().contains("Also firing"))
+    };
+    support::wait_for("the real job's new group", Duration::from_secs(60), tied).await;
     support::wait_for("the flood diagnosed", Duration::from_secs(120), || {
         d.slack.slack_messages().iter().any(|m| m.to_string().contains("could not diagnose"))
     })
@@ -499,8 +505,14 @@ async fn a_flood_of_two_hundred_unknown_jobs_delays_no_real_verdict_and_gives_on
     let first_failure = slack.iter().position(|m| m.to_string().contains("could not diagnose")).expect("posted");
     let texts: Vec<String> =
         slack.iter().map(|m| m["text"].as_str().unwrap_or("").chars().take(120).collect()).collect();
+    // Every post in order, replies too: the real job's verdict and its new group's reply
+    // came before the first "could not diagnose".
+    let posts: Vec<Value> = d.slack.on("/api/chat.postMessage").into_iter().map(|p| p.body).collect();
+    let failed_at = posts.iter().position(|m| m.to_string().contains("could not diagnose")).expect("posted");
     assert!(
-        slack[..first_failure].iter().filter(|m| m.to_string().contains(&job.job_name())).count() >= 2,
+        posts[..failed_at]
+            .iter()
+            .any(|m| m.to_string().contains("Also firing") && m.to_string().contains(&job.job_name())),
         "{texts:#?}"
     );
     let am = d.other.on("/am/api/v2/alerts").into_iter().map(|r| r.body).collect();

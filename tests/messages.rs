@@ -61,6 +61,7 @@ fn notice(v: &Verdict) -> Notice {
         changed: false,
         idempotency_key: "slack:g:12".into(),
         at_ms: 1_795_000_000_000,
+        episode: Default::default(),
     }
 }
 

@@ -66,6 +66,7 @@ fn notice(kind: NoticeKind) -> Notice {
         changed: false,
         idempotency_key: format!("dest:{}:42", culprit::render::pagerduty::dedup_key(&group_key())),
         at_ms: now_ms(),
+        episode: Default::default(),
     }
 }
 
@@ -646,12 +647,13 @@ async fn a_webhook_gets_a_small_notice_when_the_group_resolves_or_cannot_be_diag
     let job = json!({"name": "bp-lab-slow-sink", "id": "da23ad9af4e7326542c9a70eac958f42"});
     assert_eq!(
         sent[0].body_json::<Value>().unwrap(),
-        json!({"schema": "culprit.notice/v1", "kind": "resolved", "group_key": group_key(), "job": job, "reason": null})
+        json!({"schema": "culprit.notice/v1", "kind": "resolved", "group_key": group_key(), "job": job, "reason": null,
+               "alert_groups": [group_key()]})
     );
     assert_eq!(
         sent[1].body_json::<Value>().unwrap(),
         json!({"schema": "culprit.notice/v1", "kind": "could_not_diagnose", "group_key": group_key(), "job": job,
-               "reason": "Prometheus answered 503 for 5m"})
+               "reason": "Prometheus answered 503 for 5m", "alert_groups": [group_key()]})
     );
     assert!(sent[1].headers.contains_key("idempotency-key"));
 }

@@ -284,8 +284,11 @@ async fn a_replica_killed_mid_delivery_leaves_its_work_to_the_others_every_verdi
         by_group.entry(r.body["dedup_key"].as_str().unwrap().to_string()).or_default().push(key.to_string());
     }
     assert_eq!(by_group.len(), 20, "PagerDuty events: {by_group:#?}");
-    assert!(by_group.values().all(|keys| keys.iter().all(|k| *k == keys[0])), "a key changed: {by_group:#?}");
-    let duplicates = raw.len() - 20;
+    // A group's verdict seen again with other numbers is a revision with its own key (shown
+    // in place, under the same dedup_key); a copy is an event sent again with its key.
+    let events: usize =
+        by_group.values().map(|keys| keys.iter().collect::<std::collections::BTreeSet<_>>().len()).sum();
+    let duplicates = raw.len() - events;
     assert!(duplicates <= in_flight_at_kill, "{duplicates} duplicates but {in_flight_at_kill} in flight at the kill");
     // The replicas left took the dead one's sends over once its lease expired.
     assert!(logs().contains("sends of a replica whose lease expired"), "{}", logs());

@@ -13,6 +13,8 @@ mod retention;
 mod identity;
 #[path = "reports3/naming.rs"]
 mod naming;
+#[path = "reports3/episode.rs"]
+mod episode;
 mod support;
 
 #[path = "reports3/sentinel.rs"]

@@ -250,6 +250,7 @@ fn notice() -> Notice {
         changed: false,
         idempotency_key: "k".into(),
         at_ms: 1_795_000_000_000,
+        episode: Default::default(),
     }
 }
 

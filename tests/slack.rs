@@ -76,6 +76,7 @@ fn notice(kind: NoticeKind, verdict: Option<Verdict>, key: &str) -> Notice {
         changed: false,
         idempotency_key: key.into(),
         at_ms: 1_795_000_000_000,
+        episode: Default::default(),
     }
 }
 
@@ -842,4 +843,91 @@ async fn a_verdict_whose_lease_is_lost_after_its_message_stops_before_its_detail
         .unwrap();
     let posts = bodies(&server, "/chat.postMessage").await;
     assert_eq!((posts.len(), &posts[2]["thread_ts"]), (3, &json!(TS)));
+}
+
+/// A notice of one job's episode: `kind`, about group `g2` (the lead is `g1`), revision
+/// `revision`.
+fn episode_notice(kind: NoticeKind, revision: u32, key: &str) -> Notice {
+    let mut n = notice(kind, (kind == NoticeKind::Verdict).then(|| verdict("slow-sink")), key);
+    n.episode = culprit::model::notice::NoticeEpisode {
+        thread: "\u{1f}episode\u{1f}id:j\u{1f}1".into(),
+        groups: vec!["g1".into(), "g2".into()],
+        revision,
+        verdict_ref: "slack:g1:v1".into(),
+    };
+    n
+}
+
+#[tokio::test]
+async fn a_revision_of_the_verdict_updates_its_message_in_place_and_posts_nothing() {
+    // The same culprit with a higher confidence: chat.update of the message alone, no
+    // "changed" reply, no details reply, no new message.
+    let server = MockServer::start().await;
+    Mock::given(method("POST")).and(path("/chat.update")).respond_with(posted(TS)).expect(1).mount(&server).await;
+    Mock::given(method("POST")).and(path("/chat.postMessage")).respond_with(posted(TS)).expect(0).mount(&server).await;
+    let (slack, _f) = web_api(&server);
+    let n = episode_notice(NoticeKind::Verdict, 1, "slack:g1:v1:r1");
+    assert!(n.is_revision());
+    assert_eq!(slack.send(&n, Some(&state())).await.unwrap(), Sent { state: Some(state()) });
+    let update = &bodies(&server, "/chat.update").await[0];
+    assert_eq!((update["channel"].as_str(), update["ts"].as_str()), (Some(CHANNEL), Some(TS)));
+    assert_eq!(update["metadata"]["event_payload"]["idempotency_key"], "slack:g1:v1:r1");
+    assert!(!update["text"].as_str().unwrap().starts_with("Changed"), "{}", update["text"]);
+}
+
+#[tokio::test]
+async fn a_revision_found_already_made_after_a_crash_is_not_made_again_nor_replied_to() {
+    // Crash after the chat.update, before its outcome was stored: the message carries the
+    // revision's key; it is found there, and nothing is posted.
+    let server = MockServer::start().await;
+    let message = json!({"ok": true, "messages": [{"type": "message", "ts": TS,
+        "metadata": {"event_type": "culprit_verdict", "event_payload": {"idempotency_key": "slack:g1:v1:r1"}}}]});
+    Mock::given(method("GET"))
+        .and(path("/conversations.history"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(message))
+        .mount(&server)
+        .await;
+    Mock::given(method("POST")).and(path("/chat.postMessage")).respond_with(posted(TS)).expect(0).mount(&server).await;
+    let (slack, _f) = web_api(&server);
+    let n = episode_notice(NoticeKind::Verdict, 1, "slack:g1:v1:r1");
+    assert_eq!(slack.already_sent(&n, Some(&state())).await.unwrap(), Some(Sent { state: Some(state()) }));
+}
+
+#[tokio::test]
+async fn a_group_joining_or_leaving_the_verdict_is_a_reply_in_its_thread_and_never_a_message_of_its_own() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/chat.postMessage"))
+        .respond_with(posted("1795000070.000300"))
+        .expect(2)
+        .mount(&server)
+        .await;
+    let (slack, _f) = web_api(&server);
+    for (kind, said) in [(NoticeKind::Joined, "*Also firing*"), (NoticeKind::GroupResolved, "*Alert group resolved*")] {
+        let n = episode_notice(kind, 0, &format!("slack:g2:{kind:?}"));
+        assert_eq!(slack.send(&n, Some(&state())).await.unwrap(), Sent { state: Some(state()) });
+        let reply = bodies(&server, "/chat.postMessage").await.pop().unwrap();
+        assert_eq!(reply["thread_ts"], TS);
+        assert!(reply["text"].as_str().unwrap().contains(said), "{}", reply["text"]);
+        // Without the verdict's message (it failed for good) nothing is posted.
+        assert_eq!(slack.send(&n, None).await.unwrap(), Sent { state: None });
+    }
+}
+
+#[test]
+fn the_incoming_webhook_takes_no_revision_and_no_group_joining_or_leaving() {
+    let f = secret_file("https://hooks.slack.com/services/T000/B000/XXXX");
+    let cfg = SlackConfig {
+        mode: SlackMode::IncomingWebhook,
+        token: None,
+        channel: None,
+        webhook_url: Some(SecretSource::File(f.path().to_path_buf())),
+        api_url: "https://slack.com/api".into(),
+    };
+    let slack = Slack::new(&cfg).unwrap();
+    assert!(!slack.wants(&episode_notice(NoticeKind::Verdict, 1, "k")));
+    assert!(!slack.wants(&episode_notice(NoticeKind::Joined, 0, "k")));
+    assert!(!slack.wants(&episode_notice(NoticeKind::GroupResolved, 0, "k")));
+    assert!(slack.wants(&episode_notice(NoticeKind::Verdict, 0, "k")));
+    assert!(slack.wants(&episode_notice(NoticeKind::Resolved, 0, "k")));
 }

@@ -46,6 +46,7 @@ fuzz_target!(|data: &[u8]| {
         changed: false,
         idempotency_key: "fuzz".into(),
         at_ms: 1_767_225_600_000,
+        episode: Default::default(),
     };
     let message = slack::message(&notice);
     assert!(slack::slack_len(&message.text) <= slack::MAX_FALLBACK_TEXT, "{}", message.text);

@@ -20,6 +20,13 @@ pub enum NoticeKind {
     Resolved,
     /// The diagnosis failed for longer than the retry window; `reason` says why.
     CouldNotDiagnose,
+    /// Another alert group (`group_key`) now carries the job's verdict, which the
+    /// destination already shows: the group is tied to it (Slack: a short reply in its
+    /// thread), never a second verdict.
+    Joined,
+    /// An alert group (`group_key`) that carried the job's verdict resolved while others
+    /// (`episode.groups`) still fire: the shared verdict stays open.
+    GroupResolved,
 }
 
 /// One thing to tell one destination about one Alertmanager group.
@@ -52,6 +59,52 @@ pub struct Notice {
     /// http(s) only, untrusted (escape before display).
     #[serde(default, skip_serializing_if = "AlertLinks::is_empty")]
     pub links: AlertLinks,
+    /// The job's episode at this destination the notice belongs to (empty for notices
+    /// stored before episodes: they are delivered under their group).
+    #[serde(default, skip_serializing_if = "NoticeEpisode::is_empty")]
+    pub episode: NoticeEpisode,
+}
+
+/// What ties a notice to its job's episode at one destination: one verdict per job per
+/// destination, however many alert groups carry it.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct NoticeEpisode {
+    /// The key the episode's notices are delivered in order under and the destination's
+    /// state (the Slack message) is kept under.
+    #[serde(default)]
+    pub thread: String,
+    /// The alert groups that carry the verdict and still fire, the notice's `group_key`
+    /// (the episode's lead group) first.
+    #[serde(default)]
+    pub groups: Vec<String>,
+    /// 0 for a verdict's first post; 1, 2, … for each later one with the same decision
+    /// (culprit, finding, status, hazards) and other confidence or numbers, shown in place.
+    #[serde(default)]
+    pub revision: u32,
+    /// The idempotency key of the verdict's first post (revision 0): the same for every
+    /// revision of it, so a receiver keeps the latest revision per verdict.
+    #[serde(default)]
+    pub verdict_ref: String,
+}
+
+impl NoticeEpisode {
+    pub fn is_empty(&self) -> bool {
+        self == &NoticeEpisode::default()
+    }
+}
+
+impl Notice {
+    /// The key the notice is delivered and its destination state kept under: its episode's
+    /// thread, else (a notice stored before episodes) its group.
+    pub fn thread_key(&self) -> &str {
+        if self.episode.thread.is_empty() { &self.group_key } else { &self.episode.thread }
+    }
+
+    /// Whether the notice shows a verdict again in place (same decision, new confidence or
+    /// numbers): no new post where the destination can update one.
+    pub fn is_revision(&self) -> bool {
+        self.kind == NoticeKind::Verdict && !self.changed && self.episode.revision > 0
+    }
 }
 
 /// The links an alert source sends with an alert (Grafana Alerting's `silenceURL`,

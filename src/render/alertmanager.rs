@@ -114,7 +114,8 @@ pub fn labels(notice: &Notice, alertname: &str) -> BTreeMap<String, String> {
 }
 
 /// The annotations: `summary` (the verdict's, or `could not diagnose: <reason>`), `fix`
-/// (the first fix line), `description` (the verdict's cause), `verdict_url`. Vertex names
+/// (the first fix line), `description` (the verdict's cause), `verdict_url`, and
+/// `alert_groups` (a JSON array of the `groupKey`s) when several alert groups carry it. Vertex names
 /// in their prose form, control characters cleaned, each cut to its limit
 /// ([`MAX_SUMMARY_ANNOTATION`], [`MAX_DESCRIPTION_ANNOTATION`]). Empty values are left out.
 pub fn annotations(notice: &Notice) -> BTreeMap<String, String> {
@@ -125,14 +126,18 @@ pub fn annotations(notice: &Notice) -> BTreeMap<String, String> {
             Some(format!("{COULD_NOT_DIAGNOSE}{}", notice.reason.as_deref().unwrap_or("no reason given")))
         }
         (_, Some(v)) => Some(v.summary.clone()),
-        (NoticeKind::Resolved, None) => Some("resolved".to_string()),
-        (NoticeKind::Verdict, None) => None,
+        (NoticeKind::Resolved | NoticeKind::GroupResolved, None) => Some("resolved".to_string()),
+        (NoticeKind::Verdict | NoticeKind::Joined, None) => None,
     };
+    // One alert for the job, however many alert groups carry its verdict: they are listed.
+    let groups = (notice.episode.groups.len() > 1)
+        .then(|| serde_json::to_string(&notice.episode.groups).expect("strings always serialize"));
     let pairs = [
         ("summary", summary.map(|s| cut(&n.text(&s), MAX_SUMMARY_ANNOTATION))),
         ("fix", verdict.and_then(|v| v.fix.first()).map(|f| cut(&n.text(f), MAX_SUMMARY_ANNOTATION))),
         ("description", verdict.map(|v| cut(&n.text(&v.cause), MAX_DESCRIPTION_ANNOTATION))),
         ("verdict_url", notice.verdict_url.clone()),
+        ("alert_groups", groups),
     ];
     pairs.into_iter().filter_map(|(k, v)| v.filter(|v| !v.is_empty()).map(|v| (k.to_string(), v))).collect()
 }
@@ -232,6 +237,7 @@ mod tests {
             changed: false,
             idempotency_key: "k".into(),
             at_ms: 1_795_948_587_780,
+            episode: Default::default(),
         }
     }
 

@@ -116,6 +116,8 @@ pub fn summary(notice: &Notice) -> String {
             format!("{job}: could not diagnose: {}", notice.reason.as_deref().unwrap_or("no reason given"))
         }
         (NoticeKind::Resolved, _) => format!("{job}: resolved"),
+        (NoticeKind::Joined, _) => format!("{job}: another alert group carries the verdict"),
+        (NoticeKind::GroupResolved, _) => format!("{job}: an alert group resolved; others still fire"),
     };
     names::clean(&s).into_owned()
 }
@@ -127,7 +129,10 @@ pub fn summary(notice: &Notice) -> String {
 ///   vertex's name, left out without a culprit; `class`: the finding (`sink`, `hot_key`, …)
 ///   or `could_not_diagnose`.
 /// * `custom_details`: `verdict` (the `culprit.verdict/v1` value) or `reason`, plus
-///   `group_key`, `idempotency_key` and `verdict_url` when there is one. When the whole event
+///   `group_key`, `idempotency_key` and `verdict_url` when there is one; `alert_groups`
+///   (every alert group carrying the job's verdict, the lead first) when there are several,
+///   since one event stands for the job's episode; `revision` (1, 2, …) when the same
+///   verdict comes again with other confidence or numbers. When the whole event
 ///   would exceed [`MAX_EVENT_BYTES`], `verdict` is replaced by its `schema`, `status`,
 ///   `finding`, `summary`, `cause` and `fix` and a `truncated` note.
 /// * `client_url` and `links`: the verdict URL, only when the notice has one.
@@ -147,6 +152,8 @@ pub fn event(notice: &Notice, routing_key: &str, severity: &str) -> Value {
     let class = match (&notice.verdict, notice.kind) {
         (_, NoticeKind::CouldNotDiagnose) => "could_not_diagnose",
         (_, NoticeKind::Resolved) => "resolved",
+        (_, NoticeKind::Joined) => "joined",
+        (_, NoticeKind::GroupResolved) => "group_resolved",
         (Some(v), NoticeKind::Verdict) => v.finding.as_str(),
         (None, NoticeKind::Verdict) => "none",
     };
@@ -168,6 +175,14 @@ pub fn event(notice: &Notice, routing_key: &str, severity: &str) -> Value {
         }
     }
     details.insert("group_key".into(), notice.group_key.clone().into());
+    // One event for the job's episode, however many alert groups carry it: the others are
+    // folded into it here (the event goes under the lead group's `dedup_key`).
+    if notice.episode.groups.len() > 1 {
+        details.insert("alert_groups".into(), notice.episode.groups.clone().into());
+    }
+    if notice.episode.revision > 0 {
+        details.insert("revision".into(), notice.episode.revision.into());
+    }
     details.insert("idempotency_key".into(), notice.idempotency_key.clone().into());
     if let Some(url) = &notice.verdict_url {
         details.insert("verdict_url".into(), url.clone().into());
@@ -302,6 +317,7 @@ mod tests {
             changed: false,
             idempotency_key: "k1".into(),
             at_ms: 1_795_948_587_780,
+            episode: Default::default(),
         }
     }
 

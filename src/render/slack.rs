@@ -69,8 +69,8 @@ use blocks::{context, list_text, section, verdict_link};
 use escaping::clip;
 pub use escaping::{code, escape, mrkdwn, prose, slack_len, with_code_keys};
 use parts::{
-    bulleted, could_not_line, culprit_name, graph_line, hazard_line, hazards_sorted, job_line, labels_line, numbered,
-    resolved_line, short_blocks, status_title, verdict_blocks,
+    bulleted, could_not_line, culprit_name, graph_line, group_resolved_line, hazard_line, hazards_sorted, job_line,
+    joined_line, labels_line, numbered, resolved_line, short_blocks, status_title, verdict_blocks,
 };
 
 /// Most blocks in one message.
@@ -183,12 +183,17 @@ pub struct SlackMessage {
 ///   the labels and the link.
 /// * [`NoticeKind::CouldNotDiagnose`]: "`<job>`: could not diagnose: `<reason>`", the
 ///   labels and the link.
+/// * [`NoticeKind::Joined`], [`NoticeKind::GroupResolved`]: one short section saying that
+///   another alert group carries the verdict, or that one stopped firing while others still
+///   fire, with that group's labels (replies in the verdict's thread).
 ///
 /// `text` is [`text_only`]. Never fails: long text is cut with `…` (see the limits).
 pub fn message(notice: &Notice) -> SlackMessage {
     let blocks = match (notice.kind, &notice.verdict) {
         (NoticeKind::Verdict, Some(v)) => verdict_blocks(notice, v),
         (NoticeKind::Resolved, _) => short_blocks(notice, resolved_line(notice)),
+        (NoticeKind::Joined, _) => short_blocks(notice, joined_line(notice)),
+        (NoticeKind::GroupResolved, _) => short_blocks(notice, group_resolved_line(notice)),
         _ => short_blocks(notice, could_not_line(&with_reason(notice))),
     };
     SlackMessage { text: text_only(notice), blocks }
@@ -331,8 +336,13 @@ pub fn text_only(notice: &Notice) -> String {
                 let _ = writeln!(s, "{}", clip(&graph_line(v), Budget::EVIDENCE));
             }
         }
-        (NoticeKind::Resolved, _) => {
-            let _ = writeln!(s, "{}", resolved_line(&n));
+        (NoticeKind::Resolved | NoticeKind::Joined | NoticeKind::GroupResolved, _) => {
+            let line = match n.kind {
+                NoticeKind::Joined => joined_line(&n),
+                NoticeKind::GroupResolved => group_resolved_line(&n),
+                _ => resolved_line(&n),
+            };
+            let _ = writeln!(s, "{line}");
             if let Some(l) = verdict_link(&n) {
                 let _ = writeln!(s, "{l}");
             }
@@ -368,6 +378,8 @@ pub fn fallback(notice: &Notice) -> SlackMessage {
             s
         }
         (NoticeKind::Resolved, _) => resolved_line(&n),
+        (NoticeKind::Joined, _) => joined_line(&n),
+        (NoticeKind::GroupResolved, _) => group_resolved_line(&n),
         _ => could_not_line(&n),
     };
     let mut text = clip(&body, room);
@@ -409,6 +421,7 @@ mod tests {
             changed: false,
             idempotency_key: "slack:group:1".into(),
             at_ms: 1_795_000_000_000,
+            episode: Default::default(),
         }
     }
 

@@ -1,5 +1,5 @@
-//! The delivery loop of one destination: claims notices per alert group (a group's in
-//! order, one at a time; groups independently, up to `notify.concurrency` at once),
+//! The delivery loop of one destination: claims notices per job episode (an episode's in
+//! order, one at a time; episodes independently, up to `notify.concurrency` at once),
 //! sends each once, and records the outcome — sent, another attempt later (backoff with
 //! jitter, or the destination's `Retry-After`), or given up — with its reason.
 //!

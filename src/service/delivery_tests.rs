@@ -106,6 +106,7 @@ fn notice(kind: NoticeKind, group: &str, key: &str) -> Notice {
         changed: false,
         idempotency_key: key.into(),
         at_ms: 0,
+        episode: Default::default(),
     }
 }
 
@@ -155,7 +156,7 @@ impl Harness {
             .map(|n| NewNotice { destination: "scripted".into(), notice: n, remember_verdict: None })
             .collect();
         store
-            .complete(&item, Completion { verdict: None, plan: Box::new(move |_, _| notices), now_ms: now })
+            .complete(&item, Completion { verdict: None, plan: Box::new(move |_, _| notices.into()), now_ms: now })
             .await
             .unwrap();
     }

@@ -12,13 +12,17 @@
 //! ([`store`]); the worker loop (`worker.rs`) claims due jobs, one running diagnosis per
 //! job, diagnoses them ([`pipeline::Live`]) and turns each verdict into notices for every
 //! destination in one transaction; one delivery loop per destination (`delivery.rs`)
-//! sends them per alert group — a group's notices in order, groups independently, up to
+//! sends them per job episode — an episode's notices in order, episodes independently, up to
 //! `notify.concurrency` at once — with the retry, backoff and jitter of every destination
 //! in one place ([`retry::delivery_delay`]), honouring `Retry-After`. A store operation
 //! that fails (a full disk) is logged, counted and retried with backoff; nothing is
 //! taken as done before its commit succeeded.
 //!
-//! Delivery guarantee: each destination gets each (group, verdict) **at least once**,
+//! What each destination gets of a diagnosis is decided in one place, [`episode`]: one
+//! verdict per job per destination for one episode, however many alert groups carry it,
+//! and the latest verdict shown in place.
+//!
+//! Delivery guarantee: each destination gets each (episode, verdict revision) **at least once**,
 //! with an idempotency key that is the same on every attempt; a repeat notification with
 //! an unchanged verdict posts nothing. A send interrupted by a crash (or a timeout) is
 //! checked with the destination before it is sent again where the destination can tell
@@ -27,6 +31,7 @@
 //! Alertmanager's identical labels), which the destination or receiver can fold.
 
 mod delivery;
+pub mod episode;
 pub mod headers;
 pub mod intake;
 pub mod links;
@@ -48,14 +53,13 @@ use std::time::Duration;
 use tokio::sync::{Notify, watch};
 
 use crate::config::Config;
-use crate::model::notice::{Notice, NoticeKind};
 use crate::model::verdict::{HazardKind, JobRef, Severity, Verdict};
 use crate::notify::{Destination, Notifier};
 use crate::service::intake::sha256_hex;
 use crate::service::metrics::Metrics;
 use crate::service::pipeline::Live;
 use crate::service::retry::StoreBackoff;
-use crate::service::store::{Enqueued, NewNotice, Prune, Pruned, Store, StoreError, WorkItem};
+use crate::service::store::{Enqueued, Prune, Pruned, Store, StoreError, WorkItem};
 
 /// The decision a verdict carries: what has to change for a new post. Numbers that wobble
 /// between diagnoses (busy 99.1% vs 99.3%) do not.
@@ -115,73 +119,7 @@ pub struct NoticePlan<'a> {
     pub now_ms: i64,
 }
 
-/// The notices a finished diagnosis gives, per group and destination (pure).
-///
-/// * firing group, verdict unchanged since the last post to that destination: nothing
-///   (Alertmanager excepted: culprit's alert is re-posted to stay alive while the source
-///   fires);
-/// * firing group, new or changed verdict: a `Verdict` notice;
-/// * resolved group that had a verdict: a `Resolved` notice (when configured).
-pub fn plan_notices(plan: &NoticePlan<'_>, last_verdict: &dyn Fn(&str, &str) -> Option<String>) -> Vec<NewNotice> {
-    let (item, outcome, job, destinations) = (plan.item, &plan.outcome, plan.job, plan.destinations);
-    let (verdict_id, verdict_url, notify_resolved, now_ms) =
-        (plan.verdict_id, &plan.verdict_url, plan.notify_resolved, plan.now_ms);
-    let mut out = Vec::new();
-    let key = match outcome {
-        Outcome::Verdict(v) => verdict_key(v),
-        Outcome::CouldNotDiagnose(reason) => format!("could-not-diagnose:{}", sha256_hex(reason)),
-    };
-    for (group_key, info) in &item.groups {
-        for (dest, refreshes) in destinations {
-            let prev = last_verdict(dest, group_key);
-            let had_verdict = prev.as_deref().is_some_and(|p| p != RESOLVED);
-            let base = Notice {
-                kind: NoticeKind::Verdict,
-                group_key: group_key.clone(),
-                labels: info.labels.clone(),
-                job: job.clone(),
-                verdict: None,
-                verdict_id,
-                verdict_url: verdict_url.clone(),
-                reason: None,
-                firing: info.firing,
-                changed: false,
-                idempotency_key: String::new(),
-                at_ms: now_ms,
-                links: info.links.clone(),
-            };
-            if info.firing {
-                let unchanged = prev.as_deref() == Some(key.as_str());
-                if unchanged && !refreshes {
-                    continue;
-                }
-                let mut n = base;
-                match outcome {
-                    Outcome::Verdict(v) => n.verdict = Some((*v).clone()),
-                    Outcome::CouldNotDiagnose(reason) => {
-                        n.kind = NoticeKind::CouldNotDiagnose;
-                        n.reason = Some(reason.to_string());
-                    }
-                }
-                n.changed = had_verdict && !unchanged;
-                // A re-post of an unchanged verdict is new each processing; otherwise the
-                // key is the same however often this diagnosis is replayed.
-                let salt = if unchanged { item.id.to_string() } else { prev.clone().unwrap_or_default() };
-                n.idempotency_key = sha256_hex(&format!("{dest}\u{1f}{group_key}\u{1f}{key}\u{1f}{salt}"));
-                out.push(NewNotice { destination: dest.clone(), notice: n, remember_verdict: Some(key.clone()) });
-            } else if notify_resolved && had_verdict {
-                let mut n = base;
-                n.kind = NoticeKind::Resolved;
-                n.verdict_id = None;
-                n.verdict_url = None;
-                let prev = prev.unwrap_or_default();
-                n.idempotency_key = sha256_hex(&format!("{dest}\u{1f}{group_key}\u{1f}{RESOLVED}\u{1f}{prev}"));
-                out.push(NewNotice { destination: dest.clone(), notice: n, remember_verdict: Some(RESOLVED.into()) });
-            }
-        }
-    }
-    out
-}
+pub use episode::{content_key, plan_notices};
 
 /// How often finished rows are pruned ([`crate::config::StoreConfig::prune_after`],
 /// `keep_rows`), the first time at start.
@@ -505,133 +443,9 @@ impl Service {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::service::store::GroupInfo;
 
     fn verdict() -> Verdict {
         crate::samples::captures::verdict(&crate::samples::captures::CAPTURES[0]).unwrap()
-    }
-
-    fn item(groups: &[(&str, bool)]) -> WorkItem {
-        WorkItem {
-            id: 7,
-            job_key: "id:j".into(),
-            job: "j".into(),
-            labels: BTreeMap::new(),
-            groups: groups
-                .iter()
-                .map(|(g, f)| {
-                    (
-                        g.to_string(),
-                        GroupInfo {
-                            firing: *f,
-                            firing_set: "s".into(),
-                            labels: BTreeMap::new(),
-                            rediagnosis: false,
-                            links: Default::default(),
-                        },
-                    )
-                })
-                .collect(),
-            created_ms: 0,
-            attempts: 0,
-            first_failure_ms: None,
-            known: true,
-        }
-    }
-
-    fn dests() -> Vec<(String, bool)> {
-        vec![("slack".into(), false), ("alertmanager".into(), true)]
-    }
-
-    fn job() -> JobRef {
-        JobRef { name: "j".into(), id: "i".into() }
-    }
-
-    /// Plans the notices of verdict `v` for one group `g` (firing or not), given the
-    /// last verdict each destination holds.
-    fn plan(
-        v: &Verdict,
-        firing: bool,
-        verdict_id: Option<i64>,
-        last: &dyn Fn(&str, &str) -> Option<String>,
-    ) -> Vec<NewNotice> {
-        let (item, job, dests) = (item(&[("g", firing)]), job(), dests());
-        let plan = NoticePlan {
-            item: &item,
-            outcome: Outcome::Verdict(v),
-            job: &job,
-            destinations: &dests,
-            verdict_id,
-            verdict_url: None,
-            notify_resolved: true,
-            now_ms: 5,
-        };
-        plan_notices(&plan, last)
-    }
-
-    #[test]
-    fn a_first_verdict_goes_to_every_destination_and_is_remembered() {
-        let v = verdict();
-        let n = plan(&v, true, Some(1), &|_, _| None);
-        assert_eq!(n.len(), 2);
-        assert!(n.iter().all(|x| x.notice.kind == NoticeKind::Verdict && !x.notice.changed));
-        assert_eq!(n[0].remember_verdict.as_deref(), Some(verdict_key(&v).as_str()));
-    }
-
-    #[test]
-    fn a_repeat_with_an_unchanged_verdict_posts_nothing_but_refreshes_the_alertmanager_alert() {
-        let v = verdict();
-        let key = verdict_key(&v);
-        let n = plan(&v, true, None, &|_, _| Some(key.clone()));
-        let d: Vec<&str> = n.iter().map(|x| x.destination.as_str()).collect();
-        assert_eq!(d, ["alertmanager"]);
-    }
-
-    #[test]
-    fn a_changed_verdict_is_posted_as_changed_with_a_new_idempotency_key() {
-        let v = verdict();
-        let first = plan(&v, true, None, &|_, _| None);
-        let changed = plan(&v, true, None, &|_, _| Some("older".into()));
-        assert!(changed[0].notice.changed);
-        assert_ne!(first[0].notice.idempotency_key, changed[0].notice.idempotency_key);
-    }
-
-    #[test]
-    fn replaying_the_same_diagnosis_gives_the_same_idempotency_keys() {
-        // A replay (after a crash) runs later and stores the verdict again under a new id:
-        // the keys must not depend on either, and the notices carry the replay's own.
-        let (v, item, job, dests) = (verdict(), item(&[("g", true)]), job(), dests());
-        let plan_at = |verdict_id: i64, now_ms: i64| {
-            let plan = NoticePlan {
-                item: &item,
-                outcome: Outcome::Verdict(&v),
-                job: &job,
-                destinations: &dests,
-                verdict_id: Some(verdict_id),
-                verdict_url: None,
-                notify_resolved: true,
-                now_ms,
-            };
-            plan_notices(&plan, &|_, _| None)
-        };
-        let (first, replay) = (plan_at(3, 5), plan_at(4, 60_005));
-        let keys = |n: &[NewNotice]| n.iter().map(|x| x.notice.idempotency_key.clone()).collect::<Vec<_>>();
-        assert_eq!(keys(&first), keys(&replay));
-        assert_eq!(first.len(), 2);
-        assert!(replay.iter().all(|x| x.notice.verdict_id == Some(4) && x.notice.at_ms == 60_005));
-        // Two destinations, two keys: the key names its destination.
-        assert_ne!(first[0].notice.idempotency_key, first[1].notice.idempotency_key);
-    }
-
-    #[test]
-    fn a_resolved_group_gets_one_resolved_notice_only_if_it_had_a_verdict() {
-        let v = verdict();
-        let n = plan(&v, false, None, &|_, _| Some("k".into()));
-        assert!(n.iter().all(|x| x.notice.kind == NoticeKind::Resolved) && n.len() == 2);
-        let none = plan(&v, false, None, &|_, _| None);
-        assert!(none.is_empty());
-        let again = plan(&v, false, None, &|_, _| Some(RESOLVED.into()));
-        assert!(again.is_empty());
     }
 
     /// A verdict with every hazard kind at every severity, one with a topic, and a culprit

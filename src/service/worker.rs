@@ -20,8 +20,8 @@ use crate::model::request::DiagnosisRequest;
 use crate::model::verdict::{JobRef, Verdict};
 use crate::service::pipeline::PipelineError;
 use crate::service::retry::{StoreBackoff, diagnosis_delay, jitter};
-use crate::service::store::{Completed, Completion, LastVerdicts, NewNotice, Planner, WorkItem};
-use crate::service::{NoticePlan, Outcome, Service, intake, plan_notices};
+use crate::service::store::{Completed, Completion, LastVerdicts, Plan, Planner, WorkItem};
+use crate::service::{NoticePlan, Outcome, Service, episode, intake, plan_notices};
 
 /// The longest the worker sleeps without looking at the queue (a safety net: intake and
 /// completions wake it).
@@ -294,18 +294,7 @@ impl Service {
         let me = self.clone();
         let item = item.clone();
         let Planned { verdict, reason, job, unseen } = planned;
-        Box::new(move |verdict_id: Option<i64>, last: &LastVerdicts| -> Vec<NewNotice> {
-            // Resolved groups without a verdict posted anywhere (since they last resolved)
-            // resolved before their diagnosis (within the coalescing window).
-            *unseen.lock().unwrap_or_else(|p| p.into_inner()) = item
-                .groups
-                .iter()
-                .filter(|(g, info)| {
-                    !info.firing
-                        && me.destinations.iter().all(|d| last.get(&d.name(), g).is_none_or(|p| p == super::RESOLVED))
-                })
-                .map(|(g, _)| g.clone())
-                .collect();
+        Box::new(move |verdict_id: Option<i64>, last: &LastVerdicts| -> Plan {
             let job = match &verdict {
                 Some(v) => v.job.clone(),
                 None => job.clone(),
@@ -342,12 +331,24 @@ impl Service {
                 notify_resolved: me.config.service.notify_resolved,
                 now_ms: now,
             };
-            let mut planned = plan_notices(&plan, &|d: &str, g: &str| last.get(d, g));
-            // Resolved-only work has no outcome: drop the firing notices it cannot have.
+            let last = |d: &str, g: &str| last.get(d, g);
+            // Resolved groups no destination was shown anything for (since they last
+            // resolved) resolved before their diagnosis (within the coalescing window).
+            *unseen.lock().unwrap_or_else(|p| p.into_inner()) = item
+                .groups
+                .iter()
+                .filter(|(g, info)| {
+                    !info.firing && destinations.iter().all(|(d, _)| !episode::heard(&plan, d, g, &last))
+                })
+                .map(|(g, _)| g.clone())
+                .collect();
+            let mut planned = plan_notices(&plan, &last);
+            // Resolved-only work has no outcome: it cannot have firing notices.
             if verdict.is_none() && reason.is_none() {
-                planned.retain(|n| n.notice.kind == NoticeKind::Resolved);
+                planned.notices.retain(|n| matches!(n.notice.kind, NoticeKind::Resolved | NoticeKind::GroupResolved));
             }
-            planned.retain(|n| {
+            // What each destination gets is decided above; here, what it takes of it.
+            planned.notices.retain(|n| {
                 me.destinations.iter().find(|d| d.name() == n.destination).is_some_and(|d| d.wants(&n.notice))
             });
             planned

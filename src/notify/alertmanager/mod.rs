@@ -81,7 +81,8 @@ impl Alertmanager {
         })
     }
 
-    /// Verdicts, resolutions and failures to diagnose.
+    /// Verdicts, resolutions and failures to diagnose; not the groups that join or leave a
+    /// job's verdict (its alert lists them).
     pub fn wants(&self, notice: &Notice) -> bool {
         matches!(notice.kind, NoticeKind::Verdict | NoticeKind::Resolved | NoticeKind::CouldNotDiagnose)
     }
@@ -107,6 +108,7 @@ impl Alertmanager {
                 alerts.insert(0, alert);
                 alerts
             }
+            NoticeKind::Joined | NoticeKind::GroupResolved => vec![],
         }
     }
 

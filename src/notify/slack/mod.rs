@@ -1,4 +1,5 @@
-//! Slack: one message per alert group, updated and threaded in `web_api` mode.
+//! Slack: one message per job's episode (however many alert groups carry it), updated and
+//! threaded in `web_api` mode.
 //!
 //! Messages are built by the pure [`crate::render::slack`]; this module only sends them.
 //!
@@ -26,8 +27,16 @@
 //!   not by id) keeps the details best-effort: the failure is logged, since a retry would
 //!   post the message again. If the message is gone (`message_not_found`,
 //!   `cant_update_message`) the verdict is posted as a new message, which becomes the state.
+//! * A revision of the verdict ([`Notice::is_revision`]: the same decision with other
+//!   confidence or numbers) is `chat.update` of that message alone: no reply, no new
+//!   message (a message that is gone is posted anew).
 //! * [`NoticeKind::Resolved`] and [`NoticeKind::CouldNotDiagnose`] are replies in the
 //!   thread; without a state they are new messages (and their message becomes the state).
+//!   [`NoticeKind::Joined`] and [`NoticeKind::GroupResolved`] (another alert group carries
+//!   the job's verdict, or stopped carrying it) are replies in the thread, and nothing
+//!   without one.
+//! * The state is the job's episode's ([`Notice::thread_key`]), whichever alert group a
+//!   notice is about: one message per job however many groups carry its verdict.
 //! * Posts to one channel are at least [`MIN_POST_INTERVAL`] apart: the notifier keeps the
 //!   time of the last post per channel and waits before the next one.
 //!
@@ -393,10 +402,18 @@ impl Slack {
         Ok(Slack { mode, client, pacer: Pacer::default(), reads: history::ReadPacer::default(), redactor })
     }
 
-    /// Slack wants every notice: verdicts (first and changed), resolutions and failures to
-    /// diagnose.
-    pub fn wants(&self, _notice: &Notice) -> bool {
-        true
+    /// `web_api` wants every notice: verdicts (first, changed and revised in place),
+    /// resolutions, failures to diagnose, and the alert groups that join or leave a job's
+    /// verdict (replies in its thread). `incoming_webhook` can neither update nor thread:
+    /// it takes no revision and no group's joining or leaving (each would be a new message
+    /// in the channel).
+    pub fn wants(&self, notice: &Notice) -> bool {
+        match self.mode {
+            Mode::WebApi { .. } => true,
+            Mode::Webhook { .. } => {
+                !notice.is_revision() && !matches!(notice.kind, NoticeKind::Joined | NoticeKind::GroupResolved)
+            }
+        }
     }
 
     /// Sends the notice once (see the module docs for what each mode and kind does).
@@ -483,7 +500,8 @@ impl Slack {
     /// anything else is logged.
     async fn complete_thread(&self, thread: &Parent, notice: &Notice, updated: bool) -> Result<(), NotifyError> {
         let want_details = details(notice).is_some();
-        if notice.kind != NoticeKind::Verdict || !(want_details || updated) {
+        // A revision is the message updated alone: no reply goes with it.
+        if notice.kind != NoticeKind::Verdict || notice.is_revision() || !(want_details || updated) {
             return Ok(());
         }
         let method = "conversations.replies";
@@ -579,29 +597,24 @@ impl Slack {
             );
         }
         let Some(parent) = parent else {
+            if matches!(notice.kind, NoticeKind::Joined | NoticeKind::GroupResolved) {
+                // Its verdict's message is not known (it failed for good): a reply about a
+                // group has nothing to reply to, and is no top-level post of its own.
+                tracing::warn!(destination = "slack", kind = ?notice.kind,
+                    "slack: no message of the job's verdict to reply under; the alert group's note is left out");
+                return Ok(Sent { state: None });
+            }
             return self.post_new(channel, notice, &msg).await;
         };
-        if notice.kind == NoticeKind::Verdict {
-            let body = |text: &str, blocks: &[Value]| {
-                json!({
-                    "channel": parent.channel,
-                    "ts": parent.ts,
-                    "text": text,
-                    "blocks": blocks,
-                    "metadata": metadata(notice),
-                    "parse": "none",
-                    "link_names": false,
-                })
-            };
-            // `blocks: []` clears the old blocks; leaving them out would keep them.
-            let full = body(&msg.text, &msg.blocks);
-            match self.write("chat.update", None, full, body(&fallback(notice).text, &[])).await {
-                Ok(_) => {}
-                Err(Failure::Api { code, .. }) if GONE_ERRORS.contains(&code.as_str()) => {
-                    tracing::warn!(destination = "slack", error = %code, "slack: the group's message is gone; posting a new one");
-                    return self.post_new(channel, notice, &msg).await;
-                }
-                Err(f) => return Err(self.error("chat.update", f)),
+        if notice.is_revision() {
+            // The same decision with other confidence or numbers: the message shows the
+            // latest in place, and nothing new is posted.
+            if !self.update(&parent, notice, &msg).await? {
+                return self.post_new(channel, notice, &msg).await;
+            }
+        } else if notice.kind == NoticeKind::Verdict {
+            if !self.update(&parent, notice, &msg).await? {
+                return self.post_new(channel, notice, &msg).await;
             }
             still_held("its \"changed\" reply").await?;
             self.post_reply(&parent, notice, &changed_reply(notice)).await?;
@@ -611,6 +624,32 @@ impl Slack {
             self.post_reply(&parent, notice, &msg).await?;
         }
         Ok(Sent { state: Some(parent.state()) })
+    }
+
+    /// `chat.update` of the group's message with `msg`; `false` when the message is gone
+    /// (`message_not_found`, `cant_update_message`: the caller posts a new one).
+    async fn update(&self, parent: &Parent, notice: &Notice, msg: &SlackMessage) -> Result<bool, NotifyError> {
+        let body = |text: &str, blocks: &[Value]| {
+            json!({
+                "channel": parent.channel,
+                "ts": parent.ts,
+                "text": text,
+                "blocks": blocks,
+                "metadata": metadata(notice),
+                "parse": "none",
+                "link_names": false,
+            })
+        };
+        // `blocks: []` clears the old blocks; leaving them out would keep them.
+        let full = body(&msg.text, &msg.blocks);
+        match self.write("chat.update", None, full, body(&fallback(notice).text, &[])).await {
+            Ok(_) => Ok(true),
+            Err(Failure::Api { code, .. }) if GONE_ERRORS.contains(&code.as_str()) => {
+                tracing::warn!(destination = "slack", error = %code, "slack: the group's message is gone; posting a new one");
+                Ok(false)
+            }
+            Err(f) => Err(self.error("chat.update", f)),
+        }
     }
 
     /// A new top-level message; its `channel` and `ts` are the state.

@@ -1,15 +1,23 @@
 //! A generic webhook: `POST` of JSON to a configured URL.
 //!
 //! * [`NoticeKind::Verdict`]: the body is the verdict itself, `culprit.verdict/v1`.
-//! * [`NoticeKind::Resolved`] and [`NoticeKind::CouldNotDiagnose`]: the body is a
-//!   `culprit.notice/v1` value (see [`notice_body`]).
+//! * [`NoticeKind::Resolved`], [`NoticeKind::CouldNotDiagnose`], [`NoticeKind::Joined`]
+//!   and [`NoticeKind::GroupResolved`]: the body is a `culprit.notice/v1` value (see
+//!   [`notice_body`]).
 //! * Either body has an `alert_links` object beside its fields when the alert source gave
 //!   links (Grafana's `silence`, `dashboard`, `panel`: http(s) URLs, untrusted); the
 //!   verdict's schema allows fields it does not name.
 //!
 //! Headers: `Content-Type: application/json`, `Idempotency-Key: <notice.idempotency_key>`
-//! (the receiver drops repeats: the delivery loop may send a notice more than once),
-//! `X-Culprit-Group-Key: <notice.group_key>`, and `Authorization` when `auth` is configured.
+//! (the receiver drops repeats: the delivery loop may send a notice more than once; each
+//! notice, each revision included, has its own),
+//! `X-Culprit-Group-Key: <notice.group_key>` (the lead alert group of the job's episode),
+//! `X-Culprit-Alert-Groups` (a JSON array of every alert group carrying the verdict, the
+//! lead first), `X-Culprit-Verdict-Ref` (the idempotency key of the verdict's first post:
+//! the same for each of its revisions) and `X-Culprit-Revision` (0 for the first post, then
+//! 1, 2, … each time the same verdict comes back with other confidence or numbers: a
+//! receiver keeps the highest revision per verdict ref), and `Authorization` when `auth` is
+//! configured.
 //! Header values keep printable ASCII as is; any other byte, and `%`, is written `%XX`.
 //!
 //! Answers: 2xx is delivered; 408, 429 and 5xx are retryable (with `Retry-After`); any
@@ -44,6 +52,15 @@ pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
 
 /// The header carrying [`Notice::group_key`].
 pub const GROUP_KEY: &str = "x-culprit-group-key";
+
+/// The header carrying the alert groups of the job's verdict, a JSON array.
+pub const ALERT_GROUPS: &str = "x-culprit-alert-groups";
+
+/// The header carrying the idempotency key of the verdict's first post.
+pub const VERDICT_REF: &str = "x-culprit-verdict-ref";
+
+/// The header carrying the verdict's revision (0 first).
+pub const REVISION: &str = "x-culprit-revision";
 
 /// Time one delivery may take, connection included.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
@@ -93,9 +110,17 @@ impl Webhook {
         &self.name
     }
 
-    /// Every notice: verdicts, resolutions and failures to diagnose.
+    /// Every notice: verdicts (and their revisions), resolutions, failures to diagnose, and
+    /// the alert groups that join or leave a job's verdict.
     pub fn wants(&self, notice: &Notice) -> bool {
-        matches!(notice.kind, NoticeKind::Verdict | NoticeKind::Resolved | NoticeKind::CouldNotDiagnose)
+        matches!(
+            notice.kind,
+            NoticeKind::Verdict
+                | NoticeKind::Resolved
+                | NoticeKind::CouldNotDiagnose
+                | NoticeKind::Joined
+                | NoticeKind::GroupResolved
+        )
     }
 
     /// Posts the notice once (see the module docs for body, headers and classification).
@@ -116,6 +141,17 @@ impl Webhook {
         let mut headers = HeaderMap::new();
         headers.insert(HeaderName::from_static(IDEMPOTENCY_KEY), header_value(&notice.idempotency_key));
         headers.insert(HeaderName::from_static(GROUP_KEY), header_value(&notice.group_key));
+        let groups = if notice.episode.groups.is_empty() {
+            vec![notice.group_key.clone()]
+        } else {
+            notice.episode.groups.clone()
+        };
+        let groups = serde_json::to_string(&groups).expect("strings always serialize");
+        headers.insert(HeaderName::from_static(ALERT_GROUPS), header_value(&groups));
+        let verdict_ref =
+            if notice.episode.verdict_ref.is_empty() { &notice.idempotency_key } else { &notice.episode.verdict_ref };
+        headers.insert(HeaderName::from_static(VERDICT_REF), header_value(verdict_ref));
+        headers.insert(HeaderName::from_static(REVISION), HeaderValue::from(notice.episode.revision));
         let request = self.client.post(self.url.clone()).headers(headers).json(&body);
         let request = match &self.auth {
             Some(a) => a.apply(request),
@@ -165,9 +201,14 @@ impl Webhook {
 /// The `culprit.notice/v1` body of a notice without a verdict:
 ///
 /// ```json
-/// { "schema": "culprit.notice/v1", "kind": "resolved" | "could_not_diagnose" | "verdict",
-///   "group_key": "…", "job": { "name": "…", "id": "…" }, "reason": "…" | null }
+/// { "schema": "culprit.notice/v1",
+///   "kind": "resolved" | "could_not_diagnose" | "verdict" | "joined" | "group_resolved",
+///   "group_key": "…", "job": { "name": "…", "id": "…" }, "reason": "…" | null,
+///   "alert_groups": ["…"] }
 /// ```
+///
+/// `group_key` is the group the notice is about (for `joined` and `group_resolved`, the
+/// group that joined or resolved); `alert_groups` the groups that still carry the verdict.
 pub fn notice_body(notice: &Notice) -> Value {
     json!({
         "schema": NOTICE_SCHEMA,
@@ -175,6 +216,7 @@ pub fn notice_body(notice: &Notice) -> Value {
         "group_key": notice.group_key,
         "job": notice.job,
         "reason": notice.reason,
+        "alert_groups": alert_groups(notice),
     })
 }
 
@@ -184,6 +226,16 @@ pub fn with_alert_links(mut body: Value, notice: &Notice) -> Value {
         o.insert("alert_links".into(), serde_json::to_value(&notice.links).expect("links serialize"));
     }
     body
+}
+
+/// The alert groups that carry the notice's verdict, the lead first; a notice of no
+/// episode (stored by an earlier build), its own group.
+fn alert_groups(notice: &Notice) -> Vec<String> {
+    if notice.episode.groups.is_empty() && notice.episode.thread.is_empty() {
+        vec![notice.group_key.clone()]
+    } else {
+        notice.episode.groups.clone()
+    }
 }
 
 /// A header value: printable ASCII (space to `~`) as is, except `%`; every other byte as

@@ -173,6 +173,27 @@ pub(super) fn resolved_line(n: &Notice) -> String {
     format!(":white_check_mark: *Resolved*: {}: the alert group stopped firing.", job_line(n))
 }
 
+/// A reply naming an alert group (its labels follow) that now carries the job's verdict.
+pub(super) fn joined_line(n: &Notice) -> String {
+    let all = n.episode.groups.len().max(1);
+    format!(
+        ":link: *Also firing*: {}: another alert group carries this verdict (its labels below; {all} alert group{} in all). Nothing else changed.",
+        job_line(n),
+        if all == 1 { "" } else { "s" }
+    )
+}
+
+/// A reply naming an alert group that resolved while others still fire.
+pub(super) fn group_resolved_line(n: &Notice) -> String {
+    let left = n.episode.groups.len();
+    format!(
+        ":white_check_mark: *Alert group resolved*: {}: this group (its labels below) stopped firing; the verdict stays open while {left} other alert group{} still fire{}.",
+        job_line(n),
+        if left == 1 { "" } else { "s" },
+        if left == 1 { "s" } else { "" }
+    )
+}
+
 pub(super) fn could_not_line(n: &Notice) -> String {
     let reason = n.reason.as_deref().unwrap_or("no reason given");
     format!(":warning: {}: could not diagnose: {}", job_line(n), mrkdwn(reason))

@@ -40,7 +40,7 @@ async fn give_a_verdict(store: &Store, job: &str, sender: &str, now: i64) {
     assert_eq!(item.job, job);
     let completion = Completion {
         verdict: Some((job.into(), r#"{"schema":"culprit.verdict/v1"}"#.into())),
-        plan: Box::new(|_, _| vec![]),
+        plan: Box::new(|_, _| Default::default()),
         now_ms: now + COALESCE,
     };
     store.complete(&item, completion).await.unwrap();
@@ -49,7 +49,7 @@ async fn give_a_verdict(store: &Store, job: &str, sender: &str, now: i64) {
 async fn claimed(store: &Store, now: i64) -> Option<String> {
     let item = store.claim_work(now).await.unwrap()?;
     let job = item.job.clone();
-    let done = Completion { verdict: None, plan: Box::new(|_, _| vec![]), now_ms: now };
+    let done = Completion { verdict: None, plan: Box::new(|_, _| Default::default()), now_ms: now };
     store.complete(&item, done).await.unwrap();
     Some(job)
 }
@@ -147,12 +147,18 @@ async fn a_verdict_makes_a_job_known_until_prune_forgets_it(f: Fx) {
     store.enqueue(vec![intake("j", "am")], T0, COALESCE, 100).await.unwrap();
     let item = store.claim_work(T0 + COALESCE).await.unwrap().unwrap();
     assert!(!item.known);
-    store.complete(&item, Completion { verdict: None, plan: Box::new(|_, _| vec![]), now_ms: T0 }).await.unwrap();
+    store
+        .complete(&item, Completion { verdict: None, plan: Box::new(|_, _| Default::default()), now_ms: T0 })
+        .await
+        .unwrap();
     give_a_verdict(&store, "j", "am", T0 + 60_000).await;
     store.enqueue(vec![intake("j", "am")], T0 + 120_000, COALESCE, 100).await.unwrap();
     let item = store.claim_work(T0 + 120_000 + COALESCE).await.unwrap().unwrap();
     assert!(item.known);
-    store.complete(&item, Completion { verdict: None, plan: Box::new(|_, _| vec![]), now_ms: T0 }).await.unwrap();
+    store
+        .complete(&item, Completion { verdict: None, plan: Box::new(|_, _| Default::default()), now_ms: T0 })
+        .await
+        .unwrap();
     // Pruned a day later with a one-hour retention: no verdict since, unknown again.
     let day = 86_400_000;
     let policy = Prune { now_ms: T0 + day, older_than_ms: 3_600_000, keep_rows: 100, verdicts_kept: 100 };

@@ -27,7 +27,7 @@ fn intake(job: &str, group: &str, firing: bool) -> Intake {
 }
 
 fn nothing(now_ms: i64) -> Completion {
-    Completion { verdict: None, plan: Box::new(|_, _| vec![]), now_ms }
+    Completion { verdict: None, plan: Box::new(|_, _| Default::default()), now_ms }
 }
 
 /// Diagnoses job `a` (groups g1 firing, g2 resolved) and completes it with a follow-up.

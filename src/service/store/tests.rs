@@ -167,6 +167,7 @@ fn notice(kind: NoticeKind, group: &str, key: &str) -> Notice {
         changed: false,
         idempotency_key: key.into(),
         at_ms: T0,
+        episode: Default::default(),
     }
 }
 
@@ -180,7 +181,7 @@ fn completion(notices: Vec<(&str, Notice)>, now_ms: i64) -> Completion {
             notice: n,
         })
         .collect();
-    Completion { verdict: None, plan: Box::new(move |_, _| notices), now_ms }
+    Completion { verdict: None, plan: Box::new(move |_, _| notices.into()), now_ms }
 }
 
 async fn stored(store: &Store, intakes: Vec<Intake>, now: i64) -> Enqueued {
@@ -373,7 +374,7 @@ async fn completing_stores_the_verdict_and_notices_and_a_replay_adds_nothing(f: 
             seen.lock().unwrap().push(last.clone());
             let mut n = notice(NoticeKind::Verdict, "g", "k1");
             n.verdict_id = verdict_id;
-            vec![NewNotice { destination: "slack".into(), notice: n, remember_verdict: Some("v1".into()) }]
+            vec![NewNotice { destination: "slack".into(), notice: n, remember_verdict: Some("v1".into()) }].into()
         }),
         now_ms: T0 + COALESCE,
     };
@@ -594,7 +595,7 @@ async fn an_undecodable_group_state_or_verdict_is_moved_aside_and_the_rest_is_se
         let item = store.claim_work(T0 + COALESCE).await.unwrap().unwrap();
         let c = Completion {
             verdict: Some(("j".into(), format!("{{\"n\": {i}}}"))),
-            plan: Box::new(|_, _| vec![]),
+            plan: Box::new(|_, _| Default::default()),
             now_ms: T0,
         };
         store.complete(&item, c).await.unwrap();
@@ -644,7 +645,11 @@ async fn verdicts_and_dead_letters_are_pruned_too(f: Fx) {
     for i in 0..5 {
         stored(&store, vec![intake(&format!("v{i}"), "g")], T0).await;
         let item = store.claim_work(T0 + COALESCE).await.unwrap().unwrap();
-        let c = Completion { verdict: Some(("j".into(), "{}".into())), plan: Box::new(|_, _| vec![]), now_ms: T0 + i };
+        let c = Completion {
+            verdict: Some(("j".into(), "{}".into())),
+            plan: Box::new(|_, _| Default::default()),
+            now_ms: T0 + i,
+        };
         store.complete(&item, c).await.unwrap();
     }
     stored(&store, vec![intake("x", "g"), intake("y", "g")], T0).await;
@@ -681,6 +686,10 @@ mod rediagnosis;
 
 #[path = "fairness_tests.rs"]
 mod fairness;
+
+/// One job through several alert groups, on both backends.
+#[path = "episode_tests.rs"]
+mod episode;
 
 #[path = "replica_tests.rs"]
 mod replicas;

@@ -47,6 +47,19 @@ impl WorkItem {
     pub fn is_rediagnosis(&self) -> bool {
         !self.groups.is_empty() && self.groups.values().all(|g| g.rediagnosis)
     }
+
+    /// The `group_state` row that holds, per destination, what the destination was told of
+    /// this job's episode ([`crate::service::episode`]): read and written with the item's
+    /// groups in the completing transaction (and on PostgreSQL locked with them).
+    pub fn episode_row(&self) -> String {
+        episode_row(&self.job_key)
+    }
+}
+
+/// The `group_state` key of a job's episode row. It starts with a unit separator, which no
+/// Alertmanager `groupKey` does (they start with `{`).
+pub fn episode_row(job_key: &str) -> String {
+    format!("\u{1f}episode\u{1f}{job_key}")
 }
 
 /// A notice claimed for delivery (marked `sending`).
@@ -99,21 +112,46 @@ pub struct DeadLetter {
 pub struct NewNotice {
     pub destination: String,
     pub notice: Notice,
-    /// The verdict key to remember for the group at this destination (`None`: keep).
+    /// The verdict key to remember at this destination under the notice's
+    /// [`Notice::thread_key`] (`None`: keep).
     pub remember_verdict: Option<String>,
+}
+
+/// A `group_state` row's verdict key to write in [`super::Store::complete`], whether or
+/// not a notice goes with it (what a destination was told of an episode changes when a
+/// group joins it, even where the destination wants no notice of that).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Remember {
+    pub destination: String,
+    pub row: String,
+    pub value: String,
+}
+
+/// What a finished diagnosis's planner gives: the notices and the rows to remember.
+#[derive(Debug, Clone, Default)]
+pub struct Plan {
+    pub notices: Vec<NewNotice>,
+    pub remember: Vec<Remember>,
+}
+
+impl From<Vec<NewNotice>> for Plan {
+    fn from(notices: Vec<NewNotice>) -> Plan {
+        Plan { notices, remember: Vec::new() }
+    }
 }
 
 /// The delivery priority of a notice: verdicts and resolutions first (0), "could not
 /// diagnose" after them (1), so that failures never delay a real verdict.
 pub fn priority(kind: NoticeKind) -> i64 {
     match kind {
-        NoticeKind::Verdict | NoticeKind::Resolved => 0,
+        NoticeKind::Verdict | NoticeKind::Resolved | NoticeKind::Joined | NoticeKind::GroupResolved => 0,
         NoticeKind::CouldNotDiagnose => 1,
     }
 }
 
-/// The last verdict key each (destination, group) of a work item holds, as the completing
-/// transaction sees it.
+/// The last verdict key each (destination, group) of a work item holds, and each
+/// destination's episode row of the item's job ([`WorkItem::episode_row`]), as the
+/// completing transaction sees them.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct LastVerdicts(pub BTreeMap<(String, String), String>);
 
@@ -125,7 +163,7 @@ impl LastVerdicts {
 
 /// Plans the notices of a finished diagnosis inside the completing transaction, from the
 /// verdict id (when a verdict was stored) and the groups' last verdicts.
-pub type Planner = Box<dyn FnOnce(Option<i64>, &LastVerdicts) -> Vec<NewNotice> + Send>;
+pub type Planner = Box<dyn FnOnce(Option<i64>, &LastVerdicts) -> Plan + Send>;
 
 /// How a finished diagnosis is stored.
 pub struct Completion {

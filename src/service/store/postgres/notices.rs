@@ -59,7 +59,7 @@ impl PgStore {
                     row.token = tx.query_one(&stmt, &[&id, &self.inner.owner, &until]).await?.get(0);
                     row.attempts += 1;
                     fold_siblings(&tx, &mut row, now_ms).await?;
-                    row.group_state = group_state(&tx, destination, &row.notice.group_key, &mut dead, now_ms).await?;
+                    row.group_state = group_state(&tx, destination, row.notice.thread_key(), &mut dead, now_ms).await?;
                     break Some(row);
                 }
                 Err(why) if dead.len() < MAX_DEAD_PER_CLAIM => {
@@ -104,7 +104,7 @@ impl PgStore {
         state: Option<&serde_json::Value>,
         now_ms: i64,
     ) -> Result<(), StoreError> {
-        let (id, destination, group_key) = (row.id, row.destination.as_str(), row.notice.group_key.as_str());
+        let (id, destination, group_key) = (row.id, row.destination.as_str(), row.notice.thread_key());
         let mut client = self.client().await?;
         let now_ms = self.db(now_ms);
         let tx = client.transaction().await?;

@@ -114,8 +114,14 @@ impl PgStore {
             return Ok(Completed { verdict_id: None, notices: 0 });
         }
         let lock = tx.prepare_cached("SELECT pg_advisory_xact_lock($1, hashtext($2))").await?;
-        for group in item.groups.keys() {
-            tx.execute(&lock, &[&GROUP_LOCK_CLASS, group]).await?;
+        // The job's episode row with its groups (sorted: the episode row starts with a unit
+        // separator, before every groupKey), so that two completions of one job's groups on
+        // two replicas read and write what the destinations were told one after the other.
+        let episode = item.episode_row();
+        let mut rows: Vec<&String> = item.groups.keys().chain(std::iter::once(&episode)).collect();
+        rows.sort();
+        for row in &rows {
+            tx.execute(&lock, &[&GROUP_LOCK_CLASS, row]).await?;
         }
         let verdict_id: Option<i64> = match &completion.verdict {
             Some((job, json)) => {
@@ -131,8 +137,8 @@ impl PgStore {
             }
             None => None,
         };
-        let last = last_verdicts(&tx, item.groups.keys()).await?;
-        let notices = (completion.plan)(verdict_id, &last);
+        let last = last_verdicts(&tx, rows.iter().copied()).await?;
+        let plan = (completion.plan)(verdict_id, &last);
         let insert = tx
             .prepare_cached(
                 "INSERT INTO outbox (destination, group_key, idem_key, priority, notice, state, next_ms, first_ms)
@@ -146,17 +152,20 @@ impl PgStore {
             )
             .await?;
         let mut added = 0;
-        for n in notices {
+        for n in plan.notices {
             let json = serde_json::to_string(&n.notice)?;
             let prio = priority(n.notice.kind);
-            let (d, g) = (&n.destination, &n.notice.group_key);
+            let (d, g) = (&n.destination, &n.notice.thread_key().to_string());
             added += tx.execute(&insert, &[d, g, &n.notice.idempotency_key, &prio, &json, &now_ms]).await? as usize;
             if let Some(key) = &n.remember_verdict {
                 tx.execute(&remember, &[d, g, key, &now_ms]).await?;
             }
         }
+        for r in &plan.remember {
+            tx.execute(&remember, &[&r.destination, &r.row, &r.value, &now_ms]).await?;
+        }
         let touch = tx.prepare_cached("UPDATE group_state SET updated_ms = $2 WHERE group_key = $1").await?;
-        for group in item.groups.keys() {
+        for group in &rows {
             tx.execute(&touch, &[group, &now_ms]).await?;
         }
         match rediagnose_at_ms {

@@ -64,7 +64,7 @@ impl Backend for Arc<SqliteStore> {
     }
 
     fn delivered<'a>(&'a self, row: &'a OutboxRow, state: Option<&'a serde_json::Value>, now_ms: i64) -> Fut<'a, ()> {
-        let (id, destination, group) = (row.id, row.destination.clone(), row.notice.group_key.clone());
+        let (id, destination, group) = (row.id, row.destination.clone(), row.notice.thread_key().to_string());
         let state = state.cloned();
         blocking(self, move |s| s.delivered(id, &destination, &group, state.as_ref(), now_ms))
     }

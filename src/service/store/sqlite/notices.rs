@@ -48,7 +48,7 @@ impl SqliteStore {
                         .execute(params![id])?;
                     row.attempts += 1;
                     fold_siblings(&tx, &mut row, now_ms)?;
-                    row.group_state = group_state(&tx, destination, &row.notice.group_key, &mut dead, now_ms)?;
+                    row.group_state = group_state(&tx, destination, row.notice.thread_key(), &mut dead, now_ms)?;
                     break Some(row);
                 }
                 Err(why) if dead.len() < MAX_DEAD_PER_CLAIM => dead.push(dead_letter_outbox(&tx, id, &why, now_ms)?),

@@ -91,10 +91,11 @@ impl SqliteStore {
             }
             None => None,
         };
-        let last = last_verdicts(&tx, item.groups.keys())?;
-        let notices = (completion.plan)(verdict_id, &last);
+        let episode = item.episode_row();
+        let last = last_verdicts(&tx, item.groups.keys().chain(std::iter::once(&episode)))?;
+        let plan = (completion.plan)(verdict_id, &last);
         let mut added = 0;
-        for n in notices {
+        for n in plan.notices {
             added += tx
                 .prepare_cached(
                     "INSERT OR IGNORE INTO outbox (destination, group_key, idem_key, priority, notice, state, next_ms, first_ms)
@@ -102,7 +103,7 @@ impl SqliteStore {
                 )?
                 .execute(params![
                     n.destination,
-                    n.notice.group_key,
+                    n.notice.thread_key(),
                     n.notice.idempotency_key,
                     priority(n.notice.kind),
                     serde_json::to_string(&n.notice)?,
@@ -113,10 +114,17 @@ impl SqliteStore {
                     "INSERT INTO group_state (destination, group_key, verdict_key, updated_ms) VALUES (?1, ?2, ?3, ?4)
                      ON CONFLICT(destination, group_key) DO UPDATE SET verdict_key = excluded.verdict_key, updated_ms = excluded.updated_ms",
                 )?
-                .execute(params![n.destination, n.notice.group_key, key, now_ms])?;
+                .execute(params![n.destination, n.notice.thread_key(), key, now_ms])?;
             }
         }
-        for group in item.groups.keys() {
+        for r in plan.remember {
+            tx.prepare_cached(
+                "INSERT INTO group_state (destination, group_key, verdict_key, updated_ms) VALUES (?1, ?2, ?3, ?4)
+                 ON CONFLICT(destination, group_key) DO UPDATE SET verdict_key = excluded.verdict_key, updated_ms = excluded.updated_ms",
+            )?
+            .execute(params![r.destination, r.row, r.value, now_ms])?;
+        }
+        for group in item.groups.keys().chain(std::iter::once(&episode)) {
             tx.prepare_cached("UPDATE group_state SET updated_ms = ?2 WHERE group_key = ?1")?
                 .execute(params![group, now_ms])?;
         }
