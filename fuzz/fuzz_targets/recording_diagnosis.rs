@@ -30,7 +30,7 @@ fuzz_target!(|data: &[u8]| {
         catalog: &config.metrics,
     };
     let Ok(snapshot) = block_on(collect(&store, input)) else { return };
-    let verdict = culprit::diagnose::diagnose(&snapshot, &config.diagnosis);
+    let verdict = culprit::render::words::verdict(&culprit::diagnose::diagnose(&snapshot, &config.diagnosis));
     let _ = render(&verdict, Format::Text);
     let _ = render(&verdict, Format::Json);
     let notice = Notice {
@@ -47,6 +47,7 @@ fuzz_target!(|data: &[u8]| {
         idempotency_key: "fuzz".into(),
         at_ms: 1_767_225_600_000,
         episode: Default::default(),
+        links: Default::default(),
     };
     let message = slack::message(&notice);
     assert!(slack::slack_len(&message.text) <= slack::MAX_FALLBACK_TEXT, "{}", message.text);
