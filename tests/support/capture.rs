@@ -187,6 +187,11 @@ impl Capture {
         arrived - g.received.iter().filter(|r| r.path == path).count()
     }
 
+    /// Requests to `path` that arrived, processed or not.
+    pub fn arrived_on(&self, path: &str) -> usize {
+        self.inner.lock().unwrap().arrived.iter().filter(|p| *p == path).count()
+    }
+
     /// Requests that arrived, processed or not.
     pub fn arrived(&self) -> usize {
         self.inner.lock().unwrap().arrived.len()
