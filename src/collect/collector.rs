@@ -151,15 +151,9 @@ async fn collect_from<S: MetricSource>(source: &S, input: CollectInput<'_>) -> R
     let vertex_name = |id: &str, label: &str| {
         graph.as_ref().and_then(|g| g.vertex(id)).map(|v| v.name.clone()).unwrap_or_else(|| label.to_string())
     };
-    let mut run_changes: Vec<RunChange> = replaced.clone().into_iter().chain(stopped).collect();
-    if let Some(t) = changed {
-        run_changes.extend(changes::assemble_changes(
-            answers.get(changes::BEFORE),
-            answers.get(changes::AFTER),
-            t,
-            vertex_name,
-        ));
-    }
+    let (before, after) = (answers.get(changes::BEFORE), answers.get(changes::AFTER));
+    let found = changed.map(|t| changes::assemble_changes(before, after, t, vertex_name)).unwrap_or_default();
+    let run_changes: Vec<RunChange> = replaced.clone().into_iter().chain(stopped).chain(found).collect();
     notes.extend(identity::superseded_note(
         answers.get(identity::SUPERSEDED_ALL),
         answers.get(identity::SUPERSEDED_NEWEST),

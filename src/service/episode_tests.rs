@@ -27,7 +27,16 @@ fn item_with(id: i64, groups: &[(&str, bool)]) -> WorkItem {
             .iter()
             .map(|(g, f)| {
                 let labels = labels(&[("job_id", "j"), ("task_name", g)]);
-                (g.to_string(), GroupInfo { firing: *f, firing_set: "s".into(), labels, rediagnosis: false, links: Default::default() })
+                (
+                    g.to_string(),
+                    GroupInfo {
+                        firing: *f,
+                        firing_set: "s".into(),
+                        labels,
+                        rediagnosis: false,
+                        links: Default::default(),
+                    },
+                )
             })
             .collect(),
         created_ms: 0,
