@@ -174,3 +174,23 @@ fn the_example_with_everything_uncommented_lists_every_problem_in_one_run() {
     let unset = problems.iter().filter(|p| p.contains("PROMETHEUS_TOKEN")).count();
     assert_eq!(unset, 1, "{}", problems.join("\n"));
 }
+
+#[test]
+fn a_refused_backend_url_with_credentials_is_described_without_them() {
+    // Field round 3 (a new user's try): the URLs were refused with "the URL is not shown",
+    // yet the description above the problems printed them whole.
+    let tmp = tempfile::tempdir().unwrap();
+    let file = write(
+        tmp.path(),
+        "[prometheus]\nurl = \"http://user:hunter2pass@prom.example:9090/?token=abc123secret#frag\"\n\n\
+         [[flink.clusters]]\nname = \"prod\"\nrest_url = \"http://admin:flinkpw@flink-jm:8081/?key=k3y\"\n",
+    );
+    let (code, out, err) = check_config(&[&file], &[]);
+    assert_ne!(code, Some(0), "{out}{err}");
+    let all = format!("{out}{err}");
+    for secret in ["hunter2pass", "abc123secret", "flinkpw", "k3y", "frag", "user:", "admin:"] {
+        assert!(!all.contains(secret), "{secret} shown: {all}");
+    }
+    assert!(out.contains("prometheus: http://***@prom.example:9090/?…"), "{out}");
+    assert!(out.contains("flink cluster prod: http://***@flink-jm:8081/?…"), "{out}");
+}

@@ -54,7 +54,8 @@ pub fn describe(config: &Config) -> String {
     match &config.prometheus {
         Some(p) => {
             let tenant = p.tenant.as_deref().map(|t| format!(", tenant {t}")).unwrap_or_default();
-            let _ = writeln!(out, "prometheus: {} ({}{tenant})", p.url, http_auth(p.auth.as_ref()));
+            let url = crate::settings::shown_url(&p.url);
+            let _ = writeln!(out, "prometheus: {url} ({}{tenant})", http_auth(p.auth.as_ref()));
         }
         None => {
             let _ = writeln!(out, "prometheus: none (recordings and scrapes only; serve needs one)");
@@ -75,7 +76,7 @@ pub fn describe(config: &Config) -> String {
             Some(t) => {
                 format!("{t} (per job, from its labels; hosts ending in {})", c.allowed_host_suffixes.join(", "))
             }
-            None => c.rest_url.clone(),
+            None => crate::settings::shown_url(&c.rest_url),
         };
         let _ = writeln!(out, "flink cluster {}: {url} (for {matches}; {})", c.name, http_auth(c.auth.as_ref()));
     }
@@ -153,12 +154,12 @@ async fn connect(config: &Config) -> (String, bool) {
             let result = p.ping(PROBE_TIMEOUT).await.map(|()| Ok("answers queries".to_string())).map_err(|e| {
                 format!(
                     "Prometheus at {} {} ({})",
-                    p.base(),
+                    crate::settings::shown_url(p.base()),
                     crate::collect::prometheus::what_went_wrong(p.base(), &e),
                     e
                 )
             });
-            line(format!("prometheus {}", p.base()), result);
+            line(format!("prometheus {}", crate::settings::shown_url(p.base())), result);
         }
         for c in &config.flink.clusters {
             if let Some(template) = &c.rest_url_template {
@@ -171,7 +172,7 @@ async fn connect(config: &Config) -> (String, bool) {
             if let Some(rest) = live.flink_for(&labels) {
                 let result =
                     rest.jobs().await.map(|jobs| Ok(format!("{} jobs", jobs.len()))).map_err(|e| e.to_string());
-                line(format!("flink cluster {} {}", c.name, c.rest_url), result);
+                line(format!("flink cluster {} {}", c.name, crate::settings::shown_url(&c.rest_url)), result);
             }
         }
     }

@@ -182,6 +182,28 @@ pub enum HttpAuth {
     Basic { username: String, password: SecretSource },
 }
 
+/// A backend URL as it may be shown (check-config, errors): a user or password becomes
+/// `***@` and a query string or fragment `?…`, since either may hold a credential. A URL
+/// that does not parse is not shown at all. Such URLs are refused at load
+/// ([`check_backend_url`]), but the description of a refused configuration still names them.
+pub fn shown_url(url: &str) -> String {
+    let Ok(mut u) = reqwest::Url::parse(url) else { return "(not an URL; not shown)".to_string() };
+    let hidden = !u.username().is_empty() || u.password().is_some();
+    let tail = u.query().is_some() || u.fragment().is_some();
+    let _ = u.set_username("");
+    let _ = u.set_password(None);
+    u.set_query(None);
+    u.set_fragment(None);
+    let mut shown = u.to_string();
+    if hidden && let Some(at) = shown.find("://").map(|i| i + 3) {
+        shown.insert_str(at, "***@");
+    }
+    if tail {
+        shown.push_str("?…");
+    }
+    shown
+}
+
 /// A backend URL must be http(s) and carry no credentials: userinfo and query strings end
 /// up in logs and error messages, so they are refused (and not echoed); auth has its own key.
 pub fn check_backend_url(key: &str, url: &str, auth_key: &str, problems: &mut Vec<String>) {
