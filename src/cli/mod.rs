@@ -132,7 +132,8 @@ pub struct DiagnoseArgs {
     #[arg(long, value_name = "NAME")]
     pub cluster: Option<String>,
     /// The job graph: the JSON of Flink REST `GET /jobs/:id/plan` (with or without the
-    /// `{"plan": …}` wrapper). Without it, culprit ranks busy vertices that are not
+    /// `{"plan": …}` wrapper). Without it, the job's entry of `[flink.plans]` in `--config`
+    /// is used when there is one; with neither, culprit ranks busy vertices that are not
     /// backpressured and lowers its confidence.
     #[arg(long, value_name = "FILE")]
     pub plan: Option<PathBuf>,

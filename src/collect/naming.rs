@@ -99,12 +99,14 @@ fn switched_note(catalog: &MetricCatalog, scheme: NamingScheme) -> String {
 }
 
 /// When Flink metrics are there under dotted (UTF-8) names none of the schemes names
-/// exactly (another scope format, other suffixes), says so and which setting maps them.
+/// exactly (another scope format, other suffixes), says so and which setting maps them:
+/// the `[metrics]` keys, one by one. This is only asked when no scheme's names were found,
+/// so naming a scheme here (`otlp_utf8` included) would send the user in a circle.
 fn dotted_flink_hint(names: &[&str]) -> Option<String> {
     let dotted: Vec<&&str> = names.iter().filter(|n| n.starts_with("flink.") && n.contains('.')).collect();
     let first = dotted.first()?;
     Some(format!(
-        "the data holds {} Flink metric{} under dotted (UTF-8) names such as `{first}` (Flink's OpenTelemetry reporter over OTLP into Prometheus 3): `[metrics] scheme = \"otlp_utf8\"` maps them, and `[metrics]` keys map names it does not",
+        "the data holds {} Flink metric{} under dotted (UTF-8) names such as `{first}`, which no `[metrics] scheme` names (another `metrics.scope.*` format or other suffixes): map them with the `[metrics]` keys one by one (e.g. `busy = \"…busyTimeMsPerSecond\"`)",
         dotted.len(),
         if dotted.len() == 1 { "" } else { "s" }
     ))

@@ -451,14 +451,18 @@ pub fn configured_plan(
     // Notes are posted: they name the plan by its key, never the server's file path (the
     // log has it).
     let graph = std::fs::read_to_string(path)
-        .map_err(|e| e.kind().to_string())
+        .map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => "its file does not exist".to_string(),
+            std::io::ErrorKind::PermissionDenied => "its file cannot be read (permission denied)".to_string(),
+            kind => format!("its file cannot be read ({kind})"),
+        })
         .and_then(|t| JobGraph::from_plan_json(&t).map_err(|e| e.to_string()))
         .map_err(|e| {
             tracing::warn!(plan = %name, path = %path.display(), error = %e, "the configured plan is unusable");
             format!("the configured plan [flink.plans] \"{name}\" is unusable: {e}")
         });
     match &graph {
-        Ok(_) => notes.push(format!("job graph from the configured plan [flink.plans] \"{name}\"")),
+        Ok(_) => notes.push(format!("read the configured plan [flink.plans] \"{name}\"")),
         Err(e) => notes.push(e.clone()),
     }
     Some((pin, graph, notes))

@@ -358,7 +358,7 @@ fn a_configured_plan_is_found_by_every_name_of_the_job_in_either_label_form_offl
                 assert!(v.graph.from_plan, "{what}: {:?}", v.notes);
                 assert_eq!((v.job.id.as_str(), v.job.name.as_str()), (B, FLINK_NAME), "{what}");
                 assert_eq!(v.finding, Finding::Sink, "{what}: {}", v.summary);
-                let note = format!("job graph from the configured plan [flink.plans] \"{key}\"");
+                let note = format!("read the configured plan [flink.plans] \"{key}\"");
                 assert!(v.notes.contains(&note), "{what}: {:?}", v.notes);
             }
         }
@@ -377,6 +377,19 @@ fn a_configured_plan_for_no_name_of_the_job_is_not_used_and_a_note_says_why() {
         "{:?}",
         v.notes
     );
+}
+
+#[test]
+fn a_configured_plan_whose_file_is_missing_says_so_in_words_and_the_job_is_still_diagnosed() {
+    // A new user's try: the note read "is unusable: entity not found" (the I/O error's kind).
+    let d = renamed(false);
+    let v = with_configured_plan(d.path(), FLINK_NAME, "no-such-plan.json", None);
+    assert!(!v.graph.from_plan);
+    // Diagnosed without a graph, on the run that reports.
+    assert_eq!(v.job.id, B, "{}", v.summary);
+    let note = format!("the configured plan [flink.plans] \"{FLINK_NAME}\" is unusable: its file does not exist");
+    assert!(v.notes.contains(&note), "{:?}", v.notes);
+    assert!(!v.notes.iter().any(|n| n.contains("entity not found")), "{:?}", v.notes);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -99,7 +99,11 @@ fn dotted_flink_names_no_scheme_maps_are_an_error_that_says_so_and_names_the_set
     let error = diagnose_command(&args(&renamed, &dir.join("plan.json"), None), 0).unwrap_err();
     assert!(error.message.contains("no Flink job metrics"), "{}", error.message);
     assert!(error.message.contains("under dotted (UTF-8) names such as `flink.jm.job."), "{}", error.message);
-    assert!(error.message.contains("`[metrics] scheme = \"otlp_utf8\"` maps them"), "{}", error.message);
+    // No scheme maps them (else it would have been read with it): the hint names the keys,
+    // never a scheme, which would send the user in a circle.
+    assert!(error.message.contains("which no `[metrics] scheme` names"), "{}", error.message);
+    assert!(error.message.contains("map them with the `[metrics]` keys one by one"), "{}", error.message);
+    assert!(!error.message.contains("scheme = \"otlp_utf8\""), "{}", error.message);
 }
 
 /// Rewrites a recording sample by sample, through culprit's own writer.
