@@ -263,9 +263,10 @@ fn culprit(fact: &LocateFact, f: &mut Formatter<'_>) -> fmt::Result {
         }
         LocateFact::NotTheBackpressured { vertices, culprit } => write!(
             f,
-            "More parallelism or resources for the backpressured {} ({}): they wait on {culprit}; the job's throughput is the minimum over its vertices.",
+            "More parallelism or resources for the backpressured {} ({}): {} on {culprit}; the job's throughput is the minimum over its vertices.",
             if vertices.len() == 1 { "vertex" } else { "vertices" },
             limited_list(vertices, 8),
+            if vertices.len() == 1 { "it waits" } else { "they wait" },
         ),
         LocateFact::IndependentCulprits { culprits } => write!(
             f,
@@ -559,7 +560,7 @@ mod tests {
         assert_eq!(
             Fact::from(LocateFact::NotTheBackpressured { vertices: vec!["parse".into()], culprit: "score".into() })
                 .to_string(),
-            "More parallelism or resources for the backpressured vertex (parse): they wait on score; the job's throughput is the minimum over its vertices."
+            "More parallelism or resources for the backpressured vertex (parse): it waits on score; the job's throughput is the minimum over its vertices."
         );
     }
 
