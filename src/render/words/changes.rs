@@ -16,7 +16,7 @@ pub(super) fn word(fact: &ChangeFact, f: &mut Formatter<'_>) -> fmt::Result {
         ),
         ChangeFact::Happened(RunChange::Stopped { id, last_ms, gap_s }) => write!(
             f,
-            "Run {id} has not reported since {} ({gap_s} s before the time of the diagnosis) and no newer run of the job reports: it stopped (finished, failed, restarting), and this verdict is as of its last sample.",
+            "Run {id} has not reported since {} ({gap_s} s before the time of the diagnosis) and no newer run of the job reports in its deployment: it stopped (finished, failed, restarting), and this verdict is as of its last sample.",
             rfc3339(*last_ms)
         ),
         ChangeFact::Happened(RunChange::Rescaled { vertex, at_ms, from, to, .. }) => {
