@@ -102,16 +102,66 @@ impl EpisodeState {
     }
 }
 
-/// What a verdict shows besides its decision: confidence, the summary, cause, fix and
-/// advice, hazards, the evidence and the steps (their numbers), what was missing. Not its
-/// time, window or graph. A verdict whose decision is unchanged but whose content differs
-/// is shown again in place.
+/// Significant digits a number must change in to be shown again: a reader does not see
+/// busy 0.9893 → 0.9894 or 3.289 → 3.29 ms (a repeat notification of an unchanged job
+/// gives such wiggles every time), but does see 600 → 700 records/s or parallelism 4 → 5.
+const SHOWN_DIGITS: i32 = 2;
+
+/// `v` to [`SHOWN_DIGITS`] significant digits.
+fn shown(v: f64) -> f64 {
+    if v == 0.0 || !v.is_finite() {
+        return v;
+    }
+    let factor = 10f64.powi(SHOWN_DIGITS - 1 - v.abs().log10().floor() as i32);
+    (v * factor).round() / factor
+}
+
+/// `text` with every number in it at [`SHOWN_DIGITS`] significant digits.
+pub(super) fn shown_text(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut number = String::new();
+    let flush = |number: &mut String, out: &mut String| {
+        if !number.is_empty() {
+            let token = number.trim_end_matches('.');
+            match token.parse::<f64>() {
+                Ok(v) => out.push_str(&shown(v).to_string()),
+                Err(_) => out.push_str(token),
+            }
+            out.push_str(&number[token.len()..]);
+            number.clear();
+        }
+    };
+    for c in text.chars() {
+        if c.is_ascii_digit() || (c == '.' && !number.is_empty() && !number.contains('.')) {
+            number.push(c);
+        } else {
+            flush(&mut number, &mut out);
+            out.push(c);
+        }
+    }
+    flush(&mut number, &mut out);
+    out
+}
+
+/// What a verdict shows besides its decision, as a reader sees it: confidence, the summary,
+/// cause, fix and advice, hazards, the evidence and the steps, what was missing, with every
+/// number at [`SHOWN_DIGITS`] significant digits. Not its time, window or graph. A verdict
+/// whose decision is unchanged but whose content differs is shown again in place (a
+/// revision); one that differs only in digits a reader does not see is not.
 pub fn content_key(v: &Verdict) -> String {
+    let texts = |xs: &[String]| xs.iter().map(|x| shown_text(x)).collect::<Vec<_>>();
+    let hazards: Vec<_> = v
+        .hazards
+        .iter()
+        .map(|h| (h.kind, h.severity, h.time_to_loss_seconds.map(|t| shown(t as f64)), &h.topic, shown_text(&h.detail)))
+        .collect();
+    let evidence: Vec<_> = v.evidence.iter().map(|e| (&e.subject, &e.metric, shown(e.value), &e.unit)).collect();
+    let steps: Vec<_> = v.steps.iter().map(|s| (s.step, s.outcome, shown_text(&s.detail))).collect();
     sha256_hex(
         &serde_json::json!({
-            "confidence": v.confidence, "summary": v.summary, "cause": v.cause, "fix": v.fix,
-            "not_the_fix": v.not_the_fix, "advice": v.advice, "hazards": v.hazards,
-            "evidence": v.evidence, "steps": v.steps, "missing": v.missing,
+            "confidence": v.confidence, "summary": shown_text(&v.summary), "cause": shown_text(&v.cause),
+            "fix": texts(&v.fix), "not_the_fix": texts(&v.not_the_fix), "advice": texts(&v.advice),
+            "hazards": hazards, "evidence": evidence, "steps": steps, "missing": v.missing,
         })
         .to_string(),
     )

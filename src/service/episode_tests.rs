@@ -288,6 +288,41 @@ fn a_follow_up_with_higher_confidence_is_a_revision_of_the_same_verdict_for_ever
     assert_eq!(to(&same, "alertmanager")[0].episode.revision, 1);
 }
 
+/// `v` with every evidence value and the numbers of its summary scaled by `factor`.
+fn scaled(v: &Verdict, factor: f64) -> Verdict {
+    let mut out = v.clone();
+    for e in &mut out.evidence {
+        e.value *= factor;
+    }
+    out.summary = format!("{} ({} records/s)", v.summary, 1830.0 * factor);
+    out
+}
+
+#[test]
+fn a_repeat_whose_numbers_move_only_in_digits_a_reader_does_not_see_is_no_revision() {
+    // A tester's repeat notifications of an unchanged job: busy 0.9893 → 0.9894, 3.289 →
+    // 3.29 ms. A factor of 1.0001 moves the 4th or 5th significant digit: at 2 digits
+    // (1830 → 1800, 0.9893 → 0.99) nothing a reader sees has changed.
+    let v = scaled(&verdict(), 1.0);
+    let mut rows = Rows::default();
+    rows.finish(&item_with(1, &[("job", true)]), Some(&v));
+    let repeat = rows.finish(&item_with(2, &[("job", true)]), Some(&scaled(&verdict(), 1.0001)));
+    assert!(to(&repeat, "slack").is_empty(), "{:?}", to(&repeat, "slack"));
+    assert_eq!(to(&repeat, "alertmanager")[0].episode.revision, 0, "refreshed, not revised");
+    // 1830 → 2196 records/s (× 1.2) is seen: 1800 → 2200 at 2 digits.
+    let moved = rows.finish(&item_with(3, &[("job", true)]), Some(&scaled(&verdict(), 1.2)));
+    assert!(to(&moved, "slack")[0].is_revision());
+}
+
+#[test]
+fn numbers_in_text_are_compared_at_two_significant_digits() {
+    assert_eq!(
+        shown_text("busy 0.9893, 3.289 ms per record, 195000 records, parallelism 2 to 4."),
+        "busy 0.99, 3.3 ms per record, 200000 records, parallelism 2 to 4."
+    );
+    assert_eq!(shown_text("v1.20 at 11:13:15Z"), "v1.2 at 11:13:15Z");
+}
+
 #[test]
 fn a_changed_culprit_is_a_changed_verdict_with_a_new_verdict_ref() {
     let v = verdict();
