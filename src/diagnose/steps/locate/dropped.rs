@@ -1,6 +1,8 @@
 //! A vertex whose series the store dropped: the plan has it, the store has none of its
 //! series, and it sits where the backpressure stops (a backpressured vertex right before
-//! it, and the vertices after it report and are neither busy nor backpressured). Stores drop series silently: Mimir and
+//! it, and the vertices after it report and are neither busy nor backpressured, or it is a
+//! sink: backpressure must stop somewhere after a backpressured vertex, and no other
+//! vertex after it reports). Stores drop series silently: Mimir and
 //! Cortex refuse a series with a label value over 2,048 characters by default
 //! (`max_label_value_length`; a long Flink SQL operator name in `task_name` or
 //! `operator_name`), and series limits drop others. Such a vertex is named as the likely
@@ -23,20 +25,33 @@ pub fn without_series(v: &VertexSignals) -> bool {
 }
 
 /// Among the vertices below the red ones that did not decide, the one without any series
-/// whose downstream vertices all report and are neither red nor busy. A sink without
-/// series has no downstream to show that the backpressure stops at it: not named (the
-/// verdict stays inconclusive and says its metrics are missing).
+/// whose downstream vertices all report and are neither red nor busy, or which has none
+/// (a sink: the backpressure of the vertex before it stops somewhere, and nothing after
+/// it reports). Two such vertices: none is named (the verdict says both are undecided).
 pub(super) fn dropped_vertex<'a>(ctx: &Context<'a>, unknown: &[&'a VertexSignals]) -> Option<&'a VertexSignals> {
     let t = &ctx.cfg.thresholds;
     let idle =
         |d: &VertexSignals| !without_series(d) && !ctx.is_red(d) && d.busy_max().is_some_and(|b| b < t.busy_ratio);
     let mut found = unknown.iter().copied().filter(|v| {
         let downstream = ctx.signals.downstream(&v.id);
-        without_series(v) && !downstream.is_empty() && downstream.iter().all(|d| idle(d))
+        without_series(v) && downstream.iter().all(|d| idle(d))
     });
     let first = found.next()?;
     // Two such vertices: the metrics cannot tell which one; none is named.
     found.next().is_none().then_some(first)
+}
+
+/// The red vertices upstream of `id`, reached through red vertices and vertices without
+/// series: backpressure passes unseen through a vertex the store has no series of.
+pub(super) fn red_region<'a>(ctx: &Context<'a>, id: &str) -> Vec<&'a VertexSignals> {
+    let region = ctx.signals.upstream_region(id, |u| ctx.is_red(u) || without_series(u));
+    region.into_iter().filter(|u| ctx.is_red(u)).collect()
+}
+
+/// The vertices without series between `id` and the red vertices upstream of it.
+pub(super) fn unseen_upstream<'a>(ctx: &Context<'a>, id: &str) -> Vec<&'a VertexSignals> {
+    let region = ctx.signals.upstream_region(id, |u| ctx.is_red(u) || without_series(u));
+    region.into_iter().filter(|u| without_series(u)).collect()
 }
 
 /// The report naming `v` as the likely culprit.
