@@ -319,6 +319,9 @@ fn classify(
     if !red.iter().any(|r| *r) {
         return Holder::Calm;
     }
+    // Vertices without any series over the window.
+    let unseen: Vec<bool> =
+        (0..red.len()).map(|i| busy[i].iter().chain(&backpressured[i]).all(Option::is_none)).collect();
     // (region size, busy, index) of each busy candidate.
     let mut best: Option<(usize, f64, usize)> = None;
     let mut network = false;
@@ -337,12 +340,23 @@ fn classify(
             continue;
         }
         if !upstream[i].iter().any(|u| red[*u]) {
+            // Backpressure passes unseen through a vertex without series (as in `locate`):
+            // a busy vertex after one, with red vertices before it, is a candidate.
+            let through = upstream[i].iter().any(|u| unseen[*u]) && red_region(i, red, upstream, &unseen) > 0;
+            if let (true, Some(_), Some(b)) = (through, backpressured[i][k], busy[i][k])
+                && b >= t.busy_ratio
+            {
+                let region = red_region(i, red, upstream, &unseen);
+                if best.is_none_or(|x| (region, b) > (x.0, x.1)) {
+                    best = Some((region, b, i));
+                }
+            }
             continue;
         }
         match (backpressured[i][k], busy[i][k]) {
             (None, _) | (_, None) => unknown = true,
             (Some(_), Some(b)) if b >= t.busy_ratio => {
-                let region = red_region(i, red, upstream);
+                let region = red_region(i, red, upstream, &unseen);
                 if best.is_none_or(|x| (region, b) > (x.0, x.1)) {
                     best = Some((region, b, i));
                 }
@@ -358,17 +372,19 @@ fn classify(
     }
 }
 
-/// Red vertices upstream of `i` reachable through red vertices.
-fn red_region(i: usize, red: &[bool], upstream: &[Vec<usize>]) -> usize {
+/// Red vertices upstream of `i` reachable through red vertices and vertices without series
+/// (`unseen`).
+fn red_region(i: usize, red: &[bool], upstream: &[Vec<usize>], unseen: &[bool]) -> usize {
     let mut seen = vec![false; red.len()];
-    let mut stack: Vec<usize> = upstream[i].iter().copied().filter(|u| red[*u]).collect();
+    let pass = |u: &usize| red[*u] || unseen[*u];
+    let mut stack: Vec<usize> = upstream[i].iter().copied().filter(pass).collect();
     let mut n = 0;
     while let Some(v) = stack.pop() {
         if std::mem::replace(&mut seen[v], true) {
             continue;
         }
-        n += 1;
-        stack.extend(upstream[v].iter().copied().filter(|u| red[*u]));
+        n += usize::from(red[v]);
+        stack.extend(upstream[v].iter().copied().filter(pass));
     }
     n
 }
@@ -546,6 +562,27 @@ mod tests {
         let r = with_context(&snap, |ctx| read(ctx.snapshot, ctx.signals, ctx.cfg));
         assert_eq!(r.ranked(), [(1, 0.6), (2, 0.4)]);
         assert_eq!(r.pattern(&DiagnosisConfig::default()), Pattern::Alternating);
+    }
+
+    #[test]
+    fn in_the_samples_backpressure_passes_unseen_through_a_vertex_without_series() {
+        // src red (0.9) in all 20 samples → a with no series at all → b busy 0.95, not red:
+        // b holds the job back in 20 of 20 samples (share 1.0), as `locate` says.
+        let s: Vec<(i64, f64, f64)> = (1..=20).map(|k| (-300 + 15 * k, 0.1, 0.9)).collect();
+        let b: Vec<(i64, f64, f64)> = (1..=20).map(|k| (-300 + 15 * k, 0.95, 0.0)).collect();
+        let snap = SnapshotBuilder::new()
+            .vertex("src", "Source: s", 1)
+            .vertex("a", "parse", 1)
+            .vertex("b", "enrich", 1)
+            .edge("src", "a", "FORWARD")
+            .edge("a", "b", "HASH")
+            .all_subtasks("src", 0.1, 0.9, 0.0, None)
+            .all_subtasks("b", 0.95, 0.0, 0.05, 100.0)
+            .timeline("src", &s)
+            .timeline("b", &b)
+            .build();
+        let r = with_context(&snap, |ctx| read(ctx.snapshot, ctx.signals, ctx.cfg));
+        assert_eq!(r.ranked(), [(2, 1.0)]);
     }
 
     #[test]

@@ -149,12 +149,21 @@ async fn report_07_live_from_victoria_metrics_which_keeps_decimals_gives_the_sam
 /// The recording of capture `name` with every series of vertex `task_id` removed, as a
 /// store that refused them (a label value over its limit, a series limit) holds it.
 fn without_vertex(name: &str, task_id: &str, out: &Path) {
+    without_vertices(name, &[task_id], out);
+}
+
+/// The recording of capture `name` with every series of each of `task_ids` removed.
+fn without_vertices(name: &str, task_ids: &[&str], out: &Path) {
     let plain = out.with_extension("plain");
     support::gunzip(&support::capture(name).join("recording.om.gz"), &plain);
     let text = std::fs::read_to_string(&plain).unwrap();
-    let needle = format!("task_id=\"{task_id}\"");
-    let kept: Vec<&str> = text.lines().filter(|l| !l.contains(&needle)).collect();
-    assert!(kept.len() < text.lines().count(), "{name} has series of {task_id}");
+    let mut kept: Vec<&str> = text.lines().collect();
+    for task_id in task_ids {
+        let needle = format!("task_id=\"{task_id}\"");
+        let before = kept.len();
+        kept.retain(|l| !l.contains(&needle));
+        assert!(kept.len() < before, "{name} has series of {task_id}");
+    }
     std::fs::write(out, kept.join("\n") + "\n").unwrap();
 }
 
@@ -200,4 +209,55 @@ async fn a_vertex_whose_series_a_real_prometheus_lacks_is_named_the_same_live() 
     let v = live(&server.url, &plan, &expected).await;
     assert_dropped(&v, "fraud-score");
     assert_eq!((v.fix.clone(), v.summary.clone()), (expected.fix.clone(), expected.summary.clone()));
+}
+
+#[test]
+fn a_real_capture_whose_sink_lost_every_series_names_the_sink_as_the_likely_culprit() {
+    // slow-sink: Source → parse → fraud-score → slow-sink: Writer; the sink's series gone.
+    // fraud-score is backpressured 100 % and the sink is its only downstream vertex: the
+    // backpressure stops somewhere after fraud-score, and only the sink is there.
+    let dir = tempfile::tempdir().unwrap();
+    let recording = dir.path().join("recording.om");
+    without_vertex("slow-sink", "2e588ce1c86a9d46e2e85186773ce4fd", &recording);
+    let v = offline(&support::capture("slow-sink").join("plan.json"), &recording);
+    assert_dropped(&v, "slow-sink: Writer");
+    assert_eq!(v.finding, Finding::Unexplained);
+}
+
+#[test]
+fn a_real_capture_whose_last_two_vertices_lost_every_series_names_neither() {
+    // slow-sink without fraud-score and the sink: parse is backpressured (86 %), and the
+    // two vertices after it have no series; either could be where the backpressure stops.
+    let dir = tempfile::tempdir().unwrap();
+    let recording = dir.path().join("recording.om");
+    let ids = ["b6178eccb258469b79a723c7c5e49988", "2e588ce1c86a9d46e2e85186773ce4fd"];
+    without_vertices("slow-sink", &ids, &recording);
+    let v = offline(&support::capture("slow-sink").join("plan.json"), &recording);
+    assert_eq!(v.status, Status::Inconclusive, "{}", v.summary);
+    assert!(v.culprit.is_none(), "{:?}", v.culprit);
+    assert!(said(&v).contains("fraud-score"), "{}", said(&v));
+}
+
+#[test]
+fn a_real_capture_whose_backpressured_vertex_lost_every_series_still_names_the_busy_vertex_after_it() {
+    // slow-middle: Source → parse → enrich-slow → fraud-score → sink; parse's series gone.
+    // The source is backpressured 94 % and enrich-slow, after parse, is busy 100 %: the
+    // backpressure passes through parse unseen and stops at enrich-slow, the culprit of the
+    // full capture.
+    let dir = tempfile::tempdir().unwrap();
+    let plan = support::capture("slow-middle").join("plan.json");
+    let full = dir.path().join("full.om");
+    support::gunzip(&support::capture("slow-middle").join("recording.om.gz"), &full);
+    let whole = offline(&plan, &full);
+    let recording = dir.path().join("recording.om");
+    without_vertex("slow-middle", "a0bcbe636c3291fd3f45c25deb2b0823", &recording);
+    let v = offline(&plan, &recording);
+    assert_eq!(v.status, Status::CulpritFound, "{}", v.summary);
+    assert_eq!(v.culprit.as_ref().map(|c| c.vertex_name.as_str()), Some("enrich-slow"), "{}", v.summary);
+    assert_eq!(
+        (v.finding, v.culprit.as_ref().map(|c| &c.vertex_name)),
+        (whole.finding, whole.culprit.as_ref().map(|c| &c.vertex_name))
+    );
+    assert!(!v.summary.contains("No backpressure yet"), "{}", v.summary);
+    assert!(v.cause.contains("The metrics of parse are missing"), "{}", v.cause);
 }

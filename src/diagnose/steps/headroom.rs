@@ -170,6 +170,11 @@ fn at_capacity(ctx: &Context, culprit: Option<&VertexSignals>, subject: &VertexS
                 HeadroomFact::CulpritAtCapacity { vertex, utilisation_ratio, raise: Raise::CannotHelp }
             }
             (Some(_), None) => HeadroomFact::CulpritAtCapacity { vertex, utilisation_ratio, raise: Raise::Unknown },
+            // Backpressure whose end `locate` could not read (a vertex without metrics) is
+            // backpressure all the same: never "no backpressure yet".
+            (None, _) if !ctx.red.is_empty() => {
+                HeadroomFact::AtCapacityWhileBackpressured { vertex, utilisation_ratio }
+            }
             (None, _) => HeadroomFact::NoBackpressureYet { vertex, utilisation_ratio },
         }
         .into(),
@@ -599,6 +604,24 @@ mod tests {
         assert!(
             h.report.summary.as_ref().unwrap().to_string().starts_with("No backpressure yet, but score runs at 95%")
         );
+    }
+
+    #[test]
+    fn with_no_culprit_but_backpressure_the_busiest_vertex_is_not_said_to_run_before_any_backpressure() {
+        // The source is backpressured (0.9 > 0.10), but no culprit was named (its end was
+        // not read): score at 0.95 is judged, and the summary says there is backpressure.
+        let snap = job().build();
+        let h = with_context(&snap, |ctx| run(ctx, None));
+        assert_eq!(h.subject.as_deref(), Some("score"));
+        assert_eq!(
+            h.report.summary,
+            Some(Fact::Headroom(HeadroomFact::AtCapacityWhileBackpressured {
+                vertex: "score".into(),
+                utilisation_ratio: 0.95
+            }))
+        );
+        let said = h.report.summary.as_ref().unwrap().to_string();
+        assert!(!said.contains("No backpressure yet") && said.contains("score runs at 95%"), "{said}");
     }
 
     /// Source (red) → lookup chain (0.95 busy) on tm-1 and tm-2 with CPU `cpu_1`, `cpu_2`

@@ -73,6 +73,9 @@ pub enum HeadroomFact {
     CulpritAtCapacity { vertex: String, utilisation_ratio: f64, raise: Raise },
     /// Summary: nothing is backpressured yet, but the busiest vertex is at capacity.
     NoBackpressureYet { vertex: String, utilisation_ratio: f64 },
+    /// Summary: vertices are backpressured but `locate` could not read where it stops
+    /// (metrics missing), and the busiest vertex is at capacity.
+    AtCapacityWhileBackpressured { vertex: String, utilisation_ratio: f64 },
     /// Several vertices near capacity (ρ ≥ `near_threshold_ratio`), and the subject's ρ is
     /// within `margin_ratio` of the busiest of the others.
     NearCapacity {

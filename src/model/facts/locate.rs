@@ -197,6 +197,9 @@ pub enum LocateFact {
     MoveToFlip27,
     /// Summary: the source is the culprit.
     SourceCulprit { vertex: String, busy_ratio: Option<f64>, lag_growth_records_per_s: f64 },
+    /// Cause: the store has no series of `vertices`, between the backpressured vertices and
+    /// `culprit`; the backpressure passes through them unseen.
+    UnseenBetween { vertices: Vec<String>, culprit: String },
     /// Detail: the backpressure stops at `vertex`, which has no series at all, between the
     /// backpressured `red` and the idle `downstream` (each with its busy ratio).
     SeriesDropped { vertex: String, red: Vec<Backpressured>, downstream: Vec<(String, Option<f64>)> },

@@ -95,6 +95,11 @@ pub(super) fn word(fact: &HeadroomFact, f: &mut Formatter<'_>) -> fmt::Result {
             "No backpressure yet, but {vertex} runs at {} of its capacity: bursts will turn into lag.",
             pct(*utilisation_ratio)
         ),
+        HeadroomFact::AtCapacityWhileBackpressured { vertex, utilisation_ratio } => write!(
+            f,
+            "Vertices are backpressured but the metrics do not show where the backpressure stops; {vertex} runs at {} of its capacity and may be where it does.",
+            pct(*utilisation_ratio)
+        ),
         HeadroomFact::NearCapacity {
             near,
             near_threshold_ratio,

@@ -150,13 +150,26 @@ pub(super) fn word(fact: &LocateFact, f: &mut Formatter<'_>) -> fmt::Result {
         LocateFact::SeriesDropped { .. }
         | LocateFact::SeriesDroppedCause { .. }
         | LocateFact::RestoreDroppedSeries { .. }
-        | LocateFact::SeriesDroppedSummary { .. } => dropped(fact, f),
+        | LocateFact::SeriesDroppedSummary { .. }
+        | LocateFact::UnseenBetween { .. } => dropped(fact, f),
     }
 }
 
 /// A vertex whose series the store dropped, where the backpressure stops.
 fn dropped(fact: &LocateFact, f: &mut Formatter<'_>) -> fmt::Result {
     match fact {
+        LocateFact::SeriesDropped { vertex, red, downstream } if downstream.is_empty() => write!(
+            f,
+            "Backpressured: {}. The backpressure stops at {vertex}, a sink with no series at all; nothing after the backpressured vertices reports: {vertex} is the likely culprit, judged without its own metrics.",
+            red_list(red)
+        ),
+        LocateFact::UnseenBetween { vertices, culprit } => write!(
+            f,
+            "The metrics of {} are missing: the store has no series of {}. The backpressure passes through unseen: {culprit} after {} is busy, so the backpressure stops at {culprit}.",
+            vertices.join(", "),
+            if vertices.len() > 1 { "them" } else { "it" },
+            if vertices.len() > 1 { "them" } else { "it" },
+        ),
         LocateFact::SeriesDropped { vertex, red, downstream } => {
             let below: Vec<String> =
                 downstream.iter().map(|(name, busy)| format!("{name} busy {}", pct_or_unknown(*busy))).collect();

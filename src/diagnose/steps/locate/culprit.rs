@@ -1,6 +1,7 @@
 //! The culprit `locate` names: the first vertex downstream of backpressured ones that is
 //! busy by itself (or, without busy time, whose input buffer pool is full).
 
+use super::dropped::{red_region, unseen_upstream};
 use super::{chain_advice, classic};
 use crate::diagnose::signals::VertexSignals;
 use crate::diagnose::{Context, StepReport, max_over};
@@ -24,7 +25,7 @@ pub(super) fn culprit_report(
     let upstream_red: Vec<String> = if ctx.signals.graph_free {
         red.iter().map(|v| v.name.clone()).collect()
     } else {
-        ctx.signals.upstream_region(&first.id, |u| ctx.is_red(u)).iter().map(|v| v.name.clone()).collect()
+        red_region(ctx, &first.id).iter().map(|v| v.name.clone()).collect()
     };
     let graph_free = ctx.signals.graph_free;
     let detail = LocateFact::Culprit {
@@ -50,6 +51,7 @@ pub(super) fn culprit_report(
             .not_the_fix
             .push(LocateFact::NotTheBackpressured { vertices: upstream_red, culprit: first.name.clone() });
     }
+    unseen_advice(ctx, first, &mut report);
     chain_advice(first, &mut report);
     if culprits.len() > 1 {
         report.detail = report.detail.clone().then(LocateFact::IndependentCulprits {
@@ -87,8 +89,7 @@ fn classic_culprit_report(
     let p = first.backpressured_max().unwrap_or(0.0);
     let input = first.in_pool_usage().unwrap_or(0.0);
     let output = first.out_pool_usage();
-    let upstream_red: Vec<String> =
-        ctx.signals.upstream_region(&first.id, |u| ctx.is_red(u)).iter().map(|v| v.name.clone()).collect();
+    let upstream_red: Vec<String> = red_region(ctx, &first.id).iter().map(|v| v.name.clone()).collect();
     let mut report = StepReport::new(
         Outcome::Hit,
         LocateFact::ClassicCulprit {
@@ -112,6 +113,7 @@ fn classic_culprit_report(
             .not_the_fix
             .push(LocateFact::NotTheBackpressured { vertices: upstream_red, culprit: first.name.clone() });
     }
+    unseen_advice(ctx, first, &mut report);
     report.evidence.push(ctx.evidence(
         &first.name,
         "isBackPressured share of samples",
@@ -149,4 +151,13 @@ fn classic_culprit_report(
         ));
     }
     report
+}
+
+/// Vertices without series between the red ones and the culprit: the backpressure passed
+/// through them unseen; the verdict says their metrics are missing.
+fn unseen_advice(ctx: &Context, first: &VertexSignals, report: &mut StepReport) {
+    let unseen: Vec<String> = unseen_upstream(ctx, &first.id).iter().map(|v| v.name.clone()).collect();
+    if !unseen.is_empty() {
+        report.cause.push(LocateFact::UnseenBetween { vertices: unseen, culprit: first.name.clone() });
+    }
 }

@@ -1,6 +1,8 @@
 //! A vertex whose series the store dropped: the plan has it, the store has none of its
 //! series, and it sits where the backpressure stops (a backpressured vertex right before
-//! it, and the vertices after it report and are neither busy nor backpressured). Stores drop series silently: Mimir and
+//! it, and the vertices after it report and are neither busy nor backpressured, or it is a
+//! sink: backpressure must stop somewhere after a backpressured vertex, and no other
+//! vertex after it reports). Stores drop series silently: Mimir and
 //! Cortex refuse a series with a label value over 2,048 characters by default
 //! (`max_label_value_length`; a long Flink SQL operator name in `task_name` or
 //! `operator_name`), and series limits drop others. Such a vertex is named as the likely
@@ -23,20 +25,33 @@ pub fn without_series(v: &VertexSignals) -> bool {
 }
 
 /// Among the vertices below the red ones that did not decide, the one without any series
-/// whose downstream vertices all report and are neither red nor busy. A sink without
-/// series has no downstream to show that the backpressure stops at it: not named (the
-/// verdict stays inconclusive and says its metrics are missing).
+/// whose downstream vertices all report and are neither red nor busy, or which has none
+/// (a sink: the backpressure of the vertex before it stops somewhere, and nothing after
+/// it reports). Two such vertices: none is named (the verdict says both are undecided).
 pub(super) fn dropped_vertex<'a>(ctx: &Context<'a>, unknown: &[&'a VertexSignals]) -> Option<&'a VertexSignals> {
     let t = &ctx.cfg.thresholds;
     let idle =
         |d: &VertexSignals| !without_series(d) && !ctx.is_red(d) && d.busy_max().is_some_and(|b| b < t.busy_ratio);
     let mut found = unknown.iter().copied().filter(|v| {
         let downstream = ctx.signals.downstream(&v.id);
-        without_series(v) && !downstream.is_empty() && downstream.iter().all(|d| idle(d))
+        without_series(v) && downstream.iter().all(|d| idle(d))
     });
     let first = found.next()?;
     // Two such vertices: the metrics cannot tell which one; none is named.
     found.next().is_none().then_some(first)
+}
+
+/// The red vertices upstream of `id`, reached through red vertices and vertices without
+/// series: backpressure passes unseen through a vertex the store has no series of.
+pub(super) fn red_region<'a>(ctx: &Context<'a>, id: &str) -> Vec<&'a VertexSignals> {
+    let region = ctx.signals.upstream_region(id, |u| ctx.is_red(u) || without_series(u));
+    region.into_iter().filter(|u| ctx.is_red(u)).collect()
+}
+
+/// The vertices without series between `id` and the red vertices upstream of it.
+pub(super) fn unseen_upstream<'a>(ctx: &Context<'a>, id: &str) -> Vec<&'a VertexSignals> {
+    let region = ctx.signals.upstream_region(id, |u| ctx.is_red(u) || without_series(u));
+    region.into_iter().filter(|u| without_series(u)).collect()
 }
 
 /// The report naming `v` as the likely culprit.
@@ -144,5 +159,93 @@ mod tests {
         let located = with_context(&snap, run);
         assert!(!matches!(located.report.detail, Fact::Locate(LocateFact::SeriesDropped { .. })));
         assert_ne!(located.culprits, ["score"]);
+    }
+
+    #[test]
+    fn a_sink_without_series_after_a_backpressured_vertex_is_the_likely_culprit() {
+        // score red (0.95 > 0.10); its only downstream vertex, the sink, has no series.
+        let snap = SnapshotBuilder::new()
+            .vertex("src", "Source: txn", 2)
+            .vertex("score", "score", 2)
+            .vertex("sink", "Sink: store", 2)
+            .edge("src", "score", "FORWARD")
+            .edge("score", "sink", "HASH")
+            .all_subtasks("src", 0.02, 0.97, 0.01, None)
+            .all_subtasks("score", 0.03, 0.95, 0.02, 1000.0)
+            .build();
+        let located = with_context(&snap, run);
+        assert_eq!(located.culprits, ["sink"]);
+        assert_eq!(
+            located.report.detail,
+            Fact::Locate(LocateFact::SeriesDropped {
+                vertex: "Sink: store".into(),
+                red: vec![Backpressured { vertex: "score".into(), backpressured_ratio: Some(0.95) }],
+                downstream: vec![],
+            })
+        );
+        assert!(located.report.detail.to_string().contains("a sink with no series at all"));
+    }
+
+    #[test]
+    fn two_sinks_without_series_after_a_backpressured_vertex_name_neither() {
+        // score red, both its sinks without series: either could be the stop.
+        let snap = SnapshotBuilder::new()
+            .vertex("src", "Source: txn", 2)
+            .vertex("score", "score", 2)
+            .vertex("sink", "Sink: store", 2)
+            .vertex("audit", "Sink: audit", 2)
+            .edge("src", "score", "FORWARD")
+            .edge("score", "sink", "HASH")
+            .edge("score", "audit", "FORWARD")
+            .all_subtasks("src", 0.02, 0.97, 0.01, None)
+            .all_subtasks("score", 0.03, 0.95, 0.02, 1000.0)
+            .build();
+        let located = with_context(&snap, run);
+        assert!(located.culprits.is_empty(), "{:?}", located.culprits);
+        let Fact::Locate(LocateFact::Undecided { undecided, .. }) = &located.report.detail else {
+            panic!("{:?}", located.report.detail)
+        };
+        let names: Vec<&str> = undecided.iter().map(|u| u.vertex.as_str()).collect();
+        assert_eq!(names, ["Sink: store", "Sink: audit"]);
+    }
+
+    #[test]
+    fn backpressure_passes_unseen_through_a_vertex_without_series_to_a_busy_vertex_after_it() {
+        // src red (0.97), parse without series, score busy 0.95 ≥ 0.5 and not red: score is
+        // the culprit, and parse's metrics are said missing.
+        let snap = SnapshotBuilder::new()
+            .vertex("src", "Source: txn", 2)
+            .vertex("parse", "parse", 2)
+            .vertex("score", "score", 2)
+            .vertex("sink", "Sink: store", 2)
+            .edge("src", "parse", "FORWARD")
+            .edge("parse", "score", "HASH")
+            .edge("score", "sink", "FORWARD")
+            .all_subtasks("src", 0.02, 0.97, 0.01, None)
+            .all_subtasks("score", 0.95, 0.0, 0.05, 1000.0)
+            .all_subtasks("sink", 0.05, 0.0, 0.95, 1000.0)
+            .build();
+        let located = with_context(&snap, run);
+        assert_eq!(located.culprits, ["score"]);
+        assert!(
+            located.report.cause.contains(
+                &LocateFact::UnseenBetween { vertices: vec!["parse".into()], culprit: "score".into() }.into()
+            )
+        );
+        // The backpressured region upstream of score counts the source beyond parse: 1.
+        let Fact::Locate(LocateFact::Culprit { .. }) = &located.report.detail else { panic!() };
+        assert!(located.report.not_the_fix.contains(
+            &LocateFact::NotTheBackpressured { vertices: vec!["Source: txn".into()], culprit: "score".into() }.into()
+        ));
+    }
+
+    #[test]
+    fn an_idle_vertex_after_a_vertex_without_series_leaves_that_vertex_the_likely_culprit() {
+        // Transparency names only a busy vertex: with score idle (0.05), parse without
+        // series is where the backpressure stops, not the exchange parse → score.
+        let snap = job("score", 0.05).build();
+        let located = with_context(&snap, run);
+        assert!(located.network.is_empty());
+        assert_eq!(located.culprits, ["score"]);
     }
 }

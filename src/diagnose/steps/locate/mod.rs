@@ -33,7 +33,7 @@ use crate::model::facts::locate::{Backpressured, LeftOut, LocateFact};
 use crate::model::snapshot::BackpressureMeasure;
 use crate::model::verdict::Finding;
 use culprit::culprit_report;
-use dropped::{dropped_report, dropped_vertex};
+use dropped::{dropped_report, dropped_vertex, red_region};
 use exchange::{network_report, unknown_report};
 use samples::from_samples;
 use source::source_bound;
@@ -160,6 +160,14 @@ fn search<'a>(ctx: &Context<'a>, red: &[&VertexSignals]) -> Search<'a> {
             let red_upstream: Vec<&VertexSignals> =
                 ctx.signals.upstream(&v.id).into_iter().filter(|u| ctx.is_red(u)).collect();
             if red_upstream.is_empty() {
+                // Backpressure passes unseen through a vertex without series: a busy vertex
+                // after red ones and such vertices only is where it stops.
+                let through_unseen =
+                    ctx.signals.upstream(&v.id).iter().any(|u| without_series(u)) && !red_region(ctx, &v.id).is_empty();
+                if through_unseen && v.backpressured_max().is_some() && v.busy_max().is_some_and(|b| b >= t.busy_ratio)
+                {
+                    culprits.push((v, red_region(ctx, &v.id).len()));
+                }
                 continue;
             }
             if v.backpressured_max().is_none() {
@@ -168,12 +176,12 @@ fn search<'a>(ctx: &Context<'a>, red: &[&VertexSignals]) -> Search<'a> {
             }
             match v.busy_max() {
                 Some(b) if b >= t.busy_ratio => {
-                    let region = ctx.signals.upstream_region(&v.id, |u| ctx.is_red(u)).len();
+                    let region = red_region(ctx, &v.id).len();
                     culprits.push((v, region));
                 }
                 None if classic(ctx) => match starved_input(ctx, v) {
                     Some(true) => {
-                        let region = ctx.signals.upstream_region(&v.id, |u| ctx.is_red(u)).len();
+                        let region = red_region(ctx, &v.id).len();
                         culprits.push((v, region));
                     }
                     Some(false) if v.missing_subtasks() == 0 => {
