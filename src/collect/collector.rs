@@ -293,6 +293,8 @@ mod tests {
             scrape_interval_ms: None,
             start_ms: Some(start),
             first_seen_ms: start,
+            not_running_now: false,
+            before_start_ms: None,
             labels: BTreeMap::new(),
         }
     }

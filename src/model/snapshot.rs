@@ -709,7 +709,15 @@ pub enum RunChange {
     /// The run stopped reporting and no newer run of the job took over: the diagnosis is
     /// as of its last sample (`last_ms`), `gap_s` before the newest data (or the time asked
     /// for).
-    Stopped { id: String, last_ms: i64, gap_s: i64 },
+    /// `not_running_now`: its JobManager still reports, with uptime 0 (Flink's "not running
+    /// at the moment": restarting, failing over).
+    Stopped {
+        id: String,
+        last_ms: i64,
+        gap_s: i64,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        not_running_now: bool,
+    },
     /// A vertex's number of reporting subtasks changed inside the window (a rescale:
     /// the autoscaler's in-place rescale, or a redeploy with another parallelism).
     Rescaled { vertex_id: String, vertex: String, at_ms: i64, from: u32, to: u32 },

@@ -442,3 +442,25 @@ fn a_run_that_stopped_with_no_run_to_take_over_says_so_in_the_summary() {
         v.summary
     );
 }
+
+/// The slow-sink capture whose job went into RESTARTING for its last 40 s: the JobManager
+/// reports an uptime of 0 and no task reports (`identity/restarting/make.py`).
+fn restarting() -> Verdict {
+    let rec = dir("identity/restarting/recording.om.gz");
+    let plan = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/captures/slow-sink/plan.json");
+    diagnose_command(&args(&rec, Some(&plan), None, None), 0).unwrap_or_else(|e| panic!("{}", e.message))
+}
+
+#[test]
+fn an_uptime_of_zero_while_restarting_is_no_new_start_and_the_verdict_is_as_of_the_last_running_sample() {
+    let v = restarting();
+    // As with the capture itself: the writer is the culprit, diagnosed from the samples
+    // where the job ran (the last one 40 s before the newest data).
+    assert_eq!(v.finding, Finding::Sink, "{}", v.summary);
+    assert_eq!(v.culprit.as_ref().map(|c| c.vertex_name.as_str()), Some("slow-sink: Writer"), "{}", v.summary);
+    assert!(v.summary.contains("has not been running since"), "{}", v.summary);
+    assert!(v.summary.contains("restarting"), "{}", v.summary);
+    // The 0 is not read as a start: no restart at the last sample, no "started only 0 s".
+    assert!(!v.summary.contains("The job restarted"), "{}", v.summary);
+    assert!(!v.notes.iter().any(|n| n.contains("started only 0 s")), "{:?}", v.notes);
+}

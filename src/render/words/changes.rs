@@ -14,7 +14,12 @@ pub(super) fn word(fact: &ChangeFact, f: &mut Formatter<'_>) -> fmt::Result {
             rfc3339(*new_start_ms),
             rfc3339(*old_last_ms)
         ),
-        ChangeFact::Happened(RunChange::Stopped { id, last_ms, gap_s }) => write!(
+        ChangeFact::Happened(RunChange::Stopped { id, last_ms, gap_s, not_running_now: true }) => write!(
+            f,
+            "Run {id} has not been running since {} ({gap_s} s before the time of the diagnosis): its JobManager reports an uptime of 0, Flink's \"not running at the moment\" (restarting or failing over), and this verdict is as of its last running sample.",
+            rfc3339(*last_ms)
+        ),
+        ChangeFact::Happened(RunChange::Stopped { id, last_ms, gap_s, .. }) => write!(
             f,
             "Run {id} has not reported since {} ({gap_s} s before the time of the diagnosis) and no newer run of the job reports: it stopped (finished, failed, restarting), and this verdict is as of its last sample.",
             rfc3339(*last_ms)
