@@ -139,7 +139,8 @@ async fn collect_from<S: MetricSource>(source: &S, input: CollectInput<'_>) -> R
     round3.extend(kafka::flink_offset_queries(&kafka_inputs, task, scope.trend_start, at, scope.step));
     round3.extend(identity::superseded_queries(&scope.job(&scope.cat.records_in), window.len_ms(), at));
     let recent = runs::stale_after(&run, scope.step);
-    round3.extend(changed.map(|t| changes::change_queries(&scope, t, recent)).unwrap_or_default());
+    let before = |t| changes::counted_before(&run, t, scope.step);
+    round3.extend(changed.map(|t| changes::change_queries(&scope, before(t), recent)).unwrap_or_default());
     answers.ask(source, round3).await;
     answers.note_missing_task_metrics(scope.cat, measure);
     let vertex_aggregates = assemble_aggregates(&|name| answers.get(name), scope.backpressure_scale());

@@ -271,6 +271,40 @@ fn a_rescale_inside_the_window_is_named_with_its_time_and_parallelism_and_leads_
     );
     // The samples before the restart and its warm-up are left out: 11:11:40 + 75 s.
     assert_eq!(v.window_start, "2026-11-18T11:12:55Z");
+    // A restart within the run is called one, not the job's start.
+    assert!(
+        v.notes.iter().any(|n| n.contains("the job restarted or rescaled at 2026-11-18T11:11:40Z")),
+        "{:?}",
+        v.notes
+    );
+    assert!(!v.notes.iter().any(|n| n.contains("the job started")), "{:?}", v.notes);
+}
+
+#[test]
+fn a_rescale_whose_restart_leaves_the_tasks_absent_for_a_while_is_still_named_and_leads_the_fix() {
+    // recording-gap{10,20}.om.gz: the restart begins at 11:11:40; for 10 or 20 s the uptime
+    // reads 0 and no task reports; the new attempts start at 11:11:50 or 11:12:00. The
+    // subtasks before are counted at the last running sample (11:11:35: 4), not in the
+    // 15 s before the new start (none reported then).
+    let d = dir("identity/rescale-sink");
+    for (gap, start) in [(10, "2026-11-18T11:11:50Z"), (20, "2026-11-18T11:12:00Z")] {
+        let rec = d.join(format!("recording-gap{gap}.om.gz"));
+        let v = diagnose_command(&args(&rec, Some(&d.join("plan.json")), None, None), 0)
+            .unwrap_or_else(|e| panic!("{}", e.message));
+        assert_eq!(v.finding, Finding::Sink, "{gap}: {}", v.summary);
+        assert!(
+            v.summary.contains(&format!("Sink: payments-jdbc was rescaled from 4 to 2 subtasks at {start}")),
+            "{gap}: {}",
+            v.summary
+        );
+        assert!(v.fix[0].starts_with("Weigh first: Sink: payments-jdbc was cut from 4 to 2"), "{gap}: {:?}", v.fix);
+        assert!(
+            v.notes.iter().any(|n| n.contains(&format!("restarted or rescaled at {start}"))),
+            "{gap}: {:?}",
+            v.notes
+        );
+        assert!(!v.notes.iter().any(|n| n.contains("the job started")), "{gap}: {:?}", v.notes);
+    }
 }
 
 #[test]
