@@ -148,13 +148,18 @@ async fn collect_from<S: MetricSource>(source: &S, input: CollectInput<'_>) -> R
         Some(RunChange::Replaced { old_id, .. }) => Some(old_id.as_str()),
         _ => None,
     };
-    let (graph, plan_mismatch) = check_plan(input.graph, &run, replaced_id, &vertex_aggregates, &mut notes);
+    let (before, after) = (answers.get(changes::BEFORE), answers.get(changes::AFTER));
+    let found = |name: &dyn Fn(&str, &str) -> String| {
+        changed.map(|t| changes::assemble_changes(before, after, t, name)).unwrap_or_default()
+    };
+    let counted = found(&|_: &str, label: &str| label.to_string());
+    let (graph, plan_mismatch, resized) =
+        check_plan(input.graph, &run, replaced_id, &vertex_aggregates, &counted, &mut notes);
     let vertex_name = |id: &str, label: &str| {
         graph.as_ref().and_then(|g| g.vertex(id)).map(|v| v.name.clone()).unwrap_or_else(|| label.to_string())
     };
-    let (before, after) = (answers.get(changes::BEFORE), answers.get(changes::AFTER));
-    let found = changed.map(|t| changes::assemble_changes(before, after, t, vertex_name)).unwrap_or_default();
-    let run_changes: Vec<RunChange> = replaced.clone().into_iter().chain(stopped).chain(found).collect();
+    let replaced = replaced.map(|r| r.with_resized(resized));
+    let run_changes: Vec<RunChange> = replaced.clone().into_iter().chain(stopped).chain(found(&vertex_name)).collect();
     notes.extend(identity::superseded_note(
         answers.get(identity::SUPERSEDED_ALL),
         answers.get(identity::SUPERSEDED_NEWEST),

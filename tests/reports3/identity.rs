@@ -498,3 +498,35 @@ fn an_uptime_of_zero_while_restarting_is_no_new_start_and_the_verdict_is_as_of_t
     assert!(!v.summary.contains("The job restarted"), "{}", v.summary);
     assert!(!v.notes.iter().any(|n| n.contains("started only 0 s")), "{:?}", v.notes);
 }
+
+#[test]
+fn a_redeploy_with_another_parallelism_names_the_change_and_diagnoses_with_the_new_runs_parallelism() {
+    // identity/redeploy-rescaled: report 01 with run B's sink at parallelism 1; the alert's
+    // plan is run A's (sink parallelism 2). One subtask of B's sink reports: B's
+    // parallelism, not half of A's lost.
+    let d = dir("identity/redeploy-rescaled");
+    let v = diagnose_command(&args(&d.join("recording.om.gz"), Some(&d.join("plan-old.json")), None, None), 0)
+        .unwrap_or_else(|e| panic!("{}", e.message));
+    is_run_b_with_its_sink(&v, "plan-old");
+    assert!(v.summary.contains(&format!("Run {A} was replaced by run {B}")), "{}", v.summary);
+    assert!(v.summary.contains("parallelism Sink: orders-es 2 → 1"), "{}", v.summary);
+    assert!(!v.notes.iter().any(|n| n.contains("may be incomplete")), "{:?}", v.notes);
+    assert_eq!(v.culprit.as_ref().map(|c| c.parallelism), Some(1));
+    let text = culprit::render::render(&v, Format::Text);
+    // The sink's line shows its one writer (the source and enrich keep their 2).
+    assert!(text.lines().any(|l| l.contains(">> Sink: orders-es  ×1")), "{text}");
+    assert!(!text.contains("subtask 0 of 2"), "{text}");
+}
+
+#[test]
+fn a_plan_fetched_before_an_in_place_rescale_takes_the_parallelism_the_rescale_left() {
+    // plan-before.json: the sink at 4; the rescale at 11:11:40 left 2 reporting. The
+    // rescale explains the 2 of 4: no "incomplete" note, the culprit's parallelism is 2.
+    let d = dir("identity/rescale-sink");
+    let v = diagnose_command(&args(&d.join("recording.om.gz"), Some(&d.join("plan-before.json")), None, None), 0)
+        .unwrap_or_else(|e| panic!("{}", e.message));
+    assert!(v.summary.contains("was rescaled from 4 to 2 subtasks at 2026-11-18T11:11:40Z"), "{}", v.summary);
+    assert!(!v.notes.iter().any(|n| n.contains("may be incomplete")), "{:?}", v.notes);
+    assert_eq!(v.culprit.as_ref().map(|c| c.parallelism), Some(2));
+    assert!(v.fix[0].starts_with("Weigh first: Sink: payments-jdbc was cut from 4 to 2"), "{:?}", v.fix);
+}

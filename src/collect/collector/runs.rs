@@ -260,6 +260,7 @@ impl Resolved {
                     new_id: next.id.clone(),
                     old_last_ms: run.sampled_at_ms,
                     new_start_ms: next.start_ms.unwrap_or(next.first_seen_ms),
+                    resized: Vec::new(),
                 }),
                 run: next.clone(),
                 notes: Vec::new(),
@@ -550,7 +551,8 @@ mod tests {
                 old_id: "a".into(),
                 new_id: "b".into(),
                 old_last_ms: 360_000,
-                new_start_ms: 395_000
+                new_start_ms: 395_000,
+                resized: Vec::new(),
             })
         );
         // B reports: nothing takes over from it.

@@ -60,3 +60,6 @@ write('recording-gap10.om.gz', 2, gap=10)
 write('recording-restart.om.gz', 4)
 edges = [(S, P, 'HASH'), (P, K, 'REBALANCE')]
 json.dump(plan(J, 'payments-scorer', verts(2, 995, 400, 900, 200), edges), open('plan.json', 'w'), indent=1)
+# The plan Flink REST gave before the rescale (sink parallelism 4): fetched for an alert that
+# fired before it, or cached.
+json.dump(plan(J, 'payments-scorer', verts(4, 450, 300, 0, 300), edges), open('plan-before.json', 'w'), indent=1)
