@@ -145,3 +145,35 @@ pub(super) fn incomplete_note(g: &JobGraph, vertex_aggregates: &[VertexAggregate
         )
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::graph::JobGraph;
+
+    #[test]
+    fn only_a_rescale_to_the_count_reporting_or_another_runs_plan_replaces_the_plans_parallelism() {
+        let plan = r#"{"jid":"j","name":"job","plan":{"nodes":[
+            {"id":"sink","parallelism":4,"description":"Sink<br/>","inputs":[{"id":"src","ship_strategy":"REBALANCE"}]},
+            {"id":"src","parallelism":4,"description":"Source<br/>"}]}}"#;
+        let g = JobGraph::from_plan_json(plan).expect("plan");
+        let agg = |id: &str, n: u32| -> VertexAggregate {
+            serde_json::from_value(serde_json::json!({"vertex_id": id, "task_name": id, "subtask_count": n}))
+                .expect("aggregate")
+        };
+        let aggs = [agg("src", 4), agg("sink", 2)];
+        let cut = RunChange::Rescaled { vertex_id: "sink".into(), vertex: "Sink".into(), at_ms: 0, from: 4, to: 2 };
+        // The sink was rescaled 4 → 2 and 2 report: the plan takes 2.
+        let mut rescaled = g.clone();
+        assert_eq!(resize(&mut rescaled, false, &aggs, std::slice::from_ref(&cut)), [("Sink".to_string(), 4, 2)]);
+        assert_eq!(rescaled.vertex("sink").map(|v| v.parallelism), Some(2));
+        assert!(incomplete_note(&rescaled, &aggs).is_none());
+        // No change explains the 2 of 4: data missing, said so.
+        let mut unexplained = g.clone();
+        assert!(resize(&mut unexplained, false, &aggs, &[]).is_empty());
+        assert!(incomplete_note(&unexplained, &aggs).is_some_and(|n| n.contains("2 of its 4")));
+        // The plan of another run: the count reporting is this run's.
+        let mut other = g;
+        assert_eq!(resize(&mut other, true, &aggs, &[]).len(), 1);
+    }
+}
