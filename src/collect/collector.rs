@@ -139,7 +139,8 @@ async fn collect_from<S: MetricSource>(source: &S, input: CollectInput<'_>) -> R
     round3.extend(kafka::flink_offset_queries(&kafka_inputs, task, scope.trend_start, at, scope.step));
     round3.extend(identity::superseded_queries(&scope.job(&scope.cat.records_in), window.len_ms(), at));
     let recent = runs::stale_after(&run, scope.step);
-    round3.extend(changed.map(|t| changes::change_queries(&scope, t, recent)).unwrap_or_default());
+    let before = |t| changes::counted_before(&run, t, scope.step);
+    round3.extend(changed.map(|t| changes::change_queries(&scope, before(t), recent)).unwrap_or_default());
     answers.ask(source, round3).await;
     answers.note_missing_task_metrics(scope.cat, measure);
     let vertex_aggregates = assemble_aggregates(&|name| answers.get(name), scope.backpressure_scale());
@@ -147,13 +148,18 @@ async fn collect_from<S: MetricSource>(source: &S, input: CollectInput<'_>) -> R
         Some(RunChange::Replaced { old_id, .. }) => Some(old_id.as_str()),
         _ => None,
     };
-    let (graph, plan_mismatch) = check_plan(input.graph, &run, replaced_id, &vertex_aggregates, &mut notes);
+    let (before, after) = (answers.get(changes::BEFORE), answers.get(changes::AFTER));
+    let found = |name: &dyn Fn(&str, &str) -> String| {
+        changed.map(|t| changes::assemble_changes(before, after, t, name)).unwrap_or_default()
+    };
+    let counted = found(&|_: &str, label: &str| label.to_string());
+    let (graph, plan_mismatch, resized) =
+        check_plan(input.graph, &run, replaced_id, &vertex_aggregates, &counted, &mut notes);
     let vertex_name = |id: &str, label: &str| {
         graph.as_ref().and_then(|g| g.vertex(id)).map(|v| v.name.clone()).unwrap_or_else(|| label.to_string())
     };
-    let (before, after) = (answers.get(changes::BEFORE), answers.get(changes::AFTER));
-    let found = changed.map(|t| changes::assemble_changes(before, after, t, vertex_name)).unwrap_or_default();
-    let run_changes: Vec<RunChange> = replaced.clone().into_iter().chain(stopped).chain(found).collect();
+    let replaced = replaced.map(|r| r.with_resized(resized));
+    let run_changes: Vec<RunChange> = replaced.clone().into_iter().chain(stopped).chain(found(&vertex_name)).collect();
     notes.extend(identity::superseded_note(
         answers.get(identity::SUPERSEDED_ALL),
         answers.get(identity::SUPERSEDED_NEWEST),
@@ -293,6 +299,8 @@ mod tests {
             scrape_interval_ms: None,
             start_ms: Some(start),
             first_seen_ms: start,
+            not_running_now: false,
+            before_start_ms: None,
             labels: BTreeMap::new(),
         }
     }

@@ -691,6 +691,19 @@ pub struct Snapshot {
     pub changes: Vec<RunChange>,
 }
 
+impl RunChange {
+    /// A [`RunChange::Replaced`] with the vertices the new run runs with another
+    /// parallelism; any other change as it is.
+    pub fn with_resized(self, changed: Vec<(String, u32, u32)>) -> RunChange {
+        match self {
+            RunChange::Replaced { old_id, new_id, old_last_ms, new_start_ms, .. } => {
+                RunChange::Replaced { old_id, new_id, old_last_ms, new_start_ms, resized: changed }
+            }
+            other => other,
+        }
+    }
+}
+
 /// A change of the job's identity or shape, seen in its series.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
@@ -705,11 +718,23 @@ pub enum RunChange {
         old_last_ms: i64,
         /// When the new run started (its first sample when its uptime is unknown), Unix ms.
         new_start_ms: i64,
+        /// The vertices the new run runs with another parallelism than the old run's plan:
+        /// name, the plan's and the new run's (reporting) parallelism.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        resized: Vec<(String, u32, u32)>,
     },
     /// The run stopped reporting and no newer run of the job took over: the diagnosis is
     /// as of its last sample (`last_ms`), `gap_s` before the newest data (or the time asked
     /// for).
-    Stopped { id: String, last_ms: i64, gap_s: i64 },
+    /// `not_running_now`: its JobManager still reports, with uptime 0 (Flink's "not running
+    /// at the moment": restarting, failing over).
+    Stopped {
+        id: String,
+        last_ms: i64,
+        gap_s: i64,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        not_running_now: bool,
+    },
     /// A vertex's number of reporting subtasks changed inside the window (a rescale:
     /// the autoscaler's in-place rescale, or a redeploy with another parallelism).
     Rescaled { vertex_id: String, vertex: String, at_ms: i64, from: u32, to: u32 },

@@ -271,6 +271,40 @@ fn a_rescale_inside_the_window_is_named_with_its_time_and_parallelism_and_leads_
     );
     // The samples before the restart and its warm-up are left out: 11:11:40 + 75 s.
     assert_eq!(v.window_start, "2026-11-18T11:12:55Z");
+    // A restart within the run is called one, not the job's start.
+    assert!(
+        v.notes.iter().any(|n| n.contains("the job restarted or rescaled at 2026-11-18T11:11:40Z")),
+        "{:?}",
+        v.notes
+    );
+    assert!(!v.notes.iter().any(|n| n.contains("the job started")), "{:?}", v.notes);
+}
+
+#[test]
+fn a_rescale_whose_restart_leaves_the_tasks_absent_for_a_while_is_still_named_and_leads_the_fix() {
+    // recording-gap{10,20}.om.gz: the restart begins at 11:11:40; for 10 or 20 s the uptime
+    // reads 0 and no task reports; the new attempts start at 11:11:50 or 11:12:00. The
+    // subtasks before are counted at the last running sample (11:11:35: 4), not in the
+    // 15 s before the new start (none reported then).
+    let d = dir("identity/rescale-sink");
+    for (gap, start) in [(10, "2026-11-18T11:11:50Z"), (20, "2026-11-18T11:12:00Z")] {
+        let rec = d.join(format!("recording-gap{gap}.om.gz"));
+        let v = diagnose_command(&args(&rec, Some(&d.join("plan.json")), None, None), 0)
+            .unwrap_or_else(|e| panic!("{}", e.message));
+        assert_eq!(v.finding, Finding::Sink, "{gap}: {}", v.summary);
+        assert!(
+            v.summary.contains(&format!("Sink: payments-jdbc was rescaled from 4 to 2 subtasks at {start}")),
+            "{gap}: {}",
+            v.summary
+        );
+        assert!(v.fix[0].starts_with("Weigh first: Sink: payments-jdbc was cut from 4 to 2"), "{gap}: {:?}", v.fix);
+        assert!(
+            v.notes.iter().any(|n| n.contains(&format!("restarted or rescaled at {start}"))),
+            "{gap}: {:?}",
+            v.notes
+        );
+        assert!(!v.notes.iter().any(|n| n.contains("the job started")), "{gap}: {:?}", v.notes);
+    }
 }
 
 #[test]
@@ -454,4 +488,58 @@ fn a_run_that_stopped_with_no_run_to_take_over_says_so_in_the_summary() {
         "{}",
         v.summary
     );
+}
+
+/// The slow-sink capture whose job went into RESTARTING for its last 40 s: the JobManager
+/// reports an uptime of 0 and no task reports (`identity/restarting/make.py`).
+fn restarting() -> Verdict {
+    let rec = dir("identity/restarting/recording.om.gz");
+    let plan = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/captures/slow-sink/plan.json");
+    diagnose_command(&args(&rec, Some(&plan), None, None), 0).unwrap_or_else(|e| panic!("{}", e.message))
+}
+
+#[test]
+fn an_uptime_of_zero_while_restarting_is_no_new_start_and_the_verdict_is_as_of_the_last_running_sample() {
+    let v = restarting();
+    // As with the capture itself: the writer is the culprit, diagnosed from the samples
+    // where the job ran (the last one 40 s before the newest data).
+    assert_eq!(v.finding, Finding::Sink, "{}", v.summary);
+    assert_eq!(v.culprit.as_ref().map(|c| c.vertex_name.as_str()), Some("slow-sink: Writer"), "{}", v.summary);
+    assert!(v.summary.contains("has not been running since"), "{}", v.summary);
+    assert!(v.summary.contains("restarting"), "{}", v.summary);
+    // The 0 is not read as a start: no restart at the last sample, no "started only 0 s".
+    assert!(!v.summary.contains("The job restarted"), "{}", v.summary);
+    assert!(!v.notes.iter().any(|n| n.contains("started only 0 s")), "{:?}", v.notes);
+}
+
+#[test]
+fn a_redeploy_with_another_parallelism_names_the_change_and_diagnoses_with_the_new_runs_parallelism() {
+    // identity/redeploy-rescaled: report 01 with run B's sink at parallelism 1; the alert's
+    // plan is run A's (sink parallelism 2). One subtask of B's sink reports: B's
+    // parallelism, not half of A's lost.
+    let d = dir("identity/redeploy-rescaled");
+    let v = diagnose_command(&args(&d.join("recording.om.gz"), Some(&d.join("plan-old.json")), None, None), 0)
+        .unwrap_or_else(|e| panic!("{}", e.message));
+    is_run_b_with_its_sink(&v, "plan-old");
+    assert!(v.summary.contains(&format!("Run {A} was replaced by run {B}")), "{}", v.summary);
+    assert!(v.summary.contains("parallelism Sink: orders-es 2 → 1"), "{}", v.summary);
+    assert!(!v.notes.iter().any(|n| n.contains("may be incomplete")), "{:?}", v.notes);
+    assert_eq!(v.culprit.as_ref().map(|c| c.parallelism), Some(1));
+    let text = culprit::render::render(&v, Format::Text);
+    // The sink's line shows its one writer (the source and enrich keep their 2).
+    assert!(text.lines().any(|l| l.contains(">> Sink: orders-es  ×1")), "{text}");
+    assert!(!text.contains("subtask 0 of 2"), "{text}");
+}
+
+#[test]
+fn a_plan_fetched_before_an_in_place_rescale_takes_the_parallelism_the_rescale_left() {
+    // plan-before.json: the sink at 4; the rescale at 11:11:40 left 2 reporting. The
+    // rescale explains the 2 of 4: no "incomplete" note, the culprit's parallelism is 2.
+    let d = dir("identity/rescale-sink");
+    let v = diagnose_command(&args(&d.join("recording.om.gz"), Some(&d.join("plan-before.json")), None, None), 0)
+        .unwrap_or_else(|e| panic!("{}", e.message));
+    assert!(v.summary.contains("was rescaled from 4 to 2 subtasks at 2026-11-18T11:11:40Z"), "{}", v.summary);
+    assert!(!v.notes.iter().any(|n| n.contains("may be incomplete")), "{:?}", v.notes);
+    assert_eq!(v.culprit.as_ref().map(|c| c.parallelism), Some(2));
+    assert!(v.fix[0].starts_with("Weigh first: Sink: payments-jdbc was cut from 4 to 2"), "{:?}", v.fix);
 }

@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 
+use super::JobRun;
 use super::rounds::Scope;
 use crate::collect::query::{Agg, Aggregation, OverTime, Query, QueryResult};
 use crate::model::catalog::labels as l;
@@ -30,9 +31,10 @@ pub(super) fn changed_at(
     (t > since && t <= at && first_seen_ms <= t - step).then_some(t)
 }
 
-/// Per vertex, the subtasks with samples in the `recent_ms` before the change (`changed`)
-/// and before the end of the window: what a rescale changed.
-pub(super) fn change_queries(s: &Scope<'_>, changed: i64, recent_ms: i64) -> Vec<(String, Query)> {
+/// Per vertex, the subtasks with samples in the `recent_ms` before the change (`changed`,
+/// counted at `before_ms`, [`counted_before`]) and before the end of the window: what a
+/// rescale changed.
+pub(super) fn change_queries(s: &Scope<'_>, before_ms: i64, recent_ms: i64) -> Vec<(String, Query)> {
     let count = |at_ms: i64| Query::OverTime {
         selector: s.job(s.presence_metric()),
         func: OverTime::Last,
@@ -40,8 +42,18 @@ pub(super) fn change_queries(s: &Scope<'_>, changed: i64, recent_ms: i64) -> Vec
         at_ms,
         aggregation: Some(Aggregation::new(Agg::Count, &[l::TASK_ID, l::TASK_NAME])),
     };
-    // The step before the change: its own scrape may already be of the new run.
-    vec![(BEFORE.to_string(), count(changed - s.step)), (AFTER.to_string(), count(s.at))]
+    vec![(BEFORE.to_string(), count(before_ms)), (AFTER.to_string(), count(s.at))]
+}
+
+/// When to count the subtasks before the change at `changed`: the step before it (its own
+/// scrape may already be of the new run), or, when the uptime reset then, the run's last
+/// running sample before the reset: a restart leaves its tasks absent for its gap
+/// (cancelling, rescheduling, restoring state), often longer than the lookback of the count.
+pub(super) fn counted_before(run: &JobRun, changed: i64, step: i64) -> i64 {
+    match run.before_start_ms {
+        Some(before) if run.start_ms == Some(changed) => before.min(changed - step),
+        _ => changed - step,
+    }
 }
 
 /// The changes [`change_queries`]' answers show: a vertex whose number of subtasks differs
@@ -122,6 +134,29 @@ mod tests {
         let same = counts(&[("src", 2.0)]);
         assert_eq!(assemble_changes(&same, &same, 5, |i, _| i.into()), [RunChange::Restarted { at_ms: 5 }]);
         assert!(assemble_changes(&Vec::new(), &same, 5, |i, _| i.into()).is_empty());
+    }
+
+    #[test]
+    fn the_subtasks_before_a_restart_are_counted_at_its_last_running_sample_however_long_the_gap() {
+        let mut run = JobRun {
+            id: "a".into(),
+            name_label: "j".into(),
+            last_seen_ms: 600_000,
+            sampled_at_ms: 600_000,
+            scrape_interval_ms: Some(5_000),
+            start_ms: Some(320_000),
+            first_seen_ms: 0,
+            not_running_now: false,
+            before_start_ms: Some(295_000),
+            labels: BTreeMap::new(),
+        };
+        // The uptime reset at 300 s and became positive at 320 s: counted at 295 s.
+        assert_eq!(counted_before(&run, 320_000, 5_000), 295_000);
+        // A change the counters show (not the uptime's start), or no running sample before
+        // the start: the step before it.
+        assert_eq!(counted_before(&run, 400_000, 5_000), 395_000);
+        run.before_start_ms = None;
+        assert_eq!(counted_before(&run, 320_000, 5_000), 315_000);
     }
 
     #[test]

@@ -4,7 +4,11 @@ use std::collections::BTreeSet;
 
 use super::JobRun;
 use crate::model::graph::{JobGraph, same_name};
-use crate::model::snapshot::VertexAggregate;
+use crate::model::snapshot::{RunChange, VertexAggregate};
+/// A vertex the run runs with another parallelism than its plan's: name, the plan's and the
+/// run's (reporting) parallelism.
+pub(super) type Resized = (String, u32, u32);
+
 /// A plan of another job (its vertex ids are hashes of the topology) shares no vertex
 /// with the metrics: diagnosing with it would name vertices the job does not have. Returns
 /// the graph to diagnose with (none when the plan is not this job's) and why it was
@@ -14,14 +18,21 @@ use crate::model::snapshot::VertexAggregate;
 /// over from it. Its plan (the alert's) is then used only when its vertices are those of
 /// `run`; when they are not, the diagnosis goes on without it (a note says why): the user
 /// asked about the job, not about that plan.
+///
+/// A plan of another run (a redeploy), or fetched before a rescale inside the window
+/// (`rescaled`: the changes seen, [`RunChange::Rescaled`]), may give a vertex a parallelism
+/// the run no longer has: the number of subtasks reporting then is the run's parallelism,
+/// said so (the third answer: each vertex's name, the plan's and the run's parallelism),
+/// not data that did not arrive.
 pub(super) fn check_plan(
     graph: Option<JobGraph>,
     run: &JobRun,
     replaced: Option<&str>,
     vertex_aggregates: &[VertexAggregate],
+    rescaled: &[RunChange],
     notes: &mut Vec<String>,
-) -> (Option<JobGraph>, Option<String>) {
-    let Some(g) = graph else { return (None, None) };
+) -> (Option<JobGraph>, Option<String>, Vec<Resized>) {
+    let Some(mut g) = graph else { return (None, None, Vec::new()) };
     let known = vertex_aggregates.iter().filter(|a| g.vertex(&a.vertex_id).is_some()).count();
     let plan_label = g.job_name.clone().or_else(|| g.job_id.clone()).unwrap_or_else(|| "unnamed".into());
     // Jobs built from one topology share vertex ids, so a matching id alone does not
@@ -33,7 +44,7 @@ pub(super) fn check_plan(
         g.job_name.as_deref().is_some_and(|n| !run.name_label.is_empty() && !same_name(n, &run.name_label));
     let plan_ids: BTreeSet<&str> = g.vertices.iter().map(|v| v.id.as_str()).collect();
     let metric_ids: BTreeSet<&str> = vertex_aggregates.iter().map(|a| a.vertex_id.as_str()).collect();
-    let plan_id = g.job_id.as_deref().unwrap_or_default();
+    let plan_id = g.job_id.clone().unwrap_or_default();
     let why = if !vertex_aggregates.is_empty() && known == 0 {
         Some(format!("the job plan ({plan_label}) shares no vertex with the metrics of job_id {}", run.id))
     } else if other_id && other_name {
@@ -54,11 +65,18 @@ pub(super) fn check_plan(
     if let Some(why) = why {
         notes.push(format!("{why}; diagnosing without the job graph"));
         let of_replaced = g.job_id.is_some() && g.job_id.as_deref() == replaced;
-        return (None, (!of_replaced).then_some(why));
+        return (None, (!of_replaced).then_some(why), Vec::new());
     }
+    let resized = resize(&mut g, other_id, vertex_aggregates, rescaled);
     if other_id {
+        let changed: Vec<String> = resized.iter().map(|(v, from, to)| format!("{v} {from} → {to}")).collect();
         notes.push(format!(
-            "the job plan is of job_id {plan_id}, another run of {plan_label} with the same vertices; the metrics are of job_id {}",
+            "the job plan is of job_id {plan_id}, another run of {plan_label} with the same vertices{}; the metrics are of job_id {}",
+            if changed.is_empty() {
+                String::new()
+            } else {
+                format!(" and another parallelism ({}: the subtasks reporting are this run's)", changed.join(", "))
+            },
             run.id
         ));
     }
@@ -73,7 +91,32 @@ pub(super) fn check_plan(
         }
     }
     notes.extend(incomplete_note(&g, vertex_aggregates));
-    (Some(g), None)
+    (Some(g), None, resized)
+}
+
+/// Sets the parallelism of the plan's vertices to the number of subtasks reporting where a
+/// change explains the difference: the plan is of another run (`other_run`), or the vertex
+/// was rescaled to that number inside the window. Returns each vertex changed with the
+/// plan's and the run's parallelism.
+fn resize(
+    g: &mut JobGraph,
+    other_run: bool,
+    vertex_aggregates: &[VertexAggregate],
+    rescaled: &[RunChange],
+) -> Vec<Resized> {
+    let mut resized = Vec::new();
+    for v in &mut g.vertices {
+        let Some(a) = vertex_aggregates.iter().find(|a| a.vertex_id == v.id) else { continue };
+        let explained = other_run
+            || rescaled.iter().any(|c| {
+                matches!(c, RunChange::Rescaled { vertex_id, to, .. } if *vertex_id == v.id && *to == a.subtask_count)
+            });
+        if explained && a.subtask_count >= 1 && a.subtask_count != v.parallelism {
+            resized.push((v.name.clone(), v.parallelism, a.subtask_count));
+            v.parallelism = a.subtask_count;
+        }
+    }
+    resized
 }
 
 /// Vertices the plan names that the metrics show in part or not at all: fewer subtasks
@@ -101,4 +144,36 @@ pub(super) fn incomplete_note(g: &JobGraph, vertex_aggregates: &[VertexAggregate
             crate::render::words::numbers::limited_list(&items, 5)
         )
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::graph::JobGraph;
+
+    #[test]
+    fn only_a_rescale_to_the_count_reporting_or_another_runs_plan_replaces_the_plans_parallelism() {
+        let plan = r#"{"jid":"j","name":"job","plan":{"nodes":[
+            {"id":"sink","parallelism":4,"description":"Sink<br/>","inputs":[{"id":"src","ship_strategy":"REBALANCE"}]},
+            {"id":"src","parallelism":4,"description":"Source<br/>"}]}}"#;
+        let g = JobGraph::from_plan_json(plan).expect("plan");
+        let agg = |id: &str, n: u32| -> VertexAggregate {
+            serde_json::from_value(serde_json::json!({"vertex_id": id, "task_name": id, "subtask_count": n}))
+                .expect("aggregate")
+        };
+        let aggs = [agg("src", 4), agg("sink", 2)];
+        let cut = RunChange::Rescaled { vertex_id: "sink".into(), vertex: "Sink".into(), at_ms: 0, from: 4, to: 2 };
+        // The sink was rescaled 4 → 2 and 2 report: the plan takes 2.
+        let mut rescaled = g.clone();
+        assert_eq!(resize(&mut rescaled, false, &aggs, std::slice::from_ref(&cut)), [("Sink".to_string(), 4, 2)]);
+        assert_eq!(rescaled.vertex("sink").map(|v| v.parallelism), Some(2));
+        assert!(incomplete_note(&rescaled, &aggs).is_none());
+        // No change explains the 2 of 4: data missing, said so.
+        let mut unexplained = g.clone();
+        assert!(resize(&mut unexplained, false, &aggs, &[]).is_empty());
+        assert!(incomplete_note(&unexplained, &aggs).is_some_and(|n| n.contains("2 of its 4")));
+        // The plan of another run: the count reporting is this run's.
+        let mut other = g;
+        assert_eq!(resize(&mut other, true, &aggs, &[]).len(), 1);
+    }
 }

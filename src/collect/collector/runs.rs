@@ -29,6 +29,13 @@ pub struct JobRun {
     /// The first evaluation time with data for this run (a recording may begin after the
     /// run started), Unix ms.
     pub first_seen_ms: i64,
+    /// The JobManager still reports, but its newest uptime is 0 after the run ran: Flink's
+    /// "not running at the moment" (restarting, failing over).
+    pub not_running_now: bool,
+    /// The last evaluation time where the run ran before its latest start (a restart or
+    /// in-place rescale: the uptime reset), Unix ms; None when it did not run before it
+    /// in the data.
+    pub before_start_ms: Option<i64>,
     /// The labels of its JobManager series besides `job_id` and `job_name`, scrape labels
     /// dropped (`host`, `namespace`, `cluster`, …): what tells two deployments under one job
     /// id apart.
@@ -42,24 +49,34 @@ pub fn job_runs(uptime: &QueryResult) -> Vec<JobRun> {
         .filter(|s| !s.label(l::JOB_ID).is_empty())
         .filter_map(|s| {
             let finite: Vec<(i64, f64)> = s.points.iter().copied().filter(|p| p.1.is_finite()).collect();
-            let &(t, u) = finite.last()?;
+            let &(t, newest) = finite.last()?;
+            // Flink's uptime is an age only while the job runs: 0 is "not running at the
+            // moment" (created, restarting), −1 "no longer running". Neither is a start:
+            // the run's samples are those where it ran, and a start is where the uptime
+            // becomes positive again after a reset.
+            let running: Vec<(i64, f64)> = finite.iter().copied().filter(|p| p.1 > 0.0).collect();
+            let seen = if running.is_empty() { &finite } else { &running };
+            let u = seen.last().map_or(0.0, |p| p.1);
             // A step evaluation repeats the newest sample until the next one: the step where
             // the value last changed is within one step of that sample's own time, however
             // stale the data is (a job that stopped reporting).
-            let sampled_at = finite.windows(2).rev().find(|w| w[1].1 != w[0].1).map(|w| w[1].0).unwrap_or(finite[0].0);
+            let sampled_at = seen.windows(2).rev().find(|w| w[1].1 != w[0].1).map(|w| w[1].0).unwrap_or(seen[0].0);
             // The scrape interval: the median spacing of the steps where the value changed.
-            let changes: Vec<i64> = finite.windows(2).filter(|w| w[1].1 != w[0].1).map(|w| w[1].0).collect();
+            let changes: Vec<i64> = seen.windows(2).filter(|w| w[1].1 != w[0].1).map(|w| w[1].0).collect();
             let mut spacings: Vec<i64> = changes.windows(2).map(|c| c[1] - c[0]).collect();
             spacings.sort_unstable();
             let scrape_interval_ms = spacings.get(spacings.len() / 2).copied();
+            let start = (!running.is_empty()).then(|| sampled_at - u as i64);
             Some(JobRun {
                 id: s.label(l::JOB_ID).to_string(),
                 name_label: s.label(l::JOB_NAME).to_string(),
                 last_seen_ms: t,
                 sampled_at_ms: sampled_at,
                 scrape_interval_ms,
-                start_ms: Some(sampled_at - u as i64),
-                first_seen_ms: finite[0].0,
+                start_ms: start,
+                first_seen_ms: seen[0].0,
+                not_running_now: newest == 0.0 && !running.is_empty(),
+                before_start_ms: start.and_then(|st| running.iter().rev().find(|p| p.0 < st).map(|p| p.0)),
                 labels: s
                     .labels
                     .iter()
@@ -193,6 +210,7 @@ pub(super) async fn which_job<S: MetricSource>(
         id: run.id.clone(),
         last_ms: run.sampled_at_ms,
         gap_s: gap / 1000,
+        not_running_now: run.not_running_now,
     });
     Ok(Which { run, notes, at: end, distinguishing, replaced, stopped })
 }
@@ -242,6 +260,7 @@ impl Resolved {
                     new_id: next.id.clone(),
                     old_last_ms: run.sampled_at_ms,
                     new_start_ms: next.start_ms.unwrap_or(next.first_seen_ms),
+                    resized: Vec::new(),
                 }),
                 run: next.clone(),
                 notes: Vec::new(),
@@ -333,12 +352,21 @@ pub(super) fn data_end(
                 crate::collect::store::LOOKBACK_DELTA_MS / 60_000
             ),
         };
-        notes.push(format!(
-            "job_id {} has no newer samples than {} ({} s before {before}): it stopped reporting or running (finished, failed, restarting), so the diagnosis is as of its last sample",
-            run.id,
-            crate::model::verdict::rfc3339(run.sampled_at_ms),
-            gap / 1000,
-        ));
+        notes.push(if run.not_running_now {
+            format!(
+                "job_id {} has not been running since {} ({} s before {before}): its uptime reads 0 (restarting or failing over), so the diagnosis is as of its last running sample",
+                run.id,
+                crate::model::verdict::rfc3339(run.sampled_at_ms),
+                gap / 1000,
+            )
+        } else {
+            format!(
+                "job_id {} has no newer samples than {} ({} s before {before}): it stopped reporting or running (finished, failed, restarting), so the diagnosis is as of its last sample",
+                run.id,
+                crate::model::verdict::rfc3339(run.sampled_at_ms),
+                gap / 1000,
+            )
+        });
         return run.sampled_at_ms;
     }
     let lag = at - store_end;
@@ -428,6 +456,8 @@ pub(super) async fn find_runs<S: MetricSource>(
                 scrape_interval_ms: None,
                 start_ms: None,
                 first_seen_ms: at,
+                not_running_now: false,
+                before_start_ms: None,
                 labels: BTreeMap::new(),
             })
             .collect();
@@ -457,11 +487,53 @@ mod tests {
             scrape_interval_ms: Some(5_000),
             start_ms: Some(start * 1000),
             first_seen_ms: first * 1000,
+            not_running_now: false,
+            before_start_ms: None,
             labels: labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
         }
     }
 
     const NS: (&str, &str) = ("namespace", "streaming");
+
+    /// The JobManager's uptime series of one job, `(s, uptime ms)` at 5 s steps.
+    fn uptime(points: &[(i64, f64)]) -> QueryResult {
+        vec![crate::collect::query::ResultSeries {
+            labels: [(l::JOB_ID.to_string(), "a".to_string()), (l::JOB_NAME.to_string(), "j".to_string())].into(),
+            points: points.iter().map(|&(t, u)| (t * 1000, u)).collect(),
+        }]
+    }
+
+    #[test]
+    fn an_uptime_of_zero_or_minus_one_never_starts_a_run_and_a_start_is_where_it_becomes_positive_again() {
+        // Ran from 100 s (uptime 0 at 100 s + 5 s … ), then 0 from 120 s on: restarting.
+        for sentinel in [0.0, -1.0] {
+            let r = &job_runs(&uptime(&[
+                (100, 5_000.0),
+                (105, 10_000.0),
+                (110, 15_000.0),
+                (115, sentinel),
+                (120, sentinel),
+            ]))[0];
+            // The last running sample is at 110 s; 110 s − 15 s = started at 95 s.
+            assert_eq!((r.sampled_at_ms, r.start_ms), (110_000, Some(95_000)), "{sentinel}");
+            assert_eq!(r.not_running_now, sentinel == 0.0);
+            assert_eq!(r.before_start_ms, None);
+        }
+        // Ran, was 0 for 20 s (the restart gap), ran again: started where it became positive
+        // (uptime 5 s at 140 s: 135 s); the last running sample before that is at 110 s.
+        let r = &job_runs(&uptime(&[
+            (100, 5_000.0),
+            (110, 15_000.0),
+            (115, 0.0),
+            (130, 0.0),
+            (140, 5_000.0),
+            (145, 10_000.0),
+        ]))[0];
+        assert_eq!((r.start_ms, r.before_start_ms, r.not_running_now), (Some(135_000), Some(110_000), false));
+        // Only zeros (created, never running in the data): no start at all.
+        let r = &job_runs(&uptime(&[(100, 0.0), (105, 0.0)]))[0];
+        assert_eq!(r.start_ms, None);
+    }
 
     #[test]
     fn a_run_that_stopped_gives_way_to_the_newer_run_of_its_name_and_deployment() {
@@ -479,7 +551,8 @@ mod tests {
                 old_id: "a".into(),
                 new_id: "b".into(),
                 old_last_ms: 360_000,
-                new_start_ms: 395_000
+                new_start_ms: 395_000,
+                resized: Vec::new(),
             })
         );
         // B reports: nothing takes over from it.

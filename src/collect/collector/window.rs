@@ -137,7 +137,10 @@ pub(super) async fn which_window<S: MetricSource>(
     };
 
     // Start-up, restarts and rescales: Flink's ratios and rates average over ~60 s.
-    let restarted = [&restarts, &rescales].iter().filter_map(|s| last_increase(s)).max();
+    // An uptime that became positive again after a reset (the run ran before it in the
+    // data) is a restart or in-place rescale too, not the job's start.
+    let restarted =
+        [&restarts, &rescales].iter().filter_map(|s| last_increase(s)).max().max(run.before_start_ms.and(run.start_ms));
     // A (re)start whose warm-up reaches into the window, as for the counters above.
     let changed =
         super::changes::changed_at(run.start_ms, restarted, run.first_seen_ms, window.start_ms - exclusion, at, step);

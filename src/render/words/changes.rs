@@ -8,13 +8,22 @@ use crate::model::verdict::rfc3339;
 
 pub(super) fn word(fact: &ChangeFact, f: &mut Formatter<'_>) -> fmt::Result {
     match fact {
-        ChangeFact::Happened(RunChange::Replaced { old_id, new_id, old_last_ms, new_start_ms }) => write!(
+        ChangeFact::Happened(RunChange::Replaced { old_id, new_id, old_last_ms, new_start_ms, resized }) => {
+            let resized: Vec<String> = resized.iter().map(|(v, from, to)| format!("{v} {from} → {to}")).collect();
+            write!(
+                f,
+                "Run {old_id} was replaced by run {new_id} at {} (same job name and deployment{}; the old run's last sample is from {}): this verdict is about the new run.",
+                rfc3339(*new_start_ms),
+                if resized.is_empty() { String::new() } else { format!("; parallelism {}", resized.join(", ")) },
+                rfc3339(*old_last_ms)
+            )
+        }
+        ChangeFact::Happened(RunChange::Stopped { id, last_ms, gap_s, not_running_now: true }) => write!(
             f,
-            "Run {old_id} was replaced by run {new_id} at {} (same job name and deployment; the old run's last sample is from {}): this verdict is about the new run.",
-            rfc3339(*new_start_ms),
-            rfc3339(*old_last_ms)
+            "Run {id} has not been running since {} ({gap_s} s before the time of the diagnosis): its JobManager reports an uptime of 0, Flink's \"not running at the moment\" (restarting or failing over), and this verdict is as of its last running sample.",
+            rfc3339(*last_ms)
         ),
-        ChangeFact::Happened(RunChange::Stopped { id, last_ms, gap_s }) => write!(
+        ChangeFact::Happened(RunChange::Stopped { id, last_ms, gap_s, .. }) => write!(
             f,
             "Run {id} has not reported since {} ({gap_s} s before the time of the diagnosis) and no newer run of the job reports in its deployment: it stopped (finished, failed, restarting), and this verdict is as of its last sample.",
             rfc3339(*last_ms)
