@@ -132,15 +132,16 @@ pub(super) fn incomplete_note(g: &JobGraph, vertex_aggregates: &[VertexAggregate
         .iter()
         .filter_map(|v| match vertex_aggregates.iter().find(|a| a.vertex_id == v.id) {
             None => Some(format!("{} has no task metrics", v.name)),
-            Some(a) if a.subtask_count < v.parallelism => {
-                Some(format!("{} reports {} of its {} subtasks", v.name, a.subtask_count, v.parallelism))
-            }
+            Some(a) if a.subtask_count < v.parallelism => Some(format!(
+                "{} reports {} of the {} subtasks of its parallelism in the job plan",
+                v.name, a.subtask_count, v.parallelism
+            )),
             Some(_) => None,
         })
         .collect();
     (!items.is_empty()).then(|| {
         format!(
-            "The data may be incomplete: {} (the job plan's parallelism). The metric store's answer may have been partial (a Thanos or Mimir partial response, a store or querier that timed out) or some TaskManagers are not scraped; the verdict rests on what arrived",
+            "The data may be incomplete: {}. The metric store's answer may have been partial (a Thanos or Mimir partial response, a store or querier that timed out) or some TaskManagers are not scraped; the verdict rests on what arrived",
             crate::render::words::numbers::limited_list(&items, 5)
         )
     })
