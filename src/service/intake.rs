@@ -261,7 +261,7 @@ pub fn parse(body: &[u8]) -> Result<Webhook<'_>, BadWebhook> {
     }
     // An alert's own status decides whether it still fires: anything else is not
     // Alertmanager's and must not be read as firing.
-    if let Some((i, a)) = w.alerts.iter().enumerate().find(|(_, a)| a.status != "firing" && a.status != "resolved") {
+    if let Some(i) = w.alerts.iter().position(|a| a.status != "firing" && a.status != "resolved") {
         return Err(BadWebhook::new(&format!(
             "alerts[{i}] has a status that is neither firing nor resolved (its value is not shown)"
         )));

@@ -68,6 +68,56 @@ impl OncePerSender {
     }
 }
 
+/// A webhook refused before its body is read: the sender is its peer address.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refused {
+    /// 413: the body is over `server.body_limit_bytes`.
+    TooLarge,
+    /// 401: missing or wrong webhook credentials.
+    Unauthorized,
+    /// 415: a `Content-Type` other than `application/json`.
+    UnsupportedMediaType,
+}
+
+impl Refused {
+    /// The HTTP status answered.
+    pub fn status(self) -> u16 {
+        match self {
+            Refused::TooLarge => 413,
+            Refused::Unauthorized => 401,
+            Refused::UnsupportedMediaType => 415,
+        }
+    }
+
+    /// Why, in a few words (never the body or a credential).
+    pub fn reason(self) -> &'static str {
+        match self {
+            Refused::TooLarge => "the body is larger than server.body_limit_bytes",
+            Refused::Unauthorized => "missing or wrong webhook credentials (server.webhook_auth or server.auth)",
+            Refused::UnsupportedMediaType => "the Content-Type is not application/json",
+        }
+    }
+}
+
+/// One [`OncePerSender`] per kind of [`Refused`]: a sender refused one way in a loop does
+/// not hide that it is refused another way.
+#[derive(Debug, Default)]
+pub struct RefusedLog {
+    by_kind: [OncePerSender; 3],
+}
+
+impl RefusedLog {
+    /// Whether `sender`'s line for `kind` is due at `now_ms` (see [`OncePerSender::due`]).
+    pub fn due(&self, kind: Refused, sender: &str, now_ms: i64) -> Option<Due> {
+        let i = match kind {
+            Refused::TooLarge => 0,
+            Refused::Unauthorized => 1,
+            Refused::UnsupportedMediaType => 2,
+        };
+        self.by_kind[i].due(sender, now_ms)
+    }
+}
+
 /// Most characters of a refusal's reason, in the log and in the 400 answer.
 pub const REASON_CHARS: usize = 160;
 
@@ -178,6 +228,17 @@ mod tests {
         assert!(log.due("h", 5).is_some());
         assert_eq!(log.due("g", LOG_INTERVAL_MS), Some(Due { sender: "g".into(), left_out: 3 }));
         assert_eq!(log.due("g", LOG_INTERVAL_MS + 1), None);
+    }
+
+    #[test]
+    fn each_kind_of_refusal_has_its_own_line_per_sender() {
+        let log = RefusedLog::default();
+        assert!(log.due(Refused::Unauthorized, "peer 10.0.0.7", 0).is_some());
+        assert!(log.due(Refused::Unauthorized, "peer 10.0.0.7", 1).is_none());
+        // The same sender's 413 is not hidden by its 401 loop.
+        assert!(log.due(Refused::TooLarge, "peer 10.0.0.7", 2).is_some());
+        assert!(log.due(Refused::UnsupportedMediaType, "peer 10.0.0.7", 3).is_some());
+        assert_eq!(log.due(Refused::Unauthorized, "peer 10.0.0.7", LOG_INTERVAL_MS).map(|d| d.left_out), Some(1));
     }
 
     #[test]
