@@ -209,7 +209,7 @@ async fn report_12_a_plan_configured_by_job_name_is_used_for_an_alert_that_carri
     assert_eq!(v["finding"], "sink", "{v:#}");
     assert_eq!(v["graph"]["from_plan"], true);
     assert_eq!(v["job"]["id"], "5e2b7c9a1d3f4e6a8b0c2d4e6f8a0b1c");
-    assert!(v["notes"].to_string().contains("job graph from"), "{}", v["notes"]);
+    assert!(v["notes"].to_string().contains("read the configured plan"), "{}", v["notes"]);
     // The note names the plan by its key, never the server's file path (REPORT F10).
     assert!(v["notes"].to_string().contains(r#"[flink.plans] \"fraud-detection\""#), "{}", v["notes"]);
     support::wait_for("the Slack post", Duration::from_secs(30), || !d.slack.all().is_empty()).await;

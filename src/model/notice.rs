@@ -134,24 +134,43 @@ impl AlertLinks {
         self.silence.is_none() && self.dashboard.is_none() && self.panel.is_none()
     }
 
-    /// `url` when it is an absolute http(s) URL of at most [`MAX_LINK_BYTES`] with a host
-    /// and no whitespace or control characters; `None` otherwise (empty, `javascript:`,
-    /// relative, …).
+    /// `url` when it is an absolute http(s) URL of at most [`MAX_LINK_BYTES`] with a host,
+    /// no credentials (`user:pass@`) and nothing a destination cannot show as a link:
+    /// whitespace, control and bidirectional-control characters (U+061C, U+200E, U+200F,
+    /// U+202A–U+202E, U+2066–U+2069, which reorder what the reader sees) and `<`, `>`, `|`
+    /// (which end a Slack link). `None` otherwise (empty, `javascript:`, relative, …). The
+    /// scheme is given in lower case. The one filter of every destination's alert links.
     pub fn keep(url: &str) -> Option<String> {
         let url = url.trim();
-        if url.is_empty() || url.len() > MAX_LINK_BYTES || url.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        let unsafe_char = |c: char| {
+            c.is_whitespace()
+                || c.is_control()
+                || matches!(c, '\u{061C}' | '\u{200E}' | '\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
+                || matches!(c, '<' | '>' | '|')
+        };
+        if url.is_empty() || url.len() > MAX_LINK_BYTES || url.chars().any(unsafe_char) {
             return None;
         }
         let lower = url.get(..8).unwrap_or(url).to_ascii_lowercase();
-        let rest = if lower.starts_with("https://") {
-            &url[8..]
+        let (scheme, rest) = if lower.starts_with("https://") {
+            ("https://", &url[8..])
         } else if lower.starts_with("http://") {
-            &url[7..]
+            ("http://", &url[7..])
         } else {
             return None;
         };
-        let host = rest.split(['/', '?', '#']).next().unwrap_or_default();
-        (!host.is_empty()).then(|| url.to_string())
+        // The authority ends where the path, query or fragment begins; an `@` in it means
+        // credentials, which must not be forwarded (a backslash does not end it here:
+        // browsers read it as a slash, other parsers do not, so `g\@host` is refused too).
+        let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+        (!authority.is_empty() && !authority.contains('@')).then(|| format!("{scheme}{rest}"))
+    }
+
+    /// The links [`AlertLinks::keep`] keeps (links stored before it refused more are
+    /// dropped here): what a destination forwards.
+    pub fn kept(&self) -> AlertLinks {
+        let keep = |u: &Option<String>| u.as_deref().and_then(Self::keep);
+        AlertLinks { silence: keep(&self.silence), dashboard: keep(&self.dashboard), panel: keep(&self.panel) }
     }
 
     /// The links, labelled, in the order they are shown: (label, url).
@@ -159,6 +178,7 @@ impl AlertLinks {
         [("Silence", &self.silence), ("Dashboard", &self.dashboard), ("Panel", &self.panel)]
             .into_iter()
             .filter_map(|(label, url)| url.as_deref().map(|u| (label, u)))
+            .filter(|(_, u)| Self::keep(u).is_some())
             .collect()
     }
 }
@@ -173,7 +193,11 @@ mod tests {
             AlertLinks::keep(" https://grafana.example.com/d/x?orgId=1 ").as_deref(),
             Some("https://grafana.example.com/d/x?orgId=1")
         );
-        assert_eq!(AlertLinks::keep("HTTP://g:3000/a").as_deref(), Some("HTTP://g:3000/a"));
+        // The scheme in lower case (RFC 3986 3.1: the same URL), so every destination links it.
+        assert_eq!(AlertLinks::keep("HTTP://g:3000/a").as_deref(), Some("http://g:3000/a"));
+        assert_eq!(AlertLinks::keep("HTTPS://g/A?B").as_deref(), Some("https://g/A?B"));
+        // An `@` after the authority is not a credential.
+        assert_eq!(AlertLinks::keep("https://g/d/x?by=a@b").as_deref(), Some("https://g/d/x?by=a@b"));
         for bad in [
             "",
             "javascript:alert(1)",
@@ -183,9 +207,30 @@ mod tests {
             "https://g/a b",
             "https://g/\u{7}",
             "data:text/html,x",
+            "https://user:pass@grafana.example.com/d/x",
+            "HTTPS://admin@grafana.example.com/",
+            "https://:glsa_SECRET@g/",
+            "https://g\\@evil.example.com/",
+            "https://g/d/x?a=<b>",
+            "https://g/d/x|label",
+            "https://g/d/\u{202E}gnp.exe",
+            "https://g/\u{2066}x\u{2069}",
+            "https://g/\u{202A}",
+            "https://g/\u{200F}",
         ] {
             assert_eq!(AlertLinks::keep(bad), None, "{bad}");
         }
         assert_eq!(AlertLinks::keep(&format!("https://g/{}", "a".repeat(MAX_LINK_BYTES))), None);
+    }
+
+    #[test]
+    fn links_stored_before_the_filter_refused_them_are_not_forwarded() {
+        let links = AlertLinks {
+            silence: Some("https://user:pass@g/alerting/silence/new".into()),
+            dashboard: Some("https://g/d/x".into()),
+            panel: Some("https://g/d/x\u{202E}".into()),
+        };
+        assert_eq!(links.kept(), AlertLinks { dashboard: Some("https://g/d/x".into()), ..Default::default() });
+        assert_eq!(links.labelled(), [("Dashboard", "https://g/d/x")]);
     }
 }

@@ -955,6 +955,21 @@ mod tests {
     }
 
     #[test]
+    fn an_upper_case_scheme_is_linked_and_a_link_with_credentials_is_not_even_if_stored_before_the_filter() {
+        let mut n = notice(NoticeKind::Verdict, Some(demo("slow-sink")));
+        // As a queue row written before AlertLinks::keep refused credentials would hold them.
+        n.links = crate::model::notice::AlertLinks {
+            silence: Some("https://user:pass@g.example.com/alerting/silence/new".into()),
+            dashboard: Some("HTTPS://g.example.com/d/flink".into()),
+            panel: Some("https://g.example.com/d/\u{202E}x".into()),
+        };
+        let m = message(&n);
+        assert!(m.text.contains("<HTTPS://g.example.com/d/flink|Dashboard>"), "{}", m.text);
+        let all = serde_json::to_string(&m.blocks).unwrap() + &m.text;
+        assert!(!all.contains("pass@") && !all.contains('\u{202E}') && !all.contains("Silence"), "{all}");
+    }
+
+    #[test]
     fn grafanas_silence_and_dashboard_links_are_buttons_beside_the_verdict_and_links_in_the_text() {
         let mut n = notice(NoticeKind::Verdict, Some(demo("slow-sink")));
         n.links = crate::model::notice::AlertLinks {

@@ -219,8 +219,13 @@ pub const ACCEPTED_SOURCES: [&str; 2] = ["alertmanager webhook version 4", "graf
 #[error("{0}")]
 pub struct BadWebhook(pub String);
 
-/// Most characters of the parser's message quoted: it may quote a piece of the body.
-const PARSE_ERROR_CHARS: usize = 160;
+impl BadWebhook {
+    /// The refusal, cut to [`crate::service::refusals::REASON_CHARS`] characters: the one
+    /// way a reason is made, so that none is longer in the log or the answer.
+    pub fn new(reason: &str) -> Self {
+        BadWebhook(crate::service::refusals::cut(reason))
+    }
+}
 
 /// The fields of Grafana's legacy (dashboard) alert notifications, to name them when refused.
 #[derive(Deserialize)]
@@ -239,27 +244,27 @@ pub fn parse(body: &[u8]) -> Result<Webhook<'_>, BadWebhook> {
             if let Ok(Legacy { rule_name: Some(_), .. } | Legacy { eval_matches: Some(_), .. }) =
                 serde_json::from_slice::<Legacy>(body)
             {
-                return Err(BadWebhook(
-                    "a notification of Grafana's legacy dashboard alerting (ruleName, evalMatches), which has no alert labels to diagnose: use a Grafana-managed alert rule and a webhook contact point".into(),
+                return Err(BadWebhook::new(
+                    "a notification of Grafana's legacy dashboard alerting (ruleName, evalMatches), which has no alert labels to diagnose: use a Grafana-managed alert rule and a webhook contact point",
                 ));
             }
-            let mut why = e.to_string();
-            if why.chars().count() > PARSE_ERROR_CHARS {
-                why = why.chars().take(PARSE_ERROR_CHARS).collect::<String>() + "…";
-            }
-            return Err(BadWebhook(format!("not an alert notification of Alertmanager's shape: {why}")));
+            // Never a value of the body (it may be a credential), cut as every reason.
+            let why = crate::service::refusals::parser_message(&e);
+            return Err(BadWebhook::new(&format!("not an alert notification of Alertmanager's shape: {why}")));
         }
     };
     if w.group_key.is_empty() {
-        return Err(BadWebhook("the webhook has an empty groupKey".into()));
+        return Err(BadWebhook::new("the webhook has an empty groupKey"));
     }
     if w.status != "firing" && w.status != "resolved" {
-        return Err(BadWebhook(format!("the webhook status `{}` is neither firing nor resolved", w.status)));
+        return Err(BadWebhook::new("the webhook status is neither firing nor resolved (its value is not shown)"));
     }
     // An alert's own status decides whether it still fires: anything else is not
     // Alertmanager's and must not be read as firing.
-    if let Some((i, a)) = w.alerts.iter().enumerate().find(|(_, a)| a.status != "firing" && a.status != "resolved") {
-        return Err(BadWebhook(format!("alerts[{i}] has status `{}`, neither firing nor resolved", a.status)));
+    if let Some(i) = w.alerts.iter().position(|a| a.status != "firing" && a.status != "resolved") {
+        return Err(BadWebhook::new(&format!(
+            "alerts[{i}] has a status that is neither firing nor resolved (its value is not shown)"
+        )));
     }
     Ok(w)
 }
@@ -549,9 +554,46 @@ mod tests {
         let mut v: serde_json::Value = serde_json::from_slice(&real()).unwrap();
         v["alerts"][0]["status"] = "weird".into();
         let e = parse(v.to_string().as_bytes()).unwrap_err();
-        assert_eq!(e.0, "alerts[0] has status `weird`, neither firing nor resolved");
+        assert_eq!(e.0, "alerts[0] has a status that is neither firing nor resolved (its value is not shown)");
         v["alerts"][0]["status"] = "resolved".into();
         assert!(parse(v.to_string().as_bytes()).is_ok());
+    }
+
+    #[test]
+    fn a_refusal_quotes_no_value_of_the_body_and_is_at_most_160_characters() {
+        const SECRET: &str = "Bearer glsa_SECRETTOKEN_abcdef0123456789";
+        let real: serde_json::Value = serde_json::from_slice(&real()).unwrap();
+        let long = format!("{SECRET}{}", "x".repeat(300));
+        let mut cases = Vec::new();
+        for (field, value) in [
+            ("orgId", serde_json::Value::from(SECRET)),
+            ("status", long.clone().into()),
+            ("status", 7.into()),
+            ("alerts", SECRET.into()),
+            ("groupKey", serde_json::json!({ SECRET: SECRET })),
+            ("receiver", serde_json::json!([SECRET])),
+        ] {
+            let mut v = real.clone();
+            v[field] = value;
+            cases.push(v);
+        }
+        let mut v = real.clone();
+        v["alerts"][0]["status"] = long.into();
+        cases.push(v);
+        let mut v = real.clone();
+        v["alerts"][0]["labels"] = SECRET.into();
+        cases.push(v);
+        for v in cases {
+            let e = parse(v.to_string().as_bytes()).unwrap_err();
+            assert!(!e.0.contains("SECRET") && !e.0.contains("xxx"), "{e}");
+            // 160 characters and the ellipsis at most.
+            assert!(e.0.chars().count() <= 161, "{} characters: {e}", e.0.chars().count());
+        }
+        let mut v = real.clone();
+        v["orgId"] = SECRET.into();
+        let e = parse(v.to_string().as_bytes()).unwrap_err();
+        assert!(e.0.contains("invalid type: string (value not shown), expected"), "{e}");
+        assert!(e.0.contains(" at line 1 column "), "{e}");
     }
 
     #[test]

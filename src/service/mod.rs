@@ -172,6 +172,8 @@ pub struct Service {
     refused_log: refusals::OncePerSender,
     /// The log of webhooks read despite an unknown version, the same way.
     version_log: refusals::OncePerSender,
+    /// The log of webhooks refused before their body is read (413, 401, 415), the same way.
+    early_refused_log: refusals::RefusedLog,
     outbox_ready: Vec<Notify>,
 }
 
@@ -238,6 +240,7 @@ impl Service {
             work_wake_ms: AtomicI64::new(i64::MAX),
             outbox_ready,
             refused_log: Default::default(),
+            early_refused_log: Default::default(),
             version_log: Default::default(),
         })
     }
@@ -246,6 +249,17 @@ impl Service {
     /// `externalURL`).
     pub async fn accept_webhook(&self, body: &[u8]) -> Intake {
         self.accept_webhook_from(body, None).await
+    }
+
+    /// Logs a webhook refused before its body is read (413, 401, 415) at INFO, once per
+    /// peer and kind per interval: the sender drops a 4xx, so the log is the only trace.
+    pub fn log_refused(&self, kind: refusals::Refused, peer: Option<std::net::IpAddr>) {
+        let sender = intake::sender("", peer);
+        if let Some(due) = self.early_refused_log.due(kind, &sender, self.clock.now_ms()) {
+            tracing::info!(sender = %due.sender, status = kind.status(), refused_since_last_line = due.left_out,
+                reason = kind.reason(), "webhook refused ({}): the sender drops it, so its alerts are not diagnosed",
+                kind.status());
+        }
     }
 
     /// Parses, plans and durably stores a webhook that came from `peer`: the sender
@@ -306,7 +320,7 @@ impl Service {
             intakes.sort_by_key(|i| !i.firing);
             intakes.truncate(cap);
             self.metrics.webhook_jobs_dropped.inc_by(dropped as u64);
-            tracing::warn!(group_key = ?webhook.group_key, jobs = cap + dropped, dropped, max_jobs_per_webhook = cap,
+            tracing::warn!(group_key = %webhook.group_key, jobs = cap + dropped, dropped, max_jobs_per_webhook = cap,
                 "a webhook names more Flink jobs than service.max_jobs_per_webhook; the rest are not diagnosed");
         }
         let (now, coalesce) = (self.clock.now_ms(), self.config.service.coalesce.as_ms());

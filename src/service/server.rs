@@ -2,7 +2,7 @@
 //!
 //! | route | |
 //! |---|---|
-//! | `POST /webhook/alertmanager`, `POST /webhook/grafana` | an Alertmanager v4 webhook or a Grafana Alerting webhook contact point's (v1), either at either path ([`crate::service::intake`]) → 202 once durably stored; 400 not a payload culprit reads (the body says which are accepted; logged at INFO once per sender per interval); 401; 413 over the body limit; 503 queue full or store failing (Alertmanager and Grafana retry 5xx and drop 4xx, so never 429) |
+//! | `POST /webhook/alertmanager`, `POST /webhook/grafana` | an Alertmanager v4 webhook or a Grafana Alerting webhook contact point's (v1), either at either path ([`crate::service::intake`]) → 202 once durably stored; 400 not a payload culprit reads (the body says which are accepted; logged at INFO once per sender per interval); 401, 413 over the body limit, 415 not JSON (each logged at INFO once per peer per interval); 503 queue full or store failing (Alertmanager and Grafana retry 5xx and drop 4xx, so never 429) |
 //! | `GET /api/v1/diagnose?job=&at=&window=&cluster=&format=` | a live verdict: JSON, or text/markdown by `Accept` or `format=` |
 //! | `GET /api/v1/verdicts[?limit=]`, `GET /api/v1/verdicts/{id}` | recent verdicts |
 //! | `GET /api/v1/dead-letters[?limit=]` | stored rows that could not be decoded, moved aside |
@@ -115,6 +115,7 @@ async fn guard(State(state): State<Arc<AppState>>, req: axum::extract::Request, 
     {
         if webhook {
             state.service.metrics.webhook("unauthorized");
+            state.service.log_refused(crate::service::refusals::Refused::Unauthorized, peer_ip(&req));
         }
         let mut r = json_error(StatusCode::UNAUTHORIZED, "authentication required");
         r.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
@@ -128,6 +129,11 @@ async fn guard(State(state): State<Arc<AppState>>, req: axum::extract::Request, 
             &format!("the request took longer than server.request_timeout ({} s)", limit.as_secs()),
         ),
     }
+}
+
+/// The peer's address, as the listener gives it.
+fn peer_ip(req: &axum::extract::Request) -> Option<std::net::IpAddr> {
+    req.extensions().get::<axum::extract::ConnectInfo<std::net::SocketAddr>>().map(|c| c.0.ip())
 }
 
 /// Whether a `Content-Type` is `application/json` (parameters such as `charset` allowed).
@@ -159,20 +165,22 @@ async fn webhook(State(state): State<Arc<AppState>>, req: axum::extract::Request
     let metrics = &state.service.metrics;
     // Only JSON, as Alertmanager sends it: a browser page may post `text/plain` cross-site
     // without a preflight, `application/json` it may not.
+    let peer = peer_ip(&req);
     if !is_json(req.headers()) {
         metrics.webhook("unsupported_media_type");
+        state.service.log_refused(crate::service::refusals::Refused::UnsupportedMediaType, peer);
         return json_error(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
             "the webhook takes Content-Type: application/json (as Alertmanager sends it)",
         );
     }
-    let peer = req.extensions().get::<axum::extract::ConnectInfo<std::net::SocketAddr>>().map(|c| c.0.ip());
     // Read after the header checks (the extractor would clone every header); the body
     // limit is DefaultBodyLimit's, as for any `Bytes` extractor.
     let body = match Bytes::from_request(req, &()).await {
         Ok(b) => b,
         Err(e) if e.status() == StatusCode::PAYLOAD_TOO_LARGE => {
             metrics.webhook("too_large");
+            state.service.log_refused(crate::service::refusals::Refused::TooLarge, peer);
             return json_error(StatusCode::PAYLOAD_TOO_LARGE, "the webhook is larger than server.body_limit_bytes");
         }
         Err(e) => {

@@ -36,7 +36,15 @@ struct Setup {
     _dir: tempfile::TempDir,
 }
 
+/// The webhook token of a setup that asks for one (`{dir}/webhook-token`).
+const WEBHOOK_TOKEN: &str = "glsa_SECRETTOKEN_abcdef0123456789";
+
 async fn setup() -> Setup {
+    setup_with("").await
+}
+
+/// [`setup`] with `server` added to the `[server]` table (`{dir}` is the setup's directory).
+async fn setup_with(server: &str) -> Setup {
     let dir = tempfile::tempdir().unwrap();
     // VictoriaMetrics with its default flags, as the report runs it.
     let vm = support::victoria_metrics_holding("", &[]);
@@ -53,6 +61,8 @@ async fn setup() -> Setup {
     let capture = Capture::start().await;
     std::fs::write(dir.path().join("slack-token"), "xoxb-test-token").unwrap();
     std::fs::write(dir.path().join("hook-token"), "hook-secret").unwrap();
+    // For a setup whose `[server]` names it as its webhook credentials.
+    std::fs::write(dir.path().join("webhook-token"), WEBHOOK_TOKEN).unwrap();
     let port = support::free_port();
     let config = std::fs::read_to_string(report().join("culprit.toml"))
         .unwrap()
@@ -60,6 +70,7 @@ async fn setup() -> Setup {
         .replace("http://127.0.0.1:19300/flink", &flink.uri())
         .replace("http://127.0.0.1:19300", &capture.url)
         .replace("127.0.0.1:19187", &format!("127.0.0.1:{port}"))
+        .replace("[server]\n", &format!("[server]\n{}\n", server.replace("{dir}", &dir.path().display().to_string())))
         .replace("run/culprit.db", &dir.path().join("culprit.db").display().to_string())
         .replace(
             r#"{ env = "SLACK_BOT_TOKEN" }"#,
@@ -220,6 +231,60 @@ async fn what_culprit_cannot_read_is_refused_with_what_it_accepts_and_logged_onc
     assert!(!log.contains(r#""alerts""#));
     let metrics = reqwest::get(format!("{url}/metrics")).await.unwrap().text().await.unwrap();
     assert_eq!(support::metric(&metrics, "culprit_webhooks_total{outcome=\"bad_request\"}"), 4.0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refusals_before_the_body_is_read_413_401_415_are_logged_once_per_sender_with_status_and_reason() {
+    const TOKEN: &str = WEBHOOK_TOKEN;
+    let s = setup_with(
+        r#"body_limit_bytes = 4096
+webhook_auth = { type = "bearer", token = { file = "{dir}/webhook-token" } }"#,
+    )
+    .await;
+    let url = s.culprit.url.clone();
+    let client = reqwest::Client::new();
+    let send = |token: &'static str, content_type: &'static str, body: String| {
+        let client = client.clone();
+        let url = url.clone();
+        async move {
+            client
+                .post(format!("{url}/webhook/grafana"))
+                .bearer_auth(token)
+                .header("content-type", content_type)
+                .body(body)
+                .send()
+                .await
+                .unwrap()
+                .status()
+                .as_u16()
+        }
+    };
+    let small = r#"{"externalURL": "https://grafana-a.example.com/", "status": "firing", "alerts": []}"#.to_string();
+    // Three of each: 401 with a wrong token (that looks like one), 415, 413 (5000 > 4096 bytes).
+    for _ in 0..3 {
+        assert_eq!(send("glsa_WRONGTOKEN_0000", "application/json", small.clone()).await, 401);
+        assert_eq!(send(TOKEN, "text/plain", small.clone()).await, 415);
+        assert_eq!(send(TOKEN, "application/json", format!("{{\"pad\": \"{}\"}}", "x".repeat(5000))).await, 413);
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let log = std::fs::read_to_string(&s.log).unwrap();
+    for (status, reason) in [
+        (401, "missing or wrong webhook credentials"),
+        (415, "not application/json"),
+        (413, "larger than server.body_limit_bytes"),
+    ] {
+        let lines: Vec<&str> = log.lines().filter(|l| l.contains(&format!("webhook refused ({status})"))).collect();
+        // Three refusals from one peer: one line.
+        assert_eq!(lines.len(), 1, "{status}: {lines:#?}");
+        assert!(
+            lines[0].contains("INFO") && lines[0].contains("peer 127.0.0.1") && lines[0].contains(reason),
+            "{}",
+            lines[0]
+        );
+    }
+    assert!(!log.contains("WRONGTOKEN") && !log.contains(TOKEN) && !log.contains("xxxx"), "{log}");
+    let metrics = reqwest::get(format!("{url}/metrics")).await.unwrap().text().await.unwrap();
+    assert_eq!(support::metric(&metrics, "culprit_webhooks_total{outcome=\"unauthorized\"}"), 3.0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

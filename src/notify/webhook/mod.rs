@@ -222,8 +222,10 @@ pub fn notice_body(notice: &Notice) -> Value {
 
 /// The body with the notice's alert links as `alert_links`, when it has any.
 pub fn with_alert_links(mut body: Value, notice: &Notice) -> Value {
-    if let (false, Some(o)) = (notice.links.is_empty(), body.as_object_mut()) {
-        o.insert("alert_links".into(), serde_json::to_value(&notice.links).expect("links serialize"));
+    // Only what AlertLinks::keep keeps, as every destination forwards.
+    let links = notice.links.kept();
+    if let (false, Some(o)) = (links.is_empty(), body.as_object_mut()) {
+        o.insert("alert_links".into(), serde_json::to_value(&links).expect("links serialize"));
     }
     body
 }

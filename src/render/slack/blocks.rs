@@ -70,7 +70,8 @@ pub(super) fn link(url: &str, label: &str) -> String {
 
 /// True for a URL Slack can link to: plain http(s), nothing that could break out of a link.
 pub(super) fn linkable(url: &str) -> bool {
-    (url.starts_with("https://") || url.starts_with("http://"))
+    let scheme = url.get(..8).unwrap_or(url).to_ascii_lowercase();
+    (scheme.starts_with("https://") || scheme.starts_with("http://"))
         && !url.chars().any(|c| c.is_whitespace() || names::is_unsafe(c) || matches!(c, '<' | '>' | '|'))
 }
 
