@@ -112,7 +112,9 @@ fn every_commented_example_loads_when_all_are_uncommented_together_but_the_alter
     let all: Vec<usize> = blocks().into_iter().flatten().filter(|i| !alternatives.contains(i)).collect();
     let c = Config::from_toml(&uncommented(&all), "culprit.example.toml").unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(c.kafka.jobs.len(), 1);
-    assert_eq!(c.kafka.retention.len(), 1);
+    // payments = "7d" and audit-log = -1 (no age limit, as Kafka's retention.ms=-1).
+    assert_eq!(c.kafka.retention.len(), 2);
+    assert_eq!(c.kafka.retention["audit-log"], culprit::config::RetentionMs::Unlimited);
     assert_eq!(c.diagnosis.operator_kinds.len(), 1);
     assert!(c.prometheus.as_ref().is_some_and(|p| p.auth.is_some() && p.tenant.is_some()));
     assert_eq!(c.flink.clusters.len(), 1);

@@ -67,7 +67,7 @@ fn diagnosed(extra: &str, retention: Option<i64>) -> (Snapshot, Verdict) {
         topics: vec!["orders".into()],
     });
     if let Some(s) = retention {
-        config.kafka.retention.insert("orders".into(), Millis::from_secs(s));
+        config.kafka.retention.insert("orders".into(), culprit::config::RetentionMs::Limited(Millis::from_secs(s)));
     }
     let request =
         DiagnosisRequest { job: Some("synthetic-job".into()), at_ms: None, window_ms: None, ..Default::default() };

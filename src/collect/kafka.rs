@@ -522,9 +522,9 @@ fn topic_retention<'a>(
         let retention = config
             .retention
             .get(topic)
-            .map(|ms| (Some(ms.as_ms()), "config"))
+            .map(|ms| (ms.as_ms(), "config"))
             .or_else(|| kminion.and_then(|k| k.retention_ms).map(|ms| (ms, KMINION)))
-            .or_else(|| broker.retention.map(|ms| (Some(ms.as_ms()), BROKER_DEFAULT)));
+            .or_else(|| broker.retention.map(|ms| (ms.as_ms(), BROKER_DEFAULT)));
         let policy = config
             .cleanup_policy
             .get(topic)
@@ -1064,6 +1064,22 @@ mod tests {
                 delete(TopicRetention::by_time("payments", None, "kminion")),
                 // Configured topics are kept even when not seen: 12 h = 43 200 000 ms.
                 TopicRetention::by_time("unrelated", Some(43_200_000), "config"),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_configured_unlimited_retention_overrides_kminions_limit_with_no_age_limit() {
+        // orders: KMinion says 7 d, the configuration says -1 (no limit, as Kafka's
+        // retention.ms=-1): unlimited, from the configuration. payments: "unlimited".
+        let s = kminion_topics(GROUP, &[("orders", "604800000"), ("payments", "86400000")]);
+        let config = retention_config(&[("orders", "-1"), ("payments", "unlimited")]);
+        let (_, retention) = run(&s, &inputs(GROUP, &[]), &config);
+        assert_eq!(
+            retention,
+            vec![
+                delete(TopicRetention::by_time("orders", None, "config")),
+                delete(TopicRetention::by_time("payments", None, "config")),
             ]
         );
     }

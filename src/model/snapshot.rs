@@ -340,7 +340,8 @@ impl TopicRetention {
 }
 
 /// A topic's `cleanup.policy`: which rule removes its records.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "String")]
 pub enum CleanupPolicy {
     /// `delete`: whole segments go by age (`retention.ms`) and size (`retention.bytes`).
     #[serde(rename = "delete")]
@@ -351,6 +352,36 @@ pub enum CleanupPolicy {
     /// `compact,delete`: compacted, and segments also go by age and size.
     #[serde(rename = "compact,delete")]
     CompactDelete,
+}
+
+/// Kafka's three spellings in the schema (other orders and spacings are read too).
+impl schemars::JsonSchema for CleanupPolicy {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "CleanupPolicy".into()
+    }
+
+    fn inline_schema() -> bool {
+        true
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({ "oneOf": [
+            { "type": "string", "const": "delete" },
+            { "type": "string", "const": "compact" },
+            { "type": "string", "const": "compact,delete" }
+        ] })
+    }
+}
+
+/// Read as Kafka writes it: any order, case and spacing (`"delete, compact"`).
+impl TryFrom<String> for CleanupPolicy {
+    type Error = String;
+
+    fn try_from(value: String) -> Result<Self, String> {
+        CleanupPolicy::parse(&value).ok_or_else(|| {
+            format!("`{value}` is no cleanup.policy: write \"delete\", \"compact\" or \"compact,delete\" (any order)")
+        })
+    }
 }
 
 impl CleanupPolicy {

@@ -21,8 +21,13 @@ fn report(name: &str) -> PathBuf {
 
 /// `culprit diagnose --recording <dir>/recording.om.gz --plan <dir>/plan.json [--config …]`.
 fn diagnose(dir: &Path, config: Option<&Path>) -> Verdict {
+    diagnose_recording(&dir.join("recording.om.gz"), dir, config)
+}
+
+/// As [`diagnose`], with another recording of the report's job (`variants/`).
+fn diagnose_recording(recording: &Path, dir: &Path, config: Option<&Path>) -> Verdict {
     let args = DiagnoseArgs {
-        recording: Some(dir.join("recording.om.gz")),
+        recording: Some(recording.to_path_buf()),
         metrics: Vec::new(),
         scrape: Vec::new(),
         flink: None,
@@ -69,7 +74,7 @@ fn report_06_a_compacted_changelog_topic_read_from_the_earliest_offset_loses_not
     let note = v.notes.iter().find(|n| n.starts_with("customers-changelog is compacted")).unwrap_or_else(|| {
         panic!("no compaction note in {:?}", v.notes);
     });
-    assert!(note.contains("cleanup.policy=compact from kminion"), "{note}");
+    assert!(note.contains("cleanup.policy=compact and retention.ms from KMinion's topic configuration"), "{note}");
     assert!(note.contains("retention.ms of 7.0 d"), "{note}");
 }
 
@@ -101,6 +106,38 @@ fn report_06_read_as_a_deleting_topic_is_still_no_loss_since_the_position_is_ins
         "{:?}",
         v.notes
     );
+}
+
+/// The verdict on `variants/<name>/recording.om.gz` (made by `variants/make.py`) with the
+/// report's plan and culprit.toml.
+fn variant(name: &str) -> Verdict {
+    let dir = report("06-kminion-compacted-topic");
+    diagnose_recording(&dir.join("variants").join(name).join("recording.om.gz"), &dir, Some(&dir.join("culprit.toml")))
+}
+
+#[test]
+fn report_06_with_retention_bytes_below_the_topics_size_the_position_inside_the_log_wins_over_the_bytes_estimate() {
+    // KMinion: cleanup.policy=delete, retention.ms=-1, retention.bytes=1 GiB, 12 GiB on disk
+    // (3 partitions × 3 replicas: 12 GiB / 9 / ≈14.03 M records ≈ 102 B per record, so 1 GiB
+    // holds ≈10.5 M records), lag ≈10.86 M records shrinking 635 records/s. The estimate
+    // says past the limit, but the position (≈14.03 M − 10.86 M ≈ 3.17 M) is above the log
+    // start (0): no hazard ("DATA LOSS RISK in 0 s … grows towards" before), a note with
+    // the real margin.
+    let v = variant("bytes_12g_lwm");
+    assert_sink_without_loss(&v);
+    assert!(!v.summary.contains("RISK"), "{}", v.summary);
+    let note = v.notes.iter().find(|n| n.contains("retention.bytes")).unwrap_or_else(|| panic!("{:?}", v.notes));
+    assert!(note.contains("contradicted by the offsets"), "{note}");
+    assert!(note.contains("at least 3170000 records above the log start"), "{note}");
+}
+
+#[test]
+fn report_06_compacted_but_below_the_log_start_is_a_loss_without_a_loses_nothing_note() {
+    // cleanup.policy=compact; the log start is 500 000 above the position (3.17 M): lost,
+    // and the compaction note ("loses nothing") is not given beside it.
+    let v = variant("compact_below");
+    assert!(v.summary.starts_with("DATA LOSS: already losing data on customers-changelog"), "{}", v.summary);
+    assert!(v.notes.iter().all(|n| !n.contains("loses nothing")), "{:?}", v.notes);
 }
 
 /// The verdict from a real Prometheus backfilled with the report's recording, as `serve`

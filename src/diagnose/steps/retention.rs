@@ -20,9 +20,11 @@
 //!    (the exporter's lag in seconds, or records behind ÷ produce rate) against
 //!    `retention.ms` (`-1`: unlimited), `(retention − lag_s) / d(lag_s)/dt`; and the lag in
 //!    records against what `retention.bytes` lets a partition hold (`retention.bytes` ÷
-//!    bytes per record, the partition's size ÷ its records). An estimate is a risk ("at
-//!    risk in …"), never "losing data": a lag in time that reached the retention without
-//!    offsets is "at risk now". A lag in seconds that the offsets contradict (at or past the
+//!    bytes per record, the partition's size ÷ its records), only while it grows. An
+//!    estimate is a risk ("at risk in …"), never "losing data": a lag in time that reached
+//!    the retention without offsets is "at risk now". A lag in records past what
+//!    `retention.bytes` holds while the position is still in the log is contradicted by the
+//!    offsets: not used, and a note gives the margin (position − log start). A lag in seconds that the offsets contradict (at or past the
 //!    retention while the position is still in the log, or aging faster than one second per
 //!    second) is an exporter's extrapolation gone wrong (kafka-lag-exporter after an offset
 //!    reset or on a sparse interpolation table): it is not used, and a note says so.
@@ -152,10 +154,14 @@ fn exporter_exposures(
             remarks.missing.push(RetentionFact::TopicRetentionUnknown { topic: topic.to_string() }.into());
         }
         let limits = Limits { age_s: r.and_then(age_limit_s), size: r.and_then(size_limit), rules: rules(r) };
-        let mut rejected = Vec::new();
-        let all: Vec<Exposure> =
-            partitions.iter().filter_map(|p| partition_exposure(topic, p, &limits, &mut rejected)).collect();
-        if let Some(r) = r.filter(|r| !deletes(r)) {
+        let (mut rejected, mut contradicted) = (Vec::new(), Vec::new());
+        let all: Vec<Exposure> = partitions
+            .iter()
+            .filter_map(|p| partition_exposure(topic, p, &limits, &mut rejected, &mut contradicted))
+            .collect();
+        // The note says a compacted topic loses nothing: never beside offsets that show loss.
+        let below_log_start = all.iter().any(|e| e.by == By::BelowLogStart);
+        if let Some(r) = r.filter(|r| !deletes(r) && !below_log_start) {
             let lag_s = partitions.iter().filter_map(|p| lag_age(p)).reduce(f64::max);
             let retention_s = r.retention_ms.map(|ms| ms as f64 / 1000.0);
             remarks.notes.push(
@@ -170,6 +176,7 @@ fn exporter_exposures(
         if let Some(retention_s) = limits.age_s {
             remarks.notes.extend(implausible_notes(topic, retention_s, &rejected));
         }
+        remarks.notes.extend(size_notes(topic, &contradicted));
     }
     exposures
 }
@@ -276,7 +283,8 @@ fn retention_hazards(ctx: &Context, exposures: &[Exposure]) -> Vec<HazardFacts> 
                     rules,
                     measured,
                 },
-                Some(ttl),
+                // An estimate that has reached the limit: at risk now, no time to loss.
+                Some(ttl).filter(|s| *s > 0.0),
             ),
             _ => (RetentionFact::FallsOutByOffsets { topic, time_to_loss_s: ttl, measured }, Some(ttl)),
         };
@@ -354,6 +362,7 @@ fn partition_exposure(
     p: &PartitionLag,
     limits: &Limits,
     rejected: &mut Vec<Rejected>,
+    contradicted: &mut Vec<SizeContradicted>,
 ) -> Option<Exposure> {
     let how = Measured::Partition {
         partition: p.partition.clone(),
@@ -413,16 +422,41 @@ fn partition_exposure(
     {
         sooner((consumer - start) / (start_rate - consume_rate), By::Offsets, &mut exposure);
     }
-    if let Some((ttl, by)) = limits.size.and_then(|(retention_bytes, bytes)| by_size(p, retention_bytes, bytes)) {
-        sooner(ttl, by, &mut exposure);
+    let room = offsets.map(|(consumer, start, _)| consumer - start);
+    match limits.size.and_then(|(retention_bytes, bytes)| by_size(p, retention_bytes, bytes, room)) {
+        Some(BySize::Risk(ttl, by)) => sooner(ttl, by, &mut exposure),
+        Some(BySize::Contradicted(c)) => contradicted.push(c),
+        None => {}
     }
     Some(exposure)
 }
 
+/// What `retention.bytes` says of one partition.
+enum BySize {
+    /// The lag grows towards the records the partition can hold: at risk in this time.
+    Risk(f64, By),
+    /// The lag is past what the partition can hold by the estimate while the position is
+    /// still in the log: the estimate is not used.
+    Contradicted(SizeContradicted),
+}
+
+/// A `retention.bytes` estimate the offsets contradict.
+#[derive(Debug, Clone, PartialEq)]
+struct SizeContradicted {
+    partition: String,
+    lag_records: f64,
+    capacity_records: f64,
+    retention_bytes: f64,
+    /// Records between the position and the log start.
+    room_records: f64,
+}
+
 /// The time until the lag in records exceeds what `retention.bytes` lets the partition
-/// hold: capacity = `retention_bytes` ÷ (partition bytes ÷ records in the log now); 0 when
-/// the lag already exceeds it. `None` without the log's offsets or a growing lag.
-fn by_size(p: &PartitionLag, retention_bytes: f64, partition_bytes: f64) -> Option<(f64, By)> {
+/// hold: capacity = `retention_bytes` ÷ (partition bytes ÷ records in the log now). A lag
+/// already past it while `room` (position − log start, records) shows the position still
+/// in the log is contradicted by the offsets; past it without `room`, at risk now. `None`
+/// without the log's offsets, or when the lag stands still or shrinks below the capacity.
+fn by_size(p: &PartitionLag, retention_bytes: f64, partition_bytes: f64, room: Option<f64>) -> Option<BySize> {
     let (start, end) = (last(&p.log_start_offset)?, last(&p.log_end_offset)?);
     if end <= start {
         return None;
@@ -430,12 +464,39 @@ fn by_size(p: &PartitionLag, retention_bytes: f64, partition_bytes: f64) -> Opti
     let bytes_per_record = partition_bytes / (end - start);
     let capacity_records = retention_bytes / bytes_per_record;
     let lag_records = last(&p.lag_records)?;
-    let ttl = if lag_records >= capacity_records {
-        0.0
-    } else {
-        (capacity_records - lag_records) / slope_per_s(&p.lag_records).filter(|g| *g > 0.0)?
-    };
-    Some((ttl, By::Size { lag_records, capacity_records, retention_bytes, bytes_per_record }))
+    let by = By::Size { lag_records, capacity_records, retention_bytes, bytes_per_record };
+    if lag_records < capacity_records {
+        let growth = slope_per_s(&p.lag_records).filter(|g| *g > 0.0)?;
+        return Some(BySize::Risk((capacity_records - lag_records) / growth, by));
+    }
+    Some(match room {
+        Some(room_records) => BySize::Contradicted(SizeContradicted {
+            partition: p.partition.clone(),
+            lag_records,
+            capacity_records,
+            retention_bytes,
+            room_records,
+        }),
+        None => BySize::Risk(0.0, by),
+    })
+}
+
+/// One note per topic on the `retention.bytes` estimates its offsets contradict.
+fn size_notes(topic: &str, contradicted: &[SizeContradicted]) -> Option<Fact> {
+    let first = contradicted.first()?;
+    let mut partitions: Vec<String> = contradicted.iter().map(|c| c.partition.clone()).collect();
+    partitions.sort_by_key(|p| (p.parse::<u64>().unwrap_or(u64::MAX), p.to_string()));
+    Some(
+        RetentionFact::ImplausiblePastSize {
+            topic: topic.to_string(),
+            partitions,
+            max_lag_records: contradicted.iter().map(|c| c.lag_records).fold(f64::MIN, f64::max),
+            capacity_records: contradicted.iter().map(|c| c.capacity_records).fold(f64::MAX, f64::min),
+            retention_bytes: first.retention_bytes,
+            min_room_records: contradicted.iter().map(|c| c.room_records).fold(f64::MAX, f64::min),
+        }
+        .into(),
+    )
 }
 
 /// Tolerance on "a record's age grows at most one second per second": scrape jitter and
@@ -883,7 +944,7 @@ mod tests {
         assert_eq!(
             notes(&snap),
             [
-                "payments is compacted (cleanup.policy=compact from kminion, retention from kminion): records go by key, never by age or size, so a lag of about 60 min against its retention.ms of 50 min loses nothing; only a consumer position below the log start would lose data."
+                "payments is compacted (cleanup.policy=compact and retention.ms from KMinion's topic configuration): records go by key, never by age or size, so a lag of about 60 min against its retention.ms of 50 min loses nothing; only a consumer position below the log start would lose data."
             ]
         );
     }
@@ -896,7 +957,13 @@ mod tests {
             // An estimate at the retention: at risk now, never "already losing".
             assert_eq!((h[0].severity, h[0].time_to_loss_seconds), (Severity::Critical, None));
             let words = h[0].detail.to_string();
-            assert!(words.contains(&format!("cleanup.policy={} from kminion", policy.as_str())), "{words}");
+            assert!(
+                words.contains(&format!(
+                    "cleanup.policy={} and retention.ms from KMinion's topic configuration",
+                    policy.as_str()
+                )),
+                "{words}"
+            );
             assert!(words.starts_with("At risk of losing data on payments"), "{words}");
         }
     }
@@ -956,6 +1023,64 @@ mod tests {
     }
 
     #[test]
+    fn a_lag_past_what_retention_bytes_holds_while_the_position_is_in_the_log_is_a_note_not_a_hazard() {
+        // 1000 bytes per record (1 GB over 1 000 000 records): retention.bytes 300 MB holds
+        // 300 000 records < the 400 000 lag. But the position (1 000 000 − 400 000 =
+        // 600 000) is 600 000 records above the log start (0), which stands still: the
+        // offsets win, as for retention.ms; no "0 s" hazard, a note with the real margin.
+        let r = topic(Some(CleanupPolicy::Delete), None, Some(300_000_000), Some(1e9));
+        let snap = job().partition(sized_partition()).topic_retention(r).build();
+        assert!(hazards(&snap).0.is_empty(), "{:?}", hazards(&snap));
+        assert_eq!(
+            notes(&snap),
+            [
+                "The lag of up to 400000 records on payments (partition 0) is past the 300000 records that retention.bytes (300.0 MB per partition) holds by the partition's size, while the position is still at least 600000 records above the log start: the estimate is contradicted by the offsets and not used; loss is judged from the offsets."
+            ]
+        );
+    }
+
+    #[test]
+    fn a_shrinking_lag_below_what_retention_bytes_holds_never_falls_out_by_size() {
+        // Capacity 500 000 records (as above with 500 MB); the lag 400 000 shrinks 50/s.
+        let p = PartitionLag { lag_records: line(-240, 0, 60, 400_000.0 + 240.0 * 50.0, -50.0), ..sized_partition() };
+        let r = topic(Some(CleanupPolicy::Delete), None, Some(500_000_000), Some(1e9));
+        assert!(hazards(&job().partition(p).topic_retention(r).build()).0.is_empty());
+    }
+
+    #[test]
+    fn a_lag_past_what_retention_bytes_holds_without_a_position_is_at_risk_now_with_no_time_to_loss() {
+        // The lag is sampled at other instants than the log end, so no position (log end −
+        // lag) can be formed: the estimate (400 000 > 300 000 records) stands alone, a risk
+        // now, never "in 0 s", whether the lag grows or shrinks.
+        for slope in [50.0, -50.0] {
+            let p = PartitionLag { lag_records: line(-230, -10, 60, 400_000.0, slope), ..sized_partition() };
+            let r = topic(Some(CleanupPolicy::Delete), None, Some(300_000_000), Some(1e9));
+            let (h, _) = hazards(&job().partition(p).topic_retention(r).build());
+            assert_eq!(h.len(), 1, "{h:?}");
+            assert_eq!((h[0].severity, h[0].time_to_loss_seconds), (Severity::Critical, None));
+            let words = h[0].detail.to_string();
+            assert!(words.starts_with("At risk of losing data on payments: the lag ("), "{words}");
+            assert!(!words.contains("grows towards") && !words.contains("in 0 s"), "{words}");
+        }
+    }
+
+    #[test]
+    fn a_compacted_topic_below_its_log_start_gets_no_loses_nothing_note() {
+        // Committed 1000 < log start 4000: lost, whatever the policy; the compaction note
+        // ("loses nothing") would contradict the hazard and is not given.
+        let p = PartitionLag {
+            consumer_offset: line(-60, 0, 30, 1000.0, 0.0),
+            log_start_offset: line(-60, 0, 30, 4000.0, 0.0),
+            ..aging_lag()
+        };
+        let snap = job().partition(p).topic_retention(topic(Some(CleanupPolicy::Compact), Some(3000), None, None));
+        let snap = snap.build();
+        let (h, _) = hazards(&snap);
+        assert_eq!((h.len(), h[0].time_to_loss_seconds), (1, Some(0)), "{h:?}");
+        assert!(notes(&snap).is_empty(), "{:?}", notes(&snap));
+    }
+
+    #[test]
     fn retention_bytes_does_not_apply_to_a_compacted_topic_nor_without_the_partitions_size() {
         let compacted = topic(Some(CleanupPolicy::Compact), Some(7 * 86_400), Some(500_000_000), Some(1e9));
         assert!(hazards(&job().partition(sized_partition()).topic_retention(compacted).build()).0.is_empty());
@@ -969,7 +1094,7 @@ mod tests {
         let (h, _) = hazards(&job().partition(aging_lag()).topic_retention(r).build());
         // (5000 − 3600) / 0.5 = 2800 s: an estimate, at risk in 47 min.
         assert_eq!(h[0].time_to_loss_seconds, Some(2800));
-        assert!(h[0].detail.to_string().contains("retention from broker default"), "{}", h[0].detail);
+        assert!(h[0].detail.to_string().contains("retention.ms from the configured broker default"), "{}", h[0].detail);
     }
 
     /// KMinion's view of partition 0: no committed offset, only the lag in records and the

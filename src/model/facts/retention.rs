@@ -96,6 +96,18 @@ pub enum RetentionFact {
         /// Least records between the committed offset and the log start.
         min_room_records: f64,
     },
+    /// Note: a lag in records past what `retention.bytes` lets a partition hold (by the
+    /// estimate) while the position is still in the log: the estimate is not used.
+    ImplausiblePastSize {
+        topic: String,
+        partitions: Vec<String>,
+        max_lag_records: f64,
+        /// Least records the partitions hold by the estimate.
+        capacity_records: f64,
+        retention_bytes: f64,
+        /// Least records between the position and the log start.
+        min_room_records: f64,
+    },
     /// Note: an exporter's lag that ages faster than one second per second.
     ImplausibleAgesTooFast {
         exporter: String,

@@ -42,26 +42,7 @@ pub(super) fn word(fact: &RetentionFact, f: &mut Formatter<'_>) -> fmt::Result {
                 Words(measured)
             )
         }
-        RetentionFact::FallsOutBySize {
-            topic,
-            time_to_loss_s,
-            lag_records,
-            capacity_records,
-            retention_bytes,
-            bytes_per_record,
-            rules,
-            measured,
-        } => write!(
-            f,
-            "{topic} is at risk of falling out of retention in {}: the lag ({} records) grows towards the {} records that retention.bytes ({} per partition) holds at {} per record ({}; {}). {SILENT_LOSS}",
-            human_secs(time_to_loss_s.max(0.0)),
-            num(*lag_records),
-            num(*capacity_records),
-            human_bytes(*retention_bytes),
-            human_bytes(*bytes_per_record),
-            RulesWords(rules),
-            Words(measured)
-        ),
+        RetentionFact::FallsOutBySize { .. } | RetentionFact::ImplausiblePastSize { .. } => size_words(fact, f),
         RetentionFact::Compacted { topic, rules, retention_s, lag_s } => {
             write!(f, "{topic} is compacted ({}): records go by key, never by age or size", RulesWords(rules))?;
             match (retention_s, lag_s) {
@@ -117,6 +98,68 @@ pub(super) fn word(fact: &RetentionFact, f: &mut Formatter<'_>) -> fmt::Result {
     }
 }
 
+/// Words of the facts on `retention.bytes`.
+fn size_words(fact: &RetentionFact, f: &mut Formatter<'_>) -> fmt::Result {
+    match fact {
+        RetentionFact::FallsOutBySize {
+            topic,
+            time_to_loss_s,
+            lag_records,
+            capacity_records,
+            retention_bytes,
+            bytes_per_record,
+            rules,
+            measured,
+        } if *time_to_loss_s <= 0.0 => write!(
+            f,
+            "At risk of losing data on {topic}: the lag ({} records) has reached the {} records that retention.bytes ({} per partition) holds at {} per record ({}; {}), and no log start offset says whether the consumer is still in the log. {SILENT_LOSS}",
+            num(*lag_records),
+            num(*capacity_records),
+            human_bytes(*retention_bytes),
+            human_bytes(*bytes_per_record),
+            RulesWords(rules),
+            Words(measured)
+        ),
+        RetentionFact::FallsOutBySize {
+            topic,
+            time_to_loss_s,
+            lag_records,
+            capacity_records,
+            retention_bytes,
+            bytes_per_record,
+            rules,
+            measured,
+        } => write!(
+            f,
+            "{topic} is at risk of falling out of retention in {}: the lag ({} records) grows towards the {} records that retention.bytes ({} per partition) holds at {} per record ({}; {}). {SILENT_LOSS}",
+            human_secs(*time_to_loss_s),
+            num(*lag_records),
+            num(*capacity_records),
+            human_bytes(*retention_bytes),
+            human_bytes(*bytes_per_record),
+            RulesWords(rules),
+            Words(measured)
+        ),
+        RetentionFact::ImplausiblePastSize {
+            topic,
+            partitions,
+            max_lag_records,
+            capacity_records,
+            retention_bytes,
+            min_room_records,
+        } => write!(
+            f,
+            "The lag of up to {} records on {} is past the {} records that retention.bytes ({} per partition) holds by the partition's size, while the position is still at least {} records above the log start: the estimate is contradicted by the offsets and not used; loss is judged from the offsets.",
+            num(*max_lag_records),
+            on(topic, partitions),
+            num(*capacity_records),
+            human_bytes(*retention_bytes),
+            num(*min_room_records)
+        ),
+        _ => Ok(()),
+    }
+}
+
 struct Words<'a>(&'a Measured);
 
 impl fmt::Display for Words<'_> {
@@ -158,20 +201,35 @@ fn on(topic: &str, partitions: &[String]) -> String {
     format!("{topic} (partition{} {})", if partitions.len() > 1 { "s" } else { "" }, partitions.join(", "))
 }
 
-/// `cleanup.policy=delete from kminion, retention.ms from config`.
+/// `cleanup.policy=delete from KMinion's topic configuration, retention.ms from culprit's
+/// configuration`; one source named once when both came from it.
 struct RulesWords<'a>(&'a Rules);
 
 impl fmt::Display for RulesWords<'_> {
     fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
         let r = self.0;
+        let retention_from = Some(r.retention_from.as_str()).filter(|s| !s.is_empty());
         match (r.policy, r.policy_from.as_deref()) {
-            (Some(p), Some(from)) => write!(f, "cleanup.policy={} from {from}", p.as_str())?,
+            (Some(p), Some(from)) if retention_from == Some(from) => {
+                return write!(f, "cleanup.policy={} and retention.ms from {}", p.as_str(), origin(from));
+            }
+            (Some(p), Some(from)) => write!(f, "cleanup.policy={} from {}", p.as_str(), origin(from))?,
             (Some(p), None) => write!(f, "cleanup.policy={}", p.as_str())?,
             (None, _) => write!(f, "cleanup.policy unknown, Kafka's default delete assumed")?,
         }
-        if !r.retention_from.is_empty() {
-            write!(f, ", retention from {}", r.retention_from)?;
+        if let Some(from) = retention_from {
+            write!(f, ", retention.ms from {}", origin(from))?;
         }
         Ok(())
+    }
+}
+
+/// Where a topic setting came from, in words (the collector's `from` values).
+fn origin(from: &str) -> &str {
+    match from {
+        "kminion" => "KMinion's topic configuration",
+        "config" => "culprit's configuration",
+        "broker default" => "the configured broker default",
+        other => other,
     }
 }
