@@ -96,6 +96,14 @@ pub async fn collect_after<S: MetricSource>(
     Ok(snapshot)
 }
 
+/// The job's name as Flink shows it when the plan belongs to this job, else the reporter's.
+fn job_name(graph: Option<&JobGraph>, name_label: &str) -> String {
+    graph
+        .and_then(|g| g.job_name.clone())
+        .filter(|n| name_label.is_empty() || crate::model::graph::same_name(n, name_label))
+        .unwrap_or_else(|| name_label.to_string())
+}
+
 async fn collect_from<S: MetricSource>(source: &S, input: CollectInput<'_>) -> Result<Snapshot, CollectError> {
     let cfg = &input.config.diagnosis;
     let at = input.request.at_ms.or_else(|| source.latest_ms()).ok_or(CollectError::NoData)?;
@@ -110,13 +118,7 @@ async fn collect_from<S: MetricSource>(source: &S, input: CollectInput<'_>) -> R
     let (window, measure, changed) =
         which_window(source, &input, &run, &series, at, &mut answers.missing, &mut notes).await;
 
-    // The name as Flink shows it when the plan belongs to this job, else the reporter's.
-    let name = input
-        .graph
-        .as_ref()
-        .and_then(|g| g.job_name.clone())
-        .filter(|n| run.name_label.is_empty() || crate::model::graph::same_name(n, &run.name_label))
-        .unwrap_or_else(|| run.name_label.clone());
+    let name = job_name(input.graph.as_ref(), &run.name_label);
     let kafka_inputs = kafka::job_inputs(&input.config.kafka, &name, &run.id);
     let scope = Scope {
         cat: input.catalog,
