@@ -172,7 +172,10 @@ mod tests {
         // No change explains the 2 of 4: data missing, said so.
         let mut unexplained = g.clone();
         assert!(resize(&mut unexplained, false, &aggs, &[]).is_empty());
-        assert!(incomplete_note(&unexplained, &aggs).is_some_and(|n| n.contains("2 of its 4")));
+        assert!(
+            incomplete_note(&unexplained, &aggs)
+                .is_some_and(|n| n.contains("reports 2 of the 4 subtasks of its parallelism in the job plan"))
+        );
         // The plan of another run: the count reporting is this run's.
         let mut other = g;
         assert_eq!(resize(&mut other, true, &aggs, &[]).len(), 1);
