@@ -190,6 +190,10 @@ pub fn shown_url(url: &str) -> String {
     let Ok(mut u) = reqwest::Url::parse(url) else { return "(not an URL; not shown)".to_string() };
     let hidden = !u.username().is_empty() || u.password().is_some();
     let tail = u.query().is_some() || u.fragment().is_some();
+    if !hidden && !tail {
+        // Nothing to hide: the URL as the user wrote it.
+        return url.to_string();
+    }
     let _ = u.set_username("");
     let _ = u.set_password(None);
     u.set_query(None);
