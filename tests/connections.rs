@@ -89,7 +89,10 @@ async fn trickling_connections_are_closed_after_the_header_read_timeout_while_he
         // Closed between 1 s and 1 s + one trickle period (200 ms) + slack for a loaded CI.
         // Lower bound 950 ms, not 1 s: tokio's timer wheel has 1 ms ticks and the server's
         // clock may start at the kernel's handshake, so a close at 999.95 ms is on time (seen in CI).
-        assert!(closed >= Duration::from_millis(950) && closed < Duration::from_millis(2500), "closed after {closed:?}");
+        assert!(
+            closed >= Duration::from_millis(950) && closed < Duration::from_millis(2500),
+            "closed after {closed:?}"
+        );
     }
     app.stop().await;
 }

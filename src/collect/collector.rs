@@ -25,6 +25,7 @@ mod changes;
 mod error;
 mod lookup;
 mod plan_check;
+mod resources;
 mod rounds;
 mod runs;
 mod source;
@@ -174,6 +175,9 @@ async fn collect_from<S: MetricSource>(source: &S, input: CollectInput<'_>) -> R
     let detail_ids =
         crate::diagnose::plan::detail_vertices(graph.as_ref(), &vertex_aggregates, &cfg.thresholds, measure);
     let mut round4 = detail_queries(&scope, &detail_ids);
+    let tm_answers = ["gc_time", "cpu_load", rounds::HEAP_USED].map(|n| answers.get(n));
+    let pods = resources::taskmanager_pods(&tm_answers);
+    round4.extend(resources::container_queries(&scope, &pods));
     let topics = kafka::topics_seen(&kafka_inputs, &answers.results);
     round4.extend(kafka::offset_queries(&topics, scope.trend_start, at, scope.step));
     if !round4.is_empty() {
@@ -192,7 +196,9 @@ async fn collect_from<S: MetricSource>(source: &S, input: CollectInput<'_>) -> R
         scope.backpressure_scale(),
     );
     let (partitions, retention) = kafka::assemble(&kafka_inputs, &answers.results, &input.config.kafka);
-    let signals = assemble_job_signals(&mut answers, scope.cat, &subtasks, input.checkpoint_config);
+    let mut signals = assemble_job_signals(&mut answers, scope.cat, &subtasks, input.checkpoint_config);
+    resources::add_jvm_memory(&mut signals.taskmanagers, &answers, scope.cat);
+    let pods = (!pods.is_empty()).then(|| resources::assemble_pods(&answers, window.len_ms() as f64 / 1000.0));
     notes.extend(signals.lag_note.clone());
     let Answers { promql, mut missing, .. } = answers;
     missing.sort();
@@ -217,6 +223,7 @@ async fn collect_from<S: MetricSource>(source: &S, input: CollectInput<'_>) -> R
         retention,
         job_topics: kafka_inputs.topics.clone(),
         taskmanagers: signals.taskmanagers,
+        pods,
         watermarks: signals.watermarks,
         timeline,
         operators,

@@ -175,6 +175,23 @@ pub struct Thresholds {
     /// …and its output buffer pool usage (`outPoolUsage`) is at most this: nothing after it
     /// holds it back. Default 0.5.
     pub out_pool_low_ratio: f64,
+    /// A TaskManager of the culprit under GC pressure spends at least this share of the
+    /// window in garbage collection (`Status.JVM.GarbageCollector.*.Time` rate ÷ 1000).
+    /// Anchor: Tencent Cloud Oceanus' "Full GC too long" alarm, GC over 30 % of a 5-minute
+    /// window. Default 0.3.
+    pub gc_time_share: f64,
+    /// Heap used over heap max (`Status.JVM.Memory.Heap.Used / .Max`) that supports a GC
+    /// finding. Anchor: AWS Managed Service for Apache Flink's heap memory utilization
+    /// alarm at 85 %. Default 0.85.
+    pub heap_used_ratio: f64,
+    /// A container's working set (`container_memory_working_set_bytes`) at this share of
+    /// its memory limit is at the limit: the next allocation is an OOM kill. Default 0.95.
+    pub memory_limit_ratio: f64,
+    /// Share of CFS periods a TaskManager's container is throttled in
+    /// (`container_cpu_cfs_throttled_periods_total / container_cpu_cfs_periods_total`) above
+    /// which its CPU quota limits it. Anchor: kubernetes-mixin's `CPUThrottlingHigh` alert
+    /// (`cpuThrottlingPercent: 25`). Default 0.25.
+    pub cpu_throttled_ratio: f64,
 }
 
 impl Default for Thresholds {
@@ -208,6 +225,10 @@ impl Default for Thresholds {
             timeline_steady_share: 0.9,
             in_pool_full_ratio: 0.9,
             out_pool_low_ratio: 0.5,
+            gc_time_share: 0.3,
+            heap_used_ratio: 0.85,
+            memory_limit_ratio: 0.95,
+            cpu_throttled_ratio: 0.25,
         }
     }
 }
@@ -232,6 +253,10 @@ impl Thresholds {
             ("timeline_steady_share", self.timeline_steady_share),
             ("in_pool_full_ratio", self.in_pool_full_ratio),
             ("out_pool_low_ratio", self.out_pool_low_ratio),
+            ("gc_time_share", self.gc_time_share),
+            ("heap_used_ratio", self.heap_used_ratio),
+            ("memory_limit_ratio", self.memory_limit_ratio),
+            ("cpu_throttled_ratio", self.cpu_throttled_ratio),
         ];
         for (key, v) in ratios {
             if !(0.0..=1.0).contains(&v) {

@@ -1,6 +1,6 @@
 //! The runbook: the ordered list of steps, and the verdict assembled from their reports.
 //!
-//! Order (spec §2): `locate` → `sink` → `hot_key` → `state_backend` → `checkpoints` →
+//! Order (spec §2): `locate` → `sink` → `hot_key` → `resources` → `state_backend` → `checkpoints` →
 //! `headroom`. `locate` finds the culprit; the finding is the first later step that hits,
 //! and the steps after it are `skipped`. When `locate` itself decides (`network`,
 //! `source`), the later steps are skipped. The hazards (`retention`,
@@ -11,7 +11,7 @@ use std::collections::BTreeSet;
 use crate::config::DiagnosisConfig;
 use crate::diagnose::signals::{JobSignals, VertexSignals};
 use crate::diagnose::steps::locate::Located;
-use crate::diagnose::steps::{checkpoints, headroom, hot_key, locate, retention, sink, state_backend};
+use crate::diagnose::steps::{checkpoints, headroom, hot_key, locate, resources, retention, sink, state_backend};
 use crate::diagnose::{Context, StepReport};
 use crate::model::facts::runbook::RunbookFact;
 use crate::model::facts::{Diagnosis, Fact, Facts, MissingFact, StepFacts, Summary};
@@ -139,7 +139,14 @@ fn run_steps<'a>(ctx: &Context<'a>) -> Run<'a> {
     let mut no_single_culprit = false;
     let examined = culprit.filter(|_| !locate_decides);
 
-    for step in [StepName::Sink, StepName::HotKey, StepName::StateBackend, StepName::Checkpoints, StepName::Headroom] {
+    for step in [
+        StepName::Sink,
+        StepName::HotKey,
+        StepName::Resources,
+        StepName::StateBackend,
+        StepName::Checkpoints,
+        StepName::Headroom,
+    ] {
         if locate_decides || hit.is_some() {
             reports.push((step, StepReport::new(Outcome::Skipped, skipped_detail(hit, &located.report))));
             continue;
@@ -147,8 +154,9 @@ fn run_steps<'a>(ctx: &Context<'a>) -> Run<'a> {
         let report = match (step, examined) {
             (StepName::Sink, Some(c)) => sink::run(ctx, c),
             (StepName::HotKey, Some(c)) => hot_key::run(ctx, c),
+            (StepName::Resources, Some(c)) => resources::run(ctx, c),
             (StepName::StateBackend, Some(c)) => state_backend::run(ctx, c),
-            (StepName::Sink | StepName::HotKey | StepName::StateBackend, None) => {
+            (StepName::Sink | StepName::HotKey | StepName::Resources | StepName::StateBackend, None) => {
                 StepReport::clear(RunbookFact::NoCulpritToExamine { nothing_red: ctx.red.is_empty() })
             }
             (StepName::Checkpoints, c) => checkpoints::run(ctx, c),
@@ -847,7 +855,7 @@ mod tests {
         assert_eq!(keys(&json["culprits"][0]), keys(&json["culprit"]));
         assert_eq!(keys(&json["steps"][0]), set(&["step", "outcome", "detail"]));
         let steps: Vec<_> = json["steps"].as_array().unwrap().iter().map(|s| s["step"].as_str().unwrap()).collect();
-        assert_eq!(steps, ["locate", "sink", "hot_key", "state_backend", "checkpoints", "headroom"]);
+        assert_eq!(steps, ["locate", "sink", "hot_key", "resources", "state_backend", "checkpoints", "headroom"]);
         assert_eq!(json["steps"][2]["outcome"], "skipped");
         assert_eq!(keys(&json["hazards"][0]), set(&["kind", "severity", "time_to_loss_seconds", "topic", "detail"]));
         assert_eq!(

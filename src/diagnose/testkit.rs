@@ -127,6 +127,7 @@ impl SnapshotBuilder {
                 retention: Vec::new(),
                 job_topics: Vec::new(),
                 taskmanagers: Vec::new(),
+                pods: None,
                 watermarks: Vec::new(),
                 timeline: Vec::new(),
                 operators: Vec::new(),
@@ -255,7 +256,38 @@ impl SnapshotBuilder {
             host: None,
             gc_ms_per_s: gc_ms_per_s.into(),
             cpu_load: cpu_load.into(),
+            ..TaskManagerMetrics::default()
         });
+        self
+    }
+
+    /// A TaskManager's heap: mean used and max, bytes, and its old-generation GC, ms/s
+    /// (the TaskManager added by [`SnapshotBuilder::taskmanager`] first).
+    pub fn heap(
+        mut self,
+        tm_id: &str,
+        used_bytes: f64,
+        max_bytes: f64,
+        old_gen_gc_ms_per_s: impl Into<Option<f64>>,
+    ) -> Self {
+        let tm = self.snapshot.taskmanagers.iter_mut().find(|t| t.tm_id == tm_id).expect("add the TaskManager first");
+        tm.heap_used_bytes = Some(used_bytes);
+        tm.heap_max_bytes = Some(max_bytes);
+        tm.old_gen_gc_ms_per_s = old_gen_gc_ms_per_s.into();
+        self
+    }
+
+    /// A TaskManager pod's container as kube-state-metrics and cAdvisor report it; the
+    /// snapshot then holds the exporters' answers (an empty list without this call means
+    /// they were asked and found nothing: see [`SnapshotBuilder::pods_asked`]).
+    pub fn pod(mut self, pod: crate::model::resources::PodResources) -> Self {
+        self.snapshot.pods.get_or_insert_with(Vec::new).push(pod);
+        self
+    }
+
+    /// The exporters were asked for the job's pods (and answered with what `pod` adds).
+    pub fn pods_asked(mut self) -> Self {
+        self.snapshot.pods.get_or_insert_with(Vec::new);
         self
     }
 

@@ -18,6 +18,16 @@ pub mod labels {
     pub const TM_ID: &str = "tm_id";
     pub const HOST: &str = "host";
     pub const COLUMN_FAMILY: &str = "column_family";
+    /// kube-state-metrics' and cAdvisor's pod, namespace and container labels (their
+    /// docs: kube-state-metrics `docs/metrics/workload/pod-metrics.md`, cAdvisor
+    /// `docs/storage/prometheus.md`).
+    pub const POD: &str = "pod";
+    pub const NAMESPACE: &str = "namespace";
+    pub const CONTAINER: &str = "container";
+    /// kube-state-metrics' `reason` of `kube_pod_container_status_last_terminated_reason`.
+    pub const REASON: &str = "reason";
+    /// kube-state-metrics' `resource` of `kube_pod_container_resource_limits`.
+    pub const RESOURCE: &str = "resource";
 }
 
 /// Metric names the collector queries. Every field names one Flink metric; the doc says
@@ -103,8 +113,34 @@ pub struct MetricCatalog {
     /// JVM garbage collector. Read when `All.Time` is absent (Flink before 1.20 reports only
     /// these); their sum is what `All.Time` counts.
     pub gc_collector_times: Vec<String>,
+    /// The old-generation (whole-heap) collectors among `gc_collector_times`: G1 Old
+    /// Generation, PS MarkSweep, MarkSweepCompact, ConcurrentMarkSweep, and ZGC's and
+    /// Shenandoah's whole-heap cycles, ms (counters). Tencent Oceanus' "Full GC too long"
+    /// is theirs.
+    pub gc_old_gen_collector_times: Vec<String>,
     /// TaskManager `Status.JVM.CPU.Load`, ratio.
     pub cpu_load: String,
+    /// TaskManager `Status.JVM.Memory.Heap.Used`, bytes.
+    pub heap_used: String,
+    /// TaskManager `Status.JVM.Memory.Heap.Max`, bytes (the JVM's `-Xmx`: Flink's framework
+    /// and task heap).
+    pub heap_max: String,
+    /// kube-state-metrics `kube_pod_container_status_last_terminated_reason` (1 for the
+    /// container's last termination's `reason`, e.g. `OOMKilled`). Not a Flink metric:
+    /// the same under every naming scheme.
+    pub kube_last_terminated_reason: String,
+    /// kube-state-metrics `kube_pod_container_status_restarts_total`, count (counter).
+    pub kube_restarts: String,
+    /// kube-state-metrics `kube_pod_container_resource_limits` (`resource` = `memory`,
+    /// bytes; `cpu`, cores).
+    pub kube_resource_limits: String,
+    /// cAdvisor `container_memory_working_set_bytes`, bytes: what the kubelet's OOM
+    /// decisions read.
+    pub container_working_set: String,
+    /// cAdvisor `container_cpu_cfs_throttled_periods_total`, CFS periods (counter).
+    pub container_cfs_throttled_periods: String,
+    /// cAdvisor `container_cpu_cfs_periods_total`, CFS periods (counter).
+    pub container_cfs_periods: String,
     /// Name suffixes of RocksDB native metrics. They match both forms the reporter
     /// writes: `…_operator_column_family_rocksdb_<m>` (with
     /// `state.backend.rocksdb.metrics.column-family-as-variable: true`) and
@@ -241,7 +277,18 @@ impl Default for MetricCatalog {
             ]
             .map(|c| format!("flink_taskmanager_Status_JVM_GarbageCollector_{c}_Time"))
             .to_vec(),
+            gc_old_gen_collector_times: crate::model::naming::GC_OLD_GEN_COLLECTORS
+                .map(|c| format!("flink_taskmanager_Status_JVM_GarbageCollector_{}_Time", c.replace(' ', "_")))
+                .to_vec(),
             cpu_load: "flink_taskmanager_Status_JVM_CPU_Load".into(),
+            heap_used: "flink_taskmanager_Status_JVM_Memory_Heap_Used".into(),
+            heap_max: "flink_taskmanager_Status_JVM_Memory_Heap_Max".into(),
+            kube_last_terminated_reason: "kube_pod_container_status_last_terminated_reason".into(),
+            kube_restarts: "kube_pod_container_status_restarts_total".into(),
+            kube_resource_limits: "kube_pod_container_resource_limits".into(),
+            container_working_set: "container_memory_working_set_bytes".into(),
+            container_cfs_throttled_periods: "container_cpu_cfs_throttled_periods_total".into(),
+            container_cfs_periods: "container_cpu_cfs_periods_total".into(),
             rocksdb_is_write_stopped_suffix: "_rocksdb_is_write_stopped".into(),
             rocksdb_actual_delayed_write_rate_suffix: "_rocksdb_actual_delayed_write_rate".into(),
             rocksdb_compaction_pending_suffix: "_rocksdb_compaction_pending".into(),

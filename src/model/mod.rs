@@ -6,6 +6,7 @@
 //! * [`graph`]: the job graph (Flink's plan) and the reporter's label sanitizing.
 //! * [`catalog`]: the raw metric and label names of Flink's reporter and Kafka exporters.
 //! * [`snapshot`]: everything the diagnosis sees about one job.
+//! * [`resources`]: the Kubernetes containers of the job's TaskManagers (memory, CPU quota).
 //! * [`verdict`]: the `culprit.verdict/v1` value every interface renders.
 //! * [`notice`]: one thing to tell one destination about one alert group.
 //! * [`secret`]: the one redaction mechanism (every wire form of a secret).
@@ -19,6 +20,7 @@ pub mod graph;
 pub mod naming;
 pub mod notice;
 pub mod request;
+pub mod resources;
 pub mod rest_template;
 pub mod secret;
 pub mod snapshot;

@@ -113,7 +113,7 @@ enum Kind {
 }
 
 /// The Flink metric behind each catalog key (its suffix keys aside).
-const METRICS: [(&str, Scope, &str, Kind); 31] = [
+const METRICS: [(&str, Scope, &str, Kind); 34] = [
     ("busy", Scope::Task, "busyTimeMsPerSecond", Kind::Gauge),
     ("backpressured", Scope::Task, "backPressuredTimeMsPerSecond", Kind::Gauge),
     ("idle", Scope::Task, "idleTimeMsPerSecond", Kind::Gauge),
@@ -144,8 +144,36 @@ const METRICS: [(&str, Scope, &str, Kind); 31] = [
     ("num_rescales", Scope::Job, "numRescales", Kind::Counter),
     ("gc_time", Scope::TaskManager, "Status.JVM.GarbageCollector.All.Time", Kind::Gauge),
     ("cpu_load", Scope::TaskManager, "Status.JVM.CPU.Load", Kind::Gauge),
-    // Listed for completeness of the table's check; the list key is mapped apart.
+    ("heap_used", Scope::TaskManager, "Status.JVM.Memory.Heap.Used", Kind::Gauge),
+    ("heap_max", Scope::TaskManager, "Status.JVM.Memory.Heap.Max", Kind::Gauge),
+    // Listed for completeness of the table's check; the list keys are mapped apart.
     ("gc_collector_times", Scope::TaskManager, "", Kind::Gauge),
+    ("gc_old_gen_collector_times", Scope::TaskManager, "", Kind::Gauge),
+];
+
+/// Catalog keys of metrics other exporters write (kube-state-metrics, cAdvisor): the same
+/// name under every scheme, since Flink's reporter does not name them.
+#[cfg(test)]
+const NOT_FLINKS: [&str; 6] = [
+    "kube_last_terminated_reason",
+    "kube_restarts",
+    "kube_resource_limits",
+    "container_working_set",
+    "container_cfs_throttled_periods",
+    "container_cfs_periods",
+];
+
+/// The old-generation (whole-heap) collectors among [`GC_COLLECTORS`]: what Tencent
+/// Oceanus' "Full GC too long" counts. ZGC's and Shenandoah's cycles collect the whole
+/// heap (mostly concurrently).
+pub const GC_OLD_GEN_COLLECTORS: [&str; 7] = [
+    "G1 Old Generation",
+    "PS MarkSweep",
+    "MarkSweepCompact",
+    "ConcurrentMarkSweep",
+    "ZGC Cycles",
+    "ZGC Major Cycles",
+    "Shenandoah Cycles",
 ];
 
 /// The JVM's garbage collector bean names (HotSpot's G1, Parallel, Serial, CMS, ZGC,
@@ -216,7 +244,7 @@ impl MetricCatalog {
         let mut value = serde_json::to_value(MetricCatalog::default()).expect("plain strings");
         let map = value.as_object_mut().expect("a struct");
         for (key, scope, metric, kind) in METRICS {
-            if key != "gc_collector_times" {
+            if !key.starts_with("gc_") || !key.ends_with("_collector_times") {
                 map.insert(key.into(), metric_name(scheme, scope, metric, kind).into());
             }
         }
@@ -228,6 +256,14 @@ impl MetricCatalog {
             })
             .collect();
         map.insert("gc_collector_times".into(), collectors.into());
+        let old_gen: Vec<String> = GC_OLD_GEN_COLLECTORS
+            .iter()
+            .map(|c| {
+                let metric = format!("Status.JVM.GarbageCollector.{c}.Time");
+                metric_name(scheme, Scope::TaskManager, &metric, Kind::Gauge)
+            })
+            .collect();
+        map.insert("gc_old_gen_collector_times".into(), old_gen.into());
         for (key, metric) in ROCKSDB {
             map.insert(key.into(), rocksdb_suffix(scheme, metric).into());
         }
@@ -280,8 +316,17 @@ mod tests {
         assert_eq!(MetricCatalog::for_scheme(NamingScheme::FlinkPrometheus), MetricCatalog::default());
         let fields = serde_json::to_value(MetricCatalog::default()).unwrap();
         let named = fields.as_object().unwrap().keys().filter(|k| !k.ends_with("_suffix")).count();
-        // Every field but the suffixes, `scrape_labels` and `scheme` has a row.
-        assert_eq!(named - 2, METRICS.len());
+        // Every field but the suffixes, `scrape_labels`, `scheme` and other exporters'
+        // metrics has a row.
+        assert_eq!(named - 2, METRICS.len() + NOT_FLINKS.len());
+        // Other exporters' names are the same under every scheme.
+        let utf8 = MetricCatalog::for_scheme(NamingScheme::OtlpUtf8);
+        assert_eq!(utf8.container_cfs_periods, "container_cpu_cfs_periods_total");
+        assert_eq!(utf8.heap_used, "flink.taskmanager.Status.JVM.Memory.Heap.Used");
+        assert_eq!(
+            utf8.gc_old_gen_collector_times[0],
+            "flink.taskmanager.Status.JVM.GarbageCollector.G1 Old Generation.Time"
+        );
     }
 
     #[test]

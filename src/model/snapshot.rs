@@ -422,7 +422,7 @@ impl CleanupPolicy {
 }
 
 /// JVM signals of one TaskManager over the window.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct TaskManagerMetrics {
     pub tm_id: String,
     pub host: Option<String>,
@@ -431,6 +431,15 @@ pub struct TaskManagerMetrics {
     pub gc_ms_per_s: Option<f64>,
     /// Mean `Status_JVM_CPU_Load` (ratio of one core's time to the JVM's available cores).
     pub cpu_load: Option<f64>,
+    /// The old-generation collectors' part of `gc_ms_per_s` (`catalog.gc_old_gen_collector_times`), ms/s.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub old_gen_gc_ms_per_s: Option<f64>,
+    /// Mean `Status.JVM.Memory.Heap.Used` over the window, bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub heap_used_bytes: Option<f64>,
+    /// `Status.JVM.Memory.Heap.Max`, bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub heap_max_bytes: Option<f64>,
 }
 
 /// Event-time progress of one vertex over the window.
@@ -690,6 +699,11 @@ pub struct Snapshot {
     /// Topics the job reads, from configuration (`[[kafka.jobs]]`).
     pub job_topics: Vec<String>,
     pub taskmanagers: Vec<TaskManagerMetrics>,
+    /// The Kubernetes containers of the job's TaskManagers (kube-state-metrics, cAdvisor),
+    /// when those exporters are in the same store; `None` when not asked (no TaskManager
+    /// known to join them to), empty when asked and nothing found.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pods: Option<Vec<crate::model::resources::PodResources>>,
     pub watermarks: Vec<VertexWatermark>,
     /// Every vertex per step of the window (max over subtasks), for the time-resolved
     /// reading; empty when not collected.

@@ -45,6 +45,15 @@ pub enum Finding {
     Network,
     AsyncIo,
     WatermarkStall,
+    /// The culprit's TaskManagers spend a large share of their time in garbage collection
+    /// (step `resources`).
+    GcPressure,
+    /// A container of the culprit's TaskManagers was OOM-killed in the window, or its
+    /// working set is at its memory limit (step `resources`).
+    MemoryLimit,
+    /// The culprit's TaskManager containers are throttled by their CPU quota (step
+    /// `resources`).
+    CpuThrottled,
     /// A vertex holds the job back (busy by itself, not backpressured) for a reason no
     /// runbook step finds in the metrics: profile it (added value).
     Unexplained,
@@ -64,6 +73,9 @@ impl Finding {
             Finding::Network => "network",
             Finding::AsyncIo => "async_io",
             Finding::WatermarkStall => "watermark_stall",
+            Finding::GcPressure => "gc_pressure",
+            Finding::MemoryLimit => "memory_limit",
+            Finding::CpuThrottled => "cpu_throttled",
             Finding::Unexplained => "unexplained",
             Finding::None => "none",
         }
@@ -105,16 +117,19 @@ pub enum StepName {
     Locate,
     Sink,
     HotKey,
+    /// The culprit's TaskManagers' memory, GC and CPU quota.
+    Resources,
     StateBackend,
     Checkpoints,
     Headroom,
 }
 
 impl StepName {
-    pub const ALL: [StepName; 6] = [
+    pub const ALL: [StepName; 7] = [
         StepName::Locate,
         StepName::Sink,
         StepName::HotKey,
+        StepName::Resources,
         StepName::StateBackend,
         StepName::Checkpoints,
         StepName::Headroom,
@@ -125,6 +140,7 @@ impl StepName {
             StepName::Locate => "locate",
             StepName::Sink => "sink",
             StepName::HotKey => "hot_key",
+            StepName::Resources => "resources",
             StepName::StateBackend => "state_backend",
             StepName::Checkpoints => "checkpoints",
             StepName::Headroom => "headroom",

@@ -392,6 +392,7 @@ pub(super) fn assemble_taskmanagers(
                 host: Some(s.label(l::HOST).to_string()).filter(|h| !h.is_empty()),
                 gc_ms_per_s: None,
                 cpu_load: None,
+                ..TaskManagerMetrics::default()
             });
             let v = s.last_value().and_then(finite);
             if is_gc {
@@ -411,6 +412,7 @@ pub(super) fn assemble_taskmanagers(
             host: None,
             gc_ms_per_s: None,
             cpu_load: None,
+            ..TaskManagerMetrics::default()
         });
         if entry.gc_ms_per_s.is_none() {
             entry.gc_ms_per_s = Some(ms_per_s);

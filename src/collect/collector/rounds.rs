@@ -188,6 +188,8 @@ pub(super) fn job_signal_queries(s: &Scope<'_>) -> Vec<(&'static str, Query)> {
             ),
         ),
         ("cpu_load", s.over_window(s.taskmanager(&cat.cpu_load), OverTime::Avg, by_tm(Agg::Max))),
+        (HEAP_USED, s.over_window(s.taskmanager(&cat.heap_used), OverTime::Avg, by_tm(Agg::Max))),
+        (HEAP_MAX, s.over_window(s.taskmanager(&cat.heap_max), OverTime::Max, by_tm(Agg::Max))),
         (
             "input_watermark",
             s.range(s.job(&cat.input_watermark), Some(Aggregation::new(Agg::Min, &[l::TASK_ID])), s.window.start_ms),
@@ -207,6 +209,11 @@ pub(super) fn job_signal_queries(s: &Scope<'_>) -> Vec<(&'static str, Query)> {
         ),
     ]
 }
+
+/// Round 3's heap answers: mean heap used and the heap's maximum per TaskManager.
+pub(super) const HEAP_USED: &str = "heap_used";
+/// See [`HEAP_USED`].
+pub(super) const HEAP_MAX: &str = "heap_max";
 
 /// Names of round 4's per-subtask answers, in the order [`assemble_subtasks`] reads them.
 pub(super) const DETAIL: [&str; 9] = [

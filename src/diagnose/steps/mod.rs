@@ -5,6 +5,7 @@ pub mod checkpoints;
 pub mod headroom;
 pub mod hot_key;
 pub mod locate;
+pub mod resources;
 pub mod retention;
 pub mod sink;
 pub mod skew;

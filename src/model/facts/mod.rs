@@ -13,6 +13,7 @@ pub mod headroom;
 pub mod hot_key;
 pub mod locate;
 pub mod parallelism;
+pub mod resources;
 pub mod retention;
 pub mod runbook;
 pub mod sink;
@@ -54,6 +55,8 @@ pub enum Fact {
     Sink(sink::SinkFact),
     /// Step `state_backend`: RocksDB's write stalls, or a stuck watermark.
     StateBackend(state_backend::StateBackendFact),
+    /// Step `resources`: GC and heap, the container's memory limit, CPU throttling.
+    Resources(resources::ResourcesFact),
 }
 
 impl Fact {
@@ -90,6 +93,12 @@ impl From<changes::ChangeFact> for Fact {
 impl From<retention::RetentionFact> for Fact {
     fn from(f: retention::RetentionFact) -> Self {
         Fact::Retention(f)
+    }
+}
+
+impl From<resources::ResourcesFact> for Fact {
+    fn from(f: resources::ResourcesFact) -> Self {
+        Fact::Resources(f)
     }
 }
 

@@ -14,6 +14,7 @@ mod locate;
 pub mod missing;
 pub mod numbers;
 mod parallelism;
+mod resources;
 mod retention;
 mod runbook;
 mod sink;
@@ -39,6 +40,7 @@ impl fmt::Display for Fact {
             Fact::Runbook(r) => runbook::word(r, f),
             Fact::Sink(s) => sink::word(s, f),
             Fact::StateBackend(s) => state_backend::word(s, f),
+            Fact::Resources(r) => resources::word(r, f),
         }
     }
 }
