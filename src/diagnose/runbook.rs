@@ -520,6 +520,7 @@ mod tests {
                 (StepName::Locate, Outcome::Hit),
                 (StepName::Sink, Outcome::Hit),
                 (StepName::HotKey, Outcome::Skipped),
+                (StepName::Resources, Outcome::Skipped),
                 (StepName::StateBackend, Outcome::Skipped),
                 (StepName::Checkpoints, Outcome::Skipped),
                 (StepName::Headroom, Outcome::Skipped),
@@ -623,7 +624,7 @@ mod tests {
             [
                 (StepName::Sink, Outcome::Clear),
                 (StepName::HotKey, Outcome::Hit),
-                (StepName::StateBackend, Outcome::Skipped)
+                (StepName::Resources, Outcome::Skipped)
             ]
         );
         assert_eq!(v.finding, Finding::HotKey);
@@ -664,7 +665,7 @@ mod tests {
         assert!(v.cause.contains("ρ = 0.80") && v.cause.contains("about 750 records/s"), "{}", v.cause);
         assert!(v.fix.iter().any(|f| f.starts_with("Profile map")), "{:?}", v.fix);
         assert_eq!(v.confidence, Confidence::Medium);
-        assert_eq!(outcomes(&v)[5], (StepName::Headroom, Outcome::Clear));
+        assert_eq!(outcomes(&v)[6], (StepName::Headroom, Outcome::Clear));
     }
 
     #[test]

@@ -12,6 +12,7 @@ use crate::diagnose::steps::skew;
 use crate::diagnose::{Context, StepReport};
 use crate::model::facts::Fact;
 use crate::model::facts::hot_key::{BusyRatios, HotKeyFact, HotKeyFix};
+use crate::model::facts::resources::{NodeReading, Pressure};
 use crate::model::verdict::{Evidence, Finding};
 
 pub fn run(ctx: &Context, culprit: &VertexSignals) -> StepReport {
@@ -232,11 +233,25 @@ fn slow_instance_report(ctx: &Context, culprit: &VertexSignals, h: &Hot, evidenc
         }
         None => r.missing.push("Status.JVM.GarbageCollector.All.Time".into()),
     }
+    let reading = hot.tm_id.as_deref().map(|id| super::resources::reading(ctx, id)).unwrap_or_default();
+    let cause = node_cause(ctx, &reading, gc);
+    if let Some(ratio) = reading.throttled_ratio {
+        evidence.push(ctx.evidence(
+            &tm,
+            "container_cpu_cfs_throttled_periods_total / container_cpu_cfs_periods_total",
+            ratio,
+            "ratio",
+            Some(t.cpu_throttled_ratio),
+            "container_cfs_throttled",
+        ));
+    }
     r.fix.push(HotKeyFact::FixTheNode {
         tm: tm.clone(),
         host: hot.host.clone(),
         tm_gc_ms_per_s: gc.map(|(m, _)| m),
         subtask: hot.subtask,
+        reading: Box::new(reading),
+        cause,
     });
     r.not_the_fix.push(HotKeyFact::NoSaltingEven { vertex: culprit.name.clone() });
     r.not_the_fix.push(HotKeyFact::MoreParallelismSlow { vertex: culprit.name.clone() });
@@ -251,6 +266,19 @@ fn slow_instance_report(ctx: &Context, culprit: &VertexSignals, h: &Hot, evidenc
         .into(),
     );
     r
+}
+
+/// The pressure that explains a slow instance's TaskManager: over its threshold
+/// (`resources::pressures`) and, for GC and throttling, above the job's other TaskManagers
+/// (GC: more than twice their mean plus 5 ms/s, as [`GcStandsOut`](HotKeyFact::GcStandsOut)).
+fn node_cause(ctx: &Context, n: &NodeReading, gc: Option<(f64, Option<f64>)>) -> Option<Pressure> {
+    let over = super::resources::pressures(ctx, n);
+    let memory = over.iter().map(|(p, _)| *p).find(|p| matches!(p, Pressure::OomKilled | Pressure::MemoryLimit));
+    let gc_stands_out = gc.is_some_and(|(mine, rest)| rest.is_none_or(|o| mine > 2.0 * o + 5.0));
+    let margin = ctx.cfg.thresholds.stand_out_margin;
+    let throttled = over.iter().any(|(p, _)| *p == Pressure::CpuThrottled)
+        && n.others_throttled_ratio.is_none_or(|o| n.throttled_ratio.unwrap_or(0.0) > o + margin);
+    memory.or(gc_stands_out.then_some(Pressure::Gc)).or(throttled.then_some(Pressure::CpuThrottled))
 }
 
 /// The fix for a hot key, by the operator's kind.
@@ -516,15 +544,18 @@ mod tests {
         };
         assert_close(tm_gc_ms_per_s, 120.0, 1e-9);
         assert_close(others_gc, 12.0, 1e-9);
-        assert_eq!(
-            *hk(&r.fix[0]),
-            HotKeyFact::FixTheNode {
-                tm: "tm-bad".into(),
-                host: Some("node-7".into()),
-                tm_gc_ms_per_s: Some(120.0),
-                subtask: 1
-            }
-        );
+        let HotKeyFact::FixTheNode { tm, host, tm_gc_ms_per_s: Some(gc), subtask: 1, reading, cause } = hk(&r.fix[0])
+        else {
+            panic!("{:?}", r.fix)
+        };
+        assert_eq!((tm.as_str(), host.as_deref(), *cause), ("tm-bad", Some("node-7"), Some(Pressure::Gc)));
+        assert_close(*gc, 120.0, 1e-9);
+        // 120 ms/s ÷ 1000 = 0.12 of the time; the others' (10 + 14) / 2 / 1000 = 0.012.
+        assert_close(reading.gc_share_ratio.unwrap(), 0.12, 1e-12);
+        assert_close(reading.others_gc_share_ratio.unwrap(), 0.012, 1e-12);
+        // CPU load 0.9 against the others' (0.6 + 0.6) / 2; no pod: throttling unmeasured.
+        assert_close(reading.others_cpu_load_ratio.unwrap(), 0.6, 1e-12);
+        assert_eq!(reading.throttled_ratio, None);
         assert!(r.fix[0].to_string().contains("(120 ms/s now)"), "{:?}", r.fix);
         assert!(
             matches!(hk(r.summary.as_ref().unwrap()), HotKeyFact::SlowInstanceSummary { tm, subtask: 1, .. } if tm == "tm-bad"),
@@ -553,6 +584,52 @@ mod tests {
             "{:?}",
             r.cause
         );
+    }
+
+    /// A pod of `tm` throttled in `ratio` of its CFS periods under a 2-core limit.
+    fn throttled(tm: &str, ratio: f64) -> crate::model::resources::PodResources {
+        crate::model::resources::PodResources {
+            pod: tm.into(),
+            container: Some("flink-main-container".into()),
+            cpu_throttled_ratio: Some(ratio),
+            cpu_limit_cores: Some(2.0),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_slow_instance_whose_pod_is_throttled_names_the_throttling_and_its_ratio() {
+        // GC ordinary (15 against 12 ms/s); tm-bad's pod throttled in 0.45 of its periods,
+        // ≥ 0.25, the others' mean (0.05 + 0.03) / 2 = 0.04, 0.45 > 0.04 + 0.1.
+        let snap = slow_instance_job(15.0)
+            .pod(throttled("tm-bad", 0.45))
+            .pod(throttled("tm-a", 0.05))
+            .pod(throttled("tm-b", 0.03))
+            .build();
+        let r = on_vertex(&snap, "agg", run);
+        assert_eq!(r.finding, Some(Finding::SlowInstance));
+        let HotKeyFact::FixTheNode { reading, cause, .. } = hk(&r.fix[0]) else { panic!("{:?}", r.fix) };
+        assert_eq!(*cause, Some(Pressure::CpuThrottled));
+        assert_close(reading.throttled_ratio.unwrap(), 0.45, 1e-12);
+        assert_close(reading.others_throttled_ratio.unwrap(), 0.04, 1e-12);
+        assert_close(
+            evidence(&r.evidence, "container_cpu_cfs_throttled_periods_total / container_cpu_cfs_periods_total").value,
+            0.45,
+            1e-9,
+        );
+    }
+
+    #[test]
+    fn a_slow_instance_throttled_like_every_other_pod_is_not_called_throttled() {
+        // 0.30 against the others' 0.30: over 0.25 but no more than the rest.
+        let snap = slow_instance_job(15.0)
+            .pod(throttled("tm-bad", 0.3))
+            .pod(throttled("tm-a", 0.3))
+            .pod(throttled("tm-b", 0.3))
+            .build();
+        let r = on_vertex(&snap, "agg", run);
+        let HotKeyFact::FixTheNode { cause, .. } = hk(&r.fix[0]) else { panic!("{:?}", r.fix) };
+        assert_eq!(*cause, None);
     }
 
     #[test]

@@ -115,7 +115,7 @@ pub fn run(ctx: &Context, culprit: &VertexSignals) -> StepReport {
         }
     }
     elsewhere(ctx, &tms, &mut r);
-    r.evidence = evidence(ctx, &nodes);
+    r.evidence = evidence_of(ctx, &nodes);
     r.missing = missing(ctx, &nodes);
     r
 }
@@ -268,7 +268,7 @@ fn elsewhere(ctx: &Context, culprits: &BTreeSet<&str>, r: &mut StepReport) {
 }
 
 /// The worst culprit TaskManager's numbers.
-fn evidence(ctx: &Context, nodes: &[NodeReading]) -> Vec<Evidence> {
+fn evidence_of(ctx: &Context, nodes: &[NodeReading]) -> Vec<Evidence> {
     let t = &ctx.cfg.thresholds;
     let worst = |f: &dyn Fn(&NodeReading) -> Option<f64>| {
         nodes.iter().filter_map(|n| Some((n, f(n)?))).max_by(|a, b| a.1.total_cmp(&b.1))
@@ -328,4 +328,172 @@ fn missing(ctx: &Context, nodes: &[NodeReading]) -> Vec<String> {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::diagnose::testkit::*;
+    use crate::model::facts::Fact;
+    use crate::model::resources::PodResources;
+    use crate::model::verdict::Outcome;
+
+    const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
+
+    fn rf(f: &Fact) -> &ResourcesFact {
+        match f {
+            Fact::Resources(r) => r,
+            other => panic!("not a resources fact: {other:?}"),
+        }
+    }
+
+    /// Source → `score` (p 2, evenly busy 0.95: no hot subtask) → sink; score's subtasks on
+    /// tm-1 and tm-2, the sink's on tm-3.
+    fn job() -> SnapshotBuilder {
+        SnapshotBuilder::new()
+            .vertex("src", "Source: clicks", 2)
+            .vertex("agg", "score", 2)
+            .vertex("sink", "Sink: out", 2)
+            .edge("src", "agg", "HASH")
+            .edge("agg", "sink", "FORWARD")
+            .all_subtasks("src", 0.0, 0.9, 0.1, None)
+            .subtask("agg", 0, 0.95, 0.0, 0.05, 500.0)
+            .subtask("agg", 1, 0.95, 0.0, 0.05, 500.0)
+            .all_subtasks("sink", 0.1, 0.0, 0.9, 1000.0)
+            .on_taskmanager("agg", 0, "tm-1", "node-1")
+            .on_taskmanager("agg", 1, "tm-2", "node-2")
+            .on_taskmanager("sink", 0, "tm-3", "node-3")
+            .on_taskmanager("sink", 1, "tm-3", "node-3")
+    }
+
+    #[test]
+    fn a_culprit_whose_taskmanager_spends_45_percent_in_old_gen_gc_with_a_full_heap_is_gc_pressure() {
+        // tm-1: 450 ms/s of GC, all of it old generation → 0.45 ≥ 0.30; heap 0.97 GiB of 1 GiB.
+        let snap = job()
+            .taskmanager("tm-1", 450.0, 0.9)
+            .heap("tm-1", 0.97 * GIB, GIB, 450.0)
+            .taskmanager("tm-2", 20.0, 0.9)
+            .heap("tm-2", 0.5 * GIB, GIB, None)
+            .taskmanager("tm-3", 10.0, 0.2)
+            .build();
+        let r = on_vertex(&snap, "agg", run);
+        assert_eq!((r.outcome, r.finding), (Outcome::Hit, Some(Finding::GcPressure)));
+        let ResourcesFact::GcPressureFound { node, over, of, threshold_ratio, .. } = rf(&r.detail) else {
+            panic!("{:?}", r.detail)
+        };
+        assert_eq!((node.tm.as_str(), *over, *of), ("tm-1", 1, 2));
+        assert_close(node.gc_share_ratio.unwrap(), 0.45, 1e-12);
+        assert_close(node.old_gen_share_ratio.unwrap(), 0.45, 1e-12);
+        assert_close(*threshold_ratio, 0.3, 1e-12);
+        assert_close(node.heap_used_ratio().unwrap(), 0.97, 1e-12);
+        // Heap for 0.97 GiB to be 70 %: 0.97 / 0.7 = 1.3857 GiB → add 0.3857 GiB.
+        let raise = r.fix.iter().find_map(|f| match rf(f) {
+            ResourcesFact::RaiseTaskHeap { add_bytes, .. } => Some(*add_bytes),
+            _ => None,
+        });
+        assert_close(raise.expect("a heap fix") / GIB, 0.97 / 0.7 - 1.0, 1e-9);
+        // No state backend known and no RocksDB metrics: state off the heap is offered.
+        assert!(r.fix.iter().any(|f| matches!(rf(f), ResourcesFact::StateOffHeap { state_backend: None })));
+        assert_close(
+            evidence(&r.evidence, "share of time in GC (Status.JVM.GarbageCollector.*.Time)").value,
+            0.45,
+            1e-9,
+        );
+        // No kube metrics: listed as missing, nothing concluded from them.
+        assert!(r.missing.iter().any(|m| m.contains("kube-state-metrics")), "{:?}", r.missing);
+    }
+
+    #[test]
+    fn the_same_gc_on_a_taskmanager_without_the_culprits_subtasks_is_present_but_not_the_reason() {
+        // tm-3 (the sink's) at 0.45; the culprit's tm-1 and tm-2 at 0.02.
+        let snap =
+            job().taskmanager("tm-1", 20.0, 0.9).taskmanager("tm-2", 20.0, 0.9).taskmanager("tm-3", 450.0, 0.2).build();
+        let r = on_vertex(&snap, "agg", run);
+        assert_eq!(r.outcome, Outcome::Clear);
+        let ResourcesFact::ElsewhereNotTheReason { pressure, subject, value_ratio, .. } = rf(&r.advice[0]) else {
+            panic!("{:?}", r.advice)
+        };
+        assert_eq!((*pressure, subject.as_str()), (Pressure::Gc, "tm-3"));
+        assert_close(*value_ratio, 0.45, 1e-12);
+    }
+
+    #[test]
+    fn an_oom_killed_container_of_the_culprit_is_memory_limit() {
+        // Last termination OOMKilled with 1 restart in the window; working set 3.9 of 4 GiB.
+        let snap = job()
+            .taskmanager("tm-1", 20.0, 0.9)
+            .taskmanager("tm-2", 20.0, 0.9)
+            .pod(PodResources {
+                pod: "tm-2".into(),
+                last_terminated_oom_killed: Some(true),
+                restarts_in_window: Some(1.0),
+                working_set_max_bytes: Some(3.9 * GIB),
+                memory_limit_bytes: Some(4.0 * GIB),
+                ..Default::default()
+            })
+            .build();
+        let r = on_vertex(&snap, "agg", run);
+        assert_eq!(r.finding, Some(Finding::MemoryLimit));
+        let ResourcesFact::MemoryLimitFound { node, .. } = rf(&r.detail) else { panic!("{:?}", r.detail) };
+        assert_eq!((node.tm.as_str(), node.oom_killed), ("tm-2", Some(true)));
+        assert!(
+            matches!(rf(&r.fix[0]), ResourcesFact::FitProcessToLimit { memory_limit_bytes: Some(l), .. } if *l == 4.0 * GIB)
+        );
+    }
+
+    #[test]
+    fn an_old_oom_kill_without_a_restart_in_the_window_is_not_this_windows() {
+        let snap = job()
+            .taskmanager("tm-1", 20.0, 0.9)
+            .pod(PodResources {
+                pod: "tm-1".into(),
+                last_terminated_oom_killed: Some(true),
+                restarts_in_window: Some(0.0),
+                ..Default::default()
+            })
+            .build();
+        let r = on_vertex(&snap, "agg", run);
+        assert_eq!(r.outcome, Outcome::Clear);
+    }
+
+    #[test]
+    fn the_culprits_throttled_pods_are_cpu_throttled_with_the_ratio() {
+        // Both culprit pods throttled: 0.5 and 0.4 of their CFS periods, ≥ 0.25.
+        let pod = |name: &str, ratio: f64| PodResources {
+            pod: name.into(),
+            cpu_throttled_ratio: Some(ratio),
+            cpu_limit_cores: Some(1.0),
+            ..Default::default()
+        };
+        let snap = job()
+            .taskmanager("tm-1", 20.0, 0.9)
+            .taskmanager("tm-2", 20.0, 0.9)
+            .pod(pod("tm-1", 0.5))
+            .pod(pod("tm-2", 0.4))
+            .build();
+        let r = on_vertex(&snap, "agg", run);
+        assert_eq!(r.finding, Some(Finding::CpuThrottled));
+        let ResourcesFact::CpuThrottledFound { node, over, of, .. } = rf(&r.detail) else { panic!("{:?}", r.detail) };
+        assert_eq!((node.tm.as_str(), *over, *of), ("tm-1", 2, 2));
+        assert_close(node.throttled_ratio.unwrap(), 0.5, 1e-12);
+        assert!(matches!(rf(&r.fix[0]), ResourcesFact::MoreCpu { cpu_limit_cores: Some(c), .. } if *c == 1.0));
+        assert!(
+            r.not_the_fix
+                .iter()
+                .any(|f| matches!(rf(f), ResourcesFact::NotMoreParallelism { pressure: Pressure::CpuThrottled, .. }))
+        );
+    }
+
+    #[test]
+    fn without_kube_metrics_the_step_lists_them_missing_and_changes_no_finding() {
+        let snap = job().taskmanager("tm-1", 20.0, 0.9).taskmanager("tm-2", 20.0, 0.9).build();
+        let r = on_vertex(&snap, "agg", run);
+        assert_eq!((r.outcome, r.finding), (Outcome::Clear, None));
+        assert!(r.missing.iter().any(|m| m.contains("not asked")), "{:?}", r.missing);
+        // Asked and nothing found: "not in the store".
+        let snap = job().taskmanager("tm-1", 20.0, 0.9).pods_asked().build();
+        let r = on_vertex(&snap, "agg", run);
+        assert!(r.missing.iter().any(|m| m.contains("not in the store")), "{:?}", r.missing);
+        assert_eq!(r.finding, None);
+    }
 }

@@ -104,7 +104,17 @@ pub enum HotKeyFact {
     /// Cause: GC on that TaskManager is like the others'.
     GcNotTheReason { tm_gc_ms_per_s: f64, others_gc_ms_per_s: f64 },
     /// Fix: look at the node, with its GC time when known; restarting moves `subtask`.
-    FixTheNode { tm: String, host: Option<String>, tm_gc_ms_per_s: Option<f64>, subtask: u32 },
+    /// `reading`: what was measured of its TaskManager and pod (step `resources`' reading);
+    /// `cause`: the pressure that reading shows over its threshold and above the job's
+    /// other TaskManagers, when one does.
+    FixTheNode {
+        tm: String,
+        host: Option<String>,
+        tm_gc_ms_per_s: Option<f64>,
+        subtask: u32,
+        reading: Box<crate::model::facts::resources::NodeReading>,
+        cause: Option<crate::model::facts::resources::Pressure>,
+    },
     /// Not the fix: salting (records are already even).
     NoSaltingEven { vertex: String },
     /// Not the fix: more parallelism (the slow instance stays slow).

@@ -4,6 +4,7 @@ use std::fmt::{self, Formatter};
 
 use super::numbers::{num, pct, pct_or_unknown};
 use crate::model::facts::hot_key::{BusyRatios, HotKeyFact, HotKeyFix};
+use crate::model::facts::resources::Pressure;
 
 pub(super) fn word(fact: &HotKeyFact, f: &mut Formatter<'_>) -> fmt::Result {
     match fact {
@@ -143,15 +144,83 @@ fn word_slow_instance(fact: &HotKeyFact, f: &mut Formatter<'_>) -> fmt::Result {
             f,
             "Garbage collection is not the reason: {mine:.0} ms/s there, {o:.0} ms/s on the job's other TaskManagers."
         ),
-        HotKeyFact::FixTheNode { tm, host, tm_gc_ms_per_s, subtask } => {
-            write!(f, "Fix the node, not the key: look at TaskManager {tm}{} — GC", OnHost(host))?;
-            if let Some(m) = tm_gc_ms_per_s {
-                write!(f, " ({m:.0} ms/s now)")?;
+        HotKeyFact::FixTheNode { tm, host, tm_gc_ms_per_s, subtask, reading, cause } => {
+            write!(f, "Fix the node, not the key: ")?;
+            let n = reading.as_ref();
+            match cause {
+                Some(Pressure::CpuThrottled) => {
+                    write!(
+                        f,
+                        "TaskManager {tm}{}'s container is throttled in {} of its CFS periods",
+                        OnHost(host),
+                        pct(n.throttled_ratio.unwrap_or(0.0))
+                    )?;
+                    if let Some(o) = n.others_throttled_ratio {
+                        write!(f, " against {} on the job's other pods", pct(o))?;
+                    }
+                    if let Some(c) = n.cpu_limit_cores {
+                        write!(f, " (CPU limit {c} cores)")?;
+                    }
+                    f.write_str(": busy because throttled — give it more CPU (`kubernetes.taskmanager.cpu.amount`, `kubernetes.taskmanager.cpu.limit-factor`).")?;
+                }
+                Some(Pressure::Gc) => {
+                    write!(
+                        f,
+                        "TaskManager {tm}{} spends {} of its time in GC",
+                        OnHost(host),
+                        pct(n.gc_share_ratio.unwrap_or(0.0))
+                    )?;
+                    if let Some(m) = tm_gc_ms_per_s {
+                        write!(f, " ({m:.0} ms/s now)")?;
+                    }
+                    if let Some(h) = n.heap_used_ratio() {
+                        write!(f, ", heap {} used", pct(h))?;
+                    }
+                    f.write_str(
+                        ": give it more heap (`taskmanager.memory.task.heap.size`) or keep state off the heap.",
+                    )?;
+                }
+                Some(Pressure::OomKilled | Pressure::MemoryLimit) => {
+                    write!(f, "TaskManager {tm}{}'s container ", OnHost(host))?;
+                    f.write_str(if *cause == Some(Pressure::OomKilled) {
+                        "was OOM-killed in the window"
+                    } else {
+                        "is at its memory limit"
+                    })?;
+                    f.write_str(": fit `taskmanager.memory.process.size` to the pod's limit.")?;
+                }
+                None => {
+                    write!(f, "look at TaskManager {tm}{} — ", OnHost(host))?;
+                    let mut unmeasured: Vec<&str> = Vec::new();
+                    if tm_gc_ms_per_s.is_none() {
+                        unmeasured.push("GC");
+                    }
+                    if n.throttled_ratio.is_none() {
+                        unmeasured.push("CPU throttling (cgroup cpu.stat nr_throttled)");
+                    }
+                    unmeasured.extend(["a noisy neighbour", "a slow local disk"]);
+                    write!(
+                        f,
+                        "{}, or a stuck thread (thread dump: Flink REST /taskmanagers/:id/thread-dump)",
+                        unmeasured.join(", ")
+                    )?;
+                    let mut ordinary: Vec<String> = Vec::new();
+                    if let Some(m) = tm_gc_ms_per_s {
+                        ordinary.push(format!("GC {m:.0} ms/s"));
+                    }
+                    if let Some(c) = n.throttled_ratio {
+                        ordinary.push(format!("CPU throttled {}", pct(c)));
+                    }
+                    if let (Some(c), Some(o)) = (n.cpu_load_ratio, n.others_cpu_load_ratio) {
+                        ordinary.push(format!("CPU load {} against {} on the others", pct(c), pct(o)));
+                    }
+                    if !ordinary.is_empty() {
+                        write!(f, "; measured and not standing out: {}", ordinary.join(", "))?;
+                    }
+                    f.write_str(".")?;
+                }
             }
-            write!(
-                f,
-                ", CPU throttling (cgroup cpu.stat nr_throttled), a noisy neighbour, a slow local disk, or a stuck thread (thread dump: Flink REST /taskmanagers/:id/thread-dump). Restarting that TaskManager moves subtask {subtask} elsewhere."
-            )
+            write!(f, " Restarting that TaskManager moves subtask {subtask} elsewhere.")
         }
         HotKeyFact::NoSaltingEven { vertex } => {
             write!(f, "Salting or re-keying {vertex}: its records are already spread evenly.")
@@ -244,19 +313,39 @@ mod tests {
     }
 
     #[test]
-    fn a_slow_instance_reads_as_before() {
+    fn a_slow_instance_names_what_stands_out_and_lists_only_what_was_not_measured() {
+        use crate::model::facts::resources::NodeReading;
         let node = HotKeyFact::FixTheNode {
             tm: "tm-bad".into(),
             host: Some("node-7".into()),
             tm_gc_ms_per_s: Some(120.0),
             subtask: 1,
+            reading: Box::new(NodeReading { gc_share_ratio: Some(0.12), ..NodeReading::default() }),
+            cause: Some(Pressure::Gc),
         };
         assert_eq!(
             words(node),
-            "Fix the node, not the key: look at TaskManager tm-bad on host node-7 — GC (120 ms/s now), CPU throttling (cgroup cpu.stat nr_throttled), a noisy neighbour, a slow local disk, or a stuck thread (thread dump: Flink REST /taskmanagers/:id/thread-dump). Restarting that TaskManager moves subtask 1 elsewhere."
+            "Fix the node, not the key: TaskManager tm-bad on host node-7 spends 12% of its time in GC (120 ms/s now): give it more heap (`taskmanager.memory.task.heap.size`) or keep state off the heap. Restarting that TaskManager moves subtask 1 elsewhere."
         );
-        let no_host = HotKeyFact::FixTheNode { tm: "unknown".into(), host: None, tm_gc_ms_per_s: None, subtask: 0 };
+        let no_host = HotKeyFact::FixTheNode {
+            tm: "unknown".into(),
+            host: None,
+            tm_gc_ms_per_s: None,
+            subtask: 0,
+            reading: Box::default(),
+            cause: None,
+        };
         assert!(words(no_host).starts_with("Fix the node, not the key: look at TaskManager unknown — GC, CPU"));
+        let ordinary = HotKeyFact::FixTheNode {
+            tm: "tm-1".into(),
+            host: None,
+            tm_gc_ms_per_s: Some(15.0),
+            subtask: 0,
+            reading: Box::new(NodeReading { throttled_ratio: Some(0.02), ..NodeReading::default() }),
+            cause: None,
+        };
+        let text = words(ordinary);
+        assert!(!text.contains("CPU throttling (cgroup") && text.contains("CPU throttled 2%"), "{text}");
     }
 
     #[test]
