@@ -163,3 +163,106 @@ pub(super) fn add_jvm_memory(tms: &mut [TaskManagerMetrics], answers: &super::An
         tm.old_gen_gc_ms_per_s = old.get(&tm.tm_id).copied();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::collect::identity::SeriesScope;
+    use crate::model::snapshot::{BackpressureMeasure, Window, WindowBound};
+
+    fn scope<'a>(cat: &'a MetricCatalog, series: &'a SeriesScope) -> Scope<'a> {
+        let window = Window {
+            start_ms: 0,
+            end_ms: 300_000,
+            requested_ms: 300_000,
+            bound: WindowBound::Requested,
+            settled_ms: None,
+        };
+        Scope {
+            cat,
+            job_id: "j",
+            series,
+            window,
+            at: 300_000,
+            step: 5000,
+            trend_start: 0,
+            measure: BackpressureMeasure::TimeMsPerSecond,
+        }
+    }
+
+    #[test]
+    fn the_container_queries_are_six_whatever_the_number_of_taskmanagers_and_vertices() {
+        let cat = MetricCatalog::default();
+        let series = SeriesScope::default();
+        let s = scope(&cat, &series);
+        let pods = |n: usize| (0..n).map(|i| format!("job-taskmanager-1-{i}")).collect::<Vec<_>>();
+        assert_eq!(container_queries(&s, &pods(2)).len(), 6);
+        assert_eq!(container_queries(&s, &pods(400)).len(), 6);
+        assert!(container_queries(&s, &[]).is_empty());
+        // Round 3's TaskManager queries (heap included) do not depend on the job's size
+        // either: the job-level list is the same length for any job.
+        let signals = super::super::rounds::job_signal_queries(&s);
+        assert!(signals.iter().any(|(n, _)| *n == HEAP_USED) && signals.iter().any(|(n, _)| *n == HEAP_MAX));
+        let promql = container_queries(&s, &pods(1)).into_iter().map(|(_, q)| q.to_promql()).collect::<Vec<_>>();
+        assert!(promql[0].contains("reason=\"OOMKilled\"") && promql[0].contains("job-taskmanager-1-0"), "{promql:?}");
+    }
+
+    fn series(name: &str, labels: &[(&str, &str)], v: f64) -> ResultSeries {
+        let mut all: BTreeMap<String, String> = labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        all.insert("__name__".into(), name.into());
+        ResultSeries { labels: all, points: vec![(300_000, v)] }
+    }
+
+    #[test]
+    fn a_pods_containers_are_read_from_the_exporters_labels_and_the_pause_container_left_out() {
+        // Shapes as kube-state-metrics (docs/metrics/workload/pod-metrics.md) and cAdvisor
+        // through the kubelet (docs/storage/prometheus.md) label them: namespace, pod,
+        // container; the pod-level cgroup has container="" and the pause container "POD".
+        let pod = "fraud-taskmanager-1-1";
+        let main = [("namespace", "flink"), ("pod", pod), ("container", "flink-main-container")];
+        let mut answers = super::super::Answers::default();
+        let mut put = |name: &str, s: Vec<ResultSeries>| {
+            answers.results.insert(name.to_string(), s);
+        };
+        put(OOM, vec![series("kube_pod_container_status_last_terminated_reason", &main, 1.0)]);
+        // 1 restart over 300 s: a rate of 1/300 per second.
+        put(RESTARTS, vec![series("kube_pod_container_status_restarts_total", &main, 1.0 / 300.0)]);
+        let mem = [main[0], main[1], main[2], ("resource", "memory")];
+        let cpu = [main[0], main[1], main[2], ("resource", "cpu")];
+        put(
+            LIMITS,
+            vec![
+                series("kube_pod_container_resource_limits", &mem, 4.0 * 1024.0 * 1024.0 * 1024.0),
+                series("kube_pod_container_resource_limits", &cpu, 2.0),
+            ],
+        );
+        put(
+            WORKING_SET,
+            vec![
+                series("container_memory_working_set_bytes", &main, 3.0e9),
+                series(
+                    "container_memory_working_set_bytes",
+                    &[("namespace", "flink"), ("pod", pod), ("container", "")],
+                    3.2e9,
+                ),
+                series(
+                    "container_memory_working_set_bytes",
+                    &[("namespace", "flink"), ("pod", pod), ("container", "POD")],
+                    1.0e6,
+                ),
+            ],
+        );
+        // 4 of 10 periods a second throttled: 0.4.
+        put(THROTTLED, vec![series("container_cpu_cfs_throttled_periods_total", &main, 4.0)]);
+        put(PERIODS, vec![series("container_cpu_cfs_periods_total", &main, 10.0)]);
+        let pods = assemble_pods(&answers, 300.0);
+        assert_eq!(pods.len(), 1);
+        let p = &pods[0];
+        assert_eq!((p.pod.as_str(), p.container.as_deref()), (pod, Some("flink-main-container")));
+        assert_eq!(p.oom_killed_in_window(), Some(true));
+        assert_eq!(p.restarts_in_window, Some(1.0));
+        assert_eq!(p.working_set_max_bytes, Some(3.0e9));
+        assert_eq!(p.cpu_limit_cores, Some(2.0));
+        assert_eq!(p.cpu_throttled_ratio, Some(0.4));
+    }
+}
