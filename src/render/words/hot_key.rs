@@ -4,7 +4,7 @@ use std::fmt::{self, Formatter};
 
 use super::numbers::{num, pct, pct_or_unknown};
 use crate::model::facts::hot_key::{BusyRatios, HotKeyFact, HotKeyFix};
-use crate::model::facts::resources::Pressure;
+use crate::model::facts::resources::{NodeReading, Pressure};
 
 pub(super) fn word(fact: &HotKeyFact, f: &mut Formatter<'_>) -> fmt::Result {
     match fact {
@@ -145,82 +145,7 @@ fn word_slow_instance(fact: &HotKeyFact, f: &mut Formatter<'_>) -> fmt::Result {
             "Garbage collection is not the reason: {mine:.0} ms/s there, {o:.0} ms/s on the job's other TaskManagers."
         ),
         HotKeyFact::FixTheNode { tm, host, tm_gc_ms_per_s, subtask, reading, cause } => {
-            write!(f, "Fix the node, not the key: ")?;
-            let n = reading.as_ref();
-            match cause {
-                Some(Pressure::CpuThrottled) => {
-                    write!(
-                        f,
-                        "TaskManager {tm}{}'s container is throttled in {} of its CFS periods",
-                        OnHost(host),
-                        pct(n.throttled_ratio.unwrap_or(0.0))
-                    )?;
-                    if let Some(o) = n.others_throttled_ratio {
-                        write!(f, " against {} on the job's other pods", pct(o))?;
-                    }
-                    if let Some(c) = n.cpu_limit_cores {
-                        write!(f, " (CPU limit {c} cores)")?;
-                    }
-                    f.write_str(": busy because throttled — give it more CPU (`kubernetes.taskmanager.cpu.amount`, `kubernetes.taskmanager.cpu.limit-factor`).")?;
-                }
-                Some(Pressure::Gc) => {
-                    write!(
-                        f,
-                        "TaskManager {tm}{} spends {} of its time in GC",
-                        OnHost(host),
-                        pct(n.gc_share_ratio.unwrap_or(0.0))
-                    )?;
-                    if let Some(m) = tm_gc_ms_per_s {
-                        write!(f, " ({m:.0} ms/s now)")?;
-                    }
-                    if let Some(h) = n.heap_used_ratio() {
-                        write!(f, ", heap {} used", pct(h))?;
-                    }
-                    f.write_str(
-                        ": give it more heap (`taskmanager.memory.task.heap.size`) or keep state off the heap.",
-                    )?;
-                }
-                Some(Pressure::OomKilled | Pressure::MemoryLimit) => {
-                    write!(f, "TaskManager {tm}{}'s container ", OnHost(host))?;
-                    f.write_str(if *cause == Some(Pressure::OomKilled) {
-                        "was OOM-killed in the window"
-                    } else {
-                        "is at its memory limit"
-                    })?;
-                    f.write_str(": fit `taskmanager.memory.process.size` to the pod's limit.")?;
-                }
-                None => {
-                    write!(f, "look at TaskManager {tm}{} — ", OnHost(host))?;
-                    let mut unmeasured: Vec<&str> = Vec::new();
-                    if tm_gc_ms_per_s.is_none() {
-                        unmeasured.push("GC");
-                    }
-                    if n.throttled_ratio.is_none() {
-                        unmeasured.push("CPU throttling (cgroup cpu.stat nr_throttled)");
-                    }
-                    unmeasured.extend(["a noisy neighbour", "a slow local disk"]);
-                    write!(
-                        f,
-                        "{}, or a stuck thread (thread dump: Flink REST /taskmanagers/:id/thread-dump)",
-                        unmeasured.join(", ")
-                    )?;
-                    let mut ordinary: Vec<String> = Vec::new();
-                    if let Some(m) = tm_gc_ms_per_s {
-                        ordinary.push(format!("GC {m:.0} ms/s"));
-                    }
-                    if let Some(c) = n.throttled_ratio {
-                        ordinary.push(format!("CPU throttled {}", pct(c)));
-                    }
-                    if let (Some(c), Some(o)) = (n.cpu_load_ratio, n.others_cpu_load_ratio) {
-                        ordinary.push(format!("CPU load {} against {} on the others", pct(c), pct(o)));
-                    }
-                    if !ordinary.is_empty() {
-                        write!(f, "; measured and not standing out: {}", ordinary.join(", "))?;
-                    }
-                    f.write_str(".")?;
-                }
-            }
-            write!(f, " Restarting that TaskManager moves subtask {subtask} elsewhere.")
+            fix_the_node(tm, host, *tm_gc_ms_per_s, *subtask, reading, *cause, f)
         }
         HotKeyFact::NoSaltingEven { vertex } => {
             write!(f, "Salting or re-keying {vertex}: its records are already spread evenly.")
@@ -273,6 +198,92 @@ impl fmt::Display for OnHost<'_> {
             None => Ok(()),
         }
     }
+}
+
+/// The fix of a slow instance: the pressure its TaskManager shows, or what to look at.
+fn fix_the_node(
+    tm: &str,
+    host: &Option<String>,
+    tm_gc_ms_per_s: Option<f64>,
+    subtask: u32,
+    reading: &NodeReading,
+    cause: Option<Pressure>,
+    f: &mut Formatter<'_>,
+) -> fmt::Result {
+    write!(f, "Fix the node, not the key: ")?;
+    let n = reading;
+    match cause {
+        Some(Pressure::CpuThrottled) => {
+            write!(
+                f,
+                "TaskManager {tm}{}'s container is throttled in {} of its CFS periods",
+                OnHost(host),
+                pct(n.throttled_ratio.unwrap_or(0.0))
+            )?;
+            if let Some(o) = n.others_throttled_ratio {
+                write!(f, " against {} on the job's other pods", pct(o))?;
+            }
+            if let Some(c) = n.cpu_limit_cores {
+                write!(f, " (CPU limit {c} cores)")?;
+            }
+            f.write_str(": busy because throttled — give it more CPU (`kubernetes.taskmanager.cpu.amount`, `kubernetes.taskmanager.cpu.limit-factor`).")?;
+        }
+        Some(Pressure::Gc) => {
+            write!(
+                f,
+                "TaskManager {tm}{} spends {} of its time in GC",
+                OnHost(host),
+                pct(n.gc_share_ratio.unwrap_or(0.0))
+            )?;
+            if let Some(m) = tm_gc_ms_per_s {
+                write!(f, " ({m:.0} ms/s now)")?;
+            }
+            if let Some(h) = n.heap_used_ratio() {
+                write!(f, ", heap {} used", pct(h))?;
+            }
+            f.write_str(": give it more heap (`taskmanager.memory.task.heap.size`) or keep state off the heap.")?;
+        }
+        Some(Pressure::OomKilled | Pressure::MemoryLimit) => {
+            write!(f, "TaskManager {tm}{}'s container ", OnHost(host))?;
+            f.write_str(if cause == Some(Pressure::OomKilled) {
+                "was OOM-killed in the window"
+            } else {
+                "is at its memory limit"
+            })?;
+            f.write_str(": fit `taskmanager.memory.process.size` to the pod's limit.")?;
+        }
+        None => {
+            write!(f, "look at TaskManager {tm}{} — ", OnHost(host))?;
+            let mut unmeasured: Vec<&str> = Vec::new();
+            if tm_gc_ms_per_s.is_none() {
+                unmeasured.push("GC");
+            }
+            if n.throttled_ratio.is_none() {
+                unmeasured.push("CPU throttling (cgroup cpu.stat nr_throttled)");
+            }
+            unmeasured.extend(["a noisy neighbour", "a slow local disk"]);
+            write!(
+                f,
+                "{}, or a stuck thread (thread dump: Flink REST /taskmanagers/:id/thread-dump)",
+                unmeasured.join(", ")
+            )?;
+            let mut ordinary: Vec<String> = Vec::new();
+            if let Some(m) = tm_gc_ms_per_s {
+                ordinary.push(format!("GC {m:.0} ms/s"));
+            }
+            if let Some(c) = n.throttled_ratio {
+                ordinary.push(format!("CPU throttled {}", pct(c)));
+            }
+            if let (Some(c), Some(o)) = (n.cpu_load_ratio, n.others_cpu_load_ratio) {
+                ordinary.push(format!("CPU load {} against {} on the others", pct(c), pct(o)));
+            }
+            if !ordinary.is_empty() {
+                write!(f, "; measured and not standing out: {}", ordinary.join(", "))?;
+            }
+            f.write_str(".")?;
+        }
+    }
+    write!(f, " Restarting that TaskManager moves subtask {subtask} elsewhere.")
 }
 
 #[cfg(test)]

@@ -76,6 +76,69 @@ pub(super) fn word(fact: &ResourcesFact, f: &mut Formatter<'_>) -> fmt::Result {
             let _ = tm;
             Ok(())
         }
+        ResourcesFact::MemoryLimitFound { vertex, node, threshold_ratio } => {
+            write!(f, "The container of TaskManager pod {} running {vertex} ", node.tm)?;
+            if node.oom_killed == Some(true) {
+                f.write_str("was OOM-killed in the window")?;
+            } else {
+                f.write_str("is at its memory limit")?;
+            }
+            if let (Some(w), Some(l)) = (node.working_set_bytes, node.memory_limit_bytes) {
+                write!(
+                    f,
+                    " (working set up to {} of a {} limit, ≥ {} is at it)",
+                    human_bytes(w),
+                    human_bytes(l),
+                    pct(*threshold_ratio)
+                )?;
+            }
+            f.write_str(".")
+        }
+        ResourcesFact::CpuThrottledFound { vertex, node, over, of, threshold_ratio } => {
+            write!(
+                f,
+                "The container of TaskManager pod {} running {vertex} is throttled in {} of its CFS periods (≥ {}; {over} of its {of} pod(s) are over)",
+                node.tm,
+                pct(node.throttled_ratio.unwrap_or(0.0)),
+                pct(*threshold_ratio)
+            )?;
+            if let Some(c) = node.cpu_limit_cores {
+                write!(f, " under a CPU limit of {c} cores")?;
+            }
+            f.write_str(": busy because throttled.")
+        }
+        ResourcesFact::ElsewhereNotTheReason { pressure: p, subject, value_ratio, threshold_ratio } => write!(
+            f,
+            "TaskManager {subject} shows {} {} (≥ {}), but runs none of the culprit's subtasks: present, not the reason for this bottleneck.",
+            pct(*value_ratio),
+            pressure(*p),
+            pct(*threshold_ratio)
+        ),
+        ResourcesFact::AlsoPresent { pressure: p, subject, value_ratio, threshold_ratio } => write!(
+            f,
+            "Also on the culprit's TaskManager {subject}: {} {} (≥ {}).",
+            pct(*value_ratio),
+            pressure(*p),
+            pct(*threshold_ratio)
+        ),
+        ResourcesFact::RaiseTaskHeap { .. }
+        | ResourcesFact::RaiseTaskHeapUnmeasured
+        | ResourcesFact::StateOffHeap { .. }
+        | ResourcesFact::FitProcessToLimit { .. }
+        | ResourcesFact::MoreCpu { .. }
+        | ResourcesFact::NotMoreParallelism { .. } => word_fix(fact, f),
+        ResourcesFact::Summary { vertex, pressure: p, subject, value_ratio } => write!(
+            f,
+            "{vertex} is the culprit: its TaskManager {subject} shows {} {}.",
+            pct(*value_ratio),
+            pressure(*p)
+        ),
+    }
+}
+
+/// Words of the fixes and not-the-fixes.
+fn word_fix(fact: &ResourcesFact, f: &mut Formatter<'_>) -> fmt::Result {
+    match fact {
         ResourcesFact::RaiseTaskHeap { tm, heap_used_bytes, heap_max_bytes, add_bytes, target_ratio } => write!(
             f,
             "Raise `taskmanager.memory.task.heap.size` by {} (TaskManager {tm}'s heap {} → {}, so that its {} in use is {} of it), and `taskmanager.memory.process.size` (or `taskmanager.memory.flink.size`) by as much.",
@@ -95,37 +158,12 @@ pub(super) fn word(fact: &ResourcesFact, f: &mut Formatter<'_>) -> fmt::Result {
                 None => f.write_str(" if the state is on the heap (no RocksDB metrics seen)."),
             }
         }
-        ResourcesFact::MemoryLimitFound { vertex, node, threshold_ratio } => {
-            write!(f, "The container of TaskManager pod {} running {vertex} ", node.tm)?;
-            if node.oom_killed == Some(true) {
-                f.write_str("was OOM-killed in the window")?;
-            } else {
-                f.write_str("is at its memory limit")?;
-            }
-            if let (Some(w), Some(l)) = (node.working_set_bytes, node.memory_limit_bytes) {
-                write!(f, " (working set up to {} of a {} limit, ≥ {} is at it)", human_bytes(w), human_bytes(l), pct(*threshold_ratio))?;
-            }
-            f.write_str(".")
-        }
         ResourcesFact::FitProcessToLimit { pod, memory_limit_bytes, .. } => {
             f.write_str("Fit the TaskManager's memory to the pod: `taskmanager.memory.process.size`")?;
             if let Some(l) = memory_limit_bytes {
                 write!(f, " below pod {pod}'s {} limit", human_bytes(*l))?;
             }
             f.write_str(" (on native Kubernetes the limit is that size × `kubernetes.taskmanager.memory.limit-factor`); native memory beyond Flink's budget goes into `taskmanager.memory.jvm-overhead.fraction` / `.max`, and RocksDB stays in managed memory (`state.backend.rocksdb.memory.managed: true`, `taskmanager.memory.managed.fraction`).")
-        }
-        ResourcesFact::CpuThrottledFound { vertex, node, over, of, threshold_ratio } => {
-            write!(
-                f,
-                "The container of TaskManager pod {} running {vertex} is throttled in {} of its CFS periods (≥ {}; {over} of its {of} pod(s) are over)",
-                node.tm,
-                pct(node.throttled_ratio.unwrap_or(0.0)),
-                pct(*threshold_ratio)
-            )?;
-            if let Some(c) = node.cpu_limit_cores {
-                write!(f, " under a CPU limit of {c} cores")?;
-            }
-            f.write_str(": busy because throttled.")
         }
         ResourcesFact::MoreCpu { pod, cpu_limit_cores, throttled_ratio } => {
             write!(f, "Give TaskManager pod {pod} more CPU: raise `kubernetes.taskmanager.cpu.amount` (the request) or `kubernetes.taskmanager.cpu.limit-factor` (limit = amount × factor)")?;
@@ -139,26 +177,7 @@ pub(super) fn word(fact: &ResourcesFact, f: &mut Formatter<'_>) -> fmt::Result {
             "More parallelism for {vertex} on TaskManagers as they are: each new subtask meets the same {}.",
             pressure(*p)
         ),
-        ResourcesFact::ElsewhereNotTheReason { pressure: p, subject, value_ratio, threshold_ratio } => write!(
-            f,
-            "TaskManager {subject} shows {} {} (≥ {}), but runs none of the culprit's subtasks: present, not the reason for this bottleneck.",
-            pct(*value_ratio),
-            pressure(*p),
-            pct(*threshold_ratio)
-        ),
-        ResourcesFact::AlsoPresent { pressure: p, subject, value_ratio, threshold_ratio } => write!(
-            f,
-            "Also on the culprit's TaskManager {subject}: {} {} (≥ {}).",
-            pct(*value_ratio),
-            pressure(*p),
-            pct(*threshold_ratio)
-        ),
-        ResourcesFact::Summary { vertex, pressure: p, subject, value_ratio } => write!(
-            f,
-            "{vertex} is the culprit: its TaskManager {subject} shows {} {}.",
-            pct(*value_ratio),
-            pressure(*p)
-        ),
+        other => word(other, f),
     }
 }
 
