@@ -123,6 +123,7 @@ impl SnapshotBuilder {
                 checkpoints: Checkpoints::default(),
                 rocksdb: Vec::new(),
                 source_lag: Vec::new(),
+                source_readers: Vec::new(),
                 partitions: Vec::new(),
                 retention: Vec::new(),
                 job_topics: Vec::new(),

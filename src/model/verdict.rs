@@ -45,6 +45,12 @@ pub enum Finding {
     Network,
     AsyncIo,
     WatermarkStall,
+    /// The culprit's hot subtask is fed over a forward chain by one source reader that reads
+    /// far more than the median reader: partition skew in the topic, not a key or a node.
+    SourceSkew,
+    /// Source readers are paused by watermark alignment (`watermarkAlignmentDrift` past the
+    /// allowed drift while their lag grows).
+    WatermarkAlignment,
     /// A vertex holds the job back (busy by itself, not backpressured) for a reason no
     /// runbook step finds in the metrics: profile it (added value).
     Unexplained,
@@ -64,6 +70,8 @@ impl Finding {
             Finding::Network => "network",
             Finding::AsyncIo => "async_io",
             Finding::WatermarkStall => "watermark_stall",
+            Finding::SourceSkew => "source_skew",
+            Finding::WatermarkAlignment => "watermark_alignment",
             Finding::Unexplained => "unexplained",
             Finding::None => "none",
         }
@@ -104,6 +112,9 @@ pub struct Culprit {
 pub enum StepName {
     Locate,
     Sink,
+    /// The culprit's source readers: splits, partition skew, watermark alignment, idleness
+    /// and fetch against emit lag.
+    Sources,
     HotKey,
     StateBackend,
     Checkpoints,
@@ -111,9 +122,10 @@ pub enum StepName {
 }
 
 impl StepName {
-    pub const ALL: [StepName; 6] = [
+    pub const ALL: [StepName; 7] = [
         StepName::Locate,
         StepName::Sink,
+        StepName::Sources,
         StepName::HotKey,
         StepName::StateBackend,
         StepName::Checkpoints,
@@ -124,6 +136,7 @@ impl StepName {
         match self {
             StepName::Locate => "locate",
             StepName::Sink => "sink",
+            StepName::Sources => "sources",
             StepName::HotKey => "hot_key",
             StepName::StateBackend => "state_backend",
             StepName::Checkpoints => "checkpoints",

@@ -8,4 +8,5 @@ pub mod locate;
 pub mod retention;
 pub mod sink;
 pub mod skew;
+pub mod sources;
 pub mod state_backend;

@@ -17,6 +17,7 @@ mod parallelism;
 mod retention;
 mod runbook;
 mod sink;
+mod sources;
 mod state_backend;
 
 use std::fmt;
@@ -38,6 +39,7 @@ impl fmt::Display for Fact {
             Fact::Parallelism(p) => parallelism::word(p, f),
             Fact::Runbook(r) => runbook::word(r, f),
             Fact::Sink(s) => sink::word(s, f),
+            Fact::Sources(s) => sources::word(s, f),
             Fact::StateBackend(s) => state_backend::word(s, f),
         }
     }
