@@ -378,3 +378,267 @@ fn fetch_against_emit(ctx: &Context, source: &VertexSignals) -> Option<SourcesFa
         None
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::DiagnosisConfig;
+    use crate::diagnose::testkit::*;
+    use crate::model::facts::state_backend::StateBackendFact;
+    use crate::model::snapshot::Snapshot;
+    use crate::model::verdict::Outcome;
+
+    /// The sources fact a fact is, or a panic saying what it is instead.
+    fn sf(f: &Fact) -> &SourcesFact {
+        match f {
+            Fact::Sources(s) => s,
+            other => panic!("not a sources fact: {other:?}"),
+        }
+    }
+
+    /// Source `src` (4 readers, backpressured) → `ship` → parse (subtask 2 hot, 95 % busy,
+    /// getting `parse_rates`) → FORWARD → sink; readers read `reader_rates`.
+    fn job(ship: &str, reader_rates: [f64; 4], parse_rates: [f64; 4]) -> SnapshotBuilder {
+        let mut b = SnapshotBuilder::new()
+            .vertex("src", "Source: clicks", 4)
+            .vertex("parse", "parse", 4)
+            .vertex("sink", "Sink: out", 4)
+            .edge("src", "parse", ship)
+            .edge("parse", "sink", "FORWARD")
+            .all_subtasks("src", 0.1, 0.9, 0.0, None)
+            .all_subtasks("sink", 0.1, 0.0, 0.9, 1200.0);
+        for i in 0..4u32 {
+            let busy = if i == 2 { 0.95 } else { 0.3 };
+            b = b.subtask("parse", i, busy, 0.0, 1.0 - busy, parse_rates[i as usize]);
+            b = b.records_out("src", i, reader_rates[i as usize]);
+            b = b.source_reader(SourceReader { splits: Some(2), ..reader("src", i, reader_rates[i as usize]) });
+        }
+        b
+    }
+
+    fn on_parse(snap: &Snapshot) -> StepReport {
+        on_vertex(snap, "parse", run)
+    }
+
+    #[test]
+    fn a_heavy_reader_feeding_the_hot_subtask_over_a_forward_chain_is_source_skew_not_a_hot_key() {
+        // Readers 100, 100, 900, 100 records/s: median (100 + 100) / 2 = 100, the heaviest
+        // 900 / 100 = 9 > 3 (AWS: max over 3 × median). Reader 2 feeds parse[2] (95 % busy,
+        // the others 30 %) over FORWARD: subtask i of the source feeds subtask i.
+        let snap = job("FORWARD", [100.0, 100.0, 900.0, 100.0], [100.0, 100.0, 900.0, 100.0]).build();
+        let r = on_parse(&snap);
+        assert_eq!((r.outcome, r.finding), (Outcome::Hit, Some(Finding::SourceSkew)));
+        match sf(&r.detail) {
+            SourcesFact::Skewed { subtask, reader_records_per_s, median_records_per_s, ratio, factor, .. } => {
+                assert_eq!((*subtask, *reader_records_per_s, *median_records_per_s), (2, 900.0, 100.0));
+                assert_close(*ratio, 9.0, 1e-9);
+                assert_eq!(*factor, 3.0);
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(r.subtasks, Some(vec![2]));
+        // The records alone would read as a hot key (share 900 / 1200 = 0.75 ≥ 2 / 4):
+        // this step runs first, so the verdict says where the skew comes from.
+        let d = crate::diagnose::diagnose(&snap, &DiagnosisConfig::default());
+        assert_eq!(d.finding, Finding::SourceSkew);
+        let hot_key = d.steps.iter().find(|s| s.step == crate::model::verdict::StepName::HotKey).unwrap();
+        assert_eq!(hot_key.outcome, Outcome::Skipped);
+    }
+
+    #[test]
+    fn a_heavy_reader_behind_a_keyby_is_advice_and_the_hot_key_stays_the_finding() {
+        // The same readers (9 × the median), but a HASH edge: the keys decide which parse
+        // subtask gets a record, not the reader.
+        let snap = job("HASH", [100.0, 100.0, 900.0, 100.0], [100.0, 100.0, 900.0, 100.0]).build();
+        let r = on_parse(&snap);
+        assert_eq!(r.outcome, Outcome::Clear);
+        assert!(
+            r.advice.iter().any(|a| matches!(sf(a), SourcesFact::SkewNotTheCulprit { subtask: 2, ratio, .. } if (*ratio - 9.0).abs() < 1e-9)),
+            "{:?}",
+            r.advice
+        );
+        let d = crate::diagnose::diagnose(&snap, &DiagnosisConfig::default());
+        assert_eq!(d.finding, Finding::HotKey);
+    }
+
+    #[test]
+    fn readers_within_three_times_the_median_are_even() {
+        // 100, 100, 250, 100: 250 / 100 = 2.5 ≤ 3.
+        let snap = job("FORWARD", [100.0, 100.0, 250.0, 100.0], [100.0, 100.0, 250.0, 100.0]).build();
+        let r = on_parse(&snap);
+        assert_eq!(r.outcome, Outcome::Clear);
+        match sf(&r.detail) {
+            SourcesFact::ReadersEven { readers: 4, without_split: 0, max_over_median_ratio: Some(x), .. } => {
+                assert_close(*x, 2.5, 1e-9)
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn readers_past_the_allowed_drift_that_emit_nothing_are_held_back_by_watermark_alignment() {
+        // Reader 0 drifts 45 s ahead of its group (allowed 20 s) and has emitted nothing for
+        // 30 s (≥ one 5 s step); its pendingRecords grow 1000 → 16000 over 300 s = 50/s.
+        // Reader 1 drifts 2 s: not paused.
+        let snap = job("FORWARD", [100.0, 100.0, 100.0, 100.0], [100.0; 4])
+            .source_reader(SourceReader {
+                alignment_drift_ms: Some(45_000.0),
+                idle_time_ms: Some(30_000.0),
+                ..reader("src", 0, 100.0)
+            })
+            .source_reader(SourceReader {
+                alignment_drift_ms: Some(2_000.0),
+                idle_time_ms: Some(0.0),
+                ..reader("src", 1, 100.0)
+            })
+            .pending_records("src", 0, line(-300, 0, 5, 1000.0, 50.0))
+            .build();
+        let r = on_parse(&snap);
+        assert_eq!((r.outcome, r.finding), (Outcome::Hit, Some(Finding::WatermarkAlignment)));
+        match sf(&r.detail) {
+            SourcesFact::AlignmentPaused { paused, drift_ms, max_drift_ms, .. } => {
+                assert_eq!((paused.as_slice(), *drift_ms, *max_drift_ms), (&[0][..], 45_000.0, 20_000.0));
+            }
+            other => panic!("{other:?}"),
+        }
+        match sf(&r.cause[0]) {
+            SourcesFact::AlignmentHoldsBack { paused: 1, lag_growth_records_per_s: Some(g), .. } => {
+                assert_close(*g, 50.0, 1e-6)
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(r.missing.is_empty());
+    }
+
+    #[test]
+    fn a_drift_past_the_limit_without_idleness_is_no_pause() {
+        // 45 s of drift but the reader emitted 0 s ago: alignment is not holding it.
+        let snap = job("FORWARD", [100.0; 4], [100.0; 4])
+            .source_reader(SourceReader {
+                alignment_drift_ms: Some(45_000.0),
+                idle_time_ms: Some(0.0),
+                ..reader("src", 0, 100.0)
+            })
+            .build();
+        assert_ne!(on_parse(&snap).finding, Some(Finding::WatermarkAlignment));
+    }
+
+    #[test]
+    fn readers_with_no_partition_and_an_advancing_watermark_only_waste_slots() {
+        // Readers 0–2 hold one partition each (assigned-partitions 1), reader 3 none (0):
+        // 1 of 4 without a split, 1 + 1 + 1 + 0 = 3 splits. The watermark advances.
+        let mut b = job("FORWARD", [100.0; 4], [100.0; 4])
+            .watermark("parse", line(-300, 0, 5, 1.7e12, 1000.0));
+        for i in 0..4 {
+            let splits = if i == 3 { 0 } else { 1 };
+            let rate = if i == 3 { 0.0 } else { 100.0 };
+            b = b.source_reader(SourceReader { splits: Some(splits), ..reader("src", i, rate) });
+        }
+        let r = on_parse(&b.build());
+        assert_eq!(r.outcome, Outcome::Clear);
+        assert!(
+            r.advice.iter().any(|a| matches!(sf(a), SourcesFact::WastedSlots { without: 1, splits: Some(3), .. })),
+            "{:?}",
+            r.advice
+        );
+    }
+
+    #[test]
+    fn readers_without_splits_under_a_watermark_that_never_arrived_are_named_in_the_watermark_stall() {
+        // Source (4) → HASH → stateful window (3 busy at 0.95); reader 3 reports no
+        // currentOffset while the others report one partition each: 3 splits, 1 reader
+        // without. The window's input watermark reads Long.MIN_VALUE all window.
+        let mut b = SnapshotBuilder::new()
+            .vertex("src", "Source: impressions", 4)
+            .vertex("win", "TumblingEventTimeWindows", 4)
+            .vertex("sink", "Sink: out", 4)
+            .edge("src", "win", "HASH")
+            .edge("win", "sink", "FORWARD")
+            .all_subtasks("src", 0.06, 0.9, 0.04, None)
+            .all_subtasks("win", 0.99, 0.0, 0.01, 600.0)
+            .all_subtasks("sink", 0.0, 0.0, 1.0, 0.0)
+            .watermark("win", line(-300, 0, 10, crate::model::snapshot::LONG_MIN_AS_F64, 0.0));
+        for i in 0..4 {
+            let r = if i == 3 {
+                reader("src", i, 0.0)
+            } else {
+                SourceReader { splits: Some(1), splits_from_offsets: true, ..reader("src", i, 800.0) }
+            };
+            b = b.source_reader(r);
+        }
+        let d = crate::diagnose::diagnose(&b.build(), &DiagnosisConfig::default());
+        assert_eq!(d.finding, Finding::WatermarkStall);
+        let named: Vec<&SourcesFact> = d.cause.iter().filter_map(|f| if let Fact::Sources(s) = f { Some(s) } else { None }).collect();
+        assert_eq!(
+            named,
+            vec![&SourcesFact::ReadersWithoutSplits {
+                source: "Source: impressions".into(),
+                subtasks: vec![3],
+                readers: 4,
+                splits: Some(3),
+                sign: NoSplitSign::NoPartition,
+            }]
+        );
+        assert!(d.fix.iter().any(|f| matches!(f, Fact::Sources(SourcesFact::ParallelismToSplits { splits: Some(3), readers: 4, .. }))));
+        assert!(d.fix.iter().any(|f| matches!(f, Fact::StateBackend(StateBackendFact::MarkIdleInputs))));
+    }
+
+    #[test]
+    fn a_reader_idle_all_window_in_a_backpressured_source_has_no_data() {
+        // Window 300 s; reader 1 idle 300 000 ms ≥ 0.9 × 300 000; the source is 90 %
+        // backpressured. It holds a partition (assigned 2), so it is not without a split.
+        let snap = job("HASH", [100.0; 4], [100.0; 4])
+            .source_reader(SourceReader { splits: Some(2), idle_time_ms: Some(300_000.0), ..reader("src", 1, 0.0) })
+            .build();
+        let r = on_parse(&snap);
+        assert!(
+            r.advice.iter().any(|a| sf(a)
+                == &SourcesFact::IdleUnderBackpressure { source: "Source: clicks".into(), subtasks: vec![1], idle_s: 300.0 }),
+            "{:?}",
+            r.advice
+        );
+    }
+
+    #[test]
+    fn fetch_lag_far_above_the_time_in_the_reader_is_before_flink_and_the_reverse_inside_it() {
+        // Fetch 60 s, emit 60.5 s: 0.5 s in the reader; 60 ≥ 10 × 0.5 → before Flink.
+        let mut before = job("HASH", [100.0; 4], [100.0; 4]);
+        // Fetch 0.2 s, emit 5.2 s: 5 s in the reader ≥ 10 × 0.2 → inside the reader.
+        let mut inside = job("HASH", [100.0; 4], [100.0; 4]);
+        for i in 0..4 {
+            before = before.source_reader(SourceReader {
+                splits: Some(2),
+                fetch_lag_ms: Some(60_000.0),
+                emit_lag_ms: Some(60_500.0),
+                ..reader("src", i, 100.0)
+            });
+            inside = inside.source_reader(SourceReader {
+                splits: Some(2),
+                fetch_lag_ms: Some(200.0),
+                emit_lag_ms: Some(5_200.0),
+                ..reader("src", i, 100.0)
+            });
+        }
+        let advice = |b: SnapshotBuilder| on_parse(&b.build()).advice.into_vec();
+        assert!(advice(before).iter().any(|a| sf(a)
+            == &SourcesFact::LagBeforeFlink { source: "Source: clicks".into(), fetch_lag_ms: 60_000.0, in_reader_ms: 500.0 }));
+        assert!(advice(inside).iter().any(|a| sf(a)
+            == &SourcesFact::LagInsideTheReader { source: "Source: clicks".into(), fetch_lag_ms: 200.0, in_reader_ms: 5_000.0 }));
+    }
+
+    #[test]
+    fn readers_reporting_nothing_are_no_data_and_one_sample_is_not_judged() {
+        let bare = SnapshotBuilder::new()
+            .vertex("src", "Source: clicks", 2)
+            .vertex("parse", "parse", 2)
+            .edge("src", "parse", "FORWARD")
+            .all_subtasks("src", 0.1, 0.9, 0.0, None)
+            .all_subtasks("parse", 0.95, 0.0, 0.05, 100.0);
+        let r = on_parse(&bare.build());
+        assert_eq!(r.outcome, Outcome::NoData);
+        assert!(matches!(sf(&r.detail), SourcesFact::NotReported { .. }));
+        let one = job("FORWARD", [100.0, 100.0, 900.0, 100.0], [100.0; 4]).samples_in_window(Some(1)).build();
+        let r = on_parse(&one);
+        assert_eq!((r.outcome, sf(&r.detail)), (Outcome::NoData, &SourcesFact::OneSample));
+    }
+}
