@@ -23,8 +23,8 @@ use crate::diagnose::{Context, diagnose};
 use crate::model::graph::{Edge, JobGraph, Vertex, sanitize_label_value};
 use crate::model::snapshot::{
     CheckpointConfig, CheckpointPoint, Checkpoints, JobIdentity, PartitionLag, Point, RocksDbSubtask, Snapshot,
-    SourceReader, SourceSubtaskLag, SubtaskMetrics, TaskManagerMetrics, TopicRetention, VertexAggregate, VertexWatermark, Watermark,
-    Window, WindowBound,
+    SourceReader, SourceSubtaskLag, SubtaskMetrics, TaskManagerMetrics, TopicRetention, VertexAggregate,
+    VertexWatermark, Watermark, Window, WindowBound,
 };
 use crate::model::verdict::{Evidence, Verdict};
 

@@ -9,8 +9,8 @@ use crate::model::catalog::{MetricCatalog, labels as l};
 use crate::model::graph::flink_taskmanager_id;
 use crate::model::snapshot::{
     CheckpointConfig, CheckpointPoint, Checkpoints, JobRunning, LastCheckpoint, Missing, MissingWhy, OperatorRates,
-    RocksDbSubtask, SourceReader, SourceSubtaskLag, SubtaskMetrics, TaskManagerMetrics, VertexAggregate, VertexTimeline,
-    VertexWatermark, Watermark,
+    RocksDbSubtask, SourceReader, SourceSubtaskLag, SubtaskMetrics, TaskManagerMetrics, VertexAggregate,
+    VertexTimeline, VertexWatermark, Watermark,
 };
 /// Operator-level records rates from round 4's answers, per (vertex, operator).
 pub(super) fn assemble_operators(
@@ -134,7 +134,16 @@ pub(super) fn assemble_job_signals(
             .missing
             .push(Missing { metric: cat.last_checkpoint_duration.clone(), why: MissingWhy::NoCheckpointMetrics });
     }
-    JobSignals { checkpoints, rocksdb, source_lag, source_readers, taskmanagers, watermarks, samples_in_window, lag_note }
+    JobSignals {
+        checkpoints,
+        rocksdb,
+        source_lag,
+        source_readers,
+        taskmanagers,
+        watermarks,
+        samples_in_window,
+        lag_note,
+    }
 }
 
 /// Per-vertex aggregates from round 3's answers.

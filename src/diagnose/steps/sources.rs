@@ -78,9 +78,8 @@ pub fn run(ctx: &Context, culprit: &VertexSignals) -> StepReport {
         advice.extend(idle_under_backpressure(ctx, s));
         advice.extend(fetch_against_emit(ctx, s));
     }
-    let mut r = alignment(ctx, &sources)
-        .or_else(|| skew_report(ctx, culprit, &sources, &mut advice))
-        .unwrap_or_else(|| {
+    let mut r =
+        alignment(ctx, &sources).or_else(|| skew_report(ctx, culprit, &sources, &mut advice)).unwrap_or_else(|| {
             StepReport::clear(SourcesFact::ReadersEven {
                 sources: names,
                 readers: readers.len(),
@@ -110,7 +109,11 @@ fn readers_of<'a>(ctx: &Context<'a>, vertex_id: &str) -> Vec<&'a SourceReader> {
 fn locate_no_watermark(ctx: &Context, culprit: &VertexSignals) -> bool {
     use crate::model::snapshot::Watermark;
     ctx.snapshot.watermarks.iter().filter(|w| w.vertex_id == culprit.id).any(|w| {
-        w.input_watermark.iter().rev().find(|p| p.1 != Watermark::Unknown).is_some_and(|p| p.1 == Watermark::NoWatermark)
+        w.input_watermark
+            .iter()
+            .rev()
+            .find(|p| p.1 != Watermark::Unknown)
+            .is_some_and(|p| p.1 == Watermark::NoWatermark)
     })
 }
 
@@ -174,7 +177,10 @@ pub fn without_splits_feeding(ctx: &Context, culprit: &VertexSignals) -> (Vec<Fa
         if let Some(f) = without_splits(ctx, s) {
             // Counted splits give the number to set; without a count the idleness fixes say it.
             if let SourcesFact::ReadersWithoutSplits { splits: splits @ Some(_), readers, .. } = &f {
-                fix.push(SourcesFact::ParallelismToSplits { source: s.name.clone(), splits: *splits, readers: *readers }.into());
+                fix.push(
+                    SourcesFact::ParallelismToSplits { source: s.name.clone(), splits: *splits, readers: *readers }
+                        .into(),
+                );
             }
             cause.push(f.into());
         }
@@ -265,11 +271,19 @@ fn skew_report(
             r.fix.push(SourcesFact::Skew { fix, source: s.name.clone(), culprit: culprit.name.clone() });
         }
         r.not_the_fix.push(SourcesFact::NotMoreParallelism { vertex: culprit.name.clone() });
-        r.summary = Some(SourcesFact::SkewSummary { culprit: culprit.name.clone(), source: s.name.clone(), subtask }.into());
+        r.summary =
+            Some(SourcesFact::SkewSummary { culprit: culprit.name.clone(), source: s.name.clone(), subtask }.into());
         r.subtasks = Some(vec![h.subtask]);
         let reader = culprit.subtask_name(subtask).replace(&culprit.name, &s.name);
         r.evidence.push(ctx.evidence(&reader, "source reader records rate", rate, "records/s", None, "source_records"));
-        r.evidence.push(ctx.evidence(&s.name, "median source reader records rate", m, "records/s", None, "source_records"));
+        r.evidence.push(ctx.evidence(
+            &s.name,
+            "median source reader records rate",
+            m,
+            "records/s",
+            None,
+            "source_records",
+        ));
         r.evidence.push(ctx.evidence(
             &reader,
             "reader records over the median",
@@ -527,8 +541,7 @@ mod tests {
     fn readers_with_no_partition_and_an_advancing_watermark_only_waste_slots() {
         // Readers 0–2 hold one partition each (assigned-partitions 1), reader 3 none (0):
         // 1 of 4 without a split, 1 + 1 + 1 + 0 = 3 splits. The watermark advances.
-        let mut b = job("FORWARD", [100.0; 4], [100.0; 4])
-            .watermark("parse", line(-300, 0, 5, 1.7e12, 1000.0));
+        let mut b = job("FORWARD", [100.0; 4], [100.0; 4]).watermark("parse", line(-300, 0, 5, 1.7e12, 1000.0));
         for i in 0..4 {
             let splits = if i == 3 { 0 } else { 1 };
             let rate = if i == 3 { 0.0 } else { 100.0 };
@@ -568,7 +581,8 @@ mod tests {
         }
         let d = crate::diagnose::diagnose(&b.build(), &DiagnosisConfig::default());
         assert_eq!(d.finding, Finding::WatermarkStall);
-        let named: Vec<&SourcesFact> = d.cause.iter().filter_map(|f| if let Fact::Sources(s) = f { Some(s) } else { None }).collect();
+        let named: Vec<&SourcesFact> =
+            d.cause.iter().filter_map(|f| if let Fact::Sources(s) = f { Some(s) } else { None }).collect();
         assert_eq!(
             named,
             vec![&SourcesFact::ReadersWithoutSplits {
@@ -579,7 +593,12 @@ mod tests {
                 sign: NoSplitSign::NoPartition,
             }]
         );
-        assert!(d.fix.iter().any(|f| matches!(f, Fact::Sources(SourcesFact::ParallelismToSplits { splits: Some(3), readers: 4, .. }))));
+        assert!(
+            d.fix.iter().any(|f| matches!(
+                f,
+                Fact::Sources(SourcesFact::ParallelismToSplits { splits: Some(3), readers: 4, .. })
+            ))
+        );
         assert!(d.fix.iter().any(|f| matches!(f, Fact::StateBackend(StateBackendFact::MarkIdleInputs))));
     }
 
@@ -593,7 +612,11 @@ mod tests {
         let r = on_parse(&snap);
         assert!(
             r.advice.iter().any(|a| sf(a)
-                == &SourcesFact::IdleUnderBackpressure { source: "Source: clicks".into(), subtasks: vec![1], idle_s: 300.0 }),
+                == &SourcesFact::IdleUnderBackpressure {
+                    source: "Source: clicks".into(),
+                    subtasks: vec![1],
+                    idle_s: 300.0
+                }),
             "{:?}",
             r.advice
         );
@@ -621,9 +644,17 @@ mod tests {
         }
         let advice = |b: SnapshotBuilder| on_parse(&b.build()).advice.into_vec();
         assert!(advice(before).iter().any(|a| sf(a)
-            == &SourcesFact::LagBeforeFlink { source: "Source: clicks".into(), fetch_lag_ms: 60_000.0, in_reader_ms: 500.0 }));
+            == &SourcesFact::LagBeforeFlink {
+                source: "Source: clicks".into(),
+                fetch_lag_ms: 60_000.0,
+                in_reader_ms: 500.0
+            }));
         assert!(advice(inside).iter().any(|a| sf(a)
-            == &SourcesFact::LagInsideTheReader { source: "Source: clicks".into(), fetch_lag_ms: 200.0, in_reader_ms: 5_000.0 }));
+            == &SourcesFact::LagInsideTheReader {
+                source: "Source: clicks".into(),
+                fetch_lag_ms: 200.0,
+                in_reader_ms: 5_000.0
+            }));
     }
 
     #[test]

@@ -44,19 +44,7 @@ pub(super) fn word(fact: &SourcesFact, f: &mut Formatter<'_>) -> fmt::Result {
             f.write_str("; none is held back by watermark alignment.")
         }
         SourcesFact::ReadersWithoutSplits { source, subtasks: list, readers, splits, sign } => {
-            write!(f, "{} of the {readers} readers of {source} ({}) ", list.len(), subtasks(list))?;
-            let one = list.len() == 1;
-            match (sign, one) {
-                (NoSplitSign::NoPartition, true) => f.write_str("holds no split (no partition assigned)")?,
-                (NoSplitSign::NoPartition, false) => f.write_str("hold no split (no partition assigned)")?,
-                (NoSplitSign::ReadsNothing, true) => {
-                    f.write_str("reads no records while the others do: it holds no split")?
-                }
-                (NoSplitSign::ReadsNothing, false) => {
-                    f.write_str("read no records while the others do: they hold no split")?
-                }
-            }
-            write!(f, "; {}.", splits_held(*splits))
+            without_splits(source, list, *readers, *splits, *sign, f)
         }
         SourcesFact::WastedSlots { source, without, splits } => write!(
             f,
@@ -83,21 +71,10 @@ pub(super) fn word(fact: &SourcesFact, f: &mut Formatter<'_>) -> fmt::Result {
             "Partition skew in the source: reader {subtask} of {source} feeds {culprit_subtask_name} (busy {}) over a forward chain, so that subtask gets the records of the source's heaviest partitions and no keyBy spreads them.",
             pct(*hot_busy_ratio)
         ),
-        SourcesFact::Skew { fix, source, culprit } => match fix {
-            SkewFix::RebalanceTheKeys => write!(
-                f,
-                "Spread the keys of the topic {source} reads over its partitions (the producer's partitioner or key): one partition carries far more than the others."
-            ),
-            SkewFix::MorePartitions => write!(f, "Give the topic {source} reads more partitions, so its heavy keys spread over more readers."),
-            SkewFix::RebalanceAfterTheSource => write!(
-                f,
-                "Add `rebalance()` (or `rescale()`) after {source}, so the heavy reader's records reach every subtask of {culprit} instead of one over the chain."
-            ),
-        },
-        SourcesFact::NotMoreParallelism { vertex } => write!(
-            f,
-            "More parallelism for {vertex}: the heavy reader still feeds one of its subtasks over the chain."
-        ),
+        SourcesFact::Skew { fix, source, culprit } => skew_fix(*fix, source, culprit, f),
+        SourcesFact::NotMoreParallelism { vertex } => {
+            write!(f, "More parallelism for {vertex}: the heavy reader still feeds one of its subtasks over the chain.")
+        }
         SourcesFact::SkewSummary { culprit, source, subtask } => write!(
             f,
             "{culprit} is the culprit: reader {subtask} of {source} reads far more than the others and feeds one of its subtasks over a forward chain (partition skew)."
@@ -115,26 +92,21 @@ pub(super) fn word(fact: &SourcesFact, f: &mut Formatter<'_>) -> fmt::Result {
             human_secs(max_drift_ms / 1000.0)
         ),
         SourcesFact::AlignmentHoldsBack { source, paused, lag_growth_records_per_s } => {
-            write!(f, "Watermark alignment holds {paused} reader(s) of {source} back until the slowest reader of the group catches up")?;
+            write!(
+                f,
+                "Watermark alignment holds {paused} reader(s) of {source} back until the slowest reader of the group catches up"
+            )?;
             match lag_growth_records_per_s {
                 Some(g) => write!(f, "; their lag grows by {} records/s.", num(*g)),
                 None => f.write_str("; their lag (`pendingRecords`) is not reported."),
             }
         }
-        SourcesFact::Alignment { fix, source } => match fix {
-            AlignmentFix::SpeedUpTheLaggard => write!(
-                f,
-                "Speed up the reader that holds the alignment group of {source} back (the one furthest behind: its partition's backlog, its TaskManager)."
-            ),
-            AlignmentFix::LargerDrift => f.write_str(
-                "Or allow a larger drift: `WatermarkStrategy.withWatermarkAlignment(group, maxAllowedWatermarkDrift, updateInterval)`.",
-            ),
-            AlignmentFix::UnalignedSplits => f.write_str(
-                "For readers holding several splits, `pipeline.watermark-alignment.allow-unaligned-source-splits` decides whether splits are aligned one by one (FLIP-217).",
-            ),
-        },
+        SourcesFact::Alignment { fix, source } => alignment_fix(*fix, source, f),
         SourcesFact::AlignmentSummary { source, paused } => {
-            write!(f, "Watermark alignment pauses {paused} reader(s) of {source}: the lag grows behind the slowest reader of the group.")
+            write!(
+                f,
+                "Watermark alignment pauses {paused} reader(s) of {source}: the lag grows behind the slowest reader of the group."
+            )
         }
         SourcesFact::IdleUnderBackpressure { source, subtasks: list, idle_s } => write!(
             f,
@@ -155,6 +127,56 @@ pub(super) fn word(fact: &SourcesFact, f: &mut Formatter<'_>) -> fmt::Result {
             human_secs(fetch_lag_ms / 1000.0)
         ),
     }
+}
+
+fn skew_fix(fix: SkewFix, source: &str, culprit: &str, f: &mut Formatter<'_>) -> fmt::Result {
+    match fix {
+        SkewFix::RebalanceTheKeys => write!(
+            f,
+            "Spread the keys of the topic {source} reads over its partitions (the producer's partitioner or key): one partition carries far more than the others."
+        ),
+        SkewFix::MorePartitions => {
+            write!(f, "Give the topic {source} reads more partitions, so its heavy keys spread over more readers.")
+        }
+        SkewFix::RebalanceAfterTheSource => write!(
+            f,
+            "Add `rebalance()` (or `rescale()`) after {source}, so the heavy reader's records reach every subtask of {culprit} instead of one over the chain."
+        ),
+    }
+}
+
+fn alignment_fix(fix: AlignmentFix, source: &str, f: &mut Formatter<'_>) -> fmt::Result {
+    match fix {
+            AlignmentFix::SpeedUpTheLaggard => write!(
+                f,
+                "Speed up the reader that holds the alignment group of {source} back (the one furthest behind: its partition's backlog, its TaskManager)."
+            ),
+            AlignmentFix::LargerDrift => f.write_str(
+                "Or allow a larger drift: `WatermarkStrategy.withWatermarkAlignment(group, maxAllowedWatermarkDrift, updateInterval)`.",
+            ),
+            AlignmentFix::UnalignedSplits => f.write_str(
+                "For readers holding several splits, `pipeline.watermark-alignment.allow-unaligned-source-splits` decides whether splits are aligned one by one (FLIP-217).",
+            ),
+        }
+}
+
+fn without_splits(
+    source: &str,
+    list: &[u32],
+    readers: usize,
+    splits: Option<u32>,
+    sign: NoSplitSign,
+    f: &mut Formatter<'_>,
+) -> fmt::Result {
+    write!(f, "{} of the {readers} readers of {source} ({}) ", list.len(), subtasks(list))?;
+    let one = list.len() == 1;
+    match (sign, one) {
+        (NoSplitSign::NoPartition, true) => f.write_str("holds no split (no partition assigned)")?,
+        (NoSplitSign::NoPartition, false) => f.write_str("hold no split (no partition assigned)")?,
+        (NoSplitSign::ReadsNothing, true) => f.write_str("reads no records while the others do: it holds no split")?,
+        (NoSplitSign::ReadsNothing, false) => f.write_str("read no records while the others do: they hold no split")?,
+    }
+    write!(f, "; {}.", splits_held(splits))
 }
 
 #[cfg(test)]
@@ -187,7 +209,11 @@ mod tests {
 
     #[test]
     fn fetch_lag_before_flink_says_it_is_not_the_job() {
-        let f = Fact::from(SourcesFact::LagBeforeFlink { source: "S".into(), fetch_lag_ms: 120_000.0, in_reader_ms: 200.0 });
+        let f = Fact::from(SourcesFact::LagBeforeFlink {
+            source: "S".into(),
+            fetch_lag_ms: 120_000.0,
+            in_reader_ms: 200.0,
+        });
         assert!(f.to_string().contains("not in the job"), "{f}");
     }
 }
