@@ -42,7 +42,7 @@ pub use window::episode_start;
 
 use assemble::{assemble_aggregates, assemble_job_signals, assemble_operators, assemble_subtasks, assemble_timeline};
 use plan_check::check_plan;
-use rounds::{DETAIL, Scope, detail_queries, job_signal_queries, job_wide_queries};
+use rounds::{DETAIL, Scope, detail_queries, job_signal_queries, job_wide_queries, source_reader_queries};
 use runs::{Which, which_job};
 use window::{which_series, which_window};
 
@@ -135,7 +135,7 @@ async fn collect_from<S: MetricSource>(source: &S, input: CollectInput<'_>) -> R
     // Round 3: every vertex aggregated over its subtasks, the job-level signals, and the
     // lag of the job's consumer group, in one batch.
     let mut round3 = job_wide_queries(&scope);
-    round3.extend(job_signal_queries(&scope));
+    round3.extend(job_signal_queries(&scope).into_iter().chain(source_reader_queries(&scope, input.graph.as_ref())));
     let mut round3: Vec<(String, Query)> = round3.into_iter().map(|(n, q)| (n.to_string(), q)).collect();
     round3.extend(kafka::lag_queries(&kafka_inputs, scope.trend_start, at, scope.step));
     let task = |selector: Selector| scope.series.task(selector.with(l::JOB_ID, scope.job_id));
@@ -219,6 +219,7 @@ async fn collect_from<S: MetricSource>(source: &S, input: CollectInput<'_>) -> R
         checkpoints: signals.checkpoints,
         rocksdb: signals.rocksdb,
         source_lag: signals.source_lag,
+        source_readers: signals.source_readers,
         partitions,
         retention,
         job_topics: kafka_inputs.topics.clone(),

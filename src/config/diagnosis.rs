@@ -160,6 +160,23 @@ pub struct Thresholds {
     /// A watermark that has not advanced for this long, while records flow, is stalled.
     /// Default 2m.
     pub watermark_stall: Millis,
+    /// Step `sources`: one source reader reading more than this many times the median
+    /// reader (of those holding a split) is partition skew. Default 3 (AWS's subtask-skew
+    /// rule for Managed Service for Apache Flink: max over 3 × median).
+    pub source_skew_factor: f64,
+    /// Step `sources`: a reader whose `sourceIdleTime` is at least this share of the window
+    /// has emitted nothing all window. Default 0.9.
+    pub source_idle_share: f64,
+    /// Step `sources`: the `maxAllowedWatermarkDrift` of the job's
+    /// `withWatermarkAlignment(group, maxAllowedWatermarkDrift, updateInterval)`: a reader
+    /// whose `watermarkAlignmentDrift` reaches it is paused by alignment. Default 20s (the
+    /// example of Flink's "Generating Watermarks → Watermark alignment" docs); set it to the
+    /// job's value.
+    pub watermark_alignment_max_drift: Millis,
+    /// Step `sources`: one of fetch lag and in-reader lag (emit − fetch) this many times the
+    /// other says where records wait: before Flink, or inside the reader. Default 10 (an
+    /// order of magnitude; culprit's own choice).
+    pub fetch_emit_lag_factor: f64,
     /// In the time-resolved reading, a vertex that holds the job back in at least this share
     /// of the window's samples is a bottleneck (two such: it alternates). Default 0.2.
     pub timeline_holder_share: f64,
@@ -220,6 +237,10 @@ impl Default for Thresholds {
             retention_warning: Millis::from_secs(24 * 3600),
             async_io_cpu_load: 0.5,
             watermark_stall: Millis::from_secs(120),
+            source_skew_factor: 3.0,
+            source_idle_share: 0.9,
+            watermark_alignment_max_drift: Millis::from_secs(20),
+            fetch_emit_lag_factor: 10.0,
             timeline_holder_share: 0.2,
             timeline_share_margin: 0.1,
             timeline_steady_share: 0.9,

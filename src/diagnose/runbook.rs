@@ -1,6 +1,6 @@
 //! The runbook: the ordered list of steps, and the verdict assembled from their reports.
 //!
-//! Order (spec §2): `locate` → `sink` → `hot_key` → `resources` → `state_backend` → `checkpoints` →
+//! Order (spec §2): `locate` → `sink` → `sources` → `hot_key` → `resources` → `state_backend` → `checkpoints` →
 //! `headroom`. `locate` finds the culprit; the finding is the first later step that hits,
 //! and the steps after it are `skipped`. When `locate` itself decides (`network`,
 //! `source`), the later steps are skipped. The hazards (`retention`,
@@ -11,7 +11,7 @@ use std::collections::BTreeSet;
 use crate::config::DiagnosisConfig;
 use crate::diagnose::signals::{JobSignals, VertexSignals};
 use crate::diagnose::steps::locate::Located;
-use crate::diagnose::steps::{checkpoints, headroom, hot_key, locate, resources, retention, sink, state_backend};
+use crate::diagnose::steps::{checkpoints, headroom, hot_key, locate, resources, retention, sink, sources, state_backend};
 use crate::diagnose::{Context, StepReport};
 use crate::model::facts::runbook::RunbookFact;
 use crate::model::facts::{Diagnosis, Fact, Facts, MissingFact, StepFacts, Summary};
@@ -141,6 +141,7 @@ fn run_steps<'a>(ctx: &Context<'a>) -> Run<'a> {
 
     for step in [
         StepName::Sink,
+        StepName::Sources,
         StepName::HotKey,
         StepName::Resources,
         StepName::StateBackend,
@@ -153,10 +154,11 @@ fn run_steps<'a>(ctx: &Context<'a>) -> Run<'a> {
         }
         let report = match (step, examined) {
             (StepName::Sink, Some(c)) => sink::run(ctx, c),
+            (StepName::Sources, Some(c)) => sources::run(ctx, c),
             (StepName::HotKey, Some(c)) => hot_key::run(ctx, c),
             (StepName::Resources, Some(c)) => resources::run(ctx, c),
             (StepName::StateBackend, Some(c)) => state_backend::run(ctx, c),
-            (StepName::Sink | StepName::HotKey | StepName::Resources | StepName::StateBackend, None) => {
+            (StepName::Sink | StepName::Sources | StepName::HotKey | StepName::Resources | StepName::StateBackend, None) => {
                 StepReport::clear(RunbookFact::NoCulpritToExamine { nothing_red: ctx.red.is_empty() })
             }
             (StepName::Checkpoints, c) => checkpoints::run(ctx, c),
@@ -430,7 +432,9 @@ fn confidence(ctx: &Context, status: Status, finding: Finding, run: &Run, missin
     if examined_incomplete || only_warm_up(ctx.snapshot, ctx.cfg) || culprit_without_series {
         return Confidence::Low;
     }
-    let no_data_before_finding = reports.iter().any(|(_, r)| r.outcome == Outcome::NoData);
+    // `sources` only adds explanations: its readers' metrics not reported weakens no other
+    // step's finding.
+    let no_data_before_finding = reports.iter().any(|(s, r)| r.outcome == Outcome::NoData && *s != StepName::Sources);
     // Records counts absent (collected or a step's): throughput-based judgements rest on less.
     let records_missing = missing.iter().any(|m| m.metric().is_some_and(|name| name.contains(NUM_RECORDS_IN)));
     // A culprit whose busy time is unknown (a legacy source's NaN) rests on other signs.

@@ -23,8 +23,8 @@ use crate::diagnose::{Context, diagnose};
 use crate::model::graph::{Edge, JobGraph, Vertex, sanitize_label_value};
 use crate::model::snapshot::{
     CheckpointConfig, CheckpointPoint, Checkpoints, JobIdentity, PartitionLag, Point, RocksDbSubtask, Snapshot,
-    SourceSubtaskLag, SubtaskMetrics, TaskManagerMetrics, TopicRetention, VertexAggregate, VertexWatermark, Watermark,
-    Window, WindowBound,
+    SourceReader, SourceSubtaskLag, SubtaskMetrics, TaskManagerMetrics, TopicRetention, VertexAggregate,
+    VertexWatermark, Watermark, Window, WindowBound,
 };
 use crate::model::verdict::{Evidence, Verdict};
 
@@ -77,6 +77,12 @@ pub fn partition(topic: &str, partition: &str) -> PartitionLag {
     }
 }
 
+/// A source reader of `vertex` reading `records_per_s`, nothing else reported; fill in
+/// the rest with struct update syntax.
+pub fn reader(vertex: &str, subtask: u32, records_per_s: impl Into<Option<f64>>) -> SourceReader {
+    SourceReader { vertex_id: vertex.into(), subtask, records_per_s: records_per_s.into(), ..Default::default() }
+}
+
 /// A job-level checkpoint sample at `offset_s` with a long uptime and nothing else.
 pub fn cp(offset_s: i64) -> CheckpointPoint {
     CheckpointPoint { t_ms: t(offset_s), uptime_ms: Some(3_600_000.0 + offset_s as f64 * 1000.0), ..Default::default() }
@@ -123,6 +129,7 @@ impl SnapshotBuilder {
                 checkpoints: Checkpoints::default(),
                 rocksdb: Vec::new(),
                 source_lag: Vec::new(),
+                source_readers: Vec::new(),
                 partitions: Vec::new(),
                 retention: Vec::new(),
                 job_topics: Vec::new(),
@@ -328,6 +335,13 @@ impl SnapshotBuilder {
             pending_records: points,
             emit_event_time_lag_ms: None,
         });
+        self
+    }
+
+    /// A source reader's own metrics (see [`reader`]); replaces one of the same subtask.
+    pub fn source_reader(mut self, r: SourceReader) -> Self {
+        self.snapshot.source_readers.retain(|x| !(x.vertex_id == r.vertex_id && x.subtask == r.subtask));
+        self.snapshot.source_readers.push(r);
         self
     }
 

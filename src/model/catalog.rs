@@ -93,6 +93,21 @@ pub struct MetricCatalog {
     pub legacy_records_lag_max: String,
     /// Operator `currentEmitEventTimeLag` (FLIP-33), ms.
     pub emit_event_time_lag: String,
+    /// Operator `sourceIdleTime` (FLIP-33): how long the source reader has emitted no
+    /// record, ms.
+    pub source_idle_time: String,
+    /// Operator `currentFetchEventTimeLag` (FLIP-33): fetch time − event time of the last
+    /// record fetched, ms.
+    pub fetch_event_time_lag: String,
+    /// Operator `watermarkAlignmentDrift` (FLIP-182, `MetricNames.WATERMARK_ALIGNMENT_DRIFT`):
+    /// how far the reader's watermark is ahead of its alignment group's, ms.
+    pub watermark_alignment_drift: String,
+    /// Kafka source `KafkaSourceReader.KafkaConsumer.assigned-partitions`: partitions the
+    /// reader's consumer holds, count.
+    pub assigned_partitions: String,
+    /// Kafka source `KafkaSourceReader.topic.<t>.partition.<p>.currentOffset` (`topic` and
+    /// `partition` as labels): one series per partition a reader holds, offset.
+    pub partition_current_offset: String,
     /// Task `currentInputWatermark`, Unix ms of event time.
     pub input_watermark: String,
     /// Operator `numRecordsIn` (counter) and `numRecordsInPerSecond` / `numRecordsOutPerSecond`
@@ -247,6 +262,11 @@ impl Default for MetricCatalog {
             records_lag_max: task("operator_KafkaSourceReader_KafkaConsumer_records_lag_max"),
             legacy_records_lag_max: task("operator_KafkaConsumer_records_lag_max"),
             emit_event_time_lag: task("operator_currentEmitEventTimeLag"),
+            source_idle_time: task("operator_sourceIdleTime"),
+            fetch_event_time_lag: task("operator_currentFetchEventTimeLag"),
+            watermark_alignment_drift: task("operator_watermarkAlignmentDrift"),
+            assigned_partitions: task("operator_KafkaSourceReader_KafkaConsumer_assigned_partitions"),
+            partition_current_offset: task("operator_KafkaSourceReader_topic_partition_currentOffset"),
             input_watermark: task("currentInputWatermark"),
             operator_records_in: task("operator_numRecordsIn"),
             operator_records_in_per_second: task("operator_numRecordsInPerSecond"),

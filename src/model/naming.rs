@@ -113,7 +113,7 @@ enum Kind {
 }
 
 /// The Flink metric behind each catalog key (its suffix keys aside).
-const METRICS: [(&str, Scope, &str, Kind); 34] = [
+const METRICS: [(&str, Scope, &str, Kind); 39] = [
     ("busy", Scope::Task, "busyTimeMsPerSecond", Kind::Gauge),
     ("backpressured", Scope::Task, "backPressuredTimeMsPerSecond", Kind::Gauge),
     ("idle", Scope::Task, "idleTimeMsPerSecond", Kind::Gauge),
@@ -136,6 +136,11 @@ const METRICS: [(&str, Scope, &str, Kind); 34] = [
     ("records_lag_max", Scope::Operator, "KafkaSourceReader.KafkaConsumer.records-lag-max", Kind::Gauge),
     ("legacy_records_lag_max", Scope::Operator, "KafkaConsumer.records-lag-max", Kind::Gauge),
     ("emit_event_time_lag", Scope::Operator, "currentEmitEventTimeLag", Kind::Gauge),
+    ("source_idle_time", Scope::Operator, "sourceIdleTime", Kind::Gauge),
+    ("fetch_event_time_lag", Scope::Operator, "currentFetchEventTimeLag", Kind::Gauge),
+    ("watermark_alignment_drift", Scope::Operator, "watermarkAlignmentDrift", Kind::Gauge),
+    ("assigned_partitions", Scope::Operator, "KafkaSourceReader.KafkaConsumer.assigned-partitions", Kind::Gauge),
+    ("partition_current_offset", Scope::Operator, "KafkaSourceReader.topic.partition.currentOffset", Kind::Gauge),
     ("input_watermark", Scope::Task, "currentInputWatermark", Kind::Gauge),
     ("operator_records_in", Scope::Operator, "numRecordsIn", Kind::Counter),
     ("operator_records_in_per_second", Scope::Operator, "numRecordsInPerSecond", Kind::MeterRate),

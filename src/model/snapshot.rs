@@ -279,6 +279,40 @@ pub struct SourceSubtaskLag {
     pub emit_event_time_lag_ms: Option<f64>,
 }
 
+/// One source reader (a source subtask) as its FLIP-27 / FLIP-33 reader metrics and the
+/// Kafka source's per-partition metrics report it. Every field is `None` when not reported
+/// (never 0); −1 (`UNDEFINED`, no record yet) reads as `None`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct SourceReader {
+    pub vertex_id: String,
+    pub subtask: u32,
+    /// `sourceIdleTime` at the window's end: how long the reader has emitted no record, ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idle_time_ms: Option<f64>,
+    /// Mean `currentFetchEventTimeLag` over the window (fetch time − event time), ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fetch_lag_ms: Option<f64>,
+    /// Mean `currentEmitEventTimeLag` over the window (emit time − event time), ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub emit_lag_ms: Option<f64>,
+    /// Mean `watermarkAlignmentDrift` over the window (FLIP-182: how far the reader's
+    /// watermark is ahead of its alignment group's), ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub alignment_drift_ms: Option<f64>,
+    /// Splits the reader holds: the Kafka consumer's `assigned-partitions`, else the number
+    /// of partitions it reports `currentOffset` for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub splits: Option<u32>,
+    /// True when `splits` is a count of `currentOffset` series: a reader without one reports
+    /// none, so a reader of the same source absent from it holds no split.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub splits_from_offsets: bool,
+    /// Records the reader's task emits per second over the window (`rate(numRecordsOut)`),
+    /// records/s.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub records_per_s: Option<f64>,
+}
+
 /// The lag of one consumer group on one topic partition, from a Kafka exporter.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PartitionLag {
@@ -694,6 +728,10 @@ pub struct Snapshot {
     pub checkpoints: Checkpoints,
     pub rocksdb: Vec<RocksDbSubtask>,
     pub source_lag: Vec<SourceSubtaskLag>,
+    /// Source readers' own metrics (idleness, fetch and emit lag, alignment drift, splits,
+    /// records), per source subtask; empty when none was reported.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub source_readers: Vec<SourceReader>,
     pub partitions: Vec<PartitionLag>,
     pub retention: Vec<TopicRetention>,
     /// Topics the job reads, from configuration (`[[kafka.jobs]]`).

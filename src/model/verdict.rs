@@ -54,6 +54,12 @@ pub enum Finding {
     /// The culprit's TaskManager containers are throttled by their CPU quota (step
     /// `resources`).
     CpuThrottled,
+    /// The culprit's hot subtask is fed over a forward chain by one source reader that reads
+    /// far more than the median reader: partition skew in the topic, not a key or a node.
+    SourceSkew,
+    /// Source readers are paused by watermark alignment (`watermarkAlignmentDrift` past the
+    /// allowed drift while their lag grows).
+    WatermarkAlignment,
     /// A vertex holds the job back (busy by itself, not backpressured) for a reason no
     /// runbook step finds in the metrics: profile it (added value).
     Unexplained,
@@ -76,6 +82,8 @@ impl Finding {
             Finding::GcPressure => "gc_pressure",
             Finding::MemoryLimit => "memory_limit",
             Finding::CpuThrottled => "cpu_throttled",
+            Finding::SourceSkew => "source_skew",
+            Finding::WatermarkAlignment => "watermark_alignment",
             Finding::Unexplained => "unexplained",
             Finding::None => "none",
         }
@@ -116,6 +124,9 @@ pub struct Culprit {
 pub enum StepName {
     Locate,
     Sink,
+    /// The culprit's source readers: splits, partition skew, watermark alignment, idleness
+    /// and fetch against emit lag.
+    Sources,
     HotKey,
     /// The culprit's TaskManagers' memory, GC and CPU quota.
     Resources,
@@ -125,9 +136,10 @@ pub enum StepName {
 }
 
 impl StepName {
-    pub const ALL: [StepName; 7] = [
+    pub const ALL: [StepName; 8] = [
         StepName::Locate,
         StepName::Sink,
+        StepName::Sources,
         StepName::HotKey,
         StepName::Resources,
         StepName::StateBackend,
@@ -139,6 +151,7 @@ impl StepName {
         match self {
             StepName::Locate => "locate",
             StepName::Sink => "sink",
+            StepName::Sources => "sources",
             StepName::HotKey => "hot_key",
             StepName::Resources => "resources",
             StepName::StateBackend => "state_backend",

@@ -99,6 +99,11 @@ fn assert_report_07(v: &Verdict) {
     }
     assert!(v.summary.contains("no watermark ever reached it"), "{}", v.summary);
     assert!(v.cause.contains("The watermark never arrived"), "{}", v.cause);
+    // Step `sources` names the reader without a split: source subtask 3 reads 0 records/s
+    // while the other three read 800 (0 ≤ 1 % of the median 800), no split count reported.
+    assert!(v.cause.contains("1 of the 4 readers of Source: impressions (subtask 3) reads no records"), "{}", v.cause);
+    let sources = v.steps.iter().find(|s| s.step == culprit::model::verdict::StepName::Sources).expect("step sources");
+    assert_eq!(sources.outcome, culprit::model::verdict::Outcome::Clear, "{}", sources.detail);
     // The RocksDB stalls are named, as a symptom, under "not the fix".
     assert!(
         v.not_the_fix.iter().any(|n| n.contains("Tuning RocksDB") && n.contains("symptom")),

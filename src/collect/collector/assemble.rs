@@ -9,8 +9,8 @@ use crate::model::catalog::{MetricCatalog, labels as l};
 use crate::model::graph::flink_taskmanager_id;
 use crate::model::snapshot::{
     CheckpointConfig, CheckpointPoint, Checkpoints, JobRunning, LastCheckpoint, Missing, MissingWhy, OperatorRates,
-    RocksDbSubtask, SourceSubtaskLag, SubtaskMetrics, TaskManagerMetrics, VertexAggregate, VertexTimeline,
-    VertexWatermark, Watermark,
+    RocksDbSubtask, SourceReader, SourceSubtaskLag, SubtaskMetrics, TaskManagerMetrics, VertexAggregate,
+    VertexTimeline, VertexWatermark, Watermark,
 };
 /// Operator-level records rates from round 4's answers, per (vertex, operator).
 pub(super) fn assemble_operators(
@@ -80,6 +80,7 @@ pub(super) struct JobSignals {
     pub(super) checkpoints: Checkpoints,
     pub(super) rocksdb: Vec<RocksDbSubtask>,
     pub(super) source_lag: Vec<SourceSubtaskLag>,
+    pub(super) source_readers: Vec<SourceReader>,
     pub(super) taskmanagers: Vec<TaskManagerMetrics>,
     pub(super) watermarks: Vec<VertexWatermark>,
     pub(super) samples_in_window: Option<u32>,
@@ -107,6 +108,7 @@ pub(super) fn assemble_job_signals(
     );
     let (source_lag, lag_note) =
         assemble_source_lag(r("pending_records"), r("records_lag_max"), r("emit_event_time_lag"), cat);
+    let source_readers = assemble_source_readers(&r);
     let job_tms: BTreeSet<&str> = subtasks.iter().filter_map(|s| s.tm_id.as_deref()).collect();
     let (taskmanagers, gc_from_collectors) =
         assemble_taskmanagers(r("gc_time"), r(GC_PER_COLLECTOR), r("cpu_load"), &job_tms);
@@ -132,7 +134,16 @@ pub(super) fn assemble_job_signals(
             .missing
             .push(Missing { metric: cat.last_checkpoint_duration.clone(), why: MissingWhy::NoCheckpointMetrics });
     }
-    JobSignals { checkpoints, rocksdb, source_lag, taskmanagers, watermarks, samples_in_window, lag_note }
+    JobSignals {
+        checkpoints,
+        rocksdb,
+        source_lag,
+        source_readers,
+        taskmanagers,
+        watermarks,
+        samples_in_window,
+        lag_note,
+    }
 }
 
 /// Per-vertex aggregates from round 3's answers.
@@ -365,6 +376,44 @@ pub(super) fn assemble_source_lag(
         )
     });
     (lags, note)
+}
+
+/// The source readers' own metrics per subtask (round 3's [`super::rounds::source_reader_queries`]).
+/// A value that is not a measurement is `None`: −1 (`UNDEFINED`: no record yet) and other
+/// negative lags, a drift computed from a `Long.MIN_VALUE` watermark (beyond ±10¹⁵ ms).
+pub(super) fn assemble_source_readers<'a>(r: &dyn Fn(&str) -> &'a QueryResult) -> Vec<SourceReader> {
+    use super::rounds::{
+        ASSIGNED_PARTITIONS, FETCH_EVENT_TIME_LAG, PARTITION_OFFSETS, SOURCE_IDLE_TIME, SOURCE_RECORDS,
+        WATERMARK_ALIGNMENT_DRIFT,
+    };
+    let names = [SOURCE_IDLE_TIME, FETCH_EVENT_TIME_LAG, "emit_event_time_lag", WATERMARK_ALIGNMENT_DRIFT];
+    let [idle, fetch, emit, drift] = names.map(|n| per_subtask(r(n)));
+    let (assigned, offsets, records) =
+        (per_subtask(r(ASSIGNED_PARTITIONS)), per_subtask(r(PARTITION_OFFSETS)), per_subtask(r(SOURCE_RECORDS)));
+    let maps = [&idle, &fetch, &drift, &assigned, &offsets, &records];
+    // Emit lag alone is already the source lag's: it makes no reader.
+    let keys: BTreeSet<(String, u32)> = maps.iter().flat_map(|m| m.keys().cloned()).collect();
+    let value = |m: &BTreeMap<(String, u32), &ResultSeries>, k: &(String, u32)| {
+        m.get(k).and_then(|s| s.last_value()).and_then(finite)
+    };
+    let non_negative = |v: f64| (v >= 0.0).then_some(v);
+    keys.into_iter()
+        .map(|key| {
+            let from_consumer = value(&assigned, &key).and_then(non_negative).map(|v| v as u32);
+            let from_offsets = value(&offsets, &key).and_then(non_negative).map(|v| v as u32);
+            SourceReader {
+                idle_time_ms: value(&idle, &key).and_then(non_negative),
+                fetch_lag_ms: value(&fetch, &key).and_then(non_negative),
+                emit_lag_ms: value(&emit, &key).and_then(non_negative),
+                alignment_drift_ms: value(&drift, &key).filter(|v| v.abs() < 1e15),
+                splits: from_consumer.or(from_offsets),
+                splits_from_offsets: from_consumer.is_none() && from_offsets.is_some(),
+                records_per_s: value(&records, &key).map(|v| v.max(0.0)),
+                vertex_id: key.0,
+                subtask: key.1,
+            }
+        })
+        .collect()
 }
 
 /// The per-collector GC counters (raw, over the window), for TaskManagers without

@@ -4,6 +4,7 @@ use super::assemble::GC_PER_COLLECTOR;
 use crate::collect::identity::SeriesScope;
 use crate::collect::query::{Agg, Aggregation, OverTime, Query, Selector};
 use crate::model::catalog::{MetricCatalog, labels as l};
+use crate::model::graph::JobGraph;
 use crate::model::snapshot::{BackpressureMeasure, Window};
 pub(super) fn over_time(
     selector: Selector,
@@ -214,6 +215,38 @@ pub(super) fn job_signal_queries(s: &Scope<'_>) -> Vec<(&'static str, Query)> {
 pub(super) const HEAP_USED: &str = "heap_used";
 /// See [`HEAP_USED`].
 pub(super) const HEAP_MAX: &str = "heap_max";
+/// Round 3, the source readers (step `sources`): idleness, fetch lag, watermark alignment
+/// drift, the splits each reader holds, and each source subtask's records rate. Five
+/// queries whatever the job's size, and a sixth (the records) when the plan names the
+/// sources; per subtask, never per vertex or subtask.
+pub(super) fn source_reader_queries(s: &Scope<'_>, graph: Option<&JobGraph>) -> Vec<(&'static str, Query)> {
+    let cat = s.cat;
+    let per_subtask = |m: &str, func: OverTime, agg: Agg| s.over_window(s.job(m), func, by_subtask(agg));
+    let mut queries = vec![
+        (SOURCE_IDLE_TIME, per_subtask(&cat.source_idle_time, OverTime::Last, Agg::Max)),
+        (FETCH_EVENT_TIME_LAG, per_subtask(&cat.fetch_event_time_lag, OverTime::Avg, Agg::Max)),
+        (WATERMARK_ALIGNMENT_DRIFT, per_subtask(&cat.watermark_alignment_drift, OverTime::Avg, Agg::Max)),
+        (ASSIGNED_PARTITIONS, per_subtask(&cat.assigned_partitions, OverTime::Last, Agg::Max)),
+        // One series per partition a reader holds: counted per subtask.
+        (PARTITION_OFFSETS, per_subtask(&cat.partition_current_offset, OverTime::Last, Agg::Count)),
+    ];
+    let sources: Vec<String> = graph
+        .map(|g| g.vertices.iter().filter(|v| g.is_source(&v.id)).map(|v| v.id.clone()).collect())
+        .unwrap_or_default();
+    if !sources.is_empty() {
+        let selector = s.job(&cat.records_out).with_one_of(l::TASK_ID, &sources);
+        queries.push((SOURCE_RECORDS, s.over_window(selector, OverTime::Rate, by_subtask(Agg::Sum))));
+    }
+    queries
+}
+
+/// Names of the source-reader answers ([`source_reader_queries`]).
+pub(super) const SOURCE_IDLE_TIME: &str = "source_idle_time";
+pub(super) const FETCH_EVENT_TIME_LAG: &str = "fetch_event_time_lag";
+pub(super) const WATERMARK_ALIGNMENT_DRIFT: &str = "watermark_alignment_drift";
+pub(super) const ASSIGNED_PARTITIONS: &str = "assigned_partitions";
+pub(super) const PARTITION_OFFSETS: &str = "partition_offsets";
+pub(super) const SOURCE_RECORDS: &str = "source_records";
 
 /// Names of round 4's per-subtask answers, in the order [`assemble_subtasks`] reads them.
 pub(super) const DETAIL: [&str; 9] = [

@@ -9,4 +9,5 @@ pub mod resources;
 pub mod retention;
 pub mod sink;
 pub mod skew;
+pub mod sources;
 pub mod state_backend;

@@ -294,8 +294,12 @@ fn never_arrived(ctx: &Context, culprit: &VertexSignals, span_ms: i64) -> StepRe
     let mut r =
         StepReport::hit(Finding::WatermarkStall, StateBackendFact::NoWatermark { vertex: vertex.clone(), for_s });
     r.cause.push(StateBackendFact::NoWatermarkCause { vertex: vertex.clone(), sources: sources.clone() });
+    // The readers without a split that hold it (step `sources` reads them), by source.
+    let (without_splits, split_fixes) = super::sources::without_splits_feeding(ctx, culprit);
+    r.cause.extend(without_splits);
     r.fix.push(StateBackendFact::MarkIdleInputs);
     r.fix.push(StateBackendFact::SourceSubtasksToPartitions { sources });
+    r.fix.extend(split_fixes);
     r.not_the_fix.push(StateBackendFact::NotTheStateBackend);
     // RocksDB's own stalls, if any, come from the state the unfired windows pile up.
     let rocks: Vec<&RocksDbSubtask> = ctx.snapshot.rocksdb.iter().filter(|x| x.vertex_id == culprit.id).collect();

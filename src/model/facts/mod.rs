@@ -17,6 +17,7 @@ pub mod resources;
 pub mod retention;
 pub mod runbook;
 pub mod sink;
+pub mod sources;
 pub mod state_backend;
 
 use std::ops::Deref;
@@ -53,6 +54,9 @@ pub enum Fact {
     Runbook(runbook::RunbookFact),
     /// Step `sink`: the sink's destination, a hot writer, or flushes in checkpoints.
     Sink(sink::SinkFact),
+    /// Step `sources`: readers without a split, partition skew, watermark alignment,
+    /// idleness, fetch against emit lag.
+    Sources(sources::SourcesFact),
     /// Step `state_backend`: RocksDB's write stalls, or a stuck watermark.
     StateBackend(state_backend::StateBackendFact),
     /// Step `resources`: GC and heap, the container's memory limit, CPU throttling.
@@ -141,6 +145,12 @@ impl From<runbook::RunbookFact> for Fact {
 impl From<sink::SinkFact> for Fact {
     fn from(f: sink::SinkFact) -> Self {
         Fact::Sink(f)
+    }
+}
+
+impl From<sources::SourcesFact> for Fact {
+    fn from(f: sources::SourcesFact) -> Self {
+        Fact::Sources(f)
     }
 }
 

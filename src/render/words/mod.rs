@@ -18,6 +18,7 @@ mod resources;
 mod retention;
 mod runbook;
 mod sink;
+mod sources;
 mod state_backend;
 
 use std::fmt;
@@ -39,6 +40,7 @@ impl fmt::Display for Fact {
             Fact::Parallelism(p) => parallelism::word(p, f),
             Fact::Runbook(r) => runbook::word(r, f),
             Fact::Sink(s) => sink::word(s, f),
+            Fact::Sources(s) => sources::word(s, f),
             Fact::StateBackend(s) => state_backend::word(s, f),
             Fact::Resources(r) => resources::word(r, f),
         }
