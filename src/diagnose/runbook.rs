@@ -523,6 +523,7 @@ mod tests {
             [
                 (StepName::Locate, Outcome::Hit),
                 (StepName::Sink, Outcome::Hit),
+                (StepName::Sources, Outcome::Skipped),
                 (StepName::HotKey, Outcome::Skipped),
                 (StepName::Resources, Outcome::Skipped),
                 (StepName::StateBackend, Outcome::Skipped),
@@ -624,9 +625,10 @@ mod tests {
             .build();
         let v = verdict(&snap);
         assert_eq!(
-            outcomes(&v)[1..4],
+            outcomes(&v)[1..5],
             [
                 (StepName::Sink, Outcome::Clear),
+                (StepName::Sources, Outcome::NoData),
                 (StepName::HotKey, Outcome::Hit),
                 (StepName::Resources, Outcome::Skipped)
             ]
@@ -669,7 +671,7 @@ mod tests {
         assert!(v.cause.contains("ρ = 0.80") && v.cause.contains("about 750 records/s"), "{}", v.cause);
         assert!(v.fix.iter().any(|f| f.starts_with("Profile map")), "{:?}", v.fix);
         assert_eq!(v.confidence, Confidence::Medium);
-        assert_eq!(outcomes(&v)[6], (StepName::Headroom, Outcome::Clear));
+        assert_eq!(outcomes(&v)[7], (StepName::Headroom, Outcome::Clear));
     }
 
     #[test]
@@ -860,7 +862,7 @@ mod tests {
         assert_eq!(keys(&json["culprits"][0]), keys(&json["culprit"]));
         assert_eq!(keys(&json["steps"][0]), set(&["step", "outcome", "detail"]));
         let steps: Vec<_> = json["steps"].as_array().unwrap().iter().map(|s| s["step"].as_str().unwrap()).collect();
-        assert_eq!(steps, ["locate", "sink", "hot_key", "resources", "state_backend", "checkpoints", "headroom"]);
+        assert_eq!(steps, ["locate", "sink", "sources", "hot_key", "resources", "state_backend", "checkpoints", "headroom"]);
         assert_eq!(json["steps"][2]["outcome"], "skipped");
         assert_eq!(keys(&json["hazards"][0]), set(&["kind", "severity", "time_to_loss_seconds", "topic", "detail"]));
         assert_eq!(
