@@ -9,3 +9,4 @@ pub mod retention;
 pub mod sink;
 pub mod skew;
 pub mod state_backend;
+pub mod state_growth;

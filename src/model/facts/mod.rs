@@ -17,6 +17,7 @@ pub mod retention;
 pub mod runbook;
 pub mod sink;
 pub mod state_backend;
+pub mod state_growth;
 
 use std::ops::Deref;
 
@@ -54,6 +55,8 @@ pub enum Fact {
     Sink(sink::SinkFact),
     /// Step `state_backend`: RocksDB's write stalls, or a stuck watermark.
     StateBackend(state_backend::StateBackendFact),
+    /// Step `state_growth` and the hazard `checkpoint_timeout`: state that only grows.
+    StateGrowth(state_growth::StateGrowthFact),
 }
 
 impl Fact {
@@ -132,6 +135,12 @@ impl From<runbook::RunbookFact> for Fact {
 impl From<sink::SinkFact> for Fact {
     fn from(f: sink::SinkFact) -> Self {
         Fact::Sink(f)
+    }
+}
+
+impl From<state_growth::StateGrowthFact> for Fact {
+    fn from(f: state_growth::StateGrowthFact) -> Self {
+        Fact::StateGrowth(f)
     }
 }
 
@@ -214,6 +223,8 @@ pub struct HazardFacts {
     /// Seconds until data is lost; 0 when it is already being lost; absent when unknown.
     pub time_to_loss_seconds: Option<i64>,
     pub topic: Option<String>,
+    /// Seconds until checkpoints reach their timeout (kind `checkpoint_timeout`).
+    pub time_to_timeout_seconds: Option<i64>,
     pub detail: Fact,
 }
 

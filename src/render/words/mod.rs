@@ -18,6 +18,7 @@ mod retention;
 mod runbook;
 mod sink;
 mod state_backend;
+mod state_growth;
 
 use std::fmt;
 
@@ -39,6 +40,7 @@ impl fmt::Display for Fact {
             Fact::Runbook(r) => runbook::word(r, f),
             Fact::Sink(s) => sink::word(s, f),
             Fact::StateBackend(s) => state_backend::word(s, f),
+            Fact::StateGrowth(s) => state_growth::word(s, f),
         }
     }
 }
@@ -92,6 +94,7 @@ fn hazard(h: &HazardFacts) -> crate::model::verdict::Hazard {
         severity: h.severity,
         time_to_loss_seconds: h.time_to_loss_seconds,
         topic: h.topic.clone(),
+        time_to_timeout_seconds: h.time_to_timeout_seconds,
         detail: h.detail.to_string(),
     }
 }
