@@ -206,7 +206,7 @@ pub fn of_metric(cat: &MetricCatalog, name: &str) -> Domain {
 /// The signal a raw metric is (the catalog's field name: `busy`, `failed_checkpoints`;
 /// `""` for metrics of other sources) and its domain.
 pub fn signal_of(cat: &MetricCatalog, name: &str) -> (&'static str, Domain) {
-    let table: [(&String, &'static str, Domain); 28] = [
+    let table: [(&String, &'static str, Domain); 30] = [
         (&cat.busy, "busy", MS_PER_S),
         (&cat.idle, "idle", MS_PER_S),
         (&cat.backpressured, "backpressured", MS_PER_S),
@@ -220,6 +220,8 @@ pub fn signal_of(cat: &MetricCatalog, name: &str) -> (&'static str, Domain) {
         (&cat.num_rescales, "num_rescales", COUNT),
         (&cat.uptime, "uptime", DURATION),
         (&cat.last_checkpoint_duration, "last_checkpoint_duration", CHECKPOINT_GAUGE),
+        (&cat.last_checkpoint_size, "last_checkpoint_size", CHECKPOINT_GAUGE),
+        (&cat.last_checkpoint_full_size, "last_checkpoint_full_size", CHECKPOINT_GAUGE),
         (&cat.last_checkpoint_completed_timestamp, "last_checkpoint_completed_timestamp", TIMESTAMP),
         (&cat.records_lag_max, "records_lag_max", KAFKA_LAG),
         (&cat.legacy_records_lag_max, "records_lag_max", KAFKA_LAG),
@@ -260,6 +262,9 @@ fn rocksdb_suffixes(cat: &MetricCatalog) -> impl Iterator<Item = &str> {
         &cat.rocksdb_mem_table_flush_pending_suffix,
         &cat.rocksdb_estimate_pending_compaction_bytes_suffix,
         &cat.rocksdb_stall_micros_suffix,
+        &cat.rocksdb_estimate_live_data_size_suffix,
+        &cat.rocksdb_total_sst_files_size_suffix,
+        &cat.rocksdb_estimate_num_keys_suffix,
     ]
     .into_iter()
     .map(String::as_str)

@@ -150,6 +150,28 @@ pub struct Thresholds {
     /// Write-stall time per wall-clock second (from `stall_micros`) above which RocksDB
     /// stalls, ratio. Default 0 (any stall).
     pub rocksdb_stall_ratio: f64,
+    /// State "only grows" when rises make up at least this share of its size's movement
+    /// between consecutive samples over the trend lookback (the sum of the rises over the
+    /// sum of rises and falls), and the least-squares slope is positive: a state cleaned up
+    /// by a TTL or by windows firing falls as much as it rose.
+    /// AWS names "unbounded state growth" (`lastCheckpointSize` rising) as a cause of
+    /// failing checkpoints and backpressure (Managed Service for Apache Flink, "Monitoring:
+    /// checkpoint size"). Default 0.9.
+    pub state_growth_rising_ratio: f64,
+    /// …over at least this many samples of the size, with at least this many less one
+    /// rises: one sample is never growing. Default 4.
+    pub state_growth_min_samples: u32,
+    /// …and growing by at least this share of its size per hour (the fit's slope × 1 h ÷
+    /// the newest size), so one bump of a flat state is not growth. Default 0.01 (1 %/h).
+    pub state_growth_min_per_hour_ratio: f64,
+    /// Checkpoint durations growing (by the same rule) towards the checkpoint timeout
+    /// (`execution.checkpointing.timeout`) are a warning hazard when, extrapolated
+    /// linearly, they reach it within this: no further than the trend lookback looks
+    /// back. Default 1h.
+    pub checkpoint_timeout_horizon: Millis,
+    /// …and over a span of at least this: the state of a job that has just started always
+    /// grows from empty while it fills (its first keys, its first windows). Default 10m.
+    pub state_growth_min_span: Millis,
     /// Data loss less than this far away leads the verdict (critical). Default 1h.
     pub retention_critical: Millis,
     /// Data loss less than this far away is reported as a warning. Default 24h.
@@ -233,6 +255,11 @@ impl Default for Thresholds {
             rocksdb_soft_pending_compaction_bytes: 64.0 * 1024.0 * 1024.0 * 1024.0,
             rocksdb_pending_compaction_horizon: Millis::from_secs(3600),
             rocksdb_stall_ratio: 0.0,
+            state_growth_rising_ratio: 0.9,
+            state_growth_min_samples: 4,
+            state_growth_min_per_hour_ratio: 0.01,
+            checkpoint_timeout_horizon: Millis::from_secs(3600),
+            state_growth_min_span: Millis::from_secs(600),
             retention_critical: Millis::from_secs(3600),
             retention_warning: Millis::from_secs(24 * 3600),
             async_io_cpu_load: 0.5,
@@ -268,6 +295,8 @@ impl Thresholds {
             ("checkpoint_timeout_share", self.checkpoint_timeout_share),
             ("rocksdb_flag_persistent_ratio", self.rocksdb_flag_persistent_ratio),
             ("rocksdb_stall_ratio", self.rocksdb_stall_ratio),
+            ("state_growth_rising_ratio", self.state_growth_rising_ratio),
+            ("state_growth_min_per_hour_ratio", self.state_growth_min_per_hour_ratio),
             ("async_io_cpu_load", self.async_io_cpu_load),
             ("timeline_holder_share", self.timeline_holder_share),
             ("timeline_share_margin", self.timeline_share_margin),
@@ -299,6 +328,11 @@ impl Thresholds {
             if !(v > 0.0 && v.is_finite()) {
                 problems.push(format!("diagnosis.thresholds.{key} = {v} must be a positive number"));
             }
+        }
+        if self.state_growth_min_samples < 2 {
+            problems.push(
+                "diagnosis.thresholds.state_growth_min_samples must be at least 2: one sample is never growing".into(),
+            );
         }
         if self.retention_warning < self.retention_critical {
             problems.push("diagnosis.thresholds.retention_warning must be at least retention_critical".into());

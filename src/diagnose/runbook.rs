@@ -1,17 +1,19 @@
 //! The runbook: the ordered list of steps, and the verdict assembled from their reports.
 //!
-//! Order (spec §2): `locate` → `sink` → `sources` → `hot_key` → `resources` → `state_backend` → `checkpoints` →
-//! `headroom`. `locate` finds the culprit; the finding is the first later step that hits,
+//! Order (spec §2): `locate` → `sink` → `sources` → `hot_key` → `resources` → `state_backend` →
+//! `state_growth` → `checkpoints` → `headroom`. `locate` finds the culprit; the finding is the first later step that hits,
 //! and the steps after it are `skipped`. When `locate` itself decides (`network`,
 //! `source`), the later steps are skipped. The hazards (`retention`,
-//! `checkpoints_stalled`) run on every diagnosis.
+//! `checkpoints_stalled`, `checkpoint_timeout`) run on every diagnosis.
 
 use std::collections::BTreeSet;
 
 use crate::config::DiagnosisConfig;
 use crate::diagnose::signals::{JobSignals, VertexSignals};
 use crate::diagnose::steps::locate::Located;
-use crate::diagnose::steps::{checkpoints, headroom, hot_key, locate, resources, retention, sink, sources, state_backend};
+use crate::diagnose::steps::{
+    checkpoints, headroom, hot_key, locate, resources, retention, sink, sources, state_backend, state_growth,
+};
 use crate::diagnose::{Context, StepReport};
 use crate::model::facts::runbook::RunbookFact;
 use crate::model::facts::{Diagnosis, Fact, Facts, MissingFact, StepFacts, Summary};
@@ -35,7 +37,9 @@ pub fn diagnose(snapshot: &Snapshot, cfg: &DiagnosisConfig) -> Diagnosis {
     let finding =
         if status == Status::CulpritFound && finding == Finding::None { Finding::Unexplained } else { finding };
     let culprit_shown = if matches!(status, Status::CulpritFound) { run.culprit } else { None };
-    let (hazards, retention) = retention::evaluate(&ctx);
+    let (mut hazards, retention) = retention::evaluate(&ctx);
+    // Warnings come after the critical hazards (retention's are sorted so already).
+    hazards.extend(state_growth::timeout_hazard(&ctx));
 
     let evaluated: Vec<&StepReport> =
         run.reports.iter().map(|(_, r)| r).filter(|r| r.outcome != Outcome::Skipped).collect();
@@ -145,6 +149,7 @@ fn run_steps<'a>(ctx: &Context<'a>) -> Run<'a> {
         StepName::HotKey,
         StepName::Resources,
         StepName::StateBackend,
+        StepName::StateGrowth,
         StepName::Checkpoints,
         StepName::Headroom,
     ] {
@@ -158,7 +163,16 @@ fn run_steps<'a>(ctx: &Context<'a>) -> Run<'a> {
             (StepName::HotKey, Some(c)) => hot_key::run(ctx, c),
             (StepName::Resources, Some(c)) => resources::run(ctx, c),
             (StepName::StateBackend, Some(c)) => state_backend::run(ctx, c),
-            (StepName::Sink | StepName::Sources | StepName::HotKey | StepName::Resources | StepName::StateBackend, None) => {
+            (StepName::StateGrowth, Some(c)) => state_growth::run(ctx, c),
+            (
+                StepName::Sink
+                | StepName::Sources
+                | StepName::HotKey
+                | StepName::Resources
+                | StepName::StateBackend
+                | StepName::StateGrowth,
+                None,
+            ) => {
                 StepReport::clear(RunbookFact::NoCulpritToExamine { nothing_red: ctx.red.is_empty() })
             }
             (StepName::Checkpoints, c) => checkpoints::run(ctx, c),
@@ -527,6 +541,7 @@ mod tests {
                 (StepName::HotKey, Outcome::Skipped),
                 (StepName::Resources, Outcome::Skipped),
                 (StepName::StateBackend, Outcome::Skipped),
+                (StepName::StateGrowth, Outcome::Skipped),
                 (StepName::Checkpoints, Outcome::Skipped),
                 (StepName::Headroom, Outcome::Skipped),
             ]
@@ -671,7 +686,7 @@ mod tests {
         assert!(v.cause.contains("ρ = 0.80") && v.cause.contains("about 750 records/s"), "{}", v.cause);
         assert!(v.fix.iter().any(|f| f.starts_with("Profile map")), "{:?}", v.fix);
         assert_eq!(v.confidence, Confidence::Medium);
-        assert_eq!(outcomes(&v)[7], (StepName::Headroom, Outcome::Clear));
+        assert_eq!(outcomes(&v)[8], (StepName::Headroom, Outcome::Clear));
     }
 
     #[test]
@@ -862,7 +877,10 @@ mod tests {
         assert_eq!(keys(&json["culprits"][0]), keys(&json["culprit"]));
         assert_eq!(keys(&json["steps"][0]), set(&["step", "outcome", "detail"]));
         let steps: Vec<_> = json["steps"].as_array().unwrap().iter().map(|s| s["step"].as_str().unwrap()).collect();
-        assert_eq!(steps, ["locate", "sink", "sources", "hot_key", "resources", "state_backend", "checkpoints", "headroom"]);
+        assert_eq!(
+            steps,
+            ["locate", "sink", "sources", "hot_key", "resources", "state_backend", "state_growth", "checkpoints", "headroom"]
+        );
         assert_eq!(json["steps"][2]["outcome"], "skipped");
         assert_eq!(keys(&json["hazards"][0]), set(&["kind", "severity", "time_to_loss_seconds", "topic", "detail"]));
         assert_eq!(

@@ -58,6 +58,9 @@ pub fn rocks(vertex: &str, subtask: u32) -> RocksDbSubtask {
         flush_pending_ratio: None,
         pending_compaction_bytes: Vec::new(),
         stall_micros_per_s: None,
+        live_data_bytes: Vec::new(),
+        sst_files_bytes: Vec::new(),
+        num_keys: Vec::new(),
     }
 }
 

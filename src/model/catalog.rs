@@ -84,6 +84,12 @@ pub struct MetricCatalog {
     pub in_progress_checkpoints: String,
     /// Job `lastCheckpointCompletedTimestamp`, Unix ms.
     pub last_checkpoint_completed_timestamp: String,
+    /// Job `lastCheckpointSize`, bytes: the checkpointed size of the last checkpoint (with
+    /// incremental checkpoints or changelog, what it uploaded; −1 before the first).
+    pub last_checkpoint_size: String,
+    /// Job `lastCheckpointFullSize` (Flink 1.15+), bytes: the full state size of the last
+    /// checkpoint (−1 before the first).
+    pub last_checkpoint_full_size: String,
     /// Operator `pendingRecords` (FLIP-33 source lag), records.
     pub pending_records: String,
     /// Kafka source `KafkaSourceReader.KafkaConsumer.records-lag-max`: the lag of the
@@ -172,6 +178,15 @@ pub struct MetricCatalog {
     pub rocksdb_estimate_pending_compaction_bytes_suffix: String,
     /// RocksDB statistic `stall_micros` (`…_operator_rocksdb_stall_micros`), µs (counter).
     pub rocksdb_stall_micros_suffix: String,
+    /// RocksDB property `estimate-live-data-size`, bytes
+    /// (`state.backend.rocksdb.metrics.estimate-live-data-size`).
+    pub rocksdb_estimate_live_data_size_suffix: String,
+    /// RocksDB property `total-sst-files-size`, bytes
+    /// (`state.backend.rocksdb.metrics.total-sst-files-size`).
+    pub rocksdb_total_sst_files_size_suffix: String,
+    /// RocksDB property `estimate-num-keys`, keys
+    /// (`state.backend.rocksdb.metrics.estimate-num-keys`).
+    pub rocksdb_estimate_num_keys_suffix: String,
     /// Labels that only say how a series was scraped (the target, the scrape job, the
     /// Prometheus replica), never what it measures. Series of one job equal but for these
     /// (one pod scraped through pod annotations and a PodMonitor) count once.
@@ -258,6 +273,8 @@ impl Default for MetricCatalog {
             failed_checkpoints: job("numberOfFailedCheckpoints"),
             in_progress_checkpoints: job("numberOfInProgressCheckpoints"),
             last_checkpoint_completed_timestamp: job("lastCheckpointCompletedTimestamp"),
+            last_checkpoint_size: job("lastCheckpointSize"),
+            last_checkpoint_full_size: job("lastCheckpointFullSize"),
             pending_records: task("operator_pendingRecords"),
             records_lag_max: task("operator_KafkaSourceReader_KafkaConsumer_records_lag_max"),
             legacy_records_lag_max: task("operator_KafkaConsumer_records_lag_max"),
@@ -315,6 +332,9 @@ impl Default for MetricCatalog {
             rocksdb_mem_table_flush_pending_suffix: "_rocksdb_mem_table_flush_pending".into(),
             rocksdb_estimate_pending_compaction_bytes_suffix: "_rocksdb_estimate_pending_compaction_bytes".into(),
             rocksdb_stall_micros_suffix: "_rocksdb_stall_micros".into(),
+            rocksdb_estimate_live_data_size_suffix: "_rocksdb_estimate_live_data_size".into(),
+            rocksdb_total_sst_files_size_suffix: "_rocksdb_total_sst_files_size".into(),
+            rocksdb_estimate_num_keys_suffix: "_rocksdb_estimate_num_keys".into(),
             scrape_labels: [
                 "job",
                 "instance",

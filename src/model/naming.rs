@@ -113,7 +113,7 @@ enum Kind {
 }
 
 /// The Flink metric behind each catalog key (its suffix keys aside).
-const METRICS: [(&str, Scope, &str, Kind); 39] = [
+const METRICS: [(&str, Scope, &str, Kind); 41] = [
     ("busy", Scope::Task, "busyTimeMsPerSecond", Kind::Gauge),
     ("backpressured", Scope::Task, "backPressuredTimeMsPerSecond", Kind::Gauge),
     ("idle", Scope::Task, "idleTimeMsPerSecond", Kind::Gauge),
@@ -132,6 +132,8 @@ const METRICS: [(&str, Scope, &str, Kind); 39] = [
     ("failed_checkpoints", Scope::Job, "numberOfFailedCheckpoints", Kind::Gauge),
     ("in_progress_checkpoints", Scope::Job, "numberOfInProgressCheckpoints", Kind::Gauge),
     ("last_checkpoint_completed_timestamp", Scope::Job, "lastCheckpointCompletedTimestamp", Kind::Gauge),
+    ("last_checkpoint_size", Scope::Job, "lastCheckpointSize", Kind::Gauge),
+    ("last_checkpoint_full_size", Scope::Job, "lastCheckpointFullSize", Kind::Gauge),
     ("pending_records", Scope::Operator, "pendingRecords", Kind::Gauge),
     ("records_lag_max", Scope::Operator, "KafkaSourceReader.KafkaConsumer.records-lag-max", Kind::Gauge),
     ("legacy_records_lag_max", Scope::Operator, "KafkaConsumer.records-lag-max", Kind::Gauge),
@@ -205,13 +207,16 @@ const GC_COLLECTORS: [&str; 17] = [
 
 /// RocksDB native metrics, matched by their name's end: the catalog key and the metric as
 /// Flink registers it (`rocksdb.<property>`).
-const ROCKSDB: [(&str, &str); 6] = [
+const ROCKSDB: [(&str, &str); 9] = [
     ("rocksdb_is_write_stopped_suffix", "rocksdb.is-write-stopped"),
     ("rocksdb_actual_delayed_write_rate_suffix", "rocksdb.actual-delayed-write-rate"),
     ("rocksdb_compaction_pending_suffix", "rocksdb.compaction-pending"),
     ("rocksdb_mem_table_flush_pending_suffix", "rocksdb.mem-table-flush-pending"),
     ("rocksdb_estimate_pending_compaction_bytes_suffix", "rocksdb.estimate-pending-compaction-bytes"),
     ("rocksdb_stall_micros_suffix", "rocksdb.stall.micros"),
+    ("rocksdb_estimate_live_data_size_suffix", "rocksdb.estimate-live-data-size"),
+    ("rocksdb_total_sst_files_size_suffix", "rocksdb.total-sst-files-size"),
+    ("rocksdb_estimate_num_keys_suffix", "rocksdb.estimate-num-keys"),
 ];
 
 /// Every character outside `[a-zA-Z0-9_:]` as `_`: what Flink's Prometheus reporter and

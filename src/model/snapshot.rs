@@ -172,6 +172,14 @@ pub struct CheckpointPoint {
     /// completed yet", never a duration (`last_duration_ms` is then None).
     #[serde(default)]
     pub last_checkpoint: LastCheckpoint,
+    /// `lastCheckpointSize`, bytes: what the last checkpoint checkpointed (the increment,
+    /// with incremental checkpoints or changelog). Its −1 ("none completed yet") is None.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size_bytes: Option<f64>,
+    /// `lastCheckpointFullSize` (Flink 1.15+), bytes: the full state size of the last
+    /// checkpoint. Its −1 ("none completed yet") is None.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub full_size_bytes: Option<f64>,
     /// What `uptime` says of the job: its 0 is "not running at the moment", never an age
     /// (`uptime_ms` is then None).
     #[serde(default)]
@@ -266,6 +274,18 @@ pub struct RocksDbSubtask {
     pub pending_compaction_bytes: Vec<Point>,
     /// `rate(stall_micros)`: microseconds of write stall per second of wall time.
     pub stall_micros_per_s: Option<f64>,
+    /// `estimate-live-data-size` summed over column families, per step over the trend
+    /// lookback, bytes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub live_data_bytes: Vec<Point>,
+    /// `total-sst-files-size` summed over column families, per step over the trend
+    /// lookback, bytes (read where the live data size is not reported).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sst_files_bytes: Vec<Point>,
+    /// `estimate-num-keys` summed over column families, per step over the trend lookback,
+    /// keys.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub num_keys: Vec<Point>,
 }
 
 /// Source lag as Flink's own source metrics report it, per source subtask.

@@ -39,6 +39,8 @@ pub enum Finding {
     HotKey,
     SlowInstance,
     StateBackend,
+    /// The culprit's state only grows (no TTL, or one too long): added value.
+    StateGrowth,
     Checkpoints,
     Headroom,
     Source,
@@ -73,6 +75,7 @@ impl Finding {
             Finding::HotKey => "hot_key",
             Finding::SlowInstance => "slow_instance",
             Finding::StateBackend => "state_backend",
+            Finding::StateGrowth => "state_growth",
             Finding::Checkpoints => "checkpoints",
             Finding::Headroom => "headroom",
             Finding::Source => "source",
@@ -131,18 +134,21 @@ pub enum StepName {
     /// The culprit's TaskManagers' memory, GC and CPU quota.
     Resources,
     StateBackend,
+    /// Added step: does the culprit's state only grow?
+    StateGrowth,
     Checkpoints,
     Headroom,
 }
 
 impl StepName {
-    pub const ALL: [StepName; 8] = [
+    pub const ALL: [StepName; 9] = [
         StepName::Locate,
         StepName::Sink,
         StepName::Sources,
         StepName::HotKey,
         StepName::Resources,
         StepName::StateBackend,
+        StepName::StateGrowth,
         StepName::Checkpoints,
         StepName::Headroom,
     ];
@@ -155,6 +161,7 @@ impl StepName {
             StepName::HotKey => "hot_key",
             StepName::Resources => "resources",
             StepName::StateBackend => "state_backend",
+            StepName::StateGrowth => "state_growth",
             StepName::Checkpoints => "checkpoints",
             StepName::Headroom => "headroom",
         }
@@ -194,6 +201,9 @@ pub struct Step {
 pub enum HazardKind {
     Retention,
     CheckpointsStalled,
+    /// Checkpoint durations grow towards the checkpoint timeout (added kind): at the
+    /// current rate they reach it in `time_to_timeout_seconds`.
+    CheckpointTimeout,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, schemars::JsonSchema)]
@@ -213,6 +223,10 @@ pub struct Hazard {
     pub time_to_loss_seconds: Option<i64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub topic: Option<String>,
+    /// Seconds until checkpoints reach their timeout at the current growth of their
+    /// duration (kind `checkpoint_timeout`; added field).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_to_timeout_seconds: Option<i64>,
     pub detail: String,
 }
 

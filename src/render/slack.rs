@@ -701,6 +701,7 @@ mod tests {
                 severity: if i % 2 == 0 { Severity::Warning } else { Severity::Critical },
                 time_to_loss_seconds: Some(i * 60),
                 topic: Some(format!("topic-{i}")),
+                time_to_timeout_seconds: None,
                 detail: "d<>".repeat(300),
             })
             .collect();

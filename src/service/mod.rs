@@ -87,6 +87,7 @@ const fn hazard_kind_key(kind: HazardKind) -> &'static str {
     match kind {
         HazardKind::Retention => "Retention",
         HazardKind::CheckpointsStalled => "CheckpointsStalled",
+        HazardKind::CheckpointTimeout => "CheckpointTimeout",
     }
 }
 
@@ -477,6 +478,7 @@ mod tests {
             severity,
             time_to_loss_seconds: Some(60),
             topic: topic.map(str::to_string),
+            time_to_timeout_seconds: None,
             detail: "d".into(),
         };
         v.hazards = vec![

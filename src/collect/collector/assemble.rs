@@ -105,6 +105,7 @@ pub(super) fn assemble_job_signals(
         r("rocksdb_mem_table_flush_pending"),
         r("rocksdb_estimate_pending_compaction_bytes"),
         r("rocksdb_stall_micros"),
+        [r("rocksdb_estimate_live_data_size"), r("rocksdb_total_sst_files_size"), r("rocksdb_estimate_num_keys")],
     );
     let (source_lag, lag_note) =
         assemble_source_lag(r("pending_records"), r("records_lag_max"), r("emit_event_time_lag"), cat);
@@ -303,6 +304,11 @@ pub(super) fn assemble_checkpoints(result: &QueryResult, cat: &MetricCatalog) ->
                 p.in_progress = v;
             } else if name == cat.last_checkpoint_completed_timestamp {
                 p.last_completed_at_ms = v;
+            } else if name == cat.last_checkpoint_size {
+                // −1 is "none completed yet", like lastCheckpointDuration's: no size.
+                p.size_bytes = v.filter(|b| *b >= 0.0);
+            } else if name == cat.last_checkpoint_full_size {
+                p.full_size_bytes = v.filter(|b| *b >= 0.0);
             }
         }
     }
@@ -316,13 +322,16 @@ pub(super) fn assemble_rocksdb(
     fpend: &QueryResult,
     bytes: &QueryResult,
     stall: &QueryResult,
+    sizes: [&QueryResult; 3],
 ) -> Vec<RocksDbSubtask> {
+    let [live, sst, keys_count] = sizes;
     let maps: Vec<BTreeMap<(String, u32), &ResultSeries>> =
-        [stop, delay, cpend, fpend, bytes, stall].iter().map(|r| per_subtask(r)).collect();
+        [stop, delay, cpend, fpend, bytes, stall, live, sst, keys_count].iter().map(|r| per_subtask(r)).collect();
     let keys: BTreeSet<(String, u32)> = maps.iter().flat_map(|m| m.keys().cloned()).collect();
     keys.into_iter()
         .map(|key| {
             let value = |i: usize| maps[i].get(&key).and_then(|s| s.last_value()).and_then(finite);
+            let points = |i: usize| maps[i].get(&key).map(|s| s.points.clone()).unwrap_or_default();
             RocksDbSubtask {
                 vertex_id: key.0.clone(),
                 subtask: key.1,
@@ -330,8 +339,11 @@ pub(super) fn assemble_rocksdb(
                 delayed_write_rate_max: value(1),
                 compaction_pending_ratio: value(2),
                 flush_pending_ratio: value(3),
-                pending_compaction_bytes: maps[4].get(&key).map(|s| s.points.clone()).unwrap_or_default(),
+                pending_compaction_bytes: points(4),
                 stall_micros_per_s: value(5),
+                live_data_bytes: points(6),
+                sst_files_bytes: points(7),
+                num_keys: points(8),
             }
         })
         .collect()

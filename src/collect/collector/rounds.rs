@@ -132,7 +132,11 @@ pub(super) fn job_signal_queries(s: &Scope<'_>) -> Vec<(&'static str, Query)> {
         &cat.failed_checkpoints,
         &cat.in_progress_checkpoints,
         &cat.last_checkpoint_completed_timestamp,
+        &cat.last_checkpoint_size,
+        &cat.last_checkpoint_full_size,
     ];
+    // State sizes per subtask (summed over column families) over the trend lookback.
+    let rocksdb_trend = |suffix: &str| s.range(s.job_suffix(suffix), by_subtask(Agg::Sum), s.trend_start);
     vec![
         (
             "checkpoints",
@@ -161,6 +165,9 @@ pub(super) fn job_signal_queries(s: &Scope<'_>) -> Vec<(&'static str, Query)> {
             ),
         ),
         ("rocksdb_stall_micros", rocksdb(&cat.rocksdb_stall_micros_suffix, OverTime::Rate, Agg::Sum)),
+        ("rocksdb_estimate_live_data_size", rocksdb_trend(&cat.rocksdb_estimate_live_data_size_suffix)),
+        ("rocksdb_total_sst_files_size", rocksdb_trend(&cat.rocksdb_total_sst_files_size_suffix)),
+        ("rocksdb_estimate_num_keys", rocksdb_trend(&cat.rocksdb_estimate_num_keys_suffix)),
         ("pending_records", s.range(s.job(&cat.pending_records), by_subtask(Agg::Sum), s.trend_start)),
         (
             "records_lag_max",

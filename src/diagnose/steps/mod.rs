@@ -11,3 +11,4 @@ pub mod sink;
 pub mod skew;
 pub mod sources;
 pub mod state_backend;
+pub mod state_growth;

@@ -293,6 +293,7 @@ fn retention_hazards(ctx: &Context, exposures: &[Exposure]) -> Vec<HazardFacts> 
             severity,
             time_to_loss_seconds: time_to_loss.map(|s: f64| s.max(0.0).round() as i64),
             topic: Some(e.topic.clone()),
+            time_to_timeout_seconds: None,
             detail: detail.into(),
         });
     }
@@ -314,6 +315,7 @@ fn checkpoints_stalled(ctx: &Context, exposures: &[Exposure]) -> Vec<HazardFacts
                     // Nothing is lost until the job restarts; then it is at once.
                     time_to_loss_seconds: None,
                     topic: Some(e.topic.clone()),
+                    time_to_timeout_seconds: None,
                     detail: RetentionFact::CheckpointOlderThanRoom {
                         checkpoint_age_s: age_s,
                         room_s: room,

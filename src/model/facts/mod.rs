@@ -19,6 +19,7 @@ pub mod runbook;
 pub mod sink;
 pub mod sources;
 pub mod state_backend;
+pub mod state_growth;
 
 use std::ops::Deref;
 
@@ -61,6 +62,8 @@ pub enum Fact {
     StateBackend(state_backend::StateBackendFact),
     /// Step `resources`: GC and heap, the container's memory limit, CPU throttling.
     Resources(resources::ResourcesFact),
+    /// Step `state_growth` and the hazard `checkpoint_timeout`: state that only grows.
+    StateGrowth(state_growth::StateGrowthFact),
 }
 
 impl Fact {
@@ -154,6 +157,12 @@ impl From<sources::SourcesFact> for Fact {
     }
 }
 
+impl From<state_growth::StateGrowthFact> for Fact {
+    fn from(f: state_growth::StateGrowthFact) -> Self {
+        Fact::StateGrowth(f)
+    }
+}
+
 impl From<state_backend::StateBackendFact> for Fact {
     fn from(f: state_backend::StateBackendFact) -> Self {
         Fact::StateBackend(f)
@@ -233,6 +242,8 @@ pub struct HazardFacts {
     /// Seconds until data is lost; 0 when it is already being lost; absent when unknown.
     pub time_to_loss_seconds: Option<i64>,
     pub topic: Option<String>,
+    /// Seconds until checkpoints reach their timeout (kind `checkpoint_timeout`).
+    pub time_to_timeout_seconds: Option<i64>,
     pub detail: Fact,
 }
 

@@ -61,6 +61,7 @@ pub(super) fn hazard_line(names: &Names, h: &Hazard) -> String {
     let kind = match h.kind {
         HazardKind::Retention => "retention",
         HazardKind::CheckpointsStalled => "checkpoints stalled",
+        HazardKind::CheckpointTimeout => "checkpoint timeout",
     };
     let mut s = format!("{icon} *{severity}* · {kind}");
     if let Some(topic) = &h.topic {
@@ -72,6 +73,9 @@ pub(super) fn hazard_line(names: &Names, h: &Hazard) -> String {
             let _ = write!(s, " · data loss in {:#}", jiff::SignedDuration::from_secs(t));
         }
         None => {}
+    }
+    if let Some(t) = h.time_to_timeout_seconds {
+        let _ = write!(s, " · checkpoints time out in {:#}", jiff::SignedDuration::from_secs(t.max(0)));
     }
     let _ = write!(s, ": {}", prose(&names.text(&h.detail)));
     s

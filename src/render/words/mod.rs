@@ -20,6 +20,7 @@ mod runbook;
 mod sink;
 mod sources;
 mod state_backend;
+mod state_growth;
 
 use std::fmt;
 
@@ -43,6 +44,7 @@ impl fmt::Display for Fact {
             Fact::Sources(s) => sources::word(s, f),
             Fact::StateBackend(s) => state_backend::word(s, f),
             Fact::Resources(r) => resources::word(r, f),
+            Fact::StateGrowth(s) => state_growth::word(s, f),
         }
     }
 }
@@ -96,6 +98,7 @@ fn hazard(h: &HazardFacts) -> crate::model::verdict::Hazard {
         severity: h.severity,
         time_to_loss_seconds: h.time_to_loss_seconds,
         topic: h.topic.clone(),
+        time_to_timeout_seconds: h.time_to_timeout_seconds,
         detail: h.detail.to_string(),
     }
 }
