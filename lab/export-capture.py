@@ -31,6 +31,12 @@ ap.add_argument("--finding")
 ap.add_argument("--culprit", help="culprit vertex name as Flink shows it")
 ap.add_argument("--healthy", action="store_true")
 ap.add_argument("--why", default="")
+ap.add_argument("--status", help="expected status (default culprit_found, or no_backpressure with --healthy)")
+ap.add_argument("--pending", action="store_true",
+                help="write EXPECTED.pending.json (tests/captures.rs skips it): for a finding whose "
+                     "diagnosis is not merged yet")
+ap.add_argument("--flamegraphs", action="store_true",
+                help="also copy the on-CPU / off-CPU flame graphs (rest/*-flamegraph-on_cpu.json, -off_cpu.json)")
 a = ap.parse_args()
 src, out = a.src, a.out
 if not os.path.exists(os.path.join(src, "replay.om.gz")):
@@ -53,7 +59,7 @@ cp("rest/plan.json", "plan.json")
 for f in sorted(glob.glob(os.path.join(src, "*-metrics.prom"))):
     cp(os.path.basename(f), "metrics/" + os.path.basename(f).replace("-metrics.prom", ".prom"))
 for f in sorted(glob.glob(os.path.join(src, "rest", "*.json"))):
-    if not f.endswith("-flamegraph.json"):
+    if not f.endswith("-flamegraph.json") and (a.flamegraphs or "-flamegraph-" not in os.path.basename(f)):
         cp(os.path.relpath(f, src))
 for d in ("promql", "promql-range"):
     for f in sorted(glob.glob(os.path.join(src, d, "*.json"))):
@@ -76,14 +82,14 @@ if a.healthy or a.finding:
         vid = ids[0]
     expected = {
         "job_name": job["name"],
-        "status": "no_backpressure" if a.healthy else "culprit_found",
+        "status": a.status or ("no_backpressure" if a.healthy else "culprit_found"),
         "finding": "none" if a.healthy else a.finding,
         "culprit_vertex_id": vid,
         "culprit_vertex_name": a.culprit,
         "hazards": [],
         "job_id": job_id,
     }
-    json.dump(expected, open(os.path.join(out, "EXPECTED.json"), "w"), indent=2)
+    json.dump(expected, open(os.path.join(out, "EXPECTED.pending.json" if a.pending else "EXPECTED.json"), "w"), indent=2)
     scen = dict(l.split(" ", 1) for l in open(os.path.join(src, "scenario.txt")).read().splitlines() if " " in l)
     name = os.path.basename(os.path.normpath(out))
     md = ["# %s: expected verdict" % name, "",
@@ -99,6 +105,9 @@ if a.healthy or a.finding:
            "`promql/` and `promql-range/` (Prometheus HTTP API answers), `summary.txt` (per-subtask table), "
            "`alerts/` (real Alertmanager webhooks for this job), `notifications/` (what `culprit serve` "
            "posted live during the run, when it ran), `scenario.txt` and `timing.txt` (what ran, when)."]
+    if a.pending:
+        md += ["", "The expectation is `EXPECTED.pending.json`: `tests/captures.rs` reads only `EXPECTED.json`, "
+               "so this folder is not tested until the diagnosis of finding `%s` is merged (then rename it)." % expected["finding"]]
     open(os.path.join(out, "EXPECTED.md"), "w").write("\n".join(l for l in md) + "\n")
 total = sum(os.path.getsize(os.path.join(dp, f)) for dp, _, fs in os.walk(out) for f in fs)
 print("exported %s -> %s (%d KB)" % (src, out, total // 1024))

@@ -60,11 +60,19 @@ public class PacedSource implements Source<String, NumberSequenceSplit, Collecti
     private final NumberSequenceSource sequence = new NumberSequenceSource(0, Long.MAX_VALUE - 1);
     private final Generator generator;
     private final double ratePerReader;
+    /** > 0: exactly this many splits, whatever the parallelism (FixedSplitsEnumerator); 0: one per reader. */
+    private final int fixedSplits;
 
     /** ratePerReader: records per second of each subtask; 0 = unlimited (and no pendingRecords). */
     public PacedSource(Generator generator, double ratePerReader) {
+        this(generator, ratePerReader, 0);
+    }
+
+    /** fixedSplits > 0: that many splits for any number of readers; the readers left over get none. */
+    public PacedSource(Generator generator, double ratePerReader, int fixedSplits) {
         this.generator = generator;
         this.ratePerReader = ratePerReader;
+        this.fixedSplits = fixedSplits;
     }
 
     @Override
@@ -80,12 +88,18 @@ public class PacedSource implements Source<String, NumberSequenceSplit, Collecti
     @Override
     public SplitEnumerator<NumberSequenceSplit, Collection<NumberSequenceSplit>> createEnumerator(
             SplitEnumeratorContext<NumberSequenceSplit> ctx) throws Exception {
+        if (fixedSplits > 0) {
+            return new FixedSplitsEnumerator(ctx, FixedSplitsEnumerator.splits(fixedSplits));
+        }
         return sequence.createEnumerator(ctx);
     }
 
     @Override
     public SplitEnumerator<NumberSequenceSplit, Collection<NumberSequenceSplit>> restoreEnumerator(
             SplitEnumeratorContext<NumberSequenceSplit> ctx, Collection<NumberSequenceSplit> checkpoint) throws Exception {
+        if (fixedSplits > 0) {
+            return new FixedSplitsEnumerator(ctx, checkpoint);
+        }
         return sequence.restoreEnumerator(ctx, checkpoint);
     }
 
