@@ -105,6 +105,30 @@ fn job_name(graph: Option<&JobGraph>, name_label: &str) -> String {
         .unwrap_or_else(|| name_label.to_string())
 }
 
+/// Round 3's queries: every vertex aggregated over its subtasks, the job-level signals, the
+/// source readers, the lag of the job's consumer group, superseded attempts, and the
+/// parallelism before and after a change inside the window.
+fn round3_queries(
+    scope: &Scope<'_>,
+    graph: Option<&JobGraph>,
+    kafka_inputs: &kafka::KafkaInputs,
+    run: &runs::JobRun,
+    changed: Option<i64>,
+) -> Vec<(String, Query)> {
+    let at = scope.at;
+    let mut round3 = job_wide_queries(scope);
+    round3.extend(job_signal_queries(scope).into_iter().chain(source_reader_queries(scope, graph)));
+    let mut round3: Vec<(String, Query)> = round3.into_iter().map(|(n, q)| (n.to_string(), q)).collect();
+    round3.extend(kafka::lag_queries(kafka_inputs, scope.trend_start, at, scope.step));
+    let task = |selector: Selector| scope.series.task(selector.with(l::JOB_ID, scope.job_id));
+    round3.extend(kafka::flink_offset_queries(kafka_inputs, task, scope.trend_start, at, scope.step));
+    round3.extend(identity::superseded_queries(&scope.job(&scope.cat.records_in), scope.window.len_ms(), at));
+    let recent = runs::stale_after(run, scope.step);
+    let before = |t| changes::counted_before(run, t, scope.step);
+    round3.extend(changed.map(|t| changes::change_queries(scope, before(t), recent)).unwrap_or_default());
+    round3
+}
+
 async fn collect_from<S: MetricSource>(source: &S, input: CollectInput<'_>) -> Result<Snapshot, CollectError> {
     let cfg = &input.config.diagnosis;
     let at = input.request.at_ms.or_else(|| source.latest_ms()).ok_or(CollectError::NoData)?;
@@ -134,17 +158,7 @@ async fn collect_from<S: MetricSource>(source: &S, input: CollectInput<'_>) -> R
 
     // Round 3: every vertex aggregated over its subtasks, the job-level signals, and the
     // lag of the job's consumer group, in one batch.
-    let mut round3 = job_wide_queries(&scope);
-    round3.extend(job_signal_queries(&scope).into_iter().chain(source_reader_queries(&scope, input.graph.as_ref())));
-    let mut round3: Vec<(String, Query)> = round3.into_iter().map(|(n, q)| (n.to_string(), q)).collect();
-    round3.extend(kafka::lag_queries(&kafka_inputs, scope.trend_start, at, scope.step));
-    let task = |selector: Selector| scope.series.task(selector.with(l::JOB_ID, scope.job_id));
-    round3.extend(kafka::flink_offset_queries(&kafka_inputs, task, scope.trend_start, at, scope.step));
-    round3.extend(identity::superseded_queries(&scope.job(&scope.cat.records_in), window.len_ms(), at));
-    let recent = runs::stale_after(&run, scope.step);
-    let before = |t| changes::counted_before(&run, t, scope.step);
-    round3.extend(changed.map(|t| changes::change_queries(&scope, before(t), recent)).unwrap_or_default());
-    answers.ask(source, round3).await;
+    answers.ask(source, round3_queries(&scope, input.graph.as_ref(), &kafka_inputs, &run, changed)).await;
     answers.note_missing_task_metrics(scope.cat, measure);
     let vertex_aggregates = assemble_aggregates(&|name| answers.get(name), scope.backpressure_scale());
     let replaced_id = match &replaced {

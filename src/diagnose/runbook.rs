@@ -172,9 +172,7 @@ fn run_steps<'a>(ctx: &Context<'a>) -> Run<'a> {
                 | StepName::StateBackend
                 | StepName::StateGrowth,
                 None,
-            ) => {
-                StepReport::clear(RunbookFact::NoCulpritToExamine { nothing_red: ctx.red.is_empty() })
-            }
+            ) => StepReport::clear(RunbookFact::NoCulpritToExamine { nothing_red: ctx.red.is_empty() }),
             (StepName::Checkpoints, c) => checkpoints::run(ctx, c),
             (StepName::Headroom, c) => {
                 let h = headroom::run(ctx, c);
@@ -879,7 +877,17 @@ mod tests {
         let steps: Vec<_> = json["steps"].as_array().unwrap().iter().map(|s| s["step"].as_str().unwrap()).collect();
         assert_eq!(
             steps,
-            ["locate", "sink", "sources", "hot_key", "resources", "state_backend", "state_growth", "checkpoints", "headroom"]
+            [
+                "locate",
+                "sink",
+                "sources",
+                "hot_key",
+                "resources",
+                "state_backend",
+                "state_growth",
+                "checkpoints",
+                "headroom"
+            ]
         );
         assert_eq!(json["steps"][2]["outcome"], "skipped");
         assert_eq!(keys(&json["hazards"][0]), set(&["kind", "severity", "time_to_loss_seconds", "topic", "detail"]));
