@@ -19,6 +19,7 @@
 //! Nothing is judged on one sample; metrics not reported are `no_data`, never zero.
 
 use crate::diagnose::signals::VertexSignals;
+use crate::diagnose::signals::median;
 use crate::diagnose::steps::skew;
 use crate::diagnose::{Context, StepReport, slope_per_s};
 use crate::model::facts::sources::{AlignmentFix, NoSplitSign, SkewFix, SourcesFact};
@@ -115,15 +116,6 @@ fn locate_no_watermark(ctx: &Context, culprit: &VertexSignals) -> bool {
             .find(|p| p.1 != Watermark::Unknown)
             .is_some_and(|p| p.1 == Watermark::NoWatermark)
     })
-}
-
-fn median(mut v: Vec<f64>) -> Option<f64> {
-    if v.is_empty() {
-        return None;
-    }
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    Some(if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 })
 }
 
 /// The readers of `source` that hold no split, with how that was seen; `None` when every
