@@ -39,6 +39,7 @@ fn bench(c: &mut Criterion) {
                 request: &DiagnosisRequest::default(),
                 graph: Some(JobGraph::from_plan_json(&job.plan_json()).unwrap()),
                 checkpoint_config: None,
+                exceptions: None,
                 config: &config,
                 catalog: &MetricCatalog::default(),
             },

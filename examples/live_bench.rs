@@ -58,6 +58,7 @@ async fn main() {
                 request: &request,
                 graph: Some(graph.clone()),
                 checkpoint_config: None,
+                exceptions: None,
                 config: &config,
                 catalog: &config.metrics,
             },

@@ -35,6 +35,7 @@ fn args(dir: &Path) -> DiagnoseArgs {
         window: None,
         config: None,
         checkpoint_config: None,
+        exceptions: None,
         format: Format::Json,
     }
 }
@@ -217,6 +218,7 @@ fn every_taskmanager_of_a_flink_1_x_capture_has_its_gc_time_though_all_time_is_n
                 request: &request,
                 graph: Some(JobGraph::from_plan_json(&plan).unwrap()),
                 checkpoint_config: None,
+                exceptions: None,
                 config: &config,
                 catalog: &config.metrics,
             },

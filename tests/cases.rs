@@ -46,6 +46,7 @@ fn args(dir: &Path, at: Option<&str>) -> DiagnoseArgs {
         window: None,
         config: None,
         checkpoint_config: None,
+        exceptions: None,
         format: Format::Json,
     }
 }

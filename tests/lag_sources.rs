@@ -77,6 +77,7 @@ fn diagnosed(extra: &str, retention: Option<i64>) -> (Snapshot, Verdict) {
             request: &request,
             graph: Some(JobGraph::from_plan_json(&JOB.plan_json()).unwrap()),
             checkpoint_config: None,
+            exceptions: None,
             config: &config,
             catalog: &config.metrics,
         },

@@ -38,6 +38,7 @@ fn report_04() -> Verdict {
         window: None,
         config: None,
         checkpoint_config: None,
+        exceptions: None,
         format: culprit::render::Format::Json,
     };
     diagnose_command(&args, 0).unwrap_or_else(|e| panic!("{}", e.message))

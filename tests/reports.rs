@@ -38,6 +38,7 @@ fn args(dir: &Path, recording: &Path) -> DiagnoseArgs {
         window: None,
         config: None,
         checkpoint_config: None,
+        exceptions: None,
         format: Format::Json,
     }
 }
@@ -72,6 +73,7 @@ async fn live(url: &str, dir: &Path, request: &DiagnosisRequest) -> Verdict {
             request,
             graph: Some(graph),
             checkpoint_config: None,
+            exceptions: None,
             config: &config,
             catalog: &config.metrics,
         },
@@ -319,6 +321,7 @@ async fn report_01_two_deployments_under_one_job_id_are_never_blended_live() {
             request: &request(&[]),
             graph: None,
             checkpoint_config: None,
+            exceptions: None,
             config: &config,
             catalog: &config.metrics,
         },

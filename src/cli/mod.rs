@@ -6,6 +6,7 @@ pub mod check_store;
 pub mod logging;
 pub mod store;
 
+use crate::model::failover::JobExceptions;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -167,6 +168,11 @@ pub struct DiagnoseArgs {
     /// unaligned checkpoints and the state backend. Without it the interval is estimated.
     #[arg(long, value_name = "FILE")]
     pub checkpoint_config: Option<PathBuf>,
+    /// Flink REST `GET /jobs/:id/exceptions` answer: the job's exception history (which
+    /// task failed, with what, when). Without it a job that restarts is seen by its
+    /// `numRestarts` alone, and which task fails is unknown.
+    #[arg(long, value_name = "FILE")]
+    pub exceptions: Option<PathBuf>,
     /// Output format.
     #[arg(long, value_enum, default_value = "text")]
     pub format: Format,
@@ -443,6 +449,7 @@ pub async fn diagnose_live_command(args: &DiagnoseArgs, now_ms: i64) -> Result<V
     let overrides = crate::service::pipeline::Overrides {
         graph: read_plan(args)?,
         checkpoint_config: read_checkpoint_config(args)?,
+        exceptions: read_exceptions(args)?,
     };
     live.diagnose_with(&request, &labels, now_ms, overrides).await.map_err(CliError::pipeline)
 }
@@ -520,7 +527,14 @@ async fn scrape_command(
     }
     let naming = naming_in_store(&store, &config.metrics).map_err(CliError::usage)?;
     let snapshot =
-        collect(&store, CollectInput { request: &request, graph, checkpoint_config, config, catalog: &naming.catalog })
+        collect(&store, CollectInput {
+            request: &request,
+            graph,
+            checkpoint_config,
+            exceptions: read_exceptions(args)?,
+            config,
+            catalog: &naming.catalog,
+        })
             .await
             .map_err(|e| CliError::usage(format!("{e}{}", naming.hint_after_error())))?;
     refuse_plan_mismatch(args, &snapshot)?;
@@ -547,8 +561,13 @@ pub async fn record_command(args: &RecordArgs, now_ms: i64) -> Result<String, Cl
         .prometheus()
         .ok_or_else(|| CliError::usage(format!("{}: no [prometheus] section", args.config.display())))?;
     let labels = cluster_labels(args.cluster.as_deref());
-    let (job_id, mut graph, checkpoint_config, context_notes) =
-        live.job_context(Some(&args.job), &labels, &labels).await;
+    let crate::service::pipeline::JobContext {
+        job_id,
+        mut graph,
+        checkpoint_config,
+        exceptions,
+        notes: context_notes,
+    } = live.job_context(Some(&args.job), &labels, &labels).await;
     let why_missing =
         if context_notes.is_empty() { "no Flink cluster configured".into() } else { context_notes.join("; ") };
     let mut job = job_id.unwrap_or_else(|| args.job.clone());
@@ -570,6 +589,7 @@ pub async fn record_command(args: &RecordArgs, now_ms: i64) -> Result<String, Cl
             request: &request,
             graph: graph.clone(),
             checkpoint_config: checkpoint_config.clone(),
+            exceptions,
             config: &config,
             catalog: &config.metrics,
         },
@@ -656,6 +676,17 @@ fn read_checkpoint_config(args: &DiagnoseArgs) -> Result<Option<CheckpointConfig
     })
 }
 
+/// The `--exceptions` file, parsed.
+fn read_exceptions(args: &DiagnoseArgs) -> Result<Option<JobExceptions>, CliError> {
+    let Some(path) = &args.exceptions else { return Ok(None) };
+    JobExceptions::from_rest_json(&read_text(path, "exception history")?).map(Some).map_err(|e| {
+        CliError::usage(format!(
+            "{}: not a Flink exception history (expected the answer of /jobs/:id/exceptions): {e}",
+            path.display()
+        ))
+    })
+}
+
 /// A `--plan` the user gave that belongs to another job is bad input, not a note.
 fn refuse_plan_mismatch(args: &DiagnoseArgs, snapshot: &crate::model::snapshot::Snapshot) -> Result<(), CliError> {
     match (&args.plan, &snapshot.plan_mismatch) {
@@ -722,7 +753,14 @@ pub fn diagnose_command(args: &DiagnoseArgs, now_ms: i64) -> Result<Verdict, Cli
     let (graph, lookup, plan_notes) = configured_plan_offline(&store, &config, &naming.catalog, &mut request, graph);
     let snapshot = block_on(crate::collect::collector::collect_after(
         &store,
-        CollectInput { request: &request, graph, checkpoint_config, config: &config, catalog: &naming.catalog },
+        CollectInput {
+            request: &request,
+            graph,
+            checkpoint_config,
+            exceptions: read_exceptions(args)?,
+            config: &config,
+            catalog: &naming.catalog,
+        },
         lookup,
     ))
     .map_err(|e| CliError::usage(format!("{source}: {e}{}", naming.hint_after_error())))?;

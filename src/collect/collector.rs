@@ -23,6 +23,7 @@ use crate::model::snapshot::{
 mod assemble;
 mod changes;
 mod error;
+mod failover;
 mod lookup;
 mod plan_check;
 mod resources;
@@ -53,6 +54,8 @@ pub struct CollectInput<'a> {
     pub graph: Option<JobGraph>,
     /// Checkpoint configuration from Flink REST, when known.
     pub checkpoint_config: Option<CheckpointConfig>,
+    /// The job's exception history from Flink REST (`/jobs/:id/exceptions`), when read.
+    pub exceptions: Option<crate::model::failover::JobExceptions>,
     pub config: &'a Config,
     pub catalog: &'a MetricCatalog,
 }
@@ -129,7 +132,7 @@ fn round3_queries(
     round3
 }
 
-async fn collect_from<S: MetricSource>(source: &S, input: CollectInput<'_>) -> Result<Snapshot, CollectError> {
+async fn collect_from<S: MetricSource>(source: &S, mut input: CollectInput<'_>) -> Result<Snapshot, CollectError> {
     let cfg = &input.config.diagnosis;
     let at = input.request.at_ms.or_else(|| source.latest_ms()).ok_or(CollectError::NoData)?;
 
@@ -140,8 +143,9 @@ async fn collect_from<S: MetricSource>(source: &S, input: CollectInput<'_>) -> R
     // which window.
     let mut answers = Answers::default();
     let series = which_series(source, &input, &run, &distinguishing, at, &mut notes, &mut answers.missing).await?;
-    let (window, measure, changed) =
+    let (window, measure, changed, mut failover) =
         which_window(source, &input, &run, &series, at, &mut answers.missing, &mut notes).await;
+    failover.exceptions = input.exceptions.take();
 
     let name = job_name(input.graph.as_ref(), &run.name_label);
     let kafka_inputs = kafka::job_inputs(&input.config.kafka, &name, &run.id);
@@ -250,6 +254,7 @@ async fn collect_from<S: MetricSource>(source: &S, input: CollectInput<'_>) -> R
         left_out: Vec::new(),
         notes,
         changes: run_changes,
+        failover: Some(failover),
     })
 }
 
@@ -422,6 +427,7 @@ mod tests {
             request: &request,
             graph: None,
             checkpoint_config: None,
+            exceptions: None,
             config: &config,
             catalog: &config.metrics,
         };
@@ -459,6 +465,7 @@ mod tests {
             request: &request,
             graph: None,
             checkpoint_config: None,
+            exceptions: None,
             config: &config,
             catalog: &config.metrics,
         };
@@ -549,6 +556,7 @@ mod tests {
                 request: &request,
                 graph: None,
                 checkpoint_config: None,
+                exceptions: None,
                 config: &config,
                 catalog: &config.metrics,
             };
@@ -570,6 +578,7 @@ mod tests {
             request: &request,
             graph: None,
             checkpoint_config: None,
+            exceptions: None,
             config: &config,
             catalog: &config.metrics,
         };
@@ -633,6 +642,7 @@ mod tests {
                 request: &request,
                 graph: None,
                 checkpoint_config: None,
+                exceptions: None,
                 config: &config,
                 catalog: &config.metrics,
             };

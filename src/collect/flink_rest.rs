@@ -21,6 +21,7 @@
 //! Credentials are resolved once, in [`FlinkRest::new`], and never appear in `Debug`
 //! output, errors or logs.
 
+use crate::model::failover::JobExceptions;
 use std::fmt;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
@@ -382,6 +383,26 @@ impl FlinkRest {
                 "not a checkpoint configuration (no numeric `interval` and `timeout`)".into(),
             )
         })
+    }
+
+    /// `GET /jobs/:id/exceptions`: the job's exception history (root exceptions, the task
+    /// and TaskManager each hit, when), via [`JobExceptions::from_rest_json`]; credentials
+    /// in a stack trace are redacted before it is read.
+    ///
+    /// Errors: [`FlinkError::InvalidJobId`] (no request sent), [`FlinkError::NoSuchJob`] on
+    /// 404, [`FlinkError::Parse`] when the answer is no exception history, else see
+    /// [`FlinkError`].
+    pub async fn exceptions(&self, job_id: &str) -> Result<JobExceptions, FlinkError> {
+        self.check_job_id(job_id)?;
+        let segments = ["jobs", job_id, "exceptions"];
+        let body = self.get(&segments).await.map_err(|e| match e {
+            FlinkError::Status { status: 404, cluster, path, .. } => {
+                FlinkError::NoSuchJob { cluster, job_id: job_id.to_string(), path }
+            }
+            other => other,
+        })?;
+        JobExceptions::from_rest_json(&self.redact(body))
+            .map_err(|e| self.parse_error(&self.request_path(&segments), e))
     }
 
     /// Number of HTTP requests sent so far by this client, retries included.

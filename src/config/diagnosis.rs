@@ -161,6 +161,13 @@ pub struct Thresholds {
     /// …over at least this many samples of the size, with at least this many less one
     /// rises: one sample is never growing. Default 4.
     pub state_growth_min_samples: u32,
+    /// Step `failover`: this many restarts or more inside the window (the rises of
+    /// `numRestarts`, else the exception history's entries in it) is a job failing over,
+    /// which leads the verdict. Default 2: it failed again after recovering (Alibaba Cloud's
+    /// recommended P0 alert for realtime compute is "≥ 1 failover per minute"; one restart
+    /// alone is a warm-up, already left out of the window). One restart is enough when the
+    /// job is restarting at the end of the window.
+    pub failover_restarts: u32,
     /// …and growing by at least this share of its size per hour (the fit's slope × 1 h ÷
     /// the newest size), so one bump of a flat state is not growth. Default 0.01 (1 %/h).
     pub state_growth_min_per_hour_ratio: f64,
@@ -257,6 +264,7 @@ impl Default for Thresholds {
             rocksdb_stall_ratio: 0.0,
             state_growth_rising_ratio: 0.9,
             state_growth_min_samples: 4,
+            failover_restarts: 2,
             state_growth_min_per_hour_ratio: 0.01,
             checkpoint_timeout_horizon: Millis::from_secs(3600),
             state_growth_min_span: Millis::from_secs(600),
@@ -328,6 +336,9 @@ impl Thresholds {
             if !(v > 0.0 && v.is_finite()) {
                 problems.push(format!("diagnosis.thresholds.{key} = {v} must be a positive number"));
             }
+        }
+        if self.failover_restarts < 1 {
+            problems.push("diagnosis.thresholds.failover_restarts must be at least 1".into());
         }
         if self.state_growth_min_samples < 2 {
             problems.push(

@@ -1,7 +1,8 @@
 //! The runbook: the ordered list of steps, and the verdict assembled from their reports.
 //!
-//! Order (spec §2): `locate` → `sink` → `sources` → `hot_key` → `resources` → `state_backend` →
-//! `state_growth` → `checkpoints` → `headroom`. `locate` finds the culprit; the finding is the first later step that hits,
+//! Order (spec §2, with the added steps): `failover` → `locate` → `sink` → `sources` → `hot_key` → `resources` → `state_backend` →
+//! `state_growth` → `checkpoints` → `headroom`. A job failing over (`failover` hits) is its
+//! own outcome: every other step is skipped. Else `locate` finds the culprit; the finding is the first later step that hits,
 //! and the steps after it are `skipped`. When `locate` itself decides (`network`,
 //! `source`), the later steps are skipped. The hazards (`retention`,
 //! `checkpoints_stalled`, `checkpoint_timeout`) run on every diagnosis.
@@ -12,7 +13,7 @@ use crate::config::DiagnosisConfig;
 use crate::diagnose::signals::{JobSignals, VertexSignals};
 use crate::diagnose::steps::locate::Located;
 use crate::diagnose::steps::{
-    checkpoints, headroom, hot_key, locate, resources, retention, sink, sources, state_backend, state_growth,
+    checkpoints, failover, headroom, hot_key, locate, resources, retention, sink, sources, state_backend, state_growth,
 };
 use crate::diagnose::{Context, StepReport};
 use crate::model::facts::runbook::RunbookFact;
@@ -83,7 +84,7 @@ pub fn diagnose(snapshot: &Snapshot, cfg: &DiagnosisConfig) -> Diagnosis {
         more_culprits: culprits.iter().skip(1).map(|c| c.vertex_name.clone()).collect(),
         changes: super::changes::summary_tail(snapshot),
     };
-    let mut notes = notes(snapshot, &signals, cfg);
+    let mut notes = notes(snapshot, &signals, cfg, finding == Finding::FailingOver);
     notes.extend(retention.notes);
     let confidence = confidence(&ctx, status, finding, &run, &missing);
     let graph = verdict_graph(&ctx, &culprits);
@@ -135,24 +136,20 @@ struct Run<'a> {
 /// Runs `locate`, then the later steps on its culprit until one hits; the steps after a
 /// hit, or after `locate` decided, are `skipped`.
 fn run_steps<'a>(ctx: &Context<'a>) -> Run<'a> {
+    let failing = failover::run(ctx);
+    if failing.report.outcome == Outcome::Hit {
+        return failing_over(ctx, failing);
+    }
     let located = locate::run(ctx);
     let culprit: Option<&VertexSignals> = located.culprits.first().and_then(|id| ctx.signals.vertex(id));
     let locate_decides = located.report.finding.is_some();
-    let mut reports: Vec<(StepName, StepReport)> = vec![(StepName::Locate, located.report.clone())];
+    let mut reports: Vec<(StepName, StepReport)> =
+        vec![(StepName::Failover, failing.report), (StepName::Locate, located.report.clone())];
     let mut hit: Option<StepName> = None;
     let mut no_single_culprit = false;
     let examined = culprit.filter(|_| !locate_decides);
 
-    for step in [
-        StepName::Sink,
-        StepName::Sources,
-        StepName::HotKey,
-        StepName::Resources,
-        StepName::StateBackend,
-        StepName::StateGrowth,
-        StepName::Checkpoints,
-        StepName::Headroom,
-    ] {
+    for step in StepName::ALL.into_iter().filter(|s| !matches!(s, StepName::Failover | StepName::Locate)) {
         if locate_decides || hit.is_some() {
             reports.push((step, StepReport::new(Outcome::Skipped, skipped_detail(hit, &located.report))));
             continue;
@@ -179,7 +176,7 @@ fn run_steps<'a>(ctx: &Context<'a>) -> Run<'a> {
                 no_single_culprit = h.no_single_culprit;
                 h.report
             }
-            (StepName::Locate, _) => unreachable!("locate runs first"),
+            (StepName::Failover | StepName::Locate, _) => unreachable!("failover and locate run first"),
         };
         if report.outcome == Outcome::Hit {
             hit = Some(step);
@@ -189,12 +186,23 @@ fn run_steps<'a>(ctx: &Context<'a>) -> Run<'a> {
     Run { located, culprit, locate_decides, reports, hit, no_single_culprit }
 }
 
+/// The run of a job failing over: `failover` hit, every other step is skipped, and the
+/// culprit is the vertex whose task throws (none when unknown).
+fn failing_over<'a>(ctx: &Context<'a>, failing: failover::Failing) -> Run<'a> {
+    let skipped = || StepReport::new(Outcome::Skipped, RunbookFact::SkippedAfterHit { step: StepName::Failover });
+    let culprit = failing.vertex_id.as_deref().and_then(|id| ctx.signals.vertex(id));
+    let located = Located { report: skipped(), culprits: failing.vertex_id.into_iter().collect(), network: Vec::new() };
+    let mut reports = vec![(StepName::Failover, failing.report)];
+    reports.extend(StepName::ALL.into_iter().skip(1).map(|s| (s, skipped())));
+    Run { located, culprit, locate_decides: false, reports, hit: Some(StepName::Failover), no_single_culprit: false }
+}
+
 impl Run<'_> {
     /// The report that carries the finding: `locate`'s when it decided, else the step that
     /// hit.
     fn finding_report(&self) -> Option<&StepReport> {
         if self.locate_decides {
-            Some(&self.reports[0].1)
+            Some(&self.located.report)
         } else {
             self.hit.and_then(|s| self.reports.iter().find(|(n, _)| *n == s)).map(|(_, r)| r)
         }
@@ -204,6 +212,8 @@ impl Run<'_> {
         match (&self.located.report.outcome, finding) {
             (Outcome::NoData, _) => Status::Inconclusive,
             (_, Finding::Network) => Status::Inconclusive,
+            // Failing over, but which task throws is unknown (no exception history).
+            (_, Finding::FailingOver) if self.culprit.is_none() => Status::Inconclusive,
             _ if self.no_single_culprit => Status::NoSingleCulprit,
             _ if self.culprit.is_some() => Status::CulpritFound,
             _ if !ctx.red.is_empty() => Status::Inconclusive,
@@ -307,7 +317,9 @@ fn culprits(
 
 /// The snapshot's notes, and what limits the diagnosis: no graph, start-up in the window,
 /// subtasks without metrics, vertices the plan does not have.
-fn notes(snapshot: &Snapshot, signals: &JobSignals, cfg: &DiagnosisConfig) -> Vec<Fact> {
+/// `failing_over`: the job fails and restarts, its warm-ups are its state, not a reason to
+/// wait (no note about them).
+fn notes(snapshot: &Snapshot, signals: &JobSignals, cfg: &DiagnosisConfig, failing_over: bool) -> Vec<Fact> {
     let mut notes: Vec<Fact> = snapshot.notes.iter().cloned().map(Fact::Text).collect();
     if signals.graph_free {
         notes.push(RunbookFact::GraphFree.into());
@@ -324,6 +336,7 @@ fn notes(snapshot: &Snapshot, signals: &JobSignals, cfg: &DiagnosisConfig) -> Ve
     let startup_ms = startup_in_window_ms(snapshot, cfg);
     let exclusion_s = cfg.startup_exclusion.as_ms() / 1000;
     match warm_up_end_ms(snapshot, cfg) {
+        _ if failing_over => {}
         Some(settled) if settled >= snapshot.window.end_ms => {
             let since = settled - cfg.startup_exclusion.as_ms();
             notes.push(
@@ -432,6 +445,12 @@ fn confidence(ctx: &Context, status: Status, finding: Finding, run: &Run, missin
     if ctx.signals.graph_free || status == Status::Inconclusive || located.outcome == Outcome::NoData {
         return Confidence::Low;
     }
+    // A failing job is judged by its restarts and its exception history, not by averages
+    // its restarts disturb: high with both, medium without the restart counter.
+    if finding == Finding::FailingOver {
+        let counted = reports.first().is_some_and(|(_, r)| r.missing.is_empty());
+        return if counted { Confidence::High } else { Confidence::Medium };
+    }
     // Judgements across subtasks of a vertex the runbook looked into rest on part of it.
     let examined_incomplete = ctx
         .signals
@@ -446,7 +465,9 @@ fn confidence(ctx: &Context, status: Status, finding: Finding, run: &Run, missin
     }
     // `sources` only adds explanations: its readers' metrics not reported weakens no other
     // step's finding.
-    let no_data_before_finding = reports.iter().any(|(s, r)| r.outcome == Outcome::NoData && *s != StepName::Sources);
+    let no_data_before_finding = reports
+        .iter()
+        .any(|(s, r)| r.outcome == Outcome::NoData && !matches!(s, StepName::Sources | StepName::Failover));
     // Records counts absent (collected or a step's): throughput-based judgements rest on less.
     let records_missing = missing.iter().any(|m| m.metric().is_some_and(|name| name.contains(NUM_RECORDS_IN)));
     // A culprit whose busy time is unknown (a legacy source's NaN) rests on other signs.
@@ -533,6 +554,7 @@ mod tests {
         assert_eq!(
             outcomes(&v),
             [
+                (StepName::Failover, Outcome::NoData),
                 (StepName::Locate, Outcome::Hit),
                 (StepName::Sink, Outcome::Hit),
                 (StepName::Sources, Outcome::Skipped),
@@ -544,7 +566,7 @@ mod tests {
                 (StepName::Headroom, Outcome::Skipped),
             ]
         );
-        assert_eq!(v.steps[2].detail, "Skipped: step sink hit first.");
+        assert_eq!(v.steps[3].detail, "Skipped: step sink hit first.");
         assert_eq!((v.status, v.finding), (Status::CulpritFound, Finding::Sink));
         let c = v.culprit.as_ref().unwrap();
         assert_eq!(
@@ -638,7 +660,7 @@ mod tests {
             .build();
         let v = verdict(&snap);
         assert_eq!(
-            outcomes(&v)[1..5],
+            outcomes(&v)[2..6],
             [
                 (StepName::Sink, Outcome::Clear),
                 (StepName::Sources, Outcome::NoData),
@@ -656,8 +678,8 @@ mod tests {
         let snap = slow_sink().all_subtasks("sink", 0.1, 0.0, 0.9, 300.0).build();
         let v = verdict(&snap);
         assert_eq!(v.finding, Finding::Network);
-        assert!(v.steps[1..].iter().all(|s| s.outcome == Outcome::Skipped), "{:?}", v.steps);
-        assert_eq!(v.steps[1].detail, "Skipped: step locate decided (network).");
+        assert!(v.steps[2..].iter().all(|s| s.outcome == Outcome::Skipped), "{:?}", v.steps);
+        assert_eq!(v.steps[2].detail, "Skipped: step locate decided (network).");
     }
 
     #[test]
@@ -684,7 +706,7 @@ mod tests {
         assert!(v.cause.contains("ρ = 0.80") && v.cause.contains("about 750 records/s"), "{}", v.cause);
         assert!(v.fix.iter().any(|f| f.starts_with("Profile map")), "{:?}", v.fix);
         assert_eq!(v.confidence, Confidence::Medium);
-        assert_eq!(outcomes(&v)[8], (StepName::Headroom, Outcome::Clear));
+        assert_eq!(outcomes(&v)[9], (StepName::Headroom, Outcome::Clear));
     }
 
     #[test]
@@ -702,7 +724,7 @@ mod tests {
             "No backpressure in test-job: nothing is backpressured and the busiest vertex (Sink: db) is 40% busy."
         );
         // The vertex steps have nothing to examine.
-        assert_eq!(outcomes(&v)[1], (StepName::Sink, Outcome::Clear));
+        assert_eq!(outcomes(&v)[2], (StepName::Sink, Outcome::Clear));
     }
 
     #[test]
@@ -878,6 +900,7 @@ mod tests {
         assert_eq!(
             steps,
             [
+                "failover",
                 "locate",
                 "sink",
                 "sources",
@@ -889,7 +912,7 @@ mod tests {
                 "headroom"
             ]
         );
-        assert_eq!(json["steps"][2]["outcome"], "skipped");
+        assert_eq!(json["steps"][3]["outcome"], "skipped");
         assert_eq!(keys(&json["hazards"][0]), set(&["kind", "severity", "time_to_loss_seconds", "topic", "detail"]));
         assert_eq!(
             (json["hazards"][0]["kind"].as_str(), json["hazards"][0]["severity"].as_str()),

@@ -35,6 +35,22 @@ pub const WINDOW_S: i64 = 300;
 /// The job name of hand-built snapshots.
 pub const JOB: &str = "test-job";
 
+/// An exception history entry: `exception` thrown by task `task` (`validate (2/2)`) on
+/// `tm`, `offset_s` after `at`.
+pub fn failed(task: &str, exception: &str, message: &str, offset_s: i64) -> crate::model::failover::ExceptionEntry {
+    crate::model::failover::ExceptionEntry {
+        exception: exception.into(),
+        message: message.into(),
+        frame: Some("com.acme.Job$Validate.map(Job.java:42)".into()),
+        root_cause: None,
+        timestamp_ms: t(offset_s),
+        task_name: Some(task.into()),
+        endpoint: Some("10.0.0.7:6121".into()),
+        task_manager_id: Some("tm-1".into()),
+        concurrent: 0,
+    }
+}
+
 /// `offset_s` seconds after `at` (negative: before), Unix ms.
 pub fn t(offset_s: i64) -> i64 {
     AT_MS + offset_s * 1000
@@ -149,6 +165,7 @@ impl SnapshotBuilder {
                 left_out: Vec::new(),
                 notes: Vec::new(),
                 changes: Vec::new(),
+                failover: None,
             },
             vertices: Vec::new(),
             edges: Vec::new(),
@@ -298,6 +315,12 @@ impl SnapshotBuilder {
     /// The exporters were asked for the job's pods (and answered with what `pod` adds).
     pub fn pods_asked(mut self) -> Self {
         self.snapshot.pods.get_or_insert_with(Vec::new);
+        self
+    }
+
+    /// The job's restarts and exception history (see [`failed`]).
+    pub fn failover(mut self, f: crate::model::failover::Failover) -> Self {
+        self.snapshot.failover = Some(f);
         self
     }
 

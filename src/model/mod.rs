@@ -6,6 +6,7 @@
 //! * [`graph`]: the job graph (Flink's plan) and the reporter's label sanitizing.
 //! * [`catalog`]: the raw metric and label names of Flink's reporter and Kafka exporters.
 //! * [`snapshot`]: everything the diagnosis sees about one job.
+//! * [`failover`]: the job's restarts and Flink REST's exception history.
 //! * [`resources`]: the Kubernetes containers of the job's TaskManagers (memory, CPU quota).
 //! * [`verdict`]: the `culprit.verdict/v1` value every interface renders.
 //! * [`notice`]: one thing to tell one destination about one alert group.
@@ -15,6 +16,7 @@
 
 pub mod catalog;
 pub mod facts;
+pub mod failover;
 pub mod foreign;
 pub mod graph;
 pub mod naming;

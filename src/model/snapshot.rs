@@ -792,6 +792,10 @@ pub struct Snapshot {
     /// replaced by a newer one, or the job was rescaled or restarted inside the window.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub changes: Vec<RunChange>,
+    /// The job's restarts in the window and Flink REST's exception history; `None` when
+    /// the collector did not look (older snapshots).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failover: Option<crate::model::failover::Failover>,
 }
 
 impl RunChange {

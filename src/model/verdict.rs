@@ -65,6 +65,9 @@ pub enum Finding {
     /// A vertex holds the job back (busy by itself, not backpressured) for a reason no
     /// runbook step finds in the metrics: profile it (added value).
     Unexplained,
+    /// The job fails and restarts (step `failover`): its backpressure is recovery
+    /// catch-up; the culprit is the vertex whose task throws (added value).
+    FailingOver,
     None,
 }
 
@@ -88,6 +91,7 @@ impl Finding {
             Finding::SourceSkew => "source_skew",
             Finding::WatermarkAlignment => "watermark_alignment",
             Finding::Unexplained => "unexplained",
+            Finding::FailingOver => "failing_over",
             Finding::None => "none",
         }
     }
@@ -125,6 +129,8 @@ pub struct Culprit {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum StepName {
+    /// Added step, first: is the job failing and restarting?
+    Failover,
     Locate,
     Sink,
     /// The culprit's source readers: splits, partition skew, watermark alignment, idleness
@@ -141,7 +147,8 @@ pub enum StepName {
 }
 
 impl StepName {
-    pub const ALL: [StepName; 9] = [
+    pub const ALL: [StepName; 10] = [
+        StepName::Failover,
         StepName::Locate,
         StepName::Sink,
         StepName::Sources,
@@ -155,6 +162,7 @@ impl StepName {
 
     pub fn as_str(self) -> &'static str {
         match self {
+            StepName::Failover => "failover",
             StepName::Locate => "locate",
             StepName::Sink => "sink",
             StepName::Sources => "sources",

@@ -591,7 +591,8 @@ mod tests {
         assert_within_limits(&details);
         let all = all_text(&details).join("\n");
         assert!(all.contains("*Why*\n") && all.contains("credit-based flow control"), "{all}");
-        assert!(all.contains("*Runbook steps*\n`locate` hit:"), "{all}");
+        assert!(all.contains("*Runbook steps*\n`failover` clear:"), "{all}");
+        assert!(all.contains("\n`locate` hit:"), "{all}");
     }
 
     #[test]

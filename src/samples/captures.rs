@@ -10,6 +10,7 @@ use crate::collect::store::SeriesStore;
 use crate::config::Config;
 use crate::diagnose::diagnose;
 use crate::model::catalog::MetricCatalog;
+use crate::model::failover::JobExceptions;
 use crate::model::graph::JobGraph;
 use crate::model::request::DiagnosisRequest;
 use crate::model::snapshot::CheckpointConfig;
@@ -27,6 +28,9 @@ pub struct Capture {
     pub plan: &'static str,
     /// `rest/checkpoints-config.json`: Flink REST `GET /jobs/:id/checkpoints/config`.
     pub checkpoint_config: &'static str,
+    /// `rest/exceptions.json`: Flink REST `GET /jobs/:id/exceptions`, for the captures
+    /// whose story is a failure.
+    pub exceptions: Option<&'static str>,
 }
 
 macro_rules! capture {
@@ -47,6 +51,18 @@ macro_rules! capture {
                 $name,
                 "/rest/checkpoints-config.json"
             )),
+            exceptions: None,
+        }
+    };
+    ($name:literal, $what:literal, with_exceptions) => {
+        Capture {
+            exceptions: Some(include_str!(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/examples/captures/",
+                $name,
+                "/rest/exceptions.json"
+            ))),
+            ..capture!($name, $what)
         }
     };
 }
@@ -88,6 +104,7 @@ pub fn verdict(capture: &Capture) -> Result<Verdict, String> {
             request: &request,
             graph: Some(graph),
             checkpoint_config: CheckpointConfig::from_rest_json(capture.checkpoint_config),
+            exceptions: capture.exceptions.and_then(|t| JobExceptions::from_rest_json(t).ok()),
             config: &config,
             catalog: &MetricCatalog::default(),
         },

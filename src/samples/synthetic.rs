@@ -244,6 +244,7 @@ mod tests {
                 request: &DiagnosisRequest::default(),
                 graph: Some(JobGraph::from_plan_json(&job.plan_json()).unwrap()),
                 checkpoint_config: None,
+                exceptions: None,
                 config: &config,
                 catalog: &MetricCatalog::default(),
             },

@@ -5,6 +5,7 @@
 //! graph-free (or with a plan file from configuration) and the verdict says why. Only a
 //! missing or unreachable Prometheus, or a job nobody knows, stops a diagnosis.
 
+use crate::model::failover::JobExceptions;
 use std::collections::BTreeMap;
 
 use crate::collect::collector::{CollectError, CollectInput, JobLookup, MetricSource, Resolved, collect_after};
@@ -51,6 +52,19 @@ impl std::ops::Deref for Rest<'_> {
 pub struct Overrides {
     pub graph: Option<JobGraph>,
     pub checkpoint_config: Option<CheckpointConfig>,
+    pub exceptions: Option<JobExceptions>,
+}
+
+/// What Flink REST told about the job before its metrics are read ([`Live::job_context`]):
+/// each part `None` when it did not answer, and notes that say why.
+#[derive(Debug, Default)]
+pub struct JobContext {
+    /// The exact job id of the job the request named.
+    pub job_id: Option<String>,
+    pub graph: Option<JobGraph>,
+    pub checkpoint_config: Option<CheckpointConfig>,
+    pub exceptions: Option<JobExceptions>,
+    pub notes: Vec<String>,
 }
 
 /// Live backends, built once from the configuration.
@@ -203,33 +217,31 @@ impl Live {
         }
     }
 
-    /// Graph, checkpoint configuration and the exact job id from Flink REST, as far as it
-    /// answers; notes say what failed.
+    /// Graph, checkpoint configuration, exception history and the exact job id from Flink
+    /// REST, as far as it answers; notes say what failed.
     /// `labels` choose the cluster, `job_labels` fill its `rest_url_template`.
     pub async fn job_context(
         &self,
         wanted: Option<&str>,
         labels: &BTreeMap<String, String>,
         job_labels: &BTreeMap<String, String>,
-    ) -> (Option<String>, Option<JobGraph>, Option<CheckpointConfig>, Vec<String>) {
-        let mut notes = Vec::new();
-        let mut job_id = None;
-        let mut graph = None;
-        let mut checkpoint_config = None;
+    ) -> JobContext {
+        let mut cx = JobContext::default();
         let rest = match self.rest_for(labels, job_labels) {
             Some(Ok(rest)) => Some(rest),
             Some(Err(why)) => {
-                notes.push(why);
-                return (job_id, graph, checkpoint_config, notes);
+                cx.notes.push(why);
+                return cx;
             }
             None => None,
         };
+        let JobContext { job_id, graph, checkpoint_config, exceptions, notes } = &mut cx;
         match (rest.as_deref(), wanted) {
             (Some(rest), Some(wanted)) => {
                 match rest.jobs().await {
                     Ok(jobs) => match pick_job(&jobs, wanted) {
                         Some(job) => {
-                            job_id = Some(job.id.clone());
+                            *job_id = Some(job.id.clone());
                             if jobs
                                 .iter()
                                 .filter(|j| sanitize_label_value(&j.name) == sanitize_label_value(&job.name))
@@ -251,15 +263,20 @@ impl Live {
                     },
                     Err(e) => notes.push(format!("Flink REST did not list the jobs: {e}")),
                 }
-                if let Some(id) = &job_id {
-                    let (plan, config) = futures::join!(rest.plan(id), rest.checkpoint_config(id));
+                if let Some(id) = job_id.as_deref() {
+                    let (plan, config, history) =
+                        futures::join!(rest.plan(id), rest.checkpoint_config(id), rest.exceptions(id));
                     match plan {
-                        Ok(g) => graph = Some(g),
+                        Ok(g) => *graph = Some(g),
                         Err(e) => notes.push(format!("no job graph from Flink REST: {e}")),
                     }
                     match config {
-                        Ok(c) => checkpoint_config = Some(c),
+                        Ok(c) => *checkpoint_config = Some(c),
                         Err(e) => notes.push(format!("no checkpoint configuration from Flink REST: {e}")),
+                    }
+                    match history {
+                        Ok(x) => *exceptions = Some(x),
+                        Err(e) => notes.push(format!("no exception history from Flink REST: {e}")),
                     }
                 }
             }
@@ -268,7 +285,7 @@ impl Live {
             }
             _ => {}
         }
-        (job_id, graph, checkpoint_config, notes)
+        cx
     }
 
     /// Notes about how the request's labels chose (or did not choose) a Flink cluster,
@@ -367,13 +384,14 @@ impl Live {
             Ok(Resolved { run, replaced: Some(_), .. }) => (Some(run.id), true),
             _ => (request.job.clone(), false),
         };
-        let (job_id, graph, checkpoint_config, mut notes) =
+        let JobContext { job_id, graph, checkpoint_config, exceptions, mut notes } =
             self.job_context(wanted.as_deref(), labels, &job_labels).await;
         notes.extend(self.cluster_notes(labels));
         notes.extend(naming_note);
         let plan_given = overrides.graph.is_some();
         let mut graph = overrides.graph.or(graph);
         let checkpoint_config = overrides.checkpoint_config.or(checkpoint_config);
+        let exceptions = overrides.exceptions.or(exceptions);
         // The request keeps naming the run asked about when another took over from it: the
         // collector finds the same successor and the verdict says which replaced which.
         let job = if replaced { request.job.clone() } else { job_id.or_else(|| request.job.clone()) };
@@ -388,7 +406,14 @@ impl Live {
         }
         let mut snapshot = collect_after(
             &source,
-            CollectInput { request: &request, graph, checkpoint_config, config: &self.config, catalog: &catalog },
+            CollectInput {
+                request: &request,
+                graph,
+                checkpoint_config,
+                exceptions,
+                config: &self.config,
+                catalog: &catalog,
+            },
             Some(lookup),
         )
         .await?;

@@ -1,5 +1,6 @@
 //! Round 2: which series of the run count, and which window the averages are taken over.
 
+use crate::model::failover::Failover;
 use super::{CollectError, CollectInput, JobRun, MetricSource, failed};
 use crate::collect::identity::{self, SeriesScope};
 use crate::collect::query::{Agg, Aggregation, Query, Selector};
@@ -82,7 +83,7 @@ pub(super) async fn which_window<S: MetricSource>(
     at: i64,
     missing: &mut Vec<Missing>,
     notes: &mut Vec<String>,
-) -> (Window, BackpressureMeasure, Option<i64>) {
+) -> (Window, BackpressureMeasure, Option<i64>, Failover) {
     let cfg = &input.config.diagnosis;
     let cat = input.catalog;
     let requested = input.request.window_ms.unwrap_or(cfg.window.as_ms());
@@ -139,6 +140,12 @@ pub(super) async fn which_window<S: MetricSource>(
     // Start-up, restarts and rescales: Flink's ratios and rates average over ~60 s.
     // An uptime that became positive again after a reset (the run ran before it in the
     // data) is a restart or in-place rescale too, not the job's start.
+    let failover = Failover {
+        restarts: super::failover::restarts_in(&restarts, window.start_ms, at),
+        counted_from_ms: window.start_ms,
+        restarting_now: run.not_running_now,
+        exceptions: None,
+    };
     let restarted =
         [&restarts, &rescales].iter().filter_map(|s| last_increase(s)).max().max(run.before_start_ms.and(run.start_ms));
     // A (re)start whose warm-up reaches into the window, as for the counters above.
@@ -184,7 +191,7 @@ pub(super) async fn which_window<S: MetricSource>(
             }
         }
     }
-    (window, measure, changed)
+    (window, measure, changed, failover)
 }
 
 /// Starts the window after the warm-up of the job's latest start, restart or rescale

@@ -2,6 +2,7 @@
 //! [`crate::diagnose::runbook`] and only there.
 
 pub mod checkpoints;
+pub mod failover;
 pub mod headroom;
 pub mod hot_key;
 pub mod locate;

@@ -9,6 +9,7 @@
 
 pub mod changes;
 pub mod checkpoints;
+pub mod failover;
 pub mod headroom;
 pub mod hot_key;
 pub mod locate;
@@ -64,6 +65,7 @@ pub enum Fact {
     Resources(resources::ResourcesFact),
     /// Step `state_growth` and the hazard `checkpoint_timeout`: state that only grows.
     StateGrowth(state_growth::StateGrowthFact),
+    Failover(failover::FailoverFact),
 }
 
 impl Fact {
@@ -100,6 +102,12 @@ impl From<changes::ChangeFact> for Fact {
 impl From<retention::RetentionFact> for Fact {
     fn from(f: retention::RetentionFact) -> Self {
         Fact::Retention(f)
+    }
+}
+
+impl From<failover::FailoverFact> for Fact {
+    fn from(f: failover::FailoverFact) -> Self {
+        Fact::Failover(f)
     }
 }
 

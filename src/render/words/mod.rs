@@ -8,6 +8,7 @@
 
 mod changes;
 mod checkpoints;
+mod failover;
 mod headroom;
 mod hot_key;
 mod locate;
@@ -45,6 +46,7 @@ impl fmt::Display for Fact {
             Fact::StateBackend(s) => state_backend::word(s, f),
             Fact::Resources(r) => resources::word(r, f),
             Fact::StateGrowth(s) => state_growth::word(s, f),
+            Fact::Failover(x) => failover::word(x, f),
         }
     }
 }
