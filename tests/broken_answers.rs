@@ -116,6 +116,7 @@ fn diagnose(dir: &Path, how: Mutation) -> Verdict {
             request: &DiagnosisRequest::default(),
             graph: Some(graph),
             checkpoint_config,
+            exceptions: None,
             config: &config,
             catalog: &MetricCatalog::default(),
         },

@@ -1,6 +1,6 @@
 //! Every real Flink capture in `examples/captures/` gives the culprit and finding its
-//! `EXPECTED.json` names — from the recording and the plan alone, as a user runs
-//! `culprit diagnose --recording … --plan …`.
+//! `EXPECTED.json` names — from the recording, the plan and Flink REST's exception history,
+//! as a user runs `culprit diagnose --recording … --plan … --exceptions …`.
 
 use std::path::{Path, PathBuf};
 
@@ -35,7 +35,9 @@ fn args(dir: &Path) -> DiagnoseArgs {
         window: None,
         config: None,
         checkpoint_config: None,
-        exceptions: None,
+        // Every capture has Flink REST's exception history, as `culprit record` users have
+        // it with Flink REST: `--exceptions rest/exceptions.json`.
+        exceptions: Some(dir.join("rest/exceptions.json")).filter(|p| p.exists()),
         format: Format::Json,
     }
 }
@@ -65,11 +67,26 @@ fn assert_matches(dir: &Path, v: &Verdict, how: &str) {
 }
 
 #[test]
-fn every_capture_gives_its_expected_culprit_and_finding_from_recording_and_plan() {
+fn every_capture_gives_its_expected_culprit_and_finding_from_recording_plan_and_exceptions() {
     for dir in captures() {
         let v = diagnose_command(&args(&dir), 0).unwrap_or_else(|e| panic!("{}: {}", dir.display(), e.message));
-        assert_matches(&dir, &v, "recording + plan");
+        assert_matches(&dir, &v, "recording + plan + exceptions");
     }
+}
+
+#[test]
+fn a_failing_job_seen_only_by_its_restarts_is_failing_over_with_the_task_unknown() {
+    // The failover capture without its exception history: numRestarts 0 → 5 in the run says
+    // it fails over; which task throws is not in the metrics.
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/captures/failover");
+    let mut a = args(&dir);
+    a.exceptions = None;
+    let v = diagnose_command(&a, 0).unwrap();
+    let json: Value = serde_json::to_value(&v).unwrap();
+    assert_eq!((json["status"].as_str(), json["finding"].as_str()), (Some("inconclusive"), Some("failing_over")));
+    assert!(v.culprit.is_none());
+    assert!(v.summary.starts_with("bp-lab-failover is failing over: 5 restarts"), "{}", v.summary);
+    assert!(v.missing.iter().any(|m| m.contains("/jobs/:id/exceptions")), "{:?}", v.missing);
 }
 
 #[test]
@@ -84,12 +101,19 @@ fn the_checkpoint_configuration_from_flink_rest_does_not_change_any_finding() {
 
 #[test]
 fn the_end_of_run_scrape_dumps_give_the_same_finding_as_the_recording() {
-    // Plain reporter scrapes (no timestamps, `,}` label endings) at the end of each run.
+    // Plain reporter scrapes (no timestamps, `,}` label endings) at the end of each run,
+    // stamped with the time they were taken (the recording's last sample), so that the
+    // exception history's times fall where they did.
+    use culprit::collect::collector::MetricSource;
     for dir in captures() {
         let mut a = args(&dir);
         a.recording = None;
         a.metrics = ["jm", "tm1", "tm2"].iter().map(|f| dir.join(format!("metrics/{f}.prom"))).collect();
-        let v = diagnose_command(&a, 1_795_960_000_000).unwrap_or_else(|e| panic!("{}: {}", dir.display(), e.message));
+        let mut recording = culprit::collect::store::SeriesStore::new();
+        recording.read_path(&dir.join("recording.om.gz"), None).unwrap();
+        recording.finish();
+        let taken_ms = recording.latest_ms().expect("a recording has samples");
+        let v = diagnose_command(&a, taken_ms).unwrap_or_else(|e| panic!("{}: {}", dir.display(), e.message));
         assert_matches(&dir, &v, "scrape dumps");
     }
 }

@@ -172,6 +172,26 @@ async fn a_live_diagnosis_by_job_name_uses_flink_rest_for_the_graph_and_checkpoi
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_live_diagnosis_of_a_job_failing_over_names_the_task_that_throws_from_flink_rest() {
+    // The failover capture in a real Prometheus (numRestarts 0 → 5) and its real exception
+    // history served as Flink REST: the task that throws leads the verdict.
+    let dir = support::capture("failover");
+    let expected = recording_verdict(&dir);
+    let prom = support::prometheus_with(&dir.join("recording.om.gz"));
+    let flink = support::flink_rest_for(&dir).await;
+    let tmp = tempfile::tempdir().unwrap();
+    let config = Config::load(&write_config(tmp.path(), &prom.url, &flink.uri())).unwrap();
+    let live = culprit::service::pipeline::Live::new(config).unwrap();
+    let request =
+        DiagnosisRequest { job: Some("bp-lab-failover".into()), at_ms: Some(at_of(&expected)), ..Default::default() };
+    let v = live.diagnose(&request, &Default::default(), at_of(&expected)).await.unwrap();
+    assert_eq!((v.status.as_str(), v.finding.as_str()), ("culprit_found", "failing_over"), "{}", v.summary);
+    assert_eq!(v.culprit.as_ref().unwrap().vertex_name, "validate");
+    assert!(v.cause.contains("java.lang.IllegalStateException: lab failover"), "{}", v.cause);
+    assert!(v.summary.contains("5 restarts"), "{}", v.summary);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_flink_rest_the_live_diagnosis_runs_graph_free_and_says_so() {
     let dir = support::capture("slow-sink");
     let expected = recording_verdict(&dir);
@@ -215,6 +235,7 @@ async fn a_recording_written_by_record_replays_to_the_live_verdict_and_holds_onl
     let out = tmp.path().join("bundle.om.gz");
     let plan = tmp.path().join("plan.json");
     let ckpt = tmp.path().join("checkpoints-config.json");
+    let exceptions = tmp.path().join("exceptions.json");
     let args = culprit::cli::RecordArgs {
         job: "bp-lab-rocksdb-stall".into(),
         lookback: "1h".into(),
@@ -226,6 +247,7 @@ async fn a_recording_written_by_record_replays_to_the_live_verdict_and_holds_onl
         out: out.clone(),
         plan_out: Some(plan.clone()),
         checkpoint_config_out: Some(ckpt.clone()),
+        exceptions_out: Some(exceptions.clone()),
     };
     let summary = culprit::cli::record_command(&args, at).await.unwrap_or_else(|e| panic!("{}", e.message));
     assert!(summary.contains("replay: culprit diagnose --recording"), "{summary}");
@@ -260,7 +282,7 @@ async fn a_recording_written_by_record_replays_to_the_live_verdict_and_holds_onl
             window: None,
             config: None,
             checkpoint_config: Some(ckpt),
-            exceptions: None,
+            exceptions: Some(exceptions),
             format: culprit::render::Format::Json,
         },
         0,
@@ -437,7 +459,14 @@ async fn hostile_names_reach_promql_escaped_and_select_only_their_own_series() {
     };
     let err = collect(
         &source,
-        CollectInput { request: &request, graph, checkpoint_config: None, config: &config, catalog: &config.metrics },
+        CollectInput {
+            request: &request,
+            graph,
+            checkpoint_config: None,
+            exceptions: None,
+            config: &config,
+            catalog: &config.metrics,
+        },
     )
     .await
     .unwrap_err();
@@ -468,7 +497,14 @@ async fn snapshot_through(
     let graph = with_graph.then(|| JobGraph::from_plan_json(&job.plan_json()).unwrap());
     let snapshot = collect(
         &source,
-        CollectInput { request: &request, graph, checkpoint_config: None, config: &config, catalog: &config.metrics },
+        CollectInput {
+            request: &request,
+            graph,
+            checkpoint_config: None,
+            exceptions: None,
+            config: &config,
+            catalog: &config.metrics,
+        },
     )
     .await
     .unwrap();
@@ -570,7 +606,7 @@ async fn on_kubernetes_the_rest_url_follows_from_the_alerts_labels_and_hostile_v
     let asked: Vec<String> =
         flink.received_requests().await.unwrap().iter().map(|r| r.url.path().to_string()).collect();
     assert!(asked.iter().all(|p| p.starts_with("/fraud-scoring-rest.payments/jobs/")), "{asked:?}");
-    assert_eq!(asked.len(), 3, "jobs, plan, checkpoint config: {asked:?}");
+    assert_eq!(asked.len(), 4, "jobs, plan, checkpoint config, exceptions: {asked:?}");
 
     // A value that would add a host, a port or a path is refused before any URL is built.
     for hostile in ["evil.example:80/x", "a@evil.example", "fraud-scoring/../admin", "Fraud"] {
@@ -580,7 +616,8 @@ async fn on_kubernetes_the_rest_url_follows_from_the_alerts_labels_and_hostile_v
         assert!(note.contains("is not a DNS label") && note.contains("`app`"), "{note}");
         assert!(v.notes.iter().any(|n| n.contains("No job graph")), "graph-free: {:#?}", v.notes);
     }
-    assert_eq!(flink.received_requests().await.unwrap().len(), 3, "no request for a hostile value");
+    // The one good diagnosis above: jobs, plan, checkpoint config, exceptions.
+    assert_eq!(flink.received_requests().await.unwrap().len(), 4, "no request for a hostile value");
 }
 
 /// A canary: a real socket on 127.0.0.1 that answers every request 500 with a secret and
@@ -669,13 +706,15 @@ async fn a_label_the_alert_lacks_is_read_from_the_jobs_series_and_checked_the_sa
     let v = culprit::service::pipeline::Live::new(config).unwrap().diagnose(&request, &labels, at_of(&expected)).await;
     let v = v.unwrap();
     assert!(!v.notes.iter().any(|n| n.contains("no REST URL") || n.contains("No job graph")), "{:#?}", v.notes);
-    assert_eq!(flink.received_requests().await.unwrap().len(), 3);
+    // jobs, plan, checkpoint config, exceptions.
+    assert_eq!(flink.received_requests().await.unwrap().len(), 4);
     // `host` = "127_0_0_1" holds underscores: not a DNS label, refused.
     let config = templated_config(tmp.path(), &prom.url, &flink.uri(), "template_labels = { deployment = \"host\" }\n");
     let v = culprit::service::pipeline::Live::new(config).unwrap().diagnose(&request, &labels, at_of(&expected)).await;
     let note = v.unwrap().notes.into_iter().find(|n| n.contains("no REST URL")).expect("refused");
     assert!(note.contains("\"127_0_0_1\"") && note.contains("is not a DNS label"), "{note}");
-    assert_eq!(flink.received_requests().await.unwrap().len(), 3);
+    // jobs, plan, checkpoint config, exceptions.
+    assert_eq!(flink.received_requests().await.unwrap().len(), 4);
 }
 
 /// The job's runs are looked up once per diagnosis, however many parts need the run: the

@@ -352,6 +352,7 @@ async fn report_01_a_recording_of_one_deployment_holds_only_its_series_and_repla
         out: out.clone(),
         plan_out: None,
         checkpoint_config_out: None,
+        exceptions_out: None,
     };
     let summary = culprit::cli::record_command(&record, at).await.unwrap_or_else(|e| panic!("{}", e.message));
     assert!(summary.contains("verdict: "), "{summary}");

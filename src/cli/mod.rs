@@ -211,6 +211,10 @@ pub struct RecordArgs {
     /// Where to write the checkpoint configuration JSON (when Flink REST gives it).
     #[arg(long, value_name = "FILE")]
     pub checkpoint_config_out: Option<PathBuf>,
+    /// Where to write the job's exception history (when Flink REST gives it), for
+    /// `culprit diagnose --exceptions`.
+    #[arg(long, value_name = "FILE")]
+    pub exceptions_out: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -526,17 +530,19 @@ async fn scrape_command(
         }
     }
     let naming = naming_in_store(&store, &config.metrics).map_err(CliError::usage)?;
-    let snapshot =
-        collect(&store, CollectInput {
+    let snapshot = collect(
+        &store,
+        CollectInput {
             request: &request,
             graph,
             checkpoint_config,
             exceptions: read_exceptions(args)?,
             config,
             catalog: &naming.catalog,
-        })
-            .await
-            .map_err(|e| CliError::usage(format!("{e}{}", naming.hint_after_error())))?;
+        },
+    )
+    .await
+    .map_err(|e| CliError::usage(format!("{e}{}", naming.hint_after_error())))?;
     refuse_plan_mismatch(args, &snapshot)?;
     let mut snapshot = snapshot;
     snapshot.notes.extend(naming.note);
@@ -561,13 +567,8 @@ pub async fn record_command(args: &RecordArgs, now_ms: i64) -> Result<String, Cl
         .prometheus()
         .ok_or_else(|| CliError::usage(format!("{}: no [prometheus] section", args.config.display())))?;
     let labels = cluster_labels(args.cluster.as_deref());
-    let crate::service::pipeline::JobContext {
-        job_id,
-        mut graph,
-        checkpoint_config,
-        exceptions,
-        notes: context_notes,
-    } = live.job_context(Some(&args.job), &labels, &labels).await;
+    let crate::service::pipeline::JobContext { job_id, mut graph, checkpoint_config, exceptions, notes: context_notes } =
+        live.job_context(Some(&args.job), &labels, &labels).await;
     let why_missing =
         if context_notes.is_empty() { "no Flink cluster configured".into() } else { context_notes.join("; ") };
     let mut job = job_id.unwrap_or_else(|| args.job.clone());
@@ -589,7 +590,7 @@ pub async fn record_command(args: &RecordArgs, now_ms: i64) -> Result<String, Cl
             request: &request,
             graph: graph.clone(),
             checkpoint_config: checkpoint_config.clone(),
-            exceptions,
+            exceptions: exceptions.clone(),
             config: &config,
             catalog: &config.metrics,
         },
@@ -635,6 +636,17 @@ pub async fn record_command(args: &RecordArgs, now_ms: i64) -> Result<String, Cl
             .map_err(|e| CliError::usage(format!("{}: {e}", path.display())))?;
         lines.push(format!("wrote {}", path.display()));
     }
+    match (&args.exceptions_out, &exceptions) {
+        (Some(path), None) => {
+            lines.push(format!("{} not written: no exception history from Flink REST ({why_missing})", path.display()))
+        }
+        (Some(path), Some(x)) => {
+            std::fs::write(path, serde_json::to_string_pretty(&x.to_rest_json()).expect("json"))
+                .map_err(|e| CliError::usage(format!("{}: {e}", path.display())))?;
+            lines.push(format!("wrote {}", path.display()));
+        }
+        _ => {}
+    }
     lines.push(format!("verdict: {}", verdict.summary));
     let mut replay = format!("replay: culprit diagnose --recording {}", args.out.display());
     if let (Some(p), Some(_)) = (&args.plan_out, &graph) {
@@ -642,6 +654,9 @@ pub async fn record_command(args: &RecordArgs, now_ms: i64) -> Result<String, Cl
     }
     if let (Some(p), Some(_)) = (&args.checkpoint_config_out, &checkpoint_config) {
         replay.push_str(&format!(" --checkpoint-config {}", p.display()));
+    }
+    if let (Some(p), Some(_)) = (&args.exceptions_out, &exceptions) {
+        replay.push_str(&format!(" --exceptions {}", p.display()));
     }
     lines.push(replay);
     Ok(lines.join("\n") + "\n")

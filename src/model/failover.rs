@@ -122,6 +122,40 @@ impl JobExceptions {
     }
 }
 
+impl JobExceptions {
+    /// The history in Flink 2.x's shape (`exceptionHistory.entries[]`), as `culprit record`
+    /// writes it for `--exceptions`: each stack trace is what was kept of it (the class and
+    /// message line, the user's frame, the innermost cause), so that it reads back the same.
+    pub fn to_rest_json(&self) -> serde_json::Value {
+        let entries: Vec<serde_json::Value> = self
+            .entries
+            .iter()
+            .map(|e| {
+                let mut trace = e.exception.clone();
+                if !e.message.is_empty() {
+                    trace.push_str(&format!(": {}", e.message));
+                }
+                if let Some(frame) = &e.frame {
+                    trace.push_str(&format!("\n\tat {frame}"));
+                }
+                if let Some(cause) = &e.root_cause {
+                    trace.push_str(&format!("\nCaused by: {cause}"));
+                }
+                serde_json::json!({
+                    "exceptionName": e.exception,
+                    "stacktrace": trace,
+                    "timestamp": e.timestamp_ms,
+                    "taskName": e.task_name,
+                    "endpoint": e.endpoint,
+                    "taskManagerId": e.task_manager_id,
+                    "concurrentExceptions": vec![serde_json::json!({}); e.concurrent as usize],
+                })
+            })
+            .collect();
+        serde_json::json!({ "exceptionHistory": { "entries": entries, "truncated": self.truncated } })
+    }
+}
+
 fn str_of<'a>(v: &'a serde_json::Value, key: &str) -> Option<&'a str> {
     v.get(key).and_then(|s| s.as_str()).filter(|s| !s.is_empty())
 }
@@ -203,7 +237,11 @@ fn user_frame(trace: &str) -> Option<String> {
         .filter_map(|l| l.strip_prefix("at "))
         .map(|f| f.split_once('/').map_or(f, |(_, rest)| rest))
         .collect();
-    frames.iter().find(|f| !FRAMEWORK_PREFIXES.iter().any(|p| f.starts_with(p))).or(frames.first()).map(|f| f.to_string())
+    frames
+        .iter()
+        .find(|f| !FRAMEWORK_PREFIXES.iter().any(|p| f.starts_with(p)))
+        .or(frames.first())
+        .map(|f| f.to_string())
 }
 
 /// The innermost `Caused by:` line (class and message, cut), when the trace has one.
@@ -247,7 +285,10 @@ mod tests {
             concurrent: 0,
         };
         // 1.x: "name (k/n)"; 2.x adds " - execution #N"; a chained vertex keeps its arrows.
-        assert_eq!(with("Source: in -> parse (3/4)").vertex_and_subtask(), Some(("Source: in -> parse".into(), Some(2))));
+        assert_eq!(
+            with("Source: in -> parse (3/4)").vertex_and_subtask(),
+            Some(("Source: in -> parse".into(), Some(2)))
+        );
         assert_eq!(with("sink (1/1) - execution #12").vertex_and_subtask(), Some(("sink".into(), Some(0))));
         assert_eq!(with("odd name (x)").vertex_and_subtask(), Some(("odd name (x)".into(), None)));
     }
@@ -273,6 +314,15 @@ mod tests {
         assert!(JobExceptions::from_rest_json(r#"{"plan": {}}"#).is_err());
         assert!(JobExceptions::from_rest_json("[1]").is_err());
         assert!(JobExceptions::from_rest_json("<html>").is_err());
+    }
+
+    #[test]
+    fn what_record_writes_reads_back_the_same() {
+        let mut x = JobExceptions::from_rest_json(CAPTURE).unwrap();
+        x.entries[0].root_cause = Some("java.io.IOException: gone".into());
+        x.entries[1].concurrent = 2;
+        let written = x.to_rest_json().to_string();
+        assert_eq!(JobExceptions::from_rest_json(&written).unwrap(), x);
     }
 
     #[test]

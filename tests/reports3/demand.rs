@@ -28,6 +28,7 @@ fn diagnose(job: &SyntheticJob) -> Verdict {
         window: None,
         config: None,
         checkpoint_config: None,
+        exceptions: None,
         format: Format::Json,
     };
     diagnose_command(&args, 0).unwrap_or_else(|e| panic!("{}", e.message))

@@ -32,6 +32,7 @@ fn args(recording: &Path, plan: &Path, config: Option<&Path>) -> DiagnoseArgs {
         window: None,
         config: config.map(Path::to_path_buf),
         checkpoint_config: None,
+        exceptions: None,
         format: Format::Json,
     }
 }
@@ -306,6 +307,7 @@ async fn culprit_record_writes_utf8_names_quoted_and_its_recording_gives_the_sam
         out: out.clone(),
         plan_out: None,
         checkpoint_config_out: None,
+        exceptions_out: None,
     };
     if let Err(e) = culprit::cli::record_command(&args, 0).await {
         panic!("{}: the last query was {:?}", e.message, stub.queries().last());

@@ -39,6 +39,7 @@ fn diagnose_recording(recording: &Path, dir: &Path, config: Option<&Path>) -> Ve
         window: None,
         config: config.map(Path::to_path_buf),
         checkpoint_config: None,
+        exceptions: None,
         format: Format::Json,
     };
     diagnose_command(&args, 0).unwrap_or_else(|e| panic!("{}", e.message))
@@ -165,6 +166,7 @@ async fn live(dir: &Path, at_ms: i64, job: &str) -> Verdict {
             request: &request,
             graph: Some(graph),
             checkpoint_config: None,
+            exceptions: None,
             config: &config,
             catalog: &config.metrics,
         },

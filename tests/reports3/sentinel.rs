@@ -38,6 +38,7 @@ fn args(plan: &Path, recording: &Path) -> DiagnoseArgs {
         window: None,
         config: None,
         checkpoint_config: None,
+        exceptions: None,
         format: Format::Json,
     }
 }
@@ -72,6 +73,7 @@ async fn live(url: &str, plan: &Path, expected: &Verdict) -> Verdict {
         request: &request,
         graph: Some(graph),
         checkpoint_config: None,
+        exceptions: None,
         config: &config,
         catalog: &config.metrics,
     };

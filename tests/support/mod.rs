@@ -306,6 +306,11 @@ pub async fn flink_rest_under(dir: &Path, prefix: &str) -> wiremock::MockServer 
         .respond_with(ResponseTemplate::new(200).set_body_raw(file("rest/checkpoints-config.json"), "application/json"))
         .mount(&server)
         .await;
+    Mock::given(method("GET"))
+        .and(path_regex(format!("^{re}/jobs/[0-9a-f]{{32}}/exceptions$")))
+        .respond_with(ResponseTemplate::new(200).set_body_raw(file("rest/exceptions.json"), "application/json"))
+        .mount(&server)
+        .await;
     server
 }
 

@@ -1,10 +1,10 @@
 //! Round 2: which series of the run count, and which window the averages are taken over.
 
-use crate::model::failover::Failover;
 use super::{CollectError, CollectInput, JobRun, MetricSource, failed};
 use crate::collect::identity::{self, SeriesScope};
 use crate::collect::query::{Agg, Aggregation, Query, Selector};
 use crate::model::catalog::labels as l;
+use crate::model::failover::Failover;
 use crate::model::snapshot::Leaves;
 use crate::model::snapshot::{BackpressureMeasure, Missing, Window, WindowBound};
 /// The start of the current episode: the time of the latest evaluation whose state

@@ -19,8 +19,8 @@
 use std::collections::BTreeMap;
 
 use crate::diagnose::{Context, StepReport};
-use crate::model::failover::ExceptionEntry;
 use crate::model::facts::failover::{FailoverFact, Failure, FailureKind};
+use crate::model::failover::ExceptionEntry;
 use crate::model::verdict::{Evidence, Finding, Outcome};
 
 /// What the step found: its report and the vertex (id) it names.
@@ -49,7 +49,8 @@ pub fn run(ctx: &Context) -> Failing {
     let threshold = ctx.cfg.thresholds.failover_restarts;
     let window_s = (at - from) / 1000;
     let counted = restarts.unwrap_or(0).max(failures.unwrap_or(0));
-    let detail = FailoverFact::Counted { restarts, failures, window_s, threshold, restarting_now: failover.restarting_now };
+    let detail =
+        FailoverFact::Counted { restarts, failures, window_s, threshold, restarting_now: failover.restarting_now };
     if counted < threshold && !(counted >= 1 && failover.restarting_now) {
         return none(StepReport::clear(detail));
     }
@@ -68,7 +69,8 @@ pub fn run(ctx: &Context) -> Failing {
     let latest = failover.latest_restart_ms().or(in_window.first().map(|e| e.timestamp_ms));
     let ago_s = latest.map(|t| (at - t) / 1000);
     let Some((entries, vertex_id)) = most_failing(ctx, &in_window) else {
-        report.summary = Some(FailoverFact::FailingOver { job, restarts: counted, window_s, ago_s, failure: None }.into());
+        report.summary =
+            Some(FailoverFact::FailingOver { job, restarts: counted, window_s, ago_s, failure: None }.into());
         report.cause.push(FailoverFact::RestartsOnly { restarts: counted, window_s });
         report.fix.push(FailoverFact::ReadTheHistory);
         report.fix.push(FailoverFact::Backoff);
@@ -115,16 +117,18 @@ pub fn run(ctx: &Context) -> Failing {
 /// The entries of the task (by vertex, else by task name) that failed most often in the
 /// window, newest first, with its vertex id when the graph has a vertex of that name; ties
 /// go to the newest failure. `None` when no entry names a task.
-fn most_failing<'e>(ctx: &Context, in_window: &[&'e ExceptionEntry]) -> Option<(Vec<&'e ExceptionEntry>, Option<String>)> {
+fn most_failing<'e>(
+    ctx: &Context,
+    in_window: &[&'e ExceptionEntry],
+) -> Option<(Vec<&'e ExceptionEntry>, Option<String>)> {
     let mut by_task: BTreeMap<String, Vec<&ExceptionEntry>> = BTreeMap::new();
     for e in in_window {
         if let Some((name, _)) = e.vertex_and_subtask() {
             by_task.entry(name).or_default().push(e);
         }
     }
-    let (name, mut entries) = by_task.into_iter().max_by(|(_, a), (_, b)| {
-        a.len().cmp(&b.len()).then(newest(a).cmp(&newest(b)))
-    })?;
+    let (name, mut entries) =
+        by_task.into_iter().max_by(|(_, a), (_, b)| a.len().cmp(&b.len()).then(newest(a).cmp(&newest(b))))?;
     entries.sort_by(|a, b| b.timestamp_ms.cmp(&a.timestamp_ms));
     Some((entries, vertex_named(ctx, &name)))
 }
@@ -329,7 +333,11 @@ mod tests {
         assert_eq!(kind("java.lang.OutOfMemoryError", "Direct buffer memory", None), FailureKind::DirectOom);
         assert_eq!(kind("java.lang.OutOfMemoryError", "Metaspace", None), FailureKind::MetaspaceOom);
         assert_eq!(
-            kind("org.apache.flink.runtime.JobException", "Recovery is suppressed", Some("java.lang.OutOfMemoryError: Java heap space")),
+            kind(
+                "org.apache.flink.runtime.JobException",
+                "Recovery is suppressed",
+                Some("java.lang.OutOfMemoryError: Java heap space")
+            ),
             FailureKind::HeapOom
         );
         assert_eq!(
@@ -337,7 +345,11 @@ mod tests {
             FailureKind::TaskManagerLost
         );
         assert_eq!(
-            kind("org.apache.flink.util.FlinkRuntimeException", "Exceeded checkpoint tolerable failure threshold.", None),
+            kind(
+                "org.apache.flink.util.FlinkRuntimeException",
+                "Exceeded checkpoint tolerable failure threshold.",
+                None
+            ),
             FailureKind::CheckpointFailures
         );
         assert_eq!(kind("java.lang.ArithmeticException", "/ by zero", None), FailureKind::Code);
