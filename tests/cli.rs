@@ -531,6 +531,7 @@ fn the_demo_replays_every_bundled_capture_offline() {
         "slow-instance",
         "rocksdb-stall",
         "healthy",
+        "failover",
         "flink-1.18-chained-culprit",
         "flink-1.20-slow-sink-legacy-source",
     ] {
@@ -539,6 +540,9 @@ fn the_demo_replays_every_bundled_capture_offline() {
     // 9 of the 11 Flink 2.3 runs and both 1.x runs have a culprit.
     assert_eq!(text.matches(" is the culprit: ").count(), 11);
     assert_eq!(text.matches("No backpressure in").count(), 2);
+    // The failover run leads with its failure, the task that throws named.
+    assert!(text.contains("bp-lab-failover is failing over: 5 restarts"), "{text}");
+    assert!(text.contains("validate[1] threw java.lang.IllegalStateException"), "{text}");
     // Each verdict at most 20 lines (the demo's own title line and blank line aside).
     for verdict in text.split("━━ ").skip(1) {
         assert!(verdict.trim_end().lines().count() <= 21, "{verdict}");
@@ -550,13 +554,13 @@ fn the_demo_in_json_is_one_array_of_verdicts() {
     let out = culprit(&["demo", "--format", "json"]);
     assert_eq!(out.status.code(), Some(0));
     let all: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).expect("one JSON array");
-    assert_eq!(all.len(), 13);
+    assert_eq!(all.len(), 14);
     assert!(all.iter().all(|v| v["schema"] == "culprit.verdict/v1"));
 }
 
 #[test]
 fn the_demo_refuses_html_and_says_how_to_get_one_verdict_page() {
-    // Thirteen HTML documents in one stream would open as one broken page.
+    // Fourteen HTML documents in one stream would open as one broken page.
     let out = culprit(&["demo", "--format", "html"]);
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8(out.stderr).unwrap();

@@ -3,7 +3,8 @@
 //!
 //! Each capture is one run of a real cluster with one operator made slow on purpose
 //! (see `examples/captures/README.md`): the recording Prometheus exported, the job plan
-//! and the checkpoint configuration from Flink REST.
+//! and the checkpoint configuration from Flink REST (and, for a job that fails, its
+//! exception history).
 
 use crate::collect::collector::{CollectInput, collect};
 use crate::collect::store::SeriesStore;
@@ -80,6 +81,7 @@ pub static CAPTURES: &[Capture] = &[
     capture!("rocksdb-bound", "a RocksDB-backed keyed operator at capacity, backend healthy"),
     capture!("rocksdb", "a healthy RocksDB job"),
     capture!("healthy", "a healthy job"),
+    capture!("failover", "validate throws every ~30 s; the job fails over and restarts", with_exceptions),
     capture!(
         "flink-1.18-chained-culprit",
         "Flink 1.18: the slow operator inside a chain; 1.x reports no checkpoint completion time"
