@@ -901,6 +901,41 @@ mod tests {
         assert!(!m.text.contains('→'), "{}", m.text);
     }
 
+    #[test]
+    fn an_exception_message_from_a_failing_job_is_escaped_in_every_message() {
+        use crate::diagnose::testkit::{SnapshotBuilder, WINDOW_S, failed, t, verdict};
+        use crate::model::failover::{Failover, JobExceptions};
+        let hostile = "<!channel> *boom* <https://evil.example|click> & `more`";
+        let e = |s| failed("validate (1/1)", "java.lang.RuntimeException", hostile, s);
+        let snap = SnapshotBuilder::new()
+            .vertex("src", "Source: in", 1)
+            .vertex("val", "validate", 1)
+            .edge("src", "val", "FORWARD")
+            .all_subtasks("src", 0.0, 0.9, 0.1, None)
+            .all_subtasks("val", 0.9, 0.0, 0.1, 100.0)
+            .failover(Failover {
+                restarts: Some(vec![(t(-100), 1), (t(-40), 1)]),
+                counted_from_ms: t(-WINDOW_S),
+                restarting_now: false,
+                exceptions: Some(JobExceptions { entries: vec![e(-41), e(-101)], truncated: false }),
+            })
+            .build();
+        let v = verdict(&snap);
+        assert!(v.cause.contains(hostile), "{}", v.cause);
+        let mut n = notice(NoticeKind::Verdict, Some(v));
+        // Our own link is the one `<…>` a message may hold.
+        n.verdict_url = None;
+        let mut all = vec![message(&n)];
+        all.extend(details(&n));
+        for m in all {
+            assert_within_limits(&m);
+            for text in all_text(&m) {
+                assert_escaped(&text);
+                assert!(!text.contains("<!channel>"), "{text}");
+            }
+        }
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
 
