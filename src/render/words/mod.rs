@@ -89,6 +89,7 @@ pub fn verdict(d: &Diagnosis) -> Verdict {
         missing: dedup(d.missing.iter().map(|m| m.to_string()).collect()),
         notes: words(&d.notes),
         timeline: d.timeline.clone(),
+        profile: None,
     }
 }
 
