@@ -14,6 +14,7 @@ mod locate;
 pub mod missing;
 pub mod numbers;
 mod parallelism;
+pub mod profile;
 mod resources;
 mod retention;
 mod runbook;

@@ -1,0 +1,185 @@
+//! The profile at alert time (issue 23): the flame graph of the culprit's vertex from Flink
+//! REST (a local wiremock server serving the answer recorded from Flink 2.3 in
+//! `examples/captures/chained-culprit-flamegraph/rest/`) asked within a bound, and the
+//! recorded answer given offline with `diagnose --flamegraph`.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use culprit::collect::flink_rest::{FLAMEGRAPH_POLLS, FlinkRest};
+use culprit::config::{FlinkCluster, FlinkConfig, Millis};
+use culprit::model::flamegraph::{FlameGraph, ProfileKind};
+use wiremock::matchers::{method, path, query_param};
+use wiremock::{Mock, MockServer, ResponseTemplate};
+
+const JOB: &str = "4a3ba8139c485344d6b7c75527a8dbd8";
+const VERTEX: &str = "9c32e3838cee893dbb2fc90ccad79598";
+
+fn capture_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/captures/chained-culprit-flamegraph")
+}
+
+fn recorded() -> String {
+    std::fs::read_to_string(capture_dir().join("rest/vertex-1-enrich_-_score-flamegraph-off_cpu.json")).unwrap()
+}
+
+fn client(server: &MockServer) -> FlinkRest {
+    let cluster = FlinkCluster { name: "lab".into(), rest_url: server.uri(), ..Default::default() };
+    let flink = FlinkConfig { timeout: Millis(1000), deadline: Millis(2000), ..FlinkConfig::default() };
+    FlinkRest::new(&cluster, &flink).unwrap()
+}
+
+fn answer(body: &str) -> ResponseTemplate {
+    ResponseTemplate::new(200).set_body_raw(body.to_string(), "application/json")
+}
+
+fn flamegraph_path() -> String {
+    format!("/jobs/{JOB}/vertices/{VERTEX}/flamegraph")
+}
+
+#[tokio::test]
+async fn a_first_answer_without_samples_is_asked_again_and_the_second_gives_the_flame_graph() {
+    let server = MockServer::start().await;
+    // Registered first, answers once: Flink's "waiting for the first samples" (-3).
+    Mock::given(method("GET"))
+        .and(path(flamegraph_path()))
+        .and(query_param("type", "full"))
+        .respond_with(answer(r#"{"endTimestamp":-3}"#))
+        .up_to_n_times(1)
+        .expect(1)
+        .mount(&server)
+        .await;
+    Mock::given(method("GET"))
+        .and(path(flamegraph_path()))
+        .and(query_param("type", "full"))
+        .respond_with(answer(&recorded()))
+        .expect(1)
+        .mount(&server)
+        .await;
+    let rest = client(&server);
+    // 1 s bound: polls every 1 s / 5 = 200 ms; the second poll has the samples.
+    let got = rest.flamegraph_within(JOB, VERTEX, ProfileKind::Full, Duration::from_secs(1)).await;
+    let Ok(FlameGraph::Ready { root, .. }) = got else { panic!("no flame graph: {got:?}") };
+    assert_eq!(root.value, 200);
+    assert_eq!(rest.requests(), 2);
+}
+
+#[tokio::test]
+async fn an_answer_that_stays_empty_stops_at_the_bound_with_a_reason_after_at_most_five_requests() {
+    let server = MockServer::start().await;
+    // What Flink 2.3 gave for type=on_cpu of a parked thread: a root without children.
+    Mock::given(method("GET"))
+        .and(path(flamegraph_path()))
+        .respond_with(answer(r#"{"endTimestamp":1796211547153,"data":{"name":"root","value":0,"children":[]}}"#))
+        .mount(&server)
+        .await;
+    let rest = client(&server);
+    let got = rest.flamegraph_within(JOB, VERTEX, ProfileKind::OnCpu, Duration::from_millis(500)).await;
+    let why = got.expect_err("no samples");
+    assert!(why.contains("no samples within 0.5 s"), "{why}");
+    let sent = rest.requests();
+    assert!((1..=u64::from(FLAMEGRAPH_POLLS)).contains(&sent), "{sent} requests");
+}
+
+#[tokio::test]
+async fn a_cluster_with_flame_graphs_disabled_is_asked_once_and_says_so() {
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .and(path(flamegraph_path()))
+        .respond_with(answer(r#"{"endTimestamp":-2}"#))
+        .expect(1)
+        .mount(&server)
+        .await;
+    let rest = client(&server);
+    let why = rest.flamegraph_within(JOB, VERTEX, ProfileKind::Full, Duration::from_secs(1)).await.unwrap_err();
+    assert!(why.contains("rest.flamegraph.enabled: false"), "{why}");
+}
+
+#[tokio::test]
+async fn a_vertex_id_that_is_not_32_hex_digits_sends_nothing() {
+    let server = MockServer::start().await;
+    let rest = client(&server);
+    let why = rest.flamegraph_within(JOB, "../../x", ProfileKind::Full, Duration::from_secs(1)).await.unwrap_err();
+    assert!(why.contains("32 hexadecimal digits"), "{why}");
+    assert_eq!(rest.requests(), 0);
+}
+
+fn culprit(args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_culprit")).args(args).output().expect("the binary runs")
+}
+
+#[test]
+fn diagnose_with_the_recorded_flame_graph_puts_the_top_frame_of_the_chain_in_the_verdict() {
+    let dir = capture_dir();
+    let (recording, plan, flamegraph) = (
+        dir.join("recording.om.gz"),
+        dir.join("plan.json"),
+        format!("off_cpu={}", dir.join("rest/vertex-1-enrich_-_score-flamegraph-off_cpu.json").display()),
+    );
+    let out = culprit(&[
+        "diagnose",
+        "--recording",
+        recording.to_str().unwrap(),
+        "--plan",
+        plan.to_str().unwrap(),
+        "--flamegraph",
+        &flamegraph,
+        "--format",
+        "json",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["finding"], "headroom");
+    let p = &v["profile"];
+    assert_eq!(p["vertex_id"], VERTEX);
+    assert_eq!(p["vertex_name"], "enrich -> score");
+    assert_eq!(p["type"], "off_cpu");
+    assert_eq!(p["samples"], 200);
+    // Every one of the 200 samples ends in Unsafe.park (see model::flamegraph's tests for
+    // the hand check): 200 / 200 = 1, under score's sleepMicros.
+    assert_eq!(p["top_frames"][0]["frame"], "jdk.internal.misc.Unsafe.park:-2");
+    assert_eq!(p["top_frames"][0]["self_samples"], 200);
+    assert_eq!(p["top_frames"][0]["share_ratio"], 1.0);
+    assert_eq!(p["top_frames"][0]["user_frame"], "lab.BackpressureLab.sleepMicros:109");
+
+    let text = culprit(&[
+        "diagnose",
+        "--recording",
+        recording.to_str().unwrap(),
+        "--plan",
+        plan.to_str().unwrap(),
+        "--flamegraph",
+        &flamegraph,
+    ]);
+    let text = String::from_utf8(text.stdout).unwrap();
+    assert!(text.contains("Profile of enrich -> score: top frames of 200 off-CPU samples"), "{text}");
+    assert!(
+        text.contains("jdk.internal.misc.Unsafe.park:-2: 100% (200 samples), in lab.BackpressureLab.sleepMicros:109"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_flame_graph_for_a_culprit_that_is_one_operator_is_not_used_and_a_note_says_so() {
+    let slow_sink = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/captures/slow-sink");
+    let fg =
+        format!("off_cpu={}", capture_dir().join("rest/vertex-1-enrich_-_score-flamegraph-off_cpu.json").display());
+    let out = culprit(&[
+        "diagnose",
+        "--recording",
+        slow_sink.join("recording.om.gz").to_str().unwrap(),
+        "--plan",
+        slow_sink.join("plan.json").to_str().unwrap(),
+        "--flamegraph",
+        &fg,
+        "--format",
+        "json",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["culprit"]["operators"].as_array().map(Vec::len), Some(1), "slow-sink's culprit is one operator");
+    assert!(v.get("profile").is_none());
+    assert!(
+        v["notes"].as_array().unwrap().iter().any(|n| n.as_str().unwrap().contains("--flamegraph file was not used"))
+    );
+}
