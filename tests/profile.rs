@@ -3,6 +3,8 @@
 //! `examples/captures/chained-culprit-flamegraph/rest/`) asked within a bound, and the
 //! recorded answer given offline with `diagnose --flamegraph`.
 
+mod support;
+
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -182,4 +184,81 @@ fn a_flame_graph_for_a_culprit_that_is_one_operator_is_not_used_and_a_note_says_
     assert!(
         v["notes"].as_array().unwrap().iter().any(|n| n.as_str().unwrap().contains("--flamegraph file was not used"))
     );
+}
+
+/// The offline verdict of the capture (recording and plan), for its time.
+fn recorded_at_ms(dir: &Path) -> i64 {
+    use culprit::collect::collector::{CollectInput, collect};
+    let mut store = culprit::collect::store::SeriesStore::new();
+    store.read_path(&dir.join("recording.om.gz"), None).unwrap();
+    store.finish();
+    let config = culprit::config::Config::default();
+    let plan = std::fs::read_to_string(dir.join("plan.json")).unwrap();
+    let graph = culprit::model::graph::JobGraph::from_plan_json(&plan).unwrap();
+    let request = culprit::model::request::DiagnosisRequest::default();
+    let input = CollectInput {
+        request: &request,
+        graph: Some(graph),
+        checkpoint_config: None,
+        config: &config,
+        catalog: &config.metrics,
+    };
+    let snapshot = culprit::collect::block_on(collect(&store, input)).unwrap();
+    let v = culprit::render::words::verdict(&culprit::diagnose::diagnose(&snapshot, &config.diagnosis));
+    v.at.parse::<jiff::Timestamp>().unwrap().as_millisecond()
+}
+
+async fn live_verdict(flamegraph: bool, expected_requests: u64) -> culprit::model::verdict::Verdict {
+    let dir = capture_dir();
+    let at = recorded_at_ms(&dir);
+    let prom = support::prometheus_with(&dir.join("recording.om.gz"));
+    let flink = support::flink_rest_for(&dir).await;
+    Mock::given(method("GET"))
+        .and(path(flamegraph_path()))
+        .and(query_param("type", "full"))
+        .respond_with(answer(r#"{"endTimestamp":-3}"#))
+        .up_to_n_times(1)
+        .mount(&flink)
+        .await;
+    Mock::given(method("GET"))
+        .and(path(flamegraph_path()))
+        .and(query_param("type", "full"))
+        .respond_with(answer(&recorded()))
+        .mount(&flink)
+        .await;
+    let toml = format!(
+        "[prometheus]\nurl = \"{}\"\n[flink]\nflamegraph = {flamegraph}\nflamegraph_deadline = \"1s\"\n[[flink.clusters]]\nname = \"lab\"\nrest_url = \"{}\"\n",
+        prom.url,
+        flink.uri()
+    );
+    let config = culprit::config::Config::from_toml(&toml, "culprit.toml").unwrap();
+    let live = culprit::service::pipeline::Live::new(config).unwrap();
+    let request = culprit::model::request::DiagnosisRequest {
+        job: Some("bp-lab-chained-culprit-flamegraph".into()),
+        at_ms: Some(at),
+        ..Default::default()
+    };
+    let v = live.diagnose(&request, &Default::default(), at).await.unwrap();
+    let asked =
+        flink.received_requests().await.unwrap().iter().filter(|r| r.url.path().ends_with("/flamegraph")).count()
+            as u64;
+    assert_eq!(asked, expected_requests, "flame graph requests");
+    v
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_live_diagnosis_with_flamegraph_on_profiles_the_chained_culprit_in_two_requests() {
+    // The first answer is Flink's "waiting" (-3), the second the recorded graph: 2 requests.
+    let v = live_verdict(true, 2).await;
+    assert_eq!(v.culprit.as_ref().unwrap().vertex_id, VERTEX, "{}", v.summary);
+    let p = v.profile.expect("a profile");
+    assert_eq!((p.vertex_id.as_str(), p.kind, p.samples), (VERTEX, ProfileKind::Full, 200));
+    assert_eq!(p.top_frames[0].frame, "jdk.internal.misc.Unsafe.park:-2");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_live_diagnosis_with_flamegraph_off_sends_no_flame_graph_request() {
+    let v = live_verdict(false, 0).await;
+    assert_eq!(v.culprit.as_ref().unwrap().vertex_id, VERTEX, "{}", v.summary);
+    assert!(v.profile.is_none());
 }
