@@ -262,3 +262,66 @@ async fn a_live_diagnosis_with_flamegraph_off_sends_no_flame_graph_request() {
     assert_eq!(v.culprit.as_ref().unwrap().vertex_id, VERTEX, "{}", v.summary);
     assert!(v.profile.is_none());
 }
+
+#[test]
+fn frame_names_from_flink_are_escaped_in_text_markdown_and_the_page() {
+    use culprit::model::flamegraph::{Profile, TopFrame};
+    use culprit::render::{Format, render};
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/captures/slow-sink");
+    let out = culprit(&[
+        "diagnose",
+        "--recording",
+        dir.join("recording.om.gz").to_str().unwrap(),
+        "--plan",
+        dir.join("plan.json").to_str().unwrap(),
+        "--format",
+        "json",
+    ]);
+    let mut v: culprit::model::verdict::Verdict = serde_json::from_slice(&out.stdout).unwrap();
+    let hostile = "<script>x</script>|*b*\u{1b}[31m";
+    v.profile = Some(Profile {
+        vertex_id: VERTEX.into(),
+        vertex_name: "a <b> vertex".into(),
+        kind: ProfileKind::OffCpu,
+        samples: 4,
+        at: None,
+        top_frames: vec![TopFrame {
+            frame: hostile.into(),
+            self_samples: 3,
+            share_ratio: 0.75,
+            user_frame: Some(format!("lab.{hostile}")),
+        }],
+    });
+    let page = render(&v, Format::Html);
+    assert!(!page.contains("<script>") && !page.contains('\u{1b}'), "the page carries markup");
+    assert!(page.contains("<code>&lt;script&gt;x&lt;/script&gt;|*b*"), "frame table missing");
+    // 3 of 4 samples: 75%.
+    assert!(page.contains("<td>3</td><td>75%</td>"), "share missing");
+    let md = render(&v, Format::Markdown);
+    assert!(md.contains("\\<script\\>x\\</script\\>\\|\\*b\\*"), "{md}");
+    assert!(md.contains("#### Profile of a \\<b\\> vertex: top frames of 4 off-CPU samples"), "{md}");
+    let text = render(&v, Format::Text);
+    assert!(!text.contains('\u{1b}'), "{text}");
+    assert!(text.contains("Profile of a <b> vertex: top frames of 4 off-CPU samples"), "{text}");
+}
+
+#[test]
+fn a_verdict_without_a_profile_renders_no_profile_section() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/captures/slow-sink");
+    let base = |format: &str| {
+        let out = culprit(&[
+            "diagnose",
+            "--recording",
+            dir.join("recording.om.gz").to_str().unwrap(),
+            "--plan",
+            dir.join("plan.json").to_str().unwrap(),
+            "--format",
+            format,
+        ]);
+        String::from_utf8(out.stdout).unwrap()
+    };
+    for format in ["text", "markdown", "html", "json"] {
+        let s = base(format);
+        assert!(!s.contains("Profile of") && !s.contains("\"profile\""), "{format}: {s}");
+    }
+}
