@@ -325,3 +325,27 @@ fn a_verdict_without_a_profile_renders_no_profile_section() {
         assert!(!s.contains("Profile of") && !s.contains("\"profile\""), "{format}: {s}");
     }
 }
+
+#[test]
+fn a_profile_is_wanted_for_an_unexplained_finding_or_a_chained_culprit_only() {
+    use culprit::model::flamegraph::wants_profile;
+    use culprit::model::verdict::Finding;
+    let capture = |name: &str| {
+        let c = culprit::samples::captures::CAPTURES.iter().find(|c| c.name == name).unwrap();
+        culprit::samples::captures::verdict(c).unwrap()
+    };
+    // chained-culprit: headroom on `enrich -> score`, two operators.
+    let chained = capture("chained-culprit");
+    assert_eq!(chained.culprit.as_ref().unwrap().operators.len(), 2);
+    assert!(wants_profile(&chained).is_some());
+    // slow-sink: one operator, finding sink.
+    let mut single = capture("slow-sink");
+    assert_eq!(single.culprit.as_ref().unwrap().operators.len(), 1);
+    assert!(wants_profile(&single).is_none());
+    single.finding = Finding::Unexplained;
+    assert!(wants_profile(&single).is_some());
+    // healthy: no culprit, nothing to profile.
+    let mut healthy = capture("healthy");
+    healthy.finding = Finding::Unexplained;
+    assert!(healthy.culprit.is_none() && wants_profile(&healthy).is_none());
+}
