@@ -349,3 +349,23 @@ fn a_profile_is_wanted_for_an_unexplained_finding_or_a_chained_culprit_only() {
     healthy.finding = Finding::Unexplained;
     assert!(healthy.culprit.is_none() && wants_profile(&healthy).is_none());
 }
+
+#[test]
+fn a_flamegraph_file_that_is_not_one_is_bad_input_naming_the_file() {
+    let dir = capture_dir();
+    let plan = dir.join("plan.json");
+    // The plan is JSON but no flame graph (no `endTimestamp`).
+    let out = culprit(&[
+        "diagnose",
+        "--recording",
+        dir.join("recording.om.gz").to_str().unwrap(),
+        "--plan",
+        plan.to_str().unwrap(),
+        "--flamegraph",
+        &format!("off_cpu={}", plan.display()),
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("plan.json") && stderr.contains("not a Flink flame graph"), "{stderr}");
+    assert!(out.stdout.is_empty());
+}
