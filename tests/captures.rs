@@ -26,6 +26,7 @@ fn args(dir: &Path) -> DiagnoseArgs {
         recording: Some(dir.join("recording.om.gz")),
         metrics: Vec::new(),
         scrape: Vec::new(),
+        flamegraph: None,
         flink: None,
         cluster: None,
         plan: Some(dir.join("plan.json")),

@@ -37,6 +37,7 @@ fn args(dir: &Path, at: Option<&str>) -> DiagnoseArgs {
         recording: Some(dir.join("recording.om.gz")),
         metrics: Vec::new(),
         scrape: Vec::new(),
+        flamegraph: None,
         flink: None,
         cluster: None,
         plan: Some(dir.join("plan.json")),

@@ -532,13 +532,16 @@ fn the_demo_replays_every_bundled_capture_offline() {
         "rocksdb-stall",
         "healthy",
         "failover",
+        "chained-culprit-flamegraph",
         "flink-1.18-chained-culprit",
         "flink-1.20-slow-sink-legacy-source",
     ] {
         assert!(text.contains(&format!("━━ {name} —")), "{name} missing");
     }
-    // 9 of the 11 Flink 2.3 runs and both 1.x runs have a culprit.
-    assert_eq!(text.matches(" is the culprit: ").count(), 11);
+    // 10 of the 12 Flink 2.3 runs and both 1.x runs have a culprit.
+    assert_eq!(text.matches(" is the culprit: ").count(), 12);
+    // chained-culprit-flamegraph shows its recorded profile: all 200 off-CPU samples parked.
+    assert!(text.contains("Profile of enrich -> score: top frames of 200 off-CPU samples"), "{text}");
     assert_eq!(text.matches("No backpressure in").count(), 2);
     // The failover run leads with its failure, the task that throws named.
     assert!(text.contains("bp-lab-failover is failing over: 5 restarts"), "{text}");
@@ -554,13 +557,13 @@ fn the_demo_in_json_is_one_array_of_verdicts() {
     let out = culprit(&["demo", "--format", "json"]);
     assert_eq!(out.status.code(), Some(0));
     let all: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).expect("one JSON array");
-    assert_eq!(all.len(), 14);
+    assert_eq!(all.len(), 15);
     assert!(all.iter().all(|v| v["schema"] == "culprit.verdict/v1"));
 }
 
 #[test]
 fn the_demo_refuses_html_and_says_how_to_get_one_verdict_page() {
-    // Fourteen HTML documents in one stream would open as one broken page.
+    // Fifteen HTML documents in one stream would open as one broken page.
     let out = culprit(&["demo", "--format", "html"]);
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8(out.stderr).unwrap();

@@ -29,6 +29,7 @@ fn report_04() -> Verdict {
         recording: Some(dir.join("recording.om.gz")),
         metrics: Vec::new(),
         scrape: Vec::new(),
+        flamegraph: None,
         flink: None,
         cluster: None,
         plan: Some(dir.join("plan.json")),

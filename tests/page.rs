@@ -36,6 +36,7 @@ fn verdict(dir: &Path) -> Verdict {
         recording: Some(dir.join("recording.om.gz")),
         metrics: Vec::new(),
         scrape: Vec::new(),
+        flamegraph: None,
         flink: None,
         cluster: None,
         plan: Some(dir.join("plan.json")),

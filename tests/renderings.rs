@@ -34,6 +34,7 @@ fn verdict(dir: &Path, with_plan: bool) -> Verdict {
         recording: Some(dir.join("recording.om.gz")),
         metrics: Vec::new(),
         scrape: Vec::new(),
+        flamegraph: None,
         flink: None,
         cluster: None,
         plan: with_plan.then(|| dir.join("plan.json")),

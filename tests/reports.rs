@@ -29,6 +29,7 @@ fn args(dir: &Path, recording: &Path) -> DiagnoseArgs {
         recording: Some(recording.to_path_buf()),
         metrics: Vec::new(),
         scrape: Vec::new(),
+        flamegraph: None,
         flink: None,
         cluster: None,
         plan: Some(dir.join("plan.json")),

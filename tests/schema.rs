@@ -48,6 +48,7 @@ fn every_verdict_of_the_captures_and_cases_validates_against_the_schema() {
             recording: Some(dir.join("recording.om.gz")),
             metrics: Vec::new(),
             scrape: Vec::new(),
+            flamegraph: None,
             flink: None,
             cluster: None,
             plan: Some(dir.join("plan.json")),

@@ -125,6 +125,13 @@ pub struct DiagnoseArgs {
     /// TaskManager. Flink's busy and backpressured times are already 60 s averages.
     #[arg(long, value_name = "URL")]
     pub scrape: Vec<String>,
+    /// Flink REST `GET /jobs/:id/vertices/:vid/flamegraph` answer of the culprit's vertex,
+    /// as `TYPE=FILE` with the `type` it was asked with (`off_cpu=`, `on_cpu=`, `full=`;
+    /// a bare FILE is `full`): its top frames become the verdict's profile when the finding
+    /// is `unexplained` or the culprit is a chain of operators (else a note says it was
+    /// not used).
+    #[arg(long, value_name = "[TYPE=]FILE")]
+    pub flamegraph: Option<FlameGraphFile>,
     /// Flink REST endpoint (`http://jobmanager:8081`) for the job graph and checkpoint
     /// configuration, with --scrape or live; overrides the configured clusters.
     #[arg(long, value_name = "URL")]
@@ -176,6 +183,29 @@ pub struct DiagnoseArgs {
     /// Output format.
     #[arg(long, value_enum, default_value = "text")]
     pub format: Format,
+}
+
+/// A recorded flame graph (`--flamegraph [TYPE=]FILE`): the file and the `type` it was
+/// asked with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FlameGraphFile {
+    pub kind: crate::model::flamegraph::ProfileKind,
+    pub path: PathBuf,
+}
+
+impl std::str::FromStr for FlameGraphFile {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        use crate::model::flamegraph::ProfileKind;
+        let typed = [ProfileKind::Full, ProfileKind::OnCpu, ProfileKind::OffCpu]
+            .into_iter()
+            .find_map(|k| s.strip_prefix(k.as_str()).and_then(|r| r.strip_prefix('=')).map(|r| (k, r)));
+        let (kind, path) = typed.unwrap_or((ProfileKind::Full, s));
+        if path.is_empty() {
+            return Err("give a file: [TYPE=]FILE, TYPE one of full, on_cpu, off_cpu".into());
+        }
+        Ok(FlameGraphFile { kind, path: PathBuf::from(path) })
+    }
 }
 
 #[derive(Debug, Args)]
@@ -277,6 +307,7 @@ pub fn run(cli: Cli, out: &mut dyn Write) -> Result<(), CliError> {
             } else {
                 runtime()?.block_on(diagnose_live_command(&args, now_ms()))?
             };
+            let verdict = with_recorded_profile(verdict, &args)?;
             write_out(out, &render_with(&verdict, args.format, &view))
         }
         Command::Record(args) => {
@@ -299,7 +330,7 @@ pub fn run(cli: Cli, out: &mut dyn Write) -> Result<(), CliError> {
         }
         Command::Demo(args) => {
             if args.format == Format::Html {
-                // One page per document: thirteen HTML documents in one stream open as none.
+                // One page per document: fifteen HTML documents in one stream open as none.
                 return Err(CliError::usage(
                     "demo writes many verdicts: use --format text, markdown or json; for one verdict page run `culprit diagnose --recording examples/captures/hot-key/recording.om.gz --plan examples/captures/hot-key/plan.json --format html > verdict.html`",
                 ));
@@ -700,6 +731,34 @@ fn read_exceptions(args: &DiagnoseArgs) -> Result<Option<JobExceptions>, CliErro
             path.display()
         ))
     })
+}
+
+/// The verdict with the profile of the `--flamegraph` file, when the verdict wants one
+/// ([`crate::model::flamegraph::wants_profile`]); a note when it does not or the file has
+/// no samples. A file that is not a flame graph is bad input.
+pub fn with_recorded_profile(mut verdict: Verdict, args: &DiagnoseArgs) -> Result<Verdict, CliError> {
+    use crate::model::flamegraph::{FlameGraph, parse, profile, wants_profile};
+    let Some(FlameGraphFile { kind, path }) = &args.flamegraph else { return Ok(verdict) };
+    let graph =
+        parse(&read_text(path, "flame graph")?).map_err(|e| CliError::usage(format!("{}: {e}", path.display())))?;
+    let Some(culprit) = wants_profile(&verdict) else {
+        verdict.notes.push(
+            "the --flamegraph file was not used: a profile is for an unexplained finding or a culprit of chained operators"
+                .into(),
+        );
+        return Ok(verdict);
+    };
+    let (id, name) = (culprit.vertex_id.clone(), culprit.vertex_name.clone());
+    verdict.profile = profile(&id, &name, *kind, &graph, crate::model::verdict::rfc3339);
+    if verdict.profile.is_none() {
+        let why = match graph {
+            FlameGraph::Disabled => "Flink had flame graphs disabled",
+            FlameGraph::Terminated => "the vertex's tasks were no longer running",
+            _ => "it has no samples",
+        };
+        verdict.notes.push(format!("the --flamegraph file gives no profile: {why}"));
+    }
+    Ok(verdict)
 }
 
 /// A `--plan` the user gave that belongs to another job is bad input, not a note.

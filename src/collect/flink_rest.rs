@@ -33,6 +33,7 @@ use serde::Deserialize;
 use tokio::time::Instant;
 
 use crate::config::{FlinkCluster, FlinkConfig, HttpAuth, Millis};
+use crate::model::flamegraph::{self, FlameGraph, ProfileKind};
 use crate::model::graph::{JobGraph, sanitize_label_value};
 use crate::model::secret::Redactor;
 use crate::model::snapshot::CheckpointConfig;
@@ -47,6 +48,8 @@ const DETAIL_CHARS: usize = 200;
 /// for are `/jobs/:id/plan` of big SQL jobs, a few MB with their operator descriptions; a
 /// host answering more (a wrong URL, a hostile one) is refused instead of held in memory.
 pub const MAX_ANSWER_BYTES: usize = 16 << 20;
+/// Most requests for one flame graph ([`FlinkRest::flamegraph_within`]).
+pub const FLAMEGRAPH_POLLS: u32 = 5;
 /// Untrusted job ids are quoted in errors up to this many characters.
 const QUOTED_ID_CHARS: usize = 64;
 
@@ -405,6 +408,69 @@ impl FlinkRest {
             .map_err(|e| self.parse_error(&self.request_path(&segments), e))
     }
 
+    /// `GET /jobs/:id/vertices/:vid/flamegraph?type=…` once, with retries until `deadline`
+    /// (at most `flink.deadline` from now): what the answer says, via
+    /// [`flamegraph::parse`].
+    ///
+    /// Errors: [`FlinkError::InvalidJobId`] when the job or vertex id is not 32 hexadecimal
+    /// digits (no request sent); [`FlinkError::Parse`] when the body is not a flame graph;
+    /// else see [`FlinkError`].
+    pub async fn flamegraph(
+        &self,
+        job_id: &str,
+        vertex_id: &str,
+        kind: ProfileKind,
+        deadline: Instant,
+    ) -> Result<FlameGraph, FlinkError> {
+        self.check_job_id(job_id)?;
+        self.check_job_id(vertex_id)?;
+        let segments = ["jobs", job_id, "vertices", vertex_id, "flamegraph"];
+        let mut url = endpoint_url(&self.base, &segments);
+        url.query_pairs_mut().append_pair("type", kind.as_str());
+        let body = self.get_url(url, deadline.min(Instant::now() + self.deadline)).await?;
+        flamegraph::parse(&body).map_err(|reason| self.parse_error(&self.request_path(&segments), reason))
+    }
+
+    /// The flame graph of a vertex within `within`: asked at most [`FLAMEGRAPH_POLLS`]
+    /// times, every `within / FLAMEGRAPH_POLLS`, while Flink answers that it has no samples
+    /// yet (it starts sampling at the first request). `Ok` with samples, `Err` with one
+    /// sentence saying why there is none: flame graphs disabled, the tasks ended, no
+    /// samples in time, or the request failed.
+    pub async fn flamegraph_within(
+        &self,
+        job_id: &str,
+        vertex_id: &str,
+        kind: ProfileKind,
+        within: Duration,
+    ) -> Result<FlameGraph, String> {
+        let start = Instant::now();
+        let deadline = start + within;
+        let interval = within / FLAMEGRAPH_POLLS;
+        let secs = within.as_secs_f64();
+        for poll in 0..FLAMEGRAPH_POLLS {
+            if poll > 0 {
+                let next = start + interval * poll;
+                if next >= deadline {
+                    break;
+                }
+                tokio::time::sleep_until(next).await;
+            }
+            match self.flamegraph(job_id, vertex_id, kind, deadline).await {
+                Ok(graph @ FlameGraph::Ready { .. }) => return Ok(graph),
+                Ok(FlameGraph::Waiting) => continue,
+                Ok(FlameGraph::Disabled) => {
+                    return Err(format!(
+                        "Flink cluster {} has flame graphs disabled (rest.flamegraph.enabled: false)",
+                        self.cluster
+                    ));
+                }
+                Ok(FlameGraph::Terminated) => return Err("the vertex's tasks are no longer running".into()),
+                Err(e) => return Err(e.to_string()),
+            }
+        }
+        Err(format!("Flink REST had no samples within {secs} s (flink.flamegraph_deadline)"))
+    }
+
     /// Number of HTTP requests sent so far by this client, retries included.
     pub fn requests(&self) -> u64 {
         self.requests.load(Ordering::Relaxed)
@@ -444,9 +510,12 @@ impl FlinkRest {
     /// GET of `segments` below the base URL, with retries until the deadline; the body of
     /// the 2xx answer.
     async fn get(&self, segments: &[&str]) -> Result<String, FlinkError> {
-        let url = endpoint_url(&self.base, segments);
+        self.get_url(endpoint_url(&self.base, segments), Instant::now() + self.deadline).await
+    }
+
+    /// GET of `url` with retries until `deadline`; the body of the 2xx answer.
+    async fn get_url(&self, url: Url, deadline: Instant) -> Result<String, FlinkError> {
         let path = url.path().to_string();
-        let deadline = Instant::now() + self.deadline;
         let attempts = AtomicU32::new(0);
         let backoff = ExponentialBuilder::default()
             .with_min_delay(MIN_BACKOFF)

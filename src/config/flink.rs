@@ -30,6 +30,17 @@ pub struct FlinkConfig {
     /// external label) never fails a diagnosis. A value naming no configured cluster falls
     /// back to `match` and the default, with a note.
     pub cluster_label: Option<String>,
+    /// Take a profile at alert time: when the finding is `unexplained` or the culprit is a
+    /// chain of operators, ask Flink REST for the culprit vertex's flame graph
+    /// (`GET /jobs/:id/vertices/:vid/flamegraph?type=full`, on-CPU and off-CPU samples in
+    /// one answer; the cluster needs `rest.flamegraph.enabled: true`) and put its top frames
+    /// in the verdict. Default false.
+    pub flamegraph: bool,
+    /// How long the profile may take: Flink samples in the background after the first
+    /// request, so the answer is asked again every fifth of this time, at most 5 requests,
+    /// until it has samples. Without samples by then the verdict has no profile and a note
+    /// says why. Default 10s.
+    pub flamegraph_deadline: Millis,
 }
 
 /// The key under which a request chooses a Flink cluster by name (the API's `cluster=`,
@@ -44,6 +55,8 @@ impl Default for FlinkConfig {
             clusters: Vec::new(),
             plans: BTreeMap::new(),
             cluster_label: None,
+            flamegraph: false,
+            flamegraph_deadline: Millis::from_secs(10),
         }
     }
 }
@@ -83,6 +96,9 @@ impl FlinkConfig {
                     c.name
                 ));
             }
+        }
+        if self.flamegraph_deadline.as_ms() <= 0 {
+            problems.push("flink.flamegraph_deadline must be longer than 0".into());
         }
         let defaults = self.clusters.iter().filter(|c| c.r#match.is_empty()).count();
         if defaults > 1 {

@@ -8,6 +8,7 @@
 //! * [`snapshot`]: everything the diagnosis sees about one job.
 //! * [`failover`]: the job's restarts and Flink REST's exception history.
 //! * [`resources`]: the Kubernetes containers of the job's TaskManagers (memory, CPU quota).
+//! * [`flamegraph`]: a vertex's flame graph from Flink REST and the profile a verdict carries.
 //! * [`verdict`]: the `culprit.verdict/v1` value every interface renders.
 //! * [`notice`]: one thing to tell one destination about one alert group.
 //! * [`secret`]: the one redaction mechanism (every wire form of a secret).
@@ -17,6 +18,7 @@
 pub mod catalog;
 pub mod facts;
 pub mod failover;
+pub mod flamegraph;
 pub mod foreign;
 pub mod graph;
 pub mod naming;

@@ -2,7 +2,7 @@
 //!
 //! Field names are fixed by the spec (§4); fields may be added, never renamed. Fields
 //! added here beyond the spec: `window_start`, `culprits`, `advice`, `notes`,
-//! `graph.from_plan`, `timeline`; the finding `unexplained`. The JSON Schema published in
+//! `graph.from_plan`, `timeline`, `profile`; the finding `unexplained`. The JSON Schema published in
 //! `docs/verdict.schema.json` is generated from these types ([`json_schema`]).
 //!
 //! Pure data.
@@ -439,6 +439,13 @@ pub struct Verdict {
     /// (added field).
     #[serde(default)]
     pub timeline: Option<Timeline>,
+    /// The culprit vertex's flame graph at alert time: its top frames by self samples
+    /// (added field). Taken only when `[flink] flamegraph` is on (or `diagnose
+    /// --flamegraph FILE` gives one) and the finding is `unexplained` or the culprit is a
+    /// chain of operators; absent otherwise, and when Flink gave no samples in time (a
+    /// note says why).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile: Option<crate::model::flamegraph::Profile>,
 }
 
 /// Rounds to 4 significant digits so verdicts do not carry float noise (evidence values,

@@ -122,6 +122,7 @@ pub fn page(v: &Verdict) -> String {
     if !v.cause.is_empty() {
         let _ = writeln!(s, "<h2>Why</h2>\n<p>{}</p>", t(&v.cause));
     }
+    profile(&mut s, v, &names);
     numbers(&mut s, v, &t);
     if !v.steps.is_empty() {
         s.push_str("<h2>Runbook steps</h2>\n<table><tr><th>step</th><th>outcome</th><th>detail</th></tr>\n");
@@ -157,6 +158,26 @@ fn list(s: &mut String, title: &str, items: &[String], t: &dyn Fn(&str) -> Strin
         let _ = write!(s, "<li>{}</li>", t(item));
     }
     let _ = writeln!(s, "</{tag}>");
+}
+
+/// The profile of the culprit's vertex: a heading and a table of its top frames (every
+/// frame the verdict keeps), escaped; nothing without a profile.
+fn profile(s: &mut String, v: &Verdict, names: &Names) {
+    use crate::render::words::profile::heading;
+    let Some(p) = &v.profile else { return };
+    let _ = writeln!(s, "<h2 id=\"profile\">{}</h2>", escape(&heading(p, &names.prose(&p.vertex_name))));
+    s.push_str("<table><tr><th>frame</th><th>self samples</th><th>share</th><th>in (job code)</th></tr>\n");
+    for f in &p.top_frames {
+        let _ = writeln!(
+            s,
+            "<tr><td><code>{}</code></td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            escape(&f.frame),
+            f.self_samples,
+            crate::render::words::numbers::pct(f.share_ratio),
+            f.user_frame.as_deref().map(|u| format!("<code>{}</code>", escape(u))).unwrap_or_default()
+        );
+    }
+    s.push_str("</table>\n");
 }
 
 fn numbers(s: &mut String, v: &Verdict, t: &dyn Fn(&str) -> String) {

@@ -89,6 +89,17 @@ fn evidence(s: &mut String, v: &Verdict, names: &Names) {
     }
 }
 
+/// `#### Profile of <vertex>: top frames …` and a line per frame, escaped; nothing without
+/// a profile.
+fn profile(s: &mut String, v: &Verdict, names: &Names) {
+    use crate::render::words::profile;
+    let Some(p) = &v.profile else { return };
+    let _ = writeln!(s, "\n#### {}\n", escape(&profile::heading(p, &names.prose(&p.vertex_name))));
+    for f in p.top_frames.iter().take(profile::SHOWN_FRAMES) {
+        let _ = writeln!(s, "- {}", escape(&profile::frame(f)));
+    }
+}
+
 fn verbose_parts(s: &mut String, v: &Verdict, names: &Names) {
     if !v.cause.is_empty() {
         let _ = writeln!(s, "\n#### Cause\n\n{}", escape(&names.text(&v.cause)));
@@ -139,6 +150,7 @@ pub fn render(v: &Verdict, verbose: bool) -> String {
         v.hazards.iter().filter(|h| h.severity != Severity::Critical).map(|h| h.detail.clone()).collect();
     list(&mut s, "Warnings", &warnings, &names, false);
     evidence(&mut s, v, &names);
+    profile(&mut s, v, &names);
     if verbose {
         verbose_parts(&mut s, v, &names);
     } else if !v.cause.is_empty() || !v.steps.is_empty() {

@@ -198,6 +198,18 @@ impl View<'_> {
         out
     }
 
+    /// `Profile of <vertex>: top frames of N … samples` and a line per frame (at most
+    /// `frames`); nothing without a profile.
+    fn profile_lines(&self, frames: usize) -> Vec<String> {
+        use crate::render::words::profile;
+        let Some(p) = &self.v.profile else { return Vec::new() };
+        let mut out = wrap(&self.text(&profile::heading(p, &self.names.prose(&p.vertex_name))), "", "  ", self.width);
+        for f in p.top_frames.iter().take(frames) {
+            out.extend(wrap(&self.text(&profile::frame(f)), "  - ", "    ", self.width));
+        }
+        out
+    }
+
     /// `Evidence (sources first) · confidence high · job · 57 s to <at>` (cut at the width).
     fn evidence_header(&self) -> String {
         let v = self.v;
@@ -357,6 +369,7 @@ impl View<'_> {
         lines.extend(self.hazard_lines(caps, false));
         lines.extend(self.fix_lines(Some(caps)));
         lines.extend(self.list_lines("Not the fix", &v.not_the_fix, caps.not_items, Some(caps.not_lines)));
+        lines.extend(at_most(self.profile_lines(1), 2, self.width));
         let footer = self.footer(caps);
         let mut evidence = Vec::new();
         if !v.graph.vertices.is_empty() {
@@ -417,6 +430,7 @@ impl View<'_> {
             }
             lines.extend(self.rows(None));
         }
+        lines.extend(self.profile_lines(crate::render::words::profile::SHOWN_FRAMES));
         if !v.evidence.is_empty() {
             lines.push("Numbers (PromQL of each: --format json)".into());
             for e in &v.evidence {

@@ -4,7 +4,8 @@
 //! Each capture is one run of a real cluster with one operator made slow on purpose
 //! (see `examples/captures/README.md`): the recording Prometheus exported, the job plan
 //! and the checkpoint configuration from Flink REST (and, for a job that fails, its
-//! exception history).
+//! exception history; for one, the culprit vertex's flame graph, which the demo shows as the
+//! verdict's profile).
 
 use crate::collect::collector::{CollectInput, collect};
 use crate::collect::store::SeriesStore;
@@ -32,11 +33,27 @@ pub struct Capture {
     /// `rest/exceptions.json`: Flink REST `GET /jobs/:id/exceptions`, for the captures
     /// whose story is a failure.
     pub exceptions: Option<&'static str>,
+    /// `rest/vertex-*-flamegraph-off_cpu.json`: the culprit vertex's off-CPU flame graph,
+    /// when the run recorded one; the demo shows its profile.
+    pub flamegraph: Option<&'static str>,
 }
 
 macro_rules! capture {
+    ($name:literal, $what:literal, flamegraph: $file:literal) => {
+        Capture {
+            flamegraph: Some(include_str!(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/examples/captures/",
+                $name,
+                "/rest/",
+                $file
+            ))),
+            ..capture!($name, $what)
+        }
+    };
     ($name:literal, $what:literal) => {
         Capture {
+            flamegraph: None,
             name: $name,
             what: $what,
             recording: include_bytes!(concat!(
@@ -75,6 +92,11 @@ pub static CAPTURES: &[Capture] = &[
     capture!("slow-middle", "a stateless map in the middle is slow on every subtask"),
     capture!("checkpoint-slowdown", "healthy for 3 min, then a middle map slows; checkpoints grow"),
     capture!("chained-culprit", "the slow operator sits inside the chain enrich -> score"),
+    capture!(
+        "chained-culprit-flamegraph",
+        "as chained-culprit, with the chain's recorded off-CPU flame graph as the verdict's profile",
+        flamegraph: "vertex-1-enrich_-_score-flamegraph-off_cpu.json"
+    ),
     capture!("hot-key", "~40% of records share one key of a keyed operator"),
     capture!("slow-instance", "keys are even, but one subtask of a keyed operator is slow"),
     capture!("rocksdb-stall", "a RocksDB-backed keyed operator whose backend stalls writes"),
@@ -112,5 +134,12 @@ pub fn verdict(capture: &Capture) -> Result<Verdict, String> {
         },
     ))
     .map_err(|e| e.to_string())?;
-    Ok(crate::render::words::verdict(&diagnose(&snapshot, &config.diagnosis)))
+    let mut verdict = crate::render::words::verdict(&diagnose(&snapshot, &config.diagnosis));
+    if let (Some(text), Some(culprit)) = (capture.flamegraph, crate::model::flamegraph::wants_profile(&verdict)) {
+        use crate::model::flamegraph::{ProfileKind, parse, profile};
+        let graph = parse(text)?;
+        let (id, name) = (culprit.vertex_id.clone(), culprit.vertex_name.clone());
+        verdict.profile = profile(&id, &name, ProfileKind::OffCpu, &graph, crate::model::verdict::rfc3339);
+    }
+    Ok(verdict)
 }

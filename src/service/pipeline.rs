@@ -422,10 +422,46 @@ impl Live {
         }
         notes.extend(source.warnings().into_iter().map(|w| format!("Prometheus warning: {w}")));
         snapshot.notes.extend(notes);
-        let verdict =
-            redact_verdict(&self.redactor, crate::render::words::verdict(&diagnose(&snapshot, &self.config.diagnosis)));
+        let verdict = crate::render::words::verdict(&diagnose(&snapshot, &self.config.diagnosis));
+        let verdict = self.with_profile(verdict, labels, &job_labels).await;
+        let verdict = redact_verdict(&self.redactor, verdict);
         let missing = snapshot.missing.into_iter().map(|m| redact_missing(&self.redactor, m)).collect();
         Ok(Diagnosis { verdict, missing })
+    }
+}
+
+impl Live {
+    /// The verdict with the profile of its culprit's vertex
+    /// ([`crate::model::flamegraph::wants_profile`]) when `[flink] flamegraph` is on: one
+    /// flame graph (`type=full`) asked of the job's cluster within
+    /// `flink.flamegraph_deadline` ([`FlinkRest::flamegraph_within`]). Without one (no
+    /// cluster, flame graphs disabled, no samples in time) the verdict is unchanged but for
+    /// a note saying why; never an error.
+    async fn with_profile(
+        &self,
+        mut verdict: Verdict,
+        labels: &BTreeMap<String, String>,
+        job_labels: &BTreeMap<String, String>,
+    ) -> Verdict {
+        use crate::model::flamegraph::{ProfileKind, profile, wants_profile};
+        if !self.config.flink.flamegraph {
+            return verdict;
+        }
+        let Some(culprit) = wants_profile(&verdict) else { return verdict };
+        let (vertex_id, vertex_name) = (culprit.vertex_id.clone(), culprit.vertex_name.clone());
+        let Some(Ok(rest)) = self.rest_for(labels, job_labels) else {
+            verdict.notes.push("no profile of the culprit's vertex: no Flink REST for this job".into());
+            return verdict;
+        };
+        let within = std::time::Duration::from_millis(self.config.flink.flamegraph_deadline.as_ms().max(0) as u64);
+        match rest.flamegraph_within(&verdict.job.id, &vertex_id, ProfileKind::Full, within).await {
+            Ok(graph) => {
+                verdict.profile =
+                    profile(&vertex_id, &vertex_name, ProfileKind::Full, &graph, crate::model::verdict::rfc3339)
+            }
+            Err(why) => verdict.notes.push(format!("no profile of the culprit's vertex: {why}")),
+        }
+        verdict
     }
 }
 

@@ -19,6 +19,7 @@ fn diagnose(job: &SyntheticJob) -> Verdict {
         recording: Some(recording),
         metrics: Vec::new(),
         scrape: Vec::new(),
+        flamegraph: None,
         flink: None,
         cluster: None,
         plan: Some(plan),

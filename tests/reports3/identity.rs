@@ -39,6 +39,7 @@ fn args(recording: &Path, plan: Option<&Path>, job: Option<&str>, config: Option
         recording: Some(recording.to_path_buf()),
         metrics: Vec::new(),
         scrape: Vec::new(),
+        flamegraph: None,
         flink: None,
         cluster: None,
         plan: plan.map(Path::to_path_buf),

@@ -23,6 +23,7 @@ fn args(recording: &Path, plan: &Path, config: Option<&Path>) -> DiagnoseArgs {
         recording: Some(recording.to_path_buf()),
         metrics: Vec::new(),
         scrape: Vec::new(),
+        flamegraph: None,
         flink: None,
         cluster: None,
         plan: Some(plan.to_path_buf()),

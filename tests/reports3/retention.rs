@@ -30,6 +30,7 @@ fn diagnose_recording(recording: &Path, dir: &Path, config: Option<&Path>) -> Ve
         recording: Some(recording.to_path_buf()),
         metrics: Vec::new(),
         scrape: Vec::new(),
+        flamegraph: None,
         flink: None,
         cluster: None,
         plan: Some(dir.join("plan.json")),

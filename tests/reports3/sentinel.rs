@@ -29,6 +29,7 @@ fn args(plan: &Path, recording: &Path) -> DiagnoseArgs {
         recording: Some(recording.to_path_buf()),
         metrics: Vec::new(),
         scrape: Vec::new(),
+        flamegraph: None,
         flink: None,
         cluster: None,
         plan: Some(plan.to_path_buf()),

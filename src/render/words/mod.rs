@@ -15,6 +15,7 @@ mod locate;
 pub mod missing;
 pub mod numbers;
 mod parallelism;
+pub mod profile;
 mod resources;
 mod retention;
 mod runbook;
@@ -91,6 +92,7 @@ pub fn verdict(d: &Diagnosis) -> Verdict {
         missing: dedup(d.missing.iter().map(|m| m.to_string()).collect()),
         notes: words(&d.notes),
         timeline: d.timeline.clone(),
+        profile: None,
     }
 }
 
