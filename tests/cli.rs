@@ -538,7 +538,8 @@ fn the_demo_replays_every_bundled_capture_offline() {
     ] {
         assert!(text.contains(&format!("━━ {name} —")), "{name} missing");
     }
-    // 10 of the 12 Flink 2.3 runs and both 1.x runs have a culprit.
+    // 10 of the 13 Flink 2.3 runs (not the two healthy ones, nor failover, which leads with
+    // its failure) and both 1.x runs have a culprit.
     assert_eq!(text.matches(" is the culprit: ").count(), 12);
     // chained-culprit-flamegraph shows its recorded profile: all 200 off-CPU samples parked.
     assert!(text.contains("Profile of enrich -> score: top frames of 200 off-CPU samples"), "{text}");
