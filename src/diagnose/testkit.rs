@@ -138,6 +138,7 @@ impl SnapshotBuilder {
                 job_topics: Vec::new(),
                 taskmanagers: Vec::new(),
                 pods: None,
+                autoscaler: None,
                 watermarks: Vec::new(),
                 timeline: Vec::new(),
                 operators: Vec::new(),

@@ -7,12 +7,15 @@
 //! * [`catalog`]: the raw metric and label names of Flink's reporter and Kafka exporters.
 //! * [`snapshot`]: everything the diagnosis sees about one job.
 //! * [`resources`]: the Kubernetes containers of the job's TaskManagers (memory, CPU quota).
+//! * [`autoscaler`]: the Flink Kubernetes Operator autoscaler's gauges per vertex, and the
+//!   verdict's view of them.
 //! * [`verdict`]: the `culprit.verdict/v1` value every interface renders.
 //! * [`notice`]: one thing to tell one destination about one alert group.
 //! * [`secret`]: the one redaction mechanism (every wire form of a secret).
 //! * [`foreign`]: what a message may say about another system's answer (never its body).
 //! * [`rest_template`]: a Flink REST URL from a job's labels (Kubernetes), values checked.
 
+pub mod autoscaler;
 pub mod catalog;
 pub mod facts;
 pub mod foreign;

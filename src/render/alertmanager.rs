@@ -210,6 +210,7 @@ mod tests {
             missing: vec![],
             notes: vec![],
             timeline: None,
+            autoscaler: None,
         }
     }
 

@@ -299,6 +299,7 @@ mod tests {
             missing: vec![],
             notes: vec![],
             timeline: None,
+            autoscaler: None,
         }
     }
 

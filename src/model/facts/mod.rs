@@ -7,6 +7,7 @@
 //! Pure data: no wording here. Each area of the runbook has its own enum in its own file
 //! (`runbook`, one per step); [`Fact`] has one variant per area.
 
+pub mod autoscaler;
 pub mod changes;
 pub mod checkpoints;
 pub mod headroom;
@@ -64,6 +65,9 @@ pub enum Fact {
     Resources(resources::ResourcesFact),
     /// Step `state_growth` and the hazard `checkpoint_timeout`: state that only grows.
     StateGrowth(state_growth::StateGrowthFact),
+    /// The Flink Kubernetes Operator autoscaler's recommendation for the culprit, and
+    /// whether it can help.
+    Autoscaler(autoscaler::AutoscalerFact),
 }
 
 impl Fact {
@@ -94,6 +98,12 @@ impl From<&str> for Fact {
 impl From<changes::ChangeFact> for Fact {
     fn from(f: changes::ChangeFact) -> Self {
         Fact::Change(f)
+    }
+}
+
+impl From<autoscaler::AutoscalerFact> for Fact {
+    fn from(f: autoscaler::AutoscalerFact) -> Self {
+        Fact::Autoscaler(f)
     }
 }
 
@@ -313,4 +323,6 @@ pub struct Diagnosis {
     pub missing: Vec<MissingFact>,
     pub notes: Vec<Fact>,
     pub timeline: Option<Timeline>,
+    /// The operator autoscaler's view of the culprit, when its gauges are in the store.
+    pub autoscaler: Option<crate::model::autoscaler::AutoscalerView>,
 }

@@ -6,6 +6,7 @@
 //!
 //! Pure: data in, text out.
 
+pub mod autoscaler;
 mod changes;
 mod checkpoints;
 mod headroom;
@@ -45,6 +46,7 @@ impl fmt::Display for Fact {
             Fact::StateBackend(s) => state_backend::word(s, f),
             Fact::Resources(r) => resources::word(r, f),
             Fact::StateGrowth(s) => state_growth::word(s, f),
+            Fact::Autoscaler(a) => autoscaler::word(a, f),
         }
     }
 }
@@ -89,6 +91,7 @@ pub fn verdict(d: &Diagnosis) -> Verdict {
         missing: dedup(d.missing.iter().map(|m| m.to_string()).collect()),
         notes: words(&d.notes),
         timeline: d.timeline.clone(),
+        autoscaler: d.autoscaler.clone(),
     }
 }
 
