@@ -10,12 +10,22 @@ use super::rounds::Scope;
 use crate::collect::query::{Query, QueryResult, ResultSeries, Selector};
 use crate::model::autoscaler::{AutoscalerValue, AutoscalerVertex};
 use crate::model::catalog::{MetricCatalog, labels as l};
+use crate::model::graph::JobGraph;
 
 /// Round 4's autoscaler answer, by name.
 pub(super) const AUTOSCALER: &str = "autoscaler_vertices";
 
-/// The one autoscaler query for these vertex ids; none without a plan to join by.
-pub(super) fn autoscaler_query(s: &Scope<'_>, vertex_ids: &[String]) -> Option<(String, Query)> {
+/// The plan's vertex ids: the `jobVertexID` values to ask for.
+fn plan_ids(graph: Option<&JobGraph>) -> Vec<String> {
+    graph.map(|g| g.vertices.iter().map(|v| v.id.clone()).collect()).unwrap_or_default()
+}
+
+/// The one autoscaler query for the plan's vertices; none without a plan to join by.
+pub(super) fn autoscaler_query(s: &Scope<'_>, graph: Option<&JobGraph>) -> Option<(String, Query)> {
+    ids_query(s, &plan_ids(graph))
+}
+
+fn ids_query(s: &Scope<'_>, vertex_ids: &[String]) -> Option<(String, Query)> {
     if vertex_ids.is_empty() {
         return None;
     }
@@ -65,6 +75,14 @@ fn resource_of(s: &ResultSeries) -> Option<String> {
 /// vertex than asked, or of no gauge of the catalog, are left out. `None` when the query
 /// was not asked.
 pub(super) fn assemble_autoscaler(
+    answer: Option<&QueryResult>,
+    cat: &MetricCatalog,
+    graph: Option<&JobGraph>,
+) -> Option<Vec<AutoscalerVertex>> {
+    assemble_for(answer, cat, &plan_ids(graph))
+}
+
+fn assemble_for(
     answer: Option<&QueryResult>,
     cat: &MetricCatalog,
     vertex_ids: &[String],
@@ -145,9 +163,9 @@ mod tests {
             trend_start: 0,
             measure: BackpressureMeasure::TimeMsPerSecond,
         };
-        assert!(autoscaler_query(&s, &[]).is_none(), "no plan, nothing to join by");
+        assert!(ids_query(&s, &[]).is_none(), "no plan, nothing to join by");
         let ids: Vec<String> = (0..400).map(|i| format!("{i:032x}")).collect();
-        let (name, q) = autoscaler_query(&s, &ids).unwrap();
+        let (name, q) = ids_query(&s, &ids).unwrap();
         assert_eq!(name, AUTOSCALER);
         let promql = q.to_promql();
         assert!(
@@ -158,7 +176,7 @@ mod tests {
         );
         assert!(promql.contains(&format!("jobVertexID=~\"{}|", ids[0])) && promql.contains(&ids[399]), "{promql}");
         // A hostile id is escaped as every other one-of matcher is.
-        let (_, q) = autoscaler_query(&s, &["a.b|c\"".to_string()]).unwrap();
+        let (_, q) = ids_query(&s, &["a.b|c\"".to_string()]).unwrap();
         assert!(q.to_promql().contains(r#"jobVertexID=~"a\\.b\\|c\"""#), "{}", q.to_promql());
     }
 
@@ -180,7 +198,7 @@ mod tests {
             series(&name("LAG"), sink, 10.0),
         ];
         let ids = [sink.to_string(), merge.to_string()];
-        let got = assemble_autoscaler(Some(&answer), &cat, &ids).unwrap();
+        let got = assemble_for(Some(&answer), &cat, &ids).unwrap();
         assert_eq!(got.len(), 2);
         let (m, s) = (&got[0], &got[1]);
         assert_eq!(s.vertex_id, sink);
@@ -192,7 +210,7 @@ mod tests {
         assert_eq!(m.recommended_parallelism, Some(AutoscalerValue::NotEvaluated));
         assert_eq!(m.true_processing_rate, None, "no series: unknown, not zero");
         // Asked and nothing found is an empty list; not asked is none.
-        assert_eq!(assemble_autoscaler(Some(&Vec::new()), &cat, &ids), Some(Vec::new()));
-        assert_eq!(assemble_autoscaler(None, &cat, &ids), None);
+        assert_eq!(assemble_for(Some(&Vec::new()), &cat, &ids), Some(Vec::new()));
+        assert_eq!(assemble_for(None, &cat, &ids), None);
     }
 }
