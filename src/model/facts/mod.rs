@@ -67,7 +67,7 @@ pub enum Fact {
     StateGrowth(state_growth::StateGrowthFact),
     /// The Flink Kubernetes Operator autoscaler's recommendation for the culprit, and
     /// whether it can help.
-    Autoscaler(autoscaler::AutoscalerFact),
+    Autoscaler(Box<autoscaler::AutoscalerFact>),
 }
 
 impl Fact {
@@ -103,7 +103,7 @@ impl From<changes::ChangeFact> for Fact {
 
 impl From<autoscaler::AutoscalerFact> for Fact {
     fn from(f: autoscaler::AutoscalerFact) -> Self {
-        Fact::Autoscaler(f)
+        Fact::Autoscaler(Box::new(f))
     }
 }
 
