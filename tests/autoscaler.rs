@@ -113,7 +113,9 @@ fn the_autoscaler_scaling_the_sink_to_8_will_not_help_when_the_system_behind_it_
         "{said}"
     );
     let text = culprit::render::text::render(&v, &Default::default());
-    assert!(text.contains("Autoscaler: Sink: hbase-account-profile 4 → 8 recommended"), "{text}");
+    assert!(text.contains("Autoscaler: Sink: hbase-account-profile 4 → 8, agrees; will not help\n"), "{text}");
+    let md = culprit::render::markdown::render(&v, false);
+    assert!(md.contains("**Autoscaler:** Sink: hbase-account-profile 4 → 8, agrees; will not help"), "{md}");
 }
 
 #[test]

@@ -79,21 +79,21 @@ pub(super) fn word(fact: &AutoscalerFact, f: &mut Formatter<'_>) -> fmt::Result 
     f.write_str(".")
 }
 
-/// The short line the text and Markdown renderings show: `Autoscaler: …`.
+/// The short line the text and Markdown renderings show after `Autoscaler: `.
 pub fn line(v: &AutoscalerView) -> String {
     let (name, from) = (&v.vertex_name, v.parallelism);
     let verdict = match (v.stance, v.next_step_helps) {
-        (AutoscalerStance::ScalesUpCulprit, Some(false)) => "agrees on the vertex, but that will not help",
+        (AutoscalerStance::ScalesUpCulprit, Some(false)) => "agrees; will not help",
         (AutoscalerStance::ScalesUpCulprit, _) => "agrees",
         (AutoscalerStance::ScalesDownCulprit, _) => "disagrees, scales it down",
-        (AutoscalerStance::ScalesUpOthers, _) => "disagrees, scales other vertices",
-        (AutoscalerStance::Holds, _) => "recommends no change",
+        (AutoscalerStance::ScalesUpOthers, _) => "disagrees, scales other vertices up",
+        (AutoscalerStance::Holds, _) => "no change",
         (AutoscalerStance::NotEvaluated, _) => "not evaluated yet",
-        (AutoscalerStance::NoCulpritSeries, _) => "no gauges for the culprit",
+        (AutoscalerStance::NoCulpritSeries, _) => "no gauges for this vertex",
         (AutoscalerStance::Ambiguous, _) => "several resources report these vertices",
     };
     match v.recommended_parallelism {
-        Some(to) => format!("{name} {from} → {to} recommended; {verdict}"),
-        None => format!("{name} at {from}; {verdict}"),
+        Some(to) => format!("{name} {from} → {to}, {verdict}"),
+        None => format!("{name} at {from}, {verdict}"),
     }
 }
