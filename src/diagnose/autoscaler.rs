@@ -21,7 +21,7 @@ use super::signals::VertexSignals;
 use crate::model::autoscaler::{AutoscalerStance, AutoscalerStep, AutoscalerVertex, AutoscalerView};
 use crate::model::verdict::{Finding, round_sig};
 
-/// A findings more parallelism does not fix: the limit is outside the vertex (`sink`) or in
+/// A finding more parallelism does not fix: the limit is outside the vertex (`sink`) or in
 /// one of its subtasks.
 pub fn parallelism_cannot_fix(finding: Finding) -> bool {
     matches!(finding, Finding::Sink | Finding::HotKey | Finding::SlowInstance | Finding::SourceSkew)
