@@ -21,6 +21,7 @@ use crate::model::snapshot::{
 };
 
 mod assemble;
+mod autoscaler;
 mod changes;
 mod error;
 mod failover;
@@ -196,6 +197,7 @@ async fn collect_from<S: MetricSource>(source: &S, mut input: CollectInput<'_>) 
     let tm_answers = ["gc_time", "cpu_load", rounds::HEAP_USED].map(|n| answers.get(n));
     let pods = resources::taskmanager_pods(&tm_answers);
     round4.extend(resources::container_queries(&scope, &pods));
+    round4.extend(autoscaler::autoscaler_query(&scope, graph.as_ref()));
     let topics = kafka::topics_seen(&kafka_inputs, &answers.results);
     round4.extend(kafka::offset_queries(&topics, scope.trend_start, at, scope.step));
     if !round4.is_empty() {
@@ -217,6 +219,8 @@ async fn collect_from<S: MetricSource>(source: &S, mut input: CollectInput<'_>) 
     let mut signals = assemble_job_signals(&mut answers, scope.cat, &subtasks, input.checkpoint_config);
     resources::add_jvm_memory(&mut signals.taskmanagers, &answers, scope.cat);
     let pods = (!pods.is_empty()).then(|| resources::assemble_pods(&answers, window.len_ms() as f64 / 1000.0));
+    let autoscaler =
+        autoscaler::assemble_autoscaler(answers.results.get(autoscaler::AUTOSCALER), scope.cat, graph.as_ref());
     notes.extend(signals.lag_note.clone());
     let Answers { promql, mut missing, .. } = answers;
     missing.sort();
@@ -243,6 +247,7 @@ async fn collect_from<S: MetricSource>(source: &S, mut input: CollectInput<'_>) 
         job_topics: kafka_inputs.topics.clone(),
         taskmanagers: signals.taskmanagers,
         pods,
+        autoscaler,
         watermarks: signals.watermarks,
         timeline,
         operators,

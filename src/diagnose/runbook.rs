@@ -51,7 +51,14 @@ pub fn diagnose(snapshot: &Snapshot, cfg: &DiagnosisConfig) -> Diagnosis {
         fix.extend(explained.fix);
         explained.fix = fix;
     }
-    let advice: Vec<Fact> = evaluated.iter().flat_map(|r| r.advice.iter().cloned()).collect();
+    let mut advice: Vec<Fact> = evaluated.iter().flat_map(|r| r.advice.iter().cloned()).collect();
+    // The operator autoscaler's recommendation: "not the fix" when its next step cannot help.
+    let autoscaler = super::autoscaler::evaluate(&ctx, culprit_shown, finding);
+    if let Some(view) = autoscaler.clone() {
+        let cannot_help = view.next_step_helps == Some(false);
+        let fact = Fact::from(crate::model::facts::autoscaler::AutoscalerFact { view, finding });
+        if cannot_help { explained.not_the_fix.push(fact) } else { advice.push(fact) }
+    }
     let mut evidence: Vec<Evidence> = Vec::new();
     for r in &evaluated {
         for e in &r.evidence {
@@ -115,6 +122,7 @@ pub fn diagnose(snapshot: &Snapshot, cfg: &DiagnosisConfig) -> Diagnosis {
         missing,
         notes,
         timeline: ctx.timeline.view(&signals, cfg, snapshot.step_ms),
+        autoscaler,
     }
 }
 

@@ -154,6 +154,7 @@ impl SnapshotBuilder {
                 job_topics: Vec::new(),
                 taskmanagers: Vec::new(),
                 pods: None,
+                autoscaler: None,
                 watermarks: Vec::new(),
                 timeline: Vec::new(),
                 operators: Vec::new(),

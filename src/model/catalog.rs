@@ -28,6 +28,13 @@ pub mod labels {
     pub const REASON: &str = "reason";
     /// kube-state-metrics' `resource` of `kube_pod_container_resource_limits`.
     pub const RESOURCE: &str = "resource";
+    /// The Flink Kubernetes Operator autoscaler's vertex label (`AutoscalerFlinkMetrics.JOB_VERTEX_ID`):
+    /// the plan's vertex id, 32 hex digits.
+    pub const JOB_VERTEX_ID: &str = "jobVertexID";
+    /// The operator's resource scope variables (`metrics-logging.md`, "Scope"): the
+    /// FlinkDeployment's or FlinkSessionJob's namespace and name.
+    pub const RESOURCE_NS: &str = "resourcens";
+    pub const RESOURCE_NAME: &str = "resourcename";
 }
 
 /// Metric names the collector queries. Every field names one Flink metric; the doc says
@@ -162,6 +169,16 @@ pub struct MetricCatalog {
     pub container_cfs_throttled_periods: String,
     /// cAdvisor `container_cpu_cfs_periods_total`, CFS periods (counter).
     pub container_cfs_periods: String,
+    /// The Flink Kubernetes Operator autoscaler's `AutoScaler.jobVertexID.<id>.PARALLELISM.Current`
+    /// through the operator's Prometheus reporter (`jobVertexID` a label), the vertex's
+    /// parallelism. Not a Flink job metric: the same under every naming scheme.
+    pub autoscaler_parallelism: String,
+    /// The autoscaler's `RECOMMENDED_PARALLELISM.Current` (NaN: not evaluated yet).
+    pub autoscaler_recommended_parallelism: String,
+    /// The autoscaler's `TRUE_PROCESSING_RATE.Current`, records/s at full capacity.
+    pub autoscaler_true_processing_rate: String,
+    /// The autoscaler's `LOAD.Current`, busy-time ratio 0–1.
+    pub autoscaler_load: String,
     /// Name suffixes of RocksDB native metrics. They match both forms the reporter
     /// writes: `…_operator_column_family_rocksdb_<m>` (with
     /// `state.backend.rocksdb.metrics.column-family-as-variable: true`) and
@@ -253,6 +270,7 @@ impl Default for MetricCatalog {
     fn default() -> Self {
         let task = |m: &str| format!("flink_taskmanager_job_task_{m}");
         let job = |m: &str| format!("flink_jobmanager_job_{m}");
+        let autoscaler = |m: &str| format!("flink_k8soperator_namespace_resource_AutoScaler_jobVertexID_{m}_Current");
         MetricCatalog {
             scheme: crate::model::naming::NamingScheme::FlinkPrometheus,
             busy: task("busyTimeMsPerSecond"),
@@ -326,6 +344,10 @@ impl Default for MetricCatalog {
             container_working_set: "container_memory_working_set_bytes".into(),
             container_cfs_throttled_periods: "container_cpu_cfs_throttled_periods_total".into(),
             container_cfs_periods: "container_cpu_cfs_periods_total".into(),
+            autoscaler_parallelism: autoscaler("PARALLELISM"),
+            autoscaler_recommended_parallelism: autoscaler("RECOMMENDED_PARALLELISM"),
+            autoscaler_true_processing_rate: autoscaler("TRUE_PROCESSING_RATE"),
+            autoscaler_load: autoscaler("LOAD"),
             rocksdb_is_write_stopped_suffix: "_rocksdb_is_write_stopped".into(),
             rocksdb_actual_delayed_write_rate_suffix: "_rocksdb_actual_delayed_write_rate".into(),
             rocksdb_compaction_pending_suffix: "_rocksdb_compaction_pending".into(),

@@ -9,12 +9,15 @@
 //! * [`failover`]: the job's restarts and Flink REST's exception history.
 //! * [`resources`]: the Kubernetes containers of the job's TaskManagers (memory, CPU quota).
 //! * [`flamegraph`]: a vertex's flame graph from Flink REST and the profile a verdict carries.
+//! * [`autoscaler`]: the Flink Kubernetes Operator autoscaler's gauges per vertex, and the
+//!   verdict's view of them.
 //! * [`verdict`]: the `culprit.verdict/v1` value every interface renders.
 //! * [`notice`]: one thing to tell one destination about one alert group.
 //! * [`secret`]: the one redaction mechanism (every wire form of a secret).
 //! * [`foreign`]: what a message may say about another system's answer (never its body).
 //! * [`rest_template`]: a Flink REST URL from a job's labels (Kubernetes), values checked.
 
+pub mod autoscaler;
 pub mod catalog;
 pub mod facts;
 pub mod failover;

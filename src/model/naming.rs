@@ -158,16 +158,21 @@ const METRICS: [(&str, Scope, &str, Kind); 41] = [
     ("gc_old_gen_collector_times", Scope::TaskManager, "", Kind::Gauge),
 ];
 
-/// Catalog keys of metrics other exporters write (kube-state-metrics, cAdvisor): the same
-/// name under every scheme, since Flink's reporter does not name them.
+/// Catalog keys of metrics other exporters write (kube-state-metrics, cAdvisor, the Flink
+/// Kubernetes Operator's own reporter): the same name under every scheme, since the job's
+/// reporter does not name them.
 #[cfg(test)]
-const NOT_FLINKS: [&str; 6] = [
+const NOT_FLINKS: [&str; 10] = [
     "kube_last_terminated_reason",
     "kube_restarts",
     "kube_resource_limits",
     "container_working_set",
     "container_cfs_throttled_periods",
     "container_cfs_periods",
+    "autoscaler_parallelism",
+    "autoscaler_recommended_parallelism",
+    "autoscaler_true_processing_rate",
+    "autoscaler_load",
 ];
 
 /// The old-generation (whole-heap) collectors among [`GC_COLLECTORS`]: what Tencent

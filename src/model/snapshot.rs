@@ -762,6 +762,11 @@ pub struct Snapshot {
     /// known to join them to), empty when asked and nothing found.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pods: Option<Vec<crate::model::resources::PodResources>>,
+    /// The Flink Kubernetes Operator autoscaler's gauges of the plan's vertices, when they
+    /// are in the same store; `None` when not asked (no plan: no vertex ids to join by),
+    /// empty when asked and nothing found.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub autoscaler: Option<Vec<crate::model::autoscaler::AutoscalerVertex>>,
     pub watermarks: Vec<VertexWatermark>,
     /// Every vertex per step of the window (max over subtasks), for the time-resolved
     /// reading; empty when not collected.

@@ -446,6 +446,11 @@ pub struct Verdict {
     /// note says why).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub profile: Option<crate::model::flamegraph::Profile>,
+    /// The Flink Kubernetes Operator autoscaler's recommendation for the culprit, whether it
+    /// agrees with the verdict and whether its next step can help; absent when its gauges are
+    /// not in the store or there is no culprit (added field).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub autoscaler: Option<crate::model::autoscaler::AutoscalerView>,
 }
 
 /// Rounds to 4 significant digits so verdicts do not carry float noise (evidence values,

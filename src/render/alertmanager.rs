@@ -211,6 +211,7 @@ mod tests {
             notes: vec![],
             timeline: None,
             profile: None,
+            autoscaler: None,
         }
     }
 

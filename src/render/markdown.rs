@@ -146,6 +146,10 @@ pub fn render(v: &Verdict, verbose: bool) -> String {
     list(&mut s, "Fix", &v.fix, &names, true);
     list(&mut s, "Not the fix", &v.not_the_fix, &names, false);
     list(&mut s, "Also", &v.advice, &names, false);
+    if let Some(a) = &v.autoscaler {
+        let line = crate::render::words::autoscaler::line(a);
+        let _ = writeln!(s, "\n**Autoscaler:** {}", escape(&names.text(&line)));
+    }
     let warnings: Vec<String> =
         v.hazards.iter().filter(|h| h.severity != Severity::Critical).map(|h| h.detail.clone()).collect();
     list(&mut s, "Warnings", &warnings, &names, false);

@@ -300,6 +300,7 @@ mod tests {
             notes: vec![],
             timeline: None,
             profile: None,
+            autoscaler: None,
         }
     }
 

@@ -130,6 +130,13 @@ struct View<'a> {
 }
 
 impl View<'_> {
+    /// `Autoscaler: …`, one line, when the verdict has the operator autoscaler's view.
+    fn autoscaler_line(&self) -> Option<String> {
+        let a = self.v.autoscaler.as_ref()?;
+        let line = format!("Autoscaler: {}", self.text(&crate::render::words::autoscaler::line(a)));
+        Some(clip(&line, self.width).into_owned())
+    }
+
     fn text(&self, s: &str) -> String {
         self.names.text(s)
     }
@@ -370,6 +377,7 @@ impl View<'_> {
         lines.extend(self.fix_lines(Some(caps)));
         lines.extend(self.list_lines("Not the fix", &v.not_the_fix, caps.not_items, Some(caps.not_lines)));
         lines.extend(at_most(self.profile_lines(1), 2, self.width));
+        lines.extend(self.autoscaler_line());
         let footer = self.footer(caps);
         let mut evidence = Vec::new();
         if !v.graph.vertices.is_empty() {
@@ -414,6 +422,7 @@ impl View<'_> {
         lines.extend(self.fix_lines(None));
         lines.extend(self.list_lines("Not the fix", &v.not_the_fix, usize::MAX, None));
         lines.extend(self.list_lines("Also", &v.advice, usize::MAX, None));
+        lines.extend(self.autoscaler_line());
         let warnings: Vec<String> =
             v.hazards.iter().filter(|h| h.severity != Severity::Critical).map(|h| h.detail.clone()).collect();
         lines.extend(self.list_lines("Warnings", &warnings, usize::MAX, None));

@@ -7,6 +7,7 @@
 //! Pure data: no wording here. Each area of the runbook has its own enum in its own file
 //! (`runbook`, one per step); [`Fact`] has one variant per area.
 
+pub mod autoscaler;
 pub mod changes;
 pub mod checkpoints;
 pub mod failover;
@@ -66,6 +67,9 @@ pub enum Fact {
     /// Step `state_growth` and the hazard `checkpoint_timeout`: state that only grows.
     StateGrowth(state_growth::StateGrowthFact),
     Failover(failover::FailoverFact),
+    /// The Flink Kubernetes Operator autoscaler's recommendation for the culprit, and
+    /// whether it can help.
+    Autoscaler(Box<autoscaler::AutoscalerFact>),
 }
 
 impl Fact {
@@ -96,6 +100,12 @@ impl From<&str> for Fact {
 impl From<changes::ChangeFact> for Fact {
     fn from(f: changes::ChangeFact) -> Self {
         Fact::Change(f)
+    }
+}
+
+impl From<autoscaler::AutoscalerFact> for Fact {
+    fn from(f: autoscaler::AutoscalerFact) -> Self {
+        Fact::Autoscaler(Box::new(f))
     }
 }
 
@@ -321,4 +331,6 @@ pub struct Diagnosis {
     pub missing: Vec<MissingFact>,
     pub notes: Vec<Fact>,
     pub timeline: Option<Timeline>,
+    /// The operator autoscaler's view of the culprit, when its gauges are in the store.
+    pub autoscaler: Option<crate::model::autoscaler::AutoscalerView>,
 }

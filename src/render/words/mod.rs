@@ -6,6 +6,7 @@
 //!
 //! Pure: data in, text out.
 
+pub mod autoscaler;
 mod changes;
 mod checkpoints;
 mod failover;
@@ -48,6 +49,7 @@ impl fmt::Display for Fact {
             Fact::Resources(r) => resources::word(r, f),
             Fact::StateGrowth(s) => state_growth::word(s, f),
             Fact::Failover(x) => failover::word(x, f),
+            Fact::Autoscaler(a) => autoscaler::word(a, f),
         }
     }
 }
@@ -93,6 +95,7 @@ pub fn verdict(d: &Diagnosis) -> Verdict {
         notes: words(&d.notes),
         timeline: d.timeline.clone(),
         profile: None,
+        autoscaler: d.autoscaler.clone(),
     }
 }
 
