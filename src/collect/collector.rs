@@ -133,7 +133,7 @@ fn round3_queries(
     round3
 }
 
-async fn collect_from<S: MetricSource>(source: &S, mut input: CollectInput<'_>) -> Result<Snapshot, CollectError> {
+async fn collect_from<S: MetricSource>(source: &S, input: CollectInput<'_>) -> Result<Snapshot, CollectError> {
     let cfg = &input.config.diagnosis;
     let at = input.request.at_ms.or_else(|| source.latest_ms()).ok_or(CollectError::NoData)?;
 
@@ -144,9 +144,8 @@ async fn collect_from<S: MetricSource>(source: &S, mut input: CollectInput<'_>) 
     // which window.
     let mut answers = Answers::default();
     let series = which_series(source, &input, &run, &distinguishing, at, &mut notes, &mut answers.missing).await?;
-    let (window, measure, changed, mut failover) =
+    let (window, measure, changed, failover) =
         which_window(source, &input, &run, &series, at, &mut answers.missing, &mut notes).await;
-    failover.exceptions = input.exceptions.take();
 
     let name = job_name(input.graph.as_ref(), &run.name_label);
     let kafka_inputs = kafka::job_inputs(&input.config.kafka, &name, &run.id);
@@ -222,9 +221,7 @@ async fn collect_from<S: MetricSource>(source: &S, mut input: CollectInput<'_>) 
     let autoscaler =
         autoscaler::assemble_autoscaler(answers.results.get(autoscaler::AUTOSCALER), scope.cat, graph.as_ref());
     notes.extend(signals.lag_note.clone());
-    let Answers { promql, mut missing, .. } = answers;
-    missing.sort();
-    missing.dedup();
+    let (promql, missing) = answers.into_queries_and_missing();
     Ok(Snapshot {
         job: JobIdentity {
             name: name.clone(),
@@ -259,7 +256,8 @@ async fn collect_from<S: MetricSource>(source: &S, mut input: CollectInput<'_>) 
         left_out: Vec::new(),
         notes,
         changes: run_changes,
-        failover: Some(failover),
+        // The history Flink REST gave, with the restarts the window's series show.
+        failover: Some(crate::model::failover::Failover { exceptions: input.exceptions, ..failover }),
     })
 }
 
@@ -278,6 +276,14 @@ struct Answers {
 }
 
 impl Answers {
+    /// The PromQL of every query asked, by name, and what was missing, sorted, once each.
+    fn into_queries_and_missing(self) -> (BTreeMap<String, String>, Vec<Missing>) {
+        let Answers { promql, mut missing, .. } = self;
+        missing.sort();
+        missing.dedup();
+        (promql, missing)
+    }
+
     /// Asks `named` queries in one batch; a failed query becomes a [`Missing`] entry.
     pub(super) async fn ask<S: MetricSource>(&mut self, source: &S, named: Vec<(String, Query)>) {
         let queries: Vec<Query> = named.iter().map(|(_, q)| q.clone()).collect();

@@ -129,7 +129,7 @@ fn most_failing<'e>(
     }
     let (name, mut entries) =
         by_task.into_iter().max_by(|(_, a), (_, b)| a.len().cmp(&b.len()).then(newest(a).cmp(&newest(b))))?;
-    entries.sort_by(|a, b| b.timestamp_ms.cmp(&a.timestamp_ms));
+    entries.sort_by_key(|e| std::cmp::Reverse(e.timestamp_ms));
     Some((entries, vertex_named(ctx, &name)))
 }
 

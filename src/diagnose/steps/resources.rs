@@ -267,6 +267,10 @@ fn elsewhere(ctx: &Context, culprits: &BTreeSet<&str>, r: &mut StepReport) {
     }
 }
 
+/// One evidence row: the reading, the metric's name, its threshold and the signal whose
+/// PromQL gives it.
+type EvidenceRow<'a> = (&'a dyn Fn(&NodeReading) -> Option<f64>, &'a str, f64, &'a str);
+
 /// The worst culprit TaskManager's numbers.
 fn evidence_of(ctx: &Context, nodes: &[NodeReading]) -> Vec<Evidence> {
     let t = &ctx.cfg.thresholds;
@@ -274,7 +278,7 @@ fn evidence_of(ctx: &Context, nodes: &[NodeReading]) -> Vec<Evidence> {
         nodes.iter().filter_map(|n| Some((n, f(n)?))).max_by(|a, b| a.1.total_cmp(&b.1))
     };
     let mut out = Vec::new();
-    let rows: [(&dyn Fn(&NodeReading) -> Option<f64>, &str, f64, &str); 4] = [
+    let rows: [EvidenceRow; 4] = [
         (&|n| n.gc_share_ratio, "share of time in GC (Status.JVM.GarbageCollector.*.Time)", t.gc_time_share, "gc_time"),
         (&|n| n.heap_used_ratio(), "Status.JVM.Memory.Heap.Used / Heap.Max", t.heap_used_ratio, "heap_used"),
         (

@@ -66,14 +66,12 @@ pub fn run(ctx: &Context, culprit: &VertexSignals) -> StepReport {
             if let SourcesFact::ReadersWithoutSplits { subtasks, .. } = &without {
                 without_split += subtasks.len();
             }
-            if !stalled {
-                if let SourcesFact::ReadersWithoutSplits { subtasks, splits, .. } = &without {
-                    advice.push(SourcesFact::WastedSlots {
-                        source: s.name.clone(),
-                        without: subtasks.len(),
-                        splits: *splits,
-                    });
-                }
+            if !stalled && let SourcesFact::ReadersWithoutSplits { subtasks, splits, .. } = &without {
+                advice.push(SourcesFact::WastedSlots {
+                    source: s.name.clone(),
+                    without: subtasks.len(),
+                    splits: *splits,
+                });
             }
         }
         advice.extend(idle_under_backpressure(ctx, s));

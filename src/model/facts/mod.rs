@@ -66,7 +66,8 @@ pub enum Fact {
     Resources(resources::ResourcesFact),
     /// Step `state_growth` and the hazard `checkpoint_timeout`: state that only grows.
     StateGrowth(state_growth::StateGrowthFact),
-    Failover(failover::FailoverFact),
+    /// Boxed: a failure's strings would make every fact larger.
+    Failover(Box<failover::FailoverFact>),
     /// The Flink Kubernetes Operator autoscaler's recommendation for the culprit, and
     /// whether it can help.
     Autoscaler(Box<autoscaler::AutoscalerFact>),
@@ -117,7 +118,7 @@ impl From<retention::RetentionFact> for Fact {
 
 impl From<failover::FailoverFact> for Fact {
     fn from(f: failover::FailoverFact) -> Self {
-        Fact::Failover(f)
+        Fact::Failover(Box::new(f))
     }
 }
 
