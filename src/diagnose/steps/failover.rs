@@ -104,7 +104,10 @@ pub fn run(ctx: &Context) -> Failing {
         failures: in_window.len() as u32,
         truncated,
     });
-    let memory = matches!(failure.kind, FailureKind::HeapOom | FailureKind::DirectOom | FailureKind::MetaspaceOom);
+    let memory = matches!(
+        failure.kind,
+        FailureKind::HeapOom | FailureKind::DirectOom | FailureKind::MetaspaceOom | FailureKind::ContainerOomKilled
+    );
     report.fix.push(FailoverFact::FixFailure { failure });
     report.fix.push(FailoverFact::Backoff);
     report.not_the_fix.push(FailoverFact::NotScaling { memory });
@@ -161,8 +164,16 @@ fn failure_of(ctx: &Context, e: &ExceptionEntry) -> Failure {
         endpoint: e.endpoint.clone(),
         task_manager_id: e.task_manager_id.clone(),
         at_ms: e.timestamp_ms,
-        kind: kind_of(e),
+        kind: if pod_oom_killed(ctx, e) { FailureKind::ContainerOomKilled } else { kind_of(e) },
     }
+}
+
+/// The pod of the failure's TaskManager (on Kubernetes the TaskManager id is the pod name)
+/// was OOM-killed in the window.
+fn pod_oom_killed(ctx: &Context, e: &ExceptionEntry) -> bool {
+    let Some(tm) = e.task_manager_id.as_deref() else { return false };
+    let pods = ctx.snapshot.pods.as_deref().unwrap_or_default();
+    pods.iter().any(|p| p.pod == tm && p.oom_killed_in_window() == Some(true))
 }
 
 /// Messages of a TaskManager that went away, as Flink's JobMaster and network stack write
@@ -321,6 +332,41 @@ mod tests {
         assert_eq!(v.culprit.as_ref().unwrap().vertex_name, "Sink: db");
         assert!(v.fix[0].contains("taskmanager.memory.task.heap.size"), "{:?}", v.fix);
         assert!(v.not_the_fix[0].contains("the memory that runs out is the fix"), "{:?}", v.not_the_fix);
+    }
+
+    #[test]
+    fn a_lost_taskmanager_whose_pod_was_oom_killed_gets_the_containers_memory_fix() {
+        // The heartbeat timed out on tm-1; kube-state-metrics says pod tm-1 was OOM-killed
+        // and restarted in the window.
+        let lost = |s| {
+            failed(
+                "validate (1/2)",
+                "java.util.concurrent.TimeoutException",
+                "Heartbeat of TaskManager with id tm-1 timed out.",
+                s,
+            )
+        };
+        let pod = crate::model::resources::PodResources {
+            pod: "tm-1".into(),
+            namespace: None,
+            container: None,
+            last_terminated_oom_killed: Some(true),
+            restarts_in_window: Some(2.0),
+            working_set_max_bytes: None,
+            memory_limit_bytes: None,
+            cpu_limit_cores: None,
+            cpu_throttled_ratio: None,
+        };
+        let snap = job()
+            .pod(pod)
+            .failover(failover(restarts(&[-200, -60]), history(vec![lost(-61), lost(-201)]), false))
+            .build();
+        let v = verdict(&snap);
+        assert!(v.fix[0].contains("OOM-killed") && v.fix[0].contains("taskmanager.memory.process.size"), "{:?}", v.fix);
+        // Without the pod's kill it is a lost TaskManager: look at why the pod ended.
+        let without =
+            job().failover(failover(restarts(&[-200, -60]), history(vec![lost(-61), lost(-201)]), false)).build();
+        assert!(verdict(&without).fix[0].contains("heartbeat.timeout only hides"), "{:?}", verdict(&without).fix);
     }
 
     #[test]

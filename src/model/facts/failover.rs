@@ -14,6 +14,10 @@ pub enum FailureKind {
     /// A TaskManager was lost (heartbeat timeout, no longer reachable, its connection closed):
     /// the process or its pod went away.
     TaskManagerLost,
+    /// The TaskManager's container was OOM-killed in the window (kube-state-metrics'
+    /// last termination `OOMKilled` of the pod named like the TaskManager): the process
+    /// outgrew the pod's memory limit, whatever the exception says.
+    ContainerOomKilled,
     /// More checkpoints failed than `execution.checkpointing.tolerable-failed-checkpoints`
     /// allows.
     CheckpointFailures,

@@ -140,6 +140,11 @@ fn fix(failure: &Failure, f: &mut Formatter<'_>) -> fmt::Result {
             "The TaskManager{} running {at} went away: see why its process or pod ended (kubectl describe pod: OOMKilled, evicted, a preempted node); an OOM-killed container needs a memory limit above taskmanager.memory.process.size. Raising heartbeat.timeout only hides a TaskManager that is gone.",
             failure.task_manager_id.as_deref().map(|t| format!(" {t}")).unwrap_or_default()
         ),
+        FailureKind::ContainerOomKilled => write!(
+            f,
+            "The container of TaskManager{} running {at} was OOM-killed in the window (kube-state-metrics: last terminated OOMKilled): the process outgrew the pod's memory limit. Keep taskmanager.memory.process.size under the limit (times kubernetes.taskmanager.memory.limit-factor), raise taskmanager.memory.jvm-overhead.fraction (or .min) for native memory, and keep RocksDB in managed memory (state.backend.rocksdb.memory.managed: true).",
+            failure.task_manager_id.as_deref().map(|t| format!(" {t}")).unwrap_or_default()
+        ),
         FailureKind::CheckpointFailures => f.write_str(
             "The job fails because more checkpoints fail than execution.checkpointing.tolerable-failed-checkpoints allows: find why they fail (their duration against execution.checkpointing.timeout, the alignment); raising the tolerance only buys time.",
         ),
