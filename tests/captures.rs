@@ -91,6 +91,23 @@ fn a_failing_job_seen_only_by_its_restarts_is_failing_over_with_the_task_unknown
 }
 
 #[test]
+fn a_job_whose_watermark_readers_without_splits_hold_back_says_so_though_nothing_is_backpressured() {
+    // idle-split: 4 readers over 2 splits, no idleness; readers 1 and 3 read nothing and
+    // the watermark after them never arrives.
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/captures/idle-split");
+    let v = diagnose_command(&args(&dir), 0).unwrap();
+    assert!(
+        v.summary.ends_with(
+            "But parse's input watermark never arrived: 2 of the 4 readers of Source: txn-source hold no split."
+        ),
+        "{}",
+        v.summary
+    );
+    assert!(v.advice.iter().any(|a| a.contains("(subtasks 1, 3) read no records")), "{:?}", v.advice);
+    assert!(v.advice.iter().any(|a| a.contains("WatermarkStrategy.withIdleness")), "{:?}", v.advice);
+}
+
+#[test]
 fn the_checkpoint_configuration_from_flink_rest_does_not_change_any_finding() {
     for dir in captures() {
         let mut a = args(&dir);

@@ -90,6 +90,16 @@ pub fn diagnose(snapshot: &Snapshot, cfg: &DiagnosisConfig) -> Diagnosis {
             .unwrap_or_else(|| default_summary(&ctx, status, culprit_shown).into()),
         more_culprits: culprits.iter().skip(1).map(|c| c.vertex_name.clone()).collect(),
         changes: super::changes::summary_tail(snapshot),
+        // A clear step's summary: only when no step gave the line.
+        health: if finding_report.is_none() {
+            run.reports
+                .iter()
+                .filter(|(_, r)| r.outcome == Outcome::Clear)
+                .filter_map(|(_, r)| r.summary.clone())
+                .collect()
+        } else {
+            Vec::new()
+        },
     };
     let mut notes = notes(snapshot, &signals, cfg, finding == Finding::FailingOver);
     notes.extend(retention.notes);
@@ -165,6 +175,7 @@ fn run_steps<'a>(ctx: &Context<'a>) -> Run<'a> {
         let report = match (step, examined) {
             (StepName::Sink, Some(c)) => sink::run(ctx, c),
             (StepName::Sources, Some(c)) => sources::run(ctx, c),
+            (StepName::Sources, None) if ctx.red.is_empty() => sources::without_culprit(ctx),
             (StepName::HotKey, Some(c)) => hot_key::run(ctx, c),
             (StepName::Resources, Some(c)) => resources::run(ctx, c),
             (StepName::StateBackend, Some(c)) => state_backend::run(ctx, c),

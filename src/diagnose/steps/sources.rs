@@ -158,6 +158,49 @@ fn offsets_counted(readers: &[&SourceReader]) -> bool {
     readers.iter().any(|r| r.splits_from_offsets)
 }
 
+/// When nothing is backpressured (no culprit to examine): every vertex whose input
+/// watermark never arrived while readers of a source feeding it hold no split, as advice
+/// (the readers, the stall, the fix). A job whose windows never fire is not slow; it is
+/// still the first thing an engineer looking at it needs to know.
+pub fn without_culprit(ctx: &Context) -> StepReport {
+    let mut r = StepReport::clear(crate::model::facts::runbook::RunbookFact::NoCulpritToExamine { nothing_red: true });
+    if ctx.signals.graph_free {
+        return r;
+    }
+    let stalled: Vec<&VertexSignals> =
+        ctx.signals.vertices.iter().filter(|v| !v.is_source && locate_no_watermark(ctx, v)).collect();
+    for s in ctx.signals.vertices.iter().filter(|v| v.is_source) {
+        // The stalled vertices this source feeds, in the graph's (topological) order.
+        let fed: Vec<String> = stalled
+            .iter()
+            .filter(|v| feeding_sources(ctx, v).iter().any(|f| f.id == s.id))
+            .map(|v| v.name.clone())
+            .collect();
+        let Some(first) = fed.first().cloned() else { continue };
+        let Some(readers @ SourcesFact::ReadersWithoutSplits { splits, readers: n, .. }) = without_splits(ctx, s)
+        else {
+            continue;
+        };
+        if let SourcesFact::ReadersWithoutSplits { subtasks, .. } = &readers
+            && r.summary.is_none()
+        {
+            r.summary = Some(
+                SourcesFact::WatermarkHeldSummary {
+                    vertex: first,
+                    source: s.name.clone(),
+                    without: subtasks.len(),
+                    readers: n,
+                }
+                .into(),
+            );
+        }
+        r.advice.push(SourcesFact::WatermarkHeldBySplits { vertices: fed, source: s.name.clone() });
+        r.advice.push(readers);
+        r.advice.push(SourcesFact::ParallelismToSplits { source: s.name.clone(), splits, readers: n });
+    }
+    r
+}
+
 /// For `state_backend`'s `watermark_stall`: the readers without a split of every source
 /// feeding `culprit` (cause), and the fix that belongs to each.
 pub fn without_splits_feeding(ctx: &Context, culprit: &VertexSignals) -> (Vec<Fact>, Vec<Fact>) {
@@ -590,6 +633,58 @@ mod tests {
             ))
         );
         assert!(d.fix.iter().any(|f| matches!(f, Fact::StateBackend(StateBackendFact::MarkIdleInputs))));
+    }
+
+    #[test]
+    fn without_backpressure_a_watermark_held_back_by_readers_without_splits_is_said_in_the_summary() {
+        // Nothing is red; reader 3 of 4 holds no partition (the others one each: 3
+        // splits), and the window's input watermark reads Long.MIN_VALUE all window.
+        let mut b = SnapshotBuilder::new()
+            .vertex("src", "Source: impressions", 4)
+            .vertex("win", "TumblingEventTimeWindows", 4)
+            .vertex("sink", "Sink: out", 4)
+            .edge("src", "win", "HASH")
+            .edge("win", "sink", "FORWARD")
+            .all_subtasks("src", 0.05, 0.0, 0.95, None)
+            .all_subtasks("win", 0.02, 0.0, 0.98, 600.0)
+            .all_subtasks("sink", 0.0, 0.0, 1.0, 0.0)
+            .watermark("win", line(-300, 0, 10, crate::model::snapshot::LONG_MIN_AS_F64, 0.0));
+        for i in 0..4 {
+            let r = if i == 3 {
+                reader("src", i, 0.0)
+            } else {
+                SourceReader { splits: Some(1), splits_from_offsets: true, ..reader("src", i, 800.0) }
+            };
+            b = b.source_reader(r);
+        }
+        let snap = b.build();
+        let v = crate::diagnose::testkit::verdict(&snap);
+        assert_eq!((v.status.as_str(), v.finding.as_str()), ("no_backpressure", "none"));
+        assert!(
+            v.summary.ends_with(
+                "But TumblingEventTimeWindows's input watermark never arrived: 1 of the 4 readers of Source: impressions holds no split."
+            ),
+            "{}",
+            v.summary
+        );
+        assert!(
+            v.advice.iter().any(|a| a.starts_with("Give Source: impressions at most 3 subtasks")),
+            "{:?}",
+            v.advice
+        );
+        // With the watermark arriving, the idle reader only wastes a slot: nothing in the summary.
+        let mut b = SnapshotBuilder::new()
+            .vertex("src", "Source: impressions", 4)
+            .vertex("win", "TumblingEventTimeWindows", 4)
+            .edge("src", "win", "HASH")
+            .all_subtasks("src", 0.05, 0.0, 0.95, None)
+            .all_subtasks("win", 0.02, 0.0, 0.98, 600.0)
+            .watermark("win", line(-300, 0, 10, 1.8e12, 1000.0));
+        for i in 0..4 {
+            b = b.source_reader(SourceReader { splits: Some(if i == 3 { 0 } else { 1 }), ..reader("src", i, 800.0) });
+        }
+        let v = crate::diagnose::testkit::verdict(&b.build());
+        assert!(v.summary.ends_with("is 5% busy."), "{}", v.summary);
     }
 
     #[test]

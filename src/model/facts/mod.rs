@@ -301,6 +301,9 @@ pub struct Summary {
     /// What changed in the job's identity or shape (a run replaced, a rescale, a restart),
     /// said after the line in every output.
     pub changes: Vec<Fact>,
+    /// What a clear step found wrong with the job although nothing is backpressured (a
+    /// watermark held back by readers without a split), said after the line.
+    pub health: Vec<Fact>,
 }
 
 /// The diagnosis of one snapshot: the verdict's data, with facts where the verdict has

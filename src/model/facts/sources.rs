@@ -42,6 +42,14 @@ pub enum AlignmentFix {
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum SourcesFact {
+    /// Advice when nothing is backpressured: `vertex`'s input watermark never arrived (its
+    /// event-time windows and timers never fire) while readers of a source feeding it hold
+    /// no split (`ReadersWithoutSplits` says which).
+    /// `vertices`: those whose input watermark never arrived, nearest the source first.
+    WatermarkHeldBySplits { vertices: Vec<String>, source: String },
+    /// Summary tail when nothing is backpressured: the first such vertex, and how many of
+    /// the source's readers hold no split.
+    WatermarkHeldSummary { vertex: String, source: String, without: usize, readers: usize },
     /// No data: without the job graph, which sources feed the culprit is unknown.
     NoGraph,
     /// No data: the sources feeding the culprit report none of the reader metrics

@@ -121,9 +121,9 @@ fn summary(s: &Summary) -> String {
             s.more_culprits.join(", ")
         ));
     }
-    for change in &s.changes {
+    for fact in s.health.iter().chain(&s.changes) {
         line.push(' ');
-        line.push_str(&change.to_string());
+        line.push_str(&fact.to_string());
     }
     match s.hazard.as_ref().filter(|h| h.severity == Severity::Critical) {
         Some(h) => format!("{}. {line}", hazard_lead(h)),
