@@ -46,22 +46,7 @@ pub(super) fn word(fact: &SourcesFact, f: &mut Formatter<'_>) -> fmt::Result {
         SourcesFact::ReadersWithoutSplits { source, subtasks: list, readers, splits, sign } => {
             without_splits(source, list, *readers, *splits, *sign, f)
         }
-        SourcesFact::WatermarkHeldBySplits { vertices, source } => {
-            let (first, rest) = vertices.split_first().map_or(("", 0), |(f, r)| (f.as_str(), r.len()));
-            write!(f, "Nothing is backpressured, but the input watermark of {first}")?;
-            if rest > 0 {
-                write!(f, " (and of the {rest} vertices after it)")?;
-            }
-            write!(
-                f,
-                " never arrived, so event-time windows and timers there never fire: readers of {source} that hold no split emit no watermark, and a watermark is the minimum over all readers."
-            )
-        }
-        SourcesFact::WatermarkHeldSummary { vertex, source, without, readers } => write!(
-            f,
-            "But {vertex}'s input watermark never arrived: {without} of the {readers} readers of {source} {} no split.",
-            if *without == 1 { "holds" } else { "hold" }
-        ),
+        SourcesFact::WatermarkHeldBySplits { .. } | SourcesFact::WatermarkHeldSummary { .. } => held(fact, f),
         SourcesFact::WastedSlots { source, without, splits } => write!(
             f,
             "{without} reader(s) of {source} hold no split and hold no watermark back (it advances or none is used): they only take slots; {} — set the source's parallelism to at most its splits.",
@@ -142,6 +127,29 @@ pub(super) fn word(fact: &SourcesFact, f: &mut Formatter<'_>) -> fmt::Result {
             human_secs(in_reader_ms / 1000.0),
             human_secs(fetch_lag_ms / 1000.0)
         ),
+    }
+}
+
+/// The watermark that readers without a split hold back, when nothing is backpressured.
+fn held(fact: &SourcesFact, f: &mut Formatter<'_>) -> fmt::Result {
+    match fact {
+        SourcesFact::WatermarkHeldBySplits { vertices, source } => {
+            let (first, rest) = vertices.split_first().map_or(("", 0), |(f, r)| (f.as_str(), r.len()));
+            write!(f, "Nothing is backpressured, but the input watermark of {first}")?;
+            if rest > 0 {
+                write!(f, " (and of the {rest} vertices after it)")?;
+            }
+            write!(
+                f,
+                " never arrived, so event-time windows and timers there never fire: readers of {source} that hold no split emit no watermark, and a watermark is the minimum over all readers."
+            )
+        }
+        SourcesFact::WatermarkHeldSummary { vertex, source, without, readers } => write!(
+            f,
+            "But {vertex}'s input watermark never arrived: {without} of the {readers} readers of {source} {} no split.",
+            if *without == 1 { "holds" } else { "hold" }
+        ),
+        _ => Ok(()),
     }
 }
 
