@@ -108,6 +108,18 @@ fn a_job_whose_watermark_readers_without_splits_hold_back_says_so_though_nothing
 }
 
 #[test]
+fn state_that_rose_for_only_two_minutes_is_not_called_growth_and_the_verdict_says_why() {
+    // state-growth: a new key per record, no TTL, 150 s: live data 0 → ~8 MB, shorter than
+    // the 10 min `state_growth_min_span`.
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/captures/state-growth");
+    let v = diagnose_command(&args(&dir), 0).unwrap();
+    let step = v.steps.iter().find(|s| s.step.as_str() == "state_growth").unwrap();
+    assert!(step.detail.starts_with("The state of account-state rises ("), "{}", step.detail);
+    assert!(step.detail.contains("but over 2 min only: growth is judged over at least 10 min"), "{}", step.detail);
+    assert!(!v.summary.contains("only grows"), "{}", v.summary);
+}
+
+#[test]
 fn the_checkpoint_configuration_from_flink_rest_does_not_change_any_finding() {
     for dir in captures() {
         let mut a = args(&dir);

@@ -176,6 +176,7 @@ fn run_steps<'a>(ctx: &Context<'a>) -> Run<'a> {
             (StepName::Sink, Some(c)) => sink::run(ctx, c),
             (StepName::Sources, Some(c)) => sources::run(ctx, c),
             (StepName::Sources, None) if ctx.red.is_empty() => sources::without_culprit(ctx),
+            (StepName::StateGrowth, None) if ctx.red.is_empty() => state_growth::without_culprit(ctx),
             (StepName::HotKey, Some(c)) => hot_key::run(ctx, c),
             (StepName::Resources, Some(c)) => resources::run(ctx, c),
             (StepName::StateBackend, Some(c)) => state_backend::run(ctx, c),

@@ -56,6 +56,18 @@ impl Rule {
     }
 }
 
+impl Rule {
+    /// Why `g` is not growth: with `short_of_s` when it rises as growth does but over less
+    /// than the minimum span.
+    fn not_growing(&self, vertex: String, g: Growth) -> StateGrowthFact {
+        let rises = g.rising_ratio >= self.rising_ratio
+            && g.samples >= self.min_samples
+            && g.per_hour_ratio >= self.min_per_hour_ratio;
+        let short_of_s = (rises && g.span_s < self.min_span_s).then_some(self.min_span_s);
+        StateGrowthFact::NotGrowing { vertex, growth: g, short_of_s }
+    }
+}
+
 /// How a series moves: its samples, its rises between consecutive samples (how many, and
 /// by how much in all), how much it fell in all, and the least-squares slope (per s).
 struct Moves {
@@ -176,7 +188,7 @@ pub fn run(ctx: &Context, culprit: &VertexSignals) -> StepReport {
                 let keys_per_s = (keys.len() >= 2).then(|| slope_per_s(&keys)).flatten();
                 grows_report(ctx, culprit, g, keys_per_s, true)
             }
-            Some(Ok(g)) => elsewhere(ctx, culprit, job, StateGrowthFact::NotGrowing { vertex, growth: g }),
+            Some(Ok(g)) => elsewhere(ctx, culprit, job, rule.not_growing(vertex, g)),
             Some(Err(samples)) => too_few(ctx, culprit, job, source, samples, &rule),
             None => elsewhere(ctx, culprit, job, StateGrowthFact::NoSizes { vertex }),
         };
@@ -196,6 +208,46 @@ pub fn run(ctx: &Context, culprit: &VertexSignals) -> StepReport {
     }
 }
 
+/// When nothing is backpressured (no culprit to examine): the first vertex whose own
+/// RocksDB state only grows, else the job's checkpoints when they only grow and one vertex
+/// alone is stateful, ends the summary, with the TTL as advice. State that only grows is
+/// not slow yet; it is what makes checkpoints and restores slow later.
+pub fn without_culprit(ctx: &Context) -> StepReport {
+    let rule = Rule::of(ctx);
+    let mut r = StepReport::clear(crate::model::facts::runbook::RunbookFact::NoCulpritToExamine { nothing_red: true });
+    // Every vertex's own RocksDB size, then the job's checkpoints when one vertex alone is
+    // stateful: the growths measured, in the graph's order.
+    let mut measured: Vec<(&VertexSignals, Growth)> = ctx
+        .signals
+        .vertices
+        .iter()
+        .filter_map(|v| {
+            let rocks: Vec<&RocksDbSubtask> = ctx.snapshot.rocksdb.iter().filter(|x| x.vertex_id == v.id).collect();
+            let (points, source, _) = culprit_size(&rocks)?;
+            Some((v, growth(&points, source, &rule)?.ok()?))
+        })
+        .collect();
+    let stateful: Vec<&VertexSignals> = ctx.signals.vertices.iter().filter(|v| v.is_stateful()).collect();
+    if let ([only], Some(g), true) = (stateful.as_slice(), job_growth(ctx), ctx.snapshot.rocksdb.is_empty()) {
+        measured.push((only, g));
+    }
+    let Some(&(vertex, g)) = measured.iter().find(|(_, g)| g.only_grows) else {
+        // Say what was measured and why it is not growth (too short, cleaned up, flat).
+        if let Some((v, g)) = measured.first() {
+            r.detail = rule.not_growing(v.name.clone(), *g).into();
+        }
+        return r;
+    };
+    r.summary = Some(StateGrowthFact::GrowsWithoutBackpressure { vertex: vertex.name.clone(), growth: g }.into());
+    r.advice.push(StateGrowthFact::Ttl {
+        bytes_per_hour: g.bytes_per_hour(),
+        bytes_now: g.bytes_now,
+        ttl_hours: ttl_hours(&g),
+    });
+    push_evidence(ctx, &mut r, if g.source.is_job_wide() { "job" } else { vertex.name.as_str() }, &g);
+    r
+}
+
 /// The culprit is the job's only stateful vertex (by the graph's kinds and keyed inputs),
 /// and no vertex has RocksDB metrics that would say otherwise.
 fn only_stateful(ctx: &Context, culprit: &VertexSignals) -> bool {
@@ -209,7 +261,7 @@ fn only_stateful(ctx: &Context, culprit: &VertexSignals) -> bool {
 fn stateless_or(culprit: &VertexSignals, rocks: &[&RocksDbSubtask], g: Option<Growth>) -> StateGrowthFact {
     let vertex = culprit.name.clone();
     match g {
-        Some(growth) => StateGrowthFact::NotGrowing { vertex, growth },
+        Some(growth) => StateGrowthFact::NotGrowing { vertex, growth, short_of_s: None },
         None if culprit.is_stateful() || !rocks.is_empty() => StateGrowthFact::WhoseUnknown { vertex },
         None => StateGrowthFact::Stateless { vertex },
     }
@@ -435,6 +487,31 @@ mod tests {
         let rate = evidence(&r.evidence, "rocksdb estimate_live_data_size growth");
         // 555 555.6 to 4 significant digits.
         assert_eq!((rate.value, rate.unit.as_str()), (555_600.0, "bytes/s"));
+    }
+
+    #[test]
+    fn without_backpressure_state_that_only_grows_ends_the_summary_with_the_ttl_as_advice() {
+        // Nothing red; score's RocksDB live data as above: 11 GB now, +2 GB/h → TTL 6 h.
+        let calm = || {
+            job()
+                .all_subtasks("src", 0.05, 0.0, 0.95, None)
+                .all_subtasks("score", 0.3, 0.0, 0.7, 1000.0)
+                .all_subtasks("sink", 0.1, 0.0, 0.9, 1000.0)
+        };
+        let v = verdict(&rising_live_data(calm()).build());
+        assert_eq!((v.status.as_str(), v.finding.as_str()), ("no_backpressure", "none"));
+        assert!(v.culprit.is_none());
+        assert!(
+            v.summary.ends_with("But stateful-score's state only grows: 2.0 GB/h at 11.0 GB now; give it a TTL before its checkpoints and restores outgrow their time."),
+            "{}",
+            v.summary
+        );
+        assert!(v.advice.iter().any(|a| a.contains("6 h")), "{:?}", v.advice);
+        // A flat state says nothing.
+        let flat = calm()
+            .rocksdb(RocksDbSubtask { live_data_bytes: line(-1800, 0, 60, 5.0 * GB, 0.0), ..rocks("score", 0) })
+            .build();
+        assert!(verdict(&flat).summary.ends_with("is 30% busy."), "{}", verdict(&flat).summary);
     }
 
     #[test]

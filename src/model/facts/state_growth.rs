@@ -64,7 +64,8 @@ pub enum StateGrowthFact {
     /// `needed`).
     TooFewSamples { source: SizeSource, samples: u32, needed: u32 },
     /// Clear: the state does not only grow (flat, or cleaned up: it falls between rises).
-    NotGrowing { vertex: String, growth: Growth },
+    /// `short_of_s`: it rises as growth does, but over a span shorter than this minimum (s).
+    NotGrowing { vertex: String, growth: Growth, short_of_s: Option<f64> },
     /// Clear: the culprit is stateful, but the job's growing state is not known to be its
     /// own (other vertices hold state, no RocksDB size of its own, or it is a sink).
     WhoseUnknown { vertex: String },
@@ -82,6 +83,8 @@ pub enum StateGrowthFact {
     NotMoreMemory { bytes_per_hour: f64 },
     /// Summary: the culprit's state only grows.
     Summary { vertex: String, bytes_per_hour: f64 },
+    /// Summary tail when nothing is backpressured: `vertex`'s state only grows.
+    GrowsWithoutBackpressure { vertex: String, growth: Growth },
     /// Advice: state grows, but not the culprit's (or not known to be).
     GrowsElsewhere { culprit: String, growth: Growth },
     /// Hazard: checkpoint durations grow towards the timeout.

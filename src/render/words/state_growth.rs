@@ -40,7 +40,18 @@ pub(super) fn word(fact: &StateGrowthFact, f: &mut Formatter<'_>) -> fmt::Result
             source(*s),
             if *samples == 1 { "" } else { "s" }
         ),
-        StateGrowthFact::NotGrowing { vertex, growth } => {
+        StateGrowthFact::NotGrowing { vertex, growth, short_of_s: Some(min) } => write!(
+            f,
+            "The state of {vertex} rises ({}/h at {} now, {} of its movement upward; {}, {} samples), but over {} only: growth is judged over at least {} (a fresh job's state fills from empty).",
+            human_bytes(growth.bytes_per_hour()),
+            human_bytes(growth.bytes_now),
+            pct(growth.rising_ratio),
+            source(growth.source),
+            growth.samples,
+            human_secs(growth.span_s),
+            human_secs(*min)
+        ),
+        StateGrowthFact::NotGrowing { vertex, growth, short_of_s: None } => {
             write!(f, "The state of {vertex} does not only grow: ")?;
             write!(
                 f,
@@ -96,6 +107,12 @@ pub(super) fn word(fact: &StateGrowthFact, f: &mut Formatter<'_>) -> fmt::Result
             f,
             "{vertex} is the culprit: its state only grows ({}/h) and slows it down; give the state a TTL.",
             human_bytes(*bytes_per_hour)
+        ),
+        StateGrowthFact::GrowsWithoutBackpressure { vertex, growth } => write!(
+            f,
+            "But {vertex}'s state only grows: {}/h at {} now; give it a TTL before its checkpoints and restores outgrow their time.",
+            human_bytes(growth.bytes_per_hour()),
+            human_bytes(growth.bytes_now)
         ),
         StateGrowthFact::GrowsElsewhere { culprit, growth } => {
             write!(f, "The job's state only grows (")?;
