@@ -4,10 +4,10 @@
 //!
 //! Shapes of the REST answer (Flink's `JobExceptionsInfoWithHistory`):
 //! - 1.13 and later: `exceptionHistory.entries[]`, newest first, each with `exceptionName`,
-//!   `stacktrace`, `timestamp` (Unix ms), `taskName` (`validate (2/2)`, from 2.0 on with
-//!   ` - execution #4`), `endpoint` (2.x; `location` before), `taskManagerId`,
-//!   `concurrentExceptions[]` (other tasks failing with the same cause), and
-//!   `exceptionHistory.truncated`;
+//!   `stacktrace`, `timestamp` (Unix ms), `taskName` (`validate (2/2)`; 1.20 and 2.3 add
+//!   ` - execution #4`), `endpoint` (1.20 has it beside `location`, 2.3 only it; older ones
+//!   `location`), `taskManagerId`, `concurrentExceptions[]` (other tasks failing with the same
+//!   cause), and `exceptionHistory.truncated` (seen in the lab's 1.20.5 and 2.3.0 captures);
 //! - 1.13 to 1.20 also, and before 1.13 only: the legacy `root-exception` (a stack trace),
 //!   `timestamp`, `all-exceptions[]` (`exception`, `task`, `location`, `timestamp`,
 //!   `taskManagerId`) and `truncated`.
