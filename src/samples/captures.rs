@@ -109,6 +109,11 @@ pub static CAPTURES: &[Capture] = &[
         "Flink 1.18: the slow operator inside a chain; 1.x reports no checkpoint completion time"
     ),
     capture!(
+        "flink-1.20-failover",
+        "Flink 1.20: validate throws every ~30 s; the same failover as on 2.3, read from 1.20's exception history",
+        with_exceptions
+    ),
+    capture!(
         "flink-1.20-slow-sink-legacy-source",
         "Flink 1.20: a slow sink behind a legacy SourceFunction, whose busy time is NaN"
     ),
