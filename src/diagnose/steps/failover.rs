@@ -54,6 +54,15 @@ pub fn run(ctx: &Context) -> Failing {
     if counted < threshold && !(counted >= 1 && failover.restarting_now) {
         return none(StepReport::clear(detail));
     }
+    // Failures from the counter's rises, else the history's entries (newest first).
+    let mut times: Vec<i64> = match &failover.restarts {
+        Some(r) if !r.is_empty() => r.iter().map(|(t, _)| *t).collect(),
+        _ => in_window.iter().map(|e| e.timestamp_ms).collect(),
+    };
+    times.sort_unstable();
+    if let Some(since_s) = recovered(ctx, &times, failover.restarting_now) {
+        return none(StepReport::clear(FailoverFact::Recovered { restarts: counted, window_s, since_s }));
+    }
 
     let mut report = StepReport::hit(Finding::FailingOver, detail);
     let job = ctx.snapshot.job.name.clone();
@@ -66,7 +75,7 @@ pub fn run(ctx: &Context) -> Failing {
         threshold: Some(threshold as f64),
         query: None,
     });
-    let latest = failover.latest_restart_ms().or(in_window.first().map(|e| e.timestamp_ms));
+    let latest = times.last().copied();
     let ago_s = latest.map(|t| (at - t) / 1000);
     let Some((entries, vertex_id)) = most_failing(ctx, &in_window) else {
         report.summary =
@@ -115,6 +124,17 @@ pub fn run(ctx: &Context) -> Failing {
         report.missing.push("numRestarts".into());
     }
     Failing { report, vertex_id }
+}
+
+/// Seconds the job has run since its last failure, when that is long enough to call it
+/// recovered: longer than twice the mean gap between its failures and than the warm-up
+/// (`startup_exclusion`) — a job that failed twice four minutes ago and ran since is judged
+/// on its bottleneck, not on its old failures. `None` while restarting, or still failing.
+fn recovered(ctx: &Context, times: &[i64], restarting_now: bool) -> Option<i64> {
+    let (first, last) = (*times.first()?, *times.last()?);
+    let gap = if times.len() >= 2 { (last - first) / (times.len() as i64 - 1) } else { 0 };
+    let since = ctx.snapshot.at_ms - last;
+    (!restarting_now && since > (2 * gap).max(ctx.cfg.startup_exclusion.as_ms())).then_some(since / 1000)
 }
 
 /// The entries of the task (by vertex, else by task name) that failed most often in the
@@ -278,6 +298,19 @@ mod tests {
         assert_ne!(v.finding, Finding::FailingOver);
         let restarting = job().failover(failover(restarts(&[-20]), None, true)).build();
         assert_eq!(verdict(&restarting).finding, Finding::FailingOver);
+    }
+
+    #[test]
+    fn a_job_that_failed_twice_minutes_ago_and_ran_since_has_recovered_and_is_judged_on_its_bottleneck() {
+        // Restarts at −290 and −280 s: gap 10 s; running 280 s since > max(2 × 10 s, 75 s).
+        let snap = job().failover(failover(restarts(&[-290, -280]), history(vec![]), false)).build();
+        let v = verdict(&snap);
+        assert_eq!(v.steps[0].outcome, Outcome::Clear);
+        assert!(v.steps[0].detail.contains("running for 280 s since"), "{}", v.steps[0].detail);
+        assert_ne!(v.finding, Finding::FailingOver);
+        // Every ~60 s up to 20 s ago: still failing (20 s < max(2 × 60 s, 75 s)).
+        let failing = job().failover(failover(restarts(&[-200, -140, -80, -20]), None, false)).build();
+        assert_eq!(verdict(&failing).finding, Finding::FailingOver);
     }
 
     #[test]

@@ -51,6 +51,9 @@ pub enum FailoverFact {
     /// Step detail: the restarts (`None`: `numRestarts` not in the store) and the failures
     /// of the history inside the window of `window_s`, against the threshold.
     Counted { restarts: Option<u32>, failures: Option<u32>, window_s: i64, threshold: u32, restarting_now: bool },
+    /// Clear: it restarted in the window, but has run for `since_s` since, longer than
+    /// twice the gap between its failures and than the warm-up: recovered.
+    Recovered { restarts: u32, window_s: i64, since_s: i64 },
     /// Summary: the job is failing over.
     FailingOver { job: String, restarts: u32, window_s: i64, ago_s: Option<i64>, failure: Option<Failure> },
     /// Cause: this failure, `count` of the `failures` in the window's history.

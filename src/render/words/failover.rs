@@ -66,6 +66,13 @@ pub(super) fn word(fact: &FailoverFact, f: &mut Formatter<'_>) -> fmt::Result {
             let now = if *restarting_now { "; restarting at the end of the window" } else { "" };
             write!(f, "{counted}{now}; {threshold} or more is a job failing over.")
         }
+        FailoverFact::Recovered { restarts: n, window_s, since_s } => write!(
+            f,
+            "{} in the last {}, and running for {} s since: recovered, not failing over.",
+            restarts(*n),
+            human_secs(*window_s as f64),
+            since_s
+        ),
         FailoverFact::FailingOver { job, restarts: n, window_s, ago_s, failure } => {
             write!(f, "{job} is failing over: {} in the last {}", restarts(*n), human_secs(*window_s as f64))?;
             if let Some(ago) = ago_s {
