@@ -144,7 +144,12 @@ fn the_end_of_run_scrape_dumps_give_the_same_finding_as_the_recording() {
         recording.finish();
         let taken_ms = recording.latest_ms().expect("a recording has samples");
         let v = diagnose_command(&a, taken_ms).unwrap_or_else(|e| panic!("{}: {}", dir.display(), e.message));
-        assert_matches(&dir, &v, "scrape dumps");
+        // A finding resting on the rate of another exporter's counters (cAdvisor's CFS
+        // periods) cannot come from one scrape: the expectation says what one scrape shows.
+        match expected(&dir).get("finding_from_one_scrape").and_then(|f| f.as_str()) {
+            Some(finding) => assert_eq!(v.finding.as_str(), finding, "{} (scrape dumps): {}", dir.display(), v.summary),
+            None => assert_matches(&dir, &v, "scrape dumps"),
+        }
     }
 }
 

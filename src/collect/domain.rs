@@ -283,7 +283,7 @@ fn selected_names(q: &Query) -> Vec<String> {
         MatchOp::OneOf(ns) => ns.clone(),
         // A metric named like the suffix has its domain.
         MatchOp::EndsWith(s) => vec![format!("_{s}")],
-        MatchOp::NotOneOf(_) => Vec::new(),
+        MatchOp::NotOneOf(_) | MatchOp::SanitizedOneOf(_) => Vec::new(),
     }
 }
 

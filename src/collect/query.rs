@@ -22,6 +22,11 @@ pub enum MatchOp {
     /// `label!~"a|b|c"`: none of these literal values (a missing label is the empty string,
     /// so it matches unless "" is listed).
     NotOneOf(Vec<String>),
+    /// `label=~"…"`: a value whose form after Flink's reporter filter
+    /// ([`crate::model::graph::sanitize_label_value`]) is one of these: a `_` stands for any
+    /// character the filter replaces. Joins a sanitized `tm_id` (`lab_tm_1`) to the pod name
+    /// another exporter writes as it is (`lab-tm-1`).
+    SanitizedOneOf(Vec<String>),
 }
 
 /// One label matcher.
@@ -107,6 +112,13 @@ impl Selector {
         self
     }
 
+    /// Adds a matcher for values whose reporter-sanitized form is one of `values`
+    /// ([`MatchOp::SanitizedOneOf`]).
+    pub fn with_sanitized_one_of(mut self, label: &str, values: &[String]) -> Self {
+        self.matchers.push(Matcher { label: label.into(), op: MatchOp::SanitizedOneOf(values.to_vec()) });
+        self
+    }
+
     /// Adds `label!~"v1|v2|…"` (literal values).
     pub fn without_any_of(mut self, label: &str, values: &[String]) -> Self {
         self.matchers.push(Matcher { label: label.into(), op: MatchOp::NotOneOf(values.to_vec()) });
@@ -128,6 +140,10 @@ impl Selector {
                 MatchOp::OneOf(vs) => vs.iter().any(|v| v == value),
                 MatchOp::EndsWith(suffix) => value.len() > suffix.len() && value.ends_with(suffix.as_str()),
                 MatchOp::NotOneOf(vs) => !vs.iter().any(|v| v == value),
+                MatchOp::SanitizedOneOf(vs) => {
+                    let clean = crate::model::graph::sanitize_label_value(value);
+                    vs.iter().any(|v| *v == clean)
+                }
             }
         })
     }
@@ -175,6 +191,10 @@ impl Selector {
                     let alternation = vs.iter().map(|v| escape_regex(v)).collect::<Vec<_>>().join("|");
                     let _ = write!(out, "{label}!~\"{}\"", escape_promql_string(&alternation));
                 }
+                MatchOp::SanitizedOneOf(vs) => {
+                    let alternation = vs.iter().map(|v| sanitized_regex(v)).collect::<Vec<_>>().join("|");
+                    let _ = write!(out, "{label}=~\"{}\"", escape_promql_string(&alternation));
+                }
             }
         }
         out.push('}');
@@ -220,6 +240,12 @@ pub fn escape_promql_string(s: &str) -> String {
 }
 
 /// Escapes RE2 metacharacters so a literal matches only itself.
+/// The regex of the values whose reporter-sanitized form is `v`: each `_` any character
+/// the filter replaces (anything but an ASCII letter, digit or `:`), the rest literal.
+fn sanitized_regex(v: &str) -> String {
+    v.split('_').map(escape_regex).collect::<Vec<_>>().join("[^a-zA-Z0-9:]")
+}
+
 pub fn escape_regex(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
@@ -411,6 +437,26 @@ pub type QueryResult = Vec<ResultSeries>;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_sanitized_value_matches_every_name_the_reporter_filter_maps_to_it_and_no_other() {
+        // tm_id `lab_tm_1` is pod `lab-tm-1` (or `lab.tm.1`, or `lab_tm_1` itself).
+        let sel =
+            Selector::metric("container_cpu_cfs_periods_total").with_sanitized_one_of("pod", &["lab_tm_1".into()]);
+        assert_eq!(
+            sel.to_promql(),
+            r#"{__name__="container_cpu_cfs_periods_total", pod=~"lab[^a-zA-Z0-9:]tm[^a-zA-Z0-9:]1"}"#
+        );
+        let has = |pod: &'static str| {
+            sel.matches(|l| match l {
+                "__name__" => Some("container_cpu_cfs_periods_total"),
+                "pod" => Some(pod),
+                _ => None,
+            })
+        };
+        assert!(has("lab-tm-1") && has("lab.tm.1") && has("lab_tm_1"));
+        assert!(!has("labxtm1") && !has("lab-tm-10") && !has("lab-tm-2"));
+    }
 
     #[test]
     fn hostile_label_values_are_escaped_in_promql() {

@@ -327,11 +327,12 @@ impl SeriesStore {
 
     fn select(&self, selector: &Selector) -> Vec<&Series> {
         // A positive name matcher narrows the candidates; anything else scans every series.
-        let by_name = |m: &&Matcher| m.label == "__name__" && !matches!(m.op, MatchOp::NotOneOf(_));
+        let by_name =
+            |m: &&Matcher| m.label == "__name__" && !matches!(m.op, MatchOp::NotOneOf(_) | MatchOp::SanitizedOneOf(_));
         let names: Option<Vec<Sym>> = selector.matchers.iter().find(by_name).map(|m| match &m.op {
             MatchOp::Equal(v) => self.strings.get(v).into_iter().collect(),
             MatchOp::OneOf(vs) => vs.iter().filter_map(|v| self.strings.get(v)).collect(),
-            MatchOp::NotOneOf(_) => unreachable!("not a narrowing matcher"),
+            MatchOp::NotOneOf(_) | MatchOp::SanitizedOneOf(_) => unreachable!("not a narrowing matcher"),
             MatchOp::EndsWith(suffix) => {
                 let mut names: Vec<Sym> = self
                     .by_name

@@ -51,7 +51,10 @@ pub(super) fn container_queries(s: &Scope<'_>, pods: &[String]) -> Vec<(String, 
         return Vec::new();
     }
     let cat = s.cat;
-    let of = |m: &str| Selector::metric(m).with_one_of(l::POD, pods);
+    // The pods as the reporter sanitized their names into `tm_id` (`lab_tm_1` for pod
+    // `lab-tm-1`): matched in any form the filter maps to it.
+    let sanitized: Vec<String> = pods.iter().map(|p| crate::model::graph::sanitize_label_value(p)).collect();
+    let of = |m: &str| Selector::metric(m).with_sanitized_one_of(l::POD, &sanitized);
     let by = |agg: Agg, labels: &[&str]| Some(Aggregation::new(agg, labels));
     let per_container = [l::NAMESPACE, l::POD, l::CONTAINER];
     let per_resource = [l::NAMESPACE, l::POD, l::CONTAINER, l::RESOURCE];
@@ -204,7 +207,12 @@ mod tests {
         let signals = super::super::rounds::job_signal_queries(&s);
         assert!(signals.iter().any(|(n, _)| *n == HEAP_USED) && signals.iter().any(|(n, _)| *n == HEAP_MAX));
         let promql = container_queries(&s, &pods(1)).into_iter().map(|(_, q)| q.to_promql()).collect::<Vec<_>>();
-        assert!(promql[0].contains("reason=\"OOMKilled\"") && promql[0].contains("job-taskmanager-1-0"), "{promql:?}");
+        // The pod in any form the reporter's filter maps to `job_taskmanager_1_0`.
+        assert!(
+            promql[0].contains("reason=\"OOMKilled\"")
+                && promql[0].contains("pod=~\"job[^a-zA-Z0-9:]taskmanager[^a-zA-Z0-9:]1[^a-zA-Z0-9:]0\""),
+            "{promql:?}"
+        );
     }
 
     fn series(name: &str, labels: &[(&str, &str)], v: f64) -> ResultSeries {

@@ -193,7 +193,7 @@ fn failure_of(ctx: &Context, e: &ExceptionEntry) -> Failure {
 fn pod_oom_killed(ctx: &Context, e: &ExceptionEntry) -> bool {
     let Some(tm) = e.task_manager_id.as_deref() else { return false };
     let pods = ctx.snapshot.pods.as_deref().unwrap_or_default();
-    pods.iter().any(|p| p.pod == tm && p.oom_killed_in_window() == Some(true))
+    pods.iter().any(|p| crate::model::graph::same_name(&p.pod, tm) && p.oom_killed_in_window() == Some(true))
 }
 
 /// Messages of a TaskManager that went away, as Flink's JobMaster and network stack write

@@ -106,7 +106,8 @@ pub fn run(ctx: &Context, culprit: &VertexSignals) -> StepReport {
     } else {
         slow_instance_report(ctx, culprit, &h, &mut evidence)
     };
-    r.subtasks = Some(vec![hot.subtask]);
+    // The slow node's other busy subtasks, when it named them, else the hot one.
+    r.subtasks = r.subtasks.take().or(Some(vec![hot.subtask]));
     r.evidence = evidence;
     r
 }
@@ -235,6 +236,19 @@ fn slow_instance_report(ctx: &Context, culprit: &VertexSignals, h: &Hot, evidenc
     }
     let reading = hot.tm_id.as_deref().map(|id| super::resources::reading(ctx, id)).unwrap_or_default();
     let cause = node_cause(ctx, &reading, gc);
+    // A node whose pressure is over its threshold is that pressure's finding, its slow
+    // subtasks the ones on that TaskManager ("say which one it is"); else a slow instance.
+    if let Some(finding) = cause.and_then(|c| pressure_finding(ctx, &reading, c)) {
+        r.finding = Some(finding);
+        let on_node: Vec<u32> = culprit
+            .subtasks
+            .iter()
+            .filter(|s| s.tm_id.is_some() && s.tm_id == hot.tm_id)
+            .filter(|s| s.busy.is_some_and(|b| b >= t.hot_subtask_busy_ratio))
+            .map(|s| s.subtask)
+            .collect();
+        r.subtasks = (!on_node.is_empty()).then_some(on_node);
+    }
     if let Some(ratio) = reading.throttled_ratio {
         evidence.push(ctx.evidence(
             &tm,
@@ -262,10 +276,22 @@ fn slow_instance_report(ctx: &Context, culprit: &VertexSignals, h: &Hot, evidenc
             tm,
             hot_busy_ratio: hot_busy,
             others_median_busy_ratio: others,
+            pressure: cause.filter(|_| r.finding != Some(Finding::SlowInstance)),
         }
         .into(),
     );
     r
+}
+
+/// The finding of a node's pressure when it is over the threshold `resources` judges it by
+/// (GC standing out below `gc_time_share` names it in the fix, not as the finding).
+fn pressure_finding(ctx: &Context, n: &NodeReading, cause: Pressure) -> Option<Finding> {
+    let over = super::resources::pressures(ctx, n);
+    over.iter().any(|(p, _)| *p == cause).then_some(match cause {
+        Pressure::Gc => Finding::GcPressure,
+        Pressure::OomKilled | Pressure::MemoryLimit => Finding::MemoryLimit,
+        Pressure::CpuThrottled => Finding::CpuThrottled,
+    })
 }
 
 /// The pressure that explains a slow instance's TaskManager: over its threshold
@@ -607,7 +633,8 @@ mod tests {
             .pod(throttled("tm-b", 0.03))
             .build();
         let r = on_vertex(&snap, "agg", run);
-        assert_eq!(r.finding, Some(Finding::SlowInstance));
+        // Throttled over 0.25 and standing out: the finding is the throttling.
+        assert_eq!(r.finding, Some(Finding::CpuThrottled));
         let HotKeyFact::FixTheNode { reading, cause, .. } = hk(&r.fix[0]) else { panic!("{:?}", r.fix) };
         assert_eq!(*cause, Some(Pressure::CpuThrottled));
         assert_close(reading.throttled_ratio.unwrap(), 0.45, 1e-12);

@@ -25,7 +25,9 @@ use crate::model::verdict::{Evidence, Finding};
 pub fn reading(ctx: &Context, tm: &str) -> NodeReading {
     let snap = ctx.snapshot;
     let mine = snap.taskmanagers.iter().find(|t| t.tm_id == tm);
-    let pod = |id: &str| snap.pods.as_deref().unwrap_or_default().iter().find(|p| p.pod == id);
+    // The TaskManager id may be the reporter's sanitized form of the pod name.
+    let pod =
+        |id: &str| snap.pods.as_deref().unwrap_or_default().iter().find(|p| crate::model::graph::same_name(&p.pod, id));
     let others: Vec<&str> = snap.taskmanagers.iter().map(|t| t.tm_id.as_str()).filter(|id| *id != tm).collect();
     let mean = |values: Vec<f64>| (!values.is_empty()).then(|| values.iter().sum::<f64>() / values.len() as f64);
     let tm_mean = |f: fn(&crate::model::snapshot::TaskManagerMetrics) -> Option<f64>| {

@@ -120,5 +120,13 @@ pub enum HotKeyFact {
     /// Not the fix: more parallelism (the slow instance stays slow).
     MoreParallelismSlow { vertex: String },
     /// Summary of a slow instance.
-    SlowInstanceSummary { vertex: String, subtask: u32, tm: String, hot_busy_ratio: f64, others_median_busy_ratio: f64 },
+    /// `pressure`: the TaskManager's pressure when it is the finding.
+    SlowInstanceSummary {
+        vertex: String,
+        subtask: u32,
+        tm: String,
+        hot_busy_ratio: f64,
+        others_median_busy_ratio: f64,
+        pressure: Option<crate::model::facts::resources::Pressure>,
+    },
 }

@@ -153,12 +153,18 @@ fn word_slow_instance(fact: &HotKeyFact, f: &mut Formatter<'_>) -> fmt::Result {
         HotKeyFact::MoreParallelismSlow { vertex } => {
             write!(f, "More parallelism for {vertex}: the slow instance stays slow and keeps its share of the keys.")
         }
-        HotKeyFact::SlowInstanceSummary { vertex, subtask, tm, hot_busy_ratio, others_median_busy_ratio } => write!(
-            f,
-            "{vertex} is the culprit: subtask {subtask} on TaskManager {tm} is slow ({} busy vs {}) although its records are even.",
-            pct(*hot_busy_ratio),
-            pct(*others_median_busy_ratio)
-        ),
+        HotKeyFact::SlowInstanceSummary { vertex, subtask, tm, hot_busy_ratio, others_median_busy_ratio, pressure } => {
+            write!(
+                f,
+                "{vertex} is the culprit: subtask {subtask} on TaskManager {tm} is slow ({} busy vs {}) although its records are even",
+                pct(*hot_busy_ratio),
+                pct(*others_median_busy_ratio)
+            )?;
+            match pressure {
+                Some(p) => write!(f, ": its TaskManager shows {}.", super::resources::pressure(*p)),
+                None => f.write_str("."),
+            }
+        }
         // The hot-key family (`word` sends only the variants above here).
         other => word(other, f),
     }
