@@ -150,8 +150,15 @@ fn most_failing<'e>(
             by_task.entry(name).or_default().push(e);
         }
     }
-    let (name, mut entries) =
-        by_task.into_iter().max_by(|(_, a), (_, b)| a.len().cmp(&b.len()).then(newest(a).cmp(&newest(b))))?;
+    let Some((name, mut entries)) =
+        by_task.into_iter().max_by(|(_, a), (_, b)| a.len().cmp(&b.len()).then(newest(a).cmp(&newest(b))))
+    else {
+        // Only global failures (the JobManager's own: a checkpoint failure threshold, a
+        // suppressed recovery): the newest tells the failure, no vertex is the culprit.
+        let mut all: Vec<&ExceptionEntry> = in_window.to_vec();
+        all.sort_by_key(|e| std::cmp::Reverse(e.timestamp_ms));
+        return (!all.is_empty()).then_some((all, None));
+    };
     entries.sort_by_key(|e| std::cmp::Reverse(e.timestamp_ms));
     Some((entries, vertex_named(ctx, &name)))
 }
@@ -400,6 +407,32 @@ mod tests {
         let without =
             job().failover(failover(restarts(&[-200, -60]), history(vec![lost(-61), lost(-201)]), false)).build();
         assert!(verdict(&without).fix[0].contains("heartbeat.timeout only hides"), "{:?}", verdict(&without).fix);
+    }
+
+    #[test]
+    fn a_job_failing_over_on_a_global_failure_names_it_without_a_vertex() {
+        // Two global failovers (no task): checkpoints failing beyond the tolerance.
+        let global = |s| ExceptionEntry {
+            task_name: None,
+            endpoint: None,
+            task_manager_id: None,
+            ..failed(
+                "x",
+                "org.apache.flink.util.FlinkRuntimeException",
+                "Exceeded checkpoint tolerable failure threshold.",
+                s,
+            )
+        };
+        let snap =
+            job().failover(failover(restarts(&[-150, -30]), history(vec![global(-31), global(-151)]), false)).build();
+        let v = verdict(&snap);
+        assert_eq!((v.status, v.finding), (Status::Inconclusive, Finding::FailingOver));
+        assert!(
+            v.cause.starts_with("The JobManager (a global failure) threw org.apache.flink.util.FlinkRuntimeException"),
+            "{}",
+            v.cause
+        );
+        assert!(v.fix[0].contains("execution.checkpointing.tolerable-failed-checkpoints"), "{:?}", v.fix);
     }
 
     #[test]

@@ -84,7 +84,12 @@ pub(super) fn word(fact: &FailoverFact, f: &mut Formatter<'_>) -> fmt::Result {
             f.write_str(". Its backpressure is the recovery's catch-up, not a bottleneck.")
         }
         FailoverFact::Threw { failure, count, failures, truncated } => {
-            write!(f, "{} threw {}", where_(failure), exception(failure))?;
+            // It opens the sentence (a vertex's name is written as it is).
+            let at = match (&failure.vertex, &failure.task) {
+                (None, None) => "The JobManager (a global failure)".to_string(),
+                _ => where_(failure),
+            };
+            write!(f, "{at} threw {}", exception(failure))?;
             if let Some(frame) = &failure.frame {
                 write!(f, " at {frame}")?;
             }
