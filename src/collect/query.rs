@@ -142,7 +142,7 @@ impl Selector {
                 MatchOp::NotOneOf(vs) => !vs.iter().any(|v| v == value),
                 MatchOp::SanitizedOneOf(vs) => {
                     let clean = crate::model::graph::sanitize_label_value(value);
-                    vs.iter().any(|v| *v == clean)
+                    vs.contains(&clean)
                 }
             }
         })
