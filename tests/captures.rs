@@ -120,6 +120,22 @@ fn state_that_rose_for_only_two_minutes_is_not_called_growth_and_the_verdict_say
 }
 
 #[test]
+fn state_that_only_grows_for_thirteen_minutes_ends_the_summary_with_a_ttl() {
+    // state-growth-long: a new key per record, no TTL, 13 min: RocksDB live data 0 → 46.7 MB,
+    // never falling (100 % of its movement upward ≥ 90 %, 158 samples over 785 s ≥ 10 min);
+    // slope ≈ 60 kB/s ≈ 216 MB/h, so a TTL of size ÷ growth ≈ 0.2 h, at least 1 h.
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/captures/state-growth-long");
+    let v = diagnose_command(&args(&dir), 0).unwrap();
+    assert!(v.summary.contains("But account-state's state only grows: "), "{}", v.summary);
+    assert!(
+        v.summary.ends_with("give it a TTL before its checkpoints and restores outgrow their time."),
+        "{}",
+        v.summary
+    );
+    assert!(v.advice.iter().any(|a| a.contains("1 h")), "{:?}", v.advice);
+}
+
+#[test]
 fn the_checkpoint_configuration_from_flink_rest_does_not_change_any_finding() {
     for dir in captures() {
         let mut a = args(&dir);

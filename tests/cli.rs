@@ -539,12 +539,15 @@ fn the_demo_replays_every_bundled_capture_offline() {
     ] {
         assert!(text.contains(&format!("━━ {name} —")), "{name} missing");
     }
-    // 10 of the 13 Flink 2.3 runs (not the two healthy ones, nor failover, which leads with
-    // its failure) and two of the three 1.x runs (not the failover) have a culprit.
-    assert_eq!(text.matches(" is the culprit: ").count(), 12);
+    // 11 of the 15 Flink 2.3 runs (not the two healthy ones, nor state-growth-long, which
+    // has no backpressure, nor failover, which leads with its failure) and two of the three
+    // 1.x runs (not the failover) have a culprit.
+    assert_eq!(text.matches(" is the culprit: ").count(), 13);
+    assert!(text.contains("But account-state's state only grows"), "{text}");
     // chained-culprit-flamegraph shows its recorded profile: all 200 off-CPU samples parked.
     assert!(text.contains("Profile of enrich -> score: top frames of 200 off-CPU samples"), "{text}");
-    assert_eq!(text.matches("No backpressure in").count(), 2);
+    // healthy, rocksdb (healthy) and state-growth-long.
+    assert_eq!(text.matches("No backpressure in").count(), 3);
     // The failover run leads with its failure, the task that throws named.
     assert_eq!(text.matches("bp-lab-failover is failing over: 5 restarts").count(), 2, "2.3 and 1.20");
     assert!(text.contains("validate[1] threw java.lang.IllegalStateException"), "{text}");
@@ -559,13 +562,13 @@ fn the_demo_in_json_is_one_array_of_verdicts() {
     let out = culprit(&["demo", "--format", "json"]);
     assert_eq!(out.status.code(), Some(0));
     let all: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).expect("one JSON array");
-    assert_eq!(all.len(), 16);
+    assert_eq!(all.len(), 18);
     assert!(all.iter().all(|v| v["schema"] == "culprit.verdict/v1"));
 }
 
 #[test]
 fn the_demo_refuses_html_and_says_how_to_get_one_verdict_page() {
-    // Sixteen HTML documents in one stream would open as one broken page.
+    // Eighteen HTML documents in one stream would open as one broken page.
     let out = culprit(&["demo", "--format", "html"]);
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8(out.stderr).unwrap();

@@ -104,6 +104,8 @@ pub static CAPTURES: &[Capture] = &[
     capture!("rocksdb", "a healthy RocksDB job"),
     capture!("healthy", "a healthy job"),
     capture!("failover", "validate throws every ~30 s; the job fails over and restarts", with_exceptions),
+    capture!("state-growth-long", "13 min of keyed RocksDB state with a new key per record and no TTL"),
+    capture!("cpu-quota", "one TaskManager in a 0.2-CPU CFS quota; fraud-score's subtasks on it are slow"),
     capture!(
         "flink-1.18-chained-culprit",
         "Flink 1.18: the slow operator inside a chain; 1.x reports no checkpoint completion time"
