@@ -136,6 +136,22 @@ fn state_that_only_grows_for_thirteen_minutes_ends_the_summary_with_a_ttl() {
 }
 
 #[test]
+fn a_taskmanager_throttled_by_its_cpu_quota_is_the_finding_with_its_slow_subtasks() {
+    // cpu-quota (2.3): lab-tm-1 in a 0.2-CPU quota, throttled in 1944 of 2009 periods
+    // (0.97 over the run, 0.998 at the end ≥ 0.25); fraud-score's subtasks 1 and 3 run on it
+    // at 1000 ms/s busy, 0 and 2 elsewhere at ~135. The 1.20 run put 0 and 1 on it.
+    for (name, on_node) in [("cpu-quota", "1, 3"), ("flink-1.20-cpu-quota", "0, 1")] {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/captures").join(name);
+        let v = diagnose_command(&args(&dir), 0).unwrap();
+        assert_eq!(v.finding.as_str(), "cpu_throttled", "{name}: {}", v.summary);
+        let expected = format!("subtasks {on_node} on TaskManager lab_tm_1 are slow");
+        assert!(v.summary.contains(&expected), "{name}: {}", v.summary);
+        assert!(v.summary.ends_with("its TaskManager shows CFS periods throttled by the CPU limit."), "{}", v.summary);
+        assert!(v.fix[0].contains("kubernetes.taskmanager.cpu.amount"), "{name}: {:?}", v.fix);
+    }
+}
+
+#[test]
 fn the_checkpoint_configuration_from_flink_rest_does_not_change_any_finding() {
     for dir in captures() {
         let mut a = args(&dir);

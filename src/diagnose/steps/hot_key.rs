@@ -277,6 +277,7 @@ fn slow_instance_report(ctx: &Context, culprit: &VertexSignals, h: &Hot, evidenc
             hot_busy_ratio: hot_busy,
             others_median_busy_ratio: others,
             pressure: cause.filter(|_| r.finding != Some(Finding::SlowInstance)),
+            on_node: r.subtasks.clone().unwrap_or_default(),
         }
         .into(),
     );

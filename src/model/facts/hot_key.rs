@@ -128,5 +128,7 @@ pub enum HotKeyFact {
         hot_busy_ratio: f64,
         others_median_busy_ratio: f64,
         pressure: Option<crate::model::facts::resources::Pressure>,
+        /// With `pressure`: every busy subtask of the vertex on that TaskManager.
+        on_node: Vec<u32>,
     },
 }

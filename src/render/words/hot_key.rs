@@ -153,13 +153,27 @@ fn word_slow_instance(fact: &HotKeyFact, f: &mut Formatter<'_>) -> fmt::Result {
         HotKeyFact::MoreParallelismSlow { vertex } => {
             write!(f, "More parallelism for {vertex}: the slow instance stays slow and keeps its share of the keys.")
         }
-        HotKeyFact::SlowInstanceSummary { vertex, subtask, tm, hot_busy_ratio, others_median_busy_ratio, pressure } => {
-            write!(
-                f,
-                "{vertex} is the culprit: subtask {subtask} on TaskManager {tm} is slow ({} busy vs {}) although its records are even",
-                pct(*hot_busy_ratio),
-                pct(*others_median_busy_ratio)
-            )?;
+        HotKeyFact::SlowInstanceSummary {
+            vertex,
+            subtask,
+            tm,
+            hot_busy_ratio,
+            others_median_busy_ratio,
+            pressure,
+            on_node,
+        } => {
+            let (busy, others) = (pct(*hot_busy_ratio), pct(*others_median_busy_ratio));
+            match on_node.as_slice() {
+                [_, _, ..] if pressure.is_some() => write!(
+                    f,
+                    "{vertex} is the culprit: subtasks {} on TaskManager {tm} are slow ({busy} busy vs {others}) although their records are even",
+                    on_node.iter().map(u32::to_string).collect::<Vec<_>>().join(", ")
+                )?,
+                _ => write!(
+                    f,
+                    "{vertex} is the culprit: subtask {subtask} on TaskManager {tm} is slow ({busy} busy vs {others}) although its records are even"
+                )?,
+            }
             match pressure {
                 Some(p) => write!(f, ": its TaskManager shows {}.", super::resources::pressure(*p)),
                 None => f.write_str("."),
