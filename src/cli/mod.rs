@@ -533,6 +533,7 @@ async fn scrape_command(
     store.finish();
     let mut graph = read_plan(args)?;
     let mut checkpoint_config = read_checkpoint_config(args)?;
+    let mut exceptions = read_exceptions(args)?;
     let mut notes = Vec::new();
     let mut request = request.clone();
     if let Some(url) = &args.flink {
@@ -553,6 +554,12 @@ async fn scrape_command(
                         if checkpoint_config.is_none() {
                             checkpoint_config = rest.checkpoint_config(&job.id).await.ok();
                         }
+                        if exceptions.is_none() {
+                            match rest.exceptions(&job.id).await {
+                                Ok(x) => exceptions = Some(x),
+                                Err(e) => notes.push(format!("no exception history from Flink REST: {e}")),
+                            }
+                        }
                     }
                 }
                 Err(e) => notes.push(format!("Flink REST did not list the jobs: {e}")),
@@ -563,14 +570,7 @@ async fn scrape_command(
     let naming = naming_in_store(&store, &config.metrics).map_err(CliError::usage)?;
     let snapshot = collect(
         &store,
-        CollectInput {
-            request: &request,
-            graph,
-            checkpoint_config,
-            exceptions: read_exceptions(args)?,
-            config,
-            catalog: &naming.catalog,
-        },
+        CollectInput { request: &request, graph, checkpoint_config, exceptions, config, catalog: &naming.catalog },
     )
     .await
     .map_err(|e| CliError::usage(format!("{e}{}", naming.hint_after_error())))?;

@@ -589,19 +589,21 @@ mod tests {
         );
     }
 
-    #[test]
-    fn readers_without_splits_under_a_watermark_that_never_arrived_are_named_in_the_watermark_stall() {
-        // Source (4) → HASH → stateful window (3 busy at 0.95); reader 3 reports no
-        // currentOffset while the others report one partition each: 3 splits, 1 reader
-        // without. The window's input watermark reads Long.MIN_VALUE all window.
+    /// Source: impressions (4) → HASH → TumblingEventTimeWindows (4) → Sink: out; reader 3
+    /// reports no `currentOffset` while the others report one partition each (3 splits, 1
+    /// reader without); the window's input watermark reads Long.MIN_VALUE all window. `red`:
+    /// the source 90 % backpressured behind a window 99 % busy, else all of it calm.
+    fn impressions_without_a_split(red: bool) -> SnapshotBuilder {
+        let (src, win) =
+            if red { ((0.06, 0.9, 0.04), (0.99, 0.0, 0.01)) } else { ((0.05, 0.0, 0.95), (0.02, 0.0, 0.98)) };
         let mut b = SnapshotBuilder::new()
             .vertex("src", "Source: impressions", 4)
             .vertex("win", "TumblingEventTimeWindows", 4)
             .vertex("sink", "Sink: out", 4)
             .edge("src", "win", "HASH")
             .edge("win", "sink", "FORWARD")
-            .all_subtasks("src", 0.06, 0.9, 0.04, None)
-            .all_subtasks("win", 0.99, 0.0, 0.01, 600.0)
+            .all_subtasks("src", src.0, src.1, src.2, None)
+            .all_subtasks("win", win.0, win.1, win.2, 600.0)
             .all_subtasks("sink", 0.0, 0.0, 1.0, 0.0)
             .watermark("win", line(-300, 0, 10, crate::model::snapshot::LONG_MIN_AS_F64, 0.0));
         for i in 0..4 {
@@ -612,7 +614,12 @@ mod tests {
             };
             b = b.source_reader(r);
         }
-        let d = crate::diagnose::diagnose(&b.build(), &DiagnosisConfig::default());
+        b
+    }
+
+    #[test]
+    fn readers_without_splits_under_a_watermark_that_never_arrived_are_named_in_the_watermark_stall() {
+        let d = crate::diagnose::diagnose(&impressions_without_a_split(true).build(), &DiagnosisConfig::default());
         assert_eq!(d.finding, Finding::WatermarkStall);
         let named: Vec<&SourcesFact> =
             d.cause.iter().filter_map(|f| if let Fact::Sources(s) = f { Some(s) } else { None }).collect();
@@ -637,28 +644,8 @@ mod tests {
 
     #[test]
     fn without_backpressure_a_watermark_held_back_by_readers_without_splits_is_said_in_the_summary() {
-        // Nothing is red; reader 3 of 4 holds no partition (the others one each: 3
-        // splits), and the window's input watermark reads Long.MIN_VALUE all window.
-        let mut b = SnapshotBuilder::new()
-            .vertex("src", "Source: impressions", 4)
-            .vertex("win", "TumblingEventTimeWindows", 4)
-            .vertex("sink", "Sink: out", 4)
-            .edge("src", "win", "HASH")
-            .edge("win", "sink", "FORWARD")
-            .all_subtasks("src", 0.05, 0.0, 0.95, None)
-            .all_subtasks("win", 0.02, 0.0, 0.98, 600.0)
-            .all_subtasks("sink", 0.0, 0.0, 1.0, 0.0)
-            .watermark("win", line(-300, 0, 10, crate::model::snapshot::LONG_MIN_AS_F64, 0.0));
-        for i in 0..4 {
-            let r = if i == 3 {
-                reader("src", i, 0.0)
-            } else {
-                SourceReader { splits: Some(1), splits_from_offsets: true, ..reader("src", i, 800.0) }
-            };
-            b = b.source_reader(r);
-        }
-        let snap = b.build();
-        let v = crate::diagnose::testkit::verdict(&snap);
+        // Nothing is red; otherwise as the watermark-stall case above.
+        let v = crate::diagnose::testkit::verdict(&impressions_without_a_split(false).build());
         assert_eq!((v.status.as_str(), v.finding.as_str()), ("no_backpressure", "none"));
         assert!(
             v.summary.ends_with(
