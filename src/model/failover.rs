@@ -235,13 +235,28 @@ fn user_frame(trace: &str) -> Option<String> {
         .map(str::trim)
         .take_while(|l| !l.starts_with("Caused by:"))
         .filter_map(|l| l.strip_prefix("at "))
-        .map(|f| f.split_once('/').map_or(f, |(_, rest)| rest))
+        .map(without_module)
         .collect();
     frames
         .iter()
         .find(|f| !FRAMEWORK_PREFIXES.iter().any(|p| f.starts_with(p)))
         .or(frames.first())
         .map(|f| f.to_string())
+}
+
+/// A frame without the module and class loader Java writes before the class
+/// (`java.base/java.lang.Thread.run(…)`, `app//com.acme.Job.map(…)`,
+/// `loader/mod@1.0/com.acme.X.y(…)`); a hidden class's own `/` (`Job$$Lambda/0x….apply`)
+/// stays.
+fn without_module(frame: &str) -> &str {
+    let mut rest = frame;
+    while let Some((before, after)) = rest.split_once('/') {
+        if before.contains(['$', '(']) || after.starts_with("0x") {
+            break;
+        }
+        rest = after;
+    }
+    rest
 }
 
 /// The innermost `Caused by:` line (class and message, cut), when the trace has one.
@@ -323,6 +338,23 @@ mod tests {
         x.entries[1].concurrent = 2;
         let written = x.to_rest_json().to_string();
         assert_eq!(JobExceptions::from_rest_json(&written).unwrap(), x);
+    }
+
+    #[test]
+    fn a_frame_loses_its_module_and_loader_but_a_lambda_keeps_its_hidden_class_name() {
+        assert_eq!(
+            without_module("java.base/java.lang.Thread.run(Thread.java:840)"),
+            "java.lang.Thread.run(Thread.java:840)"
+        );
+        assert_eq!(without_module("app//com.acme.Job.map(Job.java:7)"), "com.acme.Job.map(Job.java:7)");
+        assert_eq!(without_module("loader/mod@1.0/com.acme.X.y(X.java:1)"), "com.acme.X.y(X.java:1)");
+        let lambda = "com.acme.Job$$Lambda/0x000000080019c440.apply(Unknown Source)";
+        assert_eq!(without_module(lambda), lambda);
+        // The user's lambda is found as the user's frame, under Flink's.
+        let trace = format!(
+            "java.lang.RuntimeException: x\n\tat {lambda}\n\tat org.apache.flink.streaming.api.operators.StreamMap.processElement(StreamMap.java:37)"
+        );
+        assert_eq!(user_frame(&trace).as_deref(), Some(lambda));
     }
 
     #[test]
