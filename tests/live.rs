@@ -145,22 +145,24 @@ fn write_config(dir: &Path, prometheus: &str, flink: &str) -> std::path::PathBuf
     path
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_live_diagnosis_by_job_name_uses_flink_rest_for_the_graph_and_checkpoint_configuration() {
-    let dir = support::capture("slow-instance");
+/// A capture's recording in a real Prometheus and its Flink REST answers served, diagnosed
+/// live by job name at the recording's time; with the recording's own verdict.
+async fn live_by_name(capture: &str, job: &str) -> (Verdict, Verdict) {
+    let dir = support::capture(capture);
     let expected = recording_verdict(&dir);
     let prom = support::prometheus_with(&dir.join("recording.om.gz"));
     let flink = support::flink_rest_for(&dir).await;
     let tmp = tempfile::tempdir().unwrap();
     let config = Config::load(&write_config(tmp.path(), &prom.url, &flink.uri())).unwrap();
     let live = culprit::service::pipeline::Live::new(config).unwrap();
-    let request = DiagnosisRequest {
-        job: Some("bp-lab-slow-instance".into()),
-        at_ms: Some(at_of(&expected)),
-        window_ms: None,
-        ..Default::default()
-    };
+    let request = DiagnosisRequest { job: Some(job.into()), at_ms: Some(at_of(&expected)), ..Default::default() };
     let v = live.diagnose(&request, &Default::default(), at_of(&expected)).await.unwrap();
+    (v, expected)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_live_diagnosis_by_job_name_uses_flink_rest_for_the_graph_and_checkpoint_configuration() {
+    let (v, expected) = live_by_name("slow-instance", "bp-lab-slow-instance").await;
     assert_eq!(v.finding, expected.finding, "{}", v.summary);
     assert_eq!(v.culprit.unwrap().vertex_id, "b6178eccb258469b79a723c7c5e49988");
     assert_eq!(v.job.name, "bp-lab-slow-instance");
@@ -175,16 +177,7 @@ async fn a_live_diagnosis_by_job_name_uses_flink_rest_for_the_graph_and_checkpoi
 async fn a_live_diagnosis_of_a_job_failing_over_names_the_task_that_throws_from_flink_rest() {
     // The failover capture in a real Prometheus (numRestarts 0 → 5) and its real exception
     // history served as Flink REST: the task that throws leads the verdict.
-    let dir = support::capture("failover");
-    let expected = recording_verdict(&dir);
-    let prom = support::prometheus_with(&dir.join("recording.om.gz"));
-    let flink = support::flink_rest_for(&dir).await;
-    let tmp = tempfile::tempdir().unwrap();
-    let config = Config::load(&write_config(tmp.path(), &prom.url, &flink.uri())).unwrap();
-    let live = culprit::service::pipeline::Live::new(config).unwrap();
-    let request =
-        DiagnosisRequest { job: Some("bp-lab-failover".into()), at_ms: Some(at_of(&expected)), ..Default::default() };
-    let v = live.diagnose(&request, &Default::default(), at_of(&expected)).await.unwrap();
+    let (v, _) = live_by_name("failover", "bp-lab-failover").await;
     assert_eq!((v.status.as_str(), v.finding.as_str()), ("culprit_found", "failing_over"), "{}", v.summary);
     assert_eq!(v.culprit.as_ref().unwrap().vertex_name, "validate");
     assert!(v.cause.contains("java.lang.IllegalStateException: lab failover"), "{}", v.cause);
