@@ -51,6 +51,20 @@ pub fn failed(task: &str, exception: &str, message: &str, offset_s: i64) -> crat
     }
 }
 
+/// Source: txn (red: 90 % backpressured) → HASH → vertex `score`, named `score_name` (2
+/// subtasks, busy 0.95, 1000 records/s each: the culprit) → FORWARD → Sink: out.
+pub fn keyed_score_job(score_name: &str) -> SnapshotBuilder {
+    SnapshotBuilder::new()
+        .vertex("src", "Source: txn", 2)
+        .vertex("score", score_name, 2)
+        .vertex("sink", "Sink: out", 2)
+        .edge("src", "score", "HASH")
+        .edge("score", "sink", "FORWARD")
+        .all_subtasks("src", 0.0, 0.9, 0.1, None)
+        .all_subtasks("score", 0.95, 0.0, 0.05, 1000.0)
+        .all_subtasks("sink", 0.1, 0.0, 0.9, 1000.0)
+}
+
 /// `offset_s` seconds after `at` (negative: before), Unix ms.
 pub fn t(offset_s: i64) -> i64 {
     AT_MS + offset_s * 1000

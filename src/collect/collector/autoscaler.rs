@@ -120,7 +120,6 @@ fn assemble_for(
 mod tests {
     use super::*;
     use crate::collect::identity::SeriesScope;
-    use crate::model::snapshot::{BackpressureMeasure, Window, WindowBound};
 
     fn series(name: &str, vertex: &str, v: f64) -> ResultSeries {
         // The labels the operator's Prometheus reporter writes for a resource-scoped gauge
@@ -146,23 +145,7 @@ mod tests {
     fn one_query_asks_for_every_vertex_by_its_id_whatever_the_jobs_size() {
         let cat = MetricCatalog::default();
         let series = SeriesScope::default();
-        let window = Window {
-            start_ms: 0,
-            end_ms: 300_000,
-            requested_ms: 300_000,
-            bound: WindowBound::Requested,
-            settled_ms: None,
-        };
-        let s = Scope {
-            cat: &cat,
-            job_id: "j",
-            series: &series,
-            window,
-            at: 300_000,
-            step: 5000,
-            trend_start: 0,
-            measure: BackpressureMeasure::TimeMsPerSecond,
-        };
+        let s = super::super::rounds::test_scope(&cat, &series);
         assert!(ids_query(&s, &[]).is_none(), "no plan, nothing to join by");
         let ids: Vec<String> = (0..400).map(|i| format!("{i:032x}")).collect();
         let (name, q) = ids_query(&s, &ids).unwrap();

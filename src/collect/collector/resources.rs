@@ -171,33 +171,12 @@ pub(super) fn add_jvm_memory(tms: &mut [TaskManagerMetrics], answers: &super::An
 mod tests {
     use super::*;
     use crate::collect::identity::SeriesScope;
-    use crate::model::snapshot::{BackpressureMeasure, Window, WindowBound};
-
-    fn scope<'a>(cat: &'a MetricCatalog, series: &'a SeriesScope) -> Scope<'a> {
-        let window = Window {
-            start_ms: 0,
-            end_ms: 300_000,
-            requested_ms: 300_000,
-            bound: WindowBound::Requested,
-            settled_ms: None,
-        };
-        Scope {
-            cat,
-            job_id: "j",
-            series,
-            window,
-            at: 300_000,
-            step: 5000,
-            trend_start: 0,
-            measure: BackpressureMeasure::TimeMsPerSecond,
-        }
-    }
 
     #[test]
     fn the_container_queries_are_six_whatever_the_number_of_taskmanagers_and_vertices() {
         let cat = MetricCatalog::default();
         let series = SeriesScope::default();
-        let s = scope(&cat, &series);
+        let s = super::super::rounds::test_scope(&cat, &series);
         let pods = |n: usize| (0..n).map(|i| format!("job-taskmanager-1-{i}")).collect::<Vec<_>>();
         assert_eq!(container_queries(&s, &pods(2)).len(), 6);
         assert_eq!(container_queries(&s, &pods(400)).len(), 6);

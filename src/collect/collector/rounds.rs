@@ -317,3 +317,29 @@ pub(super) fn detail_queries(s: &Scope<'_>, detail_ids: &[String]) -> Vec<(Strin
 
 /// The operator label of operator-scope metrics.
 pub(super) const OPERATOR_NAME: &str = "operator_name";
+
+/// A scope for the collector's unit tests: job `j`, a 300 s window ending at 300 s, 5 s
+/// steps, backpressure as time.
+#[cfg(test)]
+pub(super) fn test_scope<'a>(
+    cat: &'a crate::model::catalog::MetricCatalog,
+    series: &'a crate::collect::identity::SeriesScope,
+) -> Scope<'a> {
+    let window = crate::model::snapshot::Window {
+        start_ms: 0,
+        end_ms: 300_000,
+        requested_ms: 300_000,
+        bound: crate::model::snapshot::WindowBound::Requested,
+        settled_ms: None,
+    };
+    Scope {
+        cat,
+        job_id: "j",
+        series,
+        window,
+        at: 300_000,
+        step: 5000,
+        trend_start: 0,
+        measure: crate::model::snapshot::BackpressureMeasure::TimeMsPerSecond,
+    }
+}

@@ -391,15 +391,7 @@ mod tests {
 
     /// Source (red) → score (busy) → sink.
     fn job() -> SnapshotBuilder {
-        SnapshotBuilder::new()
-            .vertex("src", "Source: txn", 2)
-            .vertex("score", "score", 2)
-            .vertex("sink", "Sink: out", 2)
-            .edge("src", "score", "HASH")
-            .edge("score", "sink", "FORWARD")
-            .all_subtasks("src", 0.0, 0.9, 0.1, None)
-            .all_subtasks("score", 0.95, 0.0, 0.05, 1000.0)
-            .all_subtasks("sink", 0.1, 0.0, 0.9, 1000.0)
+        keyed_score_job("score")
     }
 
     fn report(snap: &Snapshot) -> StepReport {

@@ -436,15 +436,7 @@ mod tests {
 
     /// Source → keyed score (HASH, 2 subtasks, busy 0.95, the culprit) → sink.
     fn job() -> SnapshotBuilder {
-        SnapshotBuilder::new()
-            .vertex("src", "Source: txn", 2)
-            .vertex("score", "stateful-score", 2)
-            .vertex("sink", "Sink: out", 2)
-            .edge("src", "score", "HASH")
-            .edge("score", "sink", "FORWARD")
-            .all_subtasks("src", 0.0, 0.9, 0.1, None)
-            .all_subtasks("score", 0.95, 0.0, 0.05, 1000.0)
-            .all_subtasks("sink", 0.1, 0.0, 0.9, 1000.0)
+        keyed_score_job("stateful-score")
     }
 
     fn report(snap: &Snapshot, vertex: &str) -> StepReport {
