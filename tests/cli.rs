@@ -368,6 +368,7 @@ fn slack_read(v: &culprit::model::verdict::Verdict) -> String {
         idempotency_key: "slack:g:7".into(),
         at_ms: 1_795_000_000_000,
         episode: Default::default(),
+        maybe_repeat: false,
     };
     fn leaves(x: &serde_json::Value, out: &mut String) {
         match x {

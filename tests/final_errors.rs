@@ -48,6 +48,7 @@ fn notice() -> Notice {
     Notice {
         links: Default::default(),
         episode: Default::default(),
+        maybe_repeat: false,
         kind: NoticeKind::Verdict,
         group_key: "{}:{alertname=\"FlinkJobBackpressured\"}".into(),
         labels: BTreeMap::new(),

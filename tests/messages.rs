@@ -64,6 +64,7 @@ fn notice(v: &Verdict) -> Notice {
         idempotency_key: "slack:g:12".into(),
         at_ms: 1_795_000_000_000,
         episode: Default::default(),
+        maybe_repeat: false,
     }
 }
 

@@ -67,6 +67,7 @@ fn notice(kind: NoticeKind) -> Notice {
         idempotency_key: format!("dest:{}:42", culprit::render::pagerduty::dedup_key(&group_key())),
         at_ms: now_ms(),
         episode: Default::default(),
+        maybe_repeat: false,
     }
 }
 

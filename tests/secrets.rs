@@ -251,6 +251,7 @@ fn notice() -> Notice {
         idempotency_key: "k".into(),
         at_ms: 1_795_000_000_000,
         episode: Default::default(),
+        maybe_repeat: false,
     }
 }
 

@@ -77,6 +77,7 @@ fn notice(kind: NoticeKind, verdict: Option<Verdict>, key: &str) -> Notice {
         idempotency_key: key.into(),
         at_ms: 1_795_000_000_000,
         episode: Default::default(),
+        maybe_repeat: false,
     }
 }
 

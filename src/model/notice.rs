@@ -63,6 +63,12 @@ pub struct Notice {
     /// stored before episodes: they are delivered under their group).
     #[serde(default, skip_serializing_if = "NoticeEpisode::is_empty")]
     pub episode: NoticeEpisode,
+    /// Set by the delivery loop, never stored: an earlier attempt at this notice may have
+    /// arrived (culprit died or the request timed out mid-send) and the destination could
+    /// not say whether it did. A destination that cannot fold a repeat by a key of its own
+    /// marks the message as a possible repeat, so that a second copy is never unmarked.
+    #[serde(skip)]
+    pub maybe_repeat: bool,
 }
 
 /// What ties a notice to its job's episode at one destination: one verdict per job per

@@ -240,6 +240,7 @@ mod tests {
             idempotency_key: "k".into(),
             at_ms: 1_795_948_587_780,
             episode: Default::default(),
+            maybe_repeat: false,
         }
     }
 

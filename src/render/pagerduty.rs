@@ -320,6 +320,7 @@ mod tests {
             idempotency_key: "k1".into(),
             at_ms: 1_795_948_587_780,
             episode: Default::default(),
+            maybe_repeat: false,
         }
     }
 

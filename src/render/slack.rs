@@ -422,6 +422,7 @@ mod tests {
             idempotency_key: "slack:group:1".into(),
             at_ms: 1_795_000_000_000,
             episode: Default::default(),
+            maybe_repeat: false,
         }
     }
 

@@ -123,8 +123,16 @@ impl Service {
         if row.unsure && !self.still_held(&row, &stop).await {
             return;
         }
+        // Still unsure here: the destination could not say whether the earlier attempt
+        // arrived, so the notice goes out marked as a possible repeat (a destination
+        // without a dedup key of its own shows the mark; the others fold it by their key).
+        let notice = if row.unsure {
+            std::borrow::Cow::Owned(crate::model::notice::Notice { maybe_repeat: true, ..row.notice.clone() })
+        } else {
+            std::borrow::Cow::Borrowed(&row.notice)
+        };
         let started = Instant::now();
-        let result = fence::scoped(check, destination.send(&row.notice, row.group_state.as_ref())).await;
+        let result = fence::scoped(check, destination.send(&notice, row.group_state.as_ref())).await;
         self.metrics
             .notification_duration
             .get_or_create(&DestinationLabel { destination: name.to_string() })

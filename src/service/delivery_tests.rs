@@ -34,6 +34,8 @@ struct Scripted {
     checks: Mutex<VecDeque<Result<Option<Sent>, NotifyError>>>,
     sent: Mutex<Vec<(Duration, String)>>,
     checked: Mutex<Vec<String>>,
+    /// `maybe_repeat` of each send, in order.
+    repeats: Mutex<Vec<bool>>,
     start: Mutex<Option<Instant>>,
 }
 
@@ -64,6 +66,7 @@ impl Destination for Scripted {
         Box::pin(async move {
             let at = self.elapsed();
             self.sent.lock().unwrap().push((at, n.idempotency_key.clone()));
+            self.repeats.lock().unwrap().push(n.maybe_repeat);
             let step = self.sends.lock().unwrap().get_mut(&n.group_key).and_then(VecDeque::pop_front);
             match step.unwrap_or(Step::Ok) {
                 Step::Ok => Ok(Sent::default()),
@@ -107,6 +110,7 @@ fn notice(kind: NoticeKind, group: &str, key: &str) -> Notice {
         idempotency_key: key.into(),
         at_ms: 0,
         episode: Default::default(),
+        maybe_repeat: false,
     }
 }
 
@@ -301,6 +305,8 @@ async fn after_a_timeout_the_next_attempt_asks_before_sending() {
     // (not there), then sent.
     assert_eq!(h.dest.keys(), ["a1", "a1", "a1"]);
     assert_eq!(*h.dest.checked.lock().unwrap(), ["a1"]);
+    // Only the send after the unanswered check is marked as a possible repeat.
+    assert_eq!(*h.dest.repeats.lock().unwrap(), [false, false, true]);
 }
 
 #[tokio::test(start_paused = true)]

@@ -413,6 +413,7 @@ fn base(
             revision: e.revision,
             verdict_ref: e.verdict_ref.clone(),
         },
+        maybe_repeat: false,
     }
 }
 

@@ -168,6 +168,7 @@ fn notice(kind: NoticeKind, group: &str, key: &str) -> Notice {
         idempotency_key: key.into(),
         at_ms: T0,
         episode: Default::default(),
+        maybe_repeat: false,
     }
 }
 
