@@ -62,6 +62,9 @@ pub struct Config {
     pub service: ServiceConfig,
     /// Where verdicts go.
     pub notify: NotifyConfig,
+    /// Which destinations a job's notices go to, by its alerts' labels: a tree like
+    /// Alertmanager's. Unset: every destination gets every notice it takes.
+    pub route: crate::notify::route::RouteConfig,
 }
 
 impl Config {
@@ -156,6 +159,7 @@ impl Config {
         self.metrics.validate(&mut problems);
         self.server.validate(&mut problems);
         self.notify.validate(&mut problems);
+        self.route.validate(&crate::notify::registry::names(&self.notify), &mut problems);
         self.store.validate(&mut problems);
         self.service.validate(&mut problems);
         problems

@@ -194,3 +194,56 @@ fn a_refused_backend_url_with_credentials_is_described_without_them() {
     assert!(out.contains("prometheus: http://***@prom.example:9090/?…"), "{out}");
     assert!(out.contains("flink cluster prod: http://***@flink-jm:8081/?…"), "{out}");
 }
+
+/// Two teams' routes over a platform default, for `check-config --route`.
+const TWO_TEAMS: &str = r#"
+[[notify.webhook]]
+name = "payments"
+url = "https://hooks.example/payments"
+[[notify.webhook]]
+name = "fraud"
+url = "https://hooks.example/fraud"
+[notify.pagerduty]
+routing_key = { env = "PAGERDUTY_ROUTING_KEY" }
+
+[route]
+destinations = ["webhook:payments", "webhook:fraud"]
+[[route.routes]]
+matchers = ['namespace = "payments"']
+destinations = ["webhook:payments"]
+continue = true
+[[route.routes]]
+matchers = ['team =~ "fraud|risk"']
+destinations = ["webhook:fraud", "pagerduty"]
+min_confidence = "medium"
+"#;
+
+#[test]
+fn check_config_prints_the_route_tree_and_the_destinations_of_a_label_set_one_per_line() {
+    let tmp = tempfile::tempdir().unwrap();
+    let file = write(tmp.path(), TWO_TEAMS);
+    let env = [("PAGERDUTY_ROUTING_KEY", "R0UTINGKEY0000000000000000000000")];
+    let (code, out, err) = check_config(&[&file], &env);
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert!(out.contains("route: → webhook:payments, webhook:fraud\n"), "{out}");
+    assert!(
+        out.contains("  route.routes[1]: team =~ \"fraud|risk\"; → webhook:fraud, pagerduty; confidence ≥ medium\n"),
+        "{out}"
+    );
+    // payments (continue) and fraud both take it: three destinations, one per line.
+    let (code, out, err) = check_config(&[&file, "--route", "namespace=payments,team=fraud"], &env);
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(
+        out,
+        "webhook:payments (route.routes[0])\n\
+         webhook:fraud (route.routes[1]: verdicts of confidence ≥ medium)\n\
+         pagerduty (route.routes[1]: verdicts of confidence ≥ medium)\n"
+    );
+    // Nobody's labels: the root's own.
+    let (_, out, _) = check_config(&[&file, "--route", "team=search"], &env);
+    assert_eq!(out, "webhook:payments (route)\nwebhook:fraud (route)\n");
+    // A label set that is not one is a usage error.
+    let (code, _, err) = check_config(&[&file, "--route", "team"], &env);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("`team` is not label=value"), "{err}");
+}

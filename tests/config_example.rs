@@ -63,7 +63,12 @@ fn the_example_has_the_commented_examples_it_documents() {
             "[notify.slack]",
             "[notify.pagerduty]",
             "[notify.alertmanager]",
-            "[[notify.webhook]]"
+            "[[notify.webhook]]",
+            "[[notify.webhook]]",
+            "[[notify.webhook]]",
+            "[route]",
+            "[[route.routes]]",
+            "[[route.routes]]"
         ]
     );
 }
@@ -124,7 +129,9 @@ fn every_commented_example_loads_when_all_are_uncommented_together_but_the_alter
     assert!(c.store.url.is_some() && c.store.password.is_some());
     assert!(c.server.external_url.is_some());
     assert!(c.notify.slack.is_some() && c.notify.pagerduty.is_some() && c.notify.alertmanager.is_some());
-    assert_eq!(c.notify.webhook.len(), 1);
+    // incident-bot, and the route example's payments and fraud.
+    assert_eq!(c.notify.webhook.len(), 3);
+    assert_eq!(c.route.routes.len(), 2);
 }
 
 /// How the example writes a key: its value, and for a commented one the comment lines

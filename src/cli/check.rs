@@ -98,7 +98,40 @@ pub fn describe(config: &Config) -> String {
     for d in destinations {
         let _ = writeln!(out, "destination: {d}");
     }
+    if !crate::notify::registry::names(&config.notify).is_empty() {
+        for line in config.route.describe(&crate::notify::registry::names(&config.notify)) {
+            let _ = writeln!(out, "{line}");
+        }
+    }
     out
+}
+
+/// `check-config FILE --route LABELS`: the destinations a job whose alerts carry these
+/// labels would be notified at, one per line (the name first, then the route and its
+/// filters), or a line saying none.
+pub fn route(config: &Config, labels: &str) -> Result<String, CliError> {
+    let labels = crate::notify::route::parse_label_set(labels)
+        .map_err(|e| CliError::usage(format!("--route: {e} (expected e.g. namespace=payments,team=fraud)")))?;
+    let configured = crate::notify::registry::names(&config.notify);
+    let decision = config.route.decide(&labels, &configured);
+    let mut out = String::new();
+    for t in &decision.taken {
+        for d in &t.destinations {
+            let mut filters = Vec::new();
+            if let Some(c) = t.min_confidence {
+                filters.push(format!("verdicts of confidence ≥ {}", c.as_str()));
+            }
+            if !t.could_not_diagnose {
+                filters.push("no \"could not diagnose\"".to_string());
+            }
+            let filters = if filters.is_empty() { String::new() } else { format!(": {}", filters.join(", ")) };
+            let _ = writeln!(out, "{d} ({}{filters})", t.key);
+        }
+    }
+    if out.is_empty() {
+        out.push_str("none: no destination is configured, or the route these labels take names none\n");
+    }
+    Ok(out)
 }
 
 /// Problems that stop `serve` (or a live diagnosis), every one in one run: what
@@ -187,9 +220,20 @@ async fn connect(config: &Config) -> (String, bool) {
 
 /// `check-config`: the report on `out`; an error (exit 2 for a configuration that cannot
 /// be used, 3 when `--connect` could not reach something) after it.
-pub fn run(path: &Path, connect_too: bool, out: &mut dyn std::io::Write) -> Result<(), CliError> {
+pub fn run(
+    path: &Path,
+    connect_too: bool,
+    route_labels: Option<&str>,
+    out: &mut dyn std::io::Write,
+) -> Result<(), CliError> {
     let (config, validation) = Config::read(path).map_err(|e| CliError { code: EXIT_USAGE, message: e.to_string() })?;
     let problems = problems(&config, validation);
+    if let Some(labels) = route_labels {
+        if !problems.is_empty() {
+            return Err(CliError { code: EXIT_USAGE, message: format!("{}: {}", path.display(), problems.join("; ")) });
+        }
+        return crate::cli::write_out(out, &route(&config, labels)?);
+    }
     let verdict = if problems.is_empty() { "valid" } else { "loads, but cannot be used as it is (problems below)" };
     let mut report = format!("{}: {verdict}\n", path.display());
     report.push_str(&describe(&config));

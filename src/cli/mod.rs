@@ -96,6 +96,10 @@ pub struct CheckConfigArgs {
     /// routing key, which it refuses; a webhook a HEAD request).
     #[arg(long)]
     pub connect: bool,
+    /// Instead of the report: the destinations a job whose alerts carry these labels is
+    /// notified at under `[route]`, one per line (`namespace=payments,team=fraud`).
+    #[arg(long, value_name = "LABELS", conflicts_with = "connect")]
+    pub route: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -326,7 +330,7 @@ pub fn run(cli: Cli, out: &mut dyn Write) -> Result<(), CliError> {
         Command::Store(args) => store::run(args, out),
         Command::CheckConfig(args) => {
             let file = args.file.or(args.config).expect("clap requires FILE or --config");
-            check::run(&file, args.connect, out)
+            check::run(&file, args.connect, args.route.as_deref(), out)
         }
         Command::Demo(args) => {
             if args.format == Format::Html {

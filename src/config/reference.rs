@@ -75,7 +75,7 @@ pub fn keys() -> Vec<Key> {
     let empty = Map::new();
     let defs = schema.get("$defs").and_then(Value::as_object).unwrap_or(&empty);
     let mut out = Vec::new();
-    walk_table(&schema, "", defs, &mut out);
+    walk_table(&schema, "", defs, &mut Vec::new(), &mut out);
     out
 }
 
@@ -98,9 +98,22 @@ fn is_struct(node: &Value) -> bool {
     node.get("properties").is_some()
 }
 
-fn walk_table(table: &Value, prefix: &str, defs: &Map<String, Value>, out: &mut Vec<Key>) {
-    let empty = Map::new();
-    let props = table.get("properties").and_then(Value::as_object).unwrap_or(&empty);
+/// `ancestors`: the tables being walked, outermost first. A table whose type holds itself
+/// (`[route]` and its `[[route.routes]]`) is listed once: its nested copies have the same
+/// keys.
+fn walk_table<'a>(
+    table: &'a Value,
+    prefix: &str,
+    defs: &'a Map<String, Value>,
+    ancestors: &mut Vec<&'a Value>,
+    out: &mut Vec<Key>,
+) {
+    if ancestors.iter().any(|a| std::ptr::eq(*a, table)) {
+        return;
+    }
+    ancestors.push(table);
+    static EMPTY: std::sync::LazyLock<Map<String, Value>> = std::sync::LazyLock::new(Map::new);
+    let props = table.get("properties").and_then(Value::as_object).unwrap_or(&EMPTY);
     let required: Vec<&str> =
         table.get("required").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str).collect();
     for (name, prop) in props {
@@ -134,11 +147,12 @@ fn walk_table(table: &Value, prefix: &str, defs: &Map<String, Value>, out: &mut 
             doc,
         });
         match element {
-            Some(e) => walk_table(e, &format!("{path}[]"), defs, out),
-            None if table => walk_table(target, &path, defs, out),
+            Some(e) => walk_table(e, &format!("{path}[]"), defs, ancestors, out),
+            None if table => walk_table(target, &path, defs, ancestors, out),
             None => {}
         }
     }
+    ancestors.pop();
 }
 
 /// A table's one-line title: the first sentence of its type's doc.

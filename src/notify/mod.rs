@@ -11,6 +11,7 @@ pub mod alertmanager;
 pub mod fence;
 pub mod pagerduty;
 pub mod registry;
+pub mod route;
 pub mod slack;
 pub mod webhook;
 

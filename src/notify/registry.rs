@@ -108,6 +108,22 @@ pub fn sections(cfg: &NotifyConfig) -> Vec<Section<'_>> {
     out
 }
 
+/// The name of every configured destination as routes, metrics and the outbox know it
+/// ([`crate::notify::Destination::name`]): `slack`, `pagerduty`, `alertmanager` for a
+/// single section, `<kind>:<name>` for a list's (`webhook:ops`), in the registry's order.
+pub fn names(cfg: &NotifyConfig) -> Vec<String> {
+    sections(cfg)
+        .iter()
+        .map(|s| {
+            let kind = s.list.unwrap_or(&s.key).trim_start_matches("notify.");
+            match (s.list, s.config.label()) {
+                (Some(_), Some(label)) => format!("{kind}:{label}"),
+                _ => kind.to_string(),
+            }
+        })
+        .collect()
+}
+
 /// The TOML header of every destination, configured or not (`[notify.slack]`,
 /// `[[notify.webhook]]`): for messages that name them all.
 pub fn headers() -> Vec<String> {
@@ -378,6 +394,23 @@ mod tests {
         }
         // 1 to 6, each reported once.
         assert_eq!(all.len(), 6, "{all:?}");
+    }
+
+    #[test]
+    fn a_destinations_route_name_is_the_name_its_sender_reports() {
+        // Every destination of FULL, built with each secret read from a file of its own:
+        // the name a route uses is the one the delivery loop and the outbox know it by.
+        let dir = tempfile::tempdir().unwrap();
+        let re = regex::Regex::new(r#"env = "CULPRIT_TEST_SECRET_(\d+)""#).unwrap();
+        let text = re.replace_all(FULL, |c: &regex::Captures<'_>| {
+            let path = dir.path().join(&c[1]);
+            std::fs::write(&path, format!("secret-{}", &c[1])).unwrap();
+            format!("file = {:?}", path.display().to_string())
+        });
+        let cfg: NotifyConfig = toml::from_str(&text).unwrap();
+        let built: Vec<String> = cfg.build().unwrap().iter().map(|n| n.name()).collect();
+        assert_eq!(names(&cfg), built);
+        assert!(built.contains(&"webhook:bearer".to_string()), "{built:?}");
     }
 
     #[test]

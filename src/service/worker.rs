@@ -299,7 +299,16 @@ impl Service {
                 Some(v) => v.job.clone(),
                 None => job.clone(),
             };
-            let destinations: Vec<(String, bool)> = me.destinations.iter().map(|d| (d.name(), d.refreshes())).collect();
+            // The route tree picks this job's destinations by its alerts' labels; the
+            // others plan nothing for it (no episode, no notice).
+            let configured: Vec<String> = me.destinations.iter().map(|d| d.name()).collect();
+            let route = me.config.route.decide(&crate::notify::route::labels_of(&item.labels, &job), &configured);
+            let destinations: Vec<(String, bool)> = me
+                .destinations
+                .iter()
+                .filter(|d| route.routes_to(&d.name()))
+                .map(|d| (d.name(), d.refreshes()))
+                .collect();
             let outcome = match (&verdict, &reason) {
                 (Some(v), _) => Outcome::Verdict(v),
                 (None, Some(r)) => Outcome::CouldNotDiagnose(r),
@@ -347,9 +356,11 @@ impl Service {
             if verdict.is_none() && reason.is_none() {
                 planned.notices.retain(|n| matches!(n.notice.kind, NoticeKind::Resolved | NoticeKind::GroupResolved));
             }
-            // What each destination gets is decided above; here, what it takes of it.
+            // What each destination gets is decided above; here, what it takes of it and
+            // what its routes let through (a confidence floor, no "could not diagnose").
             planned.notices.retain(|n| {
-                me.destinations.iter().find(|d| d.name() == n.destination).is_some_and(|d| d.wants(&n.notice))
+                route.lets_through(&n.destination, &n.notice)
+                    && me.destinations.iter().find(|d| d.name() == n.destination).is_some_and(|d| d.wants(&n.notice))
             });
             planned
         })
