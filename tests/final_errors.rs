@@ -66,6 +66,7 @@ fn notice() -> Notice {
 
 fn web_api(c: &Capture, token: &tempfile::NamedTempFile) -> Slack {
     Slack::new(&SlackConfig {
+        name: None,
         mode: SlackMode::WebApi,
         token: Some(SecretSource::File(token.path().to_path_buf())),
         channel: Some("C0ALERTS".into()),
@@ -151,6 +152,7 @@ async fn slack_incoming_webhook_errors_say_what_to_do() {
     let url = format!("{}/services/T000/B000/W3BH00KS3CR3T", c.url);
     let file = secret_file(&url);
     let slack = Slack::new(&SlackConfig {
+        name: None,
         mode: SlackMode::IncomingWebhook,
         token: None,
         channel: None,
@@ -176,6 +178,7 @@ async fn pagerdutys_invalid_routing_key_names_the_setting_and_where_the_key_is_n
     let c = Capture::start().await;
     let key = secret_file(ROUTING_KEY);
     let pd = PagerDuty::new(&PagerDutyConfig {
+        name: None,
         routing_key: SecretSource::File(key.path().to_path_buf()),
         url: format!("{}/v2/enqueue", c.url),
         severity: "error".into(),

@@ -72,6 +72,7 @@ fn web_api(capture: &Capture) -> (Slack, tempfile::NamedTempFile) {
     let mut token = tempfile::NamedTempFile::new().unwrap();
     writeln!(token, "xoxb-test-token").unwrap();
     let cfg = SlackConfig {
+        name: None,
         mode: SlackMode::WebApi,
         token: Some(SecretSource::File(token.path().to_path_buf())),
         channel: Some("C0FLINKOPS".into()),

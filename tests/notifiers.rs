@@ -81,6 +81,7 @@ fn secret_file(secret: &str) -> (tempfile::NamedTempFile, PathBuf) {
 
 fn pagerduty(server: &MockServer, key_file: &Path) -> PagerDuty {
     PagerDuty::new(&PagerDutyConfig {
+        name: None,
         routing_key: SecretSource::File(key_file.to_path_buf()),
         url: format!("{}/v2/enqueue", server.uri()),
         severity: "error".into(),
@@ -267,6 +268,7 @@ async fn an_unreachable_pagerduty_is_retryable_and_the_error_holds_no_secret() {
     let port = free_port();
     let (_f, key_file) = secret_file(ROUTING_KEY);
     let pd = PagerDuty::new(&PagerDutyConfig {
+        name: None,
         routing_key: SecretSource::File(key_file.clone()),
         url: format!("http://127.0.0.1:{port}/v2/enqueue"),
         severity: "critical".into(),
@@ -304,6 +306,7 @@ async fn pagerduty_is_never_triggered_for_a_resolved_group_nor_for_a_failure_to_
 fn a_bad_pagerduty_configuration_is_refused_without_showing_the_key() {
     let (_f, key_file) = secret_file(ROUTING_KEY);
     let cfg = |severity: &str, url: &str| PagerDutyConfig {
+        name: None,
         routing_key: SecretSource::File(key_file.clone()),
         url: url.into(),
         severity: severity.into(),
@@ -312,6 +315,7 @@ fn a_bad_pagerduty_configuration_is_refused_without_showing_the_key() {
     assert_eq!(e, "pagerduty: severity `page-me` is not one of critical, error, warning, info");
     assert!(PagerDuty::new(&cfg("info", "ftp://events.pagerduty.com")).is_err());
     let missing = PagerDutyConfig {
+        name: None,
         routing_key: SecretSource::File("/nonexistent/culprit/routing-key".into()),
         ..cfg("error", "https://events.pagerduty.com/v2/enqueue")
     };

@@ -30,6 +30,7 @@ fn secret_file(value: &str) -> tempfile::NamedTempFile {
 fn web_api(server: &MockServer) -> (Slack, tempfile::NamedTempFile) {
     let file = secret_file(TOKEN);
     let cfg = SlackConfig {
+        name: None,
         mode: SlackMode::WebApi,
         token: Some(SecretSource::File(file.path().to_path_buf())),
         channel: Some(CHANNEL.into()),
@@ -43,6 +44,7 @@ fn incoming_webhook(server: &MockServer) -> (Slack, tempfile::NamedTempFile, Str
     let url = format!("{}{WEBHOOK_PATH}", server.uri());
     let file = secret_file(&url);
     let cfg = SlackConfig {
+        name: None,
         mode: SlackMode::IncomingWebhook,
         token: None,
         channel: None,
@@ -616,6 +618,7 @@ async fn an_unreachable_webhook_is_retryable_and_its_url_is_not_in_the_error() {
     let url = format!("http://127.0.0.1:{port}{WEBHOOK_PATH}");
     let f = secret_file(&url);
     let cfg = SlackConfig {
+        name: None,
         mode: SlackMode::IncomingWebhook,
         token: None,
         channel: None,
@@ -683,6 +686,7 @@ async fn the_token_is_never_in_debug_or_errors_even_when_slack_echoes_it_back() 
 #[test]
 fn a_configuration_without_its_secret_is_refused_without_showing_a_url() {
     let base = SlackConfig {
+        name: None,
         mode: SlackMode::WebApi,
         token: None,
         channel: Some(CHANNEL.into()),
@@ -706,6 +710,7 @@ fn a_configuration_without_its_secret_is_refused_without_showing_a_url() {
 fn slack_wants_every_kind_of_notice() {
     let f = secret_file(TOKEN);
     let cfg = SlackConfig {
+        name: None,
         mode: SlackMode::WebApi,
         token: Some(SecretSource::File(f.path().to_path_buf())),
         channel: Some(CHANNEL.into()),
@@ -921,6 +926,7 @@ async fn a_group_joining_or_leaving_the_verdict_is_a_reply_in_its_thread_and_nev
 fn the_incoming_webhook_takes_no_revision_and_no_group_joining_or_leaving() {
     let f = secret_file("https://hooks.slack.com/services/T000/B000/XXXX");
     let cfg = SlackConfig {
+        name: None,
         mode: SlackMode::IncomingWebhook,
         token: None,
         channel: None,

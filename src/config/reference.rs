@@ -89,6 +89,13 @@ fn resolve<'a>(node: &'a Value, defs: &'a Map<String, Value>) -> &'a Value {
         if let [one] = not_null[..] {
             return resolve(one, defs);
         }
+        // A section written once or as a list of the same (`OneOrMany`): its keys are the
+        // section's.
+        if let [one, list] = not_null[..]
+            && list.get("items") == Some(one)
+        {
+            return resolve(one, defs);
+        }
     }
     node
 }

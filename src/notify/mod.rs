@@ -12,6 +12,7 @@ pub mod fence;
 pub mod pagerduty;
 pub mod registry;
 pub mod route;
+pub mod sections;
 pub mod slack;
 pub mod webhook;
 

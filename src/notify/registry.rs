@@ -35,6 +35,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::notify::alertmanager::AlertmanagerConfig;
 use crate::notify::pagerduty::PagerDutyConfig;
+use crate::notify::sections::OneOrMany;
 use crate::notify::slack::SlackConfig;
 use crate::notify::webhook::WebhookConfig;
 use crate::notify::{Destination, Notifier};
@@ -44,10 +45,10 @@ use crate::settings::{HttpAuth, Millis, SecretSource, check_backend_url};
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct NotifyConfig {
-    /// `[notify.slack]`.
-    pub slack: Option<SlackConfig>,
-    /// `[notify.pagerduty]`.
-    pub pagerduty: Option<PagerDutyConfig>,
+    /// `[notify.slack]`, or `[[notify.slack]]` several times (each with a `name`).
+    pub slack: Option<OneOrMany<SlackConfig>>,
+    /// `[notify.pagerduty]`, or `[[notify.pagerduty]]` several times (each with a `name`).
+    pub pagerduty: Option<OneOrMany<PagerDutyConfig>>,
     /// `[notify.alertmanager]`.
     pub alertmanager: Option<AlertmanagerConfig>,
     /// `[[notify.webhook]]`, any number.
@@ -68,8 +69,8 @@ pub struct NotifyConfig {
 /// they are built, validated and listed: the registry. One line per destination.
 fn entries(cfg: &NotifyConfig) -> Vec<Entry<'_>> {
     vec![
-        one("notify.slack", &cfg.slack),
-        one("notify.pagerduty", &cfg.pagerduty),
+        one_or_many("notify.slack", &cfg.slack),
+        one_or_many("notify.pagerduty", &cfg.pagerduty),
         one("notify.alertmanager", &cfg.alertmanager),
         each("notify.webhook", &cfg.webhook),
     ]
@@ -85,6 +86,14 @@ struct Entry<'a> {
 
 fn one<'a, T: DestinationConfig>(key: &'static str, c: &'a Option<T>) -> Entry<'a> {
     Entry { key, list: false, configs: c.iter().map(|c| c as &dyn DestinationConfig).collect() }
+}
+
+fn one_or_many<'a, T: DestinationConfig>(key: &'static str, c: &'a Option<OneOrMany<T>>) -> Entry<'a> {
+    Entry {
+        key,
+        list: c.as_ref().is_some_and(OneOrMany::is_list),
+        configs: c.iter().flat_map(|c| c.as_slice()).map(|c| c as &dyn DestinationConfig).collect(),
+    }
 }
 
 fn each<'a, T: DestinationConfig>(key: &'static str, list: &'a [T]) -> Entry<'a> {
@@ -109,19 +118,22 @@ pub fn sections(cfg: &NotifyConfig) -> Vec<Section<'_>> {
 }
 
 /// The name of every configured destination as routes, metrics and the outbox know it
-/// ([`crate::notify::Destination::name`]): `slack`, `pagerduty`, `alertmanager` for a
-/// single section, `<kind>:<name>` for a list's (`webhook:ops`), in the registry's order.
+/// ([`crate::notify::Destination::name`]): its kind (`slack`, `pagerduty`, `alertmanager`),
+/// with `:<name>` when its section has a name (`webhook:ops`, `slack:payments`), in the
+/// registry's order.
 pub fn names(cfg: &NotifyConfig) -> Vec<String> {
     sections(cfg)
         .iter()
-        .map(|s| {
-            let kind = s.list.unwrap_or(&s.key).trim_start_matches("notify.");
-            match (s.list, s.config.label()) {
-                (Some(_), Some(label)) => format!("{kind}:{label}"),
-                _ => kind.to_string(),
-            }
-        })
+        .map(|s| destination_name(s.list.unwrap_or(&s.key).trim_start_matches("notify."), s.config.label()))
         .collect()
+}
+
+/// A destination's name from its kind and its section's name: `slack`, `slack:payments`.
+pub fn destination_name(kind: &str, name: Option<&str>) -> String {
+    match name {
+        Some(n) => format!("{kind}:{n}"),
+        None => kind.to_string(),
+    }
 }
 
 /// The TOML header of every destination, configured or not (`[notify.slack]`,
@@ -234,6 +246,14 @@ impl NotifyConfig {
         }
         for s in &sections {
             s.config.validate(problems);
+        }
+        for s in &sections {
+            if s.list.is_some() && s.config.label().is_none() {
+                problems.push(format!(
+                    "{}: needs a `name` (written several times, each section is told apart by its name in routes, metrics and logs)",
+                    s.key
+                ));
+            }
         }
         let mut names = std::collections::BTreeSet::new();
         for s in &sections {
@@ -380,11 +400,13 @@ mod tests {
             let json = s.config.to_json();
             let name = s.list.unwrap_or(&s.key).replace("notify.", "");
             let def = schema["properties"][&name].to_string();
-            let (type_name, fields) = defs
-                .iter()
-                .find(|(k, _)| def.contains(&format!("#/$defs/{k}\"")))
-                .map(|(k, d)| (k.clone(), d["properties"].as_object().cloned().unwrap_or_default()))
-                .unwrap();
+            let find = |text: &str| defs.iter().find(|(k, _)| text.contains(&format!("#/$defs/{k}\""))).unwrap();
+            let (mut type_name, mut d) = find(&def);
+            // A section written once or as a list (`OneOrMany`): the section's own type.
+            while d.get("properties").is_none() {
+                (type_name, d) = find(&d.to_string());
+            }
+            let (type_name, fields) = (type_name.clone(), d["properties"].as_object().cloned().unwrap_or_default());
             for (field, field_schema) in fields {
                 let text = field_schema.to_string();
                 if text.contains("#/$defs/SecretSource") || text.contains("#/$defs/HttpAuth") {
@@ -411,6 +433,43 @@ mod tests {
         let built: Vec<String> = cfg.build().unwrap().iter().map(|n| n.name()).collect();
         assert_eq!(names(&cfg), built);
         assert!(built.contains(&"webhook:bearer".to_string()), "{built:?}");
+    }
+
+    #[test]
+    fn slack_and_pagerduty_written_several_times_are_one_destination_each_by_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let secret = dir.path().join("s");
+        std::fs::write(&secret, "xoxb-1").unwrap();
+        let text = format!(
+            "[[slack]]\nname = \"payments\"\ntoken = {{ file = {s:?} }}\nchannel = \"C1\"\n\
+             [[slack]]\nname = \"fraud\"\ntoken = {{ file = {s:?} }}\nchannel = \"C2\"\n\
+             [pagerduty]\nrouting_key = {{ file = {s:?} }}\n",
+            s = secret.display().to_string()
+        );
+        let cfg: NotifyConfig = toml::from_str(&text).unwrap();
+        assert_eq!(names(&cfg), ["slack:payments", "slack:fraud", "pagerduty"]);
+        let built: Vec<String> = cfg.build().unwrap().iter().map(|n| n.name()).collect();
+        assert_eq!(built, names(&cfg));
+        let keys: Vec<String> = cfg.secrets().into_iter().map(|(k, _)| k).collect();
+        assert_eq!(
+            keys,
+            ["notify.slack[0] (payments).token", "notify.slack[1] (fraud).token", "notify.pagerduty.routing_key"]
+        );
+        let mut problems = Vec::new();
+        cfg.validate(&mut problems);
+        assert!(problems.is_empty(), "{problems:?}");
+        // Several without a name, or twice the same name: told apart by nothing.
+        let nameless = text.replace("name = \"fraud\"\n", "").replace("fraud", "payments");
+        let cfg: NotifyConfig = toml::from_str(&nameless).unwrap();
+        let mut problems = Vec::new();
+        cfg.validate(&mut problems);
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert!(problems[0].starts_with("notify.slack[1]: needs a `name`"), "{problems:?}");
+        let twice = text.replace("name = \"fraud\"", "name = \"payments\"");
+        let cfg: NotifyConfig = toml::from_str(&twice).unwrap();
+        let mut problems = Vec::new();
+        cfg.validate(&mut problems);
+        assert_eq!(problems, ["notify.slack: the name `payments` is used twice"]);
     }
 
     #[test]

@@ -10,6 +10,11 @@ use crate::settings::SecretSource;
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PagerDutyConfig {
+    /// The destination's name in routes, metrics and logs: `pagerduty:<name>`. Needed when
+    /// `[[notify.pagerduty]]` is written several times (a service per team); unset:
+    /// `pagerduty`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
     /// The integration's routing key (the same service Alertmanager pages).
     pub routing_key: SecretSource,
     /// Default `https://events.pagerduty.com/v2/enqueue`.
@@ -28,7 +33,18 @@ fn default_pagerduty_severity() -> String {
     "error".into()
 }
 
+impl PagerDutyConfig {
+    /// Its destination name: `pagerduty`, or `pagerduty:<name>`.
+    pub fn destination_name(&self) -> String {
+        crate::notify::registry::destination_name("pagerduty", self.name.as_deref())
+    }
+}
+
 impl DestinationConfig for PagerDutyConfig {
+    fn label(&self) -> Option<&str> {
+        self.name.as_deref()
+    }
+
     fn secrets(&self) -> Vec<SecretField<'_>> {
         vec![SecretField { key: "routing_key".into(), source: &self.routing_key, form: SecretForm::Plain }]
     }
@@ -38,7 +54,7 @@ impl DestinationConfig for PagerDutyConfig {
     }
 
     fn describe(&self) -> String {
-        format!("pagerduty (Events API v2 at {}, severity {})", self.url, self.severity)
+        format!("{} (Events API v2 at {}, severity {})", self.destination_name(), self.url, self.severity)
     }
 
     fn build(&self) -> Result<Box<dyn Destination>, String> {

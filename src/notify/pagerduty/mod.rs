@@ -39,6 +39,8 @@ pub const SEVERITIES: [&str; 4] = ["critical", "error", "warning", "info"];
 
 /// PagerDuty Events API v2. `Debug` shows no secret.
 pub struct PagerDuty {
+    /// `pagerduty` or `pagerduty:<name>`.
+    name: String,
     url: reqwest::Url,
     routing_key: SecretString,
     severity: String,
@@ -70,6 +72,7 @@ impl PagerDuty {
             return Err(format!("pagerduty: severity `{}` is not one of {}", cfg.severity, SEVERITIES.join(", ")));
         }
         Ok(PagerDuty {
+            name: cfg.destination_name(),
             url: parse_url("pagerduty", &cfg.url)?,
             routing_key,
             severity: cfg.severity.clone(),
@@ -197,7 +200,7 @@ fn error_detail(answer: &str) -> String {
 
 impl Destination for PagerDuty {
     fn name(&self) -> String {
-        "pagerduty".into()
+        self.name.clone()
     }
     fn wants(&self, notice: &Notice) -> bool {
         PagerDuty::wants(self, notice)

@@ -21,6 +21,10 @@ pub enum SlackMode {
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SlackConfig {
+    /// The destination's name in routes, metrics and logs: `slack:<name>`. Needed when
+    /// `[[notify.slack]]` is written several times (a channel per team); unset: `slack`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
     /// `web_api` (default) or `incoming_webhook`.
     #[serde(default)]
     pub mode: SlackMode,
@@ -42,7 +46,18 @@ fn default_slack_api() -> String {
     "https://slack.com/api".into()
 }
 
+impl SlackConfig {
+    /// Its destination name: `slack`, or `slack:<name>`.
+    pub fn destination_name(&self) -> String {
+        crate::notify::registry::destination_name("slack", self.name.as_deref())
+    }
+}
+
 impl DestinationConfig for SlackConfig {
+    fn label(&self) -> Option<&str> {
+        self.name.as_deref()
+    }
+
     fn secrets(&self) -> Vec<SecretField<'_>> {
         let token = self.token.iter().map(|t| SecretField { key: "token".into(), source: t, form: SecretForm::Plain });
         let url = self.webhook_url.iter().map(|u| SecretField {
@@ -71,10 +86,13 @@ impl DestinationConfig for SlackConfig {
 
     fn describe(&self) -> String {
         match self.mode {
-            SlackMode::WebApi => {
-                format!("slack (Web API at {}, channel {})", self.api_url, self.channel.as_deref().unwrap_or("?"))
-            }
-            SlackMode::IncomingWebhook => "slack (incoming webhook)".to_string(),
+            SlackMode::WebApi => format!(
+                "{} (Web API at {}, channel {})",
+                self.destination_name(),
+                self.api_url,
+                self.channel.as_deref().unwrap_or("?")
+            ),
+            SlackMode::IncomingWebhook => format!("{} (incoming webhook)", self.destination_name()),
         }
     }
 

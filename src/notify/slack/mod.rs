@@ -154,6 +154,8 @@ const WEBHOOK_CHANNEL: &str = "incoming_webhook";
 
 /// The Slack notifier. `Debug` shows no secret.
 pub struct Slack {
+    /// `slack` or `slack:<name>` ([`SlackConfig::destination_name`]).
+    name: String,
     mode: Mode,
     client: reqwest::Client,
     pacer: Pacer,
@@ -399,7 +401,14 @@ impl Slack {
             .build()
             .map_err(|_| "slack: cannot build the HTTP client".to_string())?;
         let redactor = redactor_of(&mode);
-        Ok(Slack { mode, client, pacer: Pacer::default(), reads: history::ReadPacer::default(), redactor })
+        Ok(Slack {
+            name: cfg.destination_name(),
+            mode,
+            client,
+            pacer: Pacer::default(),
+            reads: history::ReadPacer::default(),
+            redactor,
+        })
     }
 
     /// `web_api` wants every notice: verdicts (first, changed and revised in place),
@@ -918,7 +927,7 @@ fn redactor_of(mode: &Mode) -> Redactor {
 
 impl Destination for Slack {
     fn name(&self) -> String {
-        "slack".into()
+        self.name.clone()
     }
     fn wants(&self, notice: &Notice) -> bool {
         Slack::wants(self, notice)
