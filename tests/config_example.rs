@@ -63,7 +63,10 @@ fn the_example_has_the_commented_examples_it_documents() {
             "[notify.slack]",
             "[notify.pagerduty]",
             "[notify.alertmanager]",
-            "[[notify.webhook]]"
+            "[[notify.webhook]]",
+            "[[notify.opsgenie]]",
+            "[[notify.opsgenie]]",
+            "[[notify.jsm]]"
         ]
     );
 }
@@ -125,6 +128,10 @@ fn every_commented_example_loads_when_all_are_uncommented_together_but_the_alter
     assert!(c.server.external_url.is_some());
     assert!(c.notify.slack.is_some() && c.notify.pagerduty.is_some() && c.notify.alertmanager.is_some());
     assert_eq!(c.notify.webhook.len(), 1);
+    // The US and the EU Opsgenie examples, and JSM.
+    assert_eq!(c.notify.opsgenie.len(), 2);
+    assert_eq!(c.notify.opsgenie[1].region, culprit::notify::opsgenie::OpsgenieRegion::Eu);
+    assert_eq!(c.notify.jsm.len(), 1);
 }
 
 /// How the example writes a key: its value, and for a commented one the comment lines

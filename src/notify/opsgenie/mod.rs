@@ -194,10 +194,10 @@ impl OpsApi {
                 .map(Duration::from_secs);
         }
         tracing::debug!(destination = %self.what, status, retryable = e.retryable, error = %e, "alert request refused");
-        e.hint(self.hint(status, &detail))
+        e.hint(self.hint(status))
     }
 
-    fn hint(&self, status: u16, detail: &str) -> Option<String> {
+    fn hint(&self, status: u16) -> Option<String> {
         let s = &self.section;
         let (key, place) = match self.flavor {
             Flavor::Opsgenie => (
@@ -213,10 +213,8 @@ impl OpsApi {
             Flavor::Jsm => "an Atlassian account's email and one of its API tokens, of a user of the site's Operations",
         };
         match status {
-            400 => Some(format!(
-                "the request was refused as invalid ({}): culprit sent something the API cannot parse; please report it",
-                detail.chars().take(80).collect::<String>().replace(|c: char| c.is_control(), " ")
-            )),
+            // The answer is logged (redacted), never quoted here: it may echo the key.
+            400 => Some("the request was refused as invalid JSON: culprit sent something the API cannot parse; please report it (the answer is in the log)".into()),
             401 => Some(format!(
                 "the credentials of {key} are not accepted (invalid, or the integration is disabled): configure {what}, {place}"
             )),
