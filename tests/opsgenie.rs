@@ -417,3 +417,31 @@ async fn jsm_refuses_a_wrong_token_with_a_hint_and_never_shows_it() {
     assert!(t.jsm.probe().await.unwrap().contains("may read alerts"));
     assert!(!t.jsm.wants(&notice(NoticeKind::CouldNotDiagnose, "x")));
 }
+
+#[test]
+fn configured_sections_are_named_by_their_name_and_bad_values_are_refused_with_their_keys() {
+    let text = format!(
+        "[[notify.opsgenie]]\nname = \"payments\"\napi_key = {{ env = \"OG\" }}\nregion = \"eu\"\n\
+         [[notify.jsm]]\nname = \"payments\"\ncloud_id = \"{CLOUD_ID}\"\nuser = \"{JSM_USER}\"\napi_token = {{ env = \"JSM\" }}\n"
+    );
+    let config = culprit::config::Config::from_toml(&text, "c.toml").unwrap();
+    assert_eq!(
+        config.notify.describe(),
+        [
+            "opsgenie:payments (Alert API v2 at https://api.eu.opsgenie.com, priority P3)".to_string(),
+            format!("jsm:payments (JSM Operations at https://api.atlassian.com, cloud {CLOUD_ID}, priority P3)"),
+        ]
+    );
+    let bad = "[[notify.opsgenie]]\nname = \"a\"\napi_key = { env = \"OG\" }\npriority = \"P9\"\n\
+               [[notify.opsgenie]]\nname = \"a\"\napi_key = { env = \"OG\" }\n\
+               [[notify.jsm]]\nname = \"b\"\ncloud_id = \"x/../y\"\nuser = \"nobody\"\napi_token = { env = \"JSM\" }\n";
+    let e = culprit::config::Config::from_toml(bad, "c.toml").unwrap_err().to_string();
+    for expected in [
+        "notify.opsgenie[a].priority must be one of P1, P2, P3, P4, P5",
+        "notify.opsgenie: the name `a` is used twice",
+        "notify.jsm[b].cloud_id",
+        "notify.jsm[b].user",
+    ] {
+        assert!(e.contains(expected), "{expected}: {e}");
+    }
+}

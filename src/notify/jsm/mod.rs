@@ -15,7 +15,8 @@
 //! * addressing: this API takes an alert's id only, not its alias ("JSM API
 //!   'https://api.atlassian.com/jsm/ops/api/{cloudId}/v1/alerts/{id}'" supports "only alert
 //!   ID", <https://jira.atlassian.com/browse/JSDCLOUD-14179>), so the alert of an alias is
-//!   found by List Alerts with `query=alias:<alias> AND status:open` (the workaround that
+//!   found by List Alerts (`GET …/v1/alerts` with a Lucene `query`, `sort`, `order`, the
+//!   list in `values`) with `query=alias:<alias> AND status:open` (the workaround that
 //!   issue gives), and its id is kept in the state (`{"alias", "id", "request_id"}`) for
 //!   the next notices of the episode. Right after a create, the alert may not be listed yet
 //!   (asynchronous processing): the create carries the verdict, and the next notice looks
@@ -181,16 +182,16 @@ impl Jsm {
         self.api.already_sent(&ById, notice, state).await
     }
 
-    /// For `check-config --connect`: lists alerts (`GET …/v1/alerts`), which posts
-    /// nothing. A 200 verifies the URL, the cloud id and that the user and token may read
+    /// For `check-config --connect`: lists one alert (`GET …/v1/alerts?size=1`), which
+    /// posts nothing. A 200 verifies the URL, the cloud id and that the user and token may read
     /// the site's alerts (which `already_sent` needs); whether they may create and close
     /// them is not verified.
     pub async fn probe(&self) -> Result<String, NotifyError> {
         let mut u = self.api.alerts.clone();
-        u.query_pairs_mut().append_pair("query", "status:open");
+        u.query_pairs_mut().append_pair("size", "1");
         self.api.call(Method::GET, u, None).await?;
         Ok(format!(
-            "{} answers and the user and API token may read alerts (listed, nothing posted); whether they may create and close alerts is not verified",
+            "{} answers and the user and API token may read alerts (1 listed, nothing posted); whether they may create and close alerts is not verified",
             self.api.alerts
         ))
     }
