@@ -231,7 +231,7 @@ async fn handle(State(s): State<OpsStandIn>, method: Method, uri: Uri, headers: 
 /// (the alert's identifier, the action) of `/{identifier}/{action}`.
 fn split(rest: &str) -> (Option<String>, String) {
     let mut parts = rest.trim_start_matches('/').splitn(2, '/');
-    let id = parts.next().filter(|p| !p.is_empty()).map(|p| percent_decode(p));
+    let id = parts.next().filter(|p| !p.is_empty()).map(percent_decode);
     (id, parts.next().unwrap_or_default().to_string())
 }
 
@@ -240,12 +240,13 @@ fn percent_decode(s: &str) -> String {
     let mut out = Vec::new();
     let mut i = 0;
     while i < b.len() {
-        if b[i] == b'%' && i + 2 < b.len() {
-            if let Ok(x) = u8::from_str_radix(&s[i + 1..i + 3], 16) {
-                out.push(x);
-                i += 3;
-                continue;
-            }
+        if b[i] == b'%'
+            && i + 2 < b.len()
+            && let Ok(x) = u8::from_str_radix(&s[i + 1..i + 3], 16)
+        {
+            out.push(x);
+            i += 3;
+            continue;
         }
         out.push(b[i]);
         i += 1;

@@ -197,32 +197,33 @@ impl OpsApi {
         e.hint(self.hint(status))
     }
 
+    /// What to do about a final answer (<https://docs.opsgenie.com/docs/response>), naming
+    /// the settings to check, never their values.
     fn hint(&self, status: u16) -> Option<String> {
         let s = &self.section;
-        let (key, place) = match self.flavor {
+        let (key, place, what, may) = match self.flavor {
             Flavor::Opsgenie => (
                 format!("{s}.api_key"),
-                format!(
-                    "and {s}.region (a key of an EU account is unknown at api.opsgenie.com, and the other way round)"
-                ),
+                format!("{s}.region (a key of an EU account is unknown at api.opsgenie.com, and the other way round)"),
+                "the API key of an Opsgenie API integration (Settings, Integrations, API; not a key of API Key Management)",
+                "the API integration needs Read Access and Create and Update Access",
             ),
-            Flavor::Jsm => (format!("{s}.user and {s}.api_token"), format!("and {s}.cloud_id")),
-        };
-        let what = match self.flavor {
-            Flavor::Opsgenie => "the API key of an Opsgenie API integration (Settings, Integrations, API)",
-            Flavor::Jsm => "an Atlassian account's email and one of its API tokens, of a user of the site's Operations",
+            Flavor::Jsm => (
+                format!("{s}.user and {s}.api_token"),
+                format!("{s}.cloud_id"),
+                "an Atlassian account's email and one of its API tokens (id.atlassian.com, Security, API tokens)",
+                "the account needs access to the site's Operations alerts",
+            ),
         };
         match status {
             // The answer is logged (redacted), never quoted here: it may echo the key.
             400 => Some("the request was refused as invalid JSON: culprit sent something the API cannot parse; please report it (the answer is in the log)".into()),
             401 => Some(format!(
-                "the credentials of {key} are not accepted (invalid, or the integration is disabled): configure {what}, {place}"
+                "the credentials of {key} are not accepted (invalid, or the integration is disabled): configure {what}, and check {place}"
             )),
             402 => Some("the account's plan does not allow this request".into()),
-            403 => Some(format!(
-                "the credentials of {key} are valid but may not do this: the integration needs read access and create-and-update access to alerts"
-            )),
-            404 => Some(format!("nothing answers alert requests there: check {place} (and {s}.url, if set)")),
+            403 => Some(format!("the credentials of {key} are valid but may not do this: {may}")),
+            404 => Some(format!("nothing answers alert requests there: check {place} and {s}.url, if set")),
             409 => Some("the request conflicts with the alert's state; it is not sent again".into()),
             422 => Some(format!(
                 "a field was refused: check {s}.priority (P1 to P5) and that every team of {s}.responders exists"
