@@ -186,6 +186,12 @@ async fn the_resolved_episode_closes_the_alert() {
     let (method, path) = t.server.requests().pop().unwrap();
     assert_eq!(format!("{method} {path}"), format!("POST /v2/alerts/{}/close?identifierType=alias", the_alias()));
     assert!(t.og.already_sent(&resolved, Some(&state)).await.unwrap().is_some());
+    // An alert culprit never showed a verdict on (no state) is Alertmanager's to close.
+    let before = t.server.requests().len();
+    t.server.open(&alias(&notice(NoticeKind::Verdict, "k")), "another page");
+    assert_eq!(t.og.send(&resolved, None).await.unwrap().state, None);
+    assert_eq!(t.server.requests().len(), before);
+    assert_eq!(t.server.alerts()[1].status, "open");
 }
 
 #[tokio::test]

@@ -19,8 +19,10 @@
 //!   /v2/alerts/{alias}/notes`), which the alert's activity log keeps with its time and
 //!   which Opsgenie notifies the responders of under their "alert note added" rule, so that
 //!   the change is seen, not only read the next time someone opens the alert.
-//! * The episode resolved: Close Alert (`POST /v2/alerts/{alias}/close`) with a note;
-//!   Alertmanager closes the same alert for its own page, and a second close is harmless.
+//! * The episode resolved: Close Alert (`POST /v2/alerts/{alias}/close`) with a note, for
+//!   an alert culprit showed a verdict on (a state was kept); Alertmanager closes the same
+//!   alert for its own page, and a second close is harmless. Without a state nothing is
+//!   sent: an alert culprit never touched is Alertmanager's to close.
 //! * Never "could not diagnose", nor anything while the group no longer fires but the close
 //!   ([`crate::render::opsgenie::shown`]).
 //!
@@ -346,6 +348,9 @@ impl OpsApi {
                     None => {}
                 }
             }
+            // Only an alert culprit showed a verdict on is closed: without a state, the
+            // alert (if any) is Alertmanager's alone, and closing it is Alertmanager's.
+            _ if st.is_none() => return Ok(Sent { state: None }),
             _ => {
                 if let Some(addr) = locate.locate(self, &alias, known).await? {
                     note_id(&self.call(Method::POST, self.url(&addr, "close"), Some(&render::close(notice))).await?);
