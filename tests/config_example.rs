@@ -64,6 +64,9 @@ fn the_example_has_the_commented_examples_it_documents() {
             "[notify.pagerduty]",
             "[notify.alertmanager]",
             "[[notify.webhook]]",
+            "[[notify.opsgenie]]",
+            "[[notify.opsgenie]]",
+            "[[notify.jsm]]",
             "[[notify.webhook]]",
             "[[notify.webhook]]",
             "[route]",
@@ -132,6 +135,10 @@ fn every_commented_example_loads_when_all_are_uncommented_together_but_the_alter
     // incident-bot, and the route example's payments and fraud.
     assert_eq!(c.notify.webhook.len(), 3);
     assert_eq!(c.route.routes.len(), 2);
+    // The US and the EU Opsgenie examples, and JSM.
+    assert_eq!(c.notify.opsgenie.len(), 2);
+    assert_eq!(c.notify.opsgenie[1].region, culprit::notify::opsgenie::OpsgenieRegion::Eu);
+    assert_eq!(c.notify.jsm.len(), 1);
 }
 
 /// How the example writes a key: its value, and for a commented one the comment lines

@@ -29,6 +29,8 @@ const SLACK_HOOK: &str = "/T0S3CR3T/B0S3CR3T/XoxSECRET0123456789";
 const ROUTING_KEY: &str = "R0UT1NGKEY5ECRET0123456789abcdef";
 const HOOK_PASSWORD: &str = "h00k-pa55/word?&=";
 const AM_TOKEN: &str = "am-t0ken-5ECRET/+=&";
+const OPSGENIE_KEY: &str = "0p5g3nie-k3y-5ECRET-0123456789ab";
+const JSM_TOKEN: &str = "ATATT-j5m-T0KEN/5ECRET+=&";
 
 /// Offsets tried: from the secret at the very start to well past every 200-character cut.
 const OFFSETS: std::ops::RangeInclusive<usize> = 0..=300;
@@ -103,6 +105,9 @@ fn the_leak_tests_look_for_every_secret_of_every_destination_the_registry_report
         HOOK_PASSWORD.to_string(),
         basic("hook", HOOK_PASSWORD),
         AM_TOKEN.to_string(),
+        OPSGENIE_KEY.to_string(),
+        JSM_TOKEN.to_string(),
+        basic("culprit@example.com", JSM_TOKEN),
     ];
     written.sort();
     assert_eq!(found, written);
@@ -295,6 +300,22 @@ fn destinations(dir: &Path, url: &str) -> Vec<(&'static str, String, Vec<Style>)
             format!(
                 "[notify.alertmanager]\nurl = \"{url}\"\nauth = {{ type = \"bearer\", token = {} }}\n",
                 secret_file(dir, "am", AM_TOKEN)
+            ),
+            vec![Style::Plain],
+        ),
+        (
+            "opsgenie",
+            format!(
+                "[[notify.opsgenie]]\nname = \"oncall\"\napi_key = {}\nurl = \"{url}\"\n",
+                secret_file(dir, "og", OPSGENIE_KEY)
+            ),
+            vec![Style::Plain],
+        ),
+        (
+            "jsm",
+            format!(
+                "[[notify.jsm]]\nname = \"oncall\"\ncloud_id = \"c1\"\nuser = \"culprit@example.com\"\napi_token = {}\nurl = \"{url}\"\n",
+                secret_file(dir, "jsm", JSM_TOKEN)
             ),
             vec![Style::Plain],
         ),

@@ -9,6 +9,8 @@
 
 pub mod alertmanager;
 pub mod fence;
+pub mod jsm;
+pub mod opsgenie;
 pub mod pagerduty;
 pub mod registry;
 pub mod route;

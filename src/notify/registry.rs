@@ -34,6 +34,8 @@
 use serde::{Deserialize, Serialize};
 
 use crate::notify::alertmanager::AlertmanagerConfig;
+use crate::notify::jsm::JsmConfig;
+use crate::notify::opsgenie::OpsgenieConfig;
 use crate::notify::pagerduty::PagerDutyConfig;
 use crate::notify::sections::OneOrMany;
 use crate::notify::slack::SlackConfig;
@@ -53,6 +55,10 @@ pub struct NotifyConfig {
     pub alertmanager: Option<AlertmanagerConfig>,
     /// `[[notify.webhook]]`, any number.
     pub webhook: Vec<WebhookConfig>,
+    /// `[[notify.opsgenie]]`, any number.
+    pub opsgenie: Vec<OpsgenieConfig>,
+    /// `[[notify.jsm]]` (Jira Service Management Operations), any number.
+    pub jsm: Vec<JsmConfig>,
     /// Retry of failed deliveries (one place for every destination).
     pub retry: RetryConfig,
     /// Alert groups delivered at once per destination; each group's notices stay in
@@ -73,6 +79,8 @@ fn entries(cfg: &NotifyConfig) -> Vec<Entry<'_>> {
         one_or_many("notify.pagerduty", &cfg.pagerduty),
         one("notify.alertmanager", &cfg.alertmanager),
         each("notify.webhook", &cfg.webhook),
+        each("notify.opsgenie", &cfg.opsgenie),
+        each("notify.jsm", &cfg.jsm),
     ]
 }
 
@@ -222,6 +230,8 @@ impl Default for NotifyConfig {
             pagerduty: None,
             alertmanager: None,
             webhook: Vec::new(),
+            opsgenie: Vec::new(),
+            jsm: Vec::new(),
             retry: RetryConfig::default(),
             concurrency: 4,
             could_not_diagnose_every: Millis::from_secs(600),
@@ -341,6 +351,16 @@ mod tests {
         name = "basic"
         url = "https://hooks.example/b"
         auth = { type = "basic", username = "u", password = { env = "CULPRIT_TEST_SECRET_6" } }
+
+        [[opsgenie]]
+        name = "payments"
+        api_key = { env = "CULPRIT_TEST_SECRET_7" }
+
+        [[jsm]]
+        name = "payments"
+        cloud_id = "0a1b2c3d-4e5f-6789-abcd-ef0123456789"
+        user = "culprit@example.com"
+        api_token = { env = "CULPRIT_TEST_SECRET_8" }
     "#;
 
     /// Every secret reference in a JSON value (`{"env": …}` or `{"file": …}`, as a
@@ -414,8 +434,8 @@ mod tests {
                 }
             }
         }
-        // 1 to 6, each reported once.
-        assert_eq!(all.len(), 6, "{all:?}");
+        // 1 to 8, each reported once.
+        assert_eq!(all.len(), 8, "{all:?}");
     }
 
     #[test]
@@ -474,7 +494,17 @@ mod tests {
 
     #[test]
     fn the_headers_name_every_destination_as_the_file_writes_it() {
-        assert_eq!(headers(), ["[notify.slack]", "[notify.pagerduty]", "[notify.alertmanager]", "[[notify.webhook]]"]);
+        assert_eq!(
+            headers(),
+            [
+                "[notify.slack]",
+                "[notify.pagerduty]",
+                "[notify.alertmanager]",
+                "[[notify.webhook]]",
+                "[[notify.opsgenie]]",
+                "[[notify.jsm]]"
+            ]
+        );
     }
 
     #[test]
@@ -490,6 +520,11 @@ mod tests {
                 ("notify.alertmanager.auth.token".to_string(), SecretForm::Plain),
                 ("notify.webhook[0] (bearer).auth.token".to_string(), SecretForm::Plain),
                 ("notify.webhook[1] (basic).auth.password".to_string(), SecretForm::Basic { username: "u" }),
+                ("notify.opsgenie[0] (payments).api_key".to_string(), SecretForm::Plain),
+                (
+                    "notify.jsm[0] (payments).api_token".to_string(),
+                    SecretForm::Basic { username: "culprit@example.com" }
+                ),
             ]
         );
     }

@@ -1,5 +1,5 @@
 //! Pure renderers of a [`Verdict`]: JSON, a terminal view, Markdown, and the payloads of
-//! Slack, PagerDuty and Alertmanager.
+//! Slack, PagerDuty, Opsgenie (and JSM Operations) and Alertmanager.
 //!
 //! Every rendering leads with the answer (the culprit, why, the first step of the fix),
 //! then the fix, then the evidence; the runbook's steps and the queueing theory go to the
@@ -12,6 +12,7 @@ pub mod html;
 pub mod layout;
 pub mod markdown;
 pub mod names;
+pub mod opsgenie;
 pub mod pagerduty;
 pub mod plot;
 pub mod slack;

@@ -13,6 +13,7 @@ pub mod echo;
 pub mod faulty_disk;
 pub mod limits;
 pub mod logs;
+pub mod opsgenie;
 pub mod pg_server;
 pub mod serve;
 
