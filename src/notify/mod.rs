@@ -8,7 +8,9 @@
 //! the documentation link, in each module.
 
 pub mod alertmanager;
+pub mod discord;
 pub mod fence;
+pub mod mattermost;
 pub mod pagerduty;
 pub mod registry;
 pub mod slack;
