@@ -29,6 +29,8 @@ const SLACK_HOOK: &str = "/T0S3CR3T/B0S3CR3T/XoxSECRET0123456789";
 const ROUTING_KEY: &str = "R0UT1NGKEY5ECRET0123456789abcdef";
 const HOOK_PASSWORD: &str = "h00k-pa55/word?&=";
 const AM_TOKEN: &str = "am-t0ken-5ECRET/+=&";
+const MATTERMOST_HOOK: &str = "/mm/Mm5ecretK3y0123456789abcd";
+const DISCORD_HOOK: &str = "/dc/1234567890123456789/D1sc0rd-T0KEN_5ecret-abcdefghij";
 
 /// Offsets tried: from the secret at the very start to well past every 200-character cut.
 const OFFSETS: std::ops::RangeInclusive<usize> = 0..=300;
@@ -103,6 +105,8 @@ fn the_leak_tests_look_for_every_secret_of_every_destination_the_registry_report
         HOOK_PASSWORD.to_string(),
         basic("hook", HOOK_PASSWORD),
         AM_TOKEN.to_string(),
+        MATTERMOST_HOOK.to_string(),
+        DISCORD_HOOK.to_string(),
     ];
     written.sort();
     assert_eq!(found, written);
@@ -295,6 +299,22 @@ fn destinations(dir: &Path, url: &str) -> Vec<(&'static str, String, Vec<Style>)
             format!(
                 "[notify.alertmanager]\nurl = \"{url}\"\nauth = {{ type = \"bearer\", token = {} }}\n",
                 secret_file(dir, "am", AM_TOKEN)
+            ),
+            vec![Style::Plain],
+        ),
+        (
+            "mattermost",
+            format!(
+                "[[notify.mattermost]]\nname = \"ops\"\nwebhook_url = {}\n",
+                secret_file(dir, "mm-url", &format!("{url}{MATTERMOST_HOOK}"))
+            ),
+            vec![Style::Plain],
+        ),
+        (
+            "discord",
+            format!(
+                "[[notify.discord]]\nname = \"ops\"\nwebhook_url = {}\n",
+                secret_file(dir, "dc-url", &format!("{url}{DISCORD_HOOK}"))
             ),
             vec![Style::Plain],
         ),
