@@ -314,6 +314,11 @@ async fn a_crash_mid_edit_is_found_by_already_sent_and_not_edited_twice() {
     let mut other = revision.clone();
     other.verdict.as_mut().unwrap().summary.push_str(" Again.");
     assert_eq!(n.already_sent(&other, state.as_ref()).await.unwrap(), None);
+    // Sent again as a possible repeat, it is an edit of the same message: folded, unmarked.
+    n.send(&Notice { maybe_repeat: true, ..other }, state.as_ref()).await.unwrap();
+    let v = vendor.lock().unwrap();
+    assert_eq!(v.messages.len(), 1);
+    assert!(!v.messages.values().next().unwrap()["content"].as_str().unwrap().contains(REPEAT_MARK));
 }
 
 #[tokio::test]

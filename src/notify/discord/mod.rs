@@ -30,7 +30,8 @@
 //! cannot be found, and is sent again marked as a possible repeat
 //! ([`Notice::maybe_repeat`], [`crate::render::discord::REPEAT_MARK`]). `already_sent` finds
 //! an edit already made (the message's embed title and description are the ones this notice
-//! renders) and says so without editing again; otherwise it cannot tell.
+//! renders) and says so without editing again; otherwise it cannot tell. An edit never
+//! carries the repeat mark.
 //!
 //! # Answers (<https://discord.com/developers/docs/topics/opcodes-and-status-codes#json>)
 //!
@@ -200,10 +201,13 @@ impl Discord {
     /// Sends the notice once (see the module docs).
     pub async fn send(&self, notice: &Notice, state: Option<&Value>) -> Result<Sent, NotifyError> {
         let posted = Posted::from_state(state);
+        // An edit of a known message folds a repeat: it carries no repeat mark (the note
+        // and new posts do).
+        let edit = Notice { maybe_repeat: false, ..notice.clone() };
         match (notice.kind, posted) {
             (NoticeKind::Verdict, Some(p)) => {
-                let m = message(notice);
-                let p = self.edit_or_post(&p, &m, notice).await?;
+                let m = message(&edit);
+                let p = self.edit_or_post(&p, &m, &edit).await?;
                 if notice.changed {
                     // The note is a plain new post: a failure after the edit is worth
                     // retrying (the edit folds, the note is marked when unsure).
@@ -218,8 +222,8 @@ impl Discord {
                 Ok(Sent { state: Some(p.state()) })
             }
             (NoticeKind::Resolved, Some(p)) => {
-                let m = resolved_edit(notice, p.embed.as_ref());
-                let p = self.edit_or_post(&p, &m, notice).await?;
+                let m = resolved_edit(&edit, p.embed.as_ref());
+                let p = self.edit_or_post(&p, &m, &edit).await?;
                 Ok(Sent { state: Some(p.state()) })
             }
             (NoticeKind::CouldNotDiagnose, Some(p)) => {
