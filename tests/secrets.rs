@@ -31,6 +31,8 @@ const HOOK_PASSWORD: &str = "h00k-pa55/word?&=";
 const AM_TOKEN: &str = "am-t0ken-5ECRET/+=&";
 const OPSGENIE_KEY: &str = "0p5g3nie-k3y-5ECRET-0123456789ab";
 const JSM_TOKEN: &str = "ATATT-j5m-T0KEN/5ECRET+=&";
+const MATTERMOST_HOOK: &str = "/mm/Mm5ecretK3y0123456789abcd";
+const DISCORD_HOOK: &str = "/dc/1234567890123456789/D1sc0rd-T0KEN_5ecret-abcdefghij";
 
 /// Offsets tried: from the secret at the very start to well past every 200-character cut.
 const OFFSETS: std::ops::RangeInclusive<usize> = 0..=300;
@@ -108,6 +110,8 @@ fn the_leak_tests_look_for_every_secret_of_every_destination_the_registry_report
         OPSGENIE_KEY.to_string(),
         JSM_TOKEN.to_string(),
         basic("culprit@example.com", JSM_TOKEN),
+        MATTERMOST_HOOK.to_string(),
+        DISCORD_HOOK.to_string(),
     ];
     written.sort();
     assert_eq!(found, written);
@@ -312,10 +316,26 @@ fn destinations(dir: &Path, url: &str) -> Vec<(&'static str, String, Vec<Style>)
             vec![Style::Plain],
         ),
         (
+            "mattermost",
+            format!(
+                "[[notify.mattermost]]\nname = \"ops\"\nwebhook_url = {}\n",
+                secret_file(dir, "mm-url", &format!("{url}{MATTERMOST_HOOK}"))
+            ),
+            vec![Style::Plain],
+        ),
+        (
             "jsm",
             format!(
                 "[[notify.jsm]]\nname = \"oncall\"\ncloud_id = \"c1\"\nuser = \"culprit@example.com\"\napi_token = {}\nurl = \"{url}\"\n",
                 secret_file(dir, "jsm", JSM_TOKEN)
+            ),
+            vec![Style::Plain],
+        ),
+        (
+            "discord",
+            format!(
+                "[[notify.discord]]\nname = \"ops\"\nwebhook_url = {}\n",
+                secret_file(dir, "dc-url", &format!("{url}{DISCORD_HOOK}"))
             ),
             vec![Style::Plain],
         ),

@@ -8,8 +8,10 @@
 //! the documentation link, in each module.
 
 pub mod alertmanager;
+pub mod discord;
 pub mod fence;
 pub mod jsm;
+pub mod mattermost;
 pub mod opsgenie;
 pub mod pagerduty;
 pub mod registry;

@@ -34,7 +34,9 @@
 use serde::{Deserialize, Serialize};
 
 use crate::notify::alertmanager::AlertmanagerConfig;
+use crate::notify::discord::DiscordConfig;
 use crate::notify::jsm::JsmConfig;
+use crate::notify::mattermost::MattermostConfig;
 use crate::notify::opsgenie::OpsgenieConfig;
 use crate::notify::pagerduty::PagerDutyConfig;
 use crate::notify::sections::OneOrMany;
@@ -59,6 +61,10 @@ pub struct NotifyConfig {
     pub opsgenie: Vec<OpsgenieConfig>,
     /// `[[notify.jsm]]` (Jira Service Management Operations), any number.
     pub jsm: Vec<JsmConfig>,
+    /// `[[notify.mattermost]]`, any number (Mattermost incoming webhooks).
+    pub mattermost: Vec<MattermostConfig>,
+    /// `[[notify.discord]]`, any number (Discord webhooks).
+    pub discord: Vec<DiscordConfig>,
     /// Retry of failed deliveries (one place for every destination).
     pub retry: RetryConfig,
     /// Alert groups delivered at once per destination; each group's notices stay in
@@ -81,6 +87,8 @@ fn entries(cfg: &NotifyConfig) -> Vec<Entry<'_>> {
         each("notify.webhook", &cfg.webhook),
         each("notify.opsgenie", &cfg.opsgenie),
         each("notify.jsm", &cfg.jsm),
+        each("notify.mattermost", &cfg.mattermost),
+        each("notify.discord", &cfg.discord),
     ]
 }
 
@@ -232,6 +240,8 @@ impl Default for NotifyConfig {
             webhook: Vec::new(),
             opsgenie: Vec::new(),
             jsm: Vec::new(),
+            mattermost: Vec::new(),
+            discord: Vec::new(),
             retry: RetryConfig::default(),
             concurrency: 4,
             could_not_diagnose_every: Millis::from_secs(600),
@@ -361,6 +371,14 @@ mod tests {
         cloud_id = "0a1b2c3d-4e5f-6789-abcd-ef0123456789"
         user = "culprit@example.com"
         api_token = { env = "CULPRIT_TEST_SECRET_8" }
+
+        [[mattermost]]
+        name = "ops"
+        webhook_url = { env = "CULPRIT_TEST_SECRET_9" }
+
+        [[discord]]
+        name = "ops"
+        webhook_url = { env = "CULPRIT_TEST_SECRET_10" }
     "#;
 
     /// Every secret reference in a JSON value (`{"env": …}` or `{"file": …}`, as a
@@ -434,8 +452,8 @@ mod tests {
                 }
             }
         }
-        // 1 to 8, each reported once.
-        assert_eq!(all.len(), 8, "{all:?}");
+        // 1 to 10, each reported once.
+        assert_eq!(all.len(), 10, "{all:?}");
     }
 
     #[test]
@@ -446,7 +464,8 @@ mod tests {
         let re = regex::Regex::new(r#"env = "CULPRIT_TEST_SECRET_(\d+)""#).unwrap();
         let text = re.replace_all(FULL, |c: &regex::Captures<'_>| {
             let path = dir.path().join(&c[1]);
-            std::fs::write(&path, format!("secret-{}", &c[1])).unwrap();
+            // A URL, so that secrets that are URLs (webhooks) read as one too.
+            std::fs::write(&path, format!("https://hooks.example/s/secret-{}", &c[1])).unwrap();
             format!("file = {:?}", path.display().to_string())
         });
         let cfg: NotifyConfig = toml::from_str(&text).unwrap();
@@ -502,7 +521,9 @@ mod tests {
                 "[notify.alertmanager]",
                 "[[notify.webhook]]",
                 "[[notify.opsgenie]]",
-                "[[notify.jsm]]"
+                "[[notify.jsm]]",
+                "[[notify.mattermost]]",
+                "[[notify.discord]]"
             ]
         );
     }
@@ -525,6 +546,8 @@ mod tests {
                     "notify.jsm[0] (payments).api_token".to_string(),
                     SecretForm::Basic { username: "culprit@example.com" }
                 ),
+                ("notify.mattermost[0] (ops).webhook_url".to_string(), SecretForm::Url),
+                ("notify.discord[0] (ops).webhook_url".to_string(), SecretForm::Url),
             ]
         );
     }

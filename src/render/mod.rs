@@ -8,9 +8,11 @@
 //! for where it goes.
 
 pub mod alertmanager;
+pub mod discord;
 pub mod html;
 pub mod layout;
 pub mod markdown;
+pub mod mattermost;
 pub mod names;
 pub mod opsgenie;
 pub mod pagerduty;
