@@ -9,9 +9,11 @@
 
 pub mod alertmanager;
 pub mod fence;
+pub mod google_chat;
 pub mod pagerduty;
 pub mod registry;
 pub mod slack;
+pub mod teams;
 pub mod webhook;
 
 pub use registry::{DestinationConfig, NotifyConfig, RetryConfig};

@@ -34,8 +34,10 @@
 use serde::{Deserialize, Serialize};
 
 use crate::notify::alertmanager::AlertmanagerConfig;
+use crate::notify::google_chat::GoogleChatConfig;
 use crate::notify::pagerduty::PagerDutyConfig;
 use crate::notify::slack::SlackConfig;
+use crate::notify::teams::TeamsConfig;
 use crate::notify::webhook::WebhookConfig;
 use crate::notify::{Destination, Notifier};
 use crate::settings::{HttpAuth, Millis, SecretSource, check_backend_url};
@@ -52,6 +54,10 @@ pub struct NotifyConfig {
     pub alertmanager: Option<AlertmanagerConfig>,
     /// `[[notify.webhook]]`, any number.
     pub webhook: Vec<WebhookConfig>,
+    /// `[[notify.teams]]`, any number: Microsoft Teams through Workflows webhooks.
+    pub teams: Vec<TeamsConfig>,
+    /// `[[notify.google_chat]]`, any number: Google Chat spaces' incoming webhooks.
+    pub google_chat: Vec<GoogleChatConfig>,
     /// Retry of failed deliveries (one place for every destination).
     pub retry: RetryConfig,
     /// Alert groups delivered at once per destination; each group's notices stay in
@@ -72,6 +78,8 @@ fn entries(cfg: &NotifyConfig) -> Vec<Entry<'_>> {
         one("notify.pagerduty", &cfg.pagerduty),
         one("notify.alertmanager", &cfg.alertmanager),
         each("notify.webhook", &cfg.webhook),
+        each("notify.teams", &cfg.teams),
+        each("notify.google_chat", &cfg.google_chat),
     ]
 }
 
@@ -194,6 +202,8 @@ impl Default for NotifyConfig {
             pagerduty: None,
             alertmanager: None,
             webhook: Vec::new(),
+            teams: Vec::new(),
+            google_chat: Vec::new(),
             retry: RetryConfig::default(),
             concurrency: 4,
             could_not_diagnose_every: Millis::from_secs(600),
@@ -305,6 +315,14 @@ mod tests {
         name = "basic"
         url = "https://hooks.example/b"
         auth = { type = "basic", username = "u", password = { env = "CULPRIT_TEST_SECRET_6" } }
+
+        [[teams]]
+        name = "payments"
+        webhook_url = { env = "CULPRIT_TEST_SECRET_7" }
+
+        [[google_chat]]
+        name = "payments"
+        webhook_url = { env = "CULPRIT_TEST_SECRET_8" }
     "#;
 
     /// Every secret reference in a JSON value (`{"env": …}` or `{"file": …}`, as a
@@ -376,13 +394,23 @@ mod tests {
                 }
             }
         }
-        // 1 to 6, each reported once.
-        assert_eq!(all.len(), 6, "{all:?}");
+        // 1 to 8, each reported once.
+        assert_eq!(all.len(), 8, "{all:?}");
     }
 
     #[test]
     fn the_headers_name_every_destination_as_the_file_writes_it() {
-        assert_eq!(headers(), ["[notify.slack]", "[notify.pagerduty]", "[notify.alertmanager]", "[[notify.webhook]]"]);
+        assert_eq!(
+            headers(),
+            [
+                "[notify.slack]",
+                "[notify.pagerduty]",
+                "[notify.alertmanager]",
+                "[[notify.webhook]]",
+                "[[notify.teams]]",
+                "[[notify.google_chat]]"
+            ]
+        );
     }
 
     #[test]
@@ -398,6 +426,8 @@ mod tests {
                 ("notify.alertmanager.auth.token".to_string(), SecretForm::Plain),
                 ("notify.webhook[0] (bearer).auth.token".to_string(), SecretForm::Plain),
                 ("notify.webhook[1] (basic).auth.password".to_string(), SecretForm::Basic { username: "u" }),
+                ("notify.teams[0] (payments).webhook_url".to_string(), SecretForm::Url),
+                ("notify.google_chat[0] (payments).webhook_url".to_string(), SecretForm::Url),
             ]
         );
     }

@@ -8,6 +8,7 @@
 //! for where it goes.
 
 pub mod alertmanager;
+pub mod google_chat;
 pub mod html;
 pub mod layout;
 pub mod markdown;
@@ -15,6 +16,7 @@ pub mod names;
 pub mod pagerduty;
 pub mod plot;
 pub mod slack;
+pub mod teams;
 pub mod text;
 pub mod words;
 
