@@ -29,6 +29,8 @@ const SLACK_HOOK: &str = "/T0S3CR3T/B0S3CR3T/XoxSECRET0123456789";
 const ROUTING_KEY: &str = "R0UT1NGKEY5ECRET0123456789abcdef";
 const HOOK_PASSWORD: &str = "h00k-pa55/word?&=";
 const AM_TOKEN: &str = "am-t0ken-5ECRET/+=&";
+const TEAMS_HOOK: &str = "/wkflwZ9Q/trgrZ9Q/T3AMSinvk?sv=1.0&sig=T3AMS5IGS3CR3T0123456789abc";
+const GCHAT_HOOK: &str = "/v9/spcZ9QXW/msgZ9QXW?key=AIzaG00GLEKEYS3CR3T0123&token=GCHATT0KENS3CR3T0123456789";
 
 /// Offsets tried: from the secret at the very start to well past every 200-character cut.
 const OFFSETS: std::ops::RangeInclusive<usize> = 0..=300;
@@ -103,6 +105,8 @@ fn the_leak_tests_look_for_every_secret_of_every_destination_the_registry_report
         HOOK_PASSWORD.to_string(),
         basic("hook", HOOK_PASSWORD),
         AM_TOKEN.to_string(),
+        TEAMS_HOOK.to_string(),
+        GCHAT_HOOK.to_string(),
     ];
     written.sort();
     assert_eq!(found, written);
@@ -298,6 +302,22 @@ fn destinations(dir: &Path, url: &str) -> Vec<(&'static str, String, Vec<Style>)
             ),
             vec![Style::Plain],
         ),
+        (
+            "teams",
+            format!(
+                "[[notify.teams]]\nname = \"payments\"\nwebhook_url = {}\n",
+                secret_file(dir, "teams-url", &format!("{url}{TEAMS_HOOK}"))
+            ),
+            vec![Style::Plain],
+        ),
+        (
+            "google_chat",
+            format!(
+                "[[notify.google_chat]]\nname = \"payments\"\nwebhook_url = {}\n",
+                secret_file(dir, "gchat-url", &format!("{url}{GCHAT_HOOK}"))
+            ),
+            vec![Style::Plain],
+        ),
     ]
 }
 
@@ -339,7 +359,9 @@ async fn destination_errors_never_quote_a_piece_of_a_secret_at_any_offset() {
                             other => panic!("{other:?}"),
                         }
                     }
-                    "slack incoming_webhook" => {
+                    // Each paces its posts (Teams: 4 a second; Google Chat: one a second
+                    // per space): a notifier of its own for each offset.
+                    "slack incoming_webhook" | "teams" | "google_chat" => {
                         let fresh = Notifier::from_config(&config.notify).unwrap().pop().unwrap();
                         fresh.send(&notice, None).await.unwrap_err().message
                     }
