@@ -168,7 +168,7 @@ pub fn message(notice: &Notice, first_post_ms: Option<i64>) -> Value {
         (NoticeKind::Verdict, Some(v)) => {
             let names = Names::of(v);
             line.push(title(v, &notice.job.name, plain));
-            header = json!({ "title": plain(&title(v, &notice.job.name, |s, m| crate::model::secret::cut(s, m)), 200),
+            header = json!({ "title": plain(&title(v, &notice.job.name, crate::model::secret::cut), 200),
                              "subtitle": format!("finding {} · confidence {}", v.finding.as_str(), v.confidence.as_str()) });
             if notice.maybe_repeat {
                 head.push(paragraph(&format!("<i>{REPEAT_MARK}</i>")));
@@ -234,7 +234,7 @@ pub fn message(notice: &Notice, first_post_ms: Option<i64>) -> Value {
         }
         _ => {
             line.push(short_line(notice, plain));
-            header = json!({ "title": plain(&short_line(notice, |s, m| crate::model::secret::cut(s, m)), 200) });
+            header = json!({ "title": plain(&short_line(notice, crate::model::secret::cut), 200) });
             if notice.maybe_repeat {
                 head.push(paragraph(&format!("<i>{REPEAT_MARK}</i>")));
             }

@@ -124,13 +124,16 @@ impl GoogleChat {
         format!("google_chat:{}", self.name)
     }
 
-    /// The webhook URL with the reply option (set once, whatever the URL carried).
+    /// The webhook URL with the reply option appended (the URL's own query kept as it is,
+    /// byte for byte; an option it already carries is left alone).
     fn post_url(&self) -> Result<reqwest::Url, NotifyError> {
         let mut u = reqwest::Url::parse(self.url.expose_secret())
             .map_err(|_| NotifyError::fatal(format!("{}: webhook_url is not a valid URL", self.what())))?;
-        let kept: Vec<(String, String)> =
-            u.query_pairs().filter(|(k, _)| k != "messageReplyOption").map(|(k, v)| (k.into(), v.into())).collect();
-        u.query_pairs_mut().clear().extend_pairs(kept).append_pair("messageReplyOption", REPLY_OPTION);
+        let query = u.query().unwrap_or_default().to_string();
+        if !query.split('&').any(|kv| kv.starts_with("messageReplyOption=")) {
+            let option = format!("messageReplyOption={REPLY_OPTION}");
+            u.set_query(Some(&if query.is_empty() { option } else { format!("{query}&{option}") }));
+        }
         Ok(u)
     }
 
@@ -207,9 +210,9 @@ impl GoogleChat {
         let response = self.client.post(url).json(&json!({})).send().await.map_err(|e| transport_error(&what, &e))?;
         let (status, headers, answer) = read_answer(response).await;
         match status {
-            400 => Ok(format!(
+            400 => Ok(
                 "the webhook answered 400 to an empty message (nothing was posted): the space, key and token were accepted as far as Google tells before reading a message; cards are not verified"
-            )),
+                .to_string()),
             s if (200..300).contains(&s) => Ok(format!("the webhook answered {s} to an empty message")),
             _ => Err(self.refusal(status, &headers, &answer)),
         }
