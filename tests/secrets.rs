@@ -33,6 +33,8 @@ const OPSGENIE_KEY: &str = "0p5g3nie-k3y-5ECRET-0123456789ab";
 const JSM_TOKEN: &str = "ATATT-j5m-T0KEN/5ECRET+=&";
 const MATTERMOST_HOOK: &str = "/mm/Mm5ecretK3y0123456789abcd";
 const DISCORD_HOOK: &str = "/dc/1234567890123456789/D1sc0rd-T0KEN_5ecret-abcdefghij";
+const TEAMS_HOOK: &str = "/wkflwZ9Q/trgrZ9Q/T3AMSinvk?sv=1.0&sig=T3AMS5IGS3CR3T0123456789abc";
+const GCHAT_HOOK: &str = "/v9/spcZ9QXW/msgZ9QXW?key=AIzaG00GLEKEYS3CR3T0123&token=GCHATT0KENS3CR3T0123456789";
 
 /// Offsets tried: from the secret at the very start to well past every 200-character cut.
 const OFFSETS: std::ops::RangeInclusive<usize> = 0..=300;
@@ -112,6 +114,8 @@ fn the_leak_tests_look_for_every_secret_of_every_destination_the_registry_report
         basic("culprit@example.com", JSM_TOKEN),
         MATTERMOST_HOOK.to_string(),
         DISCORD_HOOK.to_string(),
+        TEAMS_HOOK.to_string(),
+        GCHAT_HOOK.to_string(),
     ];
     written.sort();
     assert_eq!(found, written);
@@ -316,6 +320,14 @@ fn destinations(dir: &Path, url: &str) -> Vec<(&'static str, String, Vec<Style>)
             vec![Style::Plain],
         ),
         (
+            "teams",
+            format!(
+                "[[notify.teams]]\nname = \"payments\"\nwebhook_url = {}\n",
+                secret_file(dir, "teams-url", &format!("{url}{TEAMS_HOOK}"))
+            ),
+            vec![Style::Plain],
+        ),
+        (
             "mattermost",
             format!(
                 "[[notify.mattermost]]\nname = \"ops\"\nwebhook_url = {}\n",
@@ -336,6 +348,14 @@ fn destinations(dir: &Path, url: &str) -> Vec<(&'static str, String, Vec<Style>)
             format!(
                 "[[notify.discord]]\nname = \"ops\"\nwebhook_url = {}\n",
                 secret_file(dir, "dc-url", &format!("{url}{DISCORD_HOOK}"))
+            ),
+            vec![Style::Plain],
+        ),
+        (
+            "google_chat",
+            format!(
+                "[[notify.google_chat]]\nname = \"payments\"\nwebhook_url = {}\n",
+                secret_file(dir, "gchat-url", &format!("{url}{GCHAT_HOOK}"))
             ),
             vec![Style::Plain],
         ),
@@ -380,7 +400,9 @@ async fn destination_errors_never_quote_a_piece_of_a_secret_at_any_offset() {
                             other => panic!("{other:?}"),
                         }
                     }
-                    "slack incoming_webhook" => {
+                    // Each paces its posts (Teams: 4 a second; Google Chat: one a second
+                    // per space): a notifier of its own for each offset.
+                    "slack incoming_webhook" | "teams" | "google_chat" => {
                         let fresh = Notifier::from_config(&config.notify).unwrap().pop().unwrap();
                         fresh.send(&notice, None).await.unwrap_err().message
                     }

@@ -10,6 +10,7 @@
 pub mod alertmanager;
 pub mod discord;
 pub mod fence;
+pub mod google_chat;
 pub mod jsm;
 pub mod mattermost;
 pub mod opsgenie;
@@ -18,6 +19,7 @@ pub mod registry;
 pub mod route;
 pub mod sections;
 pub mod slack;
+pub mod teams;
 pub mod webhook;
 
 pub use registry::{DestinationConfig, NotifyConfig, RetryConfig};

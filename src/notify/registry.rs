@@ -35,12 +35,14 @@ use serde::{Deserialize, Serialize};
 
 use crate::notify::alertmanager::AlertmanagerConfig;
 use crate::notify::discord::DiscordConfig;
+use crate::notify::google_chat::GoogleChatConfig;
 use crate::notify::jsm::JsmConfig;
 use crate::notify::mattermost::MattermostConfig;
 use crate::notify::opsgenie::OpsgenieConfig;
 use crate::notify::pagerduty::PagerDutyConfig;
 use crate::notify::sections::OneOrMany;
 use crate::notify::slack::SlackConfig;
+use crate::notify::teams::TeamsConfig;
 use crate::notify::webhook::WebhookConfig;
 use crate::notify::{Destination, Notifier};
 use crate::settings::{HttpAuth, Millis, SecretSource, check_backend_url};
@@ -65,6 +67,10 @@ pub struct NotifyConfig {
     pub mattermost: Vec<MattermostConfig>,
     /// `[[notify.discord]]`, any number (Discord webhooks).
     pub discord: Vec<DiscordConfig>,
+    /// `[[notify.teams]]`, any number: Microsoft Teams through Workflows webhooks.
+    pub teams: Vec<TeamsConfig>,
+    /// `[[notify.google_chat]]`, any number: Google Chat spaces' incoming webhooks.
+    pub google_chat: Vec<GoogleChatConfig>,
     /// Retry of failed deliveries (one place for every destination).
     pub retry: RetryConfig,
     /// Alert groups delivered at once per destination; each group's notices stay in
@@ -89,6 +95,8 @@ fn entries(cfg: &NotifyConfig) -> Vec<Entry<'_>> {
         each("notify.jsm", &cfg.jsm),
         each("notify.mattermost", &cfg.mattermost),
         each("notify.discord", &cfg.discord),
+        each("notify.teams", &cfg.teams),
+        each("notify.google_chat", &cfg.google_chat),
     ]
 }
 
@@ -242,6 +250,8 @@ impl Default for NotifyConfig {
             jsm: Vec::new(),
             mattermost: Vec::new(),
             discord: Vec::new(),
+            teams: Vec::new(),
+            google_chat: Vec::new(),
             retry: RetryConfig::default(),
             concurrency: 4,
             could_not_diagnose_every: Millis::from_secs(600),
@@ -379,6 +389,14 @@ mod tests {
         [[discord]]
         name = "ops"
         webhook_url = { env = "CULPRIT_TEST_SECRET_10" }
+
+        [[teams]]
+        name = "payments"
+        webhook_url = { env = "CULPRIT_TEST_SECRET_11" }
+
+        [[google_chat]]
+        name = "payments"
+        webhook_url = { env = "CULPRIT_TEST_SECRET_12" }
     "#;
 
     /// Every secret reference in a JSON value (`{"env": …}` or `{"file": …}`, as a
@@ -452,8 +470,8 @@ mod tests {
                 }
             }
         }
-        // 1 to 10, each reported once.
-        assert_eq!(all.len(), 10, "{all:?}");
+        // 1 to 12, each reported once.
+        assert_eq!(all.len(), 12, "{all:?}");
     }
 
     #[test]
@@ -523,7 +541,9 @@ mod tests {
                 "[[notify.opsgenie]]",
                 "[[notify.jsm]]",
                 "[[notify.mattermost]]",
-                "[[notify.discord]]"
+                "[[notify.discord]]",
+                "[[notify.teams]]",
+                "[[notify.google_chat]]"
             ]
         );
     }
@@ -548,6 +568,8 @@ mod tests {
                 ),
                 ("notify.mattermost[0] (ops).webhook_url".to_string(), SecretForm::Url),
                 ("notify.discord[0] (ops).webhook_url".to_string(), SecretForm::Url),
+                ("notify.teams[0] (payments).webhook_url".to_string(), SecretForm::Url),
+                ("notify.google_chat[0] (payments).webhook_url".to_string(), SecretForm::Url),
             ]
         );
     }

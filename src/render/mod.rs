@@ -9,6 +9,7 @@
 
 pub mod alertmanager;
 pub mod discord;
+pub mod google_chat;
 pub mod html;
 pub mod layout;
 pub mod markdown;
@@ -18,6 +19,7 @@ pub mod opsgenie;
 pub mod pagerduty;
 pub mod plot;
 pub mod slack;
+pub mod teams;
 pub mod text;
 pub mod words;
 

@@ -9,6 +9,7 @@
 #![allow(dead_code)]
 
 pub mod capture;
+pub mod cards;
 pub mod chat;
 pub mod echo;
 pub mod faulty_disk;
