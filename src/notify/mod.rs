@@ -8,6 +8,7 @@
 //! the documentation link, in each module.
 
 pub mod alertmanager;
+pub mod email;
 pub mod fence;
 pub mod pagerduty;
 pub mod registry;

@@ -34,6 +34,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::notify::alertmanager::AlertmanagerConfig;
+use crate::notify::email::EmailConfig;
 use crate::notify::pagerduty::PagerDutyConfig;
 use crate::notify::slack::SlackConfig;
 use crate::notify::webhook::WebhookConfig;
@@ -52,6 +53,8 @@ pub struct NotifyConfig {
     pub alertmanager: Option<AlertmanagerConfig>,
     /// `[[notify.webhook]]`, any number.
     pub webhook: Vec<WebhookConfig>,
+    /// `[[notify.email]]`, any number.
+    pub email: Vec<EmailConfig>,
     /// Retry of failed deliveries (one place for every destination).
     pub retry: RetryConfig,
     /// Alert groups delivered at once per destination; each group's notices stay in
@@ -72,6 +75,7 @@ fn entries(cfg: &NotifyConfig) -> Vec<Entry<'_>> {
         one("notify.pagerduty", &cfg.pagerduty),
         one("notify.alertmanager", &cfg.alertmanager),
         each("notify.webhook", &cfg.webhook),
+        each("notify.email", &cfg.email),
     ]
 }
 
@@ -194,6 +198,7 @@ impl Default for NotifyConfig {
             pagerduty: None,
             alertmanager: None,
             webhook: Vec::new(),
+            email: Vec::new(),
             retry: RetryConfig::default(),
             concurrency: 4,
             could_not_diagnose_every: Millis::from_secs(600),
@@ -305,6 +310,14 @@ mod tests {
         name = "basic"
         url = "https://hooks.example/b"
         auth = { type = "basic", username = "u", password = { env = "CULPRIT_TEST_SECRET_6" } }
+
+        [[email]]
+        name = "ops"
+        smtp_host = "smtp.example.com"
+        username = "culprit"
+        password = { env = "CULPRIT_TEST_SECRET_7" }
+        from = "culprit@example.com"
+        to = ["ops@example.com"]
     "#;
 
     /// Every secret reference in a JSON value (`{"env": …}` or `{"file": …}`, as a
@@ -376,13 +389,16 @@ mod tests {
                 }
             }
         }
-        // 1 to 6, each reported once.
-        assert_eq!(all.len(), 6, "{all:?}");
+        // 1 to 7, each reported once.
+        assert_eq!(all.len(), 7, "{all:?}");
     }
 
     #[test]
     fn the_headers_name_every_destination_as_the_file_writes_it() {
-        assert_eq!(headers(), ["[notify.slack]", "[notify.pagerduty]", "[notify.alertmanager]", "[[notify.webhook]]"]);
+        assert_eq!(
+            headers(),
+            ["[notify.slack]", "[notify.pagerduty]", "[notify.alertmanager]", "[[notify.webhook]]", "[[notify.email]]"]
+        );
     }
 
     #[test]
@@ -398,6 +414,7 @@ mod tests {
                 ("notify.alertmanager.auth.token".to_string(), SecretForm::Plain),
                 ("notify.webhook[0] (bearer).auth.token".to_string(), SecretForm::Plain),
                 ("notify.webhook[1] (basic).auth.password".to_string(), SecretForm::Basic { username: "u" }),
+                ("notify.email[0] (ops).password".to_string(), SecretForm::Plain),
             ]
         );
     }

@@ -8,6 +8,7 @@
 //! for where it goes.
 
 pub mod alertmanager;
+pub mod email;
 pub mod html;
 pub mod layout;
 pub mod markdown;
