@@ -63,7 +63,9 @@ fn the_example_has_the_commented_examples_it_documents() {
             "[notify.slack]",
             "[notify.pagerduty]",
             "[notify.alertmanager]",
-            "[[notify.webhook]]"
+            "[[notify.webhook]]",
+            "[[notify.email]]",
+            "[[notify.grafana]]"
         ]
     );
 }
@@ -125,6 +127,8 @@ fn every_commented_example_loads_when_all_are_uncommented_together_but_the_alter
     assert!(c.server.external_url.is_some());
     assert!(c.notify.slack.is_some() && c.notify.pagerduty.is_some() && c.notify.alertmanager.is_some());
     assert_eq!(c.notify.webhook.len(), 1);
+    assert_eq!(c.notify.email.len(), 1);
+    assert_eq!(c.notify.grafana.len(), 1);
 }
 
 /// How the example writes a key: its value, and for a commented one the comment lines

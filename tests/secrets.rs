@@ -29,6 +29,8 @@ const SLACK_HOOK: &str = "/T0S3CR3T/B0S3CR3T/XoxSECRET0123456789";
 const ROUTING_KEY: &str = "R0UT1NGKEY5ECRET0123456789abcdef";
 const HOOK_PASSWORD: &str = "h00k-pa55/word?&=";
 const AM_TOKEN: &str = "am-t0ken-5ECRET/+=&";
+const SMTP_PASSWORD: &str = "smtp-Pa55/w0rd+&=";
+const GRAFANA_TOKEN: &str = "glsa_Gr4fanaT0ken/+=&_0123456789";
 
 /// Offsets tried: from the secret at the very start to well past every 200-character cut.
 const OFFSETS: std::ops::RangeInclusive<usize> = 0..=300;
@@ -103,6 +105,8 @@ fn the_leak_tests_look_for_every_secret_of_every_destination_the_registry_report
         HOOK_PASSWORD.to_string(),
         basic("hook", HOOK_PASSWORD),
         AM_TOKEN.to_string(),
+        SMTP_PASSWORD.to_string(),
+        GRAFANA_TOKEN.to_string(),
     ];
     written.sort();
     assert_eq!(found, written);
@@ -298,7 +302,32 @@ fn destinations(dir: &Path, url: &str) -> Vec<(&'static str, String, Vec<Style>)
             ),
             vec![Style::Plain],
         ),
+        (
+            // SMTP is no HTTP: the relay is a closed loopback port (connect refused), so
+            // what is checked is that the error built around a failed connection never
+            // quotes the password; tests/email.rs checks a relay that refuses the login.
+            "email",
+            format!(
+                "[[notify.email]]\nname = \"ops\"\nsmtp_host = \"127.0.0.1\"\nsmtp_port = {}\ntls = \"none\"\nusername = \"culprit\"\npassword = {}\nfrom = \"culprit@example.com\"\nto = [\"ops@example.com\"]\n",
+                closed_port(),
+                secret_file(dir, "smtp", SMTP_PASSWORD)
+            ),
+            vec![Style::Plain],
+        ),
+        (
+            "grafana",
+            format!(
+                "[[notify.grafana]]\nname = \"ops\"\nurl = \"{url}\"\ntoken = {}\n",
+                secret_file(dir, "grafana", GRAFANA_TOKEN)
+            ),
+            vec![Style::Plain],
+        ),
     ]
+}
+
+/// A loopback port nothing listens on.
+fn closed_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

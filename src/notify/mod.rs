@@ -10,6 +10,7 @@
 pub mod alertmanager;
 pub mod email;
 pub mod fence;
+pub mod grafana;
 pub mod pagerduty;
 pub mod registry;
 pub mod slack;

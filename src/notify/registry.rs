@@ -35,6 +35,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::notify::alertmanager::AlertmanagerConfig;
 use crate::notify::email::EmailConfig;
+use crate::notify::grafana::GrafanaConfig;
 use crate::notify::pagerduty::PagerDutyConfig;
 use crate::notify::slack::SlackConfig;
 use crate::notify::webhook::WebhookConfig;
@@ -55,6 +56,8 @@ pub struct NotifyConfig {
     pub webhook: Vec<WebhookConfig>,
     /// `[[notify.email]]`, any number.
     pub email: Vec<EmailConfig>,
+    /// `[[notify.grafana]]`, any number.
+    pub grafana: Vec<GrafanaConfig>,
     /// Retry of failed deliveries (one place for every destination).
     pub retry: RetryConfig,
     /// Alert groups delivered at once per destination; each group's notices stay in
@@ -76,6 +79,7 @@ fn entries(cfg: &NotifyConfig) -> Vec<Entry<'_>> {
         one("notify.alertmanager", &cfg.alertmanager),
         each("notify.webhook", &cfg.webhook),
         each("notify.email", &cfg.email),
+        each("notify.grafana", &cfg.grafana),
     ]
 }
 
@@ -199,6 +203,7 @@ impl Default for NotifyConfig {
             alertmanager: None,
             webhook: Vec::new(),
             email: Vec::new(),
+            grafana: Vec::new(),
             retry: RetryConfig::default(),
             concurrency: 4,
             could_not_diagnose_every: Millis::from_secs(600),
@@ -318,6 +323,11 @@ mod tests {
         password = { env = "CULPRIT_TEST_SECRET_7" }
         from = "culprit@example.com"
         to = ["ops@example.com"]
+
+        [[grafana]]
+        name = "ops"
+        url = "https://grafana.example.com"
+        token = { env = "CULPRIT_TEST_SECRET_8" }
     "#;
 
     /// Every secret reference in a JSON value (`{"env": …}` or `{"file": …}`, as a
@@ -389,15 +399,22 @@ mod tests {
                 }
             }
         }
-        // 1 to 7, each reported once.
-        assert_eq!(all.len(), 7, "{all:?}");
+        // 1 to 8, each reported once.
+        assert_eq!(all.len(), 8, "{all:?}");
     }
 
     #[test]
     fn the_headers_name_every_destination_as_the_file_writes_it() {
         assert_eq!(
             headers(),
-            ["[notify.slack]", "[notify.pagerduty]", "[notify.alertmanager]", "[[notify.webhook]]", "[[notify.email]]"]
+            [
+                "[notify.slack]",
+                "[notify.pagerduty]",
+                "[notify.alertmanager]",
+                "[[notify.webhook]]",
+                "[[notify.email]]",
+                "[[notify.grafana]]"
+            ]
         );
     }
 
@@ -415,6 +432,7 @@ mod tests {
                 ("notify.webhook[0] (bearer).auth.token".to_string(), SecretForm::Plain),
                 ("notify.webhook[1] (basic).auth.password".to_string(), SecretForm::Basic { username: "u" }),
                 ("notify.email[0] (ops).password".to_string(), SecretForm::Plain),
+                ("notify.grafana[0] (ops).token".to_string(), SecretForm::Plain),
             ]
         );
     }

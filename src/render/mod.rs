@@ -9,6 +9,7 @@
 
 pub mod alertmanager;
 pub mod email;
+pub mod grafana;
 pub mod html;
 pub mod layout;
 pub mod markdown;
