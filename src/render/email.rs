@@ -262,7 +262,7 @@ mod tests {
         let e = email(&n, "example.com", None);
         let first = message_id("email:ops:group:1", "example.com");
         assert_eq!(e.in_reply_to.as_deref(), Some(first.as_str()));
-        assert_eq!(e.references, [first.clone()]);
+        assert_eq!(e.references, std::slice::from_ref(&first));
         assert!(e.subject.contains("changed: "), "{}", e.subject);
         let e = email(&n, "example.com", Some("<last@example.com>"));
         assert_eq!(e.in_reply_to.as_deref(), Some("<last@example.com>"));

@@ -24,6 +24,10 @@ import os
 import ssl
 import sys
 import time
+import warnings
+
+# aiosmtpd's own deprecation of Session.login_data, which it sets itself.
+warnings.filterwarnings("ignore", message="Session.login_data")
 
 from aiosmtpd.controller import Controller
 from aiosmtpd.smtp import AuthResult, LoginPassword
