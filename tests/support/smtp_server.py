@@ -23,11 +23,11 @@ import json
 import os
 import ssl
 import sys
+import logging
 import time
-import warnings
 
-# aiosmtpd's own deprecation of Session.login_data, which it sets itself.
-warnings.filterwarnings("ignore", message="Session.login_data")
+# aiosmtpd logs its own deprecation of Session.login_data, which it sets itself.
+logging.getLogger("mail.log").setLevel(logging.ERROR)
 
 from aiosmtpd.controller import Controller
 from aiosmtpd.smtp import AuthResult, LoginPassword
