@@ -25,6 +25,13 @@ if [ ${#missing[@]} -gt 0 ]; then
   $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
+# tests/email.rs runs a real SMTP server, Python's aiosmtpd (not in Debian's archive at
+# a version with AUTH and STARTTLS together): from PyPI, only when missing.
+if ! python3 -c "import aiosmtpd" 2>/dev/null; then
+  echo "installing aiosmtpd (PyPI; the SMTP server of tests/email.rs)" >&2
+  python3 -m pip install --quiet aiosmtpd
+fi
+
 # cargo test runs every default member of the workspace: culprit and crates/exposition
 # (whose tests/prometheus_reference.rs checks the reader against a real Prometheus).
 cargo test "$@"

@@ -71,6 +71,8 @@ fn the_example_has_the_commented_examples_it_documents() {
             "[[notify.discord]]",
             "[[notify.teams]]",
             "[[notify.google_chat]]",
+            "[[notify.email]]",
+            "[[notify.grafana]]",
             // The route example, last: its own two webhooks and a two-team tree.
             "[[notify.webhook]]",
             "[[notify.webhook]]",
@@ -146,6 +148,8 @@ fn every_commented_example_loads_when_all_are_uncommented_together_but_the_alter
     assert_eq!(c.notify.jsm.len(), 1);
     assert_eq!((c.notify.mattermost.len(), c.notify.discord.len()), (1, 1));
     assert_eq!((c.notify.teams.len(), c.notify.google_chat.len()), (1, 1));
+    assert_eq!(c.notify.email.len(), 1);
+    assert_eq!(c.notify.grafana.len(), 1);
 }
 
 /// How the example writes a key: its value, and for a commented one the comment lines

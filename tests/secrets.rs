@@ -35,6 +35,8 @@ const MATTERMOST_HOOK: &str = "/mm/Mm5ecretK3y0123456789abcd";
 const DISCORD_HOOK: &str = "/dc/1234567890123456789/D1sc0rd-T0KEN_5ecret-abcdefghij";
 const TEAMS_HOOK: &str = "/wkflwZ9Q/trgrZ9Q/T3AMSinvk?sv=1.0&sig=T3AMS5IGS3CR3T0123456789abc";
 const GCHAT_HOOK: &str = "/v9/spcZ9QXW/msgZ9QXW?key=AIzaG00GLEKEYS3CR3T0123&token=GCHATT0KENS3CR3T0123456789";
+const SMTP_PASSWORD: &str = "smtp-Pa55/w0rd+&=";
+const GRAFANA_TOKEN: &str = "glsa_Gr4fanaT0ken/+=&_0123456789";
 
 /// Offsets tried: from the secret at the very start to well past every 200-character cut.
 const OFFSETS: std::ops::RangeInclusive<usize> = 0..=300;
@@ -116,6 +118,8 @@ fn the_leak_tests_look_for_every_secret_of_every_destination_the_registry_report
         DISCORD_HOOK.to_string(),
         TEAMS_HOOK.to_string(),
         GCHAT_HOOK.to_string(),
+        SMTP_PASSWORD.to_string(),
+        GRAFANA_TOKEN.to_string(),
     ];
     written.sort();
     assert_eq!(found, written);
@@ -320,6 +324,18 @@ fn destinations(dir: &Path, url: &str) -> Vec<(&'static str, String, Vec<Style>)
             vec![Style::Plain],
         ),
         (
+            // SMTP is no HTTP: the relay is a closed loopback port (connect refused), so
+            // what is checked is that the error built around a failed connection never
+            // quotes the password; tests/email.rs checks a relay that refuses the login.
+            "email",
+            format!(
+                "[[notify.email]]\nname = \"ops\"\nsmtp_host = \"127.0.0.1\"\nsmtp_port = {}\ntls = \"none\"\nusername = \"culprit\"\npassword = {}\nfrom = \"culprit@example.com\"\nto = [\"ops@example.com\"]\n",
+                closed_port(),
+                secret_file(dir, "smtp", SMTP_PASSWORD)
+            ),
+            vec![Style::Plain],
+        ),
+        (
             "teams",
             format!(
                 "[[notify.teams]]\nname = \"payments\"\nwebhook_url = {}\n",
@@ -359,7 +375,20 @@ fn destinations(dir: &Path, url: &str) -> Vec<(&'static str, String, Vec<Style>)
             ),
             vec![Style::Plain],
         ),
+        (
+            "grafana",
+            format!(
+                "[[notify.grafana]]\nname = \"ops\"\nurl = \"{url}\"\ntoken = {}\n",
+                secret_file(dir, "grafana", GRAFANA_TOKEN)
+            ),
+            vec![Style::Plain],
+        ),
     ]
+}
+
+/// A loopback port nothing listens on.
+fn closed_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -9,8 +9,10 @@
 
 pub mod alertmanager;
 pub mod discord;
+pub mod email;
 pub mod fence;
 pub mod google_chat;
+pub mod grafana;
 pub mod jsm;
 pub mod mattermost;
 pub mod opsgenie;

@@ -35,7 +35,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::notify::alertmanager::AlertmanagerConfig;
 use crate::notify::discord::DiscordConfig;
+use crate::notify::email::EmailConfig;
 use crate::notify::google_chat::GoogleChatConfig;
+use crate::notify::grafana::GrafanaConfig;
 use crate::notify::jsm::JsmConfig;
 use crate::notify::mattermost::MattermostConfig;
 use crate::notify::opsgenie::OpsgenieConfig;
@@ -71,6 +73,10 @@ pub struct NotifyConfig {
     pub teams: Vec<TeamsConfig>,
     /// `[[notify.google_chat]]`, any number: Google Chat spaces' incoming webhooks.
     pub google_chat: Vec<GoogleChatConfig>,
+    /// `[[notify.email]]`, any number.
+    pub email: Vec<EmailConfig>,
+    /// `[[notify.grafana]]`, any number.
+    pub grafana: Vec<GrafanaConfig>,
     /// Retry of failed deliveries (one place for every destination).
     pub retry: RetryConfig,
     /// Alert groups delivered at once per destination; each group's notices stay in
@@ -97,6 +103,8 @@ fn entries(cfg: &NotifyConfig) -> Vec<Entry<'_>> {
         each("notify.discord", &cfg.discord),
         each("notify.teams", &cfg.teams),
         each("notify.google_chat", &cfg.google_chat),
+        each("notify.email", &cfg.email),
+        each("notify.grafana", &cfg.grafana),
     ]
 }
 
@@ -252,6 +260,8 @@ impl Default for NotifyConfig {
             discord: Vec::new(),
             teams: Vec::new(),
             google_chat: Vec::new(),
+            email: Vec::new(),
+            grafana: Vec::new(),
             retry: RetryConfig::default(),
             concurrency: 4,
             could_not_diagnose_every: Millis::from_secs(600),
@@ -380,7 +390,7 @@ mod tests {
         name = "payments"
         cloud_id = "0a1b2c3d-4e5f-6789-abcd-ef0123456789"
         user = "culprit@example.com"
-        api_token = { env = "CULPRIT_TEST_SECRET_8" }
+        api_token = { env = "CULPRIT_TEST_SECRET_14" }
 
         [[mattermost]]
         name = "ops"
@@ -397,6 +407,18 @@ mod tests {
         [[google_chat]]
         name = "payments"
         webhook_url = { env = "CULPRIT_TEST_SECRET_12" }
+        [[email]]
+        name = "ops"
+        smtp_host = "smtp.example.com"
+        username = "culprit"
+        password = { env = "CULPRIT_TEST_SECRET_13" }
+        from = "culprit@example.com"
+        to = ["ops@example.com"]
+
+        [[grafana]]
+        name = "ops"
+        url = "https://grafana.example.com"
+        token = { env = "CULPRIT_TEST_SECRET_8" }
     "#;
 
     /// Every secret reference in a JSON value (`{"env": …}` or `{"file": …}`, as a
@@ -470,8 +492,8 @@ mod tests {
                 }
             }
         }
-        // 1 to 12, each reported once.
-        assert_eq!(all.len(), 12, "{all:?}");
+        // 1 to 14, each reported once.
+        assert_eq!(all.len(), 14, "{all:?}");
     }
 
     #[test]
@@ -543,7 +565,9 @@ mod tests {
                 "[[notify.mattermost]]",
                 "[[notify.discord]]",
                 "[[notify.teams]]",
-                "[[notify.google_chat]]"
+                "[[notify.google_chat]]",
+                "[[notify.email]]",
+                "[[notify.grafana]]"
             ]
         );
     }
@@ -570,6 +594,8 @@ mod tests {
                 ("notify.discord[0] (ops).webhook_url".to_string(), SecretForm::Url),
                 ("notify.teams[0] (payments).webhook_url".to_string(), SecretForm::Url),
                 ("notify.google_chat[0] (payments).webhook_url".to_string(), SecretForm::Url),
+                ("notify.email[0] (ops).password".to_string(), SecretForm::Plain),
+                ("notify.grafana[0] (ops).token".to_string(), SecretForm::Plain),
             ]
         );
     }

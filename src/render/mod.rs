@@ -9,7 +9,9 @@
 
 pub mod alertmanager;
 pub mod discord;
+pub mod email;
 pub mod google_chat;
+pub mod grafana;
 pub mod html;
 pub mod layout;
 pub mod markdown;
