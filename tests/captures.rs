@@ -39,6 +39,9 @@ fn args(dir: &Path) -> DiagnoseArgs {
         // Every capture has Flink REST's exception history, as `culprit record` users have
         // it with Flink REST: `--exceptions rest/exceptions.json`.
         exceptions: Some(dir.join("rest/exceptions.json")).filter(|p| p.exists()),
+        // A capture of a job on the Adaptive scheduler has Flink 2.3's rescale history:
+        // `--rescales rest/rescales-history.json`.
+        rescales: Some(dir.join("rest/rescales-history.json")).filter(|p| p.exists()),
         format: Format::Json,
     }
 }
@@ -310,6 +313,7 @@ fn every_taskmanager_of_a_flink_1_x_capture_has_its_gc_time_though_all_time_is_n
                 graph: Some(JobGraph::from_plan_json(&plan).unwrap()),
                 checkpoint_config: None,
                 exceptions: None,
+                rescales: None,
                 config: &config,
                 catalog: &config.metrics,
             },

@@ -29,6 +29,7 @@ fn recording_verdict(dir: &Path) -> Verdict {
             graph: Some(graph),
             checkpoint_config: None,
             exceptions: None,
+            rescales: None,
             config: &config,
             catalog: &config.metrics,
         },
@@ -60,6 +61,7 @@ async fn live_verdict(url: &str, dir: &Path, at_ms: i64, job: &str) -> (Verdict,
             graph: Some(graph),
             checkpoint_config: None,
             exceptions: None,
+            rescales: None,
             config: &config,
             catalog: &config.metrics,
         },
@@ -241,6 +243,7 @@ async fn a_recording_written_by_record_replays_to_the_live_verdict_and_holds_onl
         plan_out: Some(plan.clone()),
         checkpoint_config_out: Some(ckpt.clone()),
         exceptions_out: Some(exceptions.clone()),
+        rescales_out: None,
     };
     let summary = culprit::cli::record_command(&args, at).await.unwrap_or_else(|e| panic!("{}", e.message));
     assert!(summary.contains("replay: culprit diagnose --recording"), "{summary}");
@@ -277,6 +280,7 @@ async fn a_recording_written_by_record_replays_to_the_live_verdict_and_holds_onl
             config: None,
             checkpoint_config: Some(ckpt),
             exceptions: Some(exceptions),
+            rescales: None,
             format: culprit::render::Format::Json,
         },
         0,
@@ -323,6 +327,7 @@ async fn scraping_the_reporters_directly_finds_the_culprit_without_prometheus() 
         config: None,
         checkpoint_config: None,
         exceptions: None,
+        rescales: None,
         format: culprit::render::Format::Json,
     };
     let v =
@@ -363,6 +368,7 @@ async fn a_diagnosis_of_a_100_vertex_64_subtask_job_sends_at_most_12_requests() 
             graph: Some(JobGraph::from_plan_json(&job.plan_json()).unwrap()),
             checkpoint_config: None,
             exceptions: None,
+            rescales: None,
             config: &config,
             catalog: &config.metrics,
         },
@@ -434,6 +440,7 @@ async fn hostile_names_reach_promql_escaped_and_select_only_their_own_series() {
             graph: graph.clone(),
             checkpoint_config: None,
             exceptions: None,
+            rescales: None,
             config: &config,
             catalog: &config.metrics,
         },
@@ -459,6 +466,7 @@ async fn hostile_names_reach_promql_escaped_and_select_only_their_own_series() {
             graph,
             checkpoint_config: None,
             exceptions: None,
+            rescales: None,
             config: &config,
             catalog: &config.metrics,
         },
@@ -497,6 +505,7 @@ async fn snapshot_through(
             graph,
             checkpoint_config: None,
             exceptions: None,
+            rescales: None,
             config: &config,
             catalog: &config.metrics,
         },
@@ -601,7 +610,8 @@ async fn on_kubernetes_the_rest_url_follows_from_the_alerts_labels_and_hostile_v
     let asked: Vec<String> =
         flink.received_requests().await.unwrap().iter().map(|r| r.url.path().to_string()).collect();
     assert!(asked.iter().all(|p| p.starts_with("/fraud-scoring-rest.payments/jobs/")), "{asked:?}");
-    assert_eq!(asked.len(), 4, "jobs, plan, checkpoint config, exceptions: {asked:?}");
+    // The capture has no rescale history: its request is answered 404, and no details asked.
+    assert_eq!(asked.len(), 5, "jobs, plan, checkpoint config, exceptions, rescale history: {asked:?}");
 
     // A value that would add a host, a port or a path is refused before any URL is built.
     for hostile in ["evil.example:80/x", "a@evil.example", "fraud-scoring/../admin", "Fraud"] {
@@ -611,8 +621,8 @@ async fn on_kubernetes_the_rest_url_follows_from_the_alerts_labels_and_hostile_v
         assert!(note.contains("is not a DNS label") && note.contains("`app`"), "{note}");
         assert!(v.notes.iter().any(|n| n.contains("No job graph")), "graph-free: {:#?}", v.notes);
     }
-    // The one good diagnosis above: jobs, plan, checkpoint config, exceptions.
-    assert_eq!(flink.received_requests().await.unwrap().len(), 4, "no request for a hostile value");
+    // The one good diagnosis above: jobs, plan, checkpoint config, exceptions, rescale history.
+    assert_eq!(flink.received_requests().await.unwrap().len(), 5, "no request for a hostile value");
 }
 
 /// A canary: a real socket on 127.0.0.1 that answers every request 500 with a secret and
@@ -701,15 +711,15 @@ async fn a_label_the_alert_lacks_is_read_from_the_jobs_series_and_checked_the_sa
     let v = culprit::service::pipeline::Live::new(config).unwrap().diagnose(&request, &labels, at_of(&expected)).await;
     let v = v.unwrap();
     assert!(!v.notes.iter().any(|n| n.contains("no REST URL") || n.contains("No job graph")), "{:#?}", v.notes);
-    // jobs, plan, checkpoint config, exceptions.
-    assert_eq!(flink.received_requests().await.unwrap().len(), 4);
+    // jobs, plan, checkpoint config, exceptions, rescale history.
+    assert_eq!(flink.received_requests().await.unwrap().len(), 5);
     // `host` = "127_0_0_1" holds underscores: not a DNS label, refused.
     let config = templated_config(tmp.path(), &prom.url, &flink.uri(), "template_labels = { deployment = \"host\" }\n");
     let v = culprit::service::pipeline::Live::new(config).unwrap().diagnose(&request, &labels, at_of(&expected)).await;
     let note = v.unwrap().notes.into_iter().find(|n| n.contains("no REST URL")).expect("refused");
     assert!(note.contains("\"127_0_0_1\"") && note.contains("is not a DNS label"), "{note}");
-    // jobs, plan, checkpoint config, exceptions.
-    assert_eq!(flink.received_requests().await.unwrap().len(), 4);
+    // jobs, plan, checkpoint config, exceptions, rescale history.
+    assert_eq!(flink.received_requests().await.unwrap().len(), 5);
 }
 
 /// The job's runs are looked up once per diagnosis, however many parts need the run: the
