@@ -187,6 +187,34 @@ async fn a_live_diagnosis_of_a_job_failing_over_names_the_task_that_throws_from_
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_live_diagnosis_of_a_rescaled_job_reads_flinks_rescale_history_and_names_the_rescale_once() {
+    // adaptive-rescale served as Flink REST: the history (the rescale and the first schedule)
+    // and the details of the rescale, 4 → 2 for the sink.
+    let dir = support::capture("adaptive-rescale");
+    let expected = recording_verdict(&dir);
+    let prom = support::prometheus_with(&dir.join("recording.om.gz"));
+    let flink = support::flink_rest_for(&dir).await;
+    let tmp = tempfile::tempdir().unwrap();
+    let config = Config::load(&write_config(tmp.path(), &prom.url, &flink.uri())).unwrap();
+    let live = culprit::service::pipeline::Live::new(config).unwrap();
+    let request =
+        DiagnosisRequest { job: Some("bp-lab-slow-sink".into()), at_ms: Some(at_of(&expected)), ..Default::default() };
+    let v = live.diagnose(&request, &Default::default(), at_of(&expected)).await.unwrap();
+    assert_eq!(v.culprit.as_ref().unwrap().vertex_name, "slow-sink: Writer", "{}", v.summary);
+    assert!(
+        v.summary.contains("was rescaled from 4 to 2 subtasks at 2026-12-03T13:23:45.905Z by the Adaptive scheduler: resource requirements changed."),
+        "{}",
+        v.summary
+    );
+    assert_eq!(v.summary.matches("rescale").count(), 1, "named once: {}", v.summary);
+    assert!(v.fix[0].contains("the Adaptive scheduler made the cut"), "{}", v.fix[0]);
+    let asked: Vec<String> =
+        flink.received_requests().await.unwrap().iter().map(|r| r.url.path().to_string()).collect();
+    assert!(asked.iter().any(|p| p.ends_with("/rescales/details/fa208db8c8c8624158e684f4d2d64fe2")), "{asked:?}");
+    assert_eq!(asked.len(), 6, "jobs, plan, checkpoint config, exceptions, rescale history and details: {asked:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_flink_rest_the_live_diagnosis_runs_graph_free_and_says_so() {
     let dir = support::capture("slow-sink");
     let expected = recording_verdict(&dir);

@@ -59,11 +59,11 @@ pub(super) fn word(fact: &ChangeFact, f: &mut Formatter<'_>) -> fmt::Result {
                 ),
                 Some(state) => write!(
                     f,
-                    "A rescale of the job by the Adaptive scheduler was {} at {} (begun because {}{ended}): Flink's rescale history says it did not take effect.",
+                    "A rescale of the job by the Adaptive scheduler {} at {} (begun because {}{ended}): Flink's rescale history says it did not take effect.",
                     match state {
                         "FAILED" => "failed".to_string(),
-                        "IGNORED" => "ignored".to_string(),
-                        other => words_of(other),
+                        "IGNORED" => "was ignored".to_string(),
+                        other => format!("ended {}", words_of(other)),
                     },
                     rfc3339(*at_ms),
                     trigger(cause)
