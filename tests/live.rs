@@ -240,6 +240,69 @@ async fn without_flink_rest_the_live_diagnosis_runs_graph_free_and_says_so() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn record_writes_flinks_rescale_history_and_its_replay_names_the_rescale_as_live_does() {
+    let dir = support::capture("adaptive-rescale");
+    let expected = recording_verdict(&dir);
+    let at = at_of(&expected);
+    let prom = support::prometheus_with(&dir.join("recording.om.gz"));
+    let flink = support::flink_rest_for(&dir).await;
+    let tmp = tempfile::tempdir().unwrap();
+    let config_path = write_config(tmp.path(), &prom.url, &flink.uri());
+    let (out, plan, rescales) =
+        (tmp.path().join("bundle.om.gz"), tmp.path().join("plan.json"), tmp.path().join("rescales.json"));
+    let args = culprit::cli::RecordArgs {
+        job: "bp-lab-slow-sink".into(),
+        lookback: "1h".into(),
+        at: Some(expected.at.clone()),
+        window: None,
+        config: config_path.clone(),
+        cluster: None,
+        label: Vec::new(),
+        out: out.clone(),
+        plan_out: Some(plan.clone()),
+        checkpoint_config_out: None,
+        exceptions_out: None,
+        rescales_out: Some(rescales.clone()),
+    };
+    let summary = culprit::cli::record_command(&args, at).await.unwrap_or_else(|e| panic!("{}", e.message));
+    assert!(summary.contains(&format!("--rescales {}", rescales.display())), "{summary}");
+    // What was written is the history Flink gave, with the details of its rescale.
+    let written =
+        culprit::model::rescales::RescaleHistory::from_rest_json(&std::fs::read_to_string(&rescales).unwrap()).unwrap();
+    assert_eq!(written.entries.len(), 2);
+    assert_eq!(written.entries[0].vertices.len(), 4, "the details' four vertices");
+
+    let live = culprit::service::pipeline::Live::new(Config::load(&config_path).unwrap()).unwrap();
+    let request = DiagnosisRequest { job: Some("bp-lab-slow-sink".into()), at_ms: Some(at), ..Default::default() };
+    let live_verdict = live.diagnose(&request, &Default::default(), at).await.unwrap();
+    let replay = culprit::cli::diagnose_command(
+        &culprit::cli::DiagnoseArgs {
+            recording: Some(out),
+            metrics: Vec::new(),
+            scrape: Vec::new(),
+            flamegraph: None,
+            flink: None,
+            cluster: None,
+            plan: Some(plan),
+            job: None,
+            label: Vec::new(),
+            at: None,
+            window: None,
+            config: None,
+            checkpoint_config: None,
+            exceptions: None,
+            rescales: Some(rescales),
+            format: culprit::render::Format::Json,
+        },
+        0,
+    )
+    .unwrap_or_else(|e| panic!("{}", e.message));
+    assert!(replay.summary.contains("by the Adaptive scheduler: resource requirements changed."), "{}", replay.summary);
+    assert_eq!(replay.summary, live_verdict.summary);
+    assert_eq!(replay.fix, live_verdict.fix);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_recording_written_by_record_replays_to_the_live_verdict_and_holds_only_its_job() {
     let dir = support::capture("rocksdb-stall");
     let expected = recording_verdict(&dir);
