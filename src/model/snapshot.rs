@@ -858,7 +858,7 @@ pub enum RunChange {
         from: u32,
         to: u32,
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        by: Option<crate::model::rescales::RescaleCause>,
+        by: Option<Box<crate::model::rescales::RescaleCause>>,
     },
     /// A rescale (or an attempt at one) of the Adaptive scheduler inside the window that
     /// Flink's rescale history (`/jobs/:id/rescales/history`) holds and the series do not
@@ -867,7 +867,7 @@ pub enum RunChange {
     /// parallelism before and after of each vertex it changed, when Flink said.
     SchedulerRescale {
         at_ms: i64,
-        cause: crate::model::rescales::RescaleCause,
+        cause: Box<crate::model::rescales::RescaleCause>,
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         vertices: Vec<(String, u32, u32)>,
     },

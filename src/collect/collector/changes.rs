@@ -133,13 +133,13 @@ pub(super) fn join_history(
             for c in changes.iter_mut() {
                 match c {
                     RunChange::Rescaled { at_ms, by, .. } if by.is_none() && near(*at_ms) => {
-                        *by = Some(e.cause.clone());
+                        *by = Some(Box::new(e.cause.clone()));
                         joined = true;
                     }
                     RunChange::Restarted { at_ms } if near(*at_ms) => {
                         *c = RunChange::SchedulerRescale {
                             at_ms: *at_ms,
-                            cause: e.cause.clone(),
+                            cause: Box::new(e.cause.clone()),
                             vertices: changed.clone(),
                         };
                         joined = true;
@@ -149,7 +149,11 @@ pub(super) fn join_history(
             }
         }
         if !joined {
-            added.push(RunChange::SchedulerRescale { at_ms: e.at_ms(), cause: e.cause.clone(), vertices: changed });
+            added.push(RunChange::SchedulerRescale {
+                at_ms: e.at_ms(),
+                cause: Box::new(e.cause.clone()),
+                vertices: changed,
+            });
         }
     }
     changes.extend(added);
@@ -321,7 +325,7 @@ mod tests {
             changes,
             [RunChange::SchedulerRescale {
                 at_ms: 115_000,
-                cause: history.entries[0].cause.clone(),
+                cause: Box::new(history.entries[0].cause.clone()),
                 vertices: vec![("map".into(), 4, 3)]
             }]
         );

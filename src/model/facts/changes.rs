@@ -14,5 +14,5 @@ pub enum ChangeFact {
     /// culprit writes to an external system (fewer writers, not only a slow system).
     /// `by`: what Flink's rescale history says of the cut (the Adaptive scheduler's
     /// trigger cause), when it has it.
-    ParallelismCut { vertex: String, from: u32, to: u32, at_ms: i64, sink: bool, by: Option<RescaleCause> },
+    ParallelismCut { vertex: String, from: u32, to: u32, at_ms: i64, sink: bool, by: Option<Box<RescaleCause>> },
 }
