@@ -40,6 +40,7 @@ fn bench(c: &mut Criterion) {
                 graph: Some(JobGraph::from_plan_json(&job.plan_json()).unwrap()),
                 checkpoint_config: None,
                 exceptions: None,
+                rescales: None,
                 config: &config,
                 catalog: &MetricCatalog::default(),
             },

@@ -59,6 +59,7 @@ async fn main() {
                 graph: Some(graph.clone()),
                 checkpoint_config: None,
                 exceptions: None,
+                rescales: None,
                 config: &config,
                 catalog: &config.metrics,
             },

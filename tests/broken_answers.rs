@@ -117,6 +117,7 @@ fn diagnose(dir: &Path, how: Mutation) -> Verdict {
             graph: Some(graph),
             checkpoint_config,
             exceptions: None,
+            rescales: None,
             config: &config,
             catalog: &MetricCatalog::default(),
         },

@@ -39,6 +39,9 @@ fn args(dir: &Path) -> DiagnoseArgs {
         // Every capture has Flink REST's exception history, as `culprit record` users have
         // it with Flink REST: `--exceptions rest/exceptions.json`.
         exceptions: Some(dir.join("rest/exceptions.json")).filter(|p| p.exists()),
+        // A capture of a job on the Adaptive scheduler has Flink 2.3's rescale history:
+        // `--rescales rest/rescales-history.json`.
+        rescales: Some(dir.join("rest/rescales-history.json")).filter(|p| p.exists()),
         format: Format::Json,
     }
 }
@@ -310,6 +313,7 @@ fn every_taskmanager_of_a_flink_1_x_capture_has_its_gc_time_though_all_time_is_n
                 graph: Some(JobGraph::from_plan_json(&plan).unwrap()),
                 checkpoint_config: None,
                 exceptions: None,
+                rescales: None,
                 config: &config,
                 catalog: &config.metrics,
             },
@@ -323,4 +327,67 @@ fn every_taskmanager_of_a_flink_1_x_capture_has_its_gc_time_though_all_time_is_n
         let shown = &snapshot.queries["gc_time"];
         assert_eq!(shown.contains("G1_Young_Generation_Time"), per_collector, "{name}: {shown}");
     }
+}
+
+#[test]
+fn a_rescale_in_flinks_history_and_in_the_series_is_named_once_with_the_adaptive_schedulers_cause() {
+    // adaptive-rescale: the sink's upper bound lowered to 2 at 13:23:16 (PUT
+    // resource-requirements); the history's rescale ran 13:23:16.263 → 13:23:38.639, the
+    // series see the sink's 4 subtasks become 2 at 13:23:45.905 (7.3 s after its end, inside
+    // the 30 s tolerance and a step).
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/captures/adaptive-rescale");
+    let v = diagnose_command(&args(&dir), 0).unwrap();
+    let said = "slow-sink: Writer was rescaled from 4 to 2 subtasks at 2026-12-03T13:23:45.905Z by the Adaptive scheduler: resource requirements changed.";
+    assert!(v.summary.contains(said), "{}", v.summary);
+    assert_eq!(v.summary.matches("rescale").count(), 1, "named once: {}", v.summary);
+    assert!(v.fix[0].starts_with("Weigh first: slow-sink: Writer was cut from 4 to 2 subtasks"), "{:?}", v.fix);
+    assert!(v.fix[0].contains("the Adaptive scheduler made the cut: resource requirements changed"), "{}", v.fix[0]);
+    assert!(v.fix[0].contains("Restore its upper bound (PUT /jobs/:jobid/resource-requirements)"), "{}", v.fix[0]);
+
+    // Without the history the series alone name the cut, without a cause.
+    let mut a = args(&dir);
+    a.rescales = None;
+    let v = diagnose_command(&a, 0).unwrap();
+    assert!(v.summary.contains("slow-sink: Writer was rescaled from 4 to 2 subtasks at 2026-12-03T13:23:45.905Z."));
+    assert!(!v.summary.contains("Adaptive") && !v.fix[0].contains("Adaptive"), "{}", v.summary);
+}
+
+#[test]
+fn a_failed_rescale_attempt_in_the_history_is_named_as_one_that_did_not_take_effect() {
+    // The capture's history with one more attempt that failed at 13:24:30 (inside the
+    // window, which ends 13:25:00.905), as Flink writes it.
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/captures/adaptive-rescale");
+    let mut history: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("rest/rescales-history.json")).unwrap()).unwrap();
+    history.as_array_mut().unwrap().insert(
+        0,
+        serde_json::json!({"rescaleUuid": "0123456789abcdef0123456789abcdef", "resourceRequirementsUuid": "6243887cfc765bd1dee6e0a63629b8cc",
+            "rescaleAttemptId": 2, "vertices": {}, "slots": {}, "schedulerStates": [],
+            "startTimestampInMillis": 1_796_304_260_000i64, "endTimestampInMillis": 1_796_304_270_000i64,
+            "terminalState": "FAILED", "triggerCause": "NEW_RESOURCE_AVAILABLE", "terminatedReason": "EXCEPTION_OCCURRED"}),
+    );
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("rescales.json");
+    std::fs::write(&file, history.to_string()).unwrap();
+    let mut a = args(&dir);
+    a.rescales = Some(file);
+    let v = diagnose_command(&a, 0).unwrap();
+    let said = "A rescale of the job by the Adaptive scheduler failed at 2026-12-03T13:24:30Z (begun because new resources became available; it ended: an exception occurred): Flink's rescale history says it did not take effect.";
+    assert!(v.summary.contains(said), "{}", v.summary);
+    // The completed rescale is still the one the fix weighs first.
+    assert!(v.fix[0].contains("the Adaptive scheduler made the cut"), "{}", v.fix[0]);
+}
+
+#[test]
+fn flinks_404_answer_to_the_rescale_history_is_refused_as_a_file() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/captures/adaptive-rescale");
+    let mut a = args(&dir);
+    a.rescales =
+        Some(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/rescales/history-default-scheduler-404.json"));
+    let e = diagnose_command(&a, 0).unwrap_err();
+    assert!(
+        e.message.contains("not a Flink rescale history") && e.message.contains("RescalesUnavailableException"),
+        "{}",
+        e.message
+    );
 }

@@ -48,6 +48,7 @@ fn args(dir: &Path, at: Option<&str>) -> DiagnoseArgs {
         config: None,
         checkpoint_config: None,
         exceptions: None,
+        rescales: None,
         format: Format::Json,
     }
 }

@@ -533,6 +533,7 @@ fn the_demo_replays_every_bundled_capture_offline() {
         "rocksdb-stall",
         "healthy",
         "failover",
+        "adaptive-rescale",
         "chained-culprit-flamegraph",
         "flink-1.18-chained-culprit",
         "flink-1.20-slow-sink-legacy-source",
@@ -540,10 +541,12 @@ fn the_demo_replays_every_bundled_capture_offline() {
     ] {
         assert!(text.contains(&format!("━━ {name} —")), "{name} missing");
     }
-    // 11 of the 15 Flink 2.3 runs (not the two healthy ones, nor state-growth-long, which
+    // 12 of the 16 Flink 2.3 runs (not the two healthy ones, nor state-growth-long, which
     // has no backpressure, nor failover, which leads with its failure) and two of the three
     // 1.x runs (not the failover) have a culprit.
-    assert_eq!(text.matches(" is the culprit: ").count(), 13);
+    assert_eq!(text.matches(" is the culprit: ").count(), 14);
+    // adaptive-rescale reads its bundled rescale history: the cut and who made it.
+    assert!(text.contains("by the Adaptive scheduler: resource requirements changed."), "{text}");
     assert!(text.contains("But account-state's state only grows"), "{text}");
     // chained-culprit-flamegraph shows its recorded profile: all 200 off-CPU samples parked.
     assert!(text.contains("Profile of enrich -> score: top frames of 200 off-CPU samples"), "{text}");
@@ -563,13 +566,13 @@ fn the_demo_in_json_is_one_array_of_verdicts() {
     let out = culprit(&["demo", "--format", "json"]);
     assert_eq!(out.status.code(), Some(0));
     let all: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).expect("one JSON array");
-    assert_eq!(all.len(), 18);
+    assert_eq!(all.len(), 19);
     assert!(all.iter().all(|v| v["schema"] == "culprit.verdict/v1"));
 }
 
 #[test]
 fn the_demo_refuses_html_and_says_how_to_get_one_verdict_page() {
-    // Eighteen HTML documents in one stream would open as one broken page.
+    // Nineteen HTML documents in one stream would open as one broken page.
     let out = culprit(&["demo", "--format", "html"]);
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8(out.stderr).unwrap();

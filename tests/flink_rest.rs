@@ -515,3 +515,82 @@ async fn an_answer_over_sixteen_mib_is_refused_unread_with_a_length_and_cut_off_
     let chunks = sent.load(std::sync::atomic::Ordering::SeqCst);
     assert!(chunks < 64, "the read went on to the end of what the host sent ({chunks} MiB)");
 }
+
+const RESCALED_ID: &str = "e13e489c122feea0de84f83199c0dd05";
+
+fn rescale_data(file: &str) -> String {
+    std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/rescales").join(file)).unwrap()
+}
+
+#[tokio::test]
+async fn the_rescale_history_and_the_details_of_its_newest_rescale_take_two_requests() {
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .and(path(format!("/jobs/{RESCALED_ID}/rescales/history")))
+        .respond_with(json(capture("adaptive-rescale", "rescales-history.json")))
+        .mount(&server)
+        .await;
+    Mock::given(method("GET"))
+        .and(path(format!("/jobs/{RESCALED_ID}/rescales/details/fa208db8c8c8624158e684f4d2d64fe2")))
+        .respond_with(json(rescale_data("details.json")))
+        .mount(&server)
+        .await;
+    let rest = client(&server);
+    let h = rest.rescales(RESCALED_ID).await.unwrap();
+    assert_eq!(h.entries.len(), 2);
+    let sink = h.entries[0].vertices.iter().find(|v| v.vertex == "slow-sink: Writer").unwrap();
+    assert_eq!((sink.from, sink.to), (Some(4), Some(2)));
+    assert_eq!(rest.requests(), 2);
+}
+
+#[tokio::test]
+async fn a_history_with_only_the_first_schedule_asks_no_details_and_missing_details_leave_the_history() {
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .and(path(format!("/jobs/{RESCALED_ID}/rescales/history")))
+        .respond_with(json(rescale_data("history-before.json")))
+        .mount(&server)
+        .await;
+    let rest = client(&server);
+    assert_eq!(rest.rescales(RESCALED_ID).await.unwrap().entries.len(), 1);
+    assert_eq!(rest.requests(), 1, "no rescale of the running job: no details asked");
+
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .and(path(format!("/jobs/{RESCALED_ID}/rescales/history")))
+        .respond_with(json(rescale_data("history-after.json")))
+        .mount(&server)
+        .await;
+    // /rescales/details answers 404 (unmounted): the history stands without the vertices.
+    let rest = client(&server);
+    let h = rest.rescales(RESCALED_ID).await.unwrap();
+    assert_eq!(h.entries.len(), 2);
+    assert!(h.entries[0].vertices.is_empty());
+    assert_eq!(rest.requests(), 2);
+}
+
+#[tokio::test]
+async fn flinks_rescales_unavailable_answer_is_a_404_after_one_request_and_garbage_a_parse_error() {
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .and(path(format!("/jobs/{RESCALED_ID}/rescales/history")))
+        .respond_with(
+            ResponseTemplate::new(404)
+                .set_body_raw(rescale_data("history-default-scheduler-404.json"), "application/json"),
+        )
+        .mount(&server)
+        .await;
+    let rest = client(&server);
+    let e = rest.rescales(RESCALED_ID).await.unwrap_err();
+    assert_eq!(e.status(), Some(404), "{e}");
+    assert_eq!(rest.requests(), 1, "a 404 is not retried");
+
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .and(path(format!("/jobs/{RESCALED_ID}/rescales/history")))
+        .respond_with(ResponseTemplate::new(200).set_body_raw("<html>proxy</html>", "text/html"))
+        .mount(&server)
+        .await;
+    let rest = client(&server);
+    assert!(matches!(rest.rescales(RESCALED_ID).await, Err(FlinkError::Parse { .. })));
+}

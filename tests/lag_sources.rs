@@ -78,6 +78,7 @@ fn diagnosed(extra: &str, retention: Option<i64>) -> (Snapshot, Verdict) {
             graph: Some(JobGraph::from_plan_json(&JOB.plan_json()).unwrap()),
             checkpoint_config: None,
             exceptions: None,
+            rescales: None,
             config: &config,
             catalog: &config.metrics,
         },

@@ -29,6 +29,7 @@ fn recording_verdict(dir: &Path) -> Verdict {
             graph: Some(graph),
             checkpoint_config: None,
             exceptions: None,
+            rescales: None,
             config: &config,
             catalog: &config.metrics,
         },
@@ -60,6 +61,7 @@ async fn live_verdict(url: &str, dir: &Path, at_ms: i64, job: &str) -> (Verdict,
             graph: Some(graph),
             checkpoint_config: None,
             exceptions: None,
+            rescales: None,
             config: &config,
             catalog: &config.metrics,
         },
@@ -185,6 +187,34 @@ async fn a_live_diagnosis_of_a_job_failing_over_names_the_task_that_throws_from_
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_live_diagnosis_of_a_rescaled_job_reads_flinks_rescale_history_and_names_the_rescale_once() {
+    // adaptive-rescale served as Flink REST: the history (the rescale and the first schedule)
+    // and the details of the rescale, 4 → 2 for the sink.
+    let dir = support::capture("adaptive-rescale");
+    let expected = recording_verdict(&dir);
+    let prom = support::prometheus_with(&dir.join("recording.om.gz"));
+    let flink = support::flink_rest_for(&dir).await;
+    let tmp = tempfile::tempdir().unwrap();
+    let config = Config::load(&write_config(tmp.path(), &prom.url, &flink.uri())).unwrap();
+    let live = culprit::service::pipeline::Live::new(config).unwrap();
+    let request =
+        DiagnosisRequest { job: Some("bp-lab-slow-sink".into()), at_ms: Some(at_of(&expected)), ..Default::default() };
+    let v = live.diagnose(&request, &Default::default(), at_of(&expected)).await.unwrap();
+    assert_eq!(v.culprit.as_ref().unwrap().vertex_name, "slow-sink: Writer", "{}", v.summary);
+    assert!(
+        v.summary.contains("was rescaled from 4 to 2 subtasks at 2026-12-03T13:23:45.905Z by the Adaptive scheduler: resource requirements changed."),
+        "{}",
+        v.summary
+    );
+    assert_eq!(v.summary.matches("rescale").count(), 1, "named once: {}", v.summary);
+    assert!(v.fix[0].contains("the Adaptive scheduler made the cut"), "{}", v.fix[0]);
+    let asked: Vec<String> =
+        flink.received_requests().await.unwrap().iter().map(|r| r.url.path().to_string()).collect();
+    assert!(asked.iter().any(|p| p.ends_with("/rescales/details/fa208db8c8c8624158e684f4d2d64fe2")), "{asked:?}");
+    assert_eq!(asked.len(), 6, "jobs, plan, checkpoint config, exceptions, rescale history and details: {asked:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_flink_rest_the_live_diagnosis_runs_graph_free_and_says_so() {
     let dir = support::capture("slow-sink");
     let expected = recording_verdict(&dir);
@@ -207,6 +237,69 @@ async fn without_flink_rest_the_live_diagnosis_runs_graph_free_and_says_so() {
     assert_eq!(v.confidence.as_str(), "low");
     let notes = v.notes.join(" | ");
     assert!(notes.contains("Flink REST did not list the jobs") && notes.contains("No job graph"), "{notes}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn record_writes_flinks_rescale_history_and_its_replay_names_the_rescale_as_live_does() {
+    let dir = support::capture("adaptive-rescale");
+    let expected = recording_verdict(&dir);
+    let at = at_of(&expected);
+    let prom = support::prometheus_with(&dir.join("recording.om.gz"));
+    let flink = support::flink_rest_for(&dir).await;
+    let tmp = tempfile::tempdir().unwrap();
+    let config_path = write_config(tmp.path(), &prom.url, &flink.uri());
+    let (out, plan, rescales) =
+        (tmp.path().join("bundle.om.gz"), tmp.path().join("plan.json"), tmp.path().join("rescales.json"));
+    let args = culprit::cli::RecordArgs {
+        job: "bp-lab-slow-sink".into(),
+        lookback: "1h".into(),
+        at: Some(expected.at.clone()),
+        window: None,
+        config: config_path.clone(),
+        cluster: None,
+        label: Vec::new(),
+        out: out.clone(),
+        plan_out: Some(plan.clone()),
+        checkpoint_config_out: None,
+        exceptions_out: None,
+        rescales_out: Some(rescales.clone()),
+    };
+    let summary = culprit::cli::record_command(&args, at).await.unwrap_or_else(|e| panic!("{}", e.message));
+    assert!(summary.contains(&format!("--rescales {}", rescales.display())), "{summary}");
+    // What was written is the history Flink gave, with the details of its rescale.
+    let written =
+        culprit::model::rescales::RescaleHistory::from_rest_json(&std::fs::read_to_string(&rescales).unwrap()).unwrap();
+    assert_eq!(written.entries.len(), 2);
+    assert_eq!(written.entries[0].vertices.len(), 4, "the details' four vertices");
+
+    let live = culprit::service::pipeline::Live::new(Config::load(&config_path).unwrap()).unwrap();
+    let request = DiagnosisRequest { job: Some("bp-lab-slow-sink".into()), at_ms: Some(at), ..Default::default() };
+    let live_verdict = live.diagnose(&request, &Default::default(), at).await.unwrap();
+    let replay = culprit::cli::diagnose_command(
+        &culprit::cli::DiagnoseArgs {
+            recording: Some(out),
+            metrics: Vec::new(),
+            scrape: Vec::new(),
+            flamegraph: None,
+            flink: None,
+            cluster: None,
+            plan: Some(plan),
+            job: None,
+            label: Vec::new(),
+            at: None,
+            window: None,
+            config: None,
+            checkpoint_config: None,
+            exceptions: None,
+            rescales: Some(rescales),
+            format: culprit::render::Format::Json,
+        },
+        0,
+    )
+    .unwrap_or_else(|e| panic!("{}", e.message));
+    assert!(replay.summary.contains("by the Adaptive scheduler: resource requirements changed."), "{}", replay.summary);
+    assert_eq!(replay.summary, live_verdict.summary);
+    assert_eq!(replay.fix, live_verdict.fix);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -241,6 +334,7 @@ async fn a_recording_written_by_record_replays_to_the_live_verdict_and_holds_onl
         plan_out: Some(plan.clone()),
         checkpoint_config_out: Some(ckpt.clone()),
         exceptions_out: Some(exceptions.clone()),
+        rescales_out: None,
     };
     let summary = culprit::cli::record_command(&args, at).await.unwrap_or_else(|e| panic!("{}", e.message));
     assert!(summary.contains("replay: culprit diagnose --recording"), "{summary}");
@@ -277,6 +371,7 @@ async fn a_recording_written_by_record_replays_to_the_live_verdict_and_holds_onl
             config: None,
             checkpoint_config: Some(ckpt),
             exceptions: Some(exceptions),
+            rescales: None,
             format: culprit::render::Format::Json,
         },
         0,
@@ -323,6 +418,7 @@ async fn scraping_the_reporters_directly_finds_the_culprit_without_prometheus() 
         config: None,
         checkpoint_config: None,
         exceptions: None,
+        rescales: None,
         format: culprit::render::Format::Json,
     };
     let v =
@@ -363,6 +459,7 @@ async fn a_diagnosis_of_a_100_vertex_64_subtask_job_sends_at_most_12_requests() 
             graph: Some(JobGraph::from_plan_json(&job.plan_json()).unwrap()),
             checkpoint_config: None,
             exceptions: None,
+            rescales: None,
             config: &config,
             catalog: &config.metrics,
         },
@@ -434,6 +531,7 @@ async fn hostile_names_reach_promql_escaped_and_select_only_their_own_series() {
             graph: graph.clone(),
             checkpoint_config: None,
             exceptions: None,
+            rescales: None,
             config: &config,
             catalog: &config.metrics,
         },
@@ -459,6 +557,7 @@ async fn hostile_names_reach_promql_escaped_and_select_only_their_own_series() {
             graph,
             checkpoint_config: None,
             exceptions: None,
+            rescales: None,
             config: &config,
             catalog: &config.metrics,
         },
@@ -497,6 +596,7 @@ async fn snapshot_through(
             graph,
             checkpoint_config: None,
             exceptions: None,
+            rescales: None,
             config: &config,
             catalog: &config.metrics,
         },
@@ -601,7 +701,8 @@ async fn on_kubernetes_the_rest_url_follows_from_the_alerts_labels_and_hostile_v
     let asked: Vec<String> =
         flink.received_requests().await.unwrap().iter().map(|r| r.url.path().to_string()).collect();
     assert!(asked.iter().all(|p| p.starts_with("/fraud-scoring-rest.payments/jobs/")), "{asked:?}");
-    assert_eq!(asked.len(), 4, "jobs, plan, checkpoint config, exceptions: {asked:?}");
+    // The capture has no rescale history: its request is answered 404, and no details asked.
+    assert_eq!(asked.len(), 5, "jobs, plan, checkpoint config, exceptions, rescale history: {asked:?}");
 
     // A value that would add a host, a port or a path is refused before any URL is built.
     for hostile in ["evil.example:80/x", "a@evil.example", "fraud-scoring/../admin", "Fraud"] {
@@ -611,8 +712,8 @@ async fn on_kubernetes_the_rest_url_follows_from_the_alerts_labels_and_hostile_v
         assert!(note.contains("is not a DNS label") && note.contains("`app`"), "{note}");
         assert!(v.notes.iter().any(|n| n.contains("No job graph")), "graph-free: {:#?}", v.notes);
     }
-    // The one good diagnosis above: jobs, plan, checkpoint config, exceptions.
-    assert_eq!(flink.received_requests().await.unwrap().len(), 4, "no request for a hostile value");
+    // The one good diagnosis above: jobs, plan, checkpoint config, exceptions, rescale history.
+    assert_eq!(flink.received_requests().await.unwrap().len(), 5, "no request for a hostile value");
 }
 
 /// A canary: a real socket on 127.0.0.1 that answers every request 500 with a secret and
@@ -701,15 +802,15 @@ async fn a_label_the_alert_lacks_is_read_from_the_jobs_series_and_checked_the_sa
     let v = culprit::service::pipeline::Live::new(config).unwrap().diagnose(&request, &labels, at_of(&expected)).await;
     let v = v.unwrap();
     assert!(!v.notes.iter().any(|n| n.contains("no REST URL") || n.contains("No job graph")), "{:#?}", v.notes);
-    // jobs, plan, checkpoint config, exceptions.
-    assert_eq!(flink.received_requests().await.unwrap().len(), 4);
+    // jobs, plan, checkpoint config, exceptions, rescale history.
+    assert_eq!(flink.received_requests().await.unwrap().len(), 5);
     // `host` = "127_0_0_1" holds underscores: not a DNS label, refused.
     let config = templated_config(tmp.path(), &prom.url, &flink.uri(), "template_labels = { deployment = \"host\" }\n");
     let v = culprit::service::pipeline::Live::new(config).unwrap().diagnose(&request, &labels, at_of(&expected)).await;
     let note = v.unwrap().notes.into_iter().find(|n| n.contains("no REST URL")).expect("refused");
     assert!(note.contains("\"127_0_0_1\"") && note.contains("is not a DNS label"), "{note}");
-    // jobs, plan, checkpoint config, exceptions.
-    assert_eq!(flink.received_requests().await.unwrap().len(), 4);
+    // jobs, plan, checkpoint config, exceptions, rescale history.
+    assert_eq!(flink.received_requests().await.unwrap().len(), 5);
 }
 
 /// The job's runs are looked up once per diagnosis, however many parts need the run: the

@@ -40,6 +40,7 @@ fn report_04() -> Verdict {
         config: None,
         checkpoint_config: None,
         exceptions: None,
+        rescales: None,
         format: culprit::render::Format::Json,
     };
     diagnose_command(&args, 0).unwrap_or_else(|e| panic!("{}", e.message))

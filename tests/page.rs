@@ -47,6 +47,7 @@ fn verdict(dir: &Path) -> Verdict {
         config: None,
         checkpoint_config: checkpoint_config.exists().then_some(checkpoint_config),
         exceptions: Some(dir.join("rest/exceptions.json")).filter(|p| p.exists()),
+        rescales: None,
         format: culprit::render::Format::Json,
     };
     diagnose_command(&args, 0).unwrap_or_else(|e| panic!("{}: {}", dir.display(), e.message))

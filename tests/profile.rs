@@ -201,6 +201,7 @@ fn recorded_at_ms(dir: &Path) -> i64 {
         graph: Some(graph),
         checkpoint_config: None,
         exceptions: None,
+        rescales: None,
         config: &config,
         catalog: &config.metrics,
     };

@@ -45,6 +45,7 @@ fn verdict(dir: &Path, with_plan: bool) -> Verdict {
         config: None,
         checkpoint_config: checkpoint_config.exists().then_some(checkpoint_config),
         exceptions: Some(dir.join("rest/exceptions.json")).filter(|p| p.exists()),
+        rescales: Some(dir.join("rest/rescales-history.json")).filter(|p| p.exists()),
         format: Format::Json,
     };
     diagnose_command(&args, 0).unwrap_or_else(|e| panic!("{}: {}", dir.display(), e.message))

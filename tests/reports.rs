@@ -40,6 +40,7 @@ fn args(dir: &Path, recording: &Path) -> DiagnoseArgs {
         config: None,
         checkpoint_config: None,
         exceptions: None,
+        rescales: None,
         format: Format::Json,
     }
 }
@@ -75,6 +76,7 @@ async fn live(url: &str, dir: &Path, request: &DiagnosisRequest) -> Verdict {
             graph: Some(graph),
             checkpoint_config: None,
             exceptions: None,
+            rescales: None,
             config: &config,
             catalog: &config.metrics,
         },
@@ -323,6 +325,7 @@ async fn report_01_two_deployments_under_one_job_id_are_never_blended_live() {
             graph: None,
             checkpoint_config: None,
             exceptions: None,
+            rescales: None,
             config: &config,
             catalog: &config.metrics,
         },
@@ -354,6 +357,7 @@ async fn report_01_a_recording_of_one_deployment_holds_only_its_series_and_repla
         plan_out: None,
         checkpoint_config_out: None,
         exceptions_out: None,
+        rescales_out: None,
     };
     let summary = culprit::cli::record_command(&record, at).await.unwrap_or_else(|e| panic!("{}", e.message));
     assert!(summary.contains("verdict: "), "{summary}");

@@ -59,6 +59,7 @@ fn every_verdict_of_the_captures_and_cases_validates_against_the_schema() {
             config: None,
             checkpoint_config: None,
             exceptions: None,
+            rescales: None,
             format: Format::Json,
         };
         let v = diagnose_command(&args, 0).unwrap_or_else(|e| panic!("{}: {}", dir.display(), e.message));

@@ -7,6 +7,7 @@ pub mod logging;
 pub mod store;
 
 use crate::model::failover::JobExceptions;
+use crate::model::rescales::RescaleHistory;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -184,6 +185,12 @@ pub struct DiagnoseArgs {
     /// `numRestarts` alone, and which task fails is unknown.
     #[arg(long, value_name = "FILE")]
     pub exceptions: Option<PathBuf>,
+    /// Flink REST `GET /jobs/:id/rescales/history` answer (Flink 2.3, the Adaptive
+    /// scheduler with `web.adaptive-scheduler.rescale-history.size` > 0): the scheduler's
+    /// rescales, why each began and how it ended. Without it a rescale is seen by the
+    /// subtasks reporting before and after it alone.
+    #[arg(long, value_name = "FILE")]
+    pub rescales: Option<PathBuf>,
     /// Output format.
     #[arg(long, value_enum, default_value = "text")]
     pub format: Format,
@@ -249,6 +256,10 @@ pub struct RecordArgs {
     /// `culprit diagnose --exceptions`.
     #[arg(long, value_name = "FILE")]
     pub exceptions_out: Option<PathBuf>,
+    /// Where to write Flink's rescale history (when Flink REST gives it), for
+    /// `culprit diagnose --rescales`.
+    #[arg(long, value_name = "FILE")]
+    pub rescales_out: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -489,6 +500,7 @@ pub async fn diagnose_live_command(args: &DiagnoseArgs, now_ms: i64) -> Result<V
         graph: read_plan(args)?,
         checkpoint_config: read_checkpoint_config(args)?,
         exceptions: read_exceptions(args)?,
+        rescales: read_rescales(args)?,
     };
     live.diagnose_with(&request, &labels, now_ms, overrides).await.map_err(CliError::pipeline)
 }
@@ -538,6 +550,7 @@ async fn scrape_command(
     let mut graph = read_plan(args)?;
     let mut checkpoint_config = read_checkpoint_config(args)?;
     let mut exceptions = read_exceptions(args)?;
+    let mut rescales = read_rescales(args)?;
     let mut notes = Vec::new();
     let mut request = request.clone();
     if let Some(url) = &args.flink {
@@ -564,6 +577,14 @@ async fn scrape_command(
                                 Err(e) => notes.push(format!("no exception history from Flink REST: {e}")),
                             }
                         }
+                        if rescales.is_none() {
+                            match rest.rescales(&job.id).await {
+                                Ok(r) => rescales = Some(r),
+                                // 404: no history for this job (most jobs); see Live::job_context
+                                Err(e) if e.status() == Some(404) => {}
+                                Err(e) => notes.push(format!("no rescale history from Flink REST: {e}")),
+                            }
+                        }
                     }
                 }
                 Err(e) => notes.push(format!("Flink REST did not list the jobs: {e}")),
@@ -574,7 +595,15 @@ async fn scrape_command(
     let naming = naming_in_store(&store, &config.metrics).map_err(CliError::usage)?;
     let snapshot = collect(
         &store,
-        CollectInput { request: &request, graph, checkpoint_config, exceptions, config, catalog: &naming.catalog },
+        CollectInput {
+            request: &request,
+            graph,
+            checkpoint_config,
+            exceptions,
+            rescales,
+            config,
+            catalog: &naming.catalog,
+        },
     )
     .await
     .map_err(|e| CliError::usage(format!("{e}{}", naming.hint_after_error())))?;
@@ -602,8 +631,14 @@ pub async fn record_command(args: &RecordArgs, now_ms: i64) -> Result<String, Cl
         .prometheus()
         .ok_or_else(|| CliError::usage(format!("{}: no [prometheus] section", args.config.display())))?;
     let labels = cluster_labels(args.cluster.as_deref());
-    let crate::service::pipeline::JobContext { job_id, mut graph, checkpoint_config, exceptions, notes: context_notes } =
-        live.job_context(Some(&args.job), &labels, &labels).await;
+    let crate::service::pipeline::JobContext {
+        job_id,
+        mut graph,
+        checkpoint_config,
+        exceptions,
+        rescales,
+        notes: context_notes,
+    } = live.job_context(Some(&args.job), &labels, &labels).await;
     let why_missing =
         if context_notes.is_empty() { "no Flink cluster configured".into() } else { context_notes.join("; ") };
     let mut job = job_id.unwrap_or_else(|| args.job.clone());
@@ -626,6 +661,7 @@ pub async fn record_command(args: &RecordArgs, now_ms: i64) -> Result<String, Cl
             graph: graph.clone(),
             checkpoint_config: checkpoint_config.clone(),
             exceptions: exceptions.clone(),
+            rescales: rescales.clone(),
             config: &config,
             catalog: &config.metrics,
         },
@@ -682,6 +718,18 @@ pub async fn record_command(args: &RecordArgs, now_ms: i64) -> Result<String, Cl
         }
         _ => {}
     }
+    match (&args.rescales_out, &rescales) {
+        (Some(path), None) => lines.push(format!(
+            "{} not written: no rescale history from Flink REST (only Flink 2.3+ on the Adaptive scheduler with web.adaptive-scheduler.rescale-history.size > 0 keeps one; {why_missing})",
+            path.display()
+        )),
+        (Some(path), Some(r)) => {
+            std::fs::write(path, serde_json::to_string_pretty(&r.to_rest_json()).expect("json"))
+                .map_err(|e| CliError::usage(format!("{}: {e}", path.display())))?;
+            lines.push(format!("wrote {}", path.display()));
+        }
+        _ => {}
+    }
     lines.push(format!("verdict: {}", verdict.summary));
     let mut replay = format!("replay: culprit diagnose --recording {}", args.out.display());
     if let (Some(p), Some(_)) = (&args.plan_out, &graph) {
@@ -692,6 +740,9 @@ pub async fn record_command(args: &RecordArgs, now_ms: i64) -> Result<String, Cl
     }
     if let (Some(p), Some(_)) = (&args.exceptions_out, &exceptions) {
         replay.push_str(&format!(" --exceptions {}", p.display()));
+    }
+    if let (Some(p), Some(_)) = (&args.rescales_out, &rescales) {
+        replay.push_str(&format!(" --rescales {}", p.display()));
     }
     lines.push(replay);
     Ok(lines.join("\n") + "\n")
@@ -732,6 +783,17 @@ fn read_exceptions(args: &DiagnoseArgs) -> Result<Option<JobExceptions>, CliErro
     JobExceptions::from_rest_json(&read_text(path, "exception history")?).map(Some).map_err(|e| {
         CliError::usage(format!(
             "{}: not a Flink exception history (expected the answer of /jobs/:id/exceptions): {e}",
+            path.display()
+        ))
+    })
+}
+
+/// The `--rescales` file, parsed.
+fn read_rescales(args: &DiagnoseArgs) -> Result<Option<RescaleHistory>, CliError> {
+    let Some(path) = &args.rescales else { return Ok(None) };
+    RescaleHistory::from_rest_json(&read_text(path, "rescale history")?).map(Some).map_err(|e| {
+        CliError::usage(format!(
+            "{}: not a Flink rescale history (expected the answer of /jobs/:id/rescales/history): {e}",
             path.display()
         ))
     })
@@ -836,6 +898,7 @@ pub fn diagnose_command(args: &DiagnoseArgs, now_ms: i64) -> Result<Verdict, Cli
             graph,
             checkpoint_config,
             exceptions: read_exceptions(args)?,
+            rescales: read_rescales(args)?,
             config: &config,
             catalog: &naming.catalog,
         },

@@ -57,6 +57,8 @@ pub struct CollectInput<'a> {
     pub checkpoint_config: Option<CheckpointConfig>,
     /// The job's exception history from Flink REST (`/jobs/:id/exceptions`), when read.
     pub exceptions: Option<crate::model::failover::JobExceptions>,
+    /// Flink 2.3's rescale history (`/jobs/:id/rescales/history`), when read.
+    pub rescales: Option<crate::model::rescales::RescaleHistory>,
     pub config: &'a Config,
     pub catalog: &'a MetricCatalog,
 }
@@ -181,6 +183,14 @@ async fn collect_from<S: MetricSource>(source: &S, input: CollectInput<'_>) -> R
     };
     let replaced = replaced.map(|r| r.with_resized(resized));
     let run_changes: Vec<RunChange> = replaced.clone().into_iter().chain(stopped).chain(found(&vertex_name)).collect();
+    let run_changes = changes::join_history(
+        run_changes,
+        input.rescales.as_ref(),
+        failover.counted_from_ms,
+        at,
+        scope.step,
+        changes::HISTORY_JOIN_TOLERANCE_MS,
+    );
     notes.extend(identity::superseded_note(
         answers.get(identity::SUPERSEDED_ALL),
         answers.get(identity::SUPERSEDED_NEWEST),
@@ -439,6 +449,7 @@ mod tests {
             graph: None,
             checkpoint_config: None,
             exceptions: None,
+            rescales: None,
             config: &config,
             catalog: &config.metrics,
         };
@@ -477,6 +488,7 @@ mod tests {
             graph: None,
             checkpoint_config: None,
             exceptions: None,
+            rescales: None,
             config: &config,
             catalog: &config.metrics,
         };
@@ -568,6 +580,7 @@ mod tests {
                 graph: None,
                 checkpoint_config: None,
                 exceptions: None,
+                rescales: None,
                 config: &config,
                 catalog: &config.metrics,
             };
@@ -590,6 +603,7 @@ mod tests {
             graph: None,
             checkpoint_config: None,
             exceptions: None,
+            rescales: None,
             config: &config,
             catalog: &config.metrics,
         };
@@ -654,6 +668,7 @@ mod tests {
                 graph: None,
                 checkpoint_config: None,
                 exceptions: None,
+                rescales: None,
                 config: &config,
                 catalog: &config.metrics,
             };

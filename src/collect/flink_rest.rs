@@ -22,6 +22,7 @@
 //! output, errors or logs.
 
 use crate::model::failover::JobExceptions;
+use crate::model::rescales::RescaleHistory;
 use std::fmt;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
@@ -406,6 +407,32 @@ impl FlinkRest {
         })?;
         JobExceptions::from_rest_json(&self.redact(body))
             .map_err(|e| self.parse_error(&self.request_path(&segments), e))
+    }
+
+    /// `GET /jobs/:id/rescales/history` (Flink 2.3, the Adaptive scheduler with
+    /// `web.adaptive-scheduler.rescale-history.size` > 0), via
+    /// [`RescaleHistory::from_rest_json`]; then, when it holds a rescale of the running job,
+    /// `GET /jobs/:id/rescales/details/:uuid` of the newest one for its per-vertex
+    /// parallelism before and after (at most two requests). Text from Flink is redacted
+    /// before it is read; details that do not answer leave the history without them.
+    ///
+    /// Errors: [`FlinkError::InvalidJobId`] (no request sent); [`FlinkError::Status`] with
+    /// 404 when the job has no history (Flink's `RescalesUnavailableException`, or a version
+    /// before 2.3); [`FlinkError::Parse`] when the answer is no rescale history; else see
+    /// [`FlinkError`]. Callers treat every error as "no history".
+    pub async fn rescales(&self, job_id: &str) -> Result<RescaleHistory, FlinkError> {
+        self.check_job_id(job_id)?;
+        let segments = ["jobs", job_id, "rescales", "history"];
+        let body = self.get(&segments).await?;
+        let mut history = RescaleHistory::from_rest_json(&self.redact(body))
+            .map_err(|e| self.parse_error(&self.request_path(&segments), e))?;
+        if let Some(uuid) = history.newest_rescale().and_then(|e| e.uuid.clone())
+            && let Ok(details) = self.get(&["jobs", job_id, "rescales", "details", &uuid]).await
+        {
+            // The history stands without the details (an older entry evicted meanwhile).
+            let _ = history.add_details(&self.redact(details));
+        }
+        Ok(history)
     }
 
     /// `GET /jobs/:id/vertices/:vid/flamegraph?type=…` once, with retries until `deadline`

@@ -12,13 +12,38 @@ pub(super) fn summary_tail(snapshot: &Snapshot) -> Vec<Fact> {
 }
 
 /// The fix to weigh first when a rescale inside the window cut the culprit's parallelism
-/// (`culprit`: its vertex id; `sink`: it writes to an external system).
+/// (`culprit`: its vertex id; `sink`: it writes to an external system): seen in the series
+/// ([`RunChange::Rescaled`]), or only in Flink's rescale history
+/// ([`RunChange::SchedulerRescale`] that completed, naming the culprit's vertex).
 pub(super) fn cut_culprit(snapshot: &Snapshot, culprit: Option<&str>, sink: bool) -> Option<Fact> {
     let culprit = culprit?;
+    let name = snapshot.graph.as_ref().and_then(|g| g.vertex(culprit)).map(|v| v.name.as_str());
     snapshot.changes.iter().rev().find_map(|c| match c {
-        RunChange::Rescaled { vertex_id, vertex, at_ms, from, to } if vertex_id == culprit && to < from => Some(
-            ChangeFact::ParallelismCut { vertex: vertex.clone(), from: *from, to: *to, at_ms: *at_ms, sink }.into(),
+        RunChange::Rescaled { vertex_id, vertex, at_ms, from, to, by } if vertex_id == culprit && to < from => Some(
+            ChangeFact::ParallelismCut {
+                vertex: vertex.clone(),
+                from: *from,
+                to: *to,
+                at_ms: *at_ms,
+                sink,
+                by: by.clone(),
+            }
+            .into(),
         ),
+        RunChange::SchedulerRescale { at_ms, cause, vertices } if cause.completed() => {
+            let (vertex, from, to) = vertices.iter().find(|(v, from, to)| Some(v.as_str()) == name && to < from)?;
+            Some(
+                ChangeFact::ParallelismCut {
+                    vertex: vertex.clone(),
+                    from: *from,
+                    to: *to,
+                    at_ms: *at_ms,
+                    sink,
+                    by: Some(cause.clone()),
+                }
+                .into(),
+            )
+        }
         _ => None,
     })
 }

@@ -27,6 +27,7 @@ pub mod graph;
 pub mod naming;
 pub mod notice;
 pub mod request;
+pub mod rescales;
 pub mod resources;
 pub mod rest_template;
 pub mod secret;

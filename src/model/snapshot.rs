@@ -849,7 +849,28 @@ pub enum RunChange {
     },
     /// A vertex's number of reporting subtasks changed inside the window (a rescale:
     /// the autoscaler's in-place rescale, or a redeploy with another parallelism).
-    Rescaled { vertex_id: String, vertex: String, at_ms: i64, from: u32, to: u32 },
+    /// `by`: what Flink's rescale history says of the same rescale (its trigger cause and
+    /// how it ended), when the history has it.
+    Rescaled {
+        vertex_id: String,
+        vertex: String,
+        at_ms: i64,
+        from: u32,
+        to: u32,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        by: Option<Box<crate::model::rescales::RescaleCause>>,
+    },
+    /// A rescale (or an attempt at one) of the Adaptive scheduler inside the window that
+    /// Flink's rescale history (`/jobs/:id/rescales/history`) holds and the series do not
+    /// show as [`RunChange::Rescaled`]: a failed or ignored attempt, or one the series
+    /// missed. `at_ms`: when it ended (began, while in progress); `vertices`: name, the
+    /// parallelism before and after of each vertex it changed, when Flink said.
+    SchedulerRescale {
+        at_ms: i64,
+        cause: Box<crate::model::rescales::RescaleCause>,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        vertices: Vec<(String, u32, u32)>,
+    },
     /// The job restarted inside the window (its uptime reset, or its tasks run a newer
     /// attempt).
     Restarted { at_ms: i64 },

@@ -15,6 +15,7 @@ use crate::model::catalog::MetricCatalog;
 use crate::model::failover::JobExceptions;
 use crate::model::graph::JobGraph;
 use crate::model::request::DiagnosisRequest;
+use crate::model::rescales::RescaleHistory;
 use crate::model::snapshot::CheckpointConfig;
 use crate::model::verdict::Verdict;
 
@@ -33,6 +34,9 @@ pub struct Capture {
     /// `rest/exceptions.json`: Flink REST `GET /jobs/:id/exceptions`, for the captures
     /// whose story is a failure.
     pub exceptions: Option<&'static str>,
+    /// `rest/rescales-history.json`: Flink REST `GET /jobs/:id/rescales/history`, for the
+    /// captures of a job on the Adaptive scheduler that rescaled.
+    pub rescales: Option<&'static str>,
     /// `rest/vertex-*-flamegraph-off_cpu.json`: the culprit vertex's off-CPU flame graph,
     /// when the run recorded one; the demo shows its profile.
     pub flamegraph: Option<&'static str>,
@@ -70,6 +74,18 @@ macro_rules! capture {
                 "/rest/checkpoints-config.json"
             )),
             exceptions: None,
+            rescales: None,
+        }
+    };
+    ($name:literal, $what:literal, with_rescales) => {
+        Capture {
+            rescales: Some(include_str!(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/examples/captures/",
+                $name,
+                "/rest/rescales-history.json"
+            ))),
+            ..capture!($name, $what)
         }
     };
     ($name:literal, $what:literal, with_exceptions) => {
@@ -104,6 +120,11 @@ pub static CAPTURES: &[Capture] = &[
     capture!("rocksdb", "a healthy RocksDB job"),
     capture!("healthy", "a healthy job"),
     capture!("failover", "validate throws every ~30 s; the job fails over and restarts", with_exceptions),
+    capture!(
+        "adaptive-rescale",
+        "a slow sink on the Adaptive scheduler, cut from 4 to 2 subtasks by new resource requirements",
+        with_rescales
+    ),
     capture!("state-growth-long", "13 min of keyed RocksDB state with a new key per record and no TTL"),
     capture!("cpu-quota", "one TaskManager in a 0.2-CPU CFS quota; fraud-score's subtasks on it are slow"),
     capture!(
@@ -136,6 +157,7 @@ pub fn verdict(capture: &Capture) -> Result<Verdict, String> {
             graph: Some(graph),
             checkpoint_config: CheckpointConfig::from_rest_json(capture.checkpoint_config),
             exceptions: capture.exceptions.and_then(|t| JobExceptions::from_rest_json(t).ok()),
+            rescales: capture.rescales.and_then(|t| RescaleHistory::from_rest_json(t).ok()),
             config: &config,
             catalog: &MetricCatalog::default(),
         },

@@ -245,6 +245,7 @@ mod tests {
                 graph: Some(JobGraph::from_plan_json(&job.plan_json()).unwrap()),
                 checkpoint_config: None,
                 exceptions: None,
+                rescales: None,
                 config: &config,
                 catalog: &MetricCatalog::default(),
             },

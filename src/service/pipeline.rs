@@ -6,6 +6,7 @@
 //! missing or unreachable Prometheus, or a job nobody knows, stops a diagnosis.
 
 use crate::model::failover::JobExceptions;
+use crate::model::rescales::RescaleHistory;
 use std::collections::BTreeMap;
 
 use crate::collect::collector::{CollectError, CollectInput, JobLookup, MetricSource, Resolved, collect_after};
@@ -53,6 +54,7 @@ pub struct Overrides {
     pub graph: Option<JobGraph>,
     pub checkpoint_config: Option<CheckpointConfig>,
     pub exceptions: Option<JobExceptions>,
+    pub rescales: Option<RescaleHistory>,
 }
 
 /// What Flink REST told about the job before its metrics are read ([`Live::job_context`]):
@@ -64,6 +66,9 @@ pub struct JobContext {
     pub graph: Option<JobGraph>,
     pub checkpoint_config: Option<CheckpointConfig>,
     pub exceptions: Option<JobExceptions>,
+    /// Flink 2.3's rescale history (`/jobs/:id/rescales/history`); `None` when Flink has
+    /// none for the job (not the Adaptive scheduler, the history off, an older Flink).
+    pub rescales: Option<RescaleHistory>,
     pub notes: Vec<String>,
 }
 
@@ -235,7 +240,7 @@ impl Live {
             }
             None => None,
         };
-        let JobContext { job_id, graph, checkpoint_config, exceptions, notes } = &mut cx;
+        let JobContext { job_id, graph, checkpoint_config, exceptions, rescales, notes } = &mut cx;
         match (rest.as_deref(), wanted) {
             (Some(rest), Some(wanted)) => {
                 match rest.jobs().await {
@@ -264,8 +269,12 @@ impl Live {
                     Err(e) => notes.push(format!("Flink REST did not list the jobs: {e}")),
                 }
                 if let Some(id) = job_id.as_deref() {
-                    let (plan, config, history) =
-                        futures::join!(rest.plan(id), rest.checkpoint_config(id), rest.exceptions(id));
+                    let (plan, config, history, rescaled) = futures::join!(
+                        rest.plan(id),
+                        rest.checkpoint_config(id),
+                        rest.exceptions(id),
+                        rest.rescales(id)
+                    );
                     match plan {
                         Ok(g) => *graph = Some(g),
                         Err(e) => notes.push(format!("no job graph from Flink REST: {e}")),
@@ -277,6 +286,16 @@ impl Live {
                     match history {
                         Ok(x) => *exceptions = Some(x),
                         Err(e) => notes.push(format!("no exception history from Flink REST: {e}")),
+                    }
+                    match rescaled {
+                        Ok(r) => *rescales = Some(r),
+                        // Flink answers 404 for a job without it: not the Adaptive scheduler,
+                        // web.adaptive-scheduler.rescale-history.size 0, or before 2.3. That
+                        // is most jobs: no note in their verdicts, only the log says it.
+                        Err(e) if e.status() == Some(404) => {
+                            tracing::debug!(error = %e, "no rescale history from Flink REST")
+                        }
+                        Err(e) => notes.push(format!("no rescale history from Flink REST: {e}")),
                     }
                 }
             }
@@ -384,7 +403,7 @@ impl Live {
             Ok(Resolved { run, replaced: Some(_), .. }) => (Some(run.id), true),
             _ => (request.job.clone(), false),
         };
-        let JobContext { job_id, graph, checkpoint_config, exceptions, mut notes } =
+        let JobContext { job_id, graph, checkpoint_config, exceptions, rescales, mut notes } =
             self.job_context(wanted.as_deref(), labels, &job_labels).await;
         notes.extend(self.cluster_notes(labels));
         notes.extend(naming_note);
@@ -392,6 +411,7 @@ impl Live {
         let mut graph = overrides.graph.or(graph);
         let checkpoint_config = overrides.checkpoint_config.or(checkpoint_config);
         let exceptions = overrides.exceptions.or(exceptions);
+        let rescales = overrides.rescales.or(rescales);
         // The request keeps naming the run asked about when another took over from it: the
         // collector finds the same successor and the verdict says which replaced which.
         let job = if replaced { request.job.clone() } else { job_id.or_else(|| request.job.clone()) };
@@ -411,6 +431,7 @@ impl Live {
                 graph,
                 checkpoint_config,
                 exceptions,
+                rescales,
                 config: &self.config,
                 catalog: &catalog,
             },

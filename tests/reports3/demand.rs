@@ -30,6 +30,7 @@ fn diagnose(job: &SyntheticJob) -> Verdict {
         config: None,
         checkpoint_config: None,
         exceptions: None,
+        rescales: None,
         format: Format::Json,
     };
     diagnose_command(&args, 0).unwrap_or_else(|e| panic!("{}", e.message))

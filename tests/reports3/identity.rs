@@ -50,6 +50,7 @@ fn args(recording: &Path, plan: Option<&Path>, job: Option<&str>, config: Option
         config: config.map(Path::to_path_buf),
         checkpoint_config: None,
         exceptions: None,
+        rescales: None,
         format: Format::Json,
     }
 }
@@ -160,7 +161,7 @@ async fn report_01_live_through_prometheus_the_alerts_job_id_and_plan_lead_to_th
     let plan_a = JobGraph::from_plan_json(&std::fs::read_to_string(report01().join("plan-old.json")).unwrap()).unwrap();
     for (job, plan) in [(Some(A), Some(plan_a.clone())), (Some("orders-enricher"), Some(plan_a)), (Some(A), None)] {
         let request = DiagnosisRequest { job: job.map(str::to_string), ..DiagnosisRequest::default() };
-        let overrides = Overrides { graph: plan.clone(), checkpoint_config: None, exceptions: None };
+        let overrides = Overrides { graph: plan.clone(), checkpoint_config: None, exceptions: None, rescales: None };
         let v = live.diagnose_with(&request, &Default::default(), now, overrides).await.unwrap();
         let what = format!("{job:?} with a plan: {}", plan.is_some());
         assert_eq!(v.job.id, B, "{what}: {:?}", v.notes);

@@ -34,6 +34,7 @@ fn args(recording: &Path, plan: &Path, config: Option<&Path>) -> DiagnoseArgs {
         config: config.map(Path::to_path_buf),
         checkpoint_config: None,
         exceptions: None,
+        rescales: None,
         format: Format::Json,
     }
 }
@@ -309,6 +310,7 @@ async fn culprit_record_writes_utf8_names_quoted_and_its_recording_gives_the_sam
         plan_out: None,
         checkpoint_config_out: None,
         exceptions_out: None,
+        rescales_out: None,
     };
     if let Err(e) = culprit::cli::record_command(&args, 0).await {
         panic!("{}: the last query was {:?}", e.message, stub.queries().last());

@@ -41,6 +41,7 @@ fn diagnose_recording(recording: &Path, dir: &Path, config: Option<&Path>) -> Ve
         config: config.map(Path::to_path_buf),
         checkpoint_config: None,
         exceptions: None,
+        rescales: None,
         format: Format::Json,
     };
     diagnose_command(&args, 0).unwrap_or_else(|e| panic!("{}", e.message))
@@ -168,6 +169,7 @@ async fn live(dir: &Path, at_ms: i64, job: &str) -> Verdict {
             graph: Some(graph),
             checkpoint_config: None,
             exceptions: None,
+            rescales: None,
             config: &config,
             catalog: &config.metrics,
         },

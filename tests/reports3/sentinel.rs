@@ -40,6 +40,7 @@ fn args(plan: &Path, recording: &Path) -> DiagnoseArgs {
         config: None,
         checkpoint_config: None,
         exceptions: None,
+        rescales: None,
         format: Format::Json,
     }
 }
@@ -75,6 +76,7 @@ async fn live(url: &str, plan: &Path, expected: &Verdict) -> Verdict {
         graph: Some(graph),
         checkpoint_config: None,
         exceptions: None,
+        rescales: None,
         config: &config,
         catalog: &config.metrics,
     };

@@ -318,6 +318,30 @@ pub async fn flink_rest_under(dir: &Path, prefix: &str) -> wiremock::MockServer 
             .mount(&server)
             .await;
     }
+    // A capture of a job on the Adaptive scheduler has Flink 2.3's rescale history, and the
+    // details of its newest rescale (`rest/rescales-details-<uuid>.json`); any other
+    // answers 404, as Flink does for a job without one.
+    if dir.join("rest/rescales-history.json").exists() {
+        Mock::given(method("GET"))
+            .and(path_regex(format!("^{re}/jobs/[0-9a-f]{{32}}/rescales/history$")))
+            .respond_with(
+                ResponseTemplate::new(200).set_body_raw(file("rest/rescales-history.json"), "application/json"),
+            )
+            .mount(&server)
+            .await;
+    }
+    for entry in std::fs::read_dir(dir.join("rest")).into_iter().flatten().flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if let Some(uuid) = name.strip_prefix("rescales-details-").and_then(|n| n.strip_suffix(".json")) {
+            Mock::given(method("GET"))
+                .and(path_regex(format!("^{re}/jobs/[0-9a-f]{{32}}/rescales/details/{uuid}$")))
+                .respond_with(
+                    ResponseTemplate::new(200).set_body_raw(file(&format!("rest/{name}")), "application/json"),
+                )
+                .mount(&server)
+                .await;
+        }
+    }
     server
 }
 

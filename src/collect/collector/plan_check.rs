@@ -163,7 +163,8 @@ mod tests {
                 .expect("aggregate")
         };
         let aggs = [agg("src", 4), agg("sink", 2)];
-        let cut = RunChange::Rescaled { vertex_id: "sink".into(), vertex: "Sink".into(), at_ms: 0, from: 4, to: 2 };
+        let cut =
+            RunChange::Rescaled { vertex_id: "sink".into(), vertex: "Sink".into(), at_ms: 0, from: 4, to: 2, by: None };
         // The sink was rescaled 4 → 2 and 2 report: the plan takes 2.
         let mut rescaled = g.clone();
         assert_eq!(resize(&mut rescaled, false, &aggs, std::slice::from_ref(&cut)), [("Sink".to_string(), 4, 2)]);
