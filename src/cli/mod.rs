@@ -92,9 +92,10 @@ pub struct CheckConfigArgs {
     pub config: Option<PathBuf>,
     /// Reach Prometheus, each Flink cluster and each destination. Nothing is posted:
     /// Slack's token is checked with auth.test (an incoming webhook with an empty post it
-    /// refuses), Alertmanager with GET /api/v2/status; PagerDuty and generic webhooks have
-    /// no dry run, so only that they answer is checked (PagerDuty gets an event without a
-    /// routing key, which it refuses; a webhook a HEAD request).
+    /// refuses), Alertmanager with GET /api/v2/status, Opsgenie, JSM and Grafana with a
+    /// read, email with an SMTP session that sends no mail; PagerDuty, webhooks and the
+    /// chat webhooks have no dry run, so only that they answer is checked (an empty or
+    /// keyless post the vendor refuses, a HEAD or GET). The README's table says each.
     #[arg(long)]
     pub connect: bool,
     /// Instead of the report: the destinations a job whose alerts carry these labels is
