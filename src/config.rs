@@ -26,7 +26,9 @@ pub use duration::{MAX_WINDOW, MIN_WINDOW, parse_time, parse_window};
 pub use flink::{CLUSTER_CHOICE, FlinkCluster, FlinkConfig};
 pub use kafka::{BrokerDefaults, KafkaConfig, KafkaJob, RetentionMs};
 pub use load::ConfigError;
-pub use prometheus::{PROMETHEUS_MAX_ANSWER_BYTES, PROMETHEUS_MAX_ANSWER_BYTES_IN_FLIGHT, PrometheusConfig};
+pub use prometheus::{
+    PROMETHEUS_MAX_ANSWER_BYTES, PROMETHEUS_MAX_ANSWER_BYTES_IN_FLIGHT, PROMETHEUS_MAX_CONCURRENCY, PrometheusConfig,
+};
 pub use server::{ServerAuth, ServerConfig};
 pub use service::{SHIPPED_ALERTNAMES, ServiceConfig};
 pub use store::{StoreConfig, Synchronous};

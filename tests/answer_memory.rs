@@ -22,6 +22,7 @@ fn config(url: &str) -> PrometheusConfig {
         tenant: None,
         max_answer_bytes: MAX_ANSWER_BYTES,
         max_answer_bytes_in_flight: culprit::config::PROMETHEUS_MAX_ANSWER_BYTES_IN_FLIGHT,
+        max_concurrency: culprit::config::PROMETHEUS_MAX_CONCURRENCY,
     }
 }
 

@@ -20,6 +20,7 @@ fn config(url: &str) -> PrometheusConfig {
         tenant: None,
         max_answer_bytes: MAX_ANSWER_BYTES,
         max_answer_bytes_in_flight: culprit::config::PROMETHEUS_MAX_ANSWER_BYTES_IN_FLIGHT,
+        max_concurrency: culprit::config::PROMETHEUS_MAX_CONCURRENCY,
     }
 }
 
@@ -267,4 +268,87 @@ async fn a_diagnosis_without_a_worker_retries_each_request_until_the_deadline() 
     assert!(err.to_string().contains("deadline"), "{err}");
     // Backoff from 100 ms within 1 s: at least two attempts of each of the two requests.
     assert!(live.prometheus().unwrap().requests() >= 4, "{}", live.prometheus().unwrap().requests());
+}
+
+/// A Prometheus stand-in that answers every query after `delay` and counts how many it
+/// holds at once (the most, ever).
+async fn counting_prometheus(delay: Duration) -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let now = Arc::new(AtomicUsize::new(0));
+    let most = Arc::new(AtomicUsize::new(0));
+    let (n, m) = (now.clone(), most.clone());
+    let app = axum::Router::new().route(
+        "/api/v1/query",
+        axum::routing::post(move || {
+            let (n, m) = (n.clone(), m.clone());
+            async move {
+                let held = n.fetch_add(1, Ordering::SeqCst) + 1;
+                m.fetch_max(held, Ordering::SeqCst);
+                tokio::time::sleep(delay).await;
+                n.fetch_sub(1, Ordering::SeqCst);
+                ([(axum::http::header::CONTENT_TYPE, "application/json")], OK)
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    (url, most)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn forty_queries_at_once_reach_prometheus_at_most_max_concurrency_at_a_time_and_all_are_answered() {
+    let (url, most) = counting_prometheus(Duration::from_millis(100)).await;
+    let client = std::sync::Arc::new(
+        Prometheus::new(&PrometheusConfig { max_concurrency: 3, deadline: Millis::from_secs(30), ..config(&url) })
+            .unwrap(),
+    );
+    let queries: Vec<_> = (0..40)
+        .map(|i| {
+            let c = client.clone();
+            tokio::spawn(async move { c.instant(&format!("up{{i=\"{i}\"}}"), 1_795_948_587_000).await })
+        })
+        .collect();
+    // While they run: some wait in culprit, never more than 3 at Prometheus.
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    let load = client.load();
+    assert!(load.in_flight <= 3 && load.waiting > 0 && load.bound == 3, "{load:?}");
+    for q in queries {
+        assert!(q.await.unwrap().is_ok());
+    }
+    // 40 queries of 100 ms, 3 at a time: all answered, Prometheus never held more than 3,
+    // and the client's peak says so too.
+    assert_eq!(most.load(std::sync::atomic::Ordering::SeqCst), 3);
+    let load = client.load();
+    assert_eq!((load.in_flight, load.waiting, load.peak), (0, 0, 3));
+    assert_eq!(client.requests(), 40);
+}
+
+#[tokio::test]
+async fn waiting_for_a_slot_counts_against_the_deadline() {
+    let (url, _) = counting_prometheus(Duration::from_secs(2)).await;
+    let client = std::sync::Arc::new(
+        Prometheus::new(&PrometheusConfig {
+            max_concurrency: 1,
+            timeout: Millis::from_secs(5),
+            deadline: Millis(700),
+            ..config(&url)
+        })
+        .unwrap(),
+    );
+    let first = {
+        let c = client.clone();
+        tokio::spawn(async move { c.instant("up", 1_795_948_587_000).await })
+    };
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    // The only slot is held for 2 s: the second query gives up at its 0.7 s deadline,
+    // without ever reaching Prometheus, and the slot's count comes back.
+    let started = Instant::now();
+    let e = client.instant("up", 1_795_948_587_000).await.unwrap_err();
+    assert!(e.message.contains("deadline"), "{}", e.message);
+    assert!(started.elapsed() < Duration::from_millis(1_500), "{:?}", started.elapsed());
+    assert_eq!(client.load().waiting, 0);
+    assert!(first.await.unwrap().is_ok());
+    assert_eq!(client.requests(), 1);
 }

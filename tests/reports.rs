@@ -65,6 +65,7 @@ async fn live(url: &str, dir: &Path, request: &DiagnosisRequest) -> Verdict {
         tenant: None,
         max_answer_bytes: culprit::collect::prometheus::MAX_ANSWER_BYTES,
         max_answer_bytes_in_flight: culprit::config::PROMETHEUS_MAX_ANSWER_BYTES_IN_FLIGHT,
+        max_concurrency: culprit::config::PROMETHEUS_MAX_CONCURRENCY,
     })
     .unwrap();
     let source = PromSource::new(&prom, request.at_ms.unwrap());
@@ -315,6 +316,7 @@ async fn report_01_two_deployments_under_one_job_id_are_never_blended_live() {
         tenant: None,
         max_answer_bytes: culprit::collect::prometheus::MAX_ANSWER_BYTES,
         max_answer_bytes_in_flight: culprit::config::PROMETHEUS_MAX_ANSWER_BYTES_IN_FLIGHT,
+        max_concurrency: culprit::config::PROMETHEUS_MAX_CONCURRENCY,
     })
     .unwrap();
     let source = PromSource::new(&prom, at_of(&expected_us));

@@ -50,6 +50,14 @@ async fn a_storm_of_1000_alerts_for_10_jobs_gives_10_diagnoses_and_10_posts_per_
     assert_eq!(pagerduty.on("/v2/enqueue").len(), 10);
     let metrics = reqwest::get(format!("{}/metrics", app.url())).await.unwrap().text().await.unwrap();
     assert_eq!(diagnoses(&metrics), 10.0, "{metrics}");
+    // Ten diagnoses at once asked Prometheus at most `prometheus.max_concurrency` (8)
+    // queries at a time, and none is left in flight or waiting.
+    let gauge = |name: &str| support::metric_value(&metrics, name);
+    assert_eq!(gauge("culprit_prometheus_queries_max"), 8.0, "{metrics}");
+    let peak = gauge("culprit_prometheus_queries_peak");
+    assert!((1.0..=8.0).contains(&peak), "{metrics}");
+    assert_eq!(gauge("culprit_prometheus_queries{state=\"in_flight\"}"), 0.0, "{metrics}");
+    assert_eq!(gauge("culprit_prometheus_queries{state=\"waiting\"}"), 0.0, "{metrics}");
     app.stop().await;
 }
 

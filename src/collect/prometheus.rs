@@ -230,6 +230,44 @@ pub struct Prometheus {
     /// Told once, in a sentence, when retrying first starts (the CLI prints it).
     announce: Option<Announce>,
     announced: std::sync::atomic::AtomicBool,
+    /// At most `prometheus.max_concurrency` requests at once, over every diagnosis.
+    load: QueryLoad,
+}
+
+/// The bound on requests in flight at one backend, and what it holds now.
+struct QueryLoad {
+    bound: usize,
+    permits: tokio::sync::Semaphore,
+    in_flight: std::sync::atomic::AtomicUsize,
+    waiting: std::sync::atomic::AtomicUsize,
+    peak: std::sync::atomic::AtomicUsize,
+}
+
+/// The requests of one client in flight and waiting for a slot, now, and the most ever in
+/// flight at once (`/metrics`; the storm bench's "peak of queries in flight").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LoadNow {
+    pub in_flight: usize,
+    pub waiting: usize,
+    pub peak: usize,
+    pub bound: usize,
+}
+
+/// Counts one request in `counter` while it lives (a request cancelled by the deadline
+/// is uncounted too).
+struct Counted<'a>(&'a std::sync::atomic::AtomicUsize);
+
+impl<'a> Counted<'a> {
+    fn new(counter: &'a std::sync::atomic::AtomicUsize) -> (Counted<'a>, usize) {
+        let now = counter.fetch_add(1, Ordering::Relaxed) + 1;
+        (Counted(counter), now)
+    }
+}
+
+impl Drop for Counted<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 /// Receives one sentence when a client starts retrying a backend that does not answer
@@ -477,6 +515,13 @@ impl Prometheus {
             durations: Mutex::new(Vec::new()),
             announce: None,
             announced: std::sync::atomic::AtomicBool::new(false),
+            load: QueryLoad {
+                bound: cfg.max_concurrency.clamp(1, tokio::sync::Semaphore::MAX_PERMITS),
+                permits: tokio::sync::Semaphore::new(cfg.max_concurrency.clamp(1, tokio::sync::Semaphore::MAX_PERMITS)),
+                in_flight: Default::default(),
+                waiting: Default::default(),
+                peak: Default::default(),
+            },
         })
     }
 
@@ -606,12 +651,31 @@ impl Prometheus {
         }
     }
 
+    /// Its requests in flight and waiting now, the most in flight at once so far, and the
+    /// bound (`prometheus.max_concurrency`).
+    pub fn load(&self) -> LoadNow {
+        LoadNow {
+            in_flight: self.load.in_flight.load(Ordering::Relaxed),
+            waiting: self.load.waiting.load(Ordering::Relaxed),
+            peak: self.load.peak.load(Ordering::Relaxed),
+            bound: self.load.bound,
+        }
+    }
+
     /// The wire forms of this client's credentials (to redact what it quotes).
     pub fn redactor(&self) -> &Redactor {
         &self.redactor
     }
 
     async fn send_once(&self, url: &str, form: &[(&'static str, String)]) -> Result<Answer, PromError> {
+        // A slot first: in a storm the request waits here (within the deadline), never at
+        // the backend. The permit and the count live until the answer is read.
+        let _permit = {
+            let _waiting = Counted::new(&self.load.waiting);
+            self.load.permits.acquire().await.expect("the semaphore is never closed")
+        };
+        let (_in_flight, now) = Counted::new(&self.load.in_flight);
+        self.load.peak.fetch_max(now, Ordering::Relaxed);
         self.requests.fetch_add(1, Ordering::Relaxed);
         let started = Instant::now();
         let mut req = self.client.post(url).form(form);

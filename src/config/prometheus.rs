@@ -35,6 +35,22 @@ pub struct PrometheusConfig {
     /// [`PROMETHEUS_MAX_ANSWER_BYTES_IN_FLIGHT`] (128 MiB).
     #[serde(default = "default_prometheus_max_answer_bytes_in_flight")]
     pub max_answer_bytes_in_flight: usize,
+    /// Queries culprit has in flight at this backend at most, over every diagnosis at once:
+    /// in an alert storm the queries wait in culprit, not in the shared Prometheus (which
+    /// runs 20 at once for all its users by default, `--query.max-concurrency`). A query
+    /// waits its turn (where queries are retried, as in the CLI, the wait counts against
+    /// `deadline`). `/metrics` shows the queries in flight and waiting. Default 8.
+    #[serde(default = "default_prometheus_max_concurrency")]
+    pub max_concurrency: usize,
+}
+
+/// The default of `prometheus.max_concurrency`: 8, under half of Prometheus' own 20
+/// (`--query.max-concurrency`), so that culprit in a storm leaves the dashboards and rules
+/// sharing the server most of it; a diagnosis' rounds ask at most a few queries at once.
+pub const PROMETHEUS_MAX_CONCURRENCY: usize = 8;
+
+fn default_prometheus_max_concurrency() -> usize {
+    PROMETHEUS_MAX_CONCURRENCY
 }
 
 /// The default of `prometheus.max_answer_bytes_in_flight`: 128 MiB, two answers at the
@@ -80,6 +96,9 @@ impl PrometheusConfig {
                 "prometheus.max_answer_bytes ({}) must be at least 1024: no answer would fit",
                 self.max_answer_bytes
             ));
+        }
+        if self.max_concurrency == 0 {
+            problems.push("prometheus.max_concurrency must be at least 1 (0 would never query)".into());
         }
         if self.max_answer_bytes_in_flight < self.max_answer_bytes {
             problems.push(format!(

@@ -33,6 +33,10 @@
 //!   any verdict was posted for them: nothing is posted.
 //! * `culprit_rediagnoses_total`: weak verdicts scheduled to be diagnosed once more
 //!   (`service.rediagnose_weak_after`).
+//! * `culprit_prometheus_queries{state}`: queries at Prometheus `in_flight` and `waiting`
+//!   for a slot, now (at most `prometheus.max_concurrency` in flight, the gauge
+//!   `culprit_prometheus_queries_max`), and `culprit_prometheus_queries_peak`: the most in
+//!   flight at once since start.
 //! * Latency histograms, seconds: `culprit_webhook_duration_seconds`,
 //!   `culprit_diagnosis_duration_seconds`, `culprit_notification_duration_seconds{destination}`.
 
@@ -72,6 +76,11 @@ pub struct Notification {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct Destination {
     pub destination: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct QueryState {
+    pub state: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -126,6 +135,10 @@ pub struct Metrics {
     pub store_clock_skew: Gauge<f64, AtomicU64>,
     pub groups_resolved_before_diagnosis: Counter,
     pub rediagnoses: Counter,
+    /// `culprit_prometheus_queries{state}`, `_max` and `_peak`, set at each scrape.
+    pub prometheus_queries: Family<QueryState, Gauge<i64, AtomicI64>>,
+    pub prometheus_queries_max: Gauge<i64, AtomicI64>,
+    pub prometheus_queries_peak: Gauge<i64, AtomicI64>,
 }
 
 impl Default for Metrics {
@@ -268,8 +281,26 @@ impl Metrics {
             "rediagnoses",
             "Weak verdicts scheduled to be diagnosed once more (service.rediagnose_weak_after)",
         );
+        let prometheus_queries: Family<QueryState, Gauge<i64, AtomicI64>> = registered(
+            &mut registry,
+            "prometheus_queries",
+            "Queries at Prometheus now, by state (in_flight, waiting for a slot)",
+        );
+        let prometheus_queries_max: Gauge<i64, AtomicI64> = registered(
+            &mut registry,
+            "prometheus_queries_max",
+            "The bound on queries in flight at Prometheus (prometheus.max_concurrency)",
+        );
+        let prometheus_queries_peak: Gauge<i64, AtomicI64> = registered(
+            &mut registry,
+            "prometheus_queries_peak",
+            "The most queries in flight at Prometheus at once since start",
+        );
         Metrics {
             registry,
+            prometheus_queries,
+            prometheus_queries_max,
+            prometheus_queries_peak,
             notification_failures,
             store_errors,
             dead_letters,
@@ -353,6 +384,17 @@ impl Metrics {
     /// Counts rows pruned.
     pub fn store_pruned(&self, table: &str, n: u64) {
         self.store_pruned.get_or_create(&Table { table: table.into() }).inc_by(n);
+    }
+
+    /// The Prometheus client's load now.
+    pub fn set_prometheus_load(&self, load: crate::collect::prometheus::LoadNow) {
+        let set = |state: &str, n: usize| {
+            self.prometheus_queries.get_or_create(&QueryState { state: state.into() }).set(n as i64);
+        };
+        set("in_flight", load.in_flight);
+        set("waiting", load.waiting);
+        self.prometheus_queries_max.set(load.bound as i64);
+        self.prometheus_queries_peak.set(load.peak as i64);
     }
 
     pub fn set_queue(&self, queue: &str, depth: i64) {

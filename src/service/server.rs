@@ -629,6 +629,9 @@ async fn metrics(State(state): State<Arc<AppState>>) -> Response {
         Err(e) => tracing::error!(error = %e, "cannot count the queues"),
     }
     state.service.store.problems().await;
+    if let Some(p) = state.service.live.prometheus() {
+        state.service.metrics.set_prometheus_load(p.load());
+    }
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], state.service.metrics.encode())
         .into_response()
 }

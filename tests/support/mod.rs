@@ -509,3 +509,13 @@ pub fn diagnoses_total(metrics: &str) -> f64 {
         .map(|l| l.rsplit_once(' ').unwrap().1.parse::<f64>().unwrap())
         .sum()
 }
+
+/// The value of the one series of `/metrics` text written exactly as `series` (a name, or a
+/// name with its labels as culprit writes them); NaN when there is none.
+pub fn metric_value(metrics: &str, series: &str) -> f64 {
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(series).and_then(|rest| rest.strip_prefix(' ')))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(f64::NAN)
+}
