@@ -46,6 +46,7 @@ async fn main() {
             tenant: None,
             max_answer_bytes: culprit::collect::prometheus::MAX_ANSWER_BYTES,
             max_answer_bytes_in_flight: culprit::config::PROMETHEUS_MAX_ANSWER_BYTES_IN_FLIGHT,
+            max_concurrency: culprit::config::PROMETHEUS_MAX_CONCURRENCY,
         })
         .unwrap();
         let started = Instant::now();

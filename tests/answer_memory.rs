@@ -172,6 +172,7 @@ async fn four_big_answers_with_a_length_are_read_two_at_a_time_within_the_budget
     let p = Prometheus::new(&PrometheusConfig {
         max_answer_bytes: size,
         max_answer_bytes_in_flight: budget,
+        max_concurrency: culprit::config::PROMETHEUS_MAX_CONCURRENCY,
         ..config(&url)
     })
     .unwrap();
@@ -199,6 +200,7 @@ async fn four_big_chunked_answers_at_once_never_hold_more_than_the_budget() {
         timeout: Millis::from_secs(2),
         max_answer_bytes: size,
         max_answer_bytes_in_flight: budget,
+        max_concurrency: culprit::config::PROMETHEUS_MAX_CONCURRENCY,
         ..config(&url)
     })
     .unwrap();
@@ -252,6 +254,7 @@ async fn an_answer_that_gets_no_budget_within_its_timeout_is_too_large_for_now()
             timeout: Millis::from_secs(1),
             max_answer_bytes: size,
             max_answer_bytes_in_flight: budget,
+            max_concurrency: culprit::config::PROMETHEUS_MAX_CONCURRENCY,
             ..config(&url)
         })
         .unwrap();

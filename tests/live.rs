@@ -48,6 +48,7 @@ async fn live_verdict(url: &str, dir: &Path, at_ms: i64, job: &str) -> (Verdict,
         tenant: None,
         max_answer_bytes: culprit::collect::prometheus::MAX_ANSWER_BYTES,
         max_answer_bytes_in_flight: culprit::config::PROMETHEUS_MAX_ANSWER_BYTES_IN_FLIGHT,
+        max_concurrency: culprit::config::PROMETHEUS_MAX_CONCURRENCY,
     })
     .unwrap();
     let source = PromSource::new(&prom, at_ms);
@@ -445,6 +446,7 @@ async fn a_diagnosis_of_a_100_vertex_64_subtask_job_sends_at_most_12_requests() 
         tenant: None,
         max_answer_bytes: culprit::collect::prometheus::MAX_ANSWER_BYTES,
         max_answer_bytes_in_flight: culprit::config::PROMETHEUS_MAX_ANSWER_BYTES_IN_FLIGHT,
+        max_concurrency: culprit::config::PROMETHEUS_MAX_CONCURRENCY,
     })
     .unwrap();
     // The last sample is at start + 11 × 5 s.
@@ -517,6 +519,7 @@ async fn hostile_names_reach_promql_escaped_and_select_only_their_own_series() {
         tenant: None,
         max_answer_bytes: culprit::collect::prometheus::MAX_ANSWER_BYTES,
         max_answer_bytes_in_flight: culprit::config::PROMETHEUS_MAX_ANSWER_BYTES_IN_FLIGHT,
+        max_concurrency: culprit::config::PROMETHEUS_MAX_CONCURRENCY,
     })
     .unwrap();
     let at = job.start_ms + 55_000;
@@ -583,6 +586,7 @@ async fn snapshot_through(
         tenant: None,
         max_answer_bytes: culprit::collect::prometheus::MAX_ANSWER_BYTES,
         max_answer_bytes_in_flight: culprit::config::PROMETHEUS_MAX_ANSWER_BYTES_IN_FLIGHT,
+        max_concurrency: culprit::config::PROMETHEUS_MAX_CONCURRENCY,
     })
     .unwrap();
     let source = PromSource::new(&prom, at);

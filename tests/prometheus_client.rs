@@ -339,7 +339,10 @@ async fn waiting_for_a_slot_counts_against_the_deadline() {
     );
     let first = {
         let c = client.clone();
-        tokio::spawn(async move { c.instant("up", 1_795_948_587_000).await })
+        // One attempt, bounded by the 5 s timeout, not by the deadline.
+        tokio::spawn(async move {
+            c.instant_with("up", 1_795_948_587_000, culprit::collect::prometheus::Attempts::Once).await
+        })
     };
     tokio::time::sleep(Duration::from_millis(50)).await;
     // The only slot is held for 2 s: the second query gives up at its 0.7 s deadline,

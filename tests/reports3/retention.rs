@@ -157,6 +157,7 @@ async fn live(dir: &Path, at_ms: i64, job: &str) -> Verdict {
         tenant: None,
         max_answer_bytes: culprit::collect::prometheus::MAX_ANSWER_BYTES,
         max_answer_bytes_in_flight: culprit::config::PROMETHEUS_MAX_ANSWER_BYTES_IN_FLIGHT,
+        max_concurrency: culprit::config::PROMETHEUS_MAX_CONCURRENCY,
     })
     .unwrap();
     let request = DiagnosisRequest { job: Some(job.into()), at_ms: Some(at_ms), ..Default::default() };

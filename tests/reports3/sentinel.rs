@@ -65,6 +65,7 @@ async fn live(url: &str, plan: &Path, expected: &Verdict) -> Verdict {
         tenant: None,
         max_answer_bytes: culprit::collect::prometheus::MAX_ANSWER_BYTES,
         max_answer_bytes_in_flight: culprit::config::PROMETHEUS_MAX_ANSWER_BYTES_IN_FLIGHT,
+        max_concurrency: culprit::config::PROMETHEUS_MAX_CONCURRENCY,
     })
     .unwrap();
     let request =
