@@ -346,7 +346,7 @@ pub fn run(cli: Cli, out: &mut dyn Write) -> Result<(), CliError> {
         }
         Command::Demo(args) => {
             if args.format == Format::Html {
-                // One page per document: eighteen HTML documents in one stream open as none.
+                // One page per document: nineteen HTML documents in one stream open as none.
                 return Err(CliError::usage(
                     "demo writes many verdicts: use --format text, markdown or json; for one verdict page run `culprit diagnose --recording examples/captures/hot-key/recording.om.gz --plan examples/captures/hot-key/plan.json --format html > verdict.html`",
                 ));
