@@ -111,6 +111,26 @@ fn job_name(graph: Option<&JobGraph>, name_label: &str) -> String {
         .unwrap_or_else(|| name_label.to_string())
 }
 
+/// Round 4's queries: per-subtask detail of `detail_ids`, the containers of the
+/// TaskManagers round 3 named (and those pods), the autoscaler's view, the offsets of the
+/// topics round 3 found.
+fn round4_queries(
+    scope: &Scope<'_>,
+    graph: Option<&JobGraph>,
+    detail_ids: &[String],
+    answers: &Answers,
+    kafka_inputs: &kafka::KafkaInputs,
+) -> (Vec<(String, Query)>, Vec<String>) {
+    let mut round4 = detail_queries(scope, detail_ids);
+    let tm_answers = ["gc_time", "cpu_load", rounds::HEAP_USED].map(|n| answers.get(n));
+    let pods = resources::taskmanager_pods(&tm_answers);
+    round4.extend(resources::container_queries(scope, &pods));
+    round4.extend(autoscaler::autoscaler_query(scope, graph));
+    let topics = kafka::topics_seen(kafka_inputs, &answers.results);
+    round4.extend(kafka::offset_queries(&topics, scope.trend_start, scope.at, scope.step));
+    (round4, pods)
+}
+
 /// Round 3's queries: every vertex aggregated over its subtasks, the job-level signals, the
 /// source readers, the lag of the job's consumer group, superseded attempts, and the
 /// parallelism before and after a change inside the window.
@@ -202,13 +222,7 @@ async fn collect_from<S: MetricSource>(source: &S, input: CollectInput<'_>) -> R
     // offsets of the topics round 3 found.
     let detail_ids =
         crate::diagnose::plan::detail_vertices(graph.as_ref(), &vertex_aggregates, &cfg.thresholds, measure);
-    let mut round4 = detail_queries(&scope, &detail_ids);
-    let tm_answers = ["gc_time", "cpu_load", rounds::HEAP_USED].map(|n| answers.get(n));
-    let pods = resources::taskmanager_pods(&tm_answers);
-    round4.extend(resources::container_queries(&scope, &pods));
-    round4.extend(autoscaler::autoscaler_query(&scope, graph.as_ref()));
-    let topics = kafka::topics_seen(&kafka_inputs, &answers.results);
-    round4.extend(kafka::offset_queries(&topics, scope.trend_start, at, scope.step));
+    let (round4, pods) = round4_queries(&scope, graph.as_ref(), &detail_ids, &answers, &kafka_inputs);
     if !round4.is_empty() {
         answers.ask(source, round4).await;
     }

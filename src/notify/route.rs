@@ -54,7 +54,9 @@ pub struct RouteConfig {
 #[serde(deny_unknown_fields, default)]
 pub struct Route {
     /// Label matchers that must all hold, Alertmanager's syntax: `team = "payments"`,
-    /// `namespace =~ "pay-.*"`, `severity != info`. Empty: every alert.
+    /// `namespace =~ "pay-.*"`, `severity != info`; one string may hold several, separated
+    /// by commas (`'team = "a", env = "prod"'`, optionally in `{…}`). Empty: every alert.
+    #[serde(deserialize_with = "matcher_lists")]
     pub matchers: Vec<Matcher>,
     /// The destinations by name, as `[route]`'s. Unset: the parent's. `[]`: none (a
     /// route that silences).
@@ -134,6 +136,43 @@ impl Matcher {
     }
 }
 
+/// Every string of `matchers`, each holding one matcher or several separated by commas
+/// outside quotes (Alertmanager's form), optionally in braces.
+fn matcher_lists<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<Matcher>, D::Error> {
+    let texts = Vec::<String>::deserialize(d)?;
+    let mut out = Vec::new();
+    for text in &texts {
+        out.extend(parse_matchers(text).map_err(serde::de::Error::custom)?);
+    }
+    Ok(out)
+}
+
+/// `team = "a", env =~ "prod|stage"` (or the same in `{…}`) as its matchers.
+pub fn parse_matchers(text: &str) -> Result<Vec<Matcher>, String> {
+    let t = text.trim();
+    let t = t.strip_prefix('{').and_then(|t| t.strip_suffix('}')).unwrap_or(t);
+    let (mut parts, mut current, mut quoted, mut escaped) = (Vec::new(), String::new(), false, false);
+    for c in t.chars() {
+        match c {
+            _ if escaped => escaped = false,
+            '\\' if quoted => escaped = true,
+            '"' => quoted = !quoted,
+            ',' if !quoted => {
+                parts.push(std::mem::take(&mut current));
+                continue;
+            }
+            _ => {}
+        }
+        current.push(c);
+    }
+    parts.push(current);
+    let parts: Vec<&str> = parts.iter().map(|p| p.trim()).collect();
+    if parts.iter().any(|p| p.is_empty()) && parts.len() > 1 {
+        return Err(format!("matchers `{text}`: an empty matcher between commas"));
+    }
+    parts.into_iter().filter(|p| !p.is_empty()).map(str::parse).collect()
+}
+
 impl TryFrom<String> for Matcher {
     type Error = String;
 
@@ -211,7 +250,14 @@ impl std::str::FromStr for Matcher {
                 }
                 out
             }
-            None => rest.to_string(),
+            None => {
+                // A bare value is one word of the value: a quote in it, or an operator
+                // typed twice (`==`, `=~~`), is a mistake, never part of it.
+                if rest.contains('"') || rest.starts_with(['=', '~']) {
+                    return Err(bad("a bare value with a quote or an operator in it (quote the value)"));
+                }
+                rest.to_string()
+            }
         };
         let regex = match op {
             MatchOp::Regex | MatchOp::NotRegex => Some(regex::Regex::new(&format!("^(?:{value})$")).map_err(|e| {
@@ -347,10 +393,12 @@ impl RouteConfig {
         self.node().check("route", configured, problems);
     }
 
-    /// The tree, one route per line, indented by depth: what `check-config` prints.
+    /// The tree, one route per line, indented by depth, each with what it inherits
+    /// resolved: what `check-config` prints.
     pub fn describe(&self, configured: &[String]) -> Vec<String> {
         let mut out = Vec::new();
-        self.node().describe_into("route", 0, configured, &mut out);
+        let root = Inherited { destinations: configured, min_confidence: None, could_not_diagnose: true };
+        self.node().describe_into("route", 0, &root, &mut out);
         out
     }
 }
@@ -395,8 +443,13 @@ impl Node<'_> {
         }
     }
 
-    fn describe_into(&self, key: &str, depth: usize, inherited: &[String], out: &mut Vec<String>) {
-        let destinations = self.destinations.unwrap_or(inherited);
+    fn describe_into(&self, key: &str, depth: usize, parent: &Inherited<'_>, out: &mut Vec<String>) {
+        let me = Inherited {
+            destinations: self.destinations.unwrap_or(parent.destinations),
+            min_confidence: self.min_confidence.or(parent.min_confidence),
+            could_not_diagnose: self.could_not_diagnose.unwrap_or(parent.could_not_diagnose),
+        };
+        let destinations = me.destinations;
         let mut parts = Vec::new();
         if depth > 0 {
             let m: Vec<String> = self.matchers.iter().map(|m| m.to_string()).collect();
@@ -406,10 +459,10 @@ impl Node<'_> {
             "→ {}",
             if destinations.is_empty() { "nowhere".to_string() } else { destinations.join(", ") }
         ));
-        if let Some(c) = self.min_confidence {
+        if let Some(c) = me.min_confidence {
             parts.push(format!("confidence ≥ {}", c.as_str()));
         }
-        if self.could_not_diagnose == Some(false) {
+        if !me.could_not_diagnose {
             parts.push("no \"could not diagnose\"".into());
         }
         if self.continue_matching {
@@ -417,7 +470,7 @@ impl Node<'_> {
         }
         out.push(format!("{}{key}: {}", "  ".repeat(depth), parts.join("; ")));
         for (i, child) in self.routes.iter().enumerate() {
-            Node::from(child).describe_into(&format!("{key}.routes[{i}]"), depth + 1, destinations, out);
+            Node::from(child).describe_into(&format!("{key}.routes[{i}]"), depth + 1, &me, out);
         }
     }
 }
@@ -477,12 +530,32 @@ mod tests {
         let m: Matcher = "ns =~ pay-.*".parse().unwrap();
         // Anchored: the whole value must match.
         assert!(m.holds(&labels(&[("ns", "pay-eu")])) && !m.holds(&labels(&[("ns", "old-pay-eu")])));
-        for bad in ["= x", "team", "team ~ x", r#"team = "open"#, "team =~ (", r#"t = "a" b"#] {
+        for bad in [
+            "= x",
+            "team",
+            "team ~ x",
+            r#"team = "open"#,
+            "team =~ (",
+            r#"t = "a" b"#,
+            "team == x",
+            r#"team = pay"ments"#,
+        ] {
             assert!(bad.parse::<Matcher>().is_err(), "{bad}");
         }
         // A missing label is "": `!=` holds, `=` to "" holds.
         assert!("team != payments".parse::<Matcher>().unwrap().holds(&BTreeMap::new()));
         assert!(r#"team = """#.parse::<Matcher>().unwrap().holds(&BTreeMap::new()));
+    }
+
+    #[test]
+    fn one_string_may_hold_several_matchers_as_alertmanager_writes_them() {
+        let r: Route =
+            toml::from_str(r#"matchers = ['team != payments, severity = "info, low"', '{env=~"prod|stage"}']"#)
+                .unwrap();
+        let m: Vec<String> = r.matchers.iter().map(|m| m.to_string()).collect();
+        // The comma inside quotes belongs to the value; outside, it separates matchers.
+        assert_eq!(m, [r#"team != "payments""#, r#"severity = "info, low""#, r#"env =~ "prod|stage""#]);
+        assert!(toml::from_str::<Route>("matchers = ['team = a,, env = b']").is_err());
     }
 
     #[test]
@@ -563,6 +636,15 @@ mod tests {
                 "  route.routes[2]: namespace = \"fraud\"; → teams:fraud",
                 "    route.routes[2].routes[0]: cluster = \"eu-1\"; → teams:fraud",
             ]
+        );
+        // A child shows what it inherits: its parent's floor applies to it.
+        let nested: RouteConfig = toml::from_str(
+            "[[routes]]\nmatchers = ['team = a']\nmin_confidence = 'medium'\n[[routes.routes]]\nmatchers = ['env = prod']\n",
+        )
+        .unwrap();
+        assert_eq!(
+            nested.describe(&["slack".to_string()])[2],
+            "    route.routes[0].routes[0]: env = \"prod\"; → slack; confidence ≥ medium"
         );
     }
 

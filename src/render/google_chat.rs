@@ -150,6 +150,75 @@ fn decorated(label: &str, value: &str) -> Value {
     json!({ "decoratedText": { "topLabel": label, "text": value, "wrapText": true } })
 }
 
+/// The widgets of a verdict's card: the head (repeat mark, update line, summary, hazards,
+/// fix, culprit, job, time), one row per vertex, and the details (why, what would not
+/// help).
+fn verdict_widgets(
+    notice: &Notice,
+    v: &crate::model::verdict::Verdict,
+    names: &Names,
+    update: Option<&str>,
+) -> (Vec<Value>, Vec<Value>, Vec<Value>) {
+    let (mut head, mut vertices, mut details) = (Vec::new(), Vec::new(), Vec::new());
+    if notice.maybe_repeat {
+        head.push(paragraph(&format!("<i>{REPEAT_MARK}</i>")));
+    }
+    if let Some(u) = update {
+        head.push(paragraph(&format!("<b>{}</b>", html::escape(u))));
+    }
+    head.push(paragraph(&esc(&names.text(&v.summary), SUMMARY)));
+    let mut hazards: Vec<_> = v.hazards.iter().collect();
+    hazards.sort_by_key(|h| std::cmp::Reverse(h.severity));
+    if !hazards.is_empty() {
+        let lines: Vec<String> = hazards
+            .iter()
+            .take(HAZARDS)
+            .map(|h| {
+                let s = if h.severity == Severity::Critical { "critical" } else { "warning" };
+                format!("• <b>{s}</b> {}", esc(&names.text(&h.detail), HAZARD))
+            })
+            .collect();
+        head.push(paragraph(&format!("<b>Hazards</b><br>{}", lines.join("<br>"))));
+    }
+    if !v.fix.is_empty() {
+        let mut s = String::from("<b>Fix</b>");
+        for (i, f) in v.fix.iter().take(FIX_STEPS).enumerate() {
+            let _ = write!(s, "<br>{}. {}", i + 1, esc(&names.text(f), FIX_STEP));
+        }
+        if v.fix.len() > FIX_STEPS {
+            let _ = write!(s, "<br>… and {} more steps on the verdict page", v.fix.len() - FIX_STEPS);
+        }
+        head.push(paragraph(&s));
+    }
+    if let Some(c) = &v.culprit {
+        let mut name = esc(&names::prose_name(&c.vertex_name), FACT);
+        if !c.subtasks.is_empty() && c.subtasks.len() < c.parallelism as usize {
+            let listed: Vec<String> = c.subtasks.iter().take(16).map(u32::to_string).collect();
+            let more = if c.subtasks.len() > 16 { ", …" } else { "" };
+            let _ = write!(name, " (subtasks {}{more} of {})", listed.join(", "), c.parallelism);
+        }
+        head.push(decorated("Culprit", &name));
+    }
+    head.push(decorated("Job", &esc(&notice.job.name, FACT)));
+    head.push(decorated("At", &format!("{} (window {} s)", esc(&v.at, 40), v.window_seconds)));
+    for vx in &v.graph.vertices {
+        let pct = |x: Option<f64>| x.map(|x| format!("{:.0} %", x * 100.0)).unwrap_or_else(|| "?".into());
+        vertices.push(decorated(
+            &esc(&names::prose_name(&vx.name), FACT),
+            &format!("busy {} · backpressured {} · {}", pct(vx.busy_max), pct(vx.backpressured_max), vx.state.as_str()),
+        ));
+    }
+    if !v.cause.is_empty() {
+        details.push(paragraph(&format!("<b>Why</b><br>{}", esc(&names.text(&v.cause), DETAIL))));
+    }
+    if !v.not_the_fix.is_empty() {
+        let lines: Vec<String> =
+            v.not_the_fix.iter().take(FIX_STEPS).map(|s| format!("• {}", esc(&names.text(s), 300))).collect();
+        details.push(paragraph(&format!("<b>Would not help</b><br>{}", lines.join("<br>"))));
+    }
+    (head, vertices, details)
+}
+
 /// The message for a notice: `{text, cardsV2, thread: {threadKey}}`, at most
 /// [`MAX_BODY_BYTES`] of JSON and [`MAX_WIDGETS`] widgets. `first_post_ms` is when the
 /// episode's first post was made (the notifier's state), `None` for the first post.
@@ -170,67 +239,7 @@ pub fn message(notice: &Notice, first_post_ms: Option<i64>) -> Value {
             line.push(title(v, &notice.job.name, plain));
             header = json!({ "title": plain(&title(v, &notice.job.name, crate::model::secret::cut), 200),
                              "subtitle": format!("finding {} · confidence {}", v.finding.as_str(), v.confidence.as_str()) });
-            if notice.maybe_repeat {
-                head.push(paragraph(&format!("<i>{REPEAT_MARK}</i>")));
-            }
-            if let Some(u) = &update {
-                head.push(paragraph(&format!("<b>{}</b>", html::escape(u))));
-            }
-            head.push(paragraph(&esc(&names.text(&v.summary), SUMMARY)));
-            let mut hazards: Vec<_> = v.hazards.iter().collect();
-            hazards.sort_by_key(|h| std::cmp::Reverse(h.severity));
-            if !hazards.is_empty() {
-                let lines: Vec<String> = hazards
-                    .iter()
-                    .take(HAZARDS)
-                    .map(|h| {
-                        let s = if h.severity == Severity::Critical { "critical" } else { "warning" };
-                        format!("• <b>{s}</b> {}", esc(&names.text(&h.detail), HAZARD))
-                    })
-                    .collect();
-                head.push(paragraph(&format!("<b>Hazards</b><br>{}", lines.join("<br>"))));
-            }
-            if !v.fix.is_empty() {
-                let mut s = String::from("<b>Fix</b>");
-                for (i, f) in v.fix.iter().take(FIX_STEPS).enumerate() {
-                    let _ = write!(s, "<br>{}. {}", i + 1, esc(&names.text(f), FIX_STEP));
-                }
-                if v.fix.len() > FIX_STEPS {
-                    let _ = write!(s, "<br>… and {} more steps on the verdict page", v.fix.len() - FIX_STEPS);
-                }
-                head.push(paragraph(&s));
-            }
-            if let Some(c) = &v.culprit {
-                let mut name = esc(&names::prose_name(&c.vertex_name), FACT);
-                if !c.subtasks.is_empty() && c.subtasks.len() < c.parallelism as usize {
-                    let listed: Vec<String> = c.subtasks.iter().take(16).map(u32::to_string).collect();
-                    let more = if c.subtasks.len() > 16 { ", …" } else { "" };
-                    let _ = write!(name, " (subtasks {}{more} of {})", listed.join(", "), c.parallelism);
-                }
-                head.push(decorated("Culprit", &name));
-            }
-            head.push(decorated("Job", &esc(&notice.job.name, FACT)));
-            head.push(decorated("At", &format!("{} (window {} s)", esc(&v.at, 40), v.window_seconds)));
-            for vx in &v.graph.vertices {
-                let pct = |x: Option<f64>| x.map(|x| format!("{:.0} %", x * 100.0)).unwrap_or_else(|| "?".into());
-                vertices.push(decorated(
-                    &esc(&names::prose_name(&vx.name), FACT),
-                    &format!(
-                        "busy {} · backpressured {} · {}",
-                        pct(vx.busy_max),
-                        pct(vx.backpressured_max),
-                        vx.state.as_str()
-                    ),
-                ));
-            }
-            if !v.cause.is_empty() {
-                details.push(paragraph(&format!("<b>Why</b><br>{}", esc(&names.text(&v.cause), DETAIL))));
-            }
-            if !v.not_the_fix.is_empty() {
-                let lines: Vec<String> =
-                    v.not_the_fix.iter().take(FIX_STEPS).map(|s| format!("• {}", esc(&names.text(s), 300))).collect();
-                details.push(paragraph(&format!("<b>Would not help</b><br>{}", lines.join("<br>"))));
-            }
+            (head, vertices, details) = verdict_widgets(notice, v, &names, update.as_deref());
         }
         _ => {
             line.push(short_line(notice, plain));

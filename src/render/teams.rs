@@ -182,6 +182,38 @@ fn update_line(notice: &Notice, first_post_ms: Option<i64>) -> Option<String> {
     })
 }
 
+/// The hazards, worst first, and the fix's steps, each one text block.
+fn hazards_and_fix(v: &crate::model::verdict::Verdict, names: &Names) -> Vec<Value> {
+    let mut out = Vec::new();
+    let mut hazards: Vec<_> = v.hazards.iter().collect();
+    hazards.sort_by_key(|h| std::cmp::Reverse(h.severity));
+    if !hazards.is_empty() {
+        let lines: Vec<String> = hazards
+            .iter()
+            .take(HAZARDS)
+            .map(|h| {
+                let severity = match h.severity {
+                    crate::model::verdict::Severity::Critical => "critical",
+                    crate::model::verdict::Severity::Warning => "warning",
+                };
+                format!("- **{severity}** {}", escape(&names.text(&h.detail), HAZARD))
+            })
+            .collect();
+        out.push(text(&format!("**Hazards**\n\n{}", lines.join("\n"))));
+    }
+    if !v.fix.is_empty() {
+        let mut s = String::from("**Fix**\n\n");
+        for (i, f) in v.fix.iter().take(FIX_STEPS).enumerate() {
+            let _ = writeln!(s, "{}. {}", i + 1, escape(&names.text(f), FIX_STEP));
+        }
+        if v.fix.len() > FIX_STEPS {
+            let _ = writeln!(s, "… and {} more steps on the verdict page", v.fix.len() - FIX_STEPS);
+        }
+        out.push(text(s.trim_end()));
+    }
+    out
+}
+
 fn parts(notice: &Notice, first_post_ms: Option<i64>) -> Parts {
     let mut head = Vec::new();
     if notice.maybe_repeat {
@@ -205,32 +237,7 @@ fn parts(notice: &Notice, first_post_ms: Option<i64>) -> Parts {
             let names = Names::of(v);
             head.push(heading(&title(v, &notice.job.name)));
             head.push(text(&escape(&names.text(&v.summary), SUMMARY)));
-            let mut hazards: Vec<_> = v.hazards.iter().collect();
-            hazards.sort_by_key(|h| std::cmp::Reverse(h.severity));
-            if !hazards.is_empty() {
-                let lines: Vec<String> = hazards
-                    .iter()
-                    .take(HAZARDS)
-                    .map(|h| {
-                        let severity = match h.severity {
-                            crate::model::verdict::Severity::Critical => "critical",
-                            crate::model::verdict::Severity::Warning => "warning",
-                        };
-                        format!("- **{severity}** {}", escape(&names.text(&h.detail), HAZARD))
-                    })
-                    .collect();
-                head.push(text(&format!("**Hazards**\n\n{}", lines.join("\n"))));
-            }
-            if !v.fix.is_empty() {
-                let mut s = String::from("**Fix**\n\n");
-                for (i, f) in v.fix.iter().take(FIX_STEPS).enumerate() {
-                    let _ = writeln!(s, "{}. {}", i + 1, escape(&names.text(f), FIX_STEP));
-                }
-                if v.fix.len() > FIX_STEPS {
-                    let _ = writeln!(s, "… and {} more steps on the verdict page", v.fix.len() - FIX_STEPS);
-                }
-                head.push(text(s.trim_end()));
-            }
+            head.extend(hazards_and_fix(v, &names));
             let mut facts = Vec::new();
             if let Some(c) = &v.culprit {
                 let mut name = escape(&names::prose_name(&c.vertex_name), FACT);

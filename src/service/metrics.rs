@@ -184,6 +184,26 @@ fn register_clock_skew(registry: &mut Registry) -> Gauge<f64, AtomicU64> {
     gauge
 }
 
+/// `culprit_prometheus_queries{state}`, `_max` and `_peak`.
+#[allow(clippy::type_complexity)]
+fn register_prometheus_load(
+    registry: &mut Registry,
+) -> (Family<QueryState, Gauge<i64, AtomicI64>>, Gauge<i64, AtomicI64>, Gauge<i64, AtomicI64>) {
+    let prometheus_queries: Family<QueryState, Gauge<i64, AtomicI64>> = registered(
+        registry,
+        "prometheus_queries",
+        "Queries at Prometheus now, by state (in_flight, waiting for a slot)",
+    );
+    let prometheus_queries_max: Gauge<i64, AtomicI64> = registered(
+        registry,
+        "prometheus_queries_max",
+        "The bound on queries in flight at Prometheus (prometheus.max_concurrency)",
+    );
+    let prometheus_queries_peak: Gauge<i64, AtomicI64> =
+        registered(registry, "prometheus_queries_peak", "The most queries in flight at Prometheus at once since start");
+    (prometheus_queries, prometheus_queries_max, prometheus_queries_peak)
+}
+
 /// Registers a new metric under `name` (after the `culprit_` prefix) with its help text and
 /// returns the handle that updates it.
 fn registered<M: Default + Clone + prometheus_client::registry::Metric>(
@@ -281,21 +301,8 @@ impl Metrics {
             "rediagnoses",
             "Weak verdicts scheduled to be diagnosed once more (service.rediagnose_weak_after)",
         );
-        let prometheus_queries: Family<QueryState, Gauge<i64, AtomicI64>> = registered(
-            &mut registry,
-            "prometheus_queries",
-            "Queries at Prometheus now, by state (in_flight, waiting for a slot)",
-        );
-        let prometheus_queries_max: Gauge<i64, AtomicI64> = registered(
-            &mut registry,
-            "prometheus_queries_max",
-            "The bound on queries in flight at Prometheus (prometheus.max_concurrency)",
-        );
-        let prometheus_queries_peak: Gauge<i64, AtomicI64> = registered(
-            &mut registry,
-            "prometheus_queries_peak",
-            "The most queries in flight at Prometheus at once since start",
-        );
+        let (prometheus_queries, prometheus_queries_max, prometheus_queries_peak) =
+            register_prometheus_load(&mut registry);
         Metrics {
             registry,
             prometheus_queries,

@@ -102,6 +102,7 @@ const fn severity_key(severity: Severity) -> &'static str {
 const RESOLVED: &str = "resolved";
 
 /// What a diagnosis came to.
+#[derive(Clone, Copy)]
 pub enum Outcome<'a> {
     Verdict(&'a Verdict),
     CouldNotDiagnose(&'a str),

@@ -299,16 +299,9 @@ impl Service {
                 Some(v) => v.job.clone(),
                 None => job.clone(),
             };
-            // The route tree picks this job's destinations by its alerts' labels; the
-            // others plan nothing for it (no episode, no notice).
-            let configured: Vec<String> = me.destinations.iter().map(|d| d.name()).collect();
-            let route = me.config.route.decide(&crate::notify::route::labels_of(&item.labels, &job), &configured);
-            let destinations: Vec<(String, bool)> = me
-                .destinations
-                .iter()
-                .filter(|d| route.routes_to(&d.name()))
-                .map(|d| (d.name(), d.refreshes()))
-                .collect();
+            let configured: Vec<(String, bool)> = me.destinations.iter().map(|d| (d.name(), d.refreshes())).collect();
+            let names: Vec<String> = configured.iter().map(|(d, _)| d.clone()).collect();
+            let route = me.config.route.decide(&crate::notify::route::labels_of(&item.labels, &job), &names);
             let outcome = match (&verdict, &reason) {
                 (Some(v), _) => Outcome::Verdict(v),
                 (None, Some(r)) => Outcome::CouldNotDiagnose(r),
@@ -330,6 +323,28 @@ impl Service {
                 (Some(base), Some(id), None) => Some(format!("{}/api/v1/verdicts/{id}", base.trim_end_matches('/'))),
                 _ => None,
             };
+            let last = |d: &str, g: &str| last.get(d, g);
+            // The route tree picks this job's destinations by its alerts' labels; a
+            // destination it no longer picks (the labels changed, another group) but that
+            // shows an open episode of the job keeps it, so that its updates and its
+            // resolution go where the verdict went. The others plan nothing for it.
+            let destinations: Vec<(String, bool)> = {
+                let every = NoticePlan {
+                    item: &item,
+                    outcome,
+                    job: &job,
+                    destinations: &configured,
+                    verdict_id,
+                    verdict_url: url.clone(),
+                    notify_resolved: me.config.service.notify_resolved,
+                    now_ms: now,
+                };
+                configured
+                    .iter()
+                    .filter(|(d, _)| route.routes_to(d) || episode::open_episode(&every, d, &last).is_some())
+                    .cloned()
+                    .collect()
+            };
             let plan = NoticePlan {
                 item: &item,
                 outcome,
@@ -340,7 +355,6 @@ impl Service {
                 notify_resolved: me.config.service.notify_resolved,
                 now_ms: now,
             };
-            let last = |d: &str, g: &str| last.get(d, g);
             // Resolved groups no destination was shown anything for (since they last
             // resolved) resolved before their diagnosis (within the coalescing window).
             *unseen.lock().unwrap_or_else(|p| p.into_inner()) = item
@@ -356,11 +370,23 @@ impl Service {
             if verdict.is_none() && reason.is_none() {
                 planned.notices.retain(|n| matches!(n.notice.kind, NoticeKind::Resolved | NoticeKind::GroupResolved));
             }
-            // What each destination gets is decided above; here, what it takes of it and
-            // what its routes let through (a confidence floor, no "could not diagnose").
+            // What its routes hold back (a verdict under a confidence floor, "could not
+            // diagnose" where a route refuses it) leaves the destination as it was: none of
+            // this diagnosis's notices and nothing remembered, so that it is never told of
+            // an update or a resolution of a verdict it was not shown, and a verdict it is
+            // shown later is a first post. A destination kept only for its open episode
+            // takes what the episode brings.
+            let held: std::collections::BTreeSet<String> = planned
+                .notices
+                .iter()
+                .filter(|n| route.routes_to(&n.destination) && !route.lets_through(&n.destination, &n.notice))
+                .map(|n| n.destination.clone())
+                .collect();
+            planned.notices.retain(|n| !held.contains(&n.destination));
+            planned.remember.retain(|r| !held.contains(&r.destination));
+            // What each destination gets is decided above; here, what it takes of it.
             planned.notices.retain(|n| {
-                route.lets_through(&n.destination, &n.notice)
-                    && me.destinations.iter().find(|d| d.name() == n.destination).is_some_and(|d| d.wants(&n.notice))
+                me.destinations.iter().find(|d| d.name() == n.destination).is_some_and(|d| d.wants(&n.notice))
             });
             planned
         })

@@ -28,7 +28,7 @@ pub struct JsmConfig {
     /// The priority of an alert culprit opens: `P1` … `P5`. Default `P3`.
     #[serde(default = "default_priority")]
     pub priority: String,
-    /// Teams (by name) notified of an alert culprit opens. Default none.
+    /// Teams (by name) notified of an alert culprit opens. Default `[]`.
     #[serde(default)]
     pub responders: Vec<String>,
     /// Tags of an alert culprit opens, besides `culprit`, `flink` and the finding.

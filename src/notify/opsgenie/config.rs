@@ -26,8 +26,8 @@ pub struct OpsgenieConfig {
     /// The priority of an alert culprit opens: `P1` … `P5`. Default `P3`.
     #[serde(default = "default_priority")]
     pub priority: String,
-    /// Teams (by name) notified of an alert culprit opens. Default none (the
-    /// integration's own routing).
+    /// Teams (by name) notified of an alert culprit opens. Default `[]`: the
+    /// integration's own routing.
     #[serde(default)]
     pub responders: Vec<String>,
     /// Tags of an alert culprit opens, besides `culprit`, `flink` and the finding.

@@ -53,6 +53,12 @@ impl DestinationConfig for PagerDutyConfig {
         vec![("notify.pagerduty.url", &self.url)]
     }
 
+    fn validate(&self, problems: &mut Vec<String>) {
+        if self.name.as_deref().is_some_and(|n| n.trim().is_empty()) {
+            problems.push("notify.pagerduty: a section has an empty name".into());
+        }
+    }
+
     fn describe(&self) -> String {
         format!("{} (Events API v2 at {}, severity {})", self.destination_name(), self.url, self.severity)
     }

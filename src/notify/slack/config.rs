@@ -73,6 +73,9 @@ impl DestinationConfig for SlackConfig {
     }
 
     fn validate(&self, problems: &mut Vec<String>) {
+        if self.name.as_deref().is_some_and(|n| n.trim().is_empty()) {
+            problems.push("notify.slack: a section has an empty name".into());
+        }
         match self.mode {
             SlackMode::WebApi if self.token.is_none() || self.channel.is_none() => {
                 problems.push("notify.slack: mode web_api needs `token` and `channel`".into())

@@ -79,9 +79,23 @@ impl Fx {
         self.open_with().0
     }
 
+    /// Opens (again) the store. A SQLite reopen right after a drop may find its lock still
+    /// held for a moment: another test's thread forking a server (PostgreSQL, Prometheus)
+    /// copies every open descriptor into the child until it execs, the lock's included
+    /// (flock belongs to the open file, shared by the copy). So "in use" is asked again for
+    /// up to 2 s; any other error fails at once.
     fn open_with(&self) -> (Store, Arc<Metrics>) {
         let m = Arc::new(Metrics::new());
-        (Store::open(&self.config(), m.clone()).unwrap(), m)
+        let started = std::time::Instant::now();
+        loop {
+            match Store::open(&self.config(), m.clone()) {
+                Ok(store) => return (store, m),
+                Err(e) if e.kind == StoreErrorKind::InUse && started.elapsed() < std::time::Duration::from_secs(2) => {
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+                Err(e) => panic!("{e:?}"),
+            }
+        }
     }
 
     /// Changes rows behind the store's back (as an operator or a damaged disk would):
