@@ -17,7 +17,8 @@ use crate::model::catalog::{MetricCatalog, labels as l};
 use crate::model::graph::JobGraph;
 use crate::model::request::DiagnosisRequest;
 use crate::model::snapshot::{
-    BackpressureMeasure, CheckpointConfig, JobIdentity, Leaves, Missing, MissingWhy, RunChange, Snapshot,
+    BackpressureMeasure, CheckpointConfig, JobIdentity, Leaves, Missing, MissingWhy, OperatorRates, RunChange,
+    Snapshot, SubtaskMetrics, VertexTimeline,
 };
 
 mod assemble;
@@ -109,6 +110,26 @@ fn job_name(graph: Option<&JobGraph>, name_label: &str) -> String {
         .and_then(|g| g.job_name.clone())
         .filter(|n| name_label.is_empty() || crate::model::graph::same_name(n, name_label))
         .unwrap_or_else(|| name_label.to_string())
+}
+
+/// Round 4's per-subtask detail, per-operator rates and the busy/backpressured timeline,
+/// from its answers.
+fn assemble_detail(
+    answers: &Answers,
+    scope: &Scope<'_>,
+) -> (Vec<SubtaskMetrics>, Vec<OperatorRates>, Vec<VertexTimeline>) {
+    let subtasks = assemble_subtasks(DETAIL.map(|name| answers.get(name)), scope.backpressure_scale());
+    let operators = assemble_operators(
+        answers.get("operator_records_in"),
+        answers.get("operator_records_in_meter"),
+        answers.get("operator_records_out_meter"),
+    );
+    let timeline = assemble_timeline(
+        answers.get("timeline_busy"),
+        answers.get("timeline_backpressured"),
+        scope.backpressure_scale(),
+    );
+    (subtasks, operators, timeline)
 }
 
 /// Round 4's queries: per-subtask detail of `detail_ids`, the containers of the
@@ -227,17 +248,7 @@ async fn collect_from<S: MetricSource>(source: &S, input: CollectInput<'_>) -> R
         answers.ask(source, round4).await;
     }
 
-    let subtasks = assemble_subtasks(DETAIL.map(|name| answers.get(name)), scope.backpressure_scale());
-    let operators = assemble_operators(
-        answers.get("operator_records_in"),
-        answers.get("operator_records_in_meter"),
-        answers.get("operator_records_out_meter"),
-    );
-    let timeline = assemble_timeline(
-        answers.get("timeline_busy"),
-        answers.get("timeline_backpressured"),
-        scope.backpressure_scale(),
-    );
+    let (subtasks, operators, timeline) = assemble_detail(&answers, &scope);
     let (partitions, retention) = kafka::assemble(&kafka_inputs, &answers.results, &input.config.kafka);
     let mut signals = assemble_job_signals(&mut answers, scope.cat, &subtasks, input.checkpoint_config);
     resources::add_jvm_memory(&mut signals.taskmanagers, &answers, scope.cat);
