@@ -4,6 +4,7 @@
 //! file under [`steps`] and reports a [`StepReport`]. No IO, no clock, no logging: the
 //! same snapshot always gives the same verdict.
 
+pub mod attribution;
 pub mod autoscaler;
 mod changes;
 pub mod parallelism;

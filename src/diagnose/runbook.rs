@@ -105,6 +105,8 @@ pub fn diagnose(snapshot: &Snapshot, cfg: &DiagnosisConfig) -> Diagnosis {
     notes.extend(retention.notes);
     let confidence = confidence(&ctx, status, finding, &run, &missing);
     let graph = verdict_graph(&ctx, &culprits);
+    let cause = explained.cause.into_vec();
+    let attribution = super::attribution::attribute(snapshot, culprit_out.as_ref(), finding, &cause);
 
     Diagnosis {
         job: JobRef { name: snapshot.job.name.clone(), id: snapshot.job.id.clone() },
@@ -116,7 +118,7 @@ pub fn diagnose(snapshot: &Snapshot, cfg: &DiagnosisConfig) -> Diagnosis {
         culprit: culprit_out,
         culprits,
         summary,
-        cause: explained.cause.into_vec(),
+        cause,
         fix: explained.fix.into_vec(),
         not_the_fix: explained.not_the_fix.into_vec(),
         advice,
@@ -133,6 +135,7 @@ pub fn diagnose(snapshot: &Snapshot, cfg: &DiagnosisConfig) -> Diagnosis {
         notes,
         timeline: ctx.timeline.view(&signals, cfg, snapshot.step_ms),
         autoscaler,
+        attribution,
     }
 }
 

@@ -17,6 +17,7 @@
 //! * [`foreign`]: what a message may say about another system's answer (never its body).
 //! * [`rest_template`]: a Flink REST URL from a job's labels (Kubernetes), values checked.
 
+pub mod attribution;
 pub mod autoscaler;
 pub mod catalog;
 pub mod facts;
@@ -24,6 +25,7 @@ pub mod failover;
 pub mod flamegraph;
 pub mod foreign;
 pub mod graph;
+pub mod incident;
 pub mod naming;
 pub mod notice;
 pub mod request;

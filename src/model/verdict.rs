@@ -451,6 +451,13 @@ pub struct Verdict {
     /// not in the store or there is no culprit (added field).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub autoscaler: Option<crate::model::autoscaler::AutoscalerView>,
+    /// What the culprit is tied to outside the job: the external system it writes to or
+    /// reads from (connector and target, from its vertex and operator names), the hosts of
+    /// its slow instance, the Kafka topics a source culprit reads. Jobs whose culprits
+    /// share one of these share a cause (`GET /api/v1/incidents`). Absent when nothing is
+    /// known (added field).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attribution: Option<crate::model::attribution::Attribution>,
 }
 
 /// Rounds to 4 significant digits so verdicts do not carry float noise (evidence values,

@@ -212,6 +212,7 @@ mod tests {
             timeline: None,
             profile: None,
             autoscaler: None,
+            attribution: None,
         }
     }
 

@@ -301,6 +301,7 @@ mod tests {
             timeline: None,
             profile: None,
             autoscaler: None,
+            attribution: None,
         }
     }
 

@@ -337,4 +337,7 @@ pub struct Diagnosis {
     pub timeline: Option<Timeline>,
     /// The operator autoscaler's view of the culprit, when its gauges are in the store.
     pub autoscaler: Option<crate::model::autoscaler::AutoscalerView>,
+    /// What the culprit is tied to outside the job (the system it writes to, its slow
+    /// instance's host, the topics it reads).
+    pub attribution: Option<crate::model::attribution::Attribution>,
 }

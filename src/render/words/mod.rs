@@ -96,6 +96,7 @@ pub fn verdict(d: &Diagnosis) -> Verdict {
         timeline: d.timeline.clone(),
         profile: None,
         autoscaler: d.autoscaler.clone(),
+        attribution: d.attribution.clone(),
     }
 }
 
