@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 mod diagnosis;
 mod duration;
 mod flink;
+mod incidents;
 mod kafka;
 mod load;
 mod prometheus;
@@ -24,6 +25,7 @@ mod store;
 pub use diagnosis::{DiagnosisConfig, OperatorKind, Thresholds};
 pub use duration::{MAX_WINDOW, MIN_WINDOW, parse_time, parse_window};
 pub use flink::{CLUSTER_CHOICE, FlinkCluster, FlinkConfig};
+pub use incidents::IncidentsConfig;
 pub use kafka::{BrokerDefaults, KafkaConfig, KafkaJob, RetentionMs};
 pub use load::ConfigError;
 pub use prometheus::{
@@ -64,6 +66,8 @@ pub struct Config {
     pub service: ServiceConfig,
     /// Where verdicts go.
     pub notify: NotifyConfig,
+    /// One message for a shared cause when many jobs go red together.
+    pub incidents: IncidentsConfig,
     /// Which destinations a job's notices go to, by its alerts' labels: a tree like
     /// Alertmanager's. Unset: every destination gets every notice it takes.
     pub route: crate::notify::route::RouteConfig,
@@ -164,6 +168,7 @@ impl Config {
         self.route.validate(&crate::notify::registry::names(&self.notify), &mut problems);
         self.store.validate(&mut problems);
         self.service.validate(&mut problems);
+        self.incidents.validate(&mut problems);
         problems
     }
 }

@@ -369,6 +369,9 @@ fn slack_read(v: &culprit::model::verdict::Verdict) -> String {
         at_ms: 1_795_000_000_000,
         episode: Default::default(),
         maybe_repeat: false,
+        incident: None,
+        incident_view: None,
+        incident_parent: None,
     };
     fn leaves(x: &serde_json::Value, out: &mut String) {
         match x {

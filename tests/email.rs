@@ -121,6 +121,9 @@ fn notice(kind: NoticeKind, key: &str) -> Notice {
         at_ms: 1_795_000_000_000,
         episode: NoticeEpisode { thread: "job".into(), groups: vec![], revision: 0, verdict_ref: "email:ops:1".into() },
         maybe_repeat: false,
+        incident: None,
+        incident_view: None,
+        incident_parent: None,
     }
 }
 

@@ -47,6 +47,9 @@ fn notice(kind: NoticeKind, verdict: Option<Verdict>) -> Notice {
             ..Default::default()
         },
         maybe_repeat: false,
+        incident: None,
+        incident_view: None,
+        incident_parent: None,
     }
 }
 

@@ -171,6 +171,9 @@ fn notice(kind: NoticeKind, key: &str, at_ms: i64) -> Notice {
             verdict_ref: "grafana:ops:1".into(),
         },
         maybe_repeat: false,
+        incident: None,
+        incident_view: None,
+        incident_parent: None,
     }
 }
 

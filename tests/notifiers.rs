@@ -68,6 +68,9 @@ fn notice(kind: NoticeKind) -> Notice {
         at_ms: now_ms(),
         episode: Default::default(),
         maybe_repeat: false,
+        incident: None,
+        incident_view: None,
+        incident_parent: None,
     }
 }
 

@@ -53,6 +53,9 @@ fn notice(kind: NoticeKind, key: &str) -> Notice {
             verdict_ref: "v0".into(),
         },
         maybe_repeat: false,
+        incident: None,
+        incident_view: None,
+        incident_parent: None,
     }
 }
 

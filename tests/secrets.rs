@@ -269,6 +269,9 @@ fn notice() -> Notice {
         at_ms: 1_795_000_000_000,
         episode: Default::default(),
         maybe_repeat: false,
+        incident: None,
+        incident_view: None,
+        incident_parent: None,
     }
 }
 

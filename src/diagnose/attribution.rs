@@ -71,7 +71,11 @@ pub fn attribute(
     let system = names.iter().find_map(|n| system_of(n)).map(|(connector, target)| ExternalSystem {
         connector,
         target: target.or_else(|| names.iter().find_map(|n| target_of(n))),
-        writes: culprit.role == Role::Sink,
+        // A sink by the graph, by the step that found it, or by the name Flink gives
+        // sinks (`Sink: …`, filtered `Sink:_…`) when there is no graph.
+        writes: culprit.role == Role::Sink
+            || finding == Finding::Sink
+            || culprit.vertex_name.trim_start().to_ascii_lowercase().starts_with("sink:"),
     });
     let mut hosts = BTreeSet::new();
     let mut facts: Vec<&Fact> = cause.iter().collect();
@@ -109,6 +113,15 @@ pub fn attribute(
 /// The connector one name names, and the target written beside it (`Sink: Elasticsearch
 /// logs-*` → `elasticsearch`, `logs-*`).
 pub fn system_of(name: &str) -> Option<(String, Option<String>)> {
+    // The reporter's filtered form (`Sink:_Elasticsearch_logs__`: every character outside
+    // `[a-zA-Z0-9:_]` written `_`) has no spaces left; its `_` separate the words.
+    let spaced;
+    let name = if !name.contains(char::is_whitespace) && name.contains('_') && !name.contains('=') {
+        spaced = name.replace('_', " ");
+        spaced.as_str()
+    } else {
+        name
+    };
     let words = words(name);
     let (at, connector) = words.iter().enumerate().find_map(|(i, w)| {
         let lower = w.to_ascii_lowercase();
@@ -200,6 +213,8 @@ mod tests {
         assert_eq!(sys("Sink: Kafka orders-enriched"), Some(("kafka".into(), Some("orders-enriched".into()))));
         assert_eq!(sys("es-sink"), None, "a word that only starts with `es` is no connector");
         assert_eq!(sys("Sink: ES logs"), Some(("elasticsearch".into(), Some("logs".into()))));
+        // As the reporter's default filter writes `Sink: Elasticsearch logs-*` in a label.
+        assert_eq!(sys("Sink:_Elasticsearch_logs__"), Some(("elasticsearch".into(), Some("logs".into()))));
     }
 
     #[test]

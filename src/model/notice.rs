@@ -27,6 +27,10 @@ pub enum NoticeKind {
     /// An alert group (`group_key`) that carried the job's verdict resolved while others
     /// (`episode.groups`) still fire: the shared verdict stays open.
     GroupResolved,
+    /// The summary of an incident (`incident`): many jobs whose culprits share a cause.
+    /// The first at a destination posts it; later ones (one per job joining) show it as it
+    /// is at delivery ([`Notice::incident_view`]), in place where the destination can.
+    Incident,
 }
 
 /// One thing to tell one destination about one Alertmanager group.
@@ -69,6 +73,31 @@ pub struct Notice {
     /// marks the message as a possible repeat, so that a second copy is never unmarked.
     #[serde(skip)]
     pub maybe_repeat: bool,
+    /// The incident the notice's job is counted in, for a verdict, and the incident a
+    /// summary ([`NoticeKind::Incident`]) is of.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub incident: Option<NoticeIncident>,
+    /// Set by the delivery loop, never stored: the incident as the store shows it at
+    /// delivery (every job counted so far), for a summary.
+    #[serde(skip)]
+    pub incident_view: Option<crate::model::incident::Incident>,
+    /// Set by the delivery loop, never stored: the destination's state of the incident's
+    /// summary (a Slack message), for a verdict that goes into its thread.
+    #[serde(skip)]
+    pub incident_parent: Option<serde_json::Value>,
+}
+
+/// The incident a notice belongs to.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NoticeIncident {
+    /// [`crate::model::incident::Incident::id`].
+    pub id: String,
+    /// The key the incident's summary is delivered and kept under.
+    pub thread: String,
+    /// What the jobs share.
+    pub cause: crate::model::incident::Cause,
+    /// Jobs counted when the notice was planned (the summary shows those at delivery).
+    pub jobs: usize,
 }
 
 /// What ties a notice to its job's episode at one destination: one verdict per job per

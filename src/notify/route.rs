@@ -311,7 +311,7 @@ impl Decision {
                 _ => true,
             },
             NoticeKind::CouldNotDiagnose => t.could_not_diagnose,
-            NoticeKind::Resolved | NoticeKind::Joined | NoticeKind::GroupResolved => true,
+            NoticeKind::Resolved | NoticeKind::Joined | NoticeKind::GroupResolved | NoticeKind::Incident => true,
         })
     }
 }

@@ -127,7 +127,7 @@ pub fn annotations(notice: &Notice) -> BTreeMap<String, String> {
         }
         (_, Some(v)) => Some(v.summary.clone()),
         (NoticeKind::Resolved | NoticeKind::GroupResolved, None) => Some("resolved".to_string()),
-        (NoticeKind::Verdict | NoticeKind::Joined, None) => None,
+        (NoticeKind::Verdict | NoticeKind::Joined | NoticeKind::Incident, None) => None,
     };
     // One alert for the job, however many alert groups carry its verdict: they are listed.
     let groups = (notice.episode.groups.len() > 1)
@@ -242,6 +242,9 @@ mod tests {
             at_ms: 1_795_948_587_780,
             episode: Default::default(),
             maybe_repeat: false,
+            incident: None,
+            incident_view: None,
+            incident_parent: None,
         }
     }
 

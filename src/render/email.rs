@@ -101,6 +101,7 @@ pub fn subject(notice: &Notice) -> String {
         (NoticeKind::CouldNotDiagnose, _) => format!("[culprit] {job}: could not diagnose"),
         (NoticeKind::Joined, _) => format!("[culprit] {job}: another alert group carries the verdict"),
         (NoticeKind::GroupResolved, _) => format!("[culprit] {job}: an alert group resolved"),
+        (NoticeKind::Incident, _) => "[culprit] jobs that share a cause".to_string(),
     };
     // Every control character (CR and LF included) out: no header of its own.
     let one_line = names::clean(&s).into_owned();
@@ -233,6 +234,9 @@ mod tests {
                 verdict_ref: "email:ops:group:1".into(),
             },
             maybe_repeat: false,
+            incident: None,
+            incident_view: None,
+            incident_parent: None,
         }
     }
 

@@ -125,6 +125,7 @@ fn update_line(notice: &Notice, first_post_ms: Option<i64>) -> Option<String> {
         NoticeKind::Resolved => format!("Resolved: the verdict posted at {at}"),
         NoticeKind::CouldNotDiagnose => format!("Update of the post at {at}: could not diagnose"),
         NoticeKind::Joined | NoticeKind::GroupResolved => format!("About the verdict posted at {at}"),
+        NoticeKind::Incident => format!("Update of the incident posted at {at}"),
     })
 }
 
@@ -350,6 +351,9 @@ mod tests {
             at_ms: 1_795_000_000_000,
             episode: Default::default(),
             maybe_repeat: false,
+            incident: None,
+            incident_view: None,
+            incident_parent: None,
         }
     }
 

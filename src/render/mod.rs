@@ -13,6 +13,7 @@ pub mod email;
 pub mod google_chat;
 pub mod grafana;
 pub mod html;
+pub mod incident;
 pub mod layout;
 pub mod markdown;
 pub mod mattermost;

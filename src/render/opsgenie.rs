@@ -295,6 +295,14 @@ pub fn details(notice: &Notice) -> BTreeMap<String, String> {
     }
     pairs.push(("idempotency_key", notice.idempotency_key.clone()));
     pairs.push(("group_key", lead_group(notice).to_string()));
+    // Many jobs share the cause: each job's alert says so.
+    if let Some(tag) = &notice.incident {
+        pairs.push((
+            "shared_cause",
+            format!("{} jobs held back by {}", tag.jobs, crate::render::incident::cause_phrase(&tag.cause)),
+        ));
+        pairs.push(("incident", tag.id.clone()));
+    }
     if notice.episode.groups.len() > 1 {
         pairs.push(("alert_groups", notice.episode.groups.join(", ")));
     }
@@ -371,7 +379,8 @@ pub fn shown(notice: &Notice) -> bool {
     match notice.kind {
         NoticeKind::Verdict => notice.firing && notice.verdict.is_some(),
         NoticeKind::Resolved => true,
-        NoticeKind::CouldNotDiagnose | NoticeKind::Joined | NoticeKind::GroupResolved => false,
+        // An incident's summary is for chat channels: each job's alert names the cause.
+        NoticeKind::CouldNotDiagnose | NoticeKind::Joined | NoticeKind::GroupResolved | NoticeKind::Incident => false,
     }
 }
 
@@ -399,6 +408,9 @@ mod tests {
             at_ms: 1_795_948_587_780,
             episode: Default::default(),
             maybe_repeat: false,
+            incident: None,
+            incident_view: None,
+            incident_parent: None,
         }
     }
 

@@ -110,7 +110,15 @@ pub fn summary(notice: &Notice) -> String {
     };
     let s = match (notice.kind, &notice.verdict) {
         (NoticeKind::Verdict, Some(v)) if notice.changed => format!("{job}: verdict changed: {}", answer(v)),
-        (NoticeKind::Verdict, Some(v)) => format!("{job}: {}", answer(v)),
+        (NoticeKind::Verdict, Some(v)) => match &notice.incident {
+            Some(tag) => format!(
+                "{job}: one of {} jobs held back by {}. {}",
+                tag.jobs,
+                crate::render::incident::cause_phrase(&tag.cause),
+                answer(v)
+            ),
+            None => format!("{job}: {}", answer(v)),
+        },
         (NoticeKind::Verdict, None) => format!("{job}: no verdict"),
         (NoticeKind::CouldNotDiagnose, _) => {
             format!("{job}: could not diagnose: {}", notice.reason.as_deref().unwrap_or("no reason given"))
@@ -118,6 +126,7 @@ pub fn summary(notice: &Notice) -> String {
         (NoticeKind::Resolved, _) => format!("{job}: resolved"),
         (NoticeKind::Joined, _) => format!("{job}: another alert group carries the verdict"),
         (NoticeKind::GroupResolved, _) => format!("{job}: an alert group resolved; others still fire"),
+        (NoticeKind::Incident, _) => format!("{job}: counted in an incident"),
     };
     names::clean(&s).into_owned()
 }
@@ -154,6 +163,7 @@ pub fn event(notice: &Notice, routing_key: &str, severity: &str) -> Value {
         (_, NoticeKind::Resolved) => "resolved",
         (_, NoticeKind::Joined) => "joined",
         (_, NoticeKind::GroupResolved) => "group_resolved",
+        (_, NoticeKind::Incident) => "incident",
         (Some(v), NoticeKind::Verdict) => v.finding.as_str(),
         (None, NoticeKind::Verdict) => "none",
     };
@@ -175,6 +185,18 @@ pub fn event(notice: &Notice, routing_key: &str, severity: &str) -> Value {
         }
     }
     details.insert("group_key".into(), notice.group_key.clone().into());
+    // Many jobs share the cause: each job's event says so (PagerDuty groups alerts by
+    // its own rules; the cause is culprit's to name).
+    if let Some(tag) = &notice.incident {
+        details.insert(
+            "shared_cause".into(),
+            json!({
+                "incident": tag.id,
+                "jobs": tag.jobs,
+                "cause": crate::render::incident::cause_phrase(&tag.cause),
+            }),
+        );
+    }
     // One event for the job's episode, however many alert groups carry it: the others are
     // folded into it here (the event goes under the lead group's `dedup_key`).
     if notice.episode.groups.len() > 1 {
@@ -322,6 +344,9 @@ mod tests {
             at_ms: 1_795_948_587_780,
             episode: Default::default(),
             maybe_repeat: false,
+            incident: None,
+            incident_view: None,
+            incident_parent: None,
         }
     }
 

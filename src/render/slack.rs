@@ -55,6 +55,7 @@
 
 mod blocks;
 mod escaping;
+mod incident;
 mod parts;
 
 use std::fmt::Write as _;
@@ -68,6 +69,7 @@ use crate::render::names::Names;
 use blocks::{context, list_text, section, verdict_link};
 use escaping::clip;
 pub use escaping::{code, escape, mrkdwn, prose, slack_len, with_code_keys};
+pub use incident::{INCIDENT_EVENT_TYPE, incident_message, incident_metadata};
 use parts::{
     bulleted, could_not_line, culprit_name, graph_line, group_resolved_line, hazard_line, hazards_sorted, job_line,
     joined_line, labels_line, numbered, resolved_line, short_blocks, status_title, verdict_blocks,
@@ -423,6 +425,9 @@ mod tests {
             at_ms: 1_795_000_000_000,
             episode: Default::default(),
             maybe_repeat: false,
+            incident: None,
+            incident_view: None,
+            incident_parent: None,
         }
     }
 

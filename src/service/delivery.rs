@@ -126,11 +126,25 @@ impl Service {
         // Still unsure here: the destination could not say whether the earlier attempt
         // arrived, so the notice goes out marked as a possible repeat (a destination
         // without a dedup key of its own shows the mark; the others fold it by their key).
-        let notice = if row.unsure {
-            std::borrow::Cow::Owned(crate::model::notice::Notice { maybe_repeat: true, ..row.notice.clone() })
-        } else {
-            std::borrow::Cow::Borrowed(&row.notice)
-        };
+        let mut notice = crate::model::notice::Notice { maybe_repeat: row.unsure, ..row.notice.clone() };
+        // An incident's summary shows the incident as the store has it now; a verdict that
+        // goes into its thread needs the summary's message.
+        if notice.incident.is_some() {
+            let inc = &self.config.incidents;
+            let (now, lookback) = (self.clock.now_ms(), inc.lookback.as_ms());
+            let filled = crate::service::incidents::fill_for_delivery(
+                &self.store,
+                name,
+                &mut notice,
+                &inc.rules(),
+                now,
+                lookback,
+            )
+            .await;
+            if let Err(e) = filled {
+                tracing::warn!(destination = %name, error = %e, "cannot read the incident from the store; sending without it");
+            }
+        }
         let started = Instant::now();
         let result = fence::scoped(check, destination.send(&notice, row.group_state.as_ref())).await;
         self.metrics

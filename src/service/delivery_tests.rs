@@ -111,6 +111,9 @@ fn notice(kind: NoticeKind, group: &str, key: &str) -> Notice {
         at_ms: 0,
         episode: Default::default(),
         maybe_repeat: false,
+        incident: None,
+        incident_view: None,
+        incident_parent: None,
     }
 }
 

@@ -414,6 +414,9 @@ fn base(
             verdict_ref: e.verdict_ref.clone(),
         },
         maybe_repeat: false,
+        incident: None,
+        incident_view: None,
+        incident_parent: None,
     }
 }
 

@@ -33,6 +33,7 @@
 mod delivery;
 pub mod episode;
 pub mod headers;
+pub mod incidents;
 pub mod intake;
 pub mod links;
 pub mod listen;
@@ -216,6 +217,9 @@ impl Service {
         let local: crate::service::store::LocalClock = Arc::new(move || clock.now_ms());
         let store = Store::open_with_clock(&config.store, metrics.clone(), local).map_err(|e| e.to_string())?;
         store.fold_could_not_diagnose_every(config.notify.could_not_diagnose_every.as_ms());
+        if config.incidents.enabled {
+            store.read_incidents_within(config.incidents.lookback.as_ms());
+        }
         let live = Live::new(config.clone()).map_err(|e| e.to_string())?;
         let outbox_ready = destinations.iter().map(|_| Notify::new()).collect();
         let link_key = match &config.server.link_secret {

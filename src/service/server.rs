@@ -5,6 +5,7 @@
 //! | `POST /webhook/alertmanager`, `POST /webhook/grafana` | an Alertmanager v4 webhook or a Grafana Alerting webhook contact point's (v1), either at either path ([`crate::service::intake`]) → 202 once durably stored; 400 not a payload culprit reads (the body says which are accepted; logged at INFO once per sender per interval); 401, 413 over the body limit, 415 not JSON (each logged at INFO once per peer per interval); 503 queue full or store failing (Alertmanager and Grafana retry 5xx and drop 4xx, so never 429) |
 //! | `GET /api/v1/diagnose?job=&at=&window=&cluster=&format=` | a live verdict: JSON, or text/markdown by `Accept` or `format=` |
 //! | `GET /api/v1/verdicts[?limit=]`, `GET /api/v1/verdicts/{id}` | recent verdicts |
+//! | `GET /api/v1/incidents` | jobs whose culprits share a cause, within `[incidents] lookback`, newest first ([`crate::service::incidents`]) |
 //! | `GET /api/v1/dead-letters[?limit=]` | stored rows that could not be decoded, moved aside |
 //! | `GET /healthz` | the process answers |
 //! | `GET /readyz` | the store is writable and not corrupt, and Prometheus answers; else 503 with the reasons; losses found in the store's files at start are listed as `warnings` (200) until acknowledged. On PostgreSQL it also gives the clock skew, with a warning above 2 s |
@@ -446,6 +447,18 @@ async fn verdicts(State(state): State<Arc<AppState>>, Query(p): Query<ListParams
     }
 }
 
+async fn incidents(State(state): State<Arc<AppState>>) -> Response {
+    let cfg = &state.service.config.incidents;
+    let now = state.service.clock.now_ms();
+    match crate::service::incidents::recent(&state.service.store, &cfg.rules(), now, cfg.lookback.as_ms()).await {
+        Ok(list) => axum::Json(crate::service::incidents::listing(&list, cfg.enabled)).into_response(),
+        Err(e) => {
+            tracing::error!(error = %e, "cannot list incidents");
+            json_error(StatusCode::SERVICE_UNAVAILABLE, "the store is unavailable")
+        }
+    }
+}
+
 async fn verdict(
     State(state): State<Arc<AppState>>,
     headers: HeaderMap,
@@ -670,6 +683,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/api/v1/diagnose", get(diagnose))
         .route("/api/v1/verdicts", get(verdicts))
         .route("/api/v1/verdicts/{id}", get(verdict))
+        .route("/api/v1/incidents", get(incidents))
         .route("/api/v1/dead-letters", get(dead_letters))
         .route("/verdicts/{id}", get(verdict_link))
         .route("/healthz", get(healthz))

@@ -323,6 +323,7 @@ impl Service {
                 (Some(base), Some(id), None) => Some(format!("{}/api/v1/verdicts/{id}", base.trim_end_matches('/'))),
                 _ => None,
             };
+            let recent = last.recent();
             let last = |d: &str, g: &str| last.get(d, g);
             // The route tree picks this job's destinations by its alerts' labels; a
             // destination it no longer picks (the labels changed, another group) but that
@@ -366,6 +367,12 @@ impl Service {
                 .map(|(g, _)| g.clone())
                 .collect();
             let mut planned = plan_notices(&plan, &last);
+            // Counted with the recent verdicts it may share a cause with (`[incidents]`).
+            if me.config.incidents.enabled
+                && let (Some(v), Some(id)) = (&verdict, verdict_id)
+            {
+                crate::service::incidents::plan(&mut planned, v, id, recent, &me.config.incidents.rules(), now);
+            }
             // Resolved-only work has no outcome: it cannot have firing notices.
             if verdict.is_none() && reason.is_none() {
                 planned.notices.retain(|n| matches!(n.notice.kind, NoticeKind::Resolved | NoticeKind::GroupResolved));

@@ -108,7 +108,7 @@ impl Alertmanager {
                 alerts.insert(0, alert);
                 alerts
             }
-            NoticeKind::Joined | NoticeKind::GroupResolved => vec![],
+            NoticeKind::Joined | NoticeKind::GroupResolved | NoticeKind::Incident => vec![],
         }
     }
 

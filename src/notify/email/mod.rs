@@ -154,7 +154,8 @@ impl Email {
         match notice.kind {
             NoticeKind::Verdict => !notice.is_revision(),
             NoticeKind::Resolved | NoticeKind::CouldNotDiagnose => true,
-            NoticeKind::Joined | NoticeKind::GroupResolved => false,
+            // An incident's summary is for chat channels; each job's email names the cause.
+            NoticeKind::Joined | NoticeKind::GroupResolved | NoticeKind::Incident => false,
         }
     }
 

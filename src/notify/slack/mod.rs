@@ -70,6 +70,7 @@
 mod config;
 mod hints;
 mod history;
+mod incident;
 
 pub use config::{SlackConfig, SlackMode};
 
@@ -163,6 +164,8 @@ pub struct Slack {
     reads: history::ReadPacer,
     /// Every wire form of the token or webhook URL, removed from anything quoted back.
     redactor: Redactor,
+    /// When each incident summary (by `ts`) may next be updated.
+    incident_updates: Mutex<HashMap<String, Instant>>,
 }
 
 enum Mode {
@@ -194,6 +197,9 @@ impl fmt::Debug for Slack {
 struct Parent {
     channel: String,
     ts: String,
+    /// The thread the message is itself a reply in (a job's verdict in an incident's
+    /// thread): replies about it go there too, as Slack asks for the parent's `ts`.
+    thread_ts: Option<String>,
 }
 
 impl Parent {
@@ -201,7 +207,8 @@ impl Parent {
         let s = state?;
         let channel = s.get("channel")?.as_str()?.to_string();
         let ts = s.get("ts")?.as_str()?.to_string();
-        (!channel.is_empty() && !ts.is_empty()).then_some(Parent { channel, ts })
+        let thread_ts = s.get("thread_ts").and_then(Value::as_str).filter(|t| !t.is_empty()).map(str::to_string);
+        (!channel.is_empty() && !ts.is_empty()).then_some(Parent { channel, ts, thread_ts })
     }
 
     fn from_answer(answer: &Value) -> Option<Parent> {
@@ -209,7 +216,15 @@ impl Parent {
     }
 
     fn state(&self) -> Value {
-        json!({ "channel": self.channel, "ts": self.ts })
+        match &self.thread_ts {
+            Some(t) => json!({ "channel": self.channel, "ts": self.ts, "thread_ts": t }),
+            None => json!({ "channel": self.channel, "ts": self.ts }),
+        }
+    }
+
+    /// The `thread_ts` of a reply about this message.
+    fn thread(&self) -> &str {
+        self.thread_ts.as_deref().unwrap_or(&self.ts)
     }
 }
 
@@ -408,6 +423,7 @@ impl Slack {
             pacer: Pacer::default(),
             reads: history::ReadPacer::default(),
             redactor,
+            incident_updates: Mutex::new(HashMap::new()),
         })
     }
 
@@ -420,7 +436,8 @@ impl Slack {
         match self.mode {
             Mode::WebApi { .. } => true,
             Mode::Webhook { .. } => {
-                !notice.is_revision() && !matches!(notice.kind, NoticeKind::Joined | NoticeKind::GroupResolved)
+                !notice.is_revision()
+                    && !matches!(notice.kind, NoticeKind::Joined | NoticeKind::GroupResolved | NoticeKind::Incident)
             }
         }
     }
@@ -491,7 +508,7 @@ impl Slack {
             let (thread, updated) = match (&parent, reply) {
                 (Some(p), true) => (p.clone(), false),
                 _ => {
-                    let found = Parent { channel: channel.clone(), ts };
+                    let found = Parent { channel: channel.clone(), ts, thread_ts: None };
                     let updated = parent.as_ref() == Some(&found);
                     (found, updated)
                 }
@@ -597,6 +614,9 @@ impl Slack {
     }
 
     async fn send_web_api(&self, channel: &str, notice: &Notice, state: Option<&Value>) -> Result<Sent, NotifyError> {
+        if notice.kind == NoticeKind::Incident {
+            return self.send_incident(channel, notice, state).await;
+        }
         let msg = message(notice);
         let parent = Parent::from_state(state);
         if state.is_some() && parent.is_none() {
@@ -612,6 +632,12 @@ impl Slack {
                 tracing::warn!(destination = "slack", kind = ?notice.kind,
                     "slack: no message of the job's verdict to reply under; the alert group's note is left out");
                 return Ok(Sent { state: None });
+            }
+            // A job counted in an incident: its verdict goes into the summary's thread.
+            if notice.kind == NoticeKind::Verdict
+                && let Some(summary) = Parent::from_state(notice.incident_parent.as_ref())
+            {
+                return self.post_in_incident(&summary, notice, &msg).await;
             }
             return self.post_new(channel, notice, &msg).await;
         };
@@ -708,7 +734,7 @@ impl Slack {
         let body = |text: &str, blocks: &[Value]| {
             let mut b = json!({
                 "channel": parent.channel,
-                "thread_ts": parent.ts,
+                "thread_ts": parent.thread(),
                 "text": text,
                 "metadata": metadata_of(DETAILS_EVENT_TYPE, notice),
                 "unfurl_links": false,
@@ -724,13 +750,13 @@ impl Slack {
         let method = "chat.postMessage";
         let (full, short) = (body(&d.text, &d.blocks), body(&short.text, &[]));
         self.write(method, Some(&parent.channel), full, short).await.map_err(|f| classify_failure(method, f))?;
-        tracing::info!(destination = "slack", channel = %parent.channel, thread_ts = %parent.ts, "slack: details replied in the thread");
+        tracing::info!(destination = "slack", channel = %parent.channel, thread_ts = %parent.thread(), "slack: details replied in the thread");
         Ok(())
     }
 
     async fn post_reply(&self, parent: &Parent, notice: &Notice, msg: &SlackMessage) -> Result<(), NotifyError> {
-        self.post(&parent.channel, Some(&parent.ts), notice, msg).await?;
-        tracing::info!(destination = "slack", channel = %parent.channel, thread_ts = %parent.ts, kind = ?notice.kind, "slack: replied in the thread");
+        self.post(&parent.channel, Some(parent.thread()), notice, msg).await?;
+        tracing::info!(destination = "slack", channel = %parent.channel, thread_ts = %parent.thread(), kind = ?notice.kind, "slack: replied in the thread");
         Ok(())
     }
 

@@ -137,7 +137,7 @@ impl Webhook {
             }
             _ => notice_body(notice),
         };
-        let body = with_alert_links(body, notice);
+        let body = with_incident(with_alert_links(body, notice), notice);
         let mut headers = HeaderMap::new();
         headers.insert(HeaderName::from_static(IDEMPOTENCY_KEY), header_value(&notice.idempotency_key));
         headers.insert(HeaderName::from_static(GROUP_KEY), header_value(&notice.group_key));
@@ -226,6 +226,23 @@ pub fn with_alert_links(mut body: Value, notice: &Notice) -> Value {
     let links = notice.links.kept();
     if let (false, Some(o)) = (links.is_empty(), body.as_object_mut()) {
         o.insert("alert_links".into(), serde_json::to_value(&links).expect("links serialize"));
+    }
+    body
+}
+
+/// The body with the incident the notice's job is counted in as `incident` (`id`, `cause`,
+/// `shared_cause` in words, `jobs` counted when it was planned), when it is in one.
+pub fn with_incident(mut body: Value, notice: &Notice) -> Value {
+    if let (Some(tag), Some(o)) = (&notice.incident, body.as_object_mut()) {
+        o.insert(
+            "incident".into(),
+            json!({
+                "id": tag.id,
+                "cause": tag.cause,
+                "shared_cause": crate::render::incident::cause_phrase(&tag.cause),
+                "jobs": tag.jobs,
+            }),
+        );
     }
     body
 }

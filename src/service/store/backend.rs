@@ -12,8 +12,8 @@ use std::pin::Pin;
 
 use super::sqlite::integrity::Problem;
 use super::{
-    Completed, Completion, DeadLetter, Depths, Enqueued, OutboxRow, Prune, Pruned, StoreError, StoreErrorKind,
-    StoredVerdict, WorkItem,
+    Completed, Completion, DeadLetter, Depths, Enqueued, OutboxRow, Prune, Pruned, RecentMember, StoreError,
+    StoreErrorKind, StoredVerdict, WorkItem,
 };
 use crate::model::verdict::JobRef;
 use crate::service::intake::Intake;
@@ -37,12 +37,19 @@ pub trait Backend: Send + Sync {
     fn claim_work(&self, now_ms: i64) -> Fut<'_, Option<WorkItem>>;
     fn next_work_ms(&self) -> Fut<'_, Option<i64>>;
     fn retry_work<'a>(&'a self, item: &'a WorkItem, due_ms: i64, first_failure_ms: i64) -> Fut<'a, ()>;
+    /// `recent_since_ms`: the incident rows of verdicts stored since then are read for the
+    /// planner (`None`: none are).
     fn complete<'a>(
         &'a self,
         item: &'a WorkItem,
         completion: Completion,
         rediagnose_at_ms: Option<i64>,
+        recent_since_ms: Option<i64>,
     ) -> Fut<'a, Completed>;
+    /// The incident rows of verdicts stored since `since_ms`, oldest first.
+    fn recent_members(&self, since_ms: i64) -> Fut<'_, Vec<RecentMember>>;
+    /// The state a destination keeps under one thread key (a Slack message), if any.
+    fn thread_state<'a>(&'a self, destination: &'a str, thread: &'a str) -> Fut<'a, Option<serde_json::Value>>;
     /// `window_ms`: at most one "could not diagnose" per destination within it.
     fn claim_delivery<'a>(&'a self, destination: &'a str, now_ms: i64, window_ms: i64) -> Fut<'a, Option<OutboxRow>>;
     fn next_delivery_ms<'a>(&'a self, destination: &'a str, window_ms: i64) -> Fut<'a, Option<i64>>;

@@ -132,6 +132,8 @@ pub struct Store {
     /// At most one "could not diagnose" per destination within this many ms
     /// ([`Store::fold_could_not_diagnose_every`]); 0 until set.
     fold_window_ms: std::sync::atomic::AtomicI64,
+    /// How far back completions read incident rows ([`Store::read_incidents_within`]), ms.
+    incident_lookback_ms: std::sync::atomic::AtomicI64,
 }
 
 /// Operations that write: their failure makes the store not ready until a write works.
@@ -171,6 +173,7 @@ impl Store {
                 metrics,
                 closed: Default::default(),
                 fold_window_ms: 0.into(),
+                incident_lookback_ms: 0.into(),
             });
         }
         let (backend, recovered) = SqliteStore::open(cfg, metrics.clone())?;
@@ -196,6 +199,7 @@ impl Store {
             metrics,
             closed: Default::default(),
             fold_window_ms: 0.into(),
+            incident_lookback_ms: 0.into(),
         };
         if let Err(e) = backend.quick_check() {
             store.observe("quick_check", &e);
@@ -308,7 +312,26 @@ impl Store {
         completion: Completion,
         rediagnose_at_ms: Option<i64>,
     ) -> Result<Completed, StoreError> {
-        self.call("complete", self.backend.complete(item, completion, rediagnose_at_ms)).await
+        let lookback = self.incident_lookback_ms.load(std::sync::atomic::Ordering::Relaxed);
+        let since = (lookback > 0).then(|| completion.now_ms - lookback);
+        self.call("complete", self.backend.complete(item, completion, rediagnose_at_ms, since)).await
+    }
+
+    /// Completions read the incident rows of the verdicts stored within `lookback_ms`
+    /// before them, for their planner ([`LastVerdicts::recent`]); 0 (the default): none.
+    pub fn read_incidents_within(&self, lookback_ms: i64) {
+        self.incident_lookback_ms.store(lookback_ms.max(0), std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// The incident rows of the verdicts stored since `since_ms`, oldest first.
+    pub async fn recent_members(&self, since_ms: i64) -> Result<Vec<RecentMember>, StoreError> {
+        self.call("verdicts", self.backend.recent_members(since_ms)).await
+    }
+
+    /// The state `destination` keeps under `thread` (a Slack message's channel and ts),
+    /// if any.
+    pub async fn thread_state(&self, destination: &str, thread: &str) -> Result<Option<serde_json::Value>, StoreError> {
+        self.call("thread_state", self.backend.thread_state(destination, thread)).await
     }
 
     /// Claims the next notice for `destination`: the oldest due head of a group with

@@ -183,6 +183,9 @@ fn notice(kind: NoticeKind, group: &str, key: &str) -> Notice {
         at_ms: T0,
         episode: Default::default(),
         maybe_repeat: false,
+        incident: None,
+        incident_view: None,
+        incident_parent: None,
     }
 }
 

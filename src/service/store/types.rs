@@ -132,11 +132,15 @@ pub struct Remember {
 pub struct Plan {
     pub notices: Vec<NewNotice>,
     pub remember: Vec<Remember>,
+    /// The stored verdict as incidents see it (`crate::model::incident::Member`, JSON),
+    /// kept with the verdict's id and time so that later completions and the API read
+    /// recent verdicts without their whole text.
+    pub member: Option<String>,
 }
 
 impl From<Vec<NewNotice>> for Plan {
     fn from(notices: Vec<NewNotice>) -> Plan {
-        Plan { notices, remember: Vec::new() }
+        Plan { notices, remember: Vec::new(), member: None }
     }
 }
 
@@ -144,20 +148,40 @@ impl From<Vec<NewNotice>> for Plan {
 /// diagnose" after them (1), so that failures never delay a real verdict.
 pub fn priority(kind: NoticeKind) -> i64 {
     match kind {
-        NoticeKind::Verdict | NoticeKind::Resolved | NoticeKind::Joined | NoticeKind::GroupResolved => 0,
+        NoticeKind::Verdict
+        | NoticeKind::Resolved
+        | NoticeKind::Joined
+        | NoticeKind::GroupResolved
+        | NoticeKind::Incident => 0,
         NoticeKind::CouldNotDiagnose => 1,
     }
 }
 
-/// The last verdict key each (destination, group) of a work item holds, and each
-/// destination's episode row of the item's job ([`WorkItem::episode_row`]), as the
-/// completing transaction sees them.
+/// The last verdict key each (destination, row) of a work item holds — its groups, its
+/// job's episode row ([`WorkItem::episode_row`]) — and the recent verdicts' incident rows
+/// ([`RecentMember`], since the store's incident lookback), as the completing transaction
+/// sees them.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct LastVerdicts(pub BTreeMap<(String, String), String>);
+pub struct LastVerdicts(pub BTreeMap<(String, String), String>, pub Vec<RecentMember>);
+
+/// One recent verdict's incident row: its id, when it was stored (Unix ms, this process's
+/// clock) and what incidents see of it (`crate::model::incident::Member`, JSON; the store
+/// does not read it).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RecentMember {
+    pub verdict_id: i64,
+    pub created_ms: i64,
+    pub member: String,
+}
 
 impl LastVerdicts {
     pub fn get(&self, destination: &str, group_key: &str) -> Option<String> {
         self.0.get(&(destination.to_string(), group_key.to_string())).cloned()
+    }
+
+    /// The recent verdicts' incident rows, oldest first.
+    pub fn recent(&self) -> &[RecentMember] {
+        &self.1
     }
 }
 

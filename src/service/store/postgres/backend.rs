@@ -1,8 +1,10 @@
 //! [`Backend`] on PostgreSQL: every operation is a future on the pool.
 
 use super::PgStore;
+use super::work::recent_members;
 use crate::model::verdict::JobRef;
 use crate::service::intake::Intake;
+use crate::service::store::RecentMember;
 use crate::service::store::backend::{Backend, Fut};
 use crate::service::store::sqlite_integrity::Problem;
 use crate::service::store::{
@@ -35,8 +37,27 @@ impl Backend for PgStore {
         item: &'a WorkItem,
         completion: Completion,
         rediagnose_at_ms: Option<i64>,
+        recent_since_ms: Option<i64>,
     ) -> Fut<'a, Completed> {
-        Box::pin(PgStore::complete(self, item, completion, rediagnose_at_ms))
+        Box::pin(PgStore::complete(self, item, completion, rediagnose_at_ms, recent_since_ms))
+    }
+
+    fn recent_members(&self, since_ms: i64) -> Fut<'_, Vec<RecentMember>> {
+        Box::pin(async move {
+            let client = self.client().await?;
+            recent_members(&client, self, since_ms).await
+        })
+    }
+
+    fn thread_state<'a>(&'a self, destination: &'a str, thread: &'a str) -> Fut<'a, Option<serde_json::Value>> {
+        Box::pin(async move {
+            let client = self.client().await?;
+            let sql = "SELECT state FROM group_state WHERE destination = $1 AND group_key = $2";
+            let row = client.query_opt(&client.prepare_cached(sql).await?, &[&destination, &thread]).await?;
+            // An undecodable state reads as none here (the claim of that thread's next
+            // notice moves it aside).
+            Ok(row.and_then(|r| r.get::<_, Option<String>>(0)).and_then(|t| serde_json::from_str(&t).ok()))
+        })
     }
 
     fn claim_delivery<'a>(&'a self, destination: &'a str, now_ms: i64, window_ms: i64) -> Fut<'a, Option<OutboxRow>> {

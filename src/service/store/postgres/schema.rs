@@ -97,6 +97,14 @@ CREATE SEQUENCE sender_turn;
 ALTER TABLE outbox ADD COLUMN lease_token BIGINT NOT NULL DEFAULT 0;
 ",
     ),
+    // Incidents: each verdict's incident row (what incidents see of it), read back by time.
+    (
+        4,
+        "
+CREATE TABLE incident_members (verdict_id BIGINT PRIMARY KEY, created_ms BIGINT NOT NULL, member TEXT NOT NULL);
+CREATE INDEX incident_members_age ON incident_members(created_ms);
+",
+    ),
 ];
 
 /// The advisory lock key of migrations (`pg_advisory_xact_lock(bigint)`): "culprit" in ASCII.

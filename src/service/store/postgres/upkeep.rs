@@ -44,6 +44,10 @@ impl PgStore {
         pruned.verdicts = n("DELETE FROM verdicts WHERE created_ms < $1", cutoff).await?;
         pruned.verdicts +=
             n("DELETE FROM verdicts WHERE id <= (SELECT MAX(id) FROM verdicts) - $1", p.verdicts_kept).await?;
+        // A verdict's incident row goes with it.
+        n("DELETE FROM incident_members WHERE created_ms < $1", cutoff).await?;
+        n("DELETE FROM incident_members WHERE verdict_id < (SELECT COALESCE(MIN(id), 0) FROM verdicts) - $1", 0)
+            .await?;
         // A job not given a verdict for the whole period is unknown again.
         pruned.known_jobs = n("DELETE FROM known_jobs WHERE verdict_ms < $1", cutoff).await?;
         pruned.known_jobs += n(

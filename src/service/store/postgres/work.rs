@@ -105,6 +105,7 @@ impl PgStore {
         item: &WorkItem,
         completion: Completion,
         rediagnose_at_ms: Option<i64>,
+        recent_since_ms: Option<i64>,
     ) -> Result<Completed, StoreError> {
         let mut client = self.client().await?;
         let now_ms = self.db(completion.now_ms);
@@ -137,8 +138,16 @@ impl PgStore {
             }
             None => None,
         };
-        let last = last_verdicts(&tx, rows.iter().copied()).await?;
+        let mut last = last_verdicts(&tx, rows.iter().copied()).await?;
+        if let Some(since) = recent_since_ms {
+            last.1 = recent_members(&tx, self, since).await?;
+        }
         let plan = (completion.plan)(verdict_id, &last);
+        if let (Some(id), Some(member)) = (verdict_id, &plan.member) {
+            let sql = "INSERT INTO incident_members (verdict_id, created_ms, member) VALUES ($1, $2, $3)
+                 ON CONFLICT (verdict_id) DO UPDATE SET member = excluded.member";
+            tx.execute(&tx.prepare_cached(sql).await?, &[&id, &now_ms, member]).await?;
+        }
         let insert = tx
             .prepare_cached(
                 "INSERT INTO outbox (destination, group_key, idem_key, priority, notice, state, next_ms, first_ms)
@@ -308,6 +317,22 @@ pub(super) async fn read_work(tx: &Transaction<'_>, id: i64) -> Result<Result<Wo
     })())
 }
 
+/// The incident rows of the verdicts stored since `since_ms` (this replica's clock), oldest
+/// first, with their times on this replica's clock.
+pub(super) async fn recent_members(
+    client: &impl deadpool_postgres::GenericClient,
+    store: &PgStore,
+    since_ms: i64,
+) -> Result<Vec<RecentMember>, StoreError> {
+    let sql = "SELECT verdict_id, created_ms, member FROM incident_members WHERE created_ms >= $1
+         ORDER BY created_ms, verdict_id";
+    let rows = client.query(&client.prepare_cached(sql).await?, &[&store.db(since_ms)]).await?;
+    Ok(rows
+        .iter()
+        .map(|r| RecentMember { verdict_id: r.get(0), created_ms: store.local(r.get(1)), member: r.get(2) })
+        .collect())
+}
+
 /// The last verdict key of every (destination, group) for these groups.
 pub(super) async fn last_verdicts<'a>(
     tx: &Transaction<'_>,
@@ -324,5 +349,5 @@ pub(super) async fn last_verdicts<'a>(
             out.insert((r.get::<_, String>(0), g.clone()), r.get::<_, String>(1));
         }
     }
-    Ok(LastVerdicts(out))
+    Ok(LastVerdicts(out, Vec::new()))
 }

@@ -5,8 +5,10 @@ use std::sync::Arc;
 
 use super::SqliteStore;
 use super::integrity::Problem;
+use super::work as sqlite_work;
 use crate::model::verdict::JobRef;
 use crate::service::intake::Intake;
+use crate::service::store::RecentMember;
 use crate::service::store::backend::{Backend, Fut, task_failed};
 use crate::service::store::{
     Completed, Completion, DeadLetter, Depths, Enqueued, OutboxRow, Prune, Pruned, StoreError, StoredVerdict, WorkItem,
@@ -48,9 +50,19 @@ impl Backend for Arc<SqliteStore> {
         item: &'a WorkItem,
         completion: Completion,
         rediagnose_at_ms: Option<i64>,
+        recent_since_ms: Option<i64>,
     ) -> Fut<'a, Completed> {
         let item = item.clone();
-        blocking(self, move |s| s.complete(&item, completion, rediagnose_at_ms))
+        blocking(self, move |s| s.complete(&item, completion, rediagnose_at_ms, recent_since_ms))
+    }
+
+    fn recent_members(&self, since_ms: i64) -> Fut<'_, Vec<RecentMember>> {
+        blocking(self, move |s| sqlite_work::recent_members(&s.conn(), since_ms))
+    }
+
+    fn thread_state<'a>(&'a self, destination: &'a str, thread: &'a str) -> Fut<'a, Option<serde_json::Value>> {
+        let (d, t) = (destination.to_string(), thread.to_string());
+        blocking(self, move |s| s.thread_state(&d, &t))
     }
 
     fn claim_delivery<'a>(&'a self, destination: &'a str, now_ms: i64, window_ms: i64) -> Fut<'a, Option<OutboxRow>> {

@@ -54,8 +54,8 @@ use self::integrity::{self as sqlite_integrity, Problem};
 use super::backend::MAX_DEAD_PER_CLAIM;
 use super::{
     Completed, Completion, DeadLetter, Depths, Enqueued, FOLD_WAIT_MAX_MS, Fairness, GroupInfo, LastVerdicts,
-    OutboxRow, Prune, Pruned, Recovered, StoreError, StoreErrorKind, StoredVerdict, UnknownWaiting, WorkItem, priority,
-    report_dead,
+    OutboxRow, Prune, Pruned, RecentMember, Recovered, StoreError, StoreErrorKind, StoredVerdict, UnknownWaiting,
+    WorkItem, priority, report_dead,
 };
 use crate::config::{StoreConfig, Synchronous};
 use crate::model::notice::{Notice, NoticeKind};

@@ -192,6 +192,19 @@ pub(super) fn fold_siblings(tx: &Connection, row: &mut OutboxRow, now_ms: i64) -
     Ok(())
 }
 
+impl SqliteStore {
+    /// See [`crate::service::store::Store::thread_state`]. An undecodable state reads as
+    /// none here (the claim of that thread's next notice moves it aside).
+    pub fn thread_state(&self, destination: &str, thread: &str) -> Result<Option<serde_json::Value>, StoreError> {
+        let text: Option<Option<String>> = self
+            .conn()
+            .prepare_cached("SELECT state FROM group_state WHERE destination = ?1 AND group_key = ?2")?
+            .query_row(params![destination, thread], |r| r.get::<_, Option<String>>(0))
+            .optional()?;
+        Ok(text.flatten().and_then(|t| serde_json::from_str(&t).ok()))
+    }
+}
+
 /// The destination's state for a group; an undecodable one is moved aside (the group
 /// starts afresh: a new Slack message instead of a reply).
 pub(super) fn group_state(

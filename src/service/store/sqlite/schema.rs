@@ -3,7 +3,7 @@
 use super::*;
 
 /// The schema version this build writes (`PRAGMA user_version`).
-pub const SCHEMA_VERSION: i64 = 2;
+pub const SCHEMA_VERSION: i64 = 3;
 
 /// culprit 0.1.0's schema (version 0): a new database is made with it, then migrated.
 pub(super) const SCHEMA_V0: &str = "
@@ -87,6 +87,13 @@ CREATE INDEX known_jobs_age ON known_jobs(verdict_ms);
 CREATE TABLE sender_turns (sender TEXT PRIMARY KEY, turn INTEGER NOT NULL);
 ";
 
+/// From version 2 to 3: incidents. Each verdict's incident row (what incidents see of it),
+/// read back by time.
+pub(super) const MIGRATE_V2_V3: &str = "
+CREATE TABLE incident_members (verdict_id INTEGER PRIMARY KEY, created_ms INTEGER NOT NULL, member TEXT NOT NULL);
+CREATE INDEX incident_members_age ON incident_members(created_ms);
+";
+
 /// Brings the schema to [`SCHEMA_VERSION`] in one transaction.
 pub(super) fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
     let version: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
@@ -112,7 +119,10 @@ pub(super) fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
     if version < 1 {
         tx.execute_batch(MIGRATE_V0_V1)?;
     }
-    tx.execute_batch(MIGRATE_V1_V2)?;
+    if version < 2 {
+        tx.execute_batch(MIGRATE_V1_V2)?;
+    }
+    tx.execute_batch(MIGRATE_V2_V3)?;
     tx.pragma_update(None, "user_version", SCHEMA_VERSION)?;
     tx.commit()?;
     Ok(())

@@ -43,6 +43,9 @@ impl SqliteStore {
             "DELETE FROM verdicts WHERE id <= (SELECT MAX(id) FROM verdicts) - ?1",
             params![p.verdicts_kept],
         )?;
+        // A verdict's incident row goes with it.
+        tx.execute("DELETE FROM incident_members WHERE created_ms < ?1", params![cutoff])?;
+        tx.execute("DELETE FROM incident_members WHERE verdict_id < (SELECT COALESCE(MIN(id), 0) FROM verdicts)", [])?;
         // A job not given a verdict for the whole period is unknown again.
         pruned.known_jobs = tx.execute("DELETE FROM known_jobs WHERE verdict_ms < ?1", params![cutoff])?;
         pruned.known_jobs += tx.execute(

@@ -70,6 +70,7 @@ impl SqliteStore {
         item: &WorkItem,
         completion: Completion,
         rediagnose_at_ms: Option<i64>,
+        recent_since_ms: Option<i64>,
     ) -> Result<Completed, StoreError> {
         let now_ms = completion.now_ms;
         let mut conn = self.conn();
@@ -92,8 +93,17 @@ impl SqliteStore {
             None => None,
         };
         let episode = item.episode_row();
-        let last = last_verdicts(&tx, item.groups.keys().chain(std::iter::once(&episode)))?;
+        let mut last = last_verdicts(&tx, item.groups.keys().chain(std::iter::once(&episode)))?;
+        if let Some(since) = recent_since_ms {
+            last.1 = recent_members(&tx, since)?;
+        }
         let plan = (completion.plan)(verdict_id, &last);
+        if let (Some(id), Some(member)) = (verdict_id, &plan.member) {
+            tx.prepare_cached(
+                "INSERT OR REPLACE INTO incident_members (verdict_id, created_ms, member) VALUES (?1, ?2, ?3)",
+            )?
+            .execute(params![id, now_ms, member])?;
+        }
         let mut added = 0;
         for n in plan.notices {
             added += tx
@@ -191,7 +201,19 @@ pub(super) fn last_verdicts<'a>(
             out.insert((destination, g.clone()), key);
         }
     }
-    Ok(LastVerdicts(out))
+    Ok(LastVerdicts(out, Vec::new()))
+}
+
+/// The incident rows of the verdicts stored since `since_ms`, oldest first.
+pub(super) fn recent_members(tx: &Connection, since_ms: i64) -> Result<Vec<RecentMember>, StoreError> {
+    let mut stmt = tx.prepare_cached(
+        "SELECT verdict_id, created_ms, member FROM incident_members WHERE created_ms >= ?1 ORDER BY created_ms, verdict_id",
+    )?;
+    let rows = stmt.query_map(params![since_ms], |r| {
+        Ok(RecentMember { verdict_id: r.get(0)?, created_ms: r.get(1)?, member: r.get(2)? })
+    })?;
+    // A row that is not what was written is as good as none: it counts in no incident.
+    Ok(rows.flatten().collect())
 }
 
 /// The follow-up of a weak verdict (see [`crate::service::store::Store::complete_rediagnosing`]): the
