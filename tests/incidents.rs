@@ -117,3 +117,116 @@ async fn six_jobs_whose_sinks_write_to_one_system_get_one_summary_and_their_verd
     assert_eq!(incidents[0]["headline"], "6 jobs held back by their sinks writing to Elasticsearch `logs`");
     app.stop().await;
 }
+
+fn notice(kind: culprit::model::notice::NoticeKind, thread: &str) -> culprit::model::notice::Notice {
+    let capture = culprit::samples::captures::CAPTURES.iter().find(|c| c.name == "slow-sink").unwrap();
+    let verdict = culprit::samples::captures::verdict(capture).unwrap();
+    culprit::model::notice::Notice {
+        kind,
+        group_key: thread.into(),
+        labels: Default::default(),
+        job: verdict.job.clone(),
+        verdict: Some(verdict),
+        verdict_id: Some(7),
+        verdict_url: None,
+        reason: None,
+        firing: true,
+        changed: false,
+        idempotency_key: format!("{thread}-{kind:?}"),
+        at_ms: 1_795_000_000_000,
+        links: Default::default(),
+        episode: culprit::model::notice::NoticeEpisode { thread: thread.into(), ..Default::default() },
+        maybe_repeat: false,
+        incident: None,
+        incident_view: None,
+        incident_parent: None,
+    }
+}
+
+fn incident(jobs: i64) -> culprit::model::incident::Incident {
+    use culprit::model::incident::{Cause, CauseKind, Incident, Member};
+    use culprit::model::verdict::{Finding, JobRef};
+    let cause = Cause {
+        kind: CauseKind::System,
+        name: "elasticsearch".into(),
+        target: Some("logs-*".into()),
+        writes: true,
+        finding: Finding::Sink,
+    };
+    let member = |i: i64| Member {
+        verdict_id: i,
+        at_ms: 1_795_000_000_000 + i,
+        job: JobRef { name: format!("job-{i}"), id: String::new() },
+        finding: Finding::Sink,
+        culprit: Some("Sink: Elasticsearch logs-*".into()),
+        causes: vec![cause.clone()],
+    };
+    let members = (1..=jobs).map(member).collect();
+    Incident {
+        id: "1-abcd".into(),
+        cause,
+        members,
+        others: Vec::new(),
+        first_ms: 1_795_000_000_000,
+        last_ms: 1_795_000_000_000 + jobs,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slack_posts_a_summary_once_updates_it_only_when_it_changed_and_threads_the_jobs_under_it() {
+    use culprit::config::{SecretSource, SlackConfig, SlackMode};
+    use culprit::model::notice::{NoticeIncident, NoticeKind};
+    let slack_server = Capture::start().await;
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(tmp.path().join("token"), "xoxb-test").unwrap();
+    let slack = culprit::notify::slack::Slack::new(&SlackConfig {
+        name: None,
+        mode: SlackMode::WebApi,
+        token: Some(SecretSource::File(tmp.path().join("token"))),
+        channel: Some("C0NCALL".into()),
+        webhook_url: None,
+        api_url: format!("{}/api", slack_server.url),
+    })
+    .unwrap();
+    let tag =
+        NoticeIncident { id: "1-abcd".into(), thread: "incident:1-abcd".into(), cause: incident(5).cause, jobs: 5 };
+    let summary = |jobs: i64| {
+        let mut n = notice(NoticeKind::Incident, "incident:1-abcd");
+        n.verdict = None;
+        n.incident = Some(tag.clone());
+        n.incident_view = Some(incident(jobs));
+        n
+    };
+    // First: posted, with its own metadata type.
+    let sent = slack.send(&summary(5), None).await.unwrap();
+    let state = sent.state.expect("the summary's message");
+    assert_eq!(slack_server.on("/api/chat.postMessage").len(), 1);
+    let post = &slack_server.on("/api/chat.postMessage")[0].body;
+    assert_eq!(post["metadata"]["event_type"], "culprit_incident");
+    assert!(post.get("thread_ts").is_none());
+    // The same five again: nothing sent; six: updated in place.
+    let again = slack.send(&summary(5), Some(&state)).await.unwrap();
+    assert_eq!(again.state.as_ref(), Some(&state));
+    assert!(slack_server.on("/api/chat.update").is_empty());
+    let six = slack.send(&summary(6), Some(&state)).await.unwrap().state.unwrap();
+    let updates = slack_server.on("/api/chat.update");
+    assert_eq!(updates.len(), 1);
+    assert_eq!(updates[0].body["ts"], state["ts"]);
+    assert!(updates[0].body["blocks"].to_string().contains("6 jobs held back"));
+    assert_eq!(six["ts"], state["ts"]);
+
+    // A job counted in it: its verdict is a reply in the summary's thread, and its
+    // resolution a reply in that same thread.
+    let mut verdict = notice(NoticeKind::Verdict, "job-6");
+    verdict.incident = Some(tag.clone());
+    verdict.incident_parent = Some(state.clone());
+    let job_state = slack.send(&verdict, None).await.unwrap().state.unwrap();
+    let posts = slack_server.on("/api/chat.postMessage");
+    assert_eq!(posts.len(), 2, "the reply alone, no details reply");
+    assert_eq!(posts[1].body["thread_ts"], state["ts"]);
+    assert_eq!(job_state["thread_ts"], state["ts"]);
+    let resolved = notice(NoticeKind::Resolved, "job-6");
+    slack.send(&resolved, Some(&job_state)).await.unwrap();
+    let posts = slack_server.on("/api/chat.postMessage");
+    assert_eq!(posts[2].body["thread_ts"], state["ts"], "replies go to the parent's thread, never under a reply");
+}

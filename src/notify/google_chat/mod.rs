@@ -224,8 +224,9 @@ impl Destination for GoogleChat {
         self.what()
     }
     /// Every notice: each is a message in its episode's thread.
-    fn wants(&self, _notice: &Notice) -> bool {
-        true
+    fn wants(&self, notice: &Notice) -> bool {
+        // An incident's summary is Slack's for now; each job's own message is posted here.
+        notice.kind != crate::model::notice::NoticeKind::Incident
     }
     fn send<'a>(&'a self, notice: &'a Notice, state: Option<&'a Value>) -> BoxFuture<'a, Result<Sent, NotifyError>> {
         Box::pin(GoogleChat::send(self, notice, state))

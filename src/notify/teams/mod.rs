@@ -267,8 +267,9 @@ impl Destination for Teams {
     }
     /// Every notice: verdicts (first, changed, revised), resolutions, failures to diagnose,
     /// and the alert groups that join or leave a verdict (one-line cards).
-    fn wants(&self, _notice: &Notice) -> bool {
-        true
+    fn wants(&self, notice: &Notice) -> bool {
+        // An incident's summary is Slack's for now; each job's own message is posted here.
+        notice.kind != crate::model::notice::NoticeKind::Incident
     }
     fn send<'a>(&'a self, notice: &'a Notice, state: Option<&'a Value>) -> BoxFuture<'a, Result<Sent, NotifyError>> {
         Box::pin(Teams::send(self, notice, state))
