@@ -709,6 +709,10 @@ mod fairness;
 #[path = "episode_tests.rs"]
 mod episode;
 
+/// Incident rows, on both backends.
+#[path = "incident_tests.rs"]
+mod incidents;
+
 #[path = "replica_tests.rs"]
 mod replicas;
 use replicas::replica;
