@@ -188,8 +188,13 @@ async fn slack_posts_a_summary_once_updates_it_only_when_it_changed_and_threads_
         api_url: format!("{}/api", slack_server.url),
     })
     .unwrap();
-    let tag =
-        NoticeIncident { id: "1-abcd".into(), thread: "incident:1-abcd".into(), cause: incident(5).cause, jobs: 5 };
+    let tag = NoticeIncident {
+        id: "1-abcd".into(),
+        thread: "incident:1-abcd".into(),
+        cause: incident(5).cause,
+        jobs: 5,
+        summary_here: true,
+    };
     let summary = |jobs: i64| {
         let mut n = notice(NoticeKind::Incident, "incident:1-abcd");
         n.verdict = None;
@@ -225,6 +230,12 @@ async fn slack_posts_a_summary_once_updates_it_only_when_it_changed_and_threads_
     assert_eq!(posts.len(), 2, "the reply alone, no details reply");
     assert_eq!(posts[1].body["thread_ts"], state["ts"]);
     assert_eq!(job_state["thread_ts"], state["ts"]);
+    // After a crash mid-send, both are found where they went, never posted twice.
+    let found = slack.already_sent(&summary(6), None).await.unwrap().expect("the summary is found");
+    assert_eq!(found.state.unwrap()["ts"], state["ts"]);
+    let found = slack.already_sent(&verdict, None).await.unwrap().expect("the reply is found in the thread");
+    assert_eq!(found.state.as_ref().unwrap()["ts"], job_state["ts"]);
+    assert_eq!(found.state.unwrap()["thread_ts"], state["ts"]);
     let resolved = notice(NoticeKind::Resolved, "job-6");
     slack.send(&resolved, Some(&job_state)).await.unwrap();
     let posts = slack_server.on("/api/chat.postMessage");

@@ -110,13 +110,15 @@ impl Member {
                 });
             }
         }
-        causes.push(Cause {
-            kind: CauseKind::Finding,
-            name: v.finding.as_str().to_string(),
-            target: None,
-            writes: false,
-            finding: v.finding,
-        });
+        if shared_by_finding(v.finding) {
+            causes.push(Cause {
+                kind: CauseKind::Finding,
+                name: v.finding.as_str().to_string(),
+                target: None,
+                writes: false,
+                finding: v.finding,
+            });
+        }
         Some(Member {
             verdict_id,
             at_ms,
@@ -130,6 +132,35 @@ impl Member {
     /// The job as incidents count it: its id when known, else its name.
     fn job_key(&self) -> &str {
         if self.job.id.is_empty() { &self.job.name } else { &self.job.id }
+    }
+}
+
+/// Whether many jobs with this finding at once point to one cause outside them, the finding
+/// alone saying so: a slow system they write to or read from, the network, their nodes
+/// (GC, memory, CPU, a slow instance), checkpoint storage, restarts. A hot key, a job at its
+/// capacity, state that grows, skewed or stalled sources are each job's own: many of them
+/// at once share no cause by the finding alone.
+pub fn shared_by_finding(f: Finding) -> bool {
+    match f {
+        Finding::Sink
+        | Finding::Source
+        | Finding::Network
+        | Finding::AsyncIo
+        | Finding::SlowInstance
+        | Finding::GcPressure
+        | Finding::MemoryLimit
+        | Finding::CpuThrottled
+        | Finding::Checkpoints
+        | Finding::StateBackend
+        | Finding::FailingOver => true,
+        Finding::HotKey
+        | Finding::Headroom
+        | Finding::StateGrowth
+        | Finding::WatermarkStall
+        | Finding::SourceSkew
+        | Finding::WatermarkAlignment
+        | Finding::Unexplained
+        | Finding::None => false,
     }
 }
 
@@ -293,13 +324,15 @@ mod tests {
                 finding,
             })
             .collect();
-        all.push(Cause {
-            kind: CauseKind::Finding,
-            name: finding.as_str().into(),
-            target: None,
-            writes: false,
-            finding,
-        });
+        if shared_by_finding(finding) {
+            all.push(Cause {
+                kind: CauseKind::Finding,
+                name: finding.as_str().into(),
+                target: None,
+                writes: false,
+                finding,
+            });
+        }
         Member {
             verdict_id: id,
             at_ms: at_s * 1000,
@@ -319,17 +352,22 @@ mod tests {
         // 290 sinks to Elasticsearch `logs-*` one every 10 ms, 10 hot keys among them.
         let mut all: Vec<Member> = (1..=290).map(|i| es(i, 100 + i / 100)).collect();
         all.extend((291..=300).map(|i| member(i, 101, &format!("job-{i}"), Finding::HotKey, &[])));
+        // 10 hot keys more, and 6 slow instances on six hosts.
+        all.extend((301..=306).map(|i| {
+            member(i, 101, &format!("job-{i}"), Finding::SlowInstance, &[(CauseKind::Host, &format!("node-{i}"), None)])
+        }));
         let found = incidents(&all, &RULES);
-        // 10 hot keys are 10 ≥ 5 jobs of one finding: an incident of their own.
+        // Hot keys are each job's own: no incident of theirs, however many. Slow instances
+        // on six hosts share no host, but the finding points at the nodes: one incident.
         assert_eq!(found.len(), 2, "{:?}", found.iter().map(|i| &i.cause).collect::<Vec<_>>());
         let sinks = &found[0];
         assert_eq!((sinks.cause.kind, sinks.cause.name.as_str()), (CauseKind::System, "elasticsearch"));
         assert_eq!(sinks.cause.target.as_deref(), Some("logs-*"));
         assert_eq!(sinks.members.len(), 290);
-        assert_eq!(sinks.others.len(), 10, "the hot keys of the same minutes do not fit");
+        assert_eq!(sinks.others.len(), 16, "the hot keys and slow instances of the same minutes do not fit");
         assert!(sinks.id.starts_with("1-"), "named by its first verdict: {}", sinks.id);
-        assert_eq!(found[1].cause.kind, CauseKind::Finding);
-        assert_eq!(found[1].members.len(), 10);
+        assert_eq!((found[1].cause.kind, found[1].cause.finding), (CauseKind::Finding, Finding::SlowInstance));
+        assert_eq!(found[1].members.len(), 6);
     }
 
     #[test]

@@ -98,6 +98,10 @@ pub struct NoticeIncident {
     pub cause: crate::model::incident::Cause,
     /// Jobs counted when the notice was planned (the summary shows those at delivery).
     pub jobs: usize,
+    /// For a verdict: its destination shows the incident's summary, so the verdict goes
+    /// into the summary's thread.
+    #[serde(default)]
+    pub summary_here: bool,
 }
 
 /// What ties a notice to its job's episode at one destination: one verdict per job per

@@ -99,8 +99,27 @@ impl Service {
             return;
         }
         let check = self.fence_check(&row);
+        let mut incident_notice = row.notice.clone();
+        // An incident's summary shows the incident as the store has it now; a verdict that
+        // goes into its thread needs the summary's message (also to be looked for there).
+        if incident_notice.incident.is_some() {
+            let inc = &self.config.incidents;
+            let (now, lookback) = (self.clock.now_ms(), inc.lookback.as_ms());
+            let filled = crate::service::incidents::fill_for_delivery(
+                &self.store,
+                name,
+                &mut incident_notice,
+                &inc.rules(),
+                now,
+                lookback,
+            )
+            .await;
+            if let Err(e) = filled {
+                tracing::warn!(destination = %name, error = %e, "cannot read the incident from the store; sending without it");
+            }
+        }
         if row.unsure {
-            let asked = destination.already_sent(&row.notice, row.group_state.as_ref());
+            let asked = destination.already_sent(&incident_notice, row.group_state.as_ref());
             match fence::scoped(check.clone(), asked).await {
                 Ok(Some(sent)) => {
                     self.metrics.notification(name, "recovered");
@@ -126,25 +145,7 @@ impl Service {
         // Still unsure here: the destination could not say whether the earlier attempt
         // arrived, so the notice goes out marked as a possible repeat (a destination
         // without a dedup key of its own shows the mark; the others fold it by their key).
-        let mut notice = crate::model::notice::Notice { maybe_repeat: row.unsure, ..row.notice.clone() };
-        // An incident's summary shows the incident as the store has it now; a verdict that
-        // goes into its thread needs the summary's message.
-        if notice.incident.is_some() {
-            let inc = &self.config.incidents;
-            let (now, lookback) = (self.clock.now_ms(), inc.lookback.as_ms());
-            let filled = crate::service::incidents::fill_for_delivery(
-                &self.store,
-                name,
-                &mut notice,
-                &inc.rules(),
-                now,
-                lookback,
-            )
-            .await;
-            if let Err(e) = filled {
-                tracing::warn!(destination = %name, error = %e, "cannot read the incident from the store; sending without it");
-            }
-        }
+        let notice = crate::model::notice::Notice { maybe_repeat: row.unsure, ..incident_notice };
         let started = Instant::now();
         let result = fence::scoped(check, destination.send(&notice, row.group_state.as_ref())).await;
         self.metrics

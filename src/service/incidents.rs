@@ -48,6 +48,7 @@ pub fn plan(
         thread: incident.thread(),
         cause: incident.cause.clone(),
         jobs: incident.members.len(),
+        summary_here: false,
     };
     let mut summaries = Vec::new();
     for n in planned.notices.iter_mut().filter(|n| n.notice.kind == NoticeKind::Verdict) {
@@ -63,6 +64,23 @@ pub fn plan(
     // The summary first: it is claimed before the verdict that goes into its thread.
     summaries.append(&mut planned.notices);
     planned.notices = summaries;
+}
+
+/// Marks the verdicts whose destination kept the incident's summary (after each
+/// destination took what it wants of the plan): those go into the summary's thread.
+pub fn mark_summaries(planned: &mut Plan) {
+    let with_summary: Vec<(String, String)> = planned
+        .notices
+        .iter()
+        .filter(|n| n.notice.kind == NoticeKind::Incident)
+        .filter_map(|n| n.notice.incident.as_ref().map(|t| (n.destination.clone(), t.id.clone())))
+        .collect();
+    for n in planned.notices.iter_mut().filter(|n| n.notice.kind == NoticeKind::Verdict) {
+        let destination = n.destination.clone();
+        if let Some(tag) = n.notice.incident.as_mut() {
+            tag.summary_here = with_summary.iter().any(|(d, id)| *d == destination && *id == tag.id);
+        }
+    }
 }
 
 /// The summary notice of `incident` for `destination`, planned by the verdict of
@@ -155,7 +173,7 @@ pub async fn fill_for_delivery(
             let all = recent(store, rules, now_ms, lookback_ms).await?;
             notice.incident_view = all.into_iter().find(|i| i.id == tag.id);
         }
-        NoticeKind::Verdict if !notice.is_revision() => {
+        NoticeKind::Verdict if !notice.is_revision() && tag.summary_here => {
             let started = tokio::time::Instant::now();
             loop {
                 let state = store.thread_state(destination, &tag.thread).await.map_err(|e| e.to_string())?;
@@ -205,6 +223,7 @@ mod tests {
                 thread: "job-thread".into(),
                 cause: Member::of(0, 0, v).unwrap().causes[0].clone(),
                 jobs: 0,
+                summary_here: false,
             },
             &v.job,
             0,
@@ -243,6 +262,22 @@ mod tests {
         assert_ne!(planned.notices[0].notice.idempotency_key, planned.notices[1].notice.idempotency_key);
         let kept: Member = serde_json::from_str(planned.member.as_deref().unwrap()).unwrap();
         assert_eq!(kept.verdict_id, 5);
+        // PagerDuty takes no summary: its verdict is not waiting for one.
+        planned.notices.retain(|n| !(n.destination == "pagerduty" && n.notice.kind == NoticeKind::Incident));
+        mark_summaries(&mut planned);
+        let here = |d: &str| {
+            planned
+                .notices
+                .iter()
+                .find(|n| n.destination == d && n.notice.kind == NoticeKind::Verdict)
+                .unwrap()
+                .notice
+                .incident
+                .as_ref()
+                .unwrap()
+                .summary_here
+        };
+        assert!(here("slack") && !here("pagerduty"));
     }
 
     #[test]

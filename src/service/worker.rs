@@ -395,6 +395,7 @@ impl Service {
             planned.notices.retain(|n| {
                 me.destinations.iter().find(|d| d.name() == n.destination).is_some_and(|d| d.wants(&n.notice))
             });
+            crate::service::incidents::mark_summaries(&mut planned);
             planned
         })
     }

@@ -88,7 +88,9 @@ use tokio::time::Instant;
 use crate::model::notice::{Notice, NoticeKind};
 use crate::model::secret::Redactor;
 use crate::notify::{Destination, FailureReason, NotifyError, Sent, retry_after, status_error, transport_error};
-use crate::render::slack::{SlackMessage, changed_reply, details, details_fallback, fallback, message};
+use crate::render::slack::{
+    INCIDENT_EVENT_TYPE, SlackMessage, changed_reply, details, details_fallback, fallback, message,
+};
 
 /// Least time between two posts to one channel: Slack allows about one message per second
 /// per channel.
@@ -471,9 +473,14 @@ impl Slack {
         let Mode::WebApi { channel, .. } = &self.mode else {
             return Ok(None);
         };
-        let parent = Parent::from_state(state);
+        // A job's first verdict in an incident went into the summary's thread: look there.
+        let in_incident = Parent::from_state(notice.incident_parent.as_ref()).filter(|_| state.is_none());
+        let under_summary = in_incident.is_some();
+        let parent = Parent::from_state(state).or(in_incident);
         let channel = parent.as_ref().map_or_else(|| channel.clone(), |p| p.channel.clone());
         let oldest = history::oldest(notice.at_ms);
+        // A summary carries its own event type.
+        let event_type = if notice.kind == NoticeKind::Incident { INCIDENT_EVENT_TYPE } else { EVENT_TYPE };
         let ch = ("channel", channel.as_str());
         let mut lookups: Vec<Lookup> = Vec::new();
         if let Some(p) = &parent {
@@ -489,7 +496,7 @@ impl Slack {
             let mut ts = None;
             let scanned = self
                 .scan(method, &query, oldest.as_deref().filter(|_| back), |m| {
-                    ts = m["ts"].as_str().filter(|_| carries(m, EVENT_TYPE, notice)).map(str::to_string);
+                    ts = m["ts"].as_str().filter(|_| carries(m, event_type, notice)).map(str::to_string);
                     ts.is_some()
                 })
                 .await;
@@ -503,6 +510,12 @@ impl Slack {
             }
             let Some(ts) = ts else { continue };
             tracing::info!(destination = "slack", channel = %channel, ts, "slack: the notice was already posted");
+            // Found in the summary's thread: the reply is the job's message (it has no
+            // details reply to complete).
+            if let (true, true, Some(summary)) = (under_summary, reply, &parent) {
+                let own = Parent { channel: channel.clone(), ts, thread_ts: Some(summary.thread().to_string()) };
+                return Ok(Some(Sent { state: Some(own.state()) }));
+            }
             // A reply leaves the group's message (the state) as it was. A verdict found as
             // the group's own message was an update: its "changed" reply may be missing.
             let (thread, updated) = match (&parent, reply) {
