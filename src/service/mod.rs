@@ -216,6 +216,7 @@ impl Service {
         let local: crate::service::store::LocalClock = Arc::new(move || clock.now_ms());
         let store = Store::open_with_clock(&config.store, metrics.clone(), local).map_err(|e| e.to_string())?;
         store.fold_could_not_diagnose_every(config.notify.could_not_diagnose_every.as_ms());
+        store.deep_queue_beyond(config.service.concurrency);
         let live = Live::new(config.clone()).map_err(|e| e.to_string())?;
         let outbox_ready = destinations.iter().map(|_| Notify::new()).collect();
         let link_key = match &config.server.link_secret {

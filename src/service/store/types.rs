@@ -149,6 +149,29 @@ pub fn priority(kind: NoticeKind) -> i64 {
     }
 }
 
+/// Delivery rank of a firing verdict and of a group joining a verdict: first among notices
+/// of one priority.
+pub const RANK_FIRING: i64 = 0;
+/// Delivery rank of resolutions (a group's or the episode's) and of a verdict whose group
+/// no longer fires: after everything that fires.
+pub const RANK_RESOLVED: i64 = 2;
+
+/// The delivery rank of a notice (`outbox.rank`): ordered by after [`priority`] and before
+/// the row id, so that among notices of one priority those about firing groups go first.
+/// [`RANK_FIRING`] (0): firing verdicts, [`NoticeKind::Joined`], and "could not diagnose"
+/// (whose [`priority`] already puts it after); [`RANK_RESOLVED`] (2): [`NoticeKind::Resolved`],
+/// [`NoticeKind::GroupResolved`] and a verdict of a group that resolved meanwhile. 1 is
+/// left free for replies in an incident's thread. Only the order between threads: a
+/// thread's (an episode's) own notices still go one after the other in id order (the
+/// claim skips a notice while an earlier one of its thread waits or is being sent).
+pub fn rank(notice: &Notice) -> i64 {
+    match notice.kind {
+        NoticeKind::Verdict if notice.firing => RANK_FIRING,
+        NoticeKind::Joined | NoticeKind::CouldNotDiagnose => RANK_FIRING,
+        NoticeKind::Verdict | NoticeKind::Resolved | NoticeKind::GroupResolved => RANK_RESOLVED,
+    }
+}
+
 /// The last verdict key each (destination, group) of a work item holds, and each
 /// destination's episode row of the item's job ([`WorkItem::episode_row`]), as the
 /// completing transaction sees them.
@@ -232,4 +255,40 @@ pub struct Recovered {
     pub work: usize,
     /// Deliveries that were being sent: unsure.
     pub deliveries: usize,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::verdict::JobRef;
+
+    #[test]
+    fn firing_notices_rank_before_resolutions_and_one_is_left_free() {
+        let of = |kind, firing| Notice {
+            links: Default::default(),
+            kind,
+            group_key: "g".into(),
+            labels: BTreeMap::new(),
+            job: JobRef { name: "j".into(), id: "i".into() },
+            verdict: None,
+            verdict_id: None,
+            verdict_url: None,
+            reason: None,
+            firing,
+            changed: false,
+            idempotency_key: "k".into(),
+            at_ms: 0,
+            episode: Default::default(),
+            maybe_repeat: false,
+        };
+        let ranks = [
+            rank(&of(NoticeKind::Verdict, true)),
+            rank(&of(NoticeKind::Joined, true)),
+            rank(&of(NoticeKind::CouldNotDiagnose, true)),
+            rank(&of(NoticeKind::Verdict, false)),
+            rank(&of(NoticeKind::Resolved, false)),
+            rank(&of(NoticeKind::GroupResolved, true)),
+        ];
+        assert_eq!(ranks, [0, 0, 0, 2, 2, 2]);
+    }
 }
