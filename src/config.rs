@@ -24,7 +24,7 @@ mod store;
 
 pub use diagnosis::{DiagnosisConfig, OperatorKind, Thresholds};
 pub use duration::{MAX_WINDOW, MIN_WINDOW, parse_time, parse_window};
-pub use flink::{CLUSTER_CHOICE, FlinkCluster, FlinkConfig};
+pub use flink::{CLUSTER_CHOICE, FLINK_MAX_CONCURRENCY, FlinkCluster, FlinkConfig};
 pub use incidents::IncidentsConfig;
 pub use kafka::{BrokerDefaults, KafkaConfig, KafkaJob, RetentionMs};
 pub use load::ConfigError;

@@ -594,3 +594,178 @@ async fn flinks_rescales_unavailable_answer_is_a_404_after_one_request_and_garba
     let rest = client(&server);
     assert!(matches!(rest.rescales(RESCALED_ID).await, Err(FlinkError::Parse { .. })));
 }
+
+/// A JobManager stand-in for every REST base URL at once (one per first path segment):
+/// answers the hard-backpressure capture after `hold`, the rescale history 404, and
+/// counts the requests in flight at each base URL (now, and the most at once).
+struct CountingJobManagers {
+    url: String,
+    /// First path segment → (in flight now, most at once).
+    counts: std::sync::Arc<std::sync::Mutex<std::collections::BTreeMap<String, (usize, usize)>>>,
+    /// Over every base URL: (in flight now, most at once).
+    overall: std::sync::Arc<std::sync::Mutex<(usize, usize)>>,
+}
+
+impl CountingJobManagers {
+    async fn start(hold: Duration) -> CountingJobManagers {
+        use axum::http::{StatusCode, Uri};
+        use axum::response::IntoResponse;
+        let counts: std::sync::Arc<std::sync::Mutex<std::collections::BTreeMap<String, (usize, usize)>>> =
+            Default::default();
+        let overall: std::sync::Arc<std::sync::Mutex<(usize, usize)>> = Default::default();
+        let (c, o) = (counts.clone(), overall.clone());
+        let app = axum::Router::new().fallback(move |uri: Uri| {
+            let (counts, overall) = (c.clone(), o.clone());
+            async move {
+                let path = uri.path().to_string();
+                let (prefix, rest) = path.trim_start_matches('/').split_once('/').unwrap_or(("", ""));
+                let prefix = prefix.to_string();
+                let bump = |delta: isize| {
+                    let mut m = counts.lock().unwrap();
+                    let e = m.entry(prefix.clone()).or_default();
+                    e.0 = e.0.checked_add_signed(delta).unwrap();
+                    e.1 = e.1.max(e.0);
+                    let mut all = overall.lock().unwrap();
+                    all.0 = all.0.checked_add_signed(delta).unwrap();
+                    all.1 = all.1.max(all.0);
+                };
+                bump(1);
+                tokio::time::sleep(hold).await;
+                let file = if rest == "jobs/overview" {
+                    Some("jobs-overview.json")
+                } else if rest.ends_with("/plan") {
+                    Some("plan.json")
+                } else if rest.ends_with("/checkpoints/config") {
+                    Some("checkpoints-config.json")
+                } else if rest.ends_with("/exceptions") {
+                    Some("exceptions.json")
+                } else {
+                    None
+                };
+                let answer = match file {
+                    Some(f) => {
+                        ([(axum::http::header::CONTENT_TYPE, "application/json")], capture("hard-backpressure", f))
+                            .into_response()
+                    }
+                    None => (StatusCode::NOT_FOUND, r#"{"errors":["Not found."]}"#).into_response(),
+                };
+                bump(-1);
+                answer
+            }
+        });
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        CountingJobManagers { url, counts, overall }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn fifty_diagnoses_at_once_keep_each_jobmanager_at_most_max_concurrency_requests_and_all_are_answered() {
+    let jm = CountingJobManagers::start(Duration::from_millis(25)).await;
+    // A fixed cluster under `/fixed`, and a templated one whose jobs each fill in a URL
+    // of their own (a path prefix of the stand-in per deployment; a template's host must
+    // be a DNS name, so `localhost`).
+    let local = jm.url.replace("://127.0.0.1:", "://localhost:");
+    let text = format!(
+        "[flink]\ntimeout = \"10s\"\ndeadline = \"60s\"\nmax_concurrency = 3\n\n\
+         [[flink.clusters]]\nname = \"fixed\"\nmatch = {{ env = \"a\" }}\nrest_url = \"{}/fixed\"\n\n\
+         [[flink.clusters]]\nname = \"k8s\"\nrest_url_template = \"{local}/{{deployment}}-rest.{{namespace}}\"\n",
+        jm.url
+    );
+    let config = culprit::config::Config::from_toml(&text, "bound.toml").unwrap();
+    let live = std::sync::Arc::new(culprit::service::pipeline::Live::new(config).unwrap());
+    let labels = |pairs: &[(&str, &str)]| -> std::collections::BTreeMap<String, String> {
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    };
+    // 20 diagnoses on `fixed`, 30 on `k8s` over three deployments: 50 at once, each asking
+    // the job list and then plan, checkpoint config, exceptions and rescales at once.
+    let mut requests = Vec::new();
+    for i in 0..50 {
+        let deployment = format!("d{}", i % 3);
+        requests.push(if i < 20 {
+            labels(&[("env", "a")])
+        } else {
+            labels(&[("app", deployment.as_str()), ("namespace", "ns")])
+        });
+    }
+    // Samples the load /metrics would show while the diagnoses run.
+    let sampling = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let sampler = {
+        let (live, sampling) = (live.clone(), sampling.clone());
+        tokio::spawn(async move {
+            let mut most: std::collections::BTreeMap<String, (usize, usize)> = Default::default();
+            while sampling.load(std::sync::atomic::Ordering::Relaxed) {
+                for (cluster, load) in live.flink_load() {
+                    let e = most.entry(cluster).or_default();
+                    *e = (e.0.max(load.in_flight), e.1.max(load.waiting));
+                }
+                tokio::time::sleep(Duration::from_millis(2)).await;
+            }
+            most
+        })
+    };
+    let tasks: Vec<_> = requests
+        .into_iter()
+        .map(|l| {
+            let live = live.clone();
+            tokio::spawn(async move { live.job_context(Some(SLOW_SINK_ID), &l, &l).await })
+        })
+        .collect();
+    for t in tasks {
+        let cx = t.await.unwrap();
+        assert!(cx.graph.is_some() && cx.checkpoint_config.is_some() && cx.exceptions.is_some(), "{:?}", cx.notes);
+    }
+    sampling.store(false, std::sync::atomic::Ordering::Relaxed);
+    let most = sampler.await.unwrap();
+
+    let counts = jm.counts.lock().unwrap().clone();
+    let prefixes: Vec<&str> = counts.keys().map(String::as_str).collect();
+    assert_eq!(prefixes, ["d0-rest.ns", "d1-rest.ns", "d2-rest.ns", "fixed"]);
+    for (prefix, (now, peak)) in &counts {
+        assert_eq!(*now, 0, "{prefix}");
+        assert!((1..=3).contains(peak), "{prefix}: {peak} requests at once, the bound is 3");
+    }
+    // The bound is per JobManager, not over all of them: four of them together had more
+    // than one's three at once (250 requests, 25 ms each, most of them waiting).
+    let overall_peak = jm.overall.lock().unwrap().1;
+    assert!(overall_peak > 3, "{overall_peak}");
+    // While they ran, culprit's own counts: `fixed` at most 3 in flight with the rest
+    // waiting (20 diagnoses asked their job list at once); `k8s` at most 3 per
+    // deployment, 3 × 3 = 9 over the cluster.
+    assert!(most["fixed"].0 <= 3 && most["fixed"].1 > 0, "{most:?}");
+    assert!(most["k8s"].0 <= 9 && most["k8s"].1 > 0, "{most:?}");
+    // Afterwards nothing is in flight or waiting; the peaks are per JobManager.
+    for (cluster, load) in live.flink_load() {
+        assert_eq!((load.in_flight, load.waiting, load.bound), (0, 0, 3), "{cluster}");
+        assert!((1..=3).contains(&load.peak), "{cluster}: {load:?}");
+    }
+}
+
+#[tokio::test]
+async fn a_request_that_gets_no_slot_before_its_deadline_is_not_sent_and_says_why() {
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .and(path("/jobs/overview"))
+        .respond_with(json(capture("hard-backpressure", "jobs-overview.json")).set_delay(Duration::from_millis(1500)))
+        .mount(&server)
+        .await;
+    // Two clients of one JobManager sharing its one slot; the second's deadline (300 ms)
+    // ends while the first's answer (1.5 s) still holds it.
+    let loads = culprit::collect::rest_load::RestLoads::new(1);
+    let (slow, late) = (flink(5_000, 5_000), flink(300, 300));
+    let first = FlinkRest::sharing(&cluster(&server.uri(), None), &slow, &server.uri(), &loads).unwrap();
+    let second = FlinkRest::sharing(&cluster(&server.uri(), None), &late, &server.uri(), &loads).unwrap();
+    let (a, b) = tokio::join!(first.jobs(), async {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        second.jobs().await
+    });
+    assert_eq!(a.unwrap().len(), 8);
+    let e = b.unwrap_err();
+    assert!(matches!(e, FlinkError::NoSlot { bound: 1, .. }), "{e:?}");
+    assert_eq!(
+        e.to_string(),
+        "GET /jobs/overview was not sent to Flink cluster `lab`: culprit had flink.max_concurrency (1) requests in flight there until the deadline"
+    );
+    assert_eq!((second.requests(), server.received_requests().await.unwrap().len()), (0, 1));
+}

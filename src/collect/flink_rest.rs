@@ -18,12 +18,17 @@
 //! deadline (plus scheduling slack). Other answers are final. Job ids come from alerts and are untrusted: they are checked to be 32
 //! hexadecimal digits before they reach a URL.
 //!
+//! At most `flink.max_concurrency` requests are in flight at one REST base URL over every
+//! client sharing its [`RestLoads`] (the service's: every diagnosis); an attempt waits for
+//! a slot within the deadline, and holds none while it backs off.
+//!
 //! Credentials are resolved once, in [`FlinkRest::new`], and never appear in `Debug`
 //! output, errors or logs.
 
 use crate::model::failover::JobExceptions;
 use crate::model::rescales::RescaleHistory;
 use std::fmt;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
 
@@ -33,6 +38,7 @@ use secrecy::{ExposeSecret, SecretString};
 use serde::Deserialize;
 use tokio::time::Instant;
 
+use crate::collect::rest_load::{RestLoads, UrlLoad};
 use crate::config::{FlinkCluster, FlinkConfig, HttpAuth, Millis};
 use crate::model::flamegraph::{self, FlameGraph, ProfileKind};
 use crate::model::graph::{JobGraph, sanitize_label_value};
@@ -159,6 +165,19 @@ pub enum FlinkError {
         /// Why the body was rejected.
         reason: String,
     },
+    /// No slot came free before the deadline: culprit had `flink.max_concurrency` requests
+    /// in flight at this REST URL all along (a storm of diagnoses). Nothing was sent. Final.
+    #[error(
+        "GET {path} was not sent to Flink cluster `{cluster}`: culprit had flink.max_concurrency ({bound}) requests in flight there until the deadline"
+    )]
+    NoSlot {
+        /// Cluster name.
+        cluster: String,
+        /// The URL path that would have been requested.
+        path: String,
+        /// `flink.max_concurrency`.
+        bound: usize,
+    },
     /// Every attempt within `flink.deadline` failed with a retryable error; `last` is the
     /// last of them.
     #[error(
@@ -198,6 +217,7 @@ impl FlinkError {
             | FlinkError::NoSuchJob { .. }
             | FlinkError::Request { .. }
             | FlinkError::Parse { .. }
+            | FlinkError::NoSlot { .. }
             | FlinkError::GaveUp { .. } => false,
         }
     }
@@ -256,6 +276,9 @@ pub struct FlinkRest {
     /// Told once, in a sentence, when retrying first starts (the CLI prints it).
     announce: Option<crate::collect::prometheus::Announce>,
     announced: std::sync::atomic::AtomicBool,
+    /// The slots of this base URL (`flink.max_concurrency`), shared with every client of
+    /// the same URL built from the same [`RestLoads`].
+    load: Arc<UrlLoad>,
 }
 
 impl fmt::Debug for FlinkRest {
@@ -283,8 +306,20 @@ impl FlinkRest {
     }
 
     /// [`Self::new`] at `rest_url` instead of the cluster's own (one built from a job's
-    /// labels by the cluster's `rest_url_template`).
+    /// labels by the cluster's `rest_url_template`), with slots of its own.
     pub fn at(cluster: &FlinkCluster, flink: &FlinkConfig, rest_url: &str) -> Result<FlinkRest, FlinkError> {
+        Self::sharing(cluster, flink, rest_url, &RestLoads::new(flink.max_concurrency))
+    }
+
+    /// [`Self::at`], sharing the slots of `rest_url` with every other client `loads` gave
+    /// them to (the service: at most `flink.max_concurrency` requests in flight at one
+    /// JobManager over all diagnoses).
+    pub fn sharing(
+        cluster: &FlinkCluster,
+        flink: &FlinkConfig,
+        rest_url: &str,
+        loads: &RestLoads,
+    ) -> Result<FlinkRest, FlinkError> {
         let config_error = |reason: String| FlinkError::Config { cluster: cluster.name.clone(), reason };
         // The key the URL came from, as messages name it.
         let key = if cluster.rest_url_template.is_some() { "the URL rest_url_template gave" } else { "rest_url" };
@@ -323,12 +358,13 @@ impl FlinkRest {
             announce: None,
             announced: std::sync::atomic::AtomicBool::new(false),
             cluster: cluster.name.clone(),
-            base,
             client,
             timeout: millis_to_duration(flink.timeout),
             deadline: millis_to_duration(flink.deadline),
             auth,
             requests: AtomicU64::new(0),
+            load: loads.for_url(&cluster.name, base.as_str()),
+            base,
         })
     }
 
@@ -605,8 +641,17 @@ impl FlinkRest {
         })
     }
 
-    /// One request, bounded by the per-request timeout and the time left before `deadline`.
+    /// One request, bounded by the per-request timeout and the time left before `deadline`,
+    /// sent once a slot is free (`flink.max_concurrency`); the slot is held until the answer
+    /// is read and is not held between attempts.
     async fn attempt(&self, url: &Url, path: &str, deadline: Instant, attempt: u32) -> Result<String, FlinkError> {
+        let Some(_slot) = self.load.slot(deadline).await else {
+            return Err(FlinkError::NoSlot {
+                cluster: self.cluster.clone(),
+                path: path.to_string(),
+                bound: self.load.bound(),
+            });
+        };
         let timeout = self.timeout.min(deadline.saturating_duration_since(Instant::now()));
         let timeout_error = || FlinkError::Timeout {
             cluster: self.cluster.clone(),

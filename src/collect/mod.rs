@@ -13,6 +13,7 @@
 //! * [`degrade`]: a query a backend refuses as too large, asked again in smaller pieces
 //!   that add up to the same answer.
 //! * [`answer_budget`]: the bytes of backend answers held at once, across diagnoses.
+//! * [`rest_load`]: the Flink REST requests in flight per JobManager, across diagnoses.
 //! * [`naming`]: which naming scheme the data holds, when it is not the one configured.
 //! * [`collector`]: request + metric source → snapshot.
 
@@ -30,6 +31,7 @@ pub mod naming;
 pub mod prometheus;
 pub mod query;
 pub mod recorder;
+pub mod rest_load;
 pub mod store;
 
 /// Drives a collection over a source that never waits on IO (the in-memory

@@ -15,6 +15,12 @@ pub struct FlinkConfig {
     /// Total time one REST call may take with retries (young jobs answer 500 on some
     /// endpoints). Default 15s.
     pub deadline: Millis,
+    /// Requests culprit has in flight at one JobManager at most, over every diagnosis at
+    /// once: per REST URL (a cluster's `rest_url`, or each URL its `rest_url_template`
+    /// fills in for a job). In an alert storm the requests wait in culprit, not at the
+    /// JobManager; the wait counts against `deadline`. `/metrics` shows the requests in
+    /// flight and waiting per cluster. Default 4.
+    pub max_concurrency: usize,
     /// The clusters. A request or alert picks the first cluster whose `match` labels all
     /// equal its labels; a cluster without `match` is the default.
     pub clusters: Vec<FlinkCluster>,
@@ -43,6 +49,16 @@ pub struct FlinkConfig {
     pub flamegraph_deadline: Millis,
 }
 
+/// The default of `flink.max_concurrency`: 4, the JobManager's own REST threads
+/// (`rest.server.numThreads`, default 4,
+/// <https://nightlies.apache.org/flink/flink-docs-stable/docs/deployment/config/#rest-server-numthreads>):
+/// one diagnosis' round (plan, checkpoint configuration, exceptions, rescale history) goes
+/// at once, and a storm of diagnoses never has more requests at the JobManager than it
+/// has threads to serve them, so the web UI and the Kubernetes operator polling the same
+/// JobManager (its handlers are asynchronous, answered from the job cache refreshed every
+/// `web.refresh-interval`) keep being answered.
+pub const FLINK_MAX_CONCURRENCY: usize = 4;
+
 /// The key under which a request chooses a Flink cluster by name (the API's `cluster=`,
 /// the CLI's `--cluster`): not a valid label name, so no alert label can be mistaken for it.
 pub const CLUSTER_CHOICE: &str = "@cluster";
@@ -52,6 +68,7 @@ impl Default for FlinkConfig {
         FlinkConfig {
             timeout: Millis::from_secs(5),
             deadline: Millis::from_secs(15),
+            max_concurrency: FLINK_MAX_CONCURRENCY,
             clusters: Vec::new(),
             plans: BTreeMap::new(),
             cluster_label: None,
@@ -96,6 +113,9 @@ impl FlinkConfig {
                     c.name
                 ));
             }
+        }
+        if self.max_concurrency == 0 {
+            problems.push("flink.max_concurrency must be at least 1 (0 would never ask Flink REST)".into());
         }
         if self.flamegraph_deadline.as_ms() <= 0 {
             problems.push("flink.flamegraph_deadline must be longer than 0".into());
@@ -204,6 +224,15 @@ mod tests {
         assert!(problems(neither).contains("rest_url"), "{}", problems(neither));
         let not_http = "[[flink.clusters]]\nname = \"k8s\"\nrest_url_template = \"{deployment}:8081\"\n";
         assert!(problems(not_http).contains("rest_url_template"), "{}", problems(not_http));
+    }
+
+    #[test]
+    fn flink_max_concurrency_defaults_to_four_and_zero_is_refused() {
+        let c =
+            Config::from_toml("[[flink.clusters]]\nname = \"lab\"\nrest_url = \"http://jm:8081\"\n", "t.toml").unwrap();
+        assert_eq!(c.flink.max_concurrency, 4);
+        let e = Config::from_toml("[flink]\nmax_concurrency = 0\n", "t.toml").unwrap_err().to_string();
+        assert!(e.contains("flink.max_concurrency must be at least 1"), "{e}");
     }
 
     #[test]

@@ -5,7 +5,8 @@
 //! once, and says whether a failure is worth retrying ([`NotifyError::retryable`], with the
 //! destination's `Retry-After` when it gave one). Retrying, backoff and ordering live in one
 //! place, the delivery loop of [`crate::service`]. Vendor limits are named constants with
-//! the documentation link, in each module.
+//! the documentation link, in each module; a documented rate limit is kept before sending
+//! ([`pace`]), so that 429 is the exception.
 
 pub mod alertmanager;
 pub mod discord;
@@ -16,6 +17,7 @@ pub mod grafana;
 pub mod jsm;
 pub mod mattermost;
 pub mod opsgenie;
+pub mod pace;
 pub mod pagerduty;
 pub mod registry;
 pub mod route;

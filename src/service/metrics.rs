@@ -37,6 +37,13 @@
 //!   for a slot, now (at most `prometheus.max_concurrency` in flight, the gauge
 //!   `culprit_prometheus_queries_max`), and `culprit_prometheus_queries_peak`: the most in
 //!   flight at once since start.
+//! * `culprit_flink_rest_requests{cluster, state}`: Flink REST requests `in_flight` and
+//!   `waiting` for a slot now, per configured cluster (summed over the JobManagers a
+//!   `rest_url_template` fills in: `cluster` takes only `[[flink.clusters]]` names, so the
+//!   series are as many as the configuration has clusters, never one per job);
+//!   `culprit_flink_rest_requests_max`: the bound per JobManager (`flink.max_concurrency`);
+//!   `culprit_flink_rest_requests_peak{cluster}`: the most in flight at one of the
+//!   cluster's JobManagers at once since start.
 //! * Latency histograms, seconds: `culprit_webhook_duration_seconds`,
 //!   `culprit_diagnosis_duration_seconds`, `culprit_notification_duration_seconds{destination}`.
 
@@ -81,6 +88,54 @@ pub struct Destination {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct QueryState {
     pub state: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ClusterState {
+    /// A `[[flink.clusters]]` name, escaped for the text format.
+    pub cluster: String,
+    pub state: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct Cluster {
+    /// A `[[flink.clusters]]` name, escaped for the text format.
+    pub cluster: String,
+}
+
+/// `culprit_flink_rest_requests{cluster, state}`, `_max` and `_peak{cluster}`.
+pub struct FlinkRestLoad {
+    pub requests: Family<ClusterState, Gauge<i64, AtomicI64>>,
+    pub max: Gauge<i64, AtomicI64>,
+    pub peak: Family<Cluster, Gauge<i64, AtomicI64>>,
+}
+
+impl FlinkRestLoad {
+    fn register(registry: &mut Registry) -> FlinkRestLoad {
+        FlinkRestLoad {
+            requests: registered(
+                registry,
+                "flink_rest_requests",
+                "Flink REST requests now, by cluster and state (in_flight, waiting for a slot)",
+            ),
+            max: registered(
+                registry,
+                "flink_rest_requests_max",
+                "The bound on Flink REST requests in flight at one JobManager (flink.max_concurrency)",
+            ),
+            peak: registered(
+                registry,
+                "flink_rest_requests_peak",
+                "The most Flink REST requests in flight at one of the cluster's JobManagers at once since start",
+            ),
+        }
+    }
+}
+
+/// A label value as the text format writes it (`\\`, `\"`, `\n`): the client library
+/// writes label values as given, and a cluster's name is free text.
+fn label_value(s: &str) -> String {
+    s.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -139,6 +194,8 @@ pub struct Metrics {
     pub prometheus_queries: Family<QueryState, Gauge<i64, AtomicI64>>,
     pub prometheus_queries_max: Gauge<i64, AtomicI64>,
     pub prometheus_queries_peak: Gauge<i64, AtomicI64>,
+    /// `culprit_flink_rest_requests{cluster, state}`, `_max` and `_peak`, set at each scrape.
+    pub flink_rest: FlinkRestLoad,
 }
 
 impl Default for Metrics {
@@ -303,8 +360,10 @@ impl Metrics {
         );
         let (prometheus_queries, prometheus_queries_max, prometheus_queries_peak) =
             register_prometheus_load(&mut registry);
+        let flink_rest = FlinkRestLoad::register(&mut registry);
         Metrics {
             registry,
+            flink_rest,
             prometheus_queries,
             prometheus_queries_max,
             prometheus_queries_peak,
@@ -404,6 +463,21 @@ impl Metrics {
         self.prometheus_queries_peak.set(load.peak as i64);
     }
 
+    /// The Flink REST load now, per cluster ([`crate::service::pipeline::Live::flink_load`]).
+    pub fn set_flink_load(&self, bound: usize, clusters: &[(String, crate::collect::prometheus::LoadNow)]) {
+        self.flink_rest.max.set(bound as i64);
+        for (name, load) in clusters {
+            let cluster = label_value(name);
+            let set = |state: &str, n: usize| {
+                let labels = ClusterState { cluster: cluster.clone(), state: state.into() };
+                self.flink_rest.requests.get_or_create(&labels).set(n as i64);
+            };
+            set("in_flight", load.in_flight);
+            set("waiting", load.waiting);
+            self.flink_rest.peak.get_or_create(&Cluster { cluster: cluster.clone() }).set(load.peak as i64);
+        }
+    }
+
     pub fn set_queue(&self, queue: &str, depth: i64) {
         self.queue_depth.get_or_create(&Queue { queue: queue.into() }).set(depth);
     }
@@ -457,5 +531,30 @@ mod tests {
         assert!(text.contains("culprit_webhooks_total{outcome=\"accepted\"} 1"), "{text}");
         assert!(text.contains("# TYPE culprit_queue_depth gauge"), "{text}");
         assert!(!text.contains("# EOF"));
+    }
+
+    #[test]
+    fn flink_rest_load_is_one_series_per_configured_cluster_and_state_with_names_escaped() {
+        use crate::collect::prometheus::LoadNow;
+        let m = Metrics::new();
+        let clusters = [
+            ("k8s".to_string(), LoadNow { in_flight: 7, waiting: 12, peak: 4, bound: 4 }),
+            ("lab \"eu\"".to_string(), LoadNow { in_flight: 0, waiting: 0, peak: 1, bound: 4 }),
+        ];
+        m.set_flink_load(4, &clusters);
+        let text = m.encode();
+        for line in [
+            "culprit_flink_rest_requests_max 4",
+            "culprit_flink_rest_requests{cluster=\"k8s\",state=\"in_flight\"} 7",
+            "culprit_flink_rest_requests{cluster=\"k8s\",state=\"waiting\"} 12",
+            "culprit_flink_rest_requests_peak{cluster=\"k8s\"} 4",
+            "culprit_flink_rest_requests{cluster=\"lab \\\"eu\\\"\",state=\"in_flight\"} 0",
+            "culprit_flink_rest_requests_peak{cluster=\"lab \\\"eu\\\"\"} 1",
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line} in {text}");
+        }
+        // Two clusters × two states, and one peak each.
+        assert_eq!(text.lines().filter(|l| l.starts_with("culprit_flink_rest_requests{")).count(), 4);
+        assert_eq!(text.lines().filter(|l| l.starts_with("culprit_flink_rest_requests_peak{")).count(), 2);
     }
 }

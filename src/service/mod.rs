@@ -220,6 +220,7 @@ impl Service {
         if config.incidents.enabled {
             store.read_incidents_within(config.incidents.lookback.as_ms());
         }
+        store.deep_queue_beyond(config.service.concurrency);
         let live = Live::new(config.clone()).map_err(|e| e.to_string())?;
         let outbox_ready = destinations.iter().map(|_| Notify::new()).collect();
         let link_key = match &config.server.link_secret {

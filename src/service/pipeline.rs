@@ -12,6 +12,7 @@ use std::collections::BTreeMap;
 use crate::collect::collector::{CollectError, CollectInput, JobLookup, MetricSource, Resolved, collect_after};
 use crate::collect::flink_rest::{FlinkRest, pick_job};
 use crate::collect::prometheus::{Attempts, PromSource, Prometheus};
+use crate::collect::rest_load::RestLoads;
 use crate::config::{CLUSTER_CHOICE, Config};
 use crate::diagnose::diagnose;
 use crate::model::graph::{JobGraph, sanitize_label_value};
@@ -80,6 +81,9 @@ pub struct Live {
     redactor: crate::model::secret::Redactor,
     prometheus: Option<Prometheus>,
     clusters: Vec<(String, FlinkRest)>,
+    /// The slots of every JobManager (`flink.max_concurrency`), shared by the clusters'
+    /// clients and those built per job.
+    rest_loads: RestLoads,
 }
 
 impl Live {
@@ -90,12 +94,14 @@ impl Live {
             None => None,
         };
         let mut clusters = Vec::new();
+        let rest_loads = RestLoads::new(config.flink.max_concurrency);
         // A cluster with `rest_url_template` gets its client per job (`rest_for`).
         for c in config.flink.clusters.iter().filter(|c| c.rest_url_template.is_none()) {
-            let rest = FlinkRest::new(c, &config.flink).map_err(|e| PipelineError::Setup(e.to_string()))?;
+            let rest = FlinkRest::sharing(c, &config.flink, &c.rest_url, &rest_loads)
+                .map_err(|e| PipelineError::Setup(e.to_string()))?;
             clusters.push((c.name.clone(), rest));
         }
-        Ok(Live { redactor: config.redactor(), config, prometheus, clusters })
+        Ok(Live { redactor: config.redactor(), config, prometheus, clusters, rest_loads })
     }
 
     pub fn config(&self) -> &Config {
@@ -116,6 +122,12 @@ impl Live {
     /// The Prometheus client, when configured.
     pub fn prometheus(&self) -> Option<&Prometheus> {
         self.prometheus.as_ref()
+    }
+
+    /// Each Flink cluster asked so far: its REST requests in flight and waiting now, the
+    /// most in flight at one of its JobManagers at once, and `flink.max_concurrency`.
+    pub fn flink_load(&self) -> Vec<(String, crate::collect::prometheus::LoadNow)> {
+        self.rest_loads.now()
     }
 
     /// The Flink REST client for a request with these labels (`cluster` names one), when
@@ -149,7 +161,7 @@ impl Live {
             )
             .map_err(refused)
             .and_then(|url| {
-                FlinkRest::at(cluster, &self.config.flink, &url)
+                FlinkRest::sharing(cluster, &self.config.flink, &url, &self.rest_loads)
                     .map(|r| Rest::Built(Box::new(r)))
                     .map_err(|e| e.to_string())
             }),

@@ -645,6 +645,8 @@ async fn metrics(State(state): State<Arc<AppState>>) -> Response {
     if let Some(p) = state.service.live.prometheus() {
         state.service.metrics.set_prometheus_load(p.load());
     }
+    let live = &state.service.live;
+    state.service.metrics.set_flink_load(live.config().flink.max_concurrency, &live.flink_load());
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], state.service.metrics.encode())
         .into_response()
 }

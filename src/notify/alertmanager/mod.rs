@@ -18,6 +18,10 @@
 //! `Ok` keeps `{"alert": <the alert posted>}` as the group's state (none after a
 //! resolution). Answers: 2xx (200) is delivered; 408, 429 and 5xx are retryable (with
 //! `Retry-After`); 400 and any other status are final. Optional bearer or basic auth.
+//!
+//! Rate limit: Alertmanager documents none for `POST /api/v2/alerts` (Prometheus posts
+//! every alert there on each evaluation,
+//! <https://prometheus.io/docs/alerting/latest/clients/>), so re-posts are not paced.
 
 mod config;
 

@@ -44,6 +44,16 @@
 //! 404 (10015 `Unknown Webhook`, 50027 `Invalid Webhook Token`) and other 4xx are final
 //! with a hint. Errors name Discord's numeric code, never its message text or the URL.
 //!
+//! # Rate limits
+//!
+//! Discord documents no fixed numbers for webhooks ("rate limits should not be hard
+//! coded"): each answer says what is left of its bucket, and the documented way is to
+//! parse those headers to prevent hitting the limit
+//! (<https://discord.com/developers/docs/topics/rate-limits>). So requests of one webhook
+//! go one at a time, and after an answer with `X-RateLimit-Remaining: 0` the next waits
+//! `X-RateLimit-Reset-After` ([`crate::notify::pace::Bucket`]). (The global limit, 50
+//! requests a second, is far above one webhook's.)
+//!
 //! The webhook URL (it holds the token) is never in `Debug`, errors or logs.
 
 mod config;
@@ -90,6 +100,8 @@ pub struct Discord {
     thread_id: Option<String>,
     client: reqwest::Client,
     redactor: Redactor,
+    /// The webhook's rate-limit bucket, as Discord's answers report it.
+    bucket: crate::notify::pace::Bucket,
 }
 
 impl fmt::Debug for Discord {
@@ -160,6 +172,7 @@ impl Discord {
             thread_id: cfg.thread_id.clone(),
             client: http_client(&what)?,
             redactor,
+            bucket: Default::default(),
         })
     }
 
@@ -304,6 +317,7 @@ impl Discord {
     /// One request; `Ok` is the answer's JSON (`null` when it has none).
     async fn call(&self, method: reqwest::Method, url: reqwest::Url, body: &Value) -> Result<Value, Failure> {
         let what = self.what();
+        let turn = self.bucket.enter().await;
         let response = self
             .client
             .request(method, url)
@@ -313,6 +327,7 @@ impl Discord {
             .await
             .map_err(|e| Failure::Other(transport_error(&what, &e)))?;
         let (status, headers, answer) = read_answer(response).await;
+        turn.answered(&headers);
         let json: Value = serde_json::from_str(&answer).unwrap_or(Value::Null);
         if (200..300).contains(&status) {
             return Ok(json);
@@ -366,8 +381,10 @@ impl Discord {
         };
         let what = self.what();
         let url = self.url(&format!("/messages/{}", p.id), false);
+        let turn = self.bucket.enter().await;
         let response = self.client.get(url).send().await.map_err(|e| transport_error(&what, &e))?;
         let (status, headers, answer) = read_answer(response).await;
+        turn.answered(&headers);
         if status == 404 {
             return Ok(None);
         }

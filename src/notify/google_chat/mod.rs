@@ -60,7 +60,8 @@ use tokio::time::Instant;
 
 use crate::model::notice::Notice;
 use crate::model::secret::Redactor;
-use crate::notify::teams::{error_code, pace, resolve_url, url_redactor};
+use crate::notify::pace::pace;
+use crate::notify::teams::{error_code, resolve_url, url_redactor};
 use crate::notify::webhook::{http_client, read_answer};
 use crate::notify::{Destination, NotifyError, Sent, status_error, transport_error};
 use crate::render::google_chat::message;

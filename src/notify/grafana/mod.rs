@@ -23,6 +23,10 @@
 //! permissions), 404 (the dashboard or annotation) are final with a hint naming the key;
 //! 408, 429 and 5xx are retryable with `Retry-After`.
 //!
+//! Rate limit: none documented for the annotations API
+//! (<https://grafana.com/docs/grafana/latest/developer-resources/api-reference/http-api/annotations/>),
+//! so requests are not paced; a 429 (a proxy's) waits its `Retry-After`.
+//!
 //! The token is a secret: never in `Debug`, errors or logs.
 
 mod config;

@@ -25,6 +25,10 @@
 //! `already_sent` finds the alert the same way and reads it (`GET …/alerts/{id}`, and its
 //! notes for a changed verdict) for culprit's `culprit notice <key>` line.
 //!
+//! Rate limits: as Opsgenie's (not paced; see [`crate::notify::opsgenie`]): the Operations
+//! API documents no number of its own for alerts
+//! (<https://developer.atlassian.com/cloud/jira/service-desk-ops/rest/v2/api-group-alerts/>).
+//!
 //! The API token is a secret: it is never in `Debug`, errors or logs.
 
 mod config;

@@ -25,6 +25,14 @@
 //! and 5xx are retryable, with `Retry-After` (or, without it, `X-Ratelimit-Reset`, the
 //! seconds until the limit resets). Transport failures are retryable, maybe delivered.
 //!
+//! # Rate limit
+//!
+//! A server with rate limiting on (off by default) takes [`RATE_LIMIT_PER_SECOND`]
+//! requests a second by default, per client address, with a burst of 100 beyond them
+//! (<https://docs.mattermost.com/administration-guide/configure/rate-limiting-configuration-settings.html>):
+//! posts to one server, whichever webhook of this process they go to, are
+//! [`MIN_POST_INTERVAL`] apart, within the default whether it is on or not.
+//!
 //! The webhook URL (its key is the credential) is never in `Debug`, errors or logs.
 
 mod config;
@@ -45,6 +53,15 @@ use crate::notify::webhook::{http_client, read_answer};
 use crate::notify::{Destination, NotifyError, Sent, status_error, transport_error};
 use crate::render::mattermost::message;
 
+/// Requests a second Mattermost's rate limiting takes by default ("Maximum queries per
+/// second", `RateLimitSettings.PerSec`: 10).
+/// <https://docs.mattermost.com/administration-guide/configure/rate-limiting-configuration-settings.html>
+pub const RATE_LIMIT_PER_SECOND: u32 = 10;
+
+/// Least time between two posts to one server: 1 s / [`RATE_LIMIT_PER_SECOND`] = 100 ms
+/// (the burst of 100 is left for the server's other clients behind the same address).
+pub const MIN_POST_INTERVAL: Duration = Duration::from_millis(1_000 / RATE_LIMIT_PER_SECOND as u64);
+
 /// The Mattermost notifier. `Debug` shows no secret.
 pub struct Mattermost {
     name: String,
@@ -54,6 +71,8 @@ pub struct Mattermost {
     icon_url: Option<String>,
     client: reqwest::Client,
     redactor: Redactor,
+    /// The server's pace ([`MIN_POST_INTERVAL`]), shared by every webhook on it.
+    pacer: std::sync::Arc<crate::notify::pace::Pacer>,
 }
 
 impl fmt::Debug for Mattermost {
@@ -75,11 +94,18 @@ impl Mattermost {
         }
         let what = format!("mattermost:{}", cfg.name);
         let url = cfg.webhook_url.resolve().map_err(|e| format!("{what}: webhook_url: {e}"))?;
-        crate::notify::webhook::parse_url(&what, url.expose_secret().trim())?;
+        let parsed = crate::notify::webhook::parse_url(&what, url.expose_secret().trim())?;
+        // The limit is the server's (per client address): scoped by its origin, which
+        // holds no part of the webhook's key.
+        let pacer = crate::notify::pace::shared(
+            &format!("mattermost:{}", parsed.origin().ascii_serialization()),
+            MIN_POST_INTERVAL,
+        );
         let url = SecretString::from(url.expose_secret().trim().to_string());
         let mut redactor = Redactor::new();
         redactor.add_url(url.expose_secret());
         Ok(Mattermost {
+            pacer,
             name: cfg.name.clone(),
             url,
             channel: cfg.channel.clone(),
@@ -119,6 +145,7 @@ impl Mattermost {
 
     async fn post(&self, body: &Value) -> Result<(), NotifyError> {
         let what = self.what();
+        self.pacer.turn().await;
         let response = self
             .client
             .post(self.url.expose_secret())

@@ -45,6 +45,15 @@
 //! and, for a changed verdict, its notes: every description and note culprit writes ends
 //! with `culprit notice <idempotency key>` ([`crate::render::opsgenie::marker`]).
 //!
+//! # Rate limit (not paced)
+//!
+//! Opsgenie limits the Alert domain per account with a token bucket checked per minute
+//! and per second over rolling windows, at numbers that depend on the plan (and, on some
+//! plans, on the number of users) (<https://docs.opsgenie.com/docs/api-rate-limiting>): no
+//! one number holds for every account, so culprit does not pace its requests; a 429 waits
+//! `Retry-After` or `X-RateLimit-Period-In-Sec` ([`RATE_LIMIT_PERIOD_HEADER`]). An
+//! episode's requests are few (create, then a note or close per notice).
+//!
 //! The API key is a secret: it is never in `Debug`, errors or logs.
 //!
 //! The requests, the addressing and the answers are shared with Jira Service Management

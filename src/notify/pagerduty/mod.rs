@@ -16,6 +16,15 @@
 //! `errors` in the error; 429 and 5xx are retryable (with `Retry-After`); anything else is
 //! final.
 //!
+//! # Rate limit
+//!
+//! The Events API takes about [`EVENTS_PER_MINUTE`] events per integration (routing) key,
+//! counted over the 60 s before each, and answers 429 beyond them (PagerDuty's developer
+//! docs, "Events API Rate Limits":
+//! <https://github.com/PagerDuty/developer-docs/blob/main/docs/events-API-v2/05-Rate-Limits.md>).
+//! Events of one routing key are sent [`MIN_EVENT_INTERVAL`] apart, whichever destination
+//! of this process sends them ([`crate::notify::pace::shared`]).
+//!
 //! The routing key is a secret: it is never in `Debug`, errors or logs.
 
 mod config;
@@ -23,6 +32,8 @@ mod config;
 pub use config::PagerDutyConfig;
 
 use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
 
 use futures::future::BoxFuture;
 use secrecy::{ExposeSecret, SecretString};
@@ -30,9 +41,19 @@ use serde_json::Value;
 
 use crate::model::notice::{Notice, NoticeKind};
 use crate::model::secret::Redactor;
+use crate::notify::pace::{Pacer, scope_of_secret, shared};
 use crate::notify::webhook::{http_client, parse_url, read_answer};
 use crate::notify::{Destination, NotifyError, Sent, status_error, transport_error};
 use crate::render::pagerduty::{dedup_key, event};
+
+/// Events PagerDuty takes per routing key in any 60 s ("approximately 120 calls/minute per
+/// integration key").
+/// <https://github.com/PagerDuty/developer-docs/blob/main/docs/events-API-v2/05-Rate-Limits.md>
+pub const EVENTS_PER_MINUTE: u32 = 120;
+
+/// Least time between two events of one routing key: 60 s / [`EVENTS_PER_MINUTE`] = 500 ms,
+/// so no 60 s holds more than 120 of them.
+pub const MIN_EVENT_INTERVAL: Duration = Duration::from_millis(60_000 / EVENTS_PER_MINUTE as u64);
 
 /// The severities PagerDuty accepts in `payload.severity`.
 pub const SEVERITIES: [&str; 4] = ["critical", "error", "warning", "info"];
@@ -45,6 +66,8 @@ pub struct PagerDuty {
     routing_key: SecretString,
     severity: String,
     client: reqwest::Client,
+    /// The routing key's pace ([`MIN_EVENT_INTERVAL`]), shared by every destination with it.
+    pacer: Arc<Pacer>,
 }
 
 impl fmt::Debug for PagerDuty {
@@ -71,7 +94,9 @@ impl PagerDuty {
         if !SEVERITIES.contains(&cfg.severity.as_str()) {
             return Err(format!("pagerduty: severity `{}` is not one of {}", cfg.severity, SEVERITIES.join(", ")));
         }
+        let pacer = shared(&scope_of_secret("pagerduty", routing_key.expose_secret().trim()), MIN_EVENT_INTERVAL);
         Ok(PagerDuty {
+            pacer,
             name: cfg.destination_name(),
             url: parse_url("pagerduty", &cfg.url)?,
             routing_key,
@@ -106,6 +131,7 @@ impl PagerDuty {
         }
         let key = self.routing_key.expose_secret();
         let body = event(notice, key, &self.severity);
+        self.pacer.turn().await;
         let response = self
             .client
             .post(self.url.clone())

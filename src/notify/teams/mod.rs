@@ -71,6 +71,7 @@ use tokio::time::Instant;
 
 use crate::model::notice::Notice;
 use crate::model::secret::Redactor;
+use crate::notify::pace::pace;
 use crate::notify::webhook::{http_client, read_answer};
 use crate::notify::{Destination, NotifyError, Sent, status_error, transport_error};
 use crate::render::teams::message;
@@ -150,16 +151,6 @@ pub(crate) fn error_code(answer: &str, pointer: &str) -> Option<String> {
     let code = v.pointer(pointer)?.as_str()?;
     ((1..=64).contains(&code.len()) && code.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_'))
         .then(|| code.to_string())
-}
-
-/// Waits until `interval` has passed since the last post recorded in `last`, then records
-/// now.
-pub(crate) async fn pace(last: &Mutex<Option<Instant>>, interval: Duration) {
-    let mut last = last.lock().await;
-    if let Some(at) = *last {
-        tokio::time::sleep_until(at + interval).await;
-    }
-    *last = Some(Instant::now());
 }
 
 impl Teams {

@@ -23,6 +23,9 @@
 //! Answers: 2xx is delivered; 408, 429 and 5xx are retryable (with `Retry-After`); any
 //! other status is final. Redirects are not followed (a 3xx is final).
 //!
+//! Rate limit: a generic receiver documents none culprit could know, so posts are not
+//! paced; a receiver that limits answers 429 with `Retry-After`, which is waited.
+//!
 //! This module also holds the HTTP plumbing the PagerDuty and Alertmanager notifiers share:
 //! the client, resolved credentials and reading a bounded excerpt of an answer.
 

@@ -34,7 +34,8 @@ pub trait Backend: Send + Sync {
     fn name(&self) -> &'static str;
     /// `due_ms`: when a new diagnosis is due (now plus the coalescing window).
     fn enqueue(&self, intakes: Vec<Intake>, now_ms: i64, due_ms: i64, max_queue: usize) -> Fut<'_, Enqueued>;
-    fn claim_work(&self, now_ms: i64) -> Fut<'_, Option<WorkItem>>;
+    /// `deep_over`: more due diagnoses than this make a deep queue (`i64::MAX`: never).
+    fn claim_work(&self, now_ms: i64, deep_over: i64) -> Fut<'_, Option<WorkItem>>;
     fn next_work_ms(&self) -> Fut<'_, Option<i64>>;
     fn retry_work<'a>(&'a self, item: &'a WorkItem, due_ms: i64, first_failure_ms: i64) -> Fut<'a, ()>;
     /// `recent_since_ms`: the incident rows of verdicts stored since then are read for the

@@ -1,12 +1,67 @@
-//! What the queue holds back for fairness, decided once for both backends: the caps on
-//! diagnoses of unknown jobs, per sender (`store.max_unknown_per_sender`) and in all
-//! ([`unknown_share`]). The backends count what waits in their tables; the decision is
-//! here.
+//! What the queue holds back for fairness and which diagnosis goes first, decided once
+//! for both backends: the caps on diagnoses of unknown jobs, per sender
+//! (`store.max_unknown_per_sender`) and in all ([`unknown_share`]); the claim class of a
+//! diagnosis ([`claim_class`]); and, under a deep queue, whether a claim takes the newest
+//! first diagnosis ([`newest_first`]). The backends count what waits in their tables and
+//! keep `work.claim_class` up to date with [`claim_class`] at every write of a row's groups
+//! or attempts; the decisions are here.
+//!
+//! # Claim order (both backends)
+//!
+//! Of the due diagnoses of jobs with none running (one running diagnosis per job):
+//!
+//! 1. known jobs (and unknown ones waiting longer than `store.unknown_max_wait`) before
+//!    unknown ones: a flood of bogus job names never delays a real alert;
+//! 2. by claim class: first diagnoses of firing groups ([`FIRST_DIAGNOSIS`]), then weak
+//!    verdicts' follow-ups and retries ([`FOLLOW_UP`]), then work for resolved groups only
+//!    ([`RESOLVED_ONLY`]);
+//! 3. the sender whose turn came least recently (round robin);
+//! 4. the earliest due, except every other claim under a deep queue (more due diagnoses
+//!    than `service.concurrency`), which takes the newest due first diagnosis: a job whose
+//!    webhook comes after a storm of hundreds is claimed within the next two claims, not
+//!    after the storm. The limit: a job that arrives in the middle of a burst can be
+//!    shadowed by newer ones (the newest-first claims take them first) and waits for the
+//!    oldest-first claims to reach it. On PostgreSQL the alternation is over all replicas
+//!    (a sequence); on SQLite over the one process.
 
 use std::collections::BTreeMap;
 
-use super::Enqueued;
+use super::{Enqueued, GroupInfo};
 use crate::config::StoreConfig;
+
+/// Claim class of a first diagnosis of a firing group (a webhook asked): claimed first.
+pub const FIRST_DIAGNOSIS: i64 = 0;
+/// Claim class of a weak verdict's follow-up (every group a rediagnosis) or of a retry (an
+/// attempt failed): after first diagnoses, which have no verdict at all yet.
+pub const FOLLOW_UP: i64 = 1;
+/// Claim class of work whose groups all resolved: last (nothing fires; its answer is a
+/// resolution).
+pub const RESOLVED_ONLY: i64 = 2;
+
+/// The claim class of a diagnosis with these groups after `attempts` failed attempts
+/// (`work.claim_class`): [`RESOLVED_ONLY`] when no group fires, else [`FOLLOW_UP`] when it
+/// was tried before or every group is a follow-up's, else [`FIRST_DIAGNOSIS`].
+pub fn claim_class(groups: &BTreeMap<String, GroupInfo>, attempts: i64) -> i64 {
+    if !groups.values().any(|g| g.firing) {
+        RESOLVED_ONLY
+    } else if attempts > 0 || groups.values().all(|g| g.rediagnosis) {
+        FOLLOW_UP
+    } else {
+        FIRST_DIAGNOSIS
+    }
+}
+
+/// Whether `due` due diagnoses make a deep queue: more than `concurrency` (they cannot all
+/// start now).
+pub fn is_deep(due: i64, concurrency: i64) -> bool {
+    due > concurrency
+}
+
+/// Whether the claim of turn `turn` (counted over claims under a deep queue) takes the
+/// newest due first diagnosis rather than the oldest: every other one.
+pub fn newest_first(turn: i64) -> bool {
+    turn.rem_euclid(2) == 1
+}
 
 /// Most diagnoses of unknown jobs waiting, all senders together: half the queue, so that
 /// however many senders a flood of bogus job names comes from, known jobs always find
@@ -100,6 +155,33 @@ impl UnknownWaiting {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn group(firing: bool, rediagnosis: bool) -> GroupInfo {
+        GroupInfo { firing, firing_set: "s".into(), labels: BTreeMap::new(), rediagnosis, links: Default::default() }
+    }
+
+    #[test]
+    fn a_firing_webhook_is_a_first_diagnosis_a_retry_or_follow_up_comes_after_and_resolved_only_last() {
+        let of = |groups: &[(&str, GroupInfo)]| -> BTreeMap<String, GroupInfo> {
+            groups.iter().map(|(k, g)| (k.to_string(), g.clone())).collect()
+        };
+        let fresh = of(&[("g1", group(true, false))]);
+        assert_eq!(claim_class(&fresh, 0), FIRST_DIAGNOSIS);
+        assert_eq!(claim_class(&fresh, 1), FOLLOW_UP, "a retry");
+        assert_eq!(claim_class(&of(&[("g1", group(true, true))]), 0), FOLLOW_UP, "a weak verdict's follow-up");
+        // A webhook for another group joins a follow-up: someone asks now.
+        assert_eq!(claim_class(&of(&[("g1", group(true, true)), ("g2", group(true, false))]), 0), FIRST_DIAGNOSIS);
+        assert_eq!(claim_class(&of(&[("g1", group(false, false))]), 0), RESOLVED_ONLY);
+        assert_eq!(claim_class(&of(&[("g1", group(false, false)), ("g2", group(true, false))]), 0), FIRST_DIAGNOSIS);
+        assert_eq!(claim_class(&BTreeMap::new(), 0), RESOLVED_ONLY, "no group: nothing fires");
+    }
+
+    #[test]
+    fn under_a_deep_queue_every_other_claim_takes_the_newest() {
+        // service.concurrency 4: 5 due cannot all start.
+        assert!(!is_deep(4, 4) && is_deep(5, 4));
+        assert_eq!((0..4).map(newest_first).collect::<Vec<_>>(), [false, true, false, true]);
+    }
 
     fn waiting(total: i64, per_sender: &[(&str, i64)]) -> UnknownWaiting {
         let mut u = UnknownWaiting::new(Fairness { max_unknown_per_sender: 3, unknown_max_wait_ms: 0 });

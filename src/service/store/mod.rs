@@ -53,7 +53,10 @@ use crate::service::metrics::Metrics;
 
 use backend::Backend;
 pub use backend::report_dead;
-pub use fairness::{Fairness, UnknownWaiting, unknown_share};
+pub use fairness::{
+    FIRST_DIAGNOSIS, FOLLOW_UP, Fairness, RESOLVED_ONLY, UnknownWaiting, claim_class, is_deep, newest_first,
+    unknown_share,
+};
 pub use fold::{FOLD_WAIT_MAX_MS, FOLDED_JOBS_NAMED, fold_could_not_diagnose};
 pub use postgres::{CLOCK_SKEW_WARN_MS, LocalClock, PgStore};
 pub use sqlite::SqliteStore;
@@ -134,6 +137,9 @@ pub struct Store {
     fold_window_ms: std::sync::atomic::AtomicI64,
     /// How far back completions read incident rows ([`Store::read_incidents_within`]), ms.
     incident_lookback_ms: std::sync::atomic::AtomicI64,
+    /// More due diagnoses than this make a deep queue ([`Store::deep_queue_beyond`]);
+    /// `i64::MAX` (never) until set.
+    deep_over: std::sync::atomic::AtomicI64,
 }
 
 /// Operations that write: their failure makes the store not ready until a write works.
@@ -174,6 +180,7 @@ impl Store {
                 closed: Default::default(),
                 fold_window_ms: 0.into(),
                 incident_lookback_ms: 0.into(),
+                deep_over: i64::MAX.into(),
             });
         }
         let (backend, recovered) = SqliteStore::open(cfg, metrics.clone())?;
@@ -200,6 +207,7 @@ impl Store {
             closed: Default::default(),
             fold_window_ms: 0.into(),
             incident_lookback_ms: 0.into(),
+            deep_over: i64::MAX.into(),
         };
         if let Err(e) = backend.quick_check() {
             store.observe("quick_check", &e);
@@ -212,6 +220,14 @@ impl Store {
     /// waiting for the destination, of any alert group ([`fold_could_not_diagnose`]).
     pub fn fold_could_not_diagnose_every(&self, window_ms: i64) {
         self.fold_window_ms.store(window_ms.max(0), std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// More due diagnoses than `concurrency` (`service.concurrency`, the diagnoses that can
+    /// start at once) make a deep queue: then every other claim takes the newest due first
+    /// diagnosis ([`fairness`]'s claim order).
+    pub fn deep_queue_beyond(&self, concurrency: usize) {
+        let n = i64::try_from(concurrency).unwrap_or(i64::MAX);
+        self.deep_over.store(n, std::sync::atomic::Ordering::Relaxed);
     }
 
     fn fold_window(&self) -> i64 {
@@ -274,10 +290,14 @@ impl Store {
         self.call("enqueue", self.backend.enqueue(intakes, now_ms, due_ms, max_queue)).await
     }
 
-    /// Claims the earliest due diagnosis of a job that has none running (it becomes
-    /// `running`). Rows that cannot be decoded go to the dead-letter table on the way.
+    /// Claims the next due diagnosis of a job that has none running (it becomes
+    /// `running`), in the claim order [`fairness`] gives: known jobs first, first
+    /// diagnoses before follow-ups and retries and those before resolved-only work, senders
+    /// in turn, the earliest due (every other claim the newest under a deep queue). Rows
+    /// that cannot be decoded go to the dead-letter table on the way.
     pub async fn claim_work(&self, now_ms: i64) -> Result<Option<WorkItem>, StoreError> {
-        self.call("claim_work", self.backend.claim_work(now_ms)).await
+        let deep_over = self.deep_over.load(std::sync::atomic::Ordering::Relaxed);
+        self.call("claim_work", self.backend.claim_work(now_ms, deep_over)).await
     }
 
     /// The earliest time a claimable diagnosis is due, Unix ms.

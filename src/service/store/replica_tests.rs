@@ -32,8 +32,9 @@ async fn replicas_starting_at_once_migrate_the_database_once() {
     let stores: Vec<Store> = (0..4).map(|_| f.open()).collect();
     let depths = futures::future::join_all(stores.iter().map(|s| s.depths())).await;
     assert!(depths.iter().all(|d| d.as_ref().is_ok_and(|d| *d == Depths::default())), "{depths:?}");
-    // Each migration once: 1 (the schema), 2 (fairness), 3 (fencing tokens), 4 (incident rows).
-    assert_eq!(f.column("SELECT version FROM culprit_schema ORDER BY version"), ["1", "2", "3", "4"]);
+    // Each migration once: 1 (the schema), 2 (fairness), 3 (fencing tokens), 4 (priorities),
+    // 5 (incident rows).
+    assert_eq!(f.column("SELECT version FROM culprit_schema ORDER BY version"), ["1", "2", "3", "4", "5"]);
 }
 
 #[tokio::test]

@@ -705,6 +705,10 @@ mod rediagnosis;
 #[path = "fairness_tests.rs"]
 mod fairness;
 
+/// Priorities under load: claim classes, newest first under a deep queue, delivery rank.
+#[path = "priority_tests.rs"]
+mod priority;
+
 /// One job through several alert groups, on both backends.
 #[path = "episode_tests.rs"]
 mod episode;

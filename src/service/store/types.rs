@@ -157,6 +157,38 @@ pub fn priority(kind: NoticeKind) -> i64 {
     }
 }
 
+/// Delivery rank of a firing verdict and of a group joining a verdict: first among notices
+/// of one priority.
+pub const RANK_FIRING: i64 = 0;
+/// Delivery rank of a verdict that goes into an incident's thread (a job counted in an
+/// incident where its summary is shown): after unrelated jobs' verdicts, so that a storm's
+/// replies never hold them up, before resolutions.
+pub const RANK_IN_INCIDENT: i64 = 1;
+/// Delivery rank of resolutions (a group's or the episode's) and of a verdict whose group
+/// no longer fires: after everything that fires.
+pub const RANK_RESOLVED: i64 = 2;
+
+/// The delivery rank of a notice (`outbox.rank`): ordered by after [`priority`] and before
+/// the row id, so that among notices of one priority those about firing groups go first.
+/// [`RANK_FIRING`] (0): firing verdicts, [`NoticeKind::Joined`], and "could not diagnose"
+/// (whose [`priority`] already puts it after); [`RANK_RESOLVED`] (2): [`NoticeKind::Resolved`],
+/// [`NoticeKind::GroupResolved`] and a verdict of a group that resolved meanwhile;
+/// [`RANK_IN_INCIDENT`] (1): a firing verdict that goes into an incident's thread (the
+/// summary itself is [`RANK_FIRING`]: the replies wait for it). Only the order between threads: a
+/// thread's (an episode's) own notices still go one after the other in id order (the
+/// claim skips a notice while an earlier one of its thread waits or is being sent).
+pub fn rank(notice: &Notice) -> i64 {
+    let in_incident = notice.incident.as_ref().is_some_and(|t| t.summary_here);
+    match notice.kind {
+        NoticeKind::Verdict if notice.firing && in_incident => RANK_IN_INCIDENT,
+        NoticeKind::Verdict if notice.firing => RANK_FIRING,
+        // A summary goes before the verdicts in its thread (rank 0): it is what they reply to.
+        NoticeKind::Incident => RANK_FIRING,
+        NoticeKind::Joined | NoticeKind::CouldNotDiagnose => RANK_FIRING,
+        NoticeKind::Verdict | NoticeKind::Resolved | NoticeKind::GroupResolved => RANK_RESOLVED,
+    }
+}
+
 /// The last verdict key each (destination, row) of a work item holds — its groups, its
 /// job's episode row ([`WorkItem::episode_row`]) — and the recent verdicts' incident rows
 /// ([`RecentMember`], since the store's incident lookback), as the completing transaction
@@ -256,4 +288,63 @@ pub struct Recovered {
     pub work: usize,
     /// Deliveries that were being sent: unsure.
     pub deliveries: usize,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::verdict::JobRef;
+
+    #[test]
+    fn firing_notices_rank_before_incident_replies_and_those_before_resolutions() {
+        let of = |kind, firing| Notice {
+            links: Default::default(),
+            kind,
+            group_key: "g".into(),
+            labels: BTreeMap::new(),
+            job: JobRef { name: "j".into(), id: "i".into() },
+            verdict: None,
+            verdict_id: None,
+            verdict_url: None,
+            reason: None,
+            firing,
+            changed: false,
+            idempotency_key: "k".into(),
+            at_ms: 0,
+            episode: Default::default(),
+            maybe_repeat: false,
+            incident: None,
+            incident_view: None,
+            incident_parent: None,
+        };
+        let in_incident = |summary_here| {
+            let mut n = of(NoticeKind::Verdict, true);
+            n.incident = Some(crate::model::notice::NoticeIncident {
+                id: "1-a".into(),
+                thread: "incident:1-a".into(),
+                cause: crate::model::incident::Cause {
+                    kind: crate::model::incident::CauseKind::Finding,
+                    name: "sink".into(),
+                    target: None,
+                    writes: false,
+                    finding: crate::model::verdict::Finding::Sink,
+                },
+                jobs: 5,
+                summary_here,
+            });
+            rank(&n)
+        };
+        // A reply in an incident's thread after unrelated verdicts; where no summary is
+        // shown (PagerDuty) the job's verdict is a firing verdict like any other.
+        assert_eq!((in_incident(true), in_incident(false), rank(&of(NoticeKind::Incident, true))), (1, 0, 0));
+        let ranks = [
+            rank(&of(NoticeKind::Verdict, true)),
+            rank(&of(NoticeKind::Joined, true)),
+            rank(&of(NoticeKind::CouldNotDiagnose, true)),
+            rank(&of(NoticeKind::Verdict, false)),
+            rank(&of(NoticeKind::Resolved, false)),
+            rank(&of(NoticeKind::GroupResolved, true)),
+        ];
+        assert_eq!(ranks, [0, 0, 0, 2, 2, 2]);
+    }
 }

@@ -20,8 +20,8 @@ impl Backend for PgStore {
         Box::pin(PgStore::enqueue(self, intakes, now_ms, due_ms, max_queue))
     }
 
-    fn claim_work(&self, now_ms: i64) -> Fut<'_, Option<WorkItem>> {
-        Box::pin(PgStore::claim_work(self, now_ms))
+    fn claim_work(&self, now_ms: i64, deep_over: i64) -> Fut<'_, Option<WorkItem>> {
+        Box::pin(PgStore::claim_work(self, now_ms, deep_over))
     }
 
     fn next_work_ms(&self) -> Fut<'_, Option<i64>> {

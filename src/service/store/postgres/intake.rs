@@ -236,10 +236,11 @@ pub(super) async fn apply_intake(
         links: i.links.clone(),
     };
     let labels = serde_json::to_string(&i.labels)?;
-    let sql = "SELECT id, groups FROM work WHERE state = 'pending' AND job_key = $1 FOR UPDATE";
+    let sql = "SELECT id, groups, attempts FROM work WHERE state = 'pending' AND job_key = $1 FOR UPDATE";
     if let Some(row) = tx.query_opt(&tx.prepare_cached(sql).await?, &[&i.job_key]).await? {
         let id: i64 = row.get(0);
         let groups: String = row.get(1);
+        let attempts: i64 = row.get(2);
         match serde_json::from_str::<BTreeMap<String, GroupInfo>>(&groups) {
             Ok(mut groups) => {
                 // A weak verdict's follow-up waits longer than the coalescing window: a
@@ -247,27 +248,46 @@ pub(super) async fn apply_intake(
                 let follow_up = groups.values().all(|g| g.rediagnosis);
                 groups.insert(i.group_key.clone(), info);
                 let due = if follow_up { due_ms } else { i64::MAX };
-                let sql = "UPDATE work SET groups = $2, labels = $3, due_ms = LEAST(due_ms, $4), known = known OR $5
-                     WHERE id = $1";
+                let class = claim_class(&groups, attempts);
+                let sql = "UPDATE work SET groups = $2, labels = $3, due_ms = LEAST(due_ms, $4), known = known OR $5,
+                     claim_class = $6 WHERE id = $1";
                 let groups = serde_json::to_string(&groups)?;
-                tx.execute(&tx.prepare_cached(sql).await?, &[&id, &groups, &labels, &due, &known]).await?;
+                tx.execute(&tx.prepare_cached(sql).await?, &[&id, &groups, &labels, &due, &known, &class]).await?;
                 return Ok(0);
             }
             Err(why) => dead.push(dead_letter_work(tx, id, &format!("groups: {why}"), now_ms).await?),
         }
     }
-    let groups: BTreeMap<&str, &GroupInfo> = [(i.group_key.as_str(), &info)].into_iter().collect();
-    let sql = "INSERT INTO work (job_key, job, labels, groups, due_ms, created_ms, state, sender, known)
-         VALUES ($1, $2, $3, $4, $5, $6, 'pending', $7, $8)
+    let groups: BTreeMap<String, GroupInfo> = [(i.group_key.clone(), info)].into_iter().collect();
+    let class = claim_class(&groups, 0);
+    let sql = "INSERT INTO work (job_key, job, labels, groups, due_ms, created_ms, state, sender, known, claim_class)
+         VALUES ($1, $2, $3, $4, $5, $6, 'pending', $7, $8, $9)
          ON CONFLICT (job_key) WHERE state = 'pending'
          DO UPDATE SET groups = (work.groups::jsonb || excluded.groups::jsonb)::text, labels = excluded.labels,
            known = work.known OR excluded.known
-         RETURNING (xmax = 0)";
-    let row = tx
-        .query_one(
-            &tx.prepare_cached(sql).await?,
-            &[&i.job_key, &i.job, &labels, &serde_json::to_string(&groups)?, &due_ms, &now_ms, &i.sender, &known],
-        )
-        .await?;
-    Ok(usize::from(row.get::<_, bool>(0)))
+         RETURNING (xmax = 0), id";
+    let groups = serde_json::to_string(&groups)?;
+    let params: [&(dyn tokio_postgres::types::ToSql + Sync); 9] =
+        [&i.job_key, &i.job, &labels, &groups, &due_ms, &now_ms, &i.sender, &known, &class];
+    let row = tx.query_one(&tx.prepare_cached(sql).await?, &params).await?;
+    let created = row.get::<_, bool>(0);
+    if !created {
+        // Another replica made the job's pending row meanwhile: its class, from the merged
+        // groups, is decided here as everywhere (the row is locked by the upsert).
+        reclassify(tx, row.get(1)).await?;
+    }
+    Ok(usize::from(created))
+}
+
+/// Writes a pending row's claim class from its groups and attempts as stored; a row whose
+/// groups cannot be decoded keeps its class (it goes to the dead letters at its claim).
+async fn reclassify(tx: &Transaction<'_>, id: i64) -> Result<(), StoreError> {
+    let sql = "SELECT groups, attempts FROM work WHERE id = $1";
+    let row = tx.query_one(&tx.prepare_cached(sql).await?, &[&id]).await?;
+    if let Ok(groups) = serde_json::from_str::<BTreeMap<String, GroupInfo>>(row.get(0)) {
+        let class = claim_class(&groups, row.get(1));
+        let sql = "UPDATE work SET claim_class = $2 WHERE id = $1";
+        tx.execute(&tx.prepare_cached(sql).await?, &[&id, &class]).await?;
+    }
+    Ok(())
 }

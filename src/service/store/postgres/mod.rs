@@ -56,7 +56,8 @@ use tokio_postgres::error::SqlState;
 use super::backend::MAX_DEAD_PER_CLAIM;
 use super::{
     Completed, Completion, DeadLetter, Depths, Enqueued, FOLD_WAIT_MAX_MS, Fairness, GroupInfo, LastVerdicts,
-    OutboxRow, Prune, Pruned, RecentMember, StoreError, StoreErrorKind, StoredVerdict, WorkItem, priority, report_dead,
+    OutboxRow, Prune, Pruned, RecentMember, StoreError, StoreErrorKind, StoredVerdict, WorkItem, claim_class, is_deep,
+    newest_first, priority, rank, report_dead,
 };
 use crate::config::StoreConfig;
 use crate::model::notice::{Notice, NoticeKind};

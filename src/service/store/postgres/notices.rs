@@ -26,7 +26,7 @@ impl PgStore {
                    OR NOT EXISTS (SELECT 1 FROM work WHERE state IN ('pending', 'running')))
                  AND NOT EXISTS (SELECT 1 FROM outbox s WHERE s.destination = o.destination AND s.priority = 1
                    AND (s.state = 'sending' OR (s.state = 'sent' AND s.last_error IS NULL AND s.done_ms > $2 - $4)))))
-             ORDER BY o.priority, o.id LIMIT 1 FOR UPDATE SKIP LOCKED";
+             ORDER BY o.priority, o.rank, o.id LIMIT 1 FOR UPDATE SKIP LOCKED";
         let mut client = self.client().await?;
         let now_ms = self.db(now_ms);
         let tx = client.transaction().await?;

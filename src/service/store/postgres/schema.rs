@@ -97,15 +97,48 @@ CREATE SEQUENCE sender_turn;
 ALTER TABLE outbox ADD COLUMN lease_token BIGINT NOT NULL DEFAULT 0;
 ",
     ),
-    // Incidents: each verdict's incident row (what incidents see of it), read back by time.
+    // Priorities: a diagnosis' claim class, a notice's rank, and the turns of claims under
+    // a deep queue (shared by the replicas). Rows already there get theirs from Rust
+    // ([`backfill_priorities`]).
     (
         4,
+        "
+ALTER TABLE work ADD COLUMN claim_class BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE outbox ADD COLUMN rank BIGINT NOT NULL DEFAULT 0;
+DROP INDEX IF EXISTS outbox_queue;
+CREATE INDEX outbox_queue ON outbox(destination, priority, rank, id) WHERE state IN ('pending', 'sending');
+CREATE SEQUENCE claim_turn;
+",
+    ),
+    // Incidents: each verdict's incident row (what incidents see of it), read back by time.
+    (
+        5,
         "
 CREATE TABLE incident_members (verdict_id BIGINT PRIMARY KEY, created_ms BIGINT NOT NULL, member TEXT NOT NULL);
 CREATE INDEX incident_members_age ON incident_members(created_ms);
 ",
     ),
 ];
+
+/// The migration that added `work.claim_class` and `outbox.rank`.
+const PRIORITIES: i32 = 4;
+
+/// Gives the waiting rows their claim class and delivery rank, as every write does. A row
+/// that cannot be decoded keeps 0: it goes to the dead letters at its claim.
+async fn backfill_priorities(tx: &Transaction<'_>) -> Result<(), StoreError> {
+    for row in tx.query("SELECT id, groups, attempts FROM work", &[]).await? {
+        if let Ok(groups) = serde_json::from_str::<BTreeMap<String, GroupInfo>>(row.get(1)) {
+            let class = claim_class(&groups, row.get(2));
+            tx.execute("UPDATE work SET claim_class = $2 WHERE id = $1", &[&row.get::<_, i64>(0), &class]).await?;
+        }
+    }
+    for row in tx.query("SELECT id, notice FROM outbox WHERE state IN ('pending', 'sending')", &[]).await? {
+        if let Ok(notice) = serde_json::from_str::<Notice>(row.get(1)) {
+            tx.execute("UPDATE outbox SET rank = $2 WHERE id = $1", &[&row.get::<_, i64>(0), &rank(&notice)]).await?;
+        }
+    }
+    Ok(())
+}
 
 /// The advisory lock key of migrations (`pg_advisory_xact_lock(bigint)`): "culprit" in ASCII.
 pub(super) const MIGRATION_LOCK: i64 = 0x63_75_6c_70_72_69_74;
@@ -132,6 +165,9 @@ pub(super) async fn migrate(pool: &Pool) -> Result<(), StoreError> {
         tx.batch_execute(sql).await?;
         tx.execute("INSERT INTO culprit_schema (version, applied_ms) VALUES ($1, $2)", &[version, &now_ms]).await?;
         tracing::info!(version, "migrated the PostgreSQL store");
+    }
+    if current < PRIORITIES {
+        backfill_priorities(&tx).await?;
     }
     tx.commit().await?;
     Ok(())

@@ -1,18 +1,25 @@
-//! Diagnoses on PostgreSQL: claims under leases (`FOR UPDATE SKIP LOCKED`), reaping of
-//! expired ones, retries, completion with its notices, follow-ups of weak verdicts.
+//! Diagnoses on PostgreSQL: claims under leases (`FOR UPDATE SKIP LOCKED`, in
+//! [`crate::service::store::fairness`]'s order), reaping of expired ones, retries,
+//! completion with its notices, follow-ups of weak verdicts. Every write of a row's groups
+//! or attempts writes its `claim_class` ([`claim_class`]).
 
 use super::*;
 
 impl PgStore {
     /// See [`crate::service::store::Store::claim_work`]. Running work whose lease expired is put back first.
-    pub async fn claim_work(&self, now_ms: i64) -> Result<Option<WorkItem>, StoreError> {
-        // Known jobs (and unknown ones due before $2, starved) first, then the sender whose
-        // turn came least recently (round robin), then the earliest due.
+    pub async fn claim_work(&self, now_ms: i64, deep_over: i64) -> Result<Option<WorkItem>, StoreError> {
+        // Known jobs (and unknown ones due before $2, starved) first, then by claim class,
+        // then the sender whose turn came least recently (round robin), then the earliest
+        // due (the newest, for first diagnoses, when $3).
         const CANDIDATE: &str = "SELECT w.id, w.sender FROM work w LEFT JOIN sender_turns t ON t.sender = w.sender
              WHERE w.state = 'pending' AND w.due_ms <= $1
                AND NOT EXISTS (SELECT 1 FROM work r WHERE r.job_key = w.job_key AND r.state = 'running')
-             ORDER BY (w.known OR w.due_ms <= $2) DESC, COALESCE(t.turn, 0), w.due_ms, w.id
+             ORDER BY (w.known OR w.due_ms <= $2) DESC, w.claim_class, COALESCE(t.turn, 0),
+               CASE WHEN $3 AND w.claim_class = 0 THEN -w.due_ms ELSE w.due_ms END,
+               CASE WHEN $3 AND w.claim_class = 0 THEN -w.id ELSE w.id END
              LIMIT 1 FOR UPDATE OF w SKIP LOCKED";
+        const DUE: &str =
+            "SELECT COUNT(*) FROM (SELECT 1 FROM work WHERE state = 'pending' AND due_ms <= $1 LIMIT $2) d";
         const TAKE_TURN: &str = "INSERT INTO sender_turns (sender, turn) VALUES ($1, nextval('sender_turn'))
              ON CONFLICT (sender) DO UPDATE SET turn = excluded.turn";
         let mut client = self.client().await?;
@@ -22,9 +29,20 @@ impl PgStore {
         let tx = client.transaction().await?;
         let mut dead = Vec::new();
         reap_work(&tx, now_ms, &mut dead).await?;
+        // The alternation is over every replica's claims: one sequence.
+        let newest = deep_over < i64::MAX && {
+            let due: i64 =
+                tx.query_one(&tx.prepare_cached(DUE).await?, &[&now_ms, &deep_over.saturating_add(1)]).await?.get(0);
+            is_deep(due, deep_over) && {
+                // From 0, as on SQLite: the first claim under a deep queue takes the oldest.
+                let sql = "SELECT nextval('claim_turn') - 1";
+                let turn: i64 = tx.query_one(&tx.prepare_cached(sql).await?, &[]).await?.get(0);
+                newest_first(turn)
+            }
+        };
         let item = loop {
-            let Some(row) = tx.query_opt(&tx.prepare_cached(CANDIDATE).await?, &[&now_ms, &starved_before]).await?
-            else {
+            let params: [&(dyn tokio_postgres::types::ToSql + Sync); 3] = [&now_ms, &starved_before, &newest];
+            let Some(row) = tx.query_opt(&tx.prepare_cached(CANDIDATE).await?, &params).await? else {
                 break None;
             };
             let (id, sender): (i64, String) = (row.get(0), row.get(1));
@@ -150,8 +168,8 @@ impl PgStore {
         }
         let insert = tx
             .prepare_cached(
-                "INSERT INTO outbox (destination, group_key, idem_key, priority, notice, state, next_ms, first_ms)
-                 VALUES ($1, $2, $3, $4, $5, 'pending', $6, $6) ON CONFLICT (destination, idem_key) DO NOTHING",
+                "INSERT INTO outbox (destination, group_key, idem_key, priority, rank, notice, state, next_ms, first_ms)
+                 VALUES ($1, $2, $3, $4, $5, $6, 'pending', $7, $7) ON CONFLICT (destination, idem_key) DO NOTHING",
             )
             .await?;
         let remember = tx
@@ -163,9 +181,10 @@ impl PgStore {
         let mut added = 0;
         for n in plan.notices {
             let json = serde_json::to_string(&n.notice)?;
-            let prio = priority(n.notice.kind);
+            let (prio, rank) = (priority(n.notice.kind), rank(&n.notice));
             let (d, g) = (&n.destination, &n.notice.thread_key().to_string());
-            added += tx.execute(&insert, &[d, g, &n.notice.idempotency_key, &prio, &json, &now_ms]).await? as usize;
+            added +=
+                tx.execute(&insert, &[d, g, &n.notice.idempotency_key, &prio, &rank, &json, &now_ms]).await? as usize;
             if let Some(key) = &n.remember_verdict {
                 tx.execute(&remember, &[d, g, key, &now_ms]).await?;
             }
@@ -214,16 +233,18 @@ pub(super) async fn rediagnose(
         Some(Ok(newer)) => {
             let mut merged = groups;
             merged.extend(newer.groups);
-            let sql = "UPDATE work SET groups = $2 WHERE id = $1";
-            tx.execute(&tx.prepare_cached(sql).await?, &[&newer.id, &serde_json::to_string(&merged)?]).await?;
+            let class = claim_class(&merged, newer.attempts);
+            let sql = "UPDATE work SET groups = $2, claim_class = $3 WHERE id = $1";
+            tx.execute(&tx.prepare_cached(sql).await?, &[&newer.id, &serde_json::to_string(&merged)?, &class]).await?;
         }
         // The pending row goes to the dead letters at its claim; no follow-up beside it.
         Some(Err(_)) => {}
         None => {
             let sql = "UPDATE work SET state = 'pending', owner = NULL, groups = $2, due_ms = $3, created_ms = $4,
-                   attempts = 0, first_failure_ms = NULL WHERE id = $1";
+                   attempts = 0, first_failure_ms = NULL, claim_class = $5 WHERE id = $1";
+            let class = claim_class(&groups, 0);
             let groups = serde_json::to_string(&groups)?;
-            tx.execute(&tx.prepare_cached(sql).await?, &[&item.id, &groups, &due_ms, &now_ms]).await?;
+            tx.execute(&tx.prepare_cached(sql).await?, &[&item.id, &groups, &due_ms, &now_ms, &class]).await?;
             return Ok(());
         }
     }
@@ -276,22 +297,29 @@ pub(super) async fn requeue(
             let mut merged = item.groups.clone();
             merged.extend(newer.groups);
             let due = retry.map_or(i64::MAX, |r| r.0);
-            let sql = "UPDATE work SET groups = $2, attempts = $3, first_failure_ms = $4, due_ms = LEAST(due_ms, $5) WHERE id = $1";
+            let sql = "UPDATE work SET groups = $2, attempts = $3, first_failure_ms = $4, due_ms = LEAST(due_ms, $5),
+                   claim_class = $6 WHERE id = $1";
+            let class = claim_class(&merged, attempts);
             let merged = serde_json::to_string(&merged)?;
-            tx.execute(&tx.prepare_cached(sql).await?, &[&newer.id, &merged, &attempts, &first_failure, &due]).await?;
+            let params: [&(dyn tokio_postgres::types::ToSql + Sync); 6] =
+                [&newer.id, &merged, &attempts, &first_failure, &due, &class];
+            tx.execute(&tx.prepare_cached(sql).await?, &params).await?;
             tx.execute(&tx.prepare_cached("DELETE FROM work WHERE id = $1").await?, &[&item.id]).await?;
         }
         None => {
             let sql = match retry {
                 Some(_) => {
-                    "UPDATE work SET state = 'pending', owner = NULL, due_ms = $2, attempts = $3, first_failure_ms = $4 WHERE id = $1"
+                    "UPDATE work SET state = 'pending', owner = NULL, due_ms = $2, attempts = $3, first_failure_ms = $4,
+                       claim_class = $5 WHERE id = $1"
                 }
                 None => {
-                    "UPDATE work SET state = 'pending', owner = NULL, due_ms = LEAST(due_ms, $2), attempts = $3, first_failure_ms = $4 WHERE id = $1"
+                    "UPDATE work SET state = 'pending', owner = NULL, due_ms = LEAST(due_ms, $2), attempts = $3,
+                       first_failure_ms = $4, claim_class = $5 WHERE id = $1"
                 }
             };
             let due = retry.map_or(now_ms, |r| r.0);
-            tx.execute(&tx.prepare_cached(sql).await?, &[&item.id, &due, &attempts, &first_failure]).await?;
+            let class = claim_class(&item.groups, attempts);
+            tx.execute(&tx.prepare_cached(sql).await?, &[&item.id, &due, &attempts, &first_failure, &class]).await?;
         }
     }
     Ok(())

@@ -32,8 +32,8 @@ impl Backend for Arc<SqliteStore> {
         Box::pin(SqliteStore::enqueue(self, intakes, now_ms, due_ms, max_queue))
     }
 
-    fn claim_work(&self, now_ms: i64) -> Fut<'_, Option<WorkItem>> {
-        blocking(self, move |s| s.claim_work(now_ms))
+    fn claim_work(&self, now_ms: i64, deep_over: i64) -> Fut<'_, Option<WorkItem>> {
+        blocking(self, move |s| s.claim_work(now_ms, deep_over))
     }
 
     fn next_work_ms(&self) -> Fut<'_, Option<i64>> {

@@ -181,6 +181,8 @@ pub(super) struct Edit<'i> {
     due_ms: i64,
     /// Whether the job is known (the row's, the intake's or the store's `known_jobs`).
     known: bool,
+    /// The row's failed attempts (0 for a new one): with the groups, its claim class.
+    attempts: i64,
 }
 
 impl Edit<'_> {
@@ -252,9 +254,11 @@ pub(super) fn apply_webhook(
 
 /// Reads the pending diagnosis of an intake's job.
 pub(super) fn read_pending<'i>(tx: &Connection, i: &'i Intake, b: &Batch) -> Result<Edit<'i>, StoreError> {
-    let found: Option<(i64, rusqlite::types::Value, String, bool)> = tx
-        .prepare_cached("SELECT id, groups, labels, known FROM work WHERE state = 'pending' AND job_key = ?1")?
-        .query_row(params![i.job_key], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+    let found: Option<(i64, rusqlite::types::Value, String, bool, i64)> = tx
+        .prepare_cached(
+            "SELECT id, groups, labels, known, attempts FROM work WHERE state = 'pending' AND job_key = ?1",
+        )?
+        .query_row(params![i.job_key], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)))
         .optional()?;
     let known = i.known || found.as_ref().is_some_and(|f| f.3) || is_known(tx, &i.job_key)?;
     let new = |replaces| Edit {
@@ -266,8 +270,9 @@ pub(super) fn read_pending<'i>(tx: &Connection, i: &'i Intake, b: &Batch) -> Res
         changed: true,
         due_ms: b.due_ms,
         known,
+        attempts: 0,
     };
-    let Some((id, groups, labels, was_known)) = found else { return Ok(new(None)) };
+    let Some((id, groups, labels, was_known, attempts)) = found else { return Ok(new(None)) };
     let decoded = match &groups {
         rusqlite::types::Value::Text(t) => {
             serde_json::from_str::<BTreeMap<String, GroupInfo>>(t).map_err(|e| format!("groups: {e}"))
@@ -289,6 +294,7 @@ pub(super) fn read_pending<'i>(tx: &Connection, i: &'i Intake, b: &Batch) -> Res
                 changed: known != was_known,
                 due_ms,
                 known,
+                attempts,
             }
         }
         Err(why) => new(Some((id, why))),
@@ -322,17 +328,25 @@ pub(super) fn write(tx: &Connection, e: Edit<'_>, b: &Batch, dead: &mut Vec<Dead
         Some(_) if !e.changed => {}
         Some(id) => {
             tx.prepare_cached(
-                "UPDATE work SET groups = ?2, labels = ?3, due_ms = MIN(due_ms, ?4), known = ?5 WHERE id = ?1",
+                "UPDATE work SET groups = ?2, labels = ?3, due_ms = MIN(due_ms, ?4), known = ?5, claim_class = ?6
+                 WHERE id = ?1",
             )?
-            .execute(params![id, serde_json::to_string(&e.groups)?, e.labels, e.due_ms, e.known])?;
+            .execute(params![
+                id,
+                serde_json::to_string(&e.groups)?,
+                e.labels,
+                e.due_ms,
+                e.known,
+                claim_class(&e.groups, e.attempts)
+            ])?;
         }
         None => {
             if let Some((id, why)) = &e.replaces {
                 dead.push(dead_letter_work(tx, *id, why, b.now_ms)?);
             }
             tx.prepare_cached(
-                "INSERT INTO work (job_key, job, labels, groups, due_ms, created_ms, state, sender, known)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'pending', ?7, ?8)",
+                "INSERT INTO work (job_key, job, labels, groups, due_ms, created_ms, state, sender, known, claim_class)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'pending', ?7, ?8, ?9)",
             )?
             .execute(params![
                 e.intake.job_key,
@@ -342,7 +356,8 @@ pub(super) fn write(tx: &Connection, e: Edit<'_>, b: &Batch, dead: &mut Vec<Dead
                 e.due_ms,
                 b.now_ms,
                 e.intake.sender,
-                e.known
+                e.known,
+                claim_class(&e.groups, 0)
             ])?;
         }
     }

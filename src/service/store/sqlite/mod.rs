@@ -16,7 +16,9 @@
 //! * Schema versions are `PRAGMA user_version`, migrated forward at open in one
 //!   transaction: 0 is culprit 0.1.0's schema (or none), 1 adds the per-group outbox
 //!   columns, `dead_letter` and `group_state.updated_ms`; 2 adds fairness: `work.sender`,
-//!   `work.known`, `known_jobs` (jobs given a verdict) and `sender_turns` (round robin).
+//!   `work.known`, `known_jobs` (jobs given a verdict) and `sender_turns` (round robin);
+//!   3 adds priorities: `work.claim_class` ([`super::claim_class`]) and `outbox.rank`
+//!   ([`super::rank`]), filled in for the rows already there.
 //! * After a crash, work that was running is pending again (merged into a newer pending
 //!   row of the job, if any); outbox rows caught `sending` are pending and *unsure*.
 //! * Before SQLite opens the files, what SQLite would paper over (an empty database where
@@ -55,7 +57,7 @@ use super::backend::MAX_DEAD_PER_CLAIM;
 use super::{
     Completed, Completion, DeadLetter, Depths, Enqueued, FOLD_WAIT_MAX_MS, Fairness, GroupInfo, LastVerdicts,
     OutboxRow, Prune, Pruned, RecentMember, Recovered, StoreError, StoreErrorKind, StoredVerdict, UnknownWaiting,
-    WorkItem, priority, report_dead,
+    WorkItem, claim_class, is_deep, newest_first, priority, rank, report_dead,
 };
 use crate::config::{StoreConfig, Synchronous};
 use crate::model::notice::{Notice, NoticeKind};
@@ -77,6 +79,9 @@ pub struct SqliteStore {
     /// What the start found, not yet acknowledged (older starts' too).
     pub(super) found_at_start: Vec<Problem>,
     fairness: Fairness,
+    /// Claims made under a deep queue: every other one takes the newest
+    /// ([`super::newest_first`]).
+    deep_claims: std::sync::atomic::AtomicI64,
     /// The sidecar said the last `serve` stopped cleanly.
     pub(super) last_stop_clean: bool,
     /// Held for the life of the store: the single-process lock.
@@ -252,6 +257,7 @@ impl SqliteStore {
             metrics,
             found_at_start,
             fairness,
+            deep_claims: Default::default(),
             last_stop_clean,
             _lock: lock,
         };

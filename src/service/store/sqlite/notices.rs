@@ -25,7 +25,7 @@ impl SqliteStore {
                    OR NOT EXISTS (SELECT 1 FROM work WHERE state IN ('pending', 'running')))
                  AND NOT EXISTS (SELECT 1 FROM outbox s WHERE s.destination = o.destination AND s.priority = 1
                    AND (s.state = 'sending' OR (s.state = 'sent' AND s.last_error IS NULL AND s.done_ms > ?2 - ?4)))))
-             ORDER BY o.priority, o.id LIMIT 1";
+             ORDER BY o.priority, o.rank, o.id LIMIT 1";
         let mut conn = self.conn();
         // Look before taking the write lock (see `claim_work`).
         let due = conn

@@ -3,7 +3,7 @@
 use super::*;
 
 /// The schema version this build writes (`PRAGMA user_version`).
-pub const SCHEMA_VERSION: i64 = 3;
+pub const SCHEMA_VERSION: i64 = 4;
 
 /// culprit 0.1.0's schema (version 0): a new database is made with it, then migrated.
 pub(super) const SCHEMA_V0: &str = "
@@ -87,9 +87,44 @@ CREATE INDEX known_jobs_age ON known_jobs(verdict_ms);
 CREATE TABLE sender_turns (sender TEXT PRIMARY KEY, turn INTEGER NOT NULL);
 ";
 
-/// From version 2 to 3: incidents. Each verdict's incident row (what incidents see of it),
-/// read back by time.
+/// From version 2 to 3: priorities. The rows already there get theirs from Rust
+/// ([`backfill_priorities`]), as every write does.
 pub(super) const MIGRATE_V2_V3: &str = "
+ALTER TABLE work ADD COLUMN claim_class INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE outbox ADD COLUMN rank INTEGER NOT NULL DEFAULT 0;
+DROP INDEX IF EXISTS outbox_queue;
+CREATE INDEX outbox_queue ON outbox(destination, priority, rank, id) WHERE state IN ('pending', 'sending');
+";
+
+/// Gives the waiting rows their claim class and delivery rank. A row that cannot be
+/// decoded keeps 0: it goes to the dead letters at its claim.
+pub(super) fn backfill_priorities(tx: &Connection) -> Result<(), StoreError> {
+    let work: Vec<(i64, rusqlite::types::Value, i64)> = {
+        let mut stmt = tx.prepare("SELECT id, groups, attempts FROM work")?;
+        stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?.collect::<Result<_, _>>()?
+    };
+    for (id, groups, attempts) in work {
+        let rusqlite::types::Value::Text(groups) = groups else { continue };
+        if let Ok(groups) = serde_json::from_str::<BTreeMap<String, GroupInfo>>(&groups) {
+            tx.execute("UPDATE work SET claim_class = ?2 WHERE id = ?1", params![id, claim_class(&groups, attempts)])?;
+        }
+    }
+    let outbox: Vec<(i64, rusqlite::types::Value)> = {
+        let mut stmt = tx.prepare("SELECT id, notice FROM outbox WHERE state IN ('pending', 'sending')")?;
+        stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?.collect::<Result<_, _>>()?
+    };
+    for (id, notice) in outbox {
+        let rusqlite::types::Value::Text(notice) = notice else { continue };
+        if let Ok(notice) = serde_json::from_str::<Notice>(&notice) {
+            tx.execute("UPDATE outbox SET rank = ?2 WHERE id = ?1", params![id, rank(&notice)])?;
+        }
+    }
+    Ok(())
+}
+
+/// From version 3 to 4: incidents. Each verdict's incident row (what incidents see of it),
+/// read back by time.
+pub(super) const MIGRATE_V3_V4: &str = "
 CREATE TABLE incident_members (verdict_id INTEGER PRIMARY KEY, created_ms INTEGER NOT NULL, member TEXT NOT NULL);
 CREATE INDEX incident_members_age ON incident_members(created_ms);
 ";
@@ -122,7 +157,11 @@ pub(super) fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
     if version < 2 {
         tx.execute_batch(MIGRATE_V1_V2)?;
     }
-    tx.execute_batch(MIGRATE_V2_V3)?;
+    if version < 3 {
+        tx.execute_batch(MIGRATE_V2_V3)?;
+        backfill_priorities(&tx)?;
+    }
+    tx.execute_batch(MIGRATE_V3_V4)?;
     tx.pragma_update(None, "user_version", SCHEMA_VERSION)?;
     tx.commit()?;
     Ok(())

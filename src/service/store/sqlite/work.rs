@@ -1,11 +1,12 @@
-//! Diagnoses on SQLite: claims (known jobs first, senders in turn), retries, completion
-//! with its notices, follow-ups of weak verdicts, recovery's requeue.
+//! Diagnoses on SQLite: claims (in [`crate::service::store::fairness`]'s order), retries,
+//! completion with its notices, follow-ups of weak verdicts, recovery's requeue. Every
+//! write of a row's groups or attempts writes its `claim_class` ([`claim_class`]).
 
 use super::*;
 
 impl SqliteStore {
     /// See [`crate::service::store::Store::claim_work`].
-    pub fn claim_work(&self, now_ms: i64) -> Result<Option<WorkItem>, StoreError> {
+    pub fn claim_work(&self, now_ms: i64, deep_over: i64) -> Result<Option<WorkItem>, StoreError> {
         const ANY_DUE: &str = "SELECT w.id FROM work w WHERE w.state = 'pending' AND w.due_ms <= ?1
                AND NOT EXISTS (SELECT 1 FROM work r WHERE r.job_key = w.job_key AND r.state = 'running')
              LIMIT 1";
@@ -17,11 +18,19 @@ impl SqliteStore {
         }
         let starved_before = now_ms.saturating_sub(self.fairness.unknown_max_wait_ms);
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let newest = deep_over < i64::MAX && {
+            let due: i64 = tx
+                .prepare_cached(
+                    "SELECT COUNT(*) FROM (SELECT 1 FROM work WHERE state = 'pending' AND due_ms <= ?1 LIMIT ?2)",
+                )?
+                .query_row(params![now_ms, deep_over.saturating_add(1)], |r| r.get(0))?;
+            is_deep(due, deep_over) && newest_first(self.deep_claims.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
+        };
         let mut dead = Vec::new();
         let item = loop {
             let candidate: Option<(i64, String)> = tx
                 .prepare_cached(CLAIM_ORDER)?
-                .query_row(params![now_ms, starved_before], |r| Ok((r.get(0)?, r.get(1)?)))
+                .query_row(params![now_ms, starved_before, newest], |r| Ok((r.get(0)?, r.get(1)?)))
                 .optional()?;
             let Some((id, sender)) = candidate else { break None };
             match read_work(&tx, id)? {
@@ -108,14 +117,15 @@ impl SqliteStore {
         for n in plan.notices {
             added += tx
                 .prepare_cached(
-                    "INSERT OR IGNORE INTO outbox (destination, group_key, idem_key, priority, notice, state, next_ms, first_ms)
-                     VALUES (?1, ?2, ?3, ?4, ?5, 'pending', ?6, ?6)",
+                    "INSERT OR IGNORE INTO outbox (destination, group_key, idem_key, priority, rank, notice, state, next_ms, first_ms)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'pending', ?7, ?7)",
                 )?
                 .execute(params![
                     n.destination,
                     n.notice.thread_key(),
                     n.notice.idempotency_key,
                     priority(n.notice.kind),
+                    rank(&n.notice),
                     serde_json::to_string(&n.notice)?,
                     now_ms
                 ])?;
@@ -150,12 +160,17 @@ impl SqliteStore {
 }
 
 /// The next diagnosis to claim (`?1` now, `?2` before when a due unknown job counts as
-/// starved): of a job with none running, known jobs (and starved unknown ones) first, then
-/// the sender whose turn came least recently (round robin), then the earliest due.
+/// starved, `?3` whether first diagnoses go newest first): of a job with none running,
+/// known jobs (and starved unknown ones) first, then by claim class, then the sender whose
+/// turn came least recently (round robin), then the earliest due (the newest, for first
+/// diagnoses, when `?3`).
 pub(super) const CLAIM_ORDER: &str = "SELECT w.id, w.sender FROM work w LEFT JOIN sender_turns t ON t.sender = w.sender
      WHERE w.state = 'pending' AND w.due_ms <= ?1
        AND NOT EXISTS (SELECT 1 FROM work r WHERE r.job_key = w.job_key AND r.state = 'running')
-     ORDER BY (w.known = 1 OR w.due_ms <= ?2) DESC, COALESCE(t.turn, 0), w.due_ms, w.id LIMIT 1";
+     ORDER BY (w.known = 1 OR w.due_ms <= ?2) DESC, w.claim_class, COALESCE(t.turn, 0),
+       CASE WHEN ?3 AND w.claim_class = 0 THEN -w.due_ms ELSE w.due_ms END,
+       CASE WHEN ?3 AND w.claim_class = 0 THEN -w.id ELSE w.id END
+     LIMIT 1";
 
 /// A sender's turn is taken: it goes to the back of the round robin.
 pub(super) const TAKE_TURN: &str = "INSERT INTO sender_turns (sender, turn)
@@ -235,17 +250,26 @@ pub(super) fn rediagnose(tx: &Connection, item: &WorkItem, due_ms: i64, now_ms: 
         Some(Ok(newer)) => {
             let mut merged = groups;
             merged.extend(newer.groups);
-            tx.prepare_cached("UPDATE work SET groups = ?2 WHERE id = ?1")?
-                .execute(params![newer.id, serde_json::to_string(&merged)?])?;
+            tx.prepare_cached("UPDATE work SET groups = ?2, claim_class = ?3 WHERE id = ?1")?.execute(params![
+                newer.id,
+                serde_json::to_string(&merged)?,
+                claim_class(&merged, newer.attempts)
+            ])?;
         }
         // The pending row goes to the dead letters at its claim; no follow-up beside it.
         Some(Err(_)) => {}
         None => {
             tx.prepare_cached(
                 "UPDATE work SET state = 'pending', groups = ?2, due_ms = ?3, created_ms = ?4, attempts = 0,
-                   first_failure_ms = NULL WHERE id = ?1",
+                   first_failure_ms = NULL, claim_class = ?5 WHERE id = ?1",
             )?
-            .execute(params![item.id, serde_json::to_string(&groups)?, due_ms, now_ms])?;
+            .execute(params![
+                item.id,
+                serde_json::to_string(&groups)?,
+                due_ms,
+                now_ms,
+                claim_class(&groups, 0)
+            ])?;
             return Ok(());
         }
     }
@@ -283,22 +307,33 @@ pub(super) fn requeue(
             merged.extend(newer.groups);
             let due = retry.map_or(i64::MAX, |r| r.0);
             tx.prepare_cached(
-                "UPDATE work SET groups = ?2, attempts = ?3, first_failure_ms = ?4, due_ms = MIN(due_ms, ?5) WHERE id = ?1",
+                "UPDATE work SET groups = ?2, attempts = ?3, first_failure_ms = ?4, due_ms = MIN(due_ms, ?5),
+                   claim_class = ?6 WHERE id = ?1",
             )?
-            .execute(params![newer.id, serde_json::to_string(&merged)?, attempts, first_failure, due])?;
+            .execute(params![
+                newer.id,
+                serde_json::to_string(&merged)?,
+                attempts,
+                first_failure,
+                due,
+                claim_class(&merged, attempts)
+            ])?;
             tx.prepare_cached("DELETE FROM work WHERE id = ?1")?.execute(params![item.id])?;
         }
         None => {
             let sql = match retry {
                 Some(_) => {
-                    "UPDATE work SET state = 'pending', due_ms = ?2, attempts = ?3, first_failure_ms = ?4 WHERE id = ?1"
+                    "UPDATE work SET state = 'pending', due_ms = ?2, attempts = ?3, first_failure_ms = ?4, claim_class = ?5
+                     WHERE id = ?1"
                 }
                 None => {
-                    "UPDATE work SET state = 'pending', due_ms = MIN(due_ms, ?2), attempts = ?3, first_failure_ms = ?4 WHERE id = ?1"
+                    "UPDATE work SET state = 'pending', due_ms = MIN(due_ms, ?2), attempts = ?3, first_failure_ms = ?4,
+                       claim_class = ?5 WHERE id = ?1"
                 }
             };
             let due = retry.map_or(now_ms, |r| r.0);
-            tx.prepare_cached(sql)?.execute(params![item.id, due, attempts, first_failure])?;
+            let class = claim_class(&item.groups, attempts);
+            tx.prepare_cached(sql)?.execute(params![item.id, due, attempts, first_failure, class])?;
         }
     }
     Ok(())
