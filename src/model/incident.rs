@@ -211,7 +211,7 @@ pub fn incidents(members: &[Member], rules: &IncidentRules) -> Vec<Incident> {
     let mut counted: BTreeSet<i64> = BTreeSet::new();
     let mut out = Vec::new();
     for kind in [CauseKind::System, CauseKind::Host, CauseKind::Topic, CauseKind::Finding] {
-        let mut by_cause: BTreeMap<(&str, Option<&str>, bool, Option<&str>), Vec<&Member>> = BTreeMap::new();
+        let mut by_cause: BTreeMap<CauseKey<'_>, Vec<&Member>> = BTreeMap::new();
         for m in sorted.iter().filter(|m| !counted.contains(&m.verdict_id)) {
             for c in m.causes.iter().filter(|c| c.kind == kind) {
                 // A system is shared whatever each job's finding; a finding is the cause itself.
@@ -244,6 +244,10 @@ pub fn incidents(members: &[Member], rules: &IncidentRules) -> Vec<Incident> {
     out.sort_by_key(|i| (i.first_ms, i.id.clone()));
     out
 }
+
+/// What verdicts are grouped by within one kind: the cause's name, target, whether it is
+/// written to, and (for [`CauseKind::Finding`]) the finding.
+type CauseKey<'a> = (&'a str, Option<&'a str>, bool, Option<&'a str>);
 
 /// The incident of one verdict, when it is counted in one.
 pub fn incident_of(verdict_id: i64, members: &[Member], rules: &IncidentRules) -> Option<Incident> {

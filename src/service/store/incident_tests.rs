@@ -30,7 +30,7 @@ async fn incident_rows_are_kept_with_their_verdicts_read_by_later_completions_an
         store.complete(&item, completion).await.unwrap();
     }
     // Each completion saw the rows of the verdicts before it, oldest first.
-    let seen = seen.lock().unwrap();
+    let seen = seen.lock().unwrap().clone();
     let jobs = |l: &LastVerdicts| l.recent().iter().map(|r| r.member.clone()).collect::<Vec<_>>();
     assert!(jobs(&seen[0]).is_empty());
     assert_eq!(jobs(&seen[1]).len(), 1);
