@@ -82,7 +82,16 @@ impl Member {
         }
         let mut causes = Vec::new();
         if let Some(a) = &v.attribution {
-            if let Some(s) = &a.system {
+            // A system written to is shared by the sinks holding their jobs back, whatever
+            // step named them (a sink at its capacity writes to a system that takes no
+            // more). A system read from shares the cause only when the finding points at
+            // it (a slow source, a lookup), never for a job at its capacity or with a hot
+            // key whose culprit chain starts at a source, and only with its target (every
+            // job reads "Kafka").
+            let shared = |s: &&crate::model::attribution::ExternalSystem| {
+                s.writes || (shared_by_finding(v.finding) && s.target.is_some())
+            };
+            if let Some(s) = a.system.as_ref().filter(shared) {
                 causes.push(Cause {
                     kind: CauseKind::System,
                     name: s.connector.clone(),
@@ -211,22 +220,28 @@ pub fn incidents(members: &[Member], rules: &IncidentRules) -> Vec<Incident> {
     let mut counted: BTreeSet<i64> = BTreeSet::new();
     let mut out = Vec::new();
     for kind in [CauseKind::System, CauseKind::Host, CauseKind::Topic, CauseKind::Finding] {
-        let mut by_cause: BTreeMap<CauseKey<'_>, Vec<&Member>> = BTreeMap::new();
+        let mut by_cause: BTreeMap<CauseKey<'_>, (&Cause, Vec<&Member>)> = BTreeMap::new();
         for m in sorted.iter().filter(|m| !counted.contains(&m.verdict_id)) {
             for c in m.causes.iter().filter(|c| c.kind == kind) {
                 // A system is shared whatever each job's finding; a finding is the cause itself.
                 let finding = (kind == CauseKind::Finding).then_some(c.finding.as_str());
-                by_cause.entry((&c.name, c.target.as_deref(), c.writes, finding)).or_default().push(m);
+                by_cause.entry((&c.name, c.target.as_deref(), c.writes, finding)).or_insert((c, Vec::new())).1.push(m);
             }
         }
-        for (_, list) in by_cause {
+        // The cause shared by most jobs first, so that a job tied to two (two hosts) is
+        // counted in the bigger; a job counted already is left out of the rest, which may
+        // still make their own incident.
+        let mut groups: Vec<(&Cause, Vec<&Member>)> = by_cause.into_values().collect();
+        groups.sort_by_key(|(_, l)| std::cmp::Reverse(l.iter().map(|m| m.job_key()).collect::<BTreeSet<_>>().len()));
+        for (cause, list) in groups {
+            let list: Vec<&Member> = list.into_iter().filter(|m| !counted.contains(&m.verdict_id)).collect();
             for chain in chains(&list, rules.window_ms) {
                 let latest = latest_per_job(&chain);
-                if latest.len() < rules.min_jobs.max(2) || latest.iter().any(|m| counted.contains(&m.verdict_id)) {
+                if latest.len() < rules.min_jobs.max(2) {
                     continue;
                 }
                 counted.extend(chain.iter().map(|m| m.verdict_id));
-                out.push(incident(kind, &chain, latest));
+                out.push(incident(cause, &chain, latest));
             }
         }
     }
@@ -279,9 +294,9 @@ fn latest_per_job(chain: &[&Member]) -> Vec<Member> {
     order.into_iter().map(|k| latest[k].clone()).collect()
 }
 
-fn incident(kind: CauseKind, chain: &[&Member], members: Vec<Member>) -> Incident {
+fn incident(cause: &Cause, chain: &[&Member], members: Vec<Member>) -> Incident {
     let first = chain[0];
-    let cause = first.causes.iter().find(|c| c.kind == kind).cloned().expect("grouped by a cause of this kind");
+    let (kind, cause) = (cause.kind, cause.clone());
     // The finding most of its jobs share (ties: the earliest).
     let mut count: BTreeMap<&str, (usize, Finding)> = BTreeMap::new();
     for m in &members {
@@ -386,6 +401,48 @@ mod tests {
         let mut close = four;
         close.push(es(5, 160));
         assert_eq!(incidents(&close, &RULES)[0].members.len(), 5);
+    }
+
+    #[test]
+    fn a_job_tied_to_two_hosts_is_counted_in_the_bigger_incident_and_the_smaller_keeps_the_rest() {
+        let host = |id: i64, hosts: &[&str]| {
+            let causes: Vec<(CauseKind, &str, Option<&str>)> =
+                hosts.iter().map(|h| (CauseKind::Host, *h, None)).collect();
+            member(id, 100, &format!("j{id}"), Finding::SlowInstance, &causes)
+        };
+        // Job 1 runs on hosts a and z; 5 more jobs on a, 9 more on z.
+        let mut all = vec![host(1, &["a", "z"])];
+        all.extend((2..=6).map(|i| host(i, &["a"])));
+        all.extend((10..=18).map(|i| host(i, &["z"])));
+        let found = incidents(&all, &RULES);
+        let sizes: Vec<(&str, usize)> = found.iter().map(|i| (i.cause.name.as_str(), i.members.len())).collect();
+        // z: 9 + job 1 = 10; a: the other 5, still enough.
+        assert!(sizes.contains(&("z", 10)) && sizes.contains(&("a", 5)), "{sizes:?}");
+    }
+
+    #[test]
+    fn a_system_is_shared_only_when_the_finding_points_at_it_and_a_read_one_only_with_its_target() {
+        let capture = crate::samples::captures::CAPTURES.iter().find(|c| c.name == "slow-sink").unwrap();
+        let mut v = crate::samples::captures::verdict(capture).unwrap();
+        let sys = |connector: &str, target: Option<&str>, writes| crate::model::attribution::Attribution {
+            system: Some(crate::model::attribution::ExternalSystem {
+                connector: connector.into(),
+                target: target.map(str::to_string),
+                writes,
+            }),
+            ..Default::default()
+        };
+        let kinds = |v: &Verdict| Member::of(1, 0, v).unwrap().causes.iter().map(|c| c.kind).collect::<Vec<_>>();
+        v.attribution = Some(sys("elasticsearch", Some("logs-*"), true));
+        assert_eq!(kinds(&v), [CauseKind::System, CauseKind::Finding]);
+        v.attribution = Some(sys("kafka", None, false));
+        assert_eq!(kinds(&v), [CauseKind::Finding], "every job reads Kafka");
+        v.finding = Finding::Headroom;
+        v.attribution = Some(sys("kafka", Some("orders"), false));
+        assert!(kinds(&v).is_empty(), "a job at its capacity shares no cause with the others reading the topic");
+        // A sink at its capacity writes to a system that takes no more.
+        v.attribution = Some(sys("elasticsearch", Some("logs-*"), true));
+        assert_eq!(kinds(&v), [CauseKind::System]);
     }
 
     #[test]

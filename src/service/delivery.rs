@@ -108,14 +108,24 @@ impl Service {
             let filled = crate::service::incidents::fill_for_delivery(
                 &self.store,
                 name,
+                row.group_state.is_some(),
                 &mut incident_notice,
                 &inc.rules(),
                 now,
                 lookback,
             )
             .await;
-            if let Err(e) = filled {
-                tracing::warn!(destination = %name, error = %e, "cannot read the incident from the store; sending without it");
+            match filled {
+                // A summary shows what the store holds: without it, it is tried again later.
+                Err(e) if incident_notice.kind == crate::model::notice::NoticeKind::Incident => {
+                    let why = format!("cannot read the incident from the store: {e}");
+                    self.record_failure(index, &row, NotifyError::retry(why, None), false, &stop).await;
+                    return;
+                }
+                Err(e) => {
+                    tracing::warn!(destination = %name, error = %e, "cannot read the incident's summary from the store; posting the verdict on its own");
+                }
+                Ok(()) => {}
             }
         }
         if row.unsure {

@@ -158,10 +158,11 @@ pub fn listing(incidents: &[Incident], enabled: bool) -> serde_json::Value {
 /// What a notice of an incident needs from the store at delivery: a summary, the
 /// incident as it is now (`None`: it is gone from the store, nothing to show); a verdict
 /// that goes into a summary's thread, the summary's state at `destination` (waited for up
-/// to [`SUMMARY_WAIT`]).
+/// to [`SUMMARY_WAIT`]) unless the job shows a message there already (`has_state`).
 pub async fn fill_for_delivery(
     store: &Store,
     destination: &str,
+    has_state: bool,
     notice: &mut Notice,
     rules: &IncidentRules,
     now_ms: i64,
@@ -173,7 +174,7 @@ pub async fn fill_for_delivery(
             let all = recent(store, rules, now_ms, lookback_ms).await?;
             notice.incident_view = all.into_iter().find(|i| i.id == tag.id);
         }
-        NoticeKind::Verdict if !notice.is_revision() && tag.summary_here => {
+        NoticeKind::Verdict if !notice.is_revision() && tag.summary_here && !has_state => {
             let started = tokio::time::Instant::now();
             loop {
                 let state = store.thread_state(destination, &tag.thread).await.map_err(|e| e.to_string())?;

@@ -371,7 +371,10 @@ impl Service {
             if me.config.incidents.enabled
                 && let (Some(v), Some(id)) = (&verdict, verdict_id)
             {
-                crate::service::incidents::plan(&mut planned, v, id, recent, &me.config.incidents.rules(), now);
+                // Counted as of now, inside the transaction: verdicts stored one after the other
+                // are counted in that order, whenever their diagnoses started.
+                let counted_at = me.clock.now_ms().max(now);
+                crate::service::incidents::plan(&mut planned, v, id, recent, &me.config.incidents.rules(), counted_at);
             }
             // Resolved-only work has no outcome: it cannot have firing notices.
             if verdict.is_none() && reason.is_none() {

@@ -489,7 +489,8 @@ impl Slack {
         }
         lookups.push(Lookup { method: "conversations.history", query: vec![ch], back: true, reply: false });
         if let Some(p) = &parent {
-            let query = vec![ch, ("ts", p.ts.as_str())];
+            // The thread the message replies in (an incident's), else its own.
+            let query = vec![ch, ("ts", p.thread())];
             lookups.push(Lookup { method: "conversations.replies", query, back: true, reply: true });
         }
         for Lookup { method, query, back, reply } in lookups {
@@ -544,7 +545,7 @@ impl Slack {
             return Ok(());
         }
         let method = "conversations.replies";
-        let query = [("channel", thread.channel.as_str()), ("ts", thread.ts.as_str())];
+        let query = [("channel", thread.channel.as_str()), ("ts", thread.thread())];
         let (mut has_changed, mut has_details) = (false, false);
         let oldest = history::oldest(notice.at_ms);
         // Slack lists the thread's own message first: it is not a reply.

@@ -68,6 +68,11 @@ use crate::service::metrics::Metrics;
 /// The advisory lock class (first key) of alert groups in completions.
 const GROUP_LOCK_CLASS: i32 = 0x6375_6c70;
 
+/// The advisory lock class of incidents: completions that count their verdict with the
+/// recent ones take it (after their groups' locks, so never a deadlock), so that replicas
+/// count verdicts one after the other and plan an incident's summary once.
+const INCIDENT_LOCK_CLASS: i32 = 0x696e_6364;
+
 /// How long a send whose lease expired waits before another replica takes it: a lease that
 /// ran out is no proof that its owner died (PostgreSQL down, or a network cut, for longer
 /// than the lease): an owner that sent and comes back to the database retries storing

@@ -114,8 +114,8 @@ CREATE SEQUENCE claim_turn;
     (
         5,
         "
-CREATE TABLE incident_members (verdict_id BIGINT PRIMARY KEY, created_ms BIGINT NOT NULL, member TEXT NOT NULL);
-CREATE INDEX incident_members_age ON incident_members(created_ms);
+CREATE TABLE IF NOT EXISTS incident_members (verdict_id BIGINT PRIMARY KEY, created_ms BIGINT NOT NULL, member TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS incident_members_age ON incident_members(created_ms);
 ",
     ),
 ];

@@ -158,6 +158,7 @@ impl PgStore {
         };
         let mut last = last_verdicts(&tx, rows.iter().copied()).await?;
         if let Some(since) = recent_since_ms {
+            tx.execute(&lock, &[&INCIDENT_LOCK_CLASS, &"incidents"]).await?;
             last.1 = recent_members(&tx, self, since).await?;
         }
         let plan = (completion.plan)(verdict_id, &last);

@@ -125,8 +125,8 @@ pub(super) fn backfill_priorities(tx: &Connection) -> Result<(), StoreError> {
 /// From version 3 to 4: incidents. Each verdict's incident row (what incidents see of it),
 /// read back by time.
 pub(super) const MIGRATE_V3_V4: &str = "
-CREATE TABLE incident_members (verdict_id INTEGER PRIMARY KEY, created_ms INTEGER NOT NULL, member TEXT NOT NULL);
-CREATE INDEX incident_members_age ON incident_members(created_ms);
+CREATE TABLE IF NOT EXISTS incident_members (verdict_id INTEGER PRIMARY KEY, created_ms INTEGER NOT NULL, member TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS incident_members_age ON incident_members(created_ms);
 ";
 
 /// Brings the schema to [`SCHEMA_VERSION`] in one transaction.
