@@ -102,6 +102,18 @@ pub(super) fn word(fact: &HeadroomFact, f: &mut Formatter<'_>) -> fmt::Result {
             "Vertices are backpressured but the metrics do not show where the backpressure stops; {vertex} runs at {} of its capacity and may be where it does.",
             pct(*utilisation_ratio)
         ),
+        HeadroomFact::NearCapacity { .. }
+        | HeadroomFact::NoSingleOperator { .. }
+        | HeadroomFact::MoreParallelismWithoutRates { .. }
+        | HeadroomFact::ScalingOnlyOne { .. }
+        | HeadroomFact::NoSingleCulprit { .. } => near_capacity(fact, f),
+        HeadroomFact::Async(a) => async_io(a, f),
+    }
+}
+
+/// Words of several vertices near capacity, none standing out.
+fn near_capacity(fact: &HeadroomFact, f: &mut Formatter<'_>) -> fmt::Result {
+    match fact {
         HeadroomFact::NearCapacity {
             near,
             near_threshold_ratio,
@@ -139,7 +151,7 @@ pub(super) fn word(fact: &HeadroomFact, f: &mut Formatter<'_>) -> fmt::Result {
             near.len(),
             list(near)
         ),
-        HeadroomFact::Async(a) => async_io(a, f),
+        _ => Ok(()),
     }
 }
 
