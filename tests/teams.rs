@@ -113,6 +113,19 @@ async fn an_update_and_a_resolution_are_new_posts_that_name_the_first_posts_time
 }
 
 #[tokio::test]
+async fn the_notices_of_one_alert_group_among_several_are_not_posted() {
+    // A Workflows webhook cannot reply under the verdict's card: a joined or resolved
+    // group would be a top-level card per group. Neither is wanted.
+    let stand_in = ChatStandIn::start(Vendor::Teams).await;
+    let (t, _f) = teams(&stand_in);
+    assert!(!t.wants(&notice(NoticeKind::Joined, None)) && !t.wants(&notice(NoticeKind::GroupResolved, None)));
+    for n in [first_verdict(), notice(NoticeKind::Resolved, None), notice(NoticeKind::CouldNotDiagnose, None)] {
+        assert!(t.wants(&n), "{:?}", n.kind);
+    }
+    assert!(stand_in.posts().is_empty());
+}
+
+#[tokio::test]
 async fn a_refused_card_is_final_and_names_the_code_and_the_key_to_fix() {
     let stand_in = ChatStandIn::start(Vendor::Teams).await;
     let (t, _f) = teams(&stand_in);

@@ -11,9 +11,14 @@
 //! "application/vnd.microsoft.card.adaptive", content: <card>}]}` for every notice.
 //! A Workflows webhook cannot edit or thread a message, so a changed verdict, a revision,
 //! a resolution and "could not diagnose" are new posts that say what they update ("Update
-//! of the verdict posted at 09:46 UTC", "Resolved"); `Joined` and `GroupResolved` are
-//! one-line cards. The state kept per episode is the time of its first post
-//! (`{"first_post_ms": …}`), which later posts name.
+//! of the verdict posted at 09:46 UTC", "Resolved").
+//! The notices about one alert group
+//! among the several that carry the job's verdict ([`NoticeKind::Joined`],
+//! [`NoticeKind::GroupResolved`]) are not posted: without a thread to put them in they would
+//! be top-level cards in the channel, one per group, which is what one verdict per job
+//! avoids (as Slack's incoming webhook, which cannot thread either, posts nothing for them).
+//! The state kept per episode is the time of its first post (`{"first_post_ms": …}`),
+//! which later posts name.
 //!
 //! # Answers
 //!
@@ -69,7 +74,7 @@ use serde_json::{Value, json};
 use tokio::sync::Mutex;
 use tokio::time::Instant;
 
-use crate::model::notice::Notice;
+use crate::model::notice::{Notice, NoticeKind};
 use crate::model::secret::Redactor;
 use crate::notify::webhook::{http_client, read_answer};
 use crate::notify::{Destination, NotifyError, Sent, status_error, transport_error};
@@ -265,10 +270,10 @@ impl Destination for Teams {
     fn name(&self) -> String {
         self.what()
     }
-    /// Every notice: verdicts (first, changed, revised), resolutions, failures to diagnose,
-    /// and the alert groups that join or leave a verdict (one-line cards).
-    fn wants(&self, _notice: &Notice) -> bool {
-        true
+    /// Verdicts, resolutions and failures to diagnose; never the notices of one alert
+    /// group among several (see the module docs).
+    fn wants(&self, notice: &Notice) -> bool {
+        !matches!(notice.kind, NoticeKind::Joined | NoticeKind::GroupResolved)
     }
     fn send<'a>(&'a self, notice: &'a Notice, state: Option<&'a Value>) -> BoxFuture<'a, Result<Sent, NotifyError>> {
         Box::pin(Teams::send(self, notice, state))
