@@ -201,6 +201,34 @@ async fn the_first_post_creates_a_point_an_update_patches_its_text_and_the_resol
 }
 
 #[tokio::test]
+async fn a_revision_patches_the_annotations_text_in_place_with_its_confidence() {
+    // The same culprit diagnosed again with a higher confidence: the annotation shows it,
+    // no second annotation.
+    let (stand, url) = start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let g = grafana(&url, dir.path(), TOKEN, None);
+    let first = notice(NoticeKind::Verdict, "grafana:ops:1", 1_000);
+    let shown = first.verdict.as_ref().unwrap().confidence;
+    let sent = g.send(&first, None).await.unwrap();
+    let mut revision = notice(NoticeKind::Verdict, "grafana:ops:1:r1", 2_000);
+    revision.episode.revision = 1;
+    let higher = if shown == culprit::model::verdict::Confidence::High {
+        culprit::model::verdict::Confidence::Medium
+    } else {
+        culprit::model::verdict::Confidence::High
+    };
+    revision.verdict.as_mut().unwrap().confidence = higher;
+    assert!(revision.is_revision() && g.wants(&revision));
+    assert_eq!(g.send(&revision, sent.state.as_ref()).await.unwrap().state, sent.state);
+    let i = stand.0.lock().unwrap();
+    assert_eq!(i.requests, ["POST", "PATCH 1"]);
+    assert_eq!(i.annotations.len(), 1);
+    let text = i.annotations[0]["text"].as_str().unwrap();
+    assert!(text.contains(&format!("(confidence {})", higher.as_str())), "{text}");
+    assert!(!text.contains(&format!("(confidence {})", shown.as_str())), "{text}");
+}
+
+#[tokio::test]
 async fn an_unknown_dashboard_and_a_refused_token_are_final_with_hints() {
     let (_stand, url) = start().await;
     let dir = tempfile::tempdir().unwrap();

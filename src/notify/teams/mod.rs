@@ -9,10 +9,13 @@
 //!
 //! `POST <webhook_url>` of `{type: "message", attachments: [{contentType:
 //! "application/vnd.microsoft.card.adaptive", content: <card>}]}` for every notice.
-//! A Workflows webhook cannot edit or thread a message, so a changed verdict, a revision,
-//! a resolution and "could not diagnose" are new posts that say what they update ("Update
-//! of the verdict posted at 09:46 UTC", "Resolved").
-//! The notices about one alert group
+//! A Workflows webhook cannot edit or thread a message (the trigger answers `202` and no
+//! message id; the flow's "Post card" action posts a new message each time), so a changed
+//! verdict, a resolution and "could not diagnose" are new posts that say what they update
+//! ("Changed: replaces the verdict posted at 09:46 UTC", "Resolved"). A *revision* (the
+//! same decision with other confidence or numbers, [`Notice::is_revision`]), which other
+//! destinations show in place, is not posted: a new card per changed number would bury the
+//! verdict, and the verdict page behind its link shows the latest. The notices about one alert group
 //! among the several that carry the job's verdict ([`NoticeKind::Joined`],
 //! [`NoticeKind::GroupResolved`]) are not posted: without a thread to put them in they would
 //! be top-level cards in the channel, one per group, which is what one verdict per job
@@ -270,10 +273,15 @@ impl Destination for Teams {
     fn name(&self) -> String {
         self.what()
     }
-    /// Verdicts, resolutions and failures to diagnose; never the notices of one alert
-    /// group among several (see the module docs).
+    /// Verdicts (the first post and a changed one), resolutions and failures to diagnose;
+    /// never a revision, nor the notices of one alert group among several (see the module
+    /// docs).
     fn wants(&self, notice: &Notice) -> bool {
-        !matches!(notice.kind, NoticeKind::Joined | NoticeKind::GroupResolved)
+        match notice.kind {
+            NoticeKind::Verdict => !notice.is_revision(),
+            NoticeKind::Resolved | NoticeKind::CouldNotDiagnose => true,
+            NoticeKind::Joined | NoticeKind::GroupResolved => false,
+        }
     }
     fn send<'a>(&'a self, notice: &'a Notice, state: Option<&'a Value>) -> BoxFuture<'a, Result<Sent, NotifyError>> {
         Box::pin(Teams::send(self, notice, state))
