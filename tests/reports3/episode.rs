@@ -302,7 +302,7 @@ async fn forward(State(s): State<Switch>, method: Method, uri: Uri, body: Bytes)
     }
 }
 
-async fn switch(before: &str, after: &str) -> (String, Arc<AtomicBool>) {
+pub(super) async fn switch(before: &str, after: &str) -> (String, Arc<AtomicBool>) {
     let switched = Arc::new(AtomicBool::new(false));
     let state = Switch {
         before: before.into(),
