@@ -162,6 +162,34 @@ async fn a_first_post_an_update_and_the_resolution_arrive_over_starttls_with_aut
     assert!(!got.iter().any(|m| m["text"].as_str().unwrap().contains(REPEAT_MARK)));
 }
 
+#[test]
+fn a_revision_and_the_notices_of_one_alert_group_among_several_are_not_mailed() {
+    // An inbox cannot update a message in place, and a reply in the thread (In-Reply-To)
+    // is a new mail in everyone's inbox: a revision (same culprit, other confidence or
+    // numbers) is not mailed; the verdict page behind the link shows the latest. A changed
+    // verdict is.
+    let email = Email::new(&EmailConfig {
+        name: "ops".into(),
+        smtp_host: "localhost".into(),
+        smtp_port: 2525,
+        tls: EmailTls::None,
+        username: None,
+        password: None,
+        from: "culprit <culprit@example.com>".into(),
+        to: vec!["ops@example.com".into()],
+        ca_file: None,
+    })
+    .unwrap();
+    let mut revision = notice(NoticeKind::Verdict, "email:ops:1:r1");
+    revision.episode.revision = 1;
+    assert!(revision.is_revision() && !email.wants(&revision));
+    let mut changed = revision.clone();
+    changed.changed = true;
+    assert!(email.wants(&changed) && email.wants(&notice(NoticeKind::Verdict, "email:ops:1")));
+    assert!(!email.wants(&notice(NoticeKind::Joined, "j")) && !email.wants(&notice(NoticeKind::GroupResolved, "g")));
+    assert!(email.wants(&notice(NoticeKind::Resolved, "r")));
+}
+
 #[tokio::test]
 async fn a_refused_recipient_is_final_and_names_the_to_key() {
     let smtp = Smtp::start(true, true);

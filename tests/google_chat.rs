@@ -110,6 +110,11 @@ async fn an_update_and_a_resolution_reply_in_the_first_posts_thread_and_say_what
     // 1_795_000_000_000 ms is 2026-11-18T11:06:40Z (40_000 s into the day: 11 h 6 min 40 s).
     assert!(posts[1].body["text"].as_str().unwrap().starts_with("Update of the verdict posted at 11:06 UTC"));
     assert!(posts[2].body["text"].as_str().unwrap().starts_with("Resolved: the verdict posted at 11:06 UTC"));
+    // The revision is a short reply (a webhook cannot edit the verdict's message): what
+    // changed, not the whole verdict a second time.
+    assert!(posts[1].body["text"].as_str().unwrap().contains("the verdict was revised (revision 1): confidence"));
+    assert!(posts[1].bytes * 2 < posts[0].bytes, "{} vs {} bytes", posts[1].bytes, posts[0].bytes);
+    assert!(!posts[1].body.to_string().contains("Vertices"));
 }
 
 #[tokio::test]

@@ -120,7 +120,7 @@ fn texts(v: &Mutex<Vendor>) -> Vec<String> {
 }
 
 #[tokio::test]
-async fn a_verdict_its_update_and_its_resolution_are_three_posts_each_saying_what_it_is() {
+async fn a_verdict_its_change_and_its_resolution_are_three_posts_each_saying_what_it_is() {
     let (s, vendor) = stand().await;
     let dir = tempfile::tempdir().unwrap();
     let n =
@@ -128,18 +128,24 @@ async fn a_verdict_its_update_and_its_resolution_are_three_posts_each_saying_wha
     let first = notice(NoticeKind::Verdict);
     assert_eq!(n.send(&first, None).await.unwrap().state, None, "an incoming webhook keeps no post id");
     let mut update = first.clone();
-    update.episode.revision = 1;
+    update.changed = true;
     n.send(&update, None).await.unwrap();
     n.send(&notice(NoticeKind::Resolved), None).await.unwrap();
     let t = texts(&vendor);
     assert_eq!(t.len(), 3);
     assert!(t[0].starts_with("#### :red_circle: Backpressure culprit"), "{}", t[0]);
-    assert!(t[1].starts_with("**Update** (revision 1) of the verdict posted earlier"), "{}", t[1]);
+    assert!(t[1].starts_with("**Verdict changed**: this replaces the verdict posted earlier"), "{}", t[1]);
     assert!(t[2].contains("**Resolved**") && t[2].contains("updates the verdict posted earlier"), "{}", t[2]);
     let body = &vendor.lock().unwrap().posts[0];
     assert_eq!((body["channel"].as_str(), body["username"].as_str()), (Some("town-square"), Some("culprit")));
     // Joined and GroupResolved are not posted (no threads to put them in).
     assert!(!n.wants(&notice(NoticeKind::Joined)) && !n.wants(&notice(NoticeKind::GroupResolved)));
+    // Nor a revision (same culprit, other confidence or numbers): the webhook cannot edit
+    // the verdict's post, and a second post of the same verdict is what "in place" avoids.
+    let mut revision = first.clone();
+    revision.episode.revision = 1;
+    assert!(revision.is_revision() && !n.wants(&revision));
+    assert!(n.wants(&update), "a changed verdict is posted");
 }
 
 #[tokio::test]

@@ -111,7 +111,8 @@ fn culprit(args: &[&str]) -> std::process::Output {
 }
 
 #[test]
-fn diagnose_with_the_recorded_flame_graph_puts_the_top_frame_of_the_chain_in_the_verdict() {
+fn diagnose_with_the_recorded_flame_graph_puts_the_top_frame_of_the_chain_with_its_user_function_and_operator_in_the_verdict()
+ {
     let dir = capture_dir();
     let (recording, plan, flamegraph) = (
         dir.join("recording.om.gz"),
@@ -143,6 +144,10 @@ fn diagnose_with_the_recorded_flame_graph_puts_the_top_frame_of_the_chain_in_the
     assert_eq!(p["top_frames"][0]["self_samples"], 200);
     assert_eq!(p["top_frames"][0]["share_ratio"], 1.0);
     assert_eq!(p["top_frames"][0]["user_frame"], "lab.BackpressureLab.sleepMicros:109");
+    // The user function the park runs in, the first job frame above Flink's StreamMap
+    // frame, and the operator of the chain it is (ScoreMap holds "score").
+    assert_eq!(p["top_frames"][0]["function"], "lab.BackpressureLab$ScoreMap.map:582");
+    assert_eq!(p["top_frames"][0]["operator"], "score");
 
     let text = culprit(&[
         "diagnose",
@@ -156,7 +161,7 @@ fn diagnose_with_the_recorded_flame_graph_puts_the_top_frame_of_the_chain_in_the
     let text = String::from_utf8(text.stdout).unwrap();
     assert!(text.contains("Profile of enrich -> score: top frames of 200 off-CPU samples"), "{text}");
     assert!(
-        text.contains("jdk.internal.misc.Unsafe.park:-2: 100% (200 samples), in lab.BackpressureLab.sleepMicros:109"),
+        text.contains("- in ScoreMap.map (operator score): 100% (200 samples) at BackpressureLab.sleepMicros:109"),
         "{text}"
     );
 }
@@ -292,6 +297,8 @@ fn frame_names_from_flink_are_escaped_in_text_markdown_and_the_page() {
             self_samples: 3,
             share_ratio: 0.75,
             user_frame: Some(format!("lab.{hostile}")),
+            function: Some(format!("lab.Job${hostile}.map:1")),
+            operator: Some(format!("op {hostile}")),
         }],
     });
     let page = render(&v, Format::Html);
@@ -301,6 +308,9 @@ fn frame_names_from_flink_are_escaped_in_text_markdown_and_the_page() {
     assert!(page.contains("<td>3</td><td>75%</td>"), "share missing");
     let md = render(&v, Format::Markdown);
     assert!(md.contains("\\<script\\>x\\</script\\>\\|\\*b\\*"), "{md}");
+    // The function and its operator, escaped alike.
+    assert!(page.contains("(op &lt;script&gt;x&lt;/script&gt;|*b*"), "operator missing");
+    assert!(md.contains("(operator op \\<script\\>x\\</script\\>"), "{md}");
     assert!(md.contains("#### Profile of a \\<b\\> vertex: top frames of 4 off-CPU samples"), "{md}");
     let text = render(&v, Format::Text);
     assert!(!text.contains('\u{1b}'), "{text}");

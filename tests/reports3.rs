@@ -7,6 +7,8 @@
 mod demand;
 #[path = "reports3/episode.rs"]
 mod episode;
+#[path = "reports3/episode_everywhere.rs"]
+mod episode_everywhere;
 #[path = "reports3/grafana.rs"]
 mod grafana;
 #[path = "reports3/identity.rs"]

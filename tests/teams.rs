@@ -95,14 +95,14 @@ async fn the_first_verdict_is_one_adaptive_card_and_its_post_time_is_the_state()
 }
 
 #[tokio::test]
-async fn an_update_and_a_resolution_are_new_posts_that_name_the_first_posts_time() {
+async fn a_changed_verdict_and_a_resolution_are_new_posts_that_name_the_first_posts_time() {
     let stand_in = ChatStandIn::start(Vendor::Teams).await;
     let (t, _f) = teams(&stand_in);
     let first = t.send(&first_verdict(), None).await.unwrap().state;
-    let mut revision = first_verdict();
-    revision.episode.revision = 1;
-    revision.at_ms += 600_000;
-    let after_update = t.send(&revision, first.as_ref()).await.unwrap().state;
+    let mut changed = first_verdict();
+    changed.changed = true;
+    changed.at_ms += 600_000;
+    let after_update = t.send(&changed, first.as_ref()).await.unwrap().state;
     // The state keeps the first post's time, not the update's.
     assert_eq!(after_update, first);
     let mut resolved = notice(NoticeKind::Resolved, None);
@@ -111,8 +111,30 @@ async fn an_update_and_a_resolution_are_new_posts_that_name_the_first_posts_time
     let posts = stand_in.posts();
     assert_eq!(posts.len(), 3);
     // 1_795_000_000_000 ms is 2026-11-18T11:06:40Z (40_000 s into the day: 11 h 6 min 40 s).
-    assert_eq!(card_texts(&posts[1].body)[0], "Update of the verdict posted at 11:06 UTC");
+    assert_eq!(card_texts(&posts[1].body)[0], "**Changed:** replaces the verdict posted at 11:06 UTC");
     assert_eq!(card_texts(&posts[2].body)[0], "**Resolved:** the verdict posted at 11:06 UTC");
+}
+
+#[tokio::test]
+async fn a_revision_and_the_notices_of_one_alert_group_among_several_are_not_posted() {
+    // A Workflows webhook can neither edit the verdict's card nor reply under it: a
+    // revision (same culprit, other confidence or numbers) would be a second card of the
+    // same verdict, a joined or resolved group a card per group. None is wanted.
+    let stand_in = ChatStandIn::start(Vendor::Teams).await;
+    let (t, _f) = teams(&stand_in);
+    let mut revision = first_verdict();
+    revision.episode.revision = 1;
+    assert!(revision.is_revision());
+    assert!(!t.wants(&revision));
+    assert!(!t.wants(&notice(NoticeKind::Joined, None)) && !t.wants(&notice(NoticeKind::GroupResolved, None)));
+    // What it does take: the first post, a changed verdict, the resolution, a failure.
+    let mut changed = revision.clone();
+    changed.changed = true;
+    for n in [first_verdict(), changed, notice(NoticeKind::Resolved, None), notice(NoticeKind::CouldNotDiagnose, None)]
+    {
+        assert!(t.wants(&n), "{:?} changed {}", n.kind, n.changed);
+    }
+    assert!(stand_in.posts().is_empty());
 }
 
 #[tokio::test]

@@ -683,8 +683,7 @@ pub fn with_recorded_profile(mut verdict: Verdict, args: &DiagnoseArgs) -> Resul
         );
         return Ok(verdict);
     };
-    let (id, name) = (culprit.vertex_id.clone(), culprit.vertex_name.clone());
-    verdict.profile = profile(&id, &name, *kind, &graph, crate::model::verdict::rfc3339);
+    verdict.profile = profile(&culprit.clone(), *kind, &graph, crate::model::verdict::rfc3339);
     if verdict.profile.is_none() {
         let why = match graph {
             FlameGraph::Disabled => "Flink had flame graphs disabled",

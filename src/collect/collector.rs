@@ -216,7 +216,16 @@ async fn collect_from<S: MetricSource>(source: &S, input: CollectInput<'_>) -> R
     let found = |name: &dyn Fn(&str, &str) -> String| {
         changed.map(|t| changes::assemble_changes(before, after, t, name)).unwrap_or_default()
     };
-    let counted = found(&|_: &str, label: &str| label.to_string());
+    // A rescale explains a plan's other parallelism whether the series show it or only
+    // Flink's rescale history does.
+    let counted = changes::join_history(
+        found(&|_: &str, label: &str| label.to_string()),
+        input.rescales.as_ref(),
+        failover.counted_from_ms,
+        at,
+        scope.step,
+        changes::HISTORY_JOIN_TOLERANCE_MS,
+    );
     let (graph, plan_mismatch, resized) =
         check_plan(input.graph, &run, replaced_id, &vertex_aggregates, &counted, &mut notes);
     let vertex_name = |id: &str, label: &str| {

@@ -83,8 +83,27 @@ pub fn align(raw: u32, units: u32) -> u32 {
     (raw..=units).find(|p| units.div_ceil(*p) <= per_subtask).unwrap_or(units)
 }
 
-/// The parallelism `v` needs, or `None` without rates or busy time.
-pub fn needed(ctx: &Context, v: &VertexSignals) -> Option<Needed> {
+/// Why no parallelism number can be given for a vertex.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NoNumber {
+    /// Its records rates or busy time are missing: its capacity is unknown.
+    Rates,
+    /// The demand on the job is unknown ([`demand_known`]): the throughput is the job's
+    /// maximum, not what it is offered, and a number from it would only move the
+    /// saturation point.
+    Demand,
+}
+
+/// The parallelism `v` needs. Every parallelism number culprit advises comes from here, so
+/// none is given without the demand: [`NoNumber::Demand`] without a source lag or backlog
+/// (a job running flat out), [`NoNumber::Rates`] without rates or busy time.
+pub fn needed(ctx: &Context, v: &VertexSignals) -> Result<Needed, NoNumber> {
+    let n = needed_at_observed_demand(ctx, v).ok_or(NoNumber::Rates)?;
+    if demand_known(ctx) { Ok(n) } else { Err(NoNumber::Demand) }
+}
+
+/// [`needed`] whether or not the demand is known (the observed rate then stands for it).
+fn needed_at_observed_demand(ctx: &Context, v: &VertexSignals) -> Option<Needed> {
     // The whole vertex, subtasks without metrics included: advice from the subtasks that
     // report would raise the parallelism to what it already is.
     let capacity = v.capacity().filter(|c| *c > 0.0)?;
@@ -242,6 +261,39 @@ mod tests {
         assert_close(without.offered_per_s, with.offered_per_s, 1e-9);
         assert_eq!(without.backlog, with.backlog);
         assert!(without.offered_known);
+    }
+
+    #[test]
+    fn no_number_is_computed_without_the_demand_or_without_rates() {
+        // score has rates and busy time, but no lag, exporter lag or backlog: the demand is
+        // unknown, whatever the capacity.
+        let no_lag = || {
+            SnapshotBuilder::new()
+                .vertex("src", "Source: in", 2)
+                .vertex("score", "score", 2)
+                .edge("src", "score", "HASH")
+                .all_subtasks("src", 0.05, 0.9, 0.05, None)
+                .records_out("src", 0, 500.0)
+                .records_out("src", 1, 500.0)
+                .all_subtasks("score", 0.9, 0.0, 0.1, 500.0)
+        };
+        assert_eq!(on_vertex(&no_lag().build(), "score", needed), Err(NoNumber::Demand));
+        // Lag but no records rates at score: its capacity is unknown.
+        let no_rates = job().all_subtasks("score", 0.9, 0.0, 0.1, None).build();
+        assert_eq!(on_vertex(&no_rates, "score", needed), Err(NoNumber::Rates));
+        // One sample of lag, 30,000 records per subtask: a backlog (demand known to exceed
+        // the throughput) without its growth: a number from the observed rate, said to be a
+        // lower bound. Capacity 1111.1, offered 1000, catch-up 60,000 / 1800 = 33.3:
+        // ceil(2 × (1000 / 0.7 + 33.3) / 1111.1) = ceil(2.63) = 3; keyed (128 key groups):
+        // floor(128 / 3) = 42 < ceil(128 / 3) = 43 → aligned to 4.
+        let backlog_only = no_lag()
+            .pending_records("src", 0, vec![(t(0), 30_000.0)])
+            .pending_records("src", 1, vec![(t(0), 30_000.0)])
+            .build();
+        let n = on_vertex(&backlog_only, "score", needed).unwrap();
+        assert!(!n.offered_known);
+        assert_eq!((n.aligned_from, n.parallelism), (Some(3), 4));
+        assert_close(n.backlog.unwrap(), 60_000.0, 1e-6);
     }
 
     #[test]

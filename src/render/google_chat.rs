@@ -75,6 +75,8 @@ const HAZARDS: usize = 6;
 const DETAIL: usize = 2000;
 const FACT: usize = 200;
 const TITLE_NAME: usize = 120;
+/// The summary a revision's reply repeats: one or two lines.
+const REVISION_SUMMARY: usize = 400;
 
 /// The episode's thread key: `culprit-` and 32 hex digits of the SHA-256 of
 /// [`Notice::thread_key`] (the episode's thread, else the alert group), stable across
@@ -141,6 +143,17 @@ fn short_line(notice: &Notice, esc: impl Fn(&str, usize) -> String) -> String {
             esc(notice.reason.as_deref().unwrap_or("the notice carries no verdict"), SUMMARY)
         ),
     }
+}
+
+/// The one line of a revision: the job, that its verdict was revised, and its confidence
+/// now (escaped by `esc`).
+fn revision_line(notice: &Notice, v: &Verdict, esc: impl Fn(&str, usize) -> String) -> String {
+    let job = if notice.job.name.trim().is_empty() { "unknown job".into() } else { esc(&notice.job.name, TITLE_NAME) };
+    format!(
+        "{job}: the verdict was revised (revision {}): confidence {}, other numbers",
+        notice.episode.revision,
+        v.confidence.as_str()
+    )
 }
 
 fn paragraph(s: &str) -> Value {
@@ -235,6 +248,19 @@ pub fn message(notice: &Notice, first_post_ms: Option<i64>) -> Value {
     let mut details: Vec<Value> = Vec::new();
     let header;
     match (notice.kind, &notice.verdict) {
+        // A webhook cannot edit the verdict's message: a revision is a short reply in its
+        // thread, saying what moved (the verdict page behind the link shows it all).
+        (NoticeKind::Verdict, Some(v)) if notice.is_revision() => {
+            line.push(revision_line(notice, v, plain));
+            header = json!({ "title": plain(&revision_line(notice, v, crate::model::secret::cut), 200) });
+            if notice.maybe_repeat {
+                head.push(paragraph(&format!("<i>{REPEAT_MARK}</i>")));
+            }
+            if let Some(u) = &update {
+                head.push(paragraph(&format!("<b>{}</b>", html::escape(u))));
+            }
+            head.push(paragraph(&esc(&Names::of(v).text(&v.summary), REVISION_SUMMARY)));
+        }
         (NoticeKind::Verdict, Some(v)) => {
             let names = Names::of(v);
             line.push(title(v, &notice.job.name, plain));
@@ -256,7 +282,8 @@ pub fn message(notice: &Notice, first_post_ms: Option<i64>) -> Value {
             }
         }
     }
-    if !matches!(notice.kind, NoticeKind::Joined | NoticeKind::GroupResolved) && !notice.labels.is_empty() {
+    let short = matches!(notice.kind, NoticeKind::Joined | NoticeKind::GroupResolved) || notice.is_revision();
+    if !short && !notice.labels.is_empty() {
         let labels: Vec<String> =
             notice.labels.iter().take(20).map(|(k, v)| format!("{}=<b>{}</b>", esc(k, 60), esc(v, FACT))).collect();
         details.push(paragraph(&labels.join(" · ")));
@@ -406,6 +433,32 @@ mod tests {
                 .unwrap()
                 .starts_with(&format!("{REPEAT_MARK} · Update of the verdict posted at 11:06 UTC"))
         );
+    }
+
+    #[test]
+    fn a_revision_is_a_short_reply_in_the_verdicts_thread_not_the_verdict_again() {
+        let first = notice(NoticeKind::Verdict, Some(demo("slow-sink")));
+        let mut rev = first.clone();
+        rev.episode.revision = 2;
+        let m = message(&rev, Some(1_795_000_000_000));
+        assert_eq!(m["thread"], message(&first, None)["thread"], "in the verdict's thread");
+        let text = m["text"].as_str().unwrap();
+        let confidence = first.verdict.as_ref().unwrap().confidence.as_str();
+        assert_eq!(
+            text,
+            format!(
+                "Update of the verdict posted at 11:06 UTC · bp-lab-slow-sink: the verdict was revised (revision 2): confidence {confidence}, other numbers"
+            )
+        );
+        // One section: the update line and the summary, then the link; no vertex rows, no
+        // fix, no labels (the full verdict is on its page).
+        let sections = m["cardsV2"][0]["card"]["sections"].as_array().unwrap();
+        assert_eq!(sections.len(), 2, "{sections:#?}");
+        assert_eq!(sections[0]["widgets"].as_array().unwrap().len(), 2);
+        assert!(sections[1]["widgets"][0]["buttonList"].is_object());
+        let all = m.to_string();
+        assert!(!all.contains("Vertices") && !all.contains("<b>Fix</b>"), "{all}");
+        assert!(serde_json::to_vec(&m).unwrap().len() < serde_json::to_vec(&message(&first, None)).unwrap().len() / 2);
     }
 
     #[test]

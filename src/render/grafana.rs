@@ -80,9 +80,11 @@ pub fn text(notice: &Notice) -> String {
         (NoticeKind::Verdict, Some(v)) => {
             let n = Names::of(v);
             let changed = if notice.changed { "changed: " } else { "" };
+            // The confidence too: a revision that only firms it up is shown in place.
+            let confidence = format!(" (confidence {})", v.confidence.as_str());
             match v.fix.first() {
-                Some(f) => format!("{job}: {changed}{} Fix: {}", n.text(&v.summary), n.text(f)),
-                None => format!("{job}: {changed}{}", n.text(&v.summary)),
+                Some(f) => format!("{job}: {changed}{} Fix: {}{confidence}", n.text(&v.summary), n.text(f)),
+                None => format!("{job}: {changed}{}{confidence}", n.text(&v.summary)),
             }
         }
         _ => crate::render::pagerduty::summary(notice),

@@ -166,15 +166,20 @@ fn profile(s: &mut String, v: &Verdict, names: &Names) {
     use crate::render::words::profile::heading;
     let Some(p) = &v.profile else { return };
     let _ = writeln!(s, "<h2 id=\"profile\">{}</h2>", escape(&heading(p, &names.prose(&p.vertex_name))));
-    s.push_str("<table><tr><th>frame</th><th>self samples</th><th>share</th><th>in (job code)</th></tr>\n");
+    s.push_str("<table><tr><th>frame</th><th>self samples</th><th>share</th><th>in (job code)</th><th>function (operator)</th></tr>\n");
     for f in &p.top_frames {
+        let function = f.function.as_deref().map(|func| {
+            let operator = f.operator.as_deref().map(|op| format!(" ({})", escape(op))).unwrap_or_default();
+            format!("<code>{}</code>{operator}", escape(&crate::render::words::profile::function_name(func)))
+        });
         let _ = writeln!(
             s,
-            "<tr><td><code>{}</code></td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            "<tr><td><code>{}</code></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
             escape(&f.frame),
             f.self_samples,
             crate::render::words::numbers::pct(f.share_ratio),
-            f.user_frame.as_deref().map(|u| format!("<code>{}</code>", escape(u))).unwrap_or_default()
+            f.user_frame.as_deref().map(|u| format!("<code>{}</code>", escape(u))).unwrap_or_default(),
+            function.unwrap_or_default()
         );
     }
     s.push_str("</table>\n");

@@ -116,7 +116,8 @@ fn target(url: &str) -> String {
 /// The post for a notice. Never fails: long text is cut (see the limits).
 ///
 /// * [`NoticeKind::Verdict`]: the layout in the module docs; a later revision or a changed
-///   verdict says first which earlier post it updates.
+///   verdict says first which earlier post it updates (the notifier posts no revision: an
+///   incoming webhook cannot edit the post it made).
 /// * [`NoticeKind::Resolved`]: the job resolved, saying it updates the verdict posted
 ///   earlier; labels and links.
 /// * [`NoticeKind::CouldNotDiagnose`] (and a verdict notice without a verdict): the job

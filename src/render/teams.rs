@@ -21,7 +21,8 @@
 //!
 //! [`NoticeKind::Resolved`] and [`NoticeKind::CouldNotDiagnose`] are short cards that say
 //! what they update; [`NoticeKind::Joined`] and [`NoticeKind::GroupResolved`] are one-line
-//! cards.
+//! cards (which [`crate::notify::teams`] does not post: a Workflows webhook cannot put them
+//! in a thread).
 //!
 //! # Size
 //!

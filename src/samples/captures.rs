@@ -167,8 +167,7 @@ pub fn verdict(capture: &Capture) -> Result<Verdict, String> {
     if let (Some(text), Some(culprit)) = (capture.flamegraph, crate::model::flamegraph::wants_profile(&verdict)) {
         use crate::model::flamegraph::{ProfileKind, parse, profile};
         let graph = parse(text)?;
-        let (id, name) = (culprit.vertex_id.clone(), culprit.vertex_name.clone());
-        verdict.profile = profile(&id, &name, ProfileKind::OffCpu, &graph, crate::model::verdict::rfc3339);
+        verdict.profile = profile(&culprit.clone(), ProfileKind::OffCpu, &graph, crate::model::verdict::rfc3339);
     }
     Ok(verdict)
 }

@@ -481,17 +481,14 @@ impl Live {
             return verdict;
         }
         let Some(culprit) = wants_profile(&verdict) else { return verdict };
-        let (vertex_id, vertex_name) = (culprit.vertex_id.clone(), culprit.vertex_name.clone());
+        let culprit = culprit.clone();
         let Some(Ok(rest)) = self.rest_for(labels, job_labels) else {
             verdict.notes.push("no profile of the culprit's vertex: no Flink REST for this job".into());
             return verdict;
         };
         let within = std::time::Duration::from_millis(self.config.flink.flamegraph_deadline.as_ms().max(0) as u64);
-        match rest.flamegraph_within(&verdict.job.id, &vertex_id, ProfileKind::Full, within).await {
-            Ok(graph) => {
-                verdict.profile =
-                    profile(&vertex_id, &vertex_name, ProfileKind::Full, &graph, crate::model::verdict::rfc3339)
-            }
+        match rest.flamegraph_within(&verdict.job.id, &culprit.vertex_id, ProfileKind::Full, within).await {
+            Ok(graph) => verdict.profile = profile(&culprit, ProfileKind::Full, &graph, crate::model::verdict::rfc3339),
             Err(why) => verdict.notes.push(format!("no profile of the culprit's vertex: {why}")),
         }
         verdict

@@ -32,15 +32,15 @@ use crate::support;
 use crate::support::capture::{Capture, Received};
 
 /// The capture the job's metrics come from (Flink 1.20, a slow sink, high confidence).
-const CAPTURE: &str = "examples/captures/flink-1.20-slow-sink";
+pub(super) const CAPTURE: &str = "examples/captures/flink-1.20-slow-sink";
 /// Its job, as Flink and the reporter name it.
 const JOB_ID: &str = "1693c3fd3273a60c5bb4710556379791";
-const JOB_NAME: &str = "bp_lab_slow_sink";
+pub(super) const JOB_NAME: &str = "bp_lab_slow_sink";
 /// Report 14's job, replaced in its webhooks.
 const REPORT_JOB_ID: &str = "3c2b1a0f9e8d7c6b5a4f3e2d1c0b9a8f";
 const REPORT_JOB_NAME: &str = "checkout_enricher";
 
-fn root() -> PathBuf {
+pub(super) fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
@@ -50,14 +50,14 @@ fn now_ms() -> i64 {
 
 /// Report 14's webhook `n` (1: the job-level alert; 2, 3: task-level ones) for the capture's
 /// job: job id and name replaced everywhere (labels and `groupKey`).
-fn webhook(n: u32) -> Value {
+pub(super) fn webhook(n: u32) -> Value {
     let path = root().join(format!("tests/data/reports3/14-group-by-all-per-task-alerts/webhook-{n}.json"));
     let text = std::fs::read_to_string(path).unwrap();
     serde_json::from_str(&text.replace(REPORT_JOB_ID, JOB_ID).replace(REPORT_JOB_NAME, JOB_NAME)).unwrap()
 }
 
 /// The same group's webhook once its alert resolved.
-fn resolved(mut w: Value) -> Value {
+pub(super) fn resolved(mut w: Value) -> Value {
     w["status"] = "resolved".into();
     for a in w["alerts"].as_array_mut().unwrap() {
         a["status"] = "resolved".into();
@@ -69,7 +69,7 @@ fn resolved(mut w: Value) -> Value {
 /// The capture's recording, shifted to end a second ago; without `numRecordsIn` when
 /// `records` is false (then the records rates are unknown and the verdict's confidence is
 /// medium: the same culprit and finding, a weaker verdict).
-fn recording(records: bool) -> String {
+pub(super) fn recording(records: bool) -> String {
     let text = support::shifted(&root().join(CAPTURE).join("recording.om.gz"), now_ms() - 1_000);
     if records {
         return text;
@@ -77,7 +77,7 @@ fn recording(records: bool) -> String {
     text.lines().filter(|l| !l.contains("numRecordsIn")).map(|l| format!("{l}\n")).collect()
 }
 
-fn vm(text: &str) -> support::Server {
+pub(super) fn vm(text: &str) -> support::Server {
     support::victoria_metrics_holding(text, &["-search.latencyOffset=0s", "-search.disableCache"])
 }
 
@@ -95,12 +95,12 @@ async fn serve(dir: &Path, prometheus: &str, capture: &Capture, service: &str) -
     Application::build(Config::from_toml(&text, "episode.toml").unwrap()).await.unwrap()
 }
 
-async fn post(app: &Application, body: &Value) {
+pub(super) async fn post(app: &Application, body: &Value) {
     let r = reqwest::Client::new().post(format!("{}/webhook/alertmanager", app.url())).json(body).send().await.unwrap();
     assert_eq!(r.status(), 202, "{}", r.text().await.unwrap());
 }
 
-async fn diagnoses(app: &Application) -> f64 {
+pub(super) async fn diagnoses(app: &Application) -> f64 {
     let m = reqwest::get(format!("{}/metrics", app.url())).await.unwrap().text().await.unwrap();
     support::diagnoses_total(&m)
 }
@@ -140,7 +140,7 @@ fn percent_decode(s: &str) -> String {
     String::from_utf8(out).unwrap()
 }
 
-fn group_key(n: u32) -> String {
+pub(super) fn group_key(n: u32) -> String {
     webhook(n)["groupKey"].as_str().unwrap().to_string()
 }
 
@@ -302,7 +302,7 @@ async fn forward(State(s): State<Switch>, method: Method, uri: Uri, body: Bytes)
     }
 }
 
-async fn switch(before: &str, after: &str) -> (String, Arc<AtomicBool>) {
+pub(super) async fn switch(before: &str, after: &str) -> (String, Arc<AtomicBool>) {
     let switched = Arc::new(AtomicBool::new(false));
     let state = Switch {
         before: before.into(),

@@ -532,6 +532,10 @@ fn a_redeploy_with_another_parallelism_names_the_change_and_diagnoses_with_the_n
     // The sink's line shows its one writer (the source and enrich keep their 2).
     assert!(text.lines().any(|l| l.contains(">> Sink: orders-es  ×1")), "{text}");
     assert!(!text.contains("subtask 0 of 2"), "{text}");
+    // As for an in-place rescale: the cut leads the fix, before the system behind the sink.
+    assert!(v.fix[0].starts_with("Weigh first: Sink: orders-es was cut from 2 to 1 subtasks at"), "{:?}", v.fix);
+    assert!(v.fix[0].contains(&format!("when run {A} was redeployed as run {B}: it has fewer writers")), "{:?}", v.fix);
+    assert!(v.fix[1..].iter().any(|f| f.starts_with("Fix the system behind Sink: orders-es")), "{:?}", v.fix);
 }
 
 #[test]

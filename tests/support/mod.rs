@@ -13,6 +13,7 @@ pub mod cards;
 pub mod chat;
 pub mod echo;
 pub mod faulty_disk;
+pub mod grafana;
 pub mod limits;
 pub mod logs;
 pub mod opsgenie;

@@ -20,7 +20,8 @@ pub(super) type Resized = (String, u32, u32);
 /// asked about the job, not about that plan.
 ///
 /// A plan of another run (a redeploy), or fetched before a rescale inside the window
-/// (`rescaled`: the changes seen, [`RunChange::Rescaled`]), may give a vertex a parallelism
+/// (`rescaled`: the changes seen, [`RunChange::Rescaled`] in the series or a completed
+/// [`RunChange::SchedulerRescale`] of Flink's rescale history), may give a vertex a parallelism
 /// the run no longer has: the number of subtasks reporting then is the run's parallelism,
 /// said so (the third answer: each vertex's name, the plan's and the run's parallelism),
 /// not data that did not arrive.
@@ -96,7 +97,8 @@ pub(super) fn check_plan(
 
 /// Sets the parallelism of the plan's vertices to the number of subtasks reporting where a
 /// change explains the difference: the plan is of another run (`other_run`), or the vertex
-/// was rescaled to that number inside the window. Returns each vertex changed with the
+/// was rescaled to that number inside the window (seen in the series or in Flink's rescale
+/// history). Returns each vertex changed with the
 /// plan's and the run's parallelism.
 fn resize(
     g: &mut JobGraph,
@@ -108,8 +110,12 @@ fn resize(
     for v in &mut g.vertices {
         let Some(a) = vertex_aggregates.iter().find(|a| a.vertex_id == v.id) else { continue };
         let explained = other_run
-            || rescaled.iter().any(|c| {
-                matches!(c, RunChange::Rescaled { vertex_id, to, .. } if *vertex_id == v.id && *to == a.subtask_count)
+            || rescaled.iter().any(|c| match c {
+                RunChange::Rescaled { vertex_id, to, .. } => *vertex_id == v.id && *to == a.subtask_count,
+                RunChange::SchedulerRescale { cause, vertices, .. } => {
+                    cause.completed() && vertices.iter().any(|(n, _, to)| *n == v.name && *to == a.subtask_count)
+                }
+                RunChange::Replaced { .. } | RunChange::Stopped { .. } | RunChange::Restarted { .. } => false,
             });
         if explained && a.subtask_count >= 1 && a.subtask_count != v.parallelism {
             resized.push((v.name.clone(), v.parallelism, a.subtask_count));
@@ -153,7 +159,7 @@ mod tests {
     use crate::model::graph::JobGraph;
 
     #[test]
-    fn only_a_rescale_to_the_count_reporting_or_another_runs_plan_replaces_the_plans_parallelism() {
+    fn only_a_rescale_to_the_count_reporting_of_either_record_or_another_runs_plan_replaces_the_plans_parallelism() {
         let plan = r#"{"jid":"j","name":"job","plan":{"nodes":[
             {"id":"sink","parallelism":4,"description":"Sink<br/>","inputs":[{"id":"src","ship_strategy":"REBALANCE"}]},
             {"id":"src","parallelism":4,"description":"Source<br/>"}]}}"#;
@@ -177,6 +183,20 @@ mod tests {
             incomplete_note(&unexplained, &aggs)
                 .is_some_and(|n| n.contains("reports 2 of the 4 subtasks of its parallelism in the job plan"))
         );
+        // A rescale only Flink's rescale history holds (the series missed it) explains the
+        // 2 as well; one that failed does not.
+        let by_scheduler = |state: &str| RunChange::SchedulerRescale {
+            at_ms: 0,
+            cause: Box::new(crate::model::rescales::RescaleCause {
+                trigger: Some("UPDATE_REQUIREMENT".into()),
+                terminal_state: Some(state.into()),
+                terminated_reason: None,
+            }),
+            vertices: vec![("Sink".into(), 4, 2)],
+        };
+        let mut from_history = g.clone();
+        assert_eq!(resize(&mut from_history, false, &aggs, &[by_scheduler("COMPLETED")]), [("Sink".to_string(), 4, 2)]);
+        assert!(resize(&mut g.clone(), false, &aggs, &[by_scheduler("FAILED")]).is_empty());
         // The plan of another run: the count reporting is this run's.
         let mut other = g;
         assert_eq!(resize(&mut other, true, &aggs, &[]).len(), 1);

@@ -3,9 +3,12 @@
 //! Utilisation ρ of a vertex is its mean busy ratio. Hits when the culprit (or, with no
 //! culprit, the busiest vertex) runs at ρ ≥ 0.9. Response time grows as 1/(1−ρ). When
 //! several vertices are near capacity (ρ ≥ 0.8) and the culprit does not stand out (within
-//! 0.1), there is no single culprit: the whole job needs capacity. The fix gives a number:
+//! 0.1), there is no single culprit: the whole job needs capacity. With the demand known
+//! (a source lag or backlog) the fix gives a number:
 //! `parallelism_needed = ceil(p × offered / (capacity × 0.7))`, offered being the source's
-//! produce rate when its lag shows it, else the observed rate (a lower bound).
+//! produce rate when its lag shows it. Without the demand no number is given, for one
+//! vertex or several: the job runs flat out, and the fix says what limits it and what to
+//! measure.
 //!
 //! Inside: `async_io` — a busy async I/O or lookup operator on TaskManagers with low CPU
 //! waits on its in-flight queue, not on CPU (Little's law), and needs a different fix.
@@ -15,7 +18,7 @@ use crate::diagnose::{Context, StepReport};
 use crate::model::facts::headroom::{AsyncFact, Busy, HeadroomFact, LittlesLaw, Raise};
 use crate::model::verdict::Finding;
 
-pub use crate::diagnose::parallelism::{Needed, demand_known, needed as parallelism_needed, offered_factor};
+pub use crate::diagnose::parallelism::{Needed, NoNumber, demand_known, needed as parallelism_needed, offered_factor};
 
 /// What `headroom` found besides its report.
 #[derive(Debug, Clone, PartialEq)]
@@ -115,9 +118,9 @@ fn at_capacity(ctx: &Context, culprit: Option<&VertexSignals>, subject: &VertexS
         graph_free: ctx.signals.graph_free,
         capacity_records_per_s: subject.capacity(),
     });
-    let demand = demand_known(ctx);
-    if demand {
-        parallelism_fix(ctx, subject, &mut r);
+    let needed = parallelism_needed(ctx, subject);
+    if needed != Err(NoNumber::Demand) {
+        parallelism_fix(ctx, subject, needed, &mut r);
     } else {
         // A source without a rate limit and no lag metric: the job runs as fast as the
         // subject lets it; more parallelism only moves the saturation point.
@@ -155,21 +158,21 @@ fn at_capacity(ctx: &Context, culprit: Option<&VertexSignals>, subject: &VertexS
     ));
     let (vertex, utilisation_ratio) = (subject.name.clone(), rho);
     r.summary = Some(
-        match (culprit, parallelism_needed(ctx, subject)) {
-            (Some(_), _) if !demand => HeadroomFact::CulpritAtCapacity {
+        match (culprit, needed) {
+            (Some(_), Err(NoNumber::Demand)) => HeadroomFact::CulpritAtCapacity {
                 vertex,
                 utilisation_ratio,
                 raise: Raise::DemandUnknown { throughput_records_per_s: subject.throughput_all_subtasks() },
             },
-            (Some(_), Some(n)) if n.parallelism > subject.parallelism_now() => HeadroomFact::CulpritAtCapacity {
+            (Some(_), Ok(n)) if n.parallelism > subject.parallelism_now() => HeadroomFact::CulpritAtCapacity {
                 vertex,
                 utilisation_ratio,
                 raise: Raise::From { from_parallelism: subject.parallelism_now(), to_parallelism: n.parallelism },
             },
-            (Some(_), Some(_)) => {
-                HeadroomFact::CulpritAtCapacity { vertex, utilisation_ratio, raise: Raise::CannotHelp }
+            (Some(_), Ok(_)) => HeadroomFact::CulpritAtCapacity { vertex, utilisation_ratio, raise: Raise::CannotHelp },
+            (Some(_), Err(NoNumber::Rates)) => {
+                HeadroomFact::CulpritAtCapacity { vertex, utilisation_ratio, raise: Raise::Unknown }
             }
-            (Some(_), None) => HeadroomFact::CulpritAtCapacity { vertex, utilisation_ratio, raise: Raise::Unknown },
             // Backpressure whose end `locate` could not read (a vertex without metrics) is
             // backpressure all the same: never "no backpressure yet".
             (None, _) if !ctx.red.is_empty() => {
@@ -182,12 +185,12 @@ fn at_capacity(ctx: &Context, culprit: Option<&VertexSignals>, subject: &VertexS
     r
 }
 
-/// The parallelism fix: a number from the offered rate and capacity, or without rates,
-/// the direction.
-fn parallelism_fix(ctx: &Context, subject: &VertexSignals, r: &mut StepReport) {
+/// The parallelism fix with the demand known: a number from the offered rate and
+/// capacity, or without rates, the direction.
+fn parallelism_fix(ctx: &Context, subject: &VertexSignals, needed: Result<Needed, NoNumber>, r: &mut StepReport) {
     let t = &ctx.cfg.thresholds;
-    match parallelism_needed(ctx, subject) {
-        Some(n) => {
+    match needed {
+        Ok(n) => {
             r.fix.push(HeadroomFact::ParallelismHelps(n.fact(
                 &subject.name,
                 subject.parallelism_now(),
@@ -211,7 +214,7 @@ fn parallelism_fix(ctx: &Context, subject: &VertexSignals, r: &mut StepReport) {
                 "pending_records",
             ));
         }
-        None => {
+        Err(_) => {
             r.fix.push(HeadroomFact::RaiseWithoutRates {
                 vertex: subject.name.clone(),
                 parallelism: subject.parallelism_now(),
@@ -246,18 +249,29 @@ fn no_single_culprit(
         },
     );
     r.cause.push(HeadroomFact::NoSingleOperator { near: busy.clone() });
+    let demand = demand_known(ctx);
+    if !demand {
+        // As for one vertex at capacity: the job runs as fast as these let it, and a number
+        // from that rate would only move the saturation point.
+        r.fix.push(HeadroomFact::FlatOutNearCapacity {
+            near: busy.clone(),
+            throughput_records_per_s: near.iter().filter_map(|v| v.throughput_all_subtasks()).reduce(f64::min),
+        });
+        r.missing_inputs.push(HeadroomFact::DemandUnknown.into());
+    }
     for v in near {
         match parallelism_needed(ctx, v) {
-            Some(n) => r.fix.push(n.fact(
+            Ok(n) => r.fix.push(n.fact(
                 &v.name,
                 v.parallelism_now(),
                 t.target_utilisation,
                 ctx.cfg.catch_up.as_ms() as f64 / 1000.0,
             )),
-            None => r.fix.push(HeadroomFact::MoreParallelismWithoutRates {
+            Err(NoNumber::Rates) => r.fix.push(HeadroomFact::MoreParallelismWithoutRates {
                 vertex: v.name.clone(),
                 parallelism: v.parallelism_now(),
             }),
+            Err(NoNumber::Demand) => {}
         }
         if let Some(rho) = v.utilisation() {
             r.evidence.push(ctx.evidence(
@@ -270,11 +284,8 @@ fn no_single_culprit(
             ));
         }
     }
-    if !demand_known(ctx) {
-        r.missing_inputs.push(HeadroomFact::DemandUnknown.into());
-    }
     r.not_the_fix.push(HeadroomFact::ScalingOnlyOne { vertex: subject.name.clone() });
-    r.summary = Some(HeadroomFact::NoSingleCulprit { near: busy }.into());
+    r.summary = Some(HeadroomFact::NoSingleCulprit { near: busy, demand_known: demand }.into());
     HeadroomResult { report: r, subject: None, no_single_culprit: true }
 }
 
@@ -430,15 +441,11 @@ mod tests {
     }
 
     #[test]
-    fn without_source_lag_the_observed_rate_is_only_a_lower_bound_of_the_offered_one() {
-        // offered = observed 1900: ceil(2 × 1900 / (2000 × 0.7)) = ceil(3800 / 1400)
-        //                        = ceil(2.714) = 3, a number the step no longer advises
-        // (below): the demand is unknown.
+    fn without_source_lag_no_parallelism_number_is_computed() {
+        // The observed 1900 records/s would give ceil(2 × 1900 / (2000 × 0.7)) = 3, but
+        // it is the job's maximum, not its demand: no number.
         let snap = job().build();
-        let needed = on_vertex(&snap, "score", parallelism_needed).unwrap();
-        assert_eq!(needed.parallelism, 3);
-        assert_close(needed.offered_per_s, 1900.0, 1e-9);
-        assert!(!needed.offered_known);
+        assert_eq!(on_vertex(&snap, "score", parallelism_needed), Err(NoNumber::Demand));
     }
 
     #[test]
@@ -516,14 +523,10 @@ mod tests {
         assert_eq!(h.subject.as_deref(), Some("score"));
     }
 
-    #[test]
-    fn several_vertices_near_capacity_have_no_single_culprit() {
-        // src (red) → a (ρ 0.92) → b (ρ 0.88) → sink. a is the first non-red busy vertex,
-        // but 0.92 − 0.88 = 0.04 ≤ 0.1: the whole job is at capacity.
-        // a: capacity = 2 × 500 / 0.92 = 1086.96; ceil(2 × 1000 / (1086.96 × 0.7))
-        //    = ceil(2.629) = 3. b: capacity = 2 × 500 / 0.88 = 1136.36;
-        //    ceil(2 × 1000 / (1136.36 × 0.7)) = ceil(2.514) = 3.
-        let snap = SnapshotBuilder::new()
+    /// src (red, 2 subtasks emitting 500 records/s each) → a (ρ 0.92) → b (ρ 0.88) → sink,
+    /// 500 records/s per subtask.
+    fn two_near_capacity() -> SnapshotBuilder {
+        SnapshotBuilder::new()
             .vertex("src", "Source: txn", 2)
             .vertex("a", "a", 2)
             .vertex("b", "b", 2)
@@ -532,9 +535,24 @@ mod tests {
             .edge("a", "b", "FORWARD")
             .edge("b", "sink", "FORWARD")
             .all_subtasks("src", 0.05, 0.6, 0.35, None)
+            .records_out("src", 0, 500.0)
+            .records_out("src", 1, 500.0)
             .all_subtasks("a", 0.92, 0.0, 0.08, 500.0)
             .all_subtasks("b", 0.88, 0.05, 0.07, 500.0)
             .all_subtasks("sink", 0.1, 0.0, 0.9, 500.0)
+    }
+
+    #[test]
+    fn several_vertices_near_capacity_have_no_single_culprit() {
+        // a is the first non-red busy vertex, but 0.92 − 0.88 = 0.04 ≤ 0.1: the whole job
+        // is at capacity. The demand: pendingRecords steady at 0 (the source keeps up), so
+        // the offered rate is the observed 1000 records/s and known.
+        // a: capacity = 2 × 500 / 0.92 = 1086.96; ceil(2 × 1000 / (1086.96 × 0.7))
+        //    = ceil(2.629) = 3. b: capacity = 2 × 500 / 0.88 = 1136.36;
+        //    ceil(2 × 1000 / (1136.36 × 0.7)) = ceil(2.514) = 3.
+        let snap = two_near_capacity()
+            .pending_records("src", 0, line(-240, 0, 60, 0.0, 0.0))
+            .pending_records("src", 1, line(-240, 0, 60, 0.0, 0.0))
             .build();
         let h = with_context(&snap, |ctx| run(ctx, ctx.signals.vertex("a")));
         assert!(h.no_single_culprit);
@@ -542,24 +560,57 @@ mod tests {
         assert_eq!(
             h.report.fix.iter().map(|f| f.to_string()).collect::<Vec<_>>(),
             [
-                "a: parallelism 2 to 3: ceil(2 × (offered 1000 records/s / 0.7) / capacity 1090 records/s) — the offered rate is the observed one, a lower bound: without source lag data the real demand is unknown.",
-                "b: parallelism 2 to 3: ceil(2 × (offered 1000 records/s / 0.7) / capacity 1140 records/s) — the offered rate is the observed one, a lower bound: without source lag data the real demand is unknown."
+                "a: parallelism 2 to 3: ceil(2 × (offered 1000 records/s / 0.7) / capacity 1090 records/s).",
+                "b: parallelism 2 to 3: ceil(2 × (offered 1000 records/s / 0.7) / capacity 1140 records/s)."
             ]
         );
+        assert!(h.report.missing_inputs.is_empty());
 
         let v = verdict(&snap);
         assert_eq!(v.status, Status::NoSingleCulprit);
         assert_eq!(v.finding, Finding::Headroom);
         assert!(v.culprit.is_none() && v.culprits.is_empty());
-        assert!(
-            v.summary.starts_with("No single culprit: 2 vertices run near capacity (a 92%, b 88%)"),
-            "{}",
-            v.summary
+        assert_eq!(
+            v.summary,
+            "No single culprit: 2 vertices run near capacity (a 92%, b 88%); the job needs more capacity."
         );
         let json = serde_json::to_value(&v).unwrap();
         assert!(json["culprit"].is_null());
         // Not "a is the culprit": locate's cause and fix are left out.
         assert!(!v.cause.contains("it is the slowest vertex"), "{}", v.cause);
+    }
+
+    #[test]
+    fn several_vertices_near_capacity_without_demand_get_no_parallelism_number_and_lower_confidence() {
+        // The same job with no pendingRecords and no exporter lag: its 1000 records/s are
+        // what a and b allow, not what it is offered. No "parallelism 2 to 3" anywhere;
+        // the fix says what limits the job and what to measure.
+        let snap = two_near_capacity().build();
+        let h = with_context(&snap, |ctx| run(ctx, ctx.signals.vertex("a")));
+        assert!(h.no_single_culprit);
+        assert_eq!(
+            h.report.fix,
+            [Fact::Headroom(HeadroomFact::FlatOutNearCapacity {
+                near: vec![
+                    Busy { vertex: "a".into(), utilisation_ratio: 0.92 },
+                    Busy { vertex: "b".into(), utilisation_ratio: 0.88 }
+                ],
+                // Each passes 2 × 500 records/s.
+                throughput_records_per_s: Some(1000.0),
+            })]
+            .into()
+        );
+        assert_eq!(h.report.missing_inputs, [Fact::Headroom(HeadroomFact::DemandUnknown)]);
+
+        let v = verdict(&snap);
+        assert_eq!((v.status, v.finding), (Status::NoSingleCulprit, Finding::Headroom));
+        assert_eq!(v.confidence, crate::model::verdict::Confidence::Medium);
+        let said = format!("{} {} {}", v.summary, v.fix.join(" "), v.not_the_fix.join(" "));
+        assert!(!said.contains("parallelism 2 to"), "{said}");
+        assert!(v.summary.contains("the demand is unknown"), "{}", v.summary);
+        assert!(v.fix[0].starts_with("The job runs as fast as a 92%, b 88% let it (~1000 records/s)"), "{:?}", v.fix);
+        assert!(v.fix[0].contains("export its lag"), "{:?}", v.fix);
+        assert!(v.missing.iter().any(|m| m.starts_with("the demand on the job")), "{:?}", v.missing);
     }
 
     #[test]
@@ -576,6 +627,11 @@ mod tests {
             .edge("seg", "match", "HASH")
             .edge("match", "writer", "REBALANCE")
             .all_subtasks("src", 0.68, 0.3, 0.02, None)
+            .records_out("src", 0, 500.0)
+            .records_out("src", 1, 500.0)
+            // The demand: the source keeps up (pendingRecords steady at 0).
+            .pending_records("src", 0, line(-240, 0, 60, 0.0, 0.0))
+            .pending_records("src", 1, line(-240, 0, 60, 0.0, 0.0))
             .all_subtasks("seg", 0.85, 0.05, 0.1, 500.0)
             .all_subtasks("match", 0.93, 0.0, 0.07, 500.0)
             .all_subtasks("writer", 0.84, 0.0, 0.16, 500.0)

@@ -69,8 +69,8 @@ pub fn run(ctx: &Context, culprit: &VertexSignals) -> StepReport {
             r.fix.push(SinkFact::BiggerBatches);
             // Without demand (no source lag) the number would rest on the throughput the sink
             // allows, a job running flat out: no number then (README "A job running flat out").
-            if let Some(needed) = headroom::parallelism_needed(ctx, culprit)
-                .filter(|n| n.parallelism > culprit.parallelism_now() && headroom::demand_known(ctx))
+            if let Ok(needed) = headroom::parallelism_needed(ctx, culprit)
+                && needed.parallelism > culprit.parallelism_now()
             {
                 let parallelism = needed.sentence(
                     &culprit.name,

@@ -65,6 +65,10 @@ pub enum HeadroomFact {
     /// Fix without demand: the job runs flat out, `vertex` limits it; more parallelism only
     /// moves the saturation point, so raise it only if the job must go faster.
     FlatOut { vertex: String, parallelism: u32, throughput_records_per_s: Option<f64> },
+    /// Fix without demand when several vertices are near capacity: the job runs as fast as
+    /// they let it (`throughput_records_per_s`: the least any of them passes); raising
+    /// them only moves the saturation point.
+    FlatOutNearCapacity { near: Vec<Busy>, throughput_records_per_s: Option<f64> },
     /// Missing input: the demand on the job (source lag, `pendingRecords`, an offered rate).
     DemandUnknown,
     /// Graph-free: whether the vertex is a sink is unknown; check the system behind it first.
@@ -92,8 +96,9 @@ pub enum HeadroomFact {
     MoreParallelismWithoutRates { vertex: String, parallelism: u32 },
     /// Not the fix: scaling only the subject moves the bottleneck.
     ScalingOnlyOne { vertex: String },
-    /// Summary: no single culprit, the job needs capacity.
-    NoSingleCulprit { near: Vec<Busy> },
+    /// Summary: no single culprit, the job needs capacity (`demand_known`), or without the
+    /// demand, it runs as fast as these vertices let it.
+    NoSingleCulprit { near: Vec<Busy>, demand_known: bool },
     /// An async I/O operator waiting on the service it calls.
     Async(AsyncFact),
 }

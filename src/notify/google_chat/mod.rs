@@ -10,9 +10,14 @@
 //! `{text, cardsV2, thread: {threadKey}}` for every notice. Every notice of a job's
 //! episode carries the same thread key, so a verdict's updates, its resolution and the
 //! alert groups that join or leave it are replies in the thread of its first message (a
-//! thread that cannot be found starts a new one). A webhook cannot edit a message: each
-//! later post says what it updates. The state kept per episode is the time of its first
-//! post and Google's thread name (`{"first_post_ms": …, "thread": "spaces/…/threads/…"}`).
+//! thread that cannot be found starts a new one). A webhook cannot edit a message
+//! (a webhook only creates messages; `spaces.messages.patch` takes a Chat app's
+//! credentials, <https://developers.google.com/workspace/chat/update-messages>): each later
+//! post says what it updates, and a *revision* (the same decision with other confidence or
+//! numbers, [`Notice::is_revision`]), which other destinations show in place, is a short
+//! reply in the thread (the confidence now and the summary), never the whole verdict
+//! again. The state kept per episode is the time of its first post and Google's thread
+//! name (`{"first_post_ms": …, "thread": "spaces/…/threads/…"}`).
 //!
 //! # Answers
 //!

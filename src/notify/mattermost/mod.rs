@@ -5,11 +5,15 @@
 //! `{text, channel?, username?, icon_url?}`.
 //! <https://developers.mattermost.com/integrate/webhooks/incoming/>
 //!
-//! * Which notices: verdicts (every revision), resolutions and failures to diagnose.
-//!   [`NoticeKind::Joined`] and [`NoticeKind::GroupResolved`] are not posted: an incoming
-//!   webhook cannot reply in a thread, and a post each would only be noise.
-//! * An incoming webhook cannot edit a post nor tell its id: a later revision, a changed
-//!   verdict and the resolution are new posts that say what they update; no state is kept.
+//! * Which notices: verdicts (the first post and a changed verdict), resolutions and
+//!   failures to diagnose. An incoming webhook answers `ok` and no post id, so it can
+//!   neither edit a post nor reply in its thread: a *revision* (the same decision with other
+//!   confidence or numbers, [`Notice::is_revision`]), which other destinations show in
+//!   place, is not posted at all (a new post per changed number would bury the verdict; the
+//!   verdict page behind its link shows the latest), nor are [`NoticeKind::Joined`] and
+//!   [`NoticeKind::GroupResolved`] (a post each would only be noise).
+//! * A changed verdict and the resolution are new posts that say what they update; no state
+//!   is kept.
 //! * Repeats: Mattermost has no idempotency key and no way for a webhook to look up its
 //!   posts ([`Destination::already_sent`] cannot tell), so a notice sent again after an
 //!   attempt whose outcome is unknown ([`Notice::maybe_repeat`]) carries the mark
@@ -122,7 +126,11 @@ impl Mattermost {
 
     /// Verdicts, resolutions and failures to diagnose (see the module docs).
     pub fn wants(&self, notice: &Notice) -> bool {
-        matches!(notice.kind, NoticeKind::Verdict | NoticeKind::Resolved | NoticeKind::CouldNotDiagnose)
+        match notice.kind {
+            NoticeKind::Verdict => !notice.is_revision(),
+            NoticeKind::Resolved | NoticeKind::CouldNotDiagnose => true,
+            NoticeKind::Joined | NoticeKind::GroupResolved | NoticeKind::Incident => false,
+        }
     }
 
     /// The JSON body of a notice's post.

@@ -9,11 +9,19 @@
 //!
 //! `POST <webhook_url>` of `{type: "message", attachments: [{contentType:
 //! "application/vnd.microsoft.card.adaptive", content: <card>}]}` for every notice.
-//! A Workflows webhook cannot edit or thread a message, so a changed verdict, a revision,
-//! a resolution and "could not diagnose" are new posts that say what they update ("Update
-//! of the verdict posted at 09:46 UTC", "Resolved"); `Joined` and `GroupResolved` are
-//! one-line cards. The state kept per episode is the time of its first post
-//! (`{"first_post_ms": …}`), which later posts name.
+//! A Workflows webhook cannot edit or thread a message (the trigger answers `202` and no
+//! message id; the flow's "Post card" action posts a new message each time), so a changed
+//! verdict, a resolution and "could not diagnose" are new posts that say what they update
+//! ("Changed: replaces the verdict posted at 09:46 UTC", "Resolved"). A *revision* (the
+//! same decision with other confidence or numbers, [`Notice::is_revision`]), which other
+//! destinations show in place, is not posted: a new card per changed number would bury the
+//! verdict, and the verdict page behind its link shows the latest. The notices about one alert group
+//! among the several that carry the job's verdict ([`NoticeKind::Joined`],
+//! [`NoticeKind::GroupResolved`]) are not posted: without a thread to put them in they would
+//! be top-level cards in the channel, one per group, which is what one verdict per job
+//! avoids (as Slack's incoming webhook, which cannot thread either, posts nothing for them).
+//! The state kept per episode is the time of its first post (`{"first_post_ms": …}`),
+//! which later posts name.
 //!
 //! # Answers
 //!
@@ -69,7 +77,7 @@ use serde_json::{Value, json};
 use tokio::sync::Mutex;
 use tokio::time::Instant;
 
-use crate::model::notice::Notice;
+use crate::model::notice::{Notice, NoticeKind};
 use crate::model::secret::Redactor;
 use crate::notify::pace::pace;
 use crate::notify::webhook::{http_client, read_answer};
@@ -256,11 +264,16 @@ impl Destination for Teams {
     fn name(&self) -> String {
         self.what()
     }
-    /// Every notice: verdicts (first, changed, revised), resolutions, failures to diagnose,
-    /// and the alert groups that join or leave a verdict (one-line cards).
+    /// Verdicts (the first post and a changed one), resolutions and failures to diagnose;
+    /// never a revision, nor the notices of one alert group among several (see the module
+    /// docs).
     fn wants(&self, notice: &Notice) -> bool {
-        // An incident's summary is Slack's for now; each job's own message is posted here.
-        notice.kind != crate::model::notice::NoticeKind::Incident
+        match notice.kind {
+            NoticeKind::Verdict => !notice.is_revision(),
+            NoticeKind::Resolved | NoticeKind::CouldNotDiagnose => true,
+            // An incident's summary is Slack's for now; each job's own message is posted here.
+            NoticeKind::Joined | NoticeKind::GroupResolved | NoticeKind::Incident => false,
+        }
     }
     fn send<'a>(&'a self, notice: &'a Notice, state: Option<&'a Value>) -> BoxFuture<'a, Result<Sent, NotifyError>> {
         Box::pin(Teams::send(self, notice, state))

@@ -2,7 +2,7 @@
 
 use std::fmt::{self, Formatter};
 
-use crate::model::facts::changes::ChangeFact;
+use crate::model::facts::changes::{ChangeFact, CutBy};
 use crate::model::rescales::RescaleCause;
 use crate::model::snapshot::RunChange;
 use crate::model::verdict::rfc3339;
@@ -73,7 +73,7 @@ pub(super) fn word(fact: &ChangeFact, f: &mut Formatter<'_>) -> fmt::Result {
         ChangeFact::Happened(RunChange::Restarted { at_ms }) => {
             write!(f, "The job restarted at {} (same parallelism).", rfc3339(*at_ms))
         }
-        ChangeFact::ParallelismCut { vertex, from, to, at_ms, sink, by: Some(by) } => write!(
+        ChangeFact::ParallelismCut { vertex, from, to, at_ms, sink, by: CutBy::Scheduler(by) } => write!(
             f,
             "Weigh first: {vertex} was cut from {from} to {to} subtasks at {}{}; Flink's rescale history says the Adaptive scheduler made the cut: {}. {}",
             rfc3339(*at_ms),
@@ -88,7 +88,13 @@ pub(super) fn word(fact: &ChangeFact, f: &mut Formatter<'_>) -> fmt::Result {
                     "Restore its parallelism: raise the vertex's bounds in the job's resource requirements (PUT /jobs/:jobid/resource-requirements) or give the cluster the slots it needs.",
             }
         ),
-        ChangeFact::ParallelismCut { vertex, from, to, at_ms, sink, by: None } => write!(
+        ChangeFact::ParallelismCut { vertex, from, to, at_ms, sink, by: CutBy::Redeploy { old_id, new_id } } => write!(
+            f,
+            "Weigh first: {vertex} was cut from {from} to {to} subtasks at {} when run {old_id} was redeployed as run {new_id}{}. Restore its parallelism in what deploys the job (the vertex's setParallelism, pipeline.jobvertex-parallelism-overrides, parallelism.default or the FlinkDeployment's spec.job.parallelism); when the Flink Kubernetes Operator's autoscaler made the cut (it redeploys with pipeline.jobvertex-parallelism-overrides where it cannot rescale in place), bound it (job.autoscaler.vertex.min-parallelism), leave the vertex out of scaling (job.autoscaler.vertex.exclude.ids), or check the utilisation it aims for (job.autoscaler.target.utilization).",
+            rfc3339(*at_ms),
+            if *sink { ": it has fewer writers, not only a slow system behind it" } else { "" }
+        ),
+        ChangeFact::ParallelismCut { vertex, from, to, at_ms, sink, by: CutBy::Rescale } => write!(
             f,
             "Weigh first: {vertex} was cut from {from} to {to} subtasks at {}{}. Restore its parallelism; when the Flink Kubernetes Operator's autoscaler made the cut, bound it (job.autoscaler.vertex.min-parallelism), leave the vertex out of scaling (job.autoscaler.vertex.exclude.ids), or check the utilisation it aims for (job.autoscaler.target.utilization).",
             rfc3339(*at_ms),

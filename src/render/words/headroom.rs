@@ -69,7 +69,9 @@ pub(super) fn word(fact: &HeadroomFact, f: &mut Formatter<'_>) -> fmt::Result {
             "Or make {vertex} cheaper per record: it spends {} of busy time per record now.",
             per_record(*busy_ms_per_record)
         ),
-        HeadroomFact::FlatOut { .. } | HeadroomFact::DemandUnknown => demand_words(fact, f),
+        HeadroomFact::FlatOut { .. } | HeadroomFact::FlatOutNearCapacity { .. } | HeadroomFact::DemandUnknown => {
+            demand_words(fact, f)
+        }
         HeadroomFact::MaybeASink { vertex } => write!(
             f,
             "Without the job graph it is unknown whether {vertex} is a sink: if it writes to an external system, check that system's latency and the sink's batching first (the sink step's checks), since more parallelism adds load to a system that is already slow."
@@ -100,6 +102,18 @@ pub(super) fn word(fact: &HeadroomFact, f: &mut Formatter<'_>) -> fmt::Result {
             "Vertices are backpressured but the metrics do not show where the backpressure stops; {vertex} runs at {} of its capacity and may be where it does.",
             pct(*utilisation_ratio)
         ),
+        HeadroomFact::NearCapacity { .. }
+        | HeadroomFact::NoSingleOperator { .. }
+        | HeadroomFact::MoreParallelismWithoutRates { .. }
+        | HeadroomFact::ScalingOnlyOne { .. }
+        | HeadroomFact::NoSingleCulprit { .. } => near_capacity(fact, f),
+        HeadroomFact::Async(a) => async_io(a, f),
+    }
+}
+
+/// Words of several vertices near capacity, none standing out.
+fn near_capacity(fact: &HeadroomFact, f: &mut Formatter<'_>) -> fmt::Result {
+    match fact {
         HeadroomFact::NearCapacity {
             near,
             near_threshold_ratio,
@@ -125,13 +139,19 @@ pub(super) fn word(fact: &HeadroomFact, f: &mut Formatter<'_>) -> fmt::Result {
         HeadroomFact::ScalingOnlyOne { vertex } => {
             write!(f, "Scaling only {vertex}: the next vertex near capacity becomes the bottleneck.")
         }
-        HeadroomFact::NoSingleCulprit { near } => write!(
+        HeadroomFact::NoSingleCulprit { near, demand_known: true } => write!(
             f,
             "No single culprit: {} vertices run near capacity ({}); the job needs more capacity.",
             near.len(),
             list(near)
         ),
-        HeadroomFact::Async(a) => async_io(a, f),
+        HeadroomFact::NoSingleCulprit { near, demand_known: false } => write!(
+            f,
+            "No single culprit: {} vertices run near capacity ({}) and limit the job, which runs flat out; the demand is unknown, so whether it needs more capacity, and how much, is unknown.",
+            near.len(),
+            list(near)
+        ),
+        _ => Ok(()),
     }
 }
 
@@ -189,6 +209,13 @@ fn demand_words(fact: &HeadroomFact, f: &mut Formatter<'_>) -> fmt::Result {
                 write!(f, " (~{} records/s at parallelism {parallelism})", approx(*rate))?;
             }
             f.write_str(": without a source lag (pendingRecords, or a Kafka exporter's consumer-group lag) the demand is unknown, and a source without a rate limit reads as fast as the slowest vertex allows, so this rate is the job's maximum, not what it is offered. More parallelism only moves the saturation point to the next vertex: raise it only if the job must go faster than this; if the job is meant to keep up with an input, export its lag so the parallelism it needs can be computed.")
+        }
+        HeadroomFact::FlatOutNearCapacity { near, throughput_records_per_s } => {
+            write!(f, "The job runs as fast as {} let it", list(near))?;
+            if let Some(rate) = throughput_records_per_s {
+                write!(f, " (~{} records/s)", approx(*rate))?;
+            }
+            f.write_str(": without a source lag (pendingRecords, or a Kafka exporter's consumer-group lag) the demand is unknown, and a source without a rate limit reads as fast as the slowest vertices allow, so this rate is the job's maximum, not what it is offered, and no parallelism can be computed from it. Raising them together only moves the saturation point: do it only if the job must go faster than this; if the job is meant to keep up with an input, export its lag so the parallelism each needs can be computed.")
         }
         HeadroomFact::DemandUnknown => f.write_str(
             "the demand on the job: a source lag (pendingRecords, or a Kafka exporter's consumer-group lag) or an offered rate; without it the throughput is the job's maximum, not what it is offered",
@@ -280,8 +307,13 @@ mod tests {
             "2 vertices run near capacity (ρ ≥ 0.80): a 92%, b 88%; a (0.92) does not stand out from the busiest of the others (0.88) by more than 0.10."
         );
         assert_eq!(
-            words(HeadroomFact::NoSingleCulprit { near }),
+            words(HeadroomFact::NoSingleCulprit { near: near.clone(), demand_known: true }),
             "No single culprit: 2 vertices run near capacity (a 92%, b 88%); the job needs more capacity."
+        );
+        // Without the demand: neither "needs more capacity" nor a number.
+        assert_eq!(
+            words(HeadroomFact::NoSingleCulprit { near, demand_known: false }),
+            "No single culprit: 2 vertices run near capacity (a 92%, b 88%) and limit the job, which runs flat out; the demand is unknown, so whether it needs more capacity, and how much, is unknown."
         );
     }
 

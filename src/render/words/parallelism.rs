@@ -43,7 +43,7 @@ pub(super) fn word(fact: &ParallelismFact, f: &mut Formatter<'_>) -> fmt::Result
     }
     if !n.offered_known {
         f.write_str(
-            " — the offered rate is the observed one, a lower bound: without source lag data the real demand is unknown",
+            " — the offered rate is the observed one, a lower bound: the backlog is known, not how fast the lag grows",
         )?;
     }
     f.write_str(".")
@@ -140,7 +140,9 @@ mod tests {
             keep_up: 3,
             offered_per_s: 1000.0,
             offered_known: false,
-            backlog: None,
+            // A backlog known from one sample of the lag: the demand is known to exceed
+            // the throughput, not by how much (no growth).
+            backlog: Some(60_000.0),
             catch_up_per_s: 0.0,
             drain_seconds: None,
             limit: None,
@@ -148,7 +150,7 @@ mod tests {
         };
         assert_eq!(
             fact("a", 2, n),
-            "a: parallelism 2 to 3: ceil(2 × (offered 1000 records/s / 0.7) / capacity 1110 records/s) — the offered rate is the observed one, a lower bound: without source lag data the real demand is unknown."
+            "a: parallelism 2 to 3: ceil(2 × (offered 1000 records/s / 0.7) / capacity 1110 records/s) — the offered rate is the observed one, a lower bound: the backlog is known, not how fast the lag grows."
         );
     }
 }
