@@ -402,7 +402,12 @@ async fn destination_errors_never_quote_a_piece_of_a_secret_at_any_offset() {
     let notice = notice();
     for (name, section, styles) in destinations(tmp.path(), &echo.url) {
         let config = Config::from_toml(&section, "n.toml").unwrap();
-        let notifier = Notifier::from_config(&config.notify).unwrap().pop().unwrap();
+        // Destinations that pace by a scope shared in the process (PagerDuty by routing key,
+        // Mattermost by server) get a notifier of their own for each offset, and no other
+        // holds their pacer meanwhile: its wait (500 ms, 100 ms) over 301 offsets is
+        // minutes this test is not about.
+        let shared_pace = matches!(name, "pagerduty" | "mattermost");
+        let notifier = (!shared_pace).then(|| Notifier::from_config(&config.notify).unwrap().pop().unwrap());
         for style in styles {
             echo.style(style);
             for pad in OFFSETS {
@@ -434,11 +439,11 @@ async fn destination_errors_never_quote_a_piece_of_a_secret_at_any_offset() {
                     }
                     // Each paces its posts (Teams: 4 a second; Google Chat: one a second
                     // per space): a notifier of its own for each offset.
-                    "slack incoming_webhook" | "teams" | "google_chat" => {
+                    "slack incoming_webhook" | "teams" | "google_chat" | "pagerduty" | "mattermost" => {
                         let fresh = Notifier::from_config(&config.notify).unwrap().pop().unwrap();
                         fresh.send(&notice, None).await.unwrap_err().message
                     }
-                    _ => notifier.send(&notice, None).await.unwrap_err().message,
+                    _ => notifier.as_ref().expect("unpaced").send(&notice, None).await.unwrap_err().message,
                 };
                 assert_clean(&format!("{name} {style:?} pad {pad}"), &message);
             }
