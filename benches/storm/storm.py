@@ -6,9 +6,10 @@
       Sends one Alertmanager (v4) webhook per job, one alert group per job as
       `group_by: [job_name]` gives, all within --spread seconds, round-robin over the
       culprit URLs; samples Prometheus' own `prometheus_engine_queries` (queries it is
-      executing) every 50 ms and culprit's /metrics every 0.5 s; polls
-      GET /api/v1/verdicts until every job has a verdict and every culprit has drained
-      (no diagnosis waiting or running, no notice waiting or being sent), or --timeout;
+      executing) every 50 ms and culprit's /metrics every 0.5 s, until every job has a
+      verdict (GET /api/v1/verdicts, once the diagnoses are counted) and every culprit
+      has drained (no diagnosis waiting or running, no notice waiting or being sent), or
+      --timeout;
       then reads each culprit's CPU time and peak RSS (VmHWM) from /proc and the requests
       the stand-ins recorded, and writes the run's report.
   storm.py table RUN.json... [--json OUT]
@@ -62,6 +63,11 @@ def metric(text, series):
             except ValueError:
                 return None
     return None
+
+
+def diagnoses(text):
+    """The sum of culprit_diagnoses_total over its label sets."""
+    return sum(float(l.rsplit(" ", 1)[1]) for l in text.splitlines() if l.startswith("culprit_diagnoses_total{"))
 
 
 def group_key(job):
@@ -166,25 +172,35 @@ def fire(a):
         final = list(pool.map(lambda p: send(*p), enumerate(jobs)))
     webhooks_done_s = max(sent_at) - t0
 
+    # Done when every job has a verdict and every culprit has drained. Progress is read
+    # from /metrics (cheap); the verdicts (their created_ms give the times) are listed only
+    # once the diagnoses are all counted: listing 300 verdicts every second would be a
+    # load of its own on the culprit asked.
     deadline = t0 + a.timeout
     verdicts, drained, timed_out = [], False, False
     while True:
-        status, text = http("GET", urls[0] + "/api/v1/verdicts?limit=1000", timeout=10.0)
-        if status == 200:
-            verdicts = json.loads(text)["verdicts"]
-        names = {v["verdict"]["job"]["name"] for v in verdicts}
+        texts = list(culprit_metrics.values())
         depths = [(metric(t, 'culprit_queue_depth{queue="work"}'), metric(t, 'culprit_queue_depth{queue="outbox"}'))
-                  for t in culprit_metrics.values()]
+                  for t in texts]
         drained = all(d == (0.0, 0.0) for d in depths)
-        if drained and all(j["job_name"] in names for j in jobs):
-            # One more round of /metrics after the verdicts, so drained is not stale.
-            time.sleep(1.0)
-            sample_culprit()
-            if all((metric(t, 'culprit_queue_depth{queue="work"}'), metric(t, 'culprit_queue_depth{queue="outbox"}'))
-                   == (0.0, 0.0) for t in culprit_metrics.values()):
-                break
+        if drained and sum(diagnoses(t) for t in texts) >= len(jobs):
+            status, text = http("GET", urls[0] + "/api/v1/verdicts?limit=1000", timeout=10.0)
+            if status == 200:
+                verdicts = json.loads(text)["verdicts"]
+            names = {v["verdict"]["job"]["name"] for v in verdicts}
+            if all(j["job_name"] in names for j in jobs):
+                # One more round of /metrics after the verdicts, so drained is not stale.
+                time.sleep(1.0)
+                sample_culprit()
+                if all((metric(t, 'culprit_queue_depth{queue="work"}'),
+                        metric(t, 'culprit_queue_depth{queue="outbox"}')) == (0.0, 0.0)
+                       for t in culprit_metrics.values()):
+                    break
         if time.time() > deadline:
             timed_out = True
+            status, text = http("GET", urls[0] + "/api/v1/verdicts?limit=1000", timeout=10.0)
+            if status == 200:
+                verdicts = json.loads(text)["verdicts"]
             break
         time.sleep(1.0)
     end_s = time.time() - t0
@@ -246,8 +262,7 @@ def summarize(a, jobs, by_key, t0, verdicts, slack, pagerduty, culprit_metrics, 
         replicas.append({"url": url, "cpu_s": round(cpu, 2), "peak_rss_mib": None if hwm is None else round(hwm, 1),
                          "prometheus_queries_peak": metric(text, "culprit_prometheus_queries_peak"),
                          "prometheus_queries_max": metric(text, "culprit_prometheus_queries_max"),
-                         "diagnoses": sum(float(l.rsplit(" ", 1)[1]) for l in text.splitlines()
-                                          if l.startswith("culprit_diagnoses_total{"))})
+                         "diagnoses": diagnoses(text)})
     return {
         "store": a.store, "jobs": len(jobs), "replicas": len(replicas),
         "summary_s": rel(summaries[0]["t"]) if summaries else None,
