@@ -2,8 +2,10 @@
 //!
 //! * [`captures`]: real Flink 2.3 recordings bundled into the binary (`culprit demo`).
 //! * [`synthetic`]: a generated job of any size, for benchmarks and scale tests.
+//! * [`storm`]: hundreds of generated jobs backpressured at once, for `benches/storm.sh`.
 
 pub mod captures;
+pub mod storm;
 pub mod synthetic;
 
 use std::collections::BTreeMap;
