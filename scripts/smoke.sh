@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs every example and bench once, briefly, on a tiny input, on the test build (no
 # release build): they rot unseen otherwise. A few seconds; needs prometheus/promtool
-# (scripts/test.sh installs them).
+# (scripts/test.sh installs them), and about a minute for benches/storm.sh --quick.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
@@ -39,5 +39,8 @@ cargo run -q --example conn_bench -- --culprit target/debug/culprit --idle 20 --
 
 echo "smoke: benches/live.sh with examples/live_bench (a real Prometheus, one run)"
 PROFILE=dev V=6 S=2 N=12 RUNS=1 benches/live.sh
+
+echo "smoke: benches/storm.sh --quick (30 jobs at once against a real Prometheus, SQLite, on the test build)"
+PROFILE=dev benches/storm.sh --quick --out "$tmp/storm.json"
 
 echo "smoke: every example and bench ran"
