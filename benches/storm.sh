@@ -207,9 +207,7 @@ EOF
       || { tail -20 "$d/culprit-$r.log" >&2; exit 1; }
     local port
     port=$(grep -m1 "culprit listening" "$d/culprit-$r.log" | sed -n 's/.*addr=127\.0\.0\.1:\([0-9]*\).*/\1/p')
-    wait_for 60 "culprit $r ready" python3 -c \
-      'import sys, urllib.request; sys.exit(urllib.request.urlopen(sys.argv[1], timeout=2).status != 200)' \
-      "http://127.0.0.1:$port/readyz" 2>/dev/null
+    wait_for 60 "culprit $r ready" python3 "$here/storm.py" ready "http://127.0.0.1:$port/readyz"
     args+=(--culprit "http://127.0.0.1:$port" --pid "$pid")
   done
   echo "storm: $store: $replicas culprit(s) ready; firing $jobs webhooks"

@@ -12,6 +12,8 @@
       --timeout;
       then reads each culprit's CPU time and peak RSS (VmHWM) from /proc and the requests
       the stand-ins recorded, and writes the run's report.
+  storm.py ready URL
+      Exits 0 when URL answers 200 (storm.sh waits for /readyz with it).
   storm.py table RUN.json... [--json OUT]
       Prints the runs side by side (and writes them as one JSON list).
 
@@ -346,6 +348,8 @@ def main():
     f.add_argument("--out", required=True)
     f.add_argument("--spread", type=float, default=4.0, help="seconds the webhooks are spread over (< 5)")
     f.add_argument("--timeout", type=float, default=1200.0, help="seconds from the first webhook to give up")
+    r = sub.add_parser("ready")
+    r.add_argument("url")
     t = sub.add_parser("table")
     t.add_argument("runs", nargs="+")
     t.add_argument("--json")
@@ -354,6 +358,8 @@ def main():
         if len(a.pid) != len(a.culprit):
             p.error("one --pid per --culprit")
         return fire(a)
+    if a.command == "ready":
+        return 0 if http("GET", a.url, timeout=2.0)[0] == 200 else 1
     runs = [json.load(open(r)) for r in a.runs]
     print(table(runs))
     if a.json:

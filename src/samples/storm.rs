@@ -128,7 +128,7 @@ pub struct StormJob {
 /// in turn (300 jobs: 290 and 10, jobs 15, 45, ... 285).
 pub fn storm(n: usize, start_ms: i64, samples: usize, interval_ms: i64) -> Vec<StormJob> {
     let others = (n / 30).max(4).min(n);
-    let stride = if others == 0 { 1 } else { n / others };
+    let stride = n.checked_div(others).unwrap_or(1);
     (0..n)
         .map(|index| {
             let slot = (index % stride == stride / 2).then_some(index / stride).filter(|s| *s < others);
@@ -295,7 +295,7 @@ impl StormJob {
             for sub in 0..self.subtasks {
                 let mut labels = self.task_labels(0, sub);
                 if family.contains("_operator_") {
-                    labels.push(("operator_id", format!("{:032x}", 0xc0ffee_0000u64 + self.index as u64)));
+                    labels.push(("operator_id", format!("{:032x}", 0x00c0_ffee_0000_u64 + self.index as u64)));
                     labels.push(("operator_name", sanitize_label_value(&self.vertex_name(0))));
                     labels.sort();
                 }
