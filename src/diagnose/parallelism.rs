@@ -209,9 +209,9 @@ mod tests {
         assert_eq!(align(40, 16), 16);
     }
 
-    /// Source (2 subtasks emitting 500 records/s each, lag growing 100 records/s per
-    /// subtask from 0) → score (keyed, 2 subtasks at 0.9 busy, 500 records/s each).
-    fn job() -> SnapshotBuilder {
+    /// Source (2 subtasks emitting 500 records/s each) → score (keyed, 2 subtasks at 0.9
+    /// busy, 500 records/s each), no lag of any kind.
+    fn without_lag() -> SnapshotBuilder {
         SnapshotBuilder::new()
             .vertex("src", "Source: in", 2)
             .vertex("score", "score", 2)
@@ -220,8 +220,16 @@ mod tests {
             .records_out("src", 0, 500.0)
             .records_out("src", 1, 500.0)
             .all_subtasks("score", 0.9, 0.0, 0.1, 500.0)
-            .pending_records("src", 0, line(-300, 0, 5, 0.0, 100.0))
-            .pending_records("src", 1, line(-300, 0, 5, 0.0, 100.0))
+    }
+
+    /// Source (2 subtasks emitting 500 records/s each, lag growing 100 records/s per
+    /// subtask from 0) → score (keyed, 2 subtasks at 0.9 busy, 500 records/s each).
+    fn job() -> SnapshotBuilder {
+        without_lag().pending_records("src", 0, line(-300, 0, 5, 0.0, 100.0)).pending_records(
+            "src",
+            1,
+            line(-300, 0, 5, 0.0, 100.0),
+        )
     }
 
     #[test]
@@ -267,16 +275,7 @@ mod tests {
     fn no_number_is_computed_without_the_demand_or_without_rates() {
         // score has rates and busy time, but no lag, exporter lag or backlog: the demand is
         // unknown, whatever the capacity.
-        let no_lag = || {
-            SnapshotBuilder::new()
-                .vertex("src", "Source: in", 2)
-                .vertex("score", "score", 2)
-                .edge("src", "score", "HASH")
-                .all_subtasks("src", 0.05, 0.9, 0.05, None)
-                .records_out("src", 0, 500.0)
-                .records_out("src", 1, 500.0)
-                .all_subtasks("score", 0.9, 0.0, 0.1, 500.0)
-        };
+        let no_lag = without_lag;
         assert_eq!(on_vertex(&no_lag().build(), "score", needed), Err(NoNumber::Demand));
         // Lag but no records rates at score: its capacity is unknown.
         let no_rates = job().all_subtasks("score", 0.9, 0.0, 0.1, None).build();
