@@ -385,3 +385,38 @@ async fn the_webhook_url_is_in_no_error_debug_or_probe_answer() {
     let ok = notifier(dir.path(), &format!("{}{HOOK}", s.url)).probe().await.unwrap();
     assert!(ok.contains("the webhook is known") && ok.contains("nothing was posted"), "{ok}");
 }
+
+#[tokio::test]
+async fn an_incident_summary_is_posted_once_edited_as_jobs_join_and_their_verdicts_fold_into_it() {
+    let (s, vendor) = stand().await;
+    let dir = tempfile::tempdir().unwrap();
+    let n = notifier(dir.path(), &format!("{}{HOOK}", s.url));
+    let summary = |jobs| support::incident::summary(&notice(NoticeKind::Verdict), jobs);
+    let posted = n.send(&summary(5), None).await.unwrap().state;
+    let id = id_of(&posted);
+    // The same five again: nothing; six: edited in place.
+    assert_eq!(n.send(&summary(5), posted.as_ref()).await.unwrap().state, posted);
+    let six = n.send(&summary(6), posted.as_ref()).await.unwrap().state;
+    assert_eq!(id_of(&six), id);
+    let title = vendor.lock().unwrap().messages[&id]["embeds"][0]["title"].as_str().unwrap().to_string();
+    assert!(title.contains("6 jobs held back by their sinks writing to Elasticsearch"), "{title}");
+    // A job counted in it is folded into it: nothing posted, nor for its revision or
+    // its resolution.
+    let mut counted = notice(NoticeKind::Verdict);
+    counted.incident = Some(support::incident::tag());
+    counted.incident_parent = six.clone();
+    let job = n.send(&counted, None).await.unwrap().state.unwrap();
+    assert_eq!(job["in_incident"], id.to_string());
+    let revision = Notice {
+        episode: culprit::model::notice::NoticeEpisode { revision: 1, ..Default::default() },
+        ..counted.clone()
+    };
+    assert_eq!(n.send(&revision, Some(&job)).await.unwrap().state.as_ref(), Some(&job));
+    assert_eq!(n.send(&notice(NoticeKind::Resolved), Some(&job)).await.unwrap().state.as_ref(), Some(&job));
+    assert_eq!(vendor.lock().unwrap().messages.len(), 1, "the summary alone");
+    // News of the job's own (its culprit changed) is posted, and is its message from then on.
+    let changed = Notice { changed: true, ..notice(NoticeKind::Verdict) };
+    let own = n.send(&changed, Some(&job)).await.unwrap().state;
+    assert_ne!(id_of(&own), id);
+    assert_eq!(vendor.lock().unwrap().messages.len(), 2);
+}

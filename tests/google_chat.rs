@@ -78,7 +78,11 @@ async fn the_first_verdict_starts_the_episodes_thread_with_text_and_a_card() {
     let stand_in = ChatStandIn::start(Vendor::GoogleChat).await;
     let (c, _f) = chat(&stand_in);
     let sent = c.send(&first_verdict(), None).await.unwrap();
-    assert_eq!(sent.state, Some(json!({ FIRST_POST: 1_795_000_000_000i64, "thread": "spaces/AAAAspace/threads/T0" })));
+    let key = culprit::render::google_chat::thread_key(&first_verdict());
+    assert_eq!(
+        sent.state,
+        Some(json!({ FIRST_POST: 1_795_000_000_000i64, "thread": "spaces/AAAAspace/threads/T0", "thread_key": key }))
+    );
     let posts = stand_in.posts();
     assert_eq!(posts.len(), 1);
     assert!(
@@ -222,4 +226,35 @@ async fn the_probe_posts_an_empty_message_that_google_refuses_so_nothing_appears
     let posts = stand_in.posts();
     assert_eq!(posts.len(), 1);
     assert_eq!(posts[0].body, json!({}));
+}
+
+#[tokio::test]
+async fn an_incident_summary_is_posted_once_and_the_jobs_counted_after_it_reply_in_its_thread() {
+    let stand_in = ChatStandIn::start(Vendor::GoogleChat).await;
+    let (c, _f) = chat(&stand_in);
+    let summary = |jobs| support::incident::summary(&first_verdict(), jobs);
+    let posted = c.send(&summary(5), None).await.unwrap().state;
+    // A webhook cannot edit it: the next summary of the incident posts nothing.
+    let again = c.send(&summary(6), posted.as_ref()).await.unwrap().state;
+    assert_eq!(again, posted);
+    assert_eq!(stand_in.posts().len(), 1);
+    // A job counted in it replies under it, and so does that job's resolution.
+    let mut counted = first_verdict();
+    counted.incident = Some(support::incident::tag());
+    counted.incident_parent = posted.clone();
+    let job = c.send(&counted, None).await.unwrap().state;
+    let resolved = Notice { episode: first_verdict().episode, ..notice(NoticeKind::Resolved, None) };
+    c.send(&resolved, job.as_ref()).await.unwrap();
+    // A job of its own (no incident) starts its own thread.
+    let own = Notice { episode: culprit::model::notice::NoticeEpisode { thread: "job:other:1".into(), ..Default::default() }, ..first_verdict() };
+    c.send(&own, None).await.unwrap();
+    let posts = stand_in.posts();
+    assert_eq!(posts.len(), 4);
+    let keys: Vec<&Value> = posts.iter().map(|p| &p.body["thread"]["threadKey"]).collect();
+    assert!(keys[..3].iter().all(|k| *k == keys[0]) && keys[3] != keys[0], "{keys:?}");
+    assert_eq!(job.unwrap()["thread"], "spaces/AAAAspace/threads/T0");
+    let text = posts[0].body["text"].as_str().unwrap();
+    assert!(text.starts_with("5 jobs held back by their sinks writing to Elasticsearch logs-"), "{text}");
+    assert!(text.contains("each job's verdict is a reply in this thread"), "{text}");
+    assert!(posts[0].body.to_string().contains("job-1, job-2, job-3, job-4, job-5"));
 }

@@ -143,35 +143,6 @@ fn notice(kind: culprit::model::notice::NoticeKind, thread: &str) -> culprit::mo
     }
 }
 
-fn incident(jobs: i64) -> culprit::model::incident::Incident {
-    use culprit::model::incident::{Cause, CauseKind, Incident, Member};
-    use culprit::model::verdict::{Finding, JobRef};
-    let cause = Cause {
-        kind: CauseKind::System,
-        name: "elasticsearch".into(),
-        target: Some("logs-*".into()),
-        writes: true,
-        finding: Finding::Sink,
-    };
-    let member = |i: i64| Member {
-        verdict_id: i,
-        at_ms: 1_795_000_000_000 + i,
-        job: JobRef { name: format!("job-{i}"), id: String::new() },
-        finding: Finding::Sink,
-        culprit: Some("Sink: Elasticsearch logs-*".into()),
-        causes: vec![cause.clone()],
-    };
-    let members = (1..=jobs).map(member).collect();
-    Incident {
-        id: "1-abcd".into(),
-        cause,
-        members,
-        others: Vec::new(),
-        first_ms: 1_795_000_000_000,
-        last_ms: 1_795_000_000_000 + jobs,
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn slack_posts_a_summary_once_updates_it_only_when_it_changed_and_threads_the_jobs_under_it() {
     use culprit::config::{SecretSource, SlackConfig, SlackMode};
@@ -191,7 +162,7 @@ async fn slack_posts_a_summary_once_updates_it_only_when_it_changed_and_threads_
     let tag = NoticeIncident {
         id: "1-abcd".into(),
         thread: "incident:1-abcd".into(),
-        cause: incident(5).cause,
+        cause: support::incident::incident(5).cause,
         jobs: 5,
         summary_here: true,
     };
@@ -199,7 +170,7 @@ async fn slack_posts_a_summary_once_updates_it_only_when_it_changed_and_threads_
         let mut n = notice(NoticeKind::Incident, "incident:1-abcd");
         n.verdict = None;
         n.incident = Some(tag.clone());
-        n.incident_view = Some(incident(jobs));
+        n.incident_view = Some(support::incident::incident(jobs));
         n
     };
     // First: posted, with its own metadata type.

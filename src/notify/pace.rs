@@ -12,12 +12,19 @@
 //!   `X-RateLimit-Remaining` and `X-RateLimit-Reset-After`): one request of the scope at a
 //!   time, and none while the vendor said the bucket is empty.
 //!
-//! Pacing holds within one process: replicas sharing a destination each keep their own.
+//! Within one process the pacers above keep time. Replicas sharing a destination (on
+//! PostgreSQL) also take each turn from a [`Ledger`] the delivery loop lends the send
+//! ([`scoped`]): the next slot of the scope is reserved in the database, by its clock, so
+//! three replicas posting to one channel post as one would. Without a ledger (SQLite, the
+//! CLI, a notifier tested alone), or when the ledger cannot answer within
+//! [`LEDGER_DEADLINE`], the process's own pacing holds alone.
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::sync::{Arc, LazyLock, Weak};
 use std::time::Duration;
 
+use futures::future::BoxFuture;
 use reqwest::header::HeaderMap;
 use tokio::sync::{Mutex, MutexGuard};
 use tokio::time::Instant;
@@ -32,21 +39,68 @@ pub(crate) async fn pace(last: &Mutex<Option<Instant>>, interval: Duration) {
     *last = Some(Instant::now());
 }
 
-/// Turns of one limit's scope, at least `interval` apart.
+/// Slots shared by every replica: `reserve(scope, interval)` takes the scope's next slot,
+/// at least `interval` after the one reserved before it, and answers how long to wait for
+/// it from now (`None`: the ledger could not answer).
+pub type Ledger = Arc<dyn Fn(String, Duration) -> BoxFuture<'static, Option<Duration>> + Send + Sync>;
+
+/// The longest a turn waits for the ledger's answer; past it the turn goes by the
+/// process's own pacing (a slow database delays no notice by more than this).
+pub const LEDGER_DEADLINE: Duration = Duration::from_secs(2);
+
+/// The longest a ledger's slot is waited for: replicas reserve one slot each per scope at
+/// a time, so a longer wait means a clock or a row gone wrong, not a queue.
+pub const MAX_LEDGER_WAIT: Duration = Duration::from_secs(60);
+
+tokio::task_local! {
+    static LEDGER: Ledger;
+}
+
+/// Runs `send` with `ledger` as the replicas' shared pacing.
+pub async fn scoped<F: Future>(ledger: Ledger, send: F) -> F::Output {
+    LEDGER.scope(ledger, send).await
+}
+
+/// Waits for `scope`'s next slot in the replicas' ledger, if this task has one; at once
+/// otherwise. Call it after the process's own turn, so that a replica holds at most one
+/// reservation of a scope at a time.
+pub async fn across(scope: &str, interval: Duration) {
+    let Ok(ledger) = LEDGER.try_with(Arc::clone) else { return };
+    match tokio::time::timeout(LEDGER_DEADLINE, ledger(scope.to_string(), interval)).await {
+        Ok(Some(wait)) => tokio::time::sleep(wait.min(MAX_LEDGER_WAIT)).await,
+        Ok(None) | Err(_) => {
+            tracing::warn!(scope, "the replicas' pacing ledger did not answer; pacing by this replica alone")
+        }
+    }
+}
+
+/// Turns of one limit's scope, at least `interval` apart, in this process and (with a
+/// [`Ledger`]) across replicas.
 #[derive(Debug)]
 pub struct Pacer {
     interval: Duration,
     last: Mutex<Option<Instant>>,
+    /// The scope's name in the ledger (`None`: paced in this process only).
+    scope: Option<String>,
 }
 
 impl Pacer {
+    /// A pacer of this process alone.
     pub fn new(interval: Duration) -> Pacer {
-        Pacer { interval, last: Mutex::new(None) }
+        Pacer { interval, last: Mutex::new(None), scope: None }
+    }
+
+    /// A pacer that also takes its turns from the replicas' ledger under `scope`.
+    pub fn shared_as(scope: &str, interval: Duration) -> Pacer {
+        Pacer { scope: Some(scope.to_string()), ..Pacer::new(interval) }
     }
 
     /// Waits for this scope's next turn (at once when it had none for `interval`).
     pub async fn turn(&self) {
         pace(&self.last, self.interval).await;
+        if let Some(scope) = &self.scope {
+            across(scope, self.interval).await;
+        }
     }
 
     pub fn interval(&self) -> Duration {
@@ -54,19 +108,50 @@ impl Pacer {
     }
 }
 
+/// Turns per key within one scope (the edits of one incident summary), at least
+/// `interval` apart per key, in this process and through the ledger under `scope:key`.
+#[derive(Debug)]
+pub struct KeyedPacer {
+    scope: String,
+    interval: Duration,
+    /// The slot last reserved per key.
+    next: std::sync::Mutex<HashMap<String, Instant>>,
+}
+
+impl KeyedPacer {
+    pub fn new(scope: &str, interval: Duration) -> KeyedPacer {
+        KeyedPacer { scope: scope.to_string(), interval, next: Default::default() }
+    }
+
+    /// Waits for `key`'s next turn.
+    pub async fn turn(&self, key: &str) {
+        let now = Instant::now();
+        let slot = {
+            let mut next = self.next.lock().unwrap_or_else(|p| p.into_inner());
+            let slot = next.get(key).map_or(now, |t| (*t + self.interval).max(now));
+            next.insert(key.to_string(), slot);
+            // Keys not used for a while (finished incidents) are forgotten.
+            next.retain(|_, t| now.saturating_duration_since(*t) < self.interval * 20);
+            slot
+        };
+        tokio::time::sleep_until(slot).await;
+        across(&format!("{}:{key}", self.scope), self.interval).await;
+    }
+}
+
 /// Pacers by scope, alive while a destination holds them.
 static SHARED: LazyLock<std::sync::Mutex<HashMap<String, Weak<Pacer>>>> = LazyLock::new(Default::default);
 
 /// The pacer of `scope` (e.g. `pagerduty:<hash of the routing key>`), shared with every
-/// destination of this process that holds the same scope; made with `interval` when none
-/// does. Never put a secret in `scope` as it is: hash it ([`scope_of_secret`]).
+/// destination of this process that holds the same scope, and with the other replicas
+/// through the ledger; made with `interval` when none does. Never put a secret in `scope` as it is: hash it ([`scope_of_secret`]).
 pub fn shared(scope: &str, interval: Duration) -> Arc<Pacer> {
     let mut map = SHARED.lock().unwrap_or_else(|p| p.into_inner());
     if let Some(p) = map.get(scope).and_then(Weak::upgrade) {
         return p;
     }
     map.retain(|_, w| w.strong_count() > 0);
-    let pacer = Arc::new(Pacer::new(interval));
+    let pacer = Arc::new(Pacer::shared_as(scope, interval));
     map.insert(scope.to_string(), Arc::downgrade(&pacer));
     pacer
 }
@@ -190,5 +275,62 @@ mod tests {
         second.answered(&headers(&[("x-ratelimit-remaining", "4"), ("x-ratelimit-reset-after", "2")]));
         let _third = bucket.enter().await;
         assert_eq!(Instant::now() - start, Duration::from_secs(2), "requests left: no wait");
+    }
+
+    /// A ledger kept in memory, as the database keeps it: the next free slot per scope.
+    fn memory_ledger() -> Ledger {
+        let next: Arc<std::sync::Mutex<HashMap<String, Instant>>> = Arc::default();
+        Arc::new(move |scope, interval| {
+            let next = next.clone();
+            Box::pin(async move {
+                let now = Instant::now();
+                let mut next = next.lock().unwrap();
+                let slot = next.get(&scope).map_or(now, |t| (*t).max(now));
+                next.insert(scope, slot + interval);
+                Some(slot - now)
+            })
+        })
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn two_replicas_pacing_one_scope_through_the_ledger_take_turns_an_interval_apart() {
+        let ledger = memory_ledger();
+        // Two processes: two pacers of the same scope that know nothing of each other.
+        let replicas = [
+            Arc::new(Pacer::shared_as("pagerduty:k", Duration::from_millis(500))),
+            Arc::new(Pacer::shared_as("pagerduty:k", Duration::from_millis(500))),
+        ];
+        let start = Instant::now();
+        let turns: Vec<_> = (0..6)
+            .map(|i| {
+                let (p, l) = (replicas[i % 2].clone(), ledger.clone());
+                tokio::spawn(scoped(l, async move {
+                    p.turn().await;
+                    Instant::now()
+                }))
+            })
+            .collect();
+        let mut at = Vec::new();
+        for t in turns {
+            at.push(t.await.unwrap() - start);
+        }
+        at.sort();
+        // Six turns of one scope, three on each replica, all asked at 0: the ledger spaces
+        // all six, 0, 0.5, ..., 2.5 s (each replica alone would have let two go at 0).
+        let expected: Vec<Duration> = (0..6).map(|i| Duration::from_millis(500 * i)).collect();
+        assert_eq!(at, expected);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_ledger_that_does_not_answer_delays_a_turn_by_its_deadline_only() {
+        let silent: Ledger = Arc::new(|_, _| Box::pin(futures::future::pending()));
+        let pacer = Pacer::shared_as("mattermost:x", Duration::from_millis(100));
+        let start = Instant::now();
+        scoped(silent, pacer.turn()).await;
+        assert_eq!(Instant::now() - start, LEDGER_DEADLINE);
+        // Outside a scope (the CLI, SQLite) no ledger is asked.
+        let start = Instant::now();
+        Pacer::shared_as("mattermost:y", Duration::from_millis(100)).turn().await;
+        assert_eq!(Instant::now() - start, Duration::ZERO);
     }
 }

@@ -35,11 +35,13 @@ use std::fmt::Write as _;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
+use crate::model::incident::Incident;
 use crate::model::notice::{AlertLinks, Notice, NoticeKind};
 use crate::model::verdict::{Severity, Status, Verdict};
 use crate::render::html;
 use crate::render::names::{self, Names};
-use crate::render::teams::hh_mm;
+use crate::render::hh_mm;
+use crate::render::incident::{MAX_JOBS_NAMED, MAX_OTHERS_NAMED, cause_phrase_quoted, job_line, named};
 
 /// Largest message, its text and cards included: 32,000 bytes.
 /// <https://developers.google.com/workspace/chat/api/reference/rest/v1/spaces.messages/create>
@@ -81,9 +83,62 @@ const REVISION_SUMMARY: usize = 400;
 /// The episode's thread key: `culprit-` and 32 hex digits of the SHA-256 of
 /// [`Notice::thread_key`] (the episode's thread, else the alert group), stable across
 /// restarts and free of the group key's quotes and braces.
+/// A job's verdict that goes into an incident's summary thread
+/// ([`crate::model::notice::NoticeIncident::summary_here`]) takes the incident's key.
 pub fn thread_key(notice: &Notice) -> String {
-    let digest = Sha256::digest(notice.thread_key().as_bytes());
+    match &notice.incident {
+        Some(tag) if tag.summary_here && notice.kind == NoticeKind::Verdict => key_of(&tag.thread),
+        _ => key_of(&notice.thread_key()),
+    }
+}
+
+/// `culprit-` and 32 hex digits of the SHA-256 of `thread`.
+fn key_of(thread: &str) -> String {
+    let digest = Sha256::digest(thread.as_bytes());
     format!("culprit-{}", &hex::encode(digest)[..32])
+}
+
+/// An incident's summary: the headline, when it started, the jobs that share the cause
+/// (each one's verdict is a reply in its thread) and those that do not fit, in the thread
+/// of the incident's key. A webhook cannot edit it: it is posted once, when the incident
+/// forms; the jobs that join later reply in its thread.
+pub fn incident_message(incident: &Incident, thread: &str) -> Value {
+    let phrase = |quote: &dyn Fn(&str) -> String, plain: &dyn Fn(&str) -> String| {
+        cause_phrase_quoted(&incident.cause, quote, plain)
+    };
+    let n = incident.members.len();
+    let when = format!(
+        "Since {} · last verdict {} · each job's verdict is a reply in this thread",
+        hh_mm(incident.first_ms),
+        hh_mm(incident.last_ms)
+    );
+    let card_quote = |t: &str| format!("<b>{}</b>", esc(t, TITLE_NAME));
+    let text_quote = |t: &str| plain(t, TITLE_NAME);
+    let card_jobs = named(incident.members.iter().map(|m| job_line(m, false)), MAX_JOBS_NAMED, &|t| esc(t, TITLE_NAME));
+    let mut widgets = vec![
+        paragraph(&format!("{n} jobs held back by {}", phrase(&card_quote, &|t| html::escape(t)))),
+        paragraph(&format!("<i>{}</i>", html::escape(&when))),
+        paragraph(&format!("<b>Jobs:</b> {card_jobs}")),
+    ];
+    let text_plain = |t: &str| plain(t, TITLE_NAME);
+    let mut text = format!("{n} jobs held back by {} · {when}", phrase(&text_quote, &text_plain));
+    if !incident.others.is_empty() {
+        let others = incident.others.iter().map(|m| job_line(m, true));
+        let shown = named(others.clone(), MAX_OTHERS_NAMED, &|t| esc(t, TITLE_NAME));
+        widgets.push(paragraph(&format!(
+            "<b>Not part of it</b> ({} jobs with other culprits): {shown}",
+            incident.others.len()
+        )));
+        text.push_str(&format!(" · Not part of it: {}", named(others, MAX_OTHERS_NAMED, &|t| plain(t, TITLE_NAME))));
+    }
+    let title = plain(&format!("{n} jobs held back by {}", phrase(&text_quote, &text_plain)), 200);
+    json!({
+        "text": crate::model::secret::cut(&text, MAX_TEXT_CHARS),
+        "cardsV2": [{ "cardId": "culprit-incident", "card": {
+            "header": { "title": title, "subtitle": format!("incident of {n} jobs") },
+            "sections": [{ "widgets": widgets }] } }],
+        "thread": { "threadKey": key_of(thread) },
+    })
 }
 
 /// Card text: cleaned, cut to `max` characters, HTML-escaped.

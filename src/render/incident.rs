@@ -75,6 +75,23 @@ pub fn headline(incident: &Incident) -> String {
     format!("{} jobs held back by {}", incident.members.len(), cause_phrase(&incident.cause))
 }
 
+/// Jobs named in a summary; the rest are counted (`GET /api/v1/incidents` lists them).
+pub const MAX_JOBS_NAMED: usize = 40;
+
+/// Jobs that do not fit, named in a summary.
+pub const MAX_OTHERS_NAMED: usize = 10;
+
+/// Names quoted by `quote`, comma-separated: the first `max` of them and a count of the
+/// rest (`a, b and 3 more`).
+pub fn named(all: impl Iterator<Item = String>, max: usize, quote: &dyn Fn(&str) -> String) -> String {
+    let all: Vec<String> = all.collect();
+    let mut out: Vec<String> = all.iter().take(max).map(|n| quote(n)).collect();
+    if all.len() > max {
+        out.push(format!("and {} more", all.len() - max));
+    }
+    out.join(", ")
+}
+
 /// One job of an incident: its name, and for a job that does not fit, its own finding
 /// and culprit (`orders (hot_key in keyBy)`).
 pub fn job_line(m: &Member, with_finding: bool) -> String {

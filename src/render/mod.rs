@@ -61,3 +61,10 @@ pub fn json(verdict: &Verdict) -> String {
     s.push('\n');
     s
 }
+
+/// A time (Unix ms) as `HH:MM UTC`, as posts say when what they update was posted.
+pub fn hh_mm(at_ms: i64) -> String {
+    jiff::Timestamp::from_millisecond(at_ms)
+        .map(|t| t.strftime("%H:%M UTC").to_string())
+        .unwrap_or_else(|_| "an earlier time".to_string())
+}

@@ -45,6 +45,7 @@ use serde_json::{Value, json};
 
 use crate::model::notice::{Notice, NoticeKind};
 use crate::model::verdict::{Status, Verdict};
+use crate::render::hh_mm;
 use crate::render::names::{self, Names};
 
 /// Teams' message size limit for a post from a flow: "about 28 KB", all content included;
@@ -102,13 +103,6 @@ pub fn escape(s: &str, max: usize) -> String {
     out
 }
 
-/// What a post updates, for notices after an episode's first post: the time of the first
-/// post (Unix ms, from the notifier's state) as `HH:MM UTC`.
-pub fn hh_mm(at_ms: i64) -> String {
-    jiff::Timestamp::from_millisecond(at_ms)
-        .map(|t| t.strftime("%H:%M UTC").to_string())
-        .unwrap_or_else(|_| "an earlier time".to_string())
-}
 
 /// The message for a notice: `{type: "message", attachments: [{contentType, content}]}`
 /// with the card of the module docs, at most [`MAX_CARD_BYTES`] of JSON. `first_post_ms`

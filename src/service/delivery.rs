@@ -130,7 +130,7 @@ impl Service {
         }
         if row.unsure {
             let asked = destination.already_sent(&incident_notice, row.group_state.as_ref());
-            match fence::scoped(check.clone(), asked).await {
+            match self.paced(fence::scoped(check.clone(), asked)).await {
                 Ok(Some(sent)) => {
                     self.metrics.notification(name, "recovered");
                     tracing::info!(destination = %name, group = ?row.notice.group_key, "found already delivered; not sent again");
@@ -157,7 +157,7 @@ impl Service {
         // without a dedup key of its own shows the mark; the others fold it by their key).
         let notice = crate::model::notice::Notice { maybe_repeat: row.unsure, ..incident_notice };
         let started = Instant::now();
-        let result = fence::scoped(check, destination.send(&notice, row.group_state.as_ref())).await;
+        let result = self.paced(fence::scoped(check, destination.send(&notice, row.group_state.as_ref()))).await;
         self.metrics
             .notification_duration
             .get_or_create(&DestinationLabel { destination: name.to_string() })
@@ -193,6 +193,23 @@ impl Service {
             // Stopping: the claim expires and the send is checked or made after a restart.
             None => false,
         }
+    }
+
+    /// Runs a send with the replicas' pacing ledger ([`crate::notify::pace`]) when the
+    /// store is shared (PostgreSQL): each paced request of it takes its slot there.
+    async fn paced<F: std::future::Future>(self: &Arc<Self>, send: F) -> F::Output {
+        if !self.store.paces_replicas() {
+            return send.await;
+        }
+        let me = self.clone();
+        let ledger: crate::notify::pace::Ledger = Arc::new(move |scope, interval| {
+            let me = me.clone();
+            Box::pin(async move {
+                let wait = me.store.reserve_pace(&scope, interval.as_millis() as i64).await.ok().flatten()?;
+                Some(std::time::Duration::from_millis(wait.max(0) as u64))
+            })
+        });
+        crate::notify::pace::scoped(ledger, send).await
     }
 
     /// The check a send's later requests make ([`crate::notify::fence`]): one look at the

@@ -14,6 +14,7 @@ pub mod chat;
 pub mod echo;
 pub mod faulty_disk;
 pub mod grafana;
+pub mod incident;
 pub mod limits;
 pub mod logs;
 pub mod opsgenie;

@@ -21,6 +21,10 @@
 //!   [`NoticeKind::GroupResolved`] are not sent.
 //! * A message that is gone (404 with Discord's code 10008 `Unknown Message` on the edit)
 //!   is posted anew, and the new message becomes the state.
+//! * [`NoticeKind::Incident`] (many jobs held back by one cause) is one summary, posted
+//!   once and edited in place as jobs join; each job's verdict after it is folded into it
+//!   (nothing posted, the summary's id is the job's state) until the job has news of its
+//!   own: a changed verdict or "could not diagnose" is posted (`incident`).
 //!
 //! # Repeats ([`Destination::already_sent`])
 //!
@@ -57,6 +61,8 @@
 //! The webhook URL (it holds the token) is never in `Debug`, errors or logs.
 
 mod config;
+
+mod incident;
 
 pub use config::DiscordConfig;
 
@@ -102,6 +108,8 @@ pub struct Discord {
     redactor: Redactor,
     /// The webhook's rate-limit bucket, as Discord's answers report it.
     bucket: crate::notify::pace::Bucket,
+    /// Edits of each incident summary (by message id).
+    summary_edits: crate::notify::pace::KeyedPacer,
 }
 
 impl fmt::Debug for Discord {
@@ -157,6 +165,10 @@ impl Discord {
         let what = format!("discord:{}", cfg.name);
         let url = cfg.webhook_url.resolve().map_err(|e| format!("{what}: webhook_url: {e}"))?;
         let url = url.expose_secret().trim().trim_end_matches('/').to_string();
+        let summary_edits = crate::notify::pace::KeyedPacer::new(
+            &format!("{}:edits", crate::notify::pace::scope_of_secret("discord", &url)),
+            incident::SUMMARY_EDIT_INTERVAL,
+        );
         let parsed = crate::notify::webhook::parse_url(&what, &url)?;
         if parsed.query().is_some() {
             return Err(format!(
@@ -173,6 +185,7 @@ impl Discord {
             client: http_client(&what)?,
             redactor,
             bucket: Default::default(),
+            summary_edits,
         })
     }
 
@@ -182,7 +195,10 @@ impl Discord {
 
     /// Verdicts, resolutions and failures to diagnose.
     pub fn wants(&self, notice: &Notice) -> bool {
-        matches!(notice.kind, NoticeKind::Verdict | NoticeKind::Resolved | NoticeKind::CouldNotDiagnose)
+        matches!(
+            notice.kind,
+            NoticeKind::Verdict | NoticeKind::Resolved | NoticeKind::CouldNotDiagnose | NoticeKind::Incident
+        )
     }
 
     /// The webhook URL with `path` appended and the query.
@@ -213,6 +229,17 @@ impl Discord {
 
     /// Sends the notice once (see the module docs).
     pub async fn send(&self, notice: &Notice, state: Option<&Value>) -> Result<Sent, NotifyError> {
+        if notice.kind == NoticeKind::Incident {
+            return self.send_incident(notice, state).await;
+        }
+        if Discord::stays_folded(notice, state) {
+            return Ok(Sent { state: state.cloned() });
+        }
+        if state.is_none()
+            && let Some(folded) = Discord::fold_into_incident(notice)
+        {
+            return Ok(folded);
+        }
         let posted = Posted::from_state(state);
         // An edit of a known message folds a repeat: it carries no repeat mark (the note
         // and new posts do).

@@ -16,8 +16,15 @@
 //! post says what it updates, and a *revision* (the same decision with other confidence or
 //! numbers, [`Notice::is_revision`]), which other destinations show in place, is a short
 //! reply in the thread (the confidence now and the summary), never the whole verdict
-//! again. The state kept per episode is the time of its first post and Google's thread
-//! name (`{"first_post_ms": …, "thread": "spaces/…/threads/…"}`).
+//! again. The state kept per episode is the time of its first post, Google's thread
+//! name and the key posted under (`{"first_post_ms": …, "thread": "spaces/…/threads/…",
+//! "thread_key": "culprit-…"}`); later posts of the episode take that key.
+//!
+//! An incident ([`NoticeKind::Incident`], many jobs held back by one cause) is a summary
+//! posted once under the incident's own key, when it forms
+//! ([`crate::render::google_chat::incident_message`]); each job whose verdict comes after
+//! it replies in that thread instead of starting its own, and the job's later posts follow
+//! it there. Later summaries of the incident post nothing (a webhook cannot edit).
 //!
 //! # Answers
 //!
@@ -60,16 +67,13 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use secrecy::{ExposeSecret, SecretString};
 use serde_json::{Value, json};
-use tokio::sync::Mutex;
-use tokio::time::Instant;
 
-use crate::model::notice::Notice;
+use crate::model::notice::{Notice, NoticeKind};
 use crate::model::secret::Redactor;
-use crate::notify::pace::pace;
 use crate::notify::teams::{error_code, resolve_url, url_redactor};
 use crate::notify::webhook::{http_client, read_answer};
 use crate::notify::{Destination, NotifyError, Sent, status_error, transport_error};
-use crate::render::google_chat::message;
+use crate::render::google_chat::{incident_message, message};
 
 pub use crate::render::google_chat::{MAX_MESSAGE_BYTES, MAX_WIDGETS};
 
@@ -86,13 +90,18 @@ pub const REPLY_OPTION: &str = "REPLY_MESSAGE_FALLBACK_TO_NEW_THREAD";
 /// The state's key of the episode's first post time, Unix ms.
 pub const FIRST_POST: &str = "first_post_ms";
 
+/// The key of the state that holds the `threadKey` of the episode's first post.
+pub const THREAD_KEY: &str = "thread_key";
+
 /// A Google Chat incoming webhook destination. `Debug` shows no secret.
 pub struct GoogleChat {
     name: String,
     url: SecretString,
     client: reqwest::Client,
     redactor: Redactor,
-    last_post: Mutex<Option<Instant>>,
+    /// Posts of this webhook, shared by the sections that post to it and (through the
+    /// ledger) by the replicas.
+    pacer: std::sync::Arc<crate::notify::pace::Pacer>,
 }
 
 impl fmt::Debug for GoogleChat {
@@ -117,12 +126,13 @@ impl GoogleChat {
         let what = format!("google_chat:{}", cfg.name);
         let url = resolve_url(&what, &cfg.webhook_url)?;
         let redactor = url_redactor(url.expose_secret());
+        let pacer = crate::notify::pace::shared(&crate::notify::pace::scope_of_secret("google_chat", url.expose_secret()), MIN_POST_INTERVAL);
         Ok(GoogleChat {
             name: cfg.name.clone(),
             url,
             client: http_client(&what)?,
             redactor,
-            last_post: Mutex::new(None),
+            pacer,
         })
     }
 
@@ -182,9 +192,24 @@ impl GoogleChat {
     pub async fn send(&self, notice: &Notice, state: Option<&Value>) -> Result<Sent, NotifyError> {
         let what = self.what();
         let first = state.and_then(|s| s.get(FIRST_POST)).and_then(Value::as_i64);
-        let body = message(notice, first);
+        let mut body = match (notice.kind, &notice.incident_view, &notice.incident) {
+            // A webhook cannot edit the summary: posted once; later jobs reply under it.
+            (NoticeKind::Incident, _, _) if state.is_some() => return Ok(Sent { state: state.cloned() }),
+            (NoticeKind::Incident, Some(view), Some(tag)) => incident_message(view, &tag.thread),
+            (NoticeKind::Incident, _, _) => {
+                tracing::info!(destination = %what, "google_chat: the incident is no longer in the store; no summary");
+                return Ok(Sent { state: None });
+            }
+            _ => message(notice, first),
+        };
+        // The thread the episode's first post went to (an incident's, for a job whose
+        // verdict replied under its summary) keeps every later post of the episode.
+        if let Some(key) = state.and_then(|s| s.get(THREAD_KEY)).and_then(Value::as_str) {
+            body["thread"] = json!({ "threadKey": key });
+        }
+        let key = body.pointer("/thread/threadKey").cloned().unwrap_or(Value::Null);
         let url = self.post_url()?;
-        pace(&self.last_post, MIN_POST_INTERVAL).await;
+        self.pacer.turn().await;
         let response = self
             .client
             .post(url)
@@ -202,7 +227,7 @@ impl GoogleChat {
             .and_then(|v| v.pointer("/thread/name").and_then(Value::as_str).map(str::to_string))
             .or_else(|| state.and_then(|s| s.get("thread")).and_then(Value::as_str).map(str::to_string));
         tracing::info!(destination = %what, kind = ?notice.kind, "google_chat: posted");
-        Ok(Sent { state: Some(json!({ FIRST_POST: first.unwrap_or(notice.at_ms), "thread": thread })) })
+        Ok(Sent { state: Some(json!({ FIRST_POST: first.unwrap_or(notice.at_ms), "thread": thread, THREAD_KEY: key })) })
     }
 
     /// For `check-config --connect`: posts an empty message, which Chat refuses (a message
@@ -229,10 +254,10 @@ impl Destination for GoogleChat {
     fn name(&self) -> String {
         self.what()
     }
-    /// Every notice: each is a message in its episode's thread.
-    fn wants(&self, notice: &Notice) -> bool {
-        // An incident's summary is Slack's for now; each job's own message is posted here.
-        notice.kind != crate::model::notice::NoticeKind::Incident
+    /// Every notice: each is a message in its episode's thread (an incident's summary
+    /// in the incident's).
+    fn wants(&self, _notice: &Notice) -> bool {
+        true
     }
     fn send<'a>(&'a self, notice: &'a Notice, state: Option<&'a Value>) -> BoxFuture<'a, Result<Sent, NotifyError>> {
         Box::pin(GoogleChat::send(self, notice, state))

@@ -32,13 +32,19 @@ pub const MAX_PAGES: usize = 30;
 /// finds its post (`/readyz` warns from 2 s of skew to the database).
 pub const LOOKBACK_MARGIN: Duration = Duration::from_secs(300);
 
-/// Spaces history reads by [`READ_INTERVAL`].
+/// Spaces history reads by [`READ_INTERVAL`], in this process and through the replicas'
+/// ledger ([`crate::notify::pace::across`]) under the token's scope.
 #[derive(Default)]
 pub(super) struct ReadPacer {
+    scope: String,
     next: Mutex<Option<Instant>>,
 }
 
 impl ReadPacer {
+    pub(super) fn new(scope: &str) -> ReadPacer {
+        ReadPacer { scope: format!("{scope}:reads"), next: Mutex::new(None) }
+    }
+
     async fn wait(&self) {
         let slot = {
             let mut next = self.next.lock().unwrap_or_else(|e| e.into_inner());
@@ -48,6 +54,7 @@ impl ReadPacer {
             slot
         };
         tokio::time::sleep_until(slot).await;
+        crate::notify::pace::across(&self.scope, READ_INTERVAL).await;
     }
 }
 

@@ -109,15 +109,6 @@ impl Slack {
 
     /// Waits until the summary `ts` may be updated again ([`INCIDENT_UPDATE_INTERVAL`]).
     async fn wait_for_update(&self, ts: &str) {
-        let now = tokio::time::Instant::now();
-        let slot = {
-            let mut last = self.incident_updates.lock().unwrap_or_else(|p| p.into_inner());
-            let slot = last.get(ts).map_or(now, |t| (*t + INCIDENT_UPDATE_INTERVAL).max(now));
-            last.insert(ts.to_string(), slot);
-            // Summaries of finished incidents are forgotten: one entry per live summary.
-            last.retain(|_, t| now.duration_since(*t) < INCIDENT_UPDATE_INTERVAL * 20);
-            slot
-        };
-        tokio::time::sleep_until(slot).await;
+        self.incident_updates.turn(ts).await;
     }
 }

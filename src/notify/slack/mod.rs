@@ -37,8 +37,10 @@
 //!   without one.
 //! * The state is the job's episode's ([`Notice::thread_key`]), whichever alert group a
 //!   notice is about: one message per job however many groups carry its verdict.
-//! * Posts to one channel are at least [`MIN_POST_INTERVAL`] apart: the notifier keeps the
-//!   time of the last post per channel and waits before the next one.
+//! * Posts to one channel are at least [`MIN_POST_INTERVAL`] apart, counted from the last
+//!   answer: the sections posting with one token (or one incoming webhook) share one
+//!   pacer in the process, and replicas take each post's slot from the shared ledger
+//!   (`pacing`, [`crate::notify::pace`]).
 //!
 //! Slack answers most failures with HTTP 200 and `{"ok": false, "error": "<code>"}`:
 //!
@@ -71,19 +73,17 @@ mod config;
 mod hints;
 mod history;
 mod incident;
+mod pacing;
 
 pub use config::{SlackConfig, SlackMode};
 
-use std::collections::HashMap;
 use std::fmt;
-use std::sync::Mutex;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
 use reqwest::header::{CONTENT_TYPE, HeaderMap};
 use secrecy::{ExposeSecret, SecretString};
 use serde_json::{Value, json};
-use tokio::time::Instant;
 
 use crate::model::notice::{Notice, NoticeKind};
 use crate::model::secret::Redactor;
@@ -161,13 +161,14 @@ pub struct Slack {
     name: String,
     mode: Mode,
     client: reqwest::Client,
-    pacer: Pacer,
+    /// Posts per channel, shared by every section with this token (or webhook).
+    pacer: std::sync::Arc<pacing::Pacer>,
     /// Spaces history reads (Tier 3).
     reads: history::ReadPacer,
     /// Every wire form of the token or webhook URL, removed from anything quoted back.
     redactor: Redactor,
     /// When each incident summary (by `ts`) may next be updated.
-    incident_updates: Mutex<HashMap<String, Instant>>,
+    incident_updates: crate::notify::pace::KeyedPacer,
 }
 
 enum Mode {
@@ -246,60 +247,6 @@ enum Failure {
     Api { code: String, needed: Option<String>, retry_after: Option<Duration> },
     /// Anything else, already classified.
     Other(NotifyError),
-}
-
-/// Spaces posts per channel by [`MIN_POST_INTERVAL`]. A channel posted to by name
-/// (`#alerts`) and answered with its id (`C…`) shares one slot once the id is known.
-#[derive(Default)]
-struct Pacer {
-    inner: Mutex<PacerState>,
-}
-
-#[derive(Default)]
-struct PacerState {
-    /// The time of the last post (or the reserved slot of the next) per channel.
-    last: HashMap<String, Instant>,
-    /// Channel name → id.
-    alias: HashMap<String, String>,
-}
-
-impl Pacer {
-    /// Reserves the next slot of `channel` and waits for it.
-    async fn wait(&self, channel: &str) {
-        let slot = {
-            let mut st = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-            let key = st.alias.get(channel).cloned().unwrap_or_else(|| channel.to_string());
-            let now = Instant::now();
-            let slot = st.last.get(&key).map_or(now, |t| (*t + MIN_POST_INTERVAL).max(now));
-            st.last.insert(key, slot);
-            slot
-        };
-        tokio::time::sleep_until(slot).await;
-    }
-
-    /// Records that a post to `channel` has just been answered: the next one waits
-    /// [`MIN_POST_INTERVAL`] from now, so posts arrive at Slack that far apart however
-    /// long each took.
-    fn done(&self, channel: &str) {
-        let mut st = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-        let key = st.alias.get(channel).cloned().unwrap_or_else(|| channel.to_string());
-        let now = Instant::now();
-        let last = st.last.entry(key).or_insert(now);
-        *last = (*last).max(now);
-    }
-
-    /// Records that `name` is the channel `id`.
-    fn learn(&self, name: &str, id: &str) {
-        if name == id {
-            return;
-        }
-        let mut st = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(t) = st.last.remove(name) {
-            let merged = st.last.get(id).map_or(t, |u| t.max(*u));
-            st.last.insert(id.to_string(), merged);
-        }
-        st.alias.insert(name.to_string(), id.to_string());
-    }
 }
 
 /// Before a later request of one send ([`crate::notify::fence`]): an error when this
@@ -418,14 +365,18 @@ impl Slack {
             .build()
             .map_err(|_| "slack: cannot build the HTTP client".to_string())?;
         let redactor = redactor_of(&mode);
+        let scope = pacing::scope_of(&mode);
         Ok(Slack {
             name: cfg.destination_name(),
+            pacer: pacing::Pacer::of(&scope),
+            reads: history::ReadPacer::new(&scope),
             mode,
             client,
-            pacer: Pacer::default(),
-            reads: history::ReadPacer::default(),
             redactor,
-            incident_updates: Mutex::new(HashMap::new()),
+            incident_updates: crate::notify::pace::KeyedPacer::new(
+                &format!("{scope}:update"),
+                incident::INCIDENT_UPDATE_INTERVAL,
+            ),
         })
     }
 
@@ -823,10 +774,19 @@ impl Slack {
         let Some(channel) = pace else {
             return self.call_json(method, body).await;
         };
-        self.pacer.wait(channel).await;
+        self.pacer.wait(channel, self.home()).await;
         let result = self.call_json(method, body).await;
         self.pacer.done(channel);
         result
+    }
+
+    /// The configured channel (every post of this destination goes there or into its
+    /// threads); the incoming webhook's own channel otherwise.
+    fn home(&self) -> &str {
+        match &self.mode {
+            Mode::WebApi { channel, .. } => channel,
+            Mode::Webhook { .. } => WEBHOOK_CHANNEL,
+        }
     }
 
     fn request(&self, method: &str, verb: reqwest::Method) -> reqwest::RequestBuilder {
@@ -912,7 +872,7 @@ impl Slack {
 
     /// One incoming-webhook post. `Failure::Api` is a 400 naming one of [`BLOCK_ERRORS`].
     async fn webhook_post(&self, url: &SecretString, body: &Value) -> Result<(), Failure> {
-        self.pacer.wait(WEBHOOK_CHANNEL).await;
+        self.pacer.wait(WEBHOOK_CHANNEL, WEBHOOK_CHANNEL).await;
         let result = self.webhook_post_now(url, body).await;
         self.pacer.done(WEBHOOK_CHANNEL);
         result
@@ -1015,23 +975,5 @@ mod tests {
             e.message,
             format!("slack: chat.postMessage: missing_scope (needed: chat:write). To fix: {}", e.hint.clone().unwrap())
         );
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn the_pacer_spaces_posts_per_channel_and_follows_a_name_to_its_id() {
-        let pacer = Pacer::default();
-        let start = Instant::now();
-        pacer.wait("#alerts").await;
-        pacer.learn("#alerts", "C1");
-        pacer.wait("C2").await;
-        assert_eq!(start.elapsed(), Duration::ZERO, "another channel does not wait");
-        pacer.wait("C1").await;
-        assert_eq!(start.elapsed(), MIN_POST_INTERVAL, "the id shares the name's slot");
-        // The post takes 300 ms; the next waits a whole interval from the answer.
-        tokio::time::advance(Duration::from_millis(300)).await;
-        pacer.done("C1");
-        let answered = Instant::now();
-        pacer.wait("#alerts").await;
-        assert_eq!(answered.elapsed(), MIN_POST_INTERVAL, "counted from the answer");
     }
 }

@@ -74,12 +74,9 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use secrecy::{ExposeSecret, SecretString};
 use serde_json::{Value, json};
-use tokio::sync::Mutex;
-use tokio::time::Instant;
 
 use crate::model::notice::{Notice, NoticeKind};
 use crate::model::secret::Redactor;
-use crate::notify::pace::pace;
 use crate::notify::webhook::{http_client, read_answer};
 use crate::notify::{Destination, NotifyError, Sent, status_error, transport_error};
 use crate::render::teams::message;
@@ -100,7 +97,9 @@ pub struct Teams {
     url: SecretString,
     client: reqwest::Client,
     redactor: Redactor,
-    last_post: Mutex<Option<Instant>>,
+    /// Posts of this webhook, shared by the sections that post to it and (through the
+    /// ledger) by the replicas.
+    pacer: std::sync::Arc<crate::notify::pace::Pacer>,
 }
 
 impl fmt::Debug for Teams {
@@ -173,7 +172,8 @@ impl Teams {
         let what = format!("teams:{}", cfg.name);
         let url = resolve_url(&what, &cfg.webhook_url)?;
         let redactor = url_redactor(url.expose_secret());
-        Ok(Teams { name: cfg.name.clone(), url, client: http_client(&what)?, redactor, last_post: Mutex::new(None) })
+        let pacer = crate::notify::pace::shared(&crate::notify::pace::scope_of_secret("teams", url.expose_secret()), MIN_POST_INTERVAL);
+        Ok(Teams { name: cfg.name.clone(), url, client: http_client(&what)?, redactor, pacer })
     }
 
     fn what(&self) -> String {
@@ -215,7 +215,7 @@ impl Teams {
         let what = self.what();
         let first = state.and_then(|s| s.get(FIRST_POST)).and_then(Value::as_i64);
         let body = message(notice, first);
-        pace(&self.last_post, MIN_POST_INTERVAL).await;
+        self.pacer.turn().await;
         let response = self
             .client
             .post(self.url.expose_secret())

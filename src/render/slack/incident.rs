@@ -8,14 +8,8 @@ use super::blocks::{context, section};
 use super::escaping::clip;
 use super::{MAX_FALLBACK_TEXT, MAX_SECTION_TEXT, SlackMessage, code, mrkdwn};
 use crate::model::incident::Incident;
-use crate::render::incident::{cause_phrase_quoted, job_line};
-use crate::render::teams::hh_mm;
-
-/// Jobs named in the summary; the rest are counted (`GET /api/v1/incidents` lists them).
-pub const MAX_JOBS_NAMED: usize = 40;
-
-/// Jobs that do not fit, named in the summary.
-pub const MAX_OTHERS_NAMED: usize = 10;
+use crate::render::incident::{MAX_JOBS_NAMED, MAX_OTHERS_NAMED, cause_phrase_quoted, job_line, named};
+use crate::render::hh_mm;
 
 /// The summary of `incident`.
 pub fn incident_message(incident: &Incident) -> SlackMessage {
@@ -43,14 +37,9 @@ pub fn incident_message(incident: &Incident) -> SlackMessage {
     SlackMessage { text: clip(&text, MAX_FALLBACK_TEXT), blocks }
 }
 
-/// Names, escaped, comma-separated, the first `max` of them and a count of the rest.
+/// Names as Slack code, comma-separated, the first `max` of them and a count of the rest.
 fn names(all: impl Iterator<Item = String>, max: usize) -> String {
-    let all: Vec<String> = all.collect();
-    let mut out: Vec<String> = all.iter().take(max).map(|n| code(n)).collect();
-    if all.len() > max {
-        out.push(format!("and {} more", all.len() - max));
-    }
-    out.join(", ")
+    named(all, max, &|n| code(n))
 }
 
 /// The metadata of a summary: its own event type, so that a channel's summaries can be

@@ -59,6 +59,10 @@ pub trait Backend: Send + Sync {
     fn fail_delivery<'a>(&'a self, row: &'a OutboxRow, error: &'a str, now_ms: i64) -> Fut<'a, ()>;
     /// `None` when the backend has no leases (one process: a claim is always held).
     fn fence<'a>(&'a self, row: &'a OutboxRow, now_ms: i64, margin_ms: i64) -> Option<Fut<'a, bool>>;
+    /// Reserves the next slot of a pacing `scope`, at least `interval_ms` after the slot
+    /// reserved before it, by the database's clock; answers the wait from now, ms. `None`
+    /// when the backend serves one process (its pacing is the process's own).
+    fn reserve_pace<'a>(&'a self, scope: &'a str, interval_ms: i64) -> Option<Fut<'a, i64>>;
     /// The database's clock minus this process's, ms, once measured; `None` when the
     /// backend has no clock of its own.
     fn clock_skew_ms(&self) -> Option<i64>;

@@ -405,6 +405,23 @@ impl Store {
         result
     }
 
+    /// Whether replicas share this store's destinations (PostgreSQL): their sends then
+    /// take each paced turn from it ([`Store::reserve_pace`]).
+    pub fn paces_replicas(&self) -> bool {
+        self.backend.name() == "postgres"
+    }
+
+    /// Reserves the next slot of the pacing `scope` for every replica on the database: at
+    /// least `interval_ms` after the slot reserved before it, by the database's clock.
+    /// Answers how long to wait for it, ms; `Ok(None)` on SQLite (one process paces
+    /// alone).
+    pub async fn reserve_pace(&self, scope: &str, interval_ms: i64) -> Result<Option<i64>, StoreError> {
+        match self.backend.reserve_pace(scope, interval_ms) {
+            Some(reserved) => self.call("reserve_pace", reserved).await.map(Some),
+            None => Ok(None),
+        }
+    }
+
     /// On PostgreSQL, the database's clock minus this process's, ms, once measured (the
     /// database's decides leases and due times); `None` on SQLite or before the first
     /// round trip.

@@ -27,14 +27,36 @@ pub(super) fn replica(f: &Fx, lease_ms: i64) -> Store {
 }
 
 #[tokio::test]
+async fn replicas_reserving_one_pacing_scope_at_once_get_one_slot_each_an_interval_apart() {
+    let Some(f) = Fx::postgres() else { return };
+    let stores: Vec<Store> = (0..3).map(|_| f.open()).collect();
+    let scope = "slack:0123456789abcdef:#alerts";
+    // Warm each replica's pool, so that the six reservations below are made together.
+    for s in &stores {
+        assert_eq!(s.reserve_pace("warm-up", 1).await.unwrap().map(|w| w <= 1), Some(true));
+    }
+    let asked = stores.iter().flat_map(|s| [s.reserve_pace(scope, 1_000), s.reserve_pace(scope, 1_000)]);
+    let mut waits: Vec<i64> = futures::future::join_all(asked).await.into_iter().map(|w| w.unwrap().unwrap()).collect();
+    waits.sort();
+    // Six at once, two from each replica, 1 s apart: slots at 0, 1, ..., 5 s after the
+    // first, each wait counted from its own statement (a few ms later than the first).
+    for (i, wait) in waits.iter().enumerate() {
+        let slot = i as i64 * 1_000;
+        assert!((slot - 300..=slot).contains(wait), "slot {i}: waits {wait} ms of {waits:?}");
+    }
+    // Another scope waits for nothing.
+    assert_eq!(stores[0].reserve_pace("slack:0123456789abcdef:#other", 1_000).await.unwrap(), Some(0));
+}
+
+#[tokio::test]
 async fn replicas_starting_at_once_migrate_the_database_once() {
     let Some(f) = Fx::postgres() else { return };
     let stores: Vec<Store> = (0..4).map(|_| f.open()).collect();
     let depths = futures::future::join_all(stores.iter().map(|s| s.depths())).await;
     assert!(depths.iter().all(|d| d.as_ref().is_ok_and(|d| *d == Depths::default())), "{depths:?}");
     // Each migration once: 1 (the schema), 2 (fairness), 3 (fencing tokens), 4 (priorities),
-    // 5 (incident rows).
-    assert_eq!(f.column("SELECT version FROM culprit_schema ORDER BY version"), ["1", "2", "3", "4", "5"]);
+    // 5 (incident rows), 6 (pacing slots).
+    assert_eq!(f.column("SELECT version FROM culprit_schema ORDER BY version"), ["1", "2", "3", "4", "5", "6"]);
 }
 
 #[tokio::test]

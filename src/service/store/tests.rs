@@ -720,3 +720,10 @@ mod incidents;
 #[path = "replica_tests.rs"]
 mod replicas;
 use replicas::replica;
+
+#[tokio::test]
+async fn one_process_on_sqlite_keeps_no_pacing_slots() {
+    let store = Fx::sqlite().open();
+    assert!(!store.paces_replicas());
+    assert_eq!(store.reserve_pace("slack:x:#alerts", 1_000).await.unwrap(), None);
+}

@@ -84,6 +84,10 @@ impl Backend for PgStore {
         Some(Box::pin(PgStore::fence(self, row, now_ms, margin_ms)))
     }
 
+    fn reserve_pace<'a>(&'a self, scope: &'a str, interval_ms: i64) -> Option<Fut<'a, i64>> {
+        Some(Box::pin(PgStore::reserve_pace(self, scope, interval_ms)))
+    }
+
     fn clock_skew_ms(&self) -> Option<i64> {
         PgStore::clock_skew_ms(self)
     }

@@ -174,6 +174,19 @@ impl PgStore {
             [&row.id, &self.inner.owner, &row.token, &until, &now_ms];
         Ok(client.execute(&client.prepare_cached(sql).await?, &args).await? == 1)
     }
+
+    /// See [`crate::service::store::Store::reserve_pace`]: one statement, so that replicas
+    /// reserving at once get one slot each (the row lock orders them), by the database's
+    /// clock (`clock_timestamp()`: replicas' clocks may differ, the database's is one).
+    pub async fn reserve_pace(&self, scope: &str, interval_ms: i64) -> Result<i64, StoreError> {
+        let client = self.client().await?;
+        let sql = "WITH now AS (SELECT (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT AS ms)
+             INSERT INTO pace_slots AS p (scope, next_ms) SELECT $1, now.ms + $2 FROM now
+             ON CONFLICT (scope) DO UPDATE SET next_ms = GREATEST(p.next_ms, EXCLUDED.next_ms - $2) + $2
+             RETURNING p.next_ms - $2 - (SELECT ms FROM now)";
+        let row = client.query_one(&client.prepare_cached(sql).await?, &[&scope, &interval_ms]).await?;
+        Ok(row.get::<_, i64>(0).max(0))
+    }
 }
 
 /// Folds the destination's other pending "could not diagnose" notices, of any alert

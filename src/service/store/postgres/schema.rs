@@ -118,6 +118,14 @@ CREATE TABLE IF NOT EXISTS incident_members (verdict_id BIGINT PRIMARY KEY, crea
 CREATE INDEX IF NOT EXISTS incident_members_age ON incident_members(created_ms);
 ",
     ),
+    // Pacing shared by the replicas: the next free slot of each vendor limit's scope
+    // (a Slack channel, a PagerDuty routing key), Unix ms by the database's clock.
+    (
+        6,
+        "
+CREATE TABLE IF NOT EXISTS pace_slots (scope TEXT PRIMARY KEY, next_ms BIGINT NOT NULL);
+",
+    ),
 ];
 
 /// The migration that added `work.claim_class` and `outbox.rank`.

@@ -48,6 +48,8 @@ impl PgStore {
         n("DELETE FROM incident_members WHERE created_ms < $1", cutoff).await?;
         n("DELETE FROM incident_members WHERE verdict_id < (SELECT COALESCE(MIN(id), 0) FROM verdicts) - $1", 0)
             .await?;
+        // A pacing slot long past paces nothing.
+        n("DELETE FROM pace_slots WHERE next_ms < $1", cutoff).await?;
         // A job not given a verdict for the whole period is unknown again.
         pruned.known_jobs = n("DELETE FROM known_jobs WHERE verdict_ms < $1", cutoff).await?;
         pruned.known_jobs += n(

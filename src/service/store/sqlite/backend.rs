@@ -91,6 +91,10 @@ impl Backend for Arc<SqliteStore> {
         blocking(self, move |s| s.fail_delivery(id, &e, now_ms))
     }
 
+    fn reserve_pace<'a>(&'a self, _scope: &'a str, _interval_ms: i64) -> Option<Fut<'a, i64>> {
+        None
+    }
+
     fn fence<'a>(&'a self, _row: &'a OutboxRow, _now_ms: i64, _margin_ms: i64) -> Option<Fut<'a, bool>> {
         None
     }
