@@ -315,3 +315,33 @@ fn tls_none_is_refused_off_loopback_by_validation() {
     );
     assert_eq!(cfg.email[0].smtp_port, 587, "the default port");
 }
+
+#[tokio::test]
+async fn an_incident_is_one_email_its_jobs_are_folded_and_a_digest_a_minute_later_answers_it() {
+    let smtp = Smtp::start(true, true);
+    let email = Email::new(&smtp.config(&["ops@example.com"])).unwrap();
+    let summary = |jobs, key: &str| {
+        let mut n = support::incident::summary(&notice(NoticeKind::Verdict, key), jobs);
+        n.idempotency_key = key.into();
+        n
+    };
+    let state = email.send(&summary(5, "incident:1"), None).await.unwrap().state.unwrap();
+    // A job counted in it: folded, nothing mailed, nor for its resolution.
+    let mut counted = notice(NoticeKind::Verdict, "email:ops:6");
+    counted.incident = Some(support::incident::tag());
+    let job = email.send(&counted, None).await.unwrap().state;
+    email.send(&notice(NoticeKind::Resolved, "email:ops:7"), job.as_ref()).await.unwrap();
+    // Two more jobs at once: deferred; a minute after the summary, the digest.
+    let e = email.send(&summary(7, "incident:2"), Some(&state)).await.unwrap_err();
+    assert_eq!(e.reason, culprit::notify::FailureReason::Deferred);
+    let mut earlier = state.clone();
+    earlier["incident_posted_ms"] = serde_json::json!(jiff::Timestamp::now().as_millisecond() - 61_000);
+    email.send(&summary(7, "incident:2"), Some(&earlier)).await.unwrap();
+    let got = smtp.wait_for(2);
+    assert_eq!(got.len(), 2, "{got:?}");
+    let subject = |m: &Value| m["subject"].as_str().unwrap().to_string();
+    assert!(subject(&got[0]).starts_with("[culprit] 5 jobs held back by their sinks writing to Elasticsearch"));
+    assert!(got[0]["text"].as_str().unwrap().contains("Jobs: `job-1`, `job-2`, `job-3`, `job-4`, `job-5`"));
+    assert!(subject(&got[1]).starts_with("[culprit] 2 more jobs held back by"), "{}", subject(&got[1]));
+    assert_eq!(got[1]["in_reply_to"], got[0]["message_id"], "the digest answers the summary");
+}

@@ -246,7 +246,10 @@ async fn an_incident_summary_is_posted_once_and_the_jobs_counted_after_it_reply_
     let resolved = Notice { episode: first_verdict().episode, ..notice(NoticeKind::Resolved, None) };
     c.send(&resolved, job.as_ref()).await.unwrap();
     // A job of its own (no incident) starts its own thread.
-    let own = Notice { episode: culprit::model::notice::NoticeEpisode { thread: "job:other:1".into(), ..Default::default() }, ..first_verdict() };
+    let own = Notice {
+        episode: culprit::model::notice::NoticeEpisode { thread: "job:other:1".into(), ..Default::default() },
+        ..first_verdict()
+    };
     c.send(&own, None).await.unwrap();
     let posts = stand_in.posts();
     assert_eq!(posts.len(), 4);

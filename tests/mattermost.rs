@@ -267,3 +267,31 @@ async fn the_probe_posts_nothing_and_tells_a_known_webhook_from_an_unknown_one()
     assert!(notifier(dir.path(), &format!("{}/hooks/nope", s.url), "").probe().await.is_err());
     assert!(vendor.lock().unwrap().posts.is_empty());
 }
+
+#[tokio::test]
+async fn an_incident_is_one_post_and_the_jobs_counted_in_it_post_nothing_of_their_own() {
+    let (s, vendor) = stand().await;
+    let dir = tempfile::tempdir().unwrap();
+    let n = notifier(dir.path(), &format!("{}/hooks/{KEY}", s.url), "");
+    let summary = |jobs| support::incident::summary(&notice(NoticeKind::Verdict), jobs);
+    assert!(n.wants(&summary(5)));
+    let state = n.send(&summary(5), None).await.unwrap().state;
+    // Nothing new: nothing; the jobs counted in it: folded.
+    assert_eq!(n.send(&summary(5), state.as_ref()).await.unwrap().state, state);
+    let mut counted = notice(NoticeKind::Verdict);
+    counted.incident = Some(support::incident::tag());
+    let job = n.send(&counted, None).await.unwrap().state;
+    assert_eq!(job.as_ref().unwrap()["in_incident"], "incident:1-abcd");
+    n.send(&notice(NoticeKind::Resolved), job.as_ref()).await.unwrap();
+    // A changed verdict of that job is news of its own: posted.
+    n.send(&notice_changed(), job.as_ref()).await.unwrap();
+    let t = texts(&vendor);
+    assert_eq!(t.len(), 2, "{t:#?}");
+    assert!(t[0].starts_with("#### 5 jobs held back by their sinks writing to Elasticsearch"), "{}", t[0]);
+    assert!(t[0].contains("**Jobs:** **job\\-1**") || t[0].contains("**Jobs:** **job-1**"), "{}", t[0]);
+    assert!(t[1].starts_with("**Verdict changed**"), "{}", t[1]);
+}
+
+fn notice_changed() -> Notice {
+    Notice { changed: true, ..notice(NoticeKind::Verdict) }
+}

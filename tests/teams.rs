@@ -253,3 +253,36 @@ async fn the_probe_reaches_the_host_without_posting_or_sending_the_signature() {
     assert_eq!((received[0].method.as_str(), received[0].target.as_str()), ("HEAD", "/"));
     assert!(stand_in.posts().is_empty());
 }
+
+#[tokio::test]
+async fn an_incident_is_one_card_its_jobs_are_folded_and_later_jobs_come_in_a_digest_a_minute_at_most() {
+    use culprit::notify::FailureReason;
+    let stand_in = ChatStandIn::start(Vendor::Teams).await;
+    let (t, _f) = teams(&stand_in);
+    let summary = |jobs| support::incident::summary(&first_verdict(), jobs);
+    let state = t.send(&summary(5), None).await.unwrap().state;
+    assert_eq!(state.as_ref().unwrap()["incident_shown"], 5);
+    // Two more jobs at once: too soon after the card, so deferred to a minute after it.
+    let e = t.send(&summary(7), state.as_ref()).await.unwrap_err();
+    assert_eq!(e.reason, FailureReason::Deferred);
+    assert!(e.retry_after.unwrap() > std::time::Duration::from_secs(55), "{e:?}");
+    // The jobs counted in it are folded: nothing posted, nor for their resolution.
+    let mut counted = first_verdict();
+    counted.incident = Some(support::incident::tag());
+    let job = t.send(&counted, None).await.unwrap().state;
+    t.send(&notice(NoticeKind::Resolved, None), job.as_ref()).await.unwrap();
+    assert_eq!(stand_in.posts().len(), 1, "the card alone");
+    // A minute after the card: the digest names the two new jobs alone.
+    let mut earlier = state.clone().unwrap();
+    earlier["incident_posted_ms"] = json!(jiff::Timestamp::now().as_millisecond() - 61_000);
+    let after = t.send(&summary(7), Some(&earlier)).await.unwrap().state.unwrap();
+    assert_eq!(after["incident_shown"], 7);
+    let posts = stand_in.posts();
+    assert_eq!(posts.len(), 2);
+    let first = card_texts(&posts[0].body).join("\n");
+    assert!(first.contains("5 jobs held back by their sinks writing to Elasticsearch"), "{first}");
+    assert!(first.contains("**job-1**, **job-2**, **job-3**, **job-4**, **job-5**"), "{first}");
+    let digest = card_texts(&posts[1].body).join("\n");
+    assert!(digest.contains("2 more jobs held back by") && digest.contains("(7 in all)"), "{digest}");
+    assert!(digest.contains("**job-6**, **job-7**") && !digest.contains("job-5"), "{digest}");
+}

@@ -9,6 +9,7 @@
 //! ([`pace`]), so that 429 is the exception.
 
 pub mod alertmanager;
+pub mod digest;
 pub mod discord;
 pub mod email;
 pub mod fence;
@@ -62,6 +63,9 @@ pub enum FailureReason {
     /// The notice's message arrived but a part sent after it (a reply in its thread) failed
     /// in a way worth retrying: the next attempt asks first and sends only what is missing.
     PartlyDelivered,
+    /// Not a failure: the destination takes the notice later, at its `retry_after` (an
+    /// incident's digest gathering the jobs of the next minute, [`digest`]).
+    Deferred,
 }
 
 impl FailureReason {
@@ -75,6 +79,7 @@ impl FailureReason {
             FailureReason::BadAnswer => "bad_answer",
             FailureReason::Refused => "refused",
             FailureReason::PartlyDelivered => "partly_delivered",
+            FailureReason::Deferred => "deferred",
         }
     }
 
@@ -110,6 +115,17 @@ pub struct NotifyError {
 }
 
 impl NotifyError {
+    /// Not a failure: the notice is to be given again after `after` ([`FailureReason::Deferred`]).
+    pub fn later(message: impl Into<String>, after: Duration) -> Self {
+        NotifyError {
+            message: message.into(),
+            retryable: true,
+            retry_after: Some(after),
+            reason: FailureReason::Deferred,
+            hint: None,
+        }
+    }
+
     /// A failure retrying cannot fix (reason `refused` unless set with [`Self::because`]).
     pub fn fatal(message: impl Into<String>) -> Self {
         NotifyError {

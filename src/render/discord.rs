@@ -38,10 +38,12 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use crate::model::incident::Incident;
-use crate::render::hh_mm;
-use crate::render::incident::{MAX_JOBS_NAMED, MAX_OTHERS_NAMED, cause_phrase_quoted, job_line as incident_job_line, named};
 use crate::model::notice::{Notice, NoticeKind};
 use crate::model::verdict::{Culprit, Hazard, HazardKind, Severity, Status, Verdict, VertexState};
+use crate::render::hh_mm;
+use crate::render::incident::{
+    MAX_JOBS_NAMED, MAX_OTHERS_NAMED, cause_phrase_quoted, job_line as incident_job_line, named,
+};
 use crate::render::names::{self, Names};
 
 /// Longest `content` of a message.
@@ -229,7 +231,10 @@ pub fn incident_message(incident: &Incident) -> DiscordMessage {
     let quote = |t: &str| format!("**{}**", escape(t));
     let phrase = cause_phrase_quoted(&incident.cause, &quote, &|t| escape(t));
     let n = incident.members.len();
-    let title = cut(&format!("🧭 {n} jobs held back by {}", cause_phrase_quoted(&incident.cause, &|t| escape(t), &|t| escape(t))), MAX_TITLE);
+    let title = cut(
+        &format!("🧭 {n} jobs held back by {}", cause_phrase_quoted(&incident.cause, &|t| escape(t), &|t| escape(t))),
+        MAX_TITLE,
+    );
     let mut description = format!(
         "{n} jobs held back by {phrase}.\nSince {} · last verdict {} · each job's verdict is folded into this message.\n\n**Jobs:** {}",
         hh_mm(incident.first_ms),
@@ -237,14 +242,21 @@ pub fn incident_message(incident: &Incident) -> DiscordMessage {
         named(incident.members.iter().map(|m| incident_job_line(m, false)), MAX_JOBS_NAMED, &|t| escape(t)),
     );
     if !incident.others.is_empty() {
-        let others = named(incident.others.iter().map(|m| incident_job_line(m, true)), MAX_OTHERS_NAMED, &|t| escape(t));
-        description.push_str(&format!("\n\n**Not part of it** ({} jobs with other culprits): {others}", incident.others.len()));
+        let others =
+            named(incident.others.iter().map(|m| incident_job_line(m, true)), MAX_OTHERS_NAMED, &|t| escape(t));
+        description.push_str(&format!(
+            "\n\n**Not part of it** ({} jobs with other culprits): {others}",
+            incident.others.len()
+        ));
     }
     let mut embed = json!({ "title": title, "description": cut(&description, MAX_DESCRIPTION), "color": ORANGE });
     if let Ok(t) = jiff::Timestamp::from_millisecond(incident.last_ms) {
         embed["timestamp"] = json!(t.to_string());
     }
-    DiscordMessage { content: cut(&escape(&format!("{n} jobs held back by one cause")), MAX_CONTENT), embeds: vec![embed] }
+    DiscordMessage {
+        content: cut(&escape(&format!("{n} jobs held back by one cause")), MAX_CONTENT),
+        embeds: vec![embed],
+    }
 }
 
 /// The verdict's message edited when the job resolved: `previous` (the verdict's embed as

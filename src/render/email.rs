@@ -186,6 +186,46 @@ pub fn email(notice: &Notice, domain: &str, previous: Option<&str>) -> Email {
     Email { subject: subject(notice), message_id, in_reply_to, references, text, html }
 }
 
+/// The email of an incident's summary (`shown` 0) or of a digest of its jobs after the
+/// first `shown` ([`crate::notify::digest`]), answering `previous` (the summary's thread)
+/// so that a mail client keeps the incident in one thread.
+pub fn incident_email(
+    notice: &Notice,
+    incident: &crate::model::incident::Incident,
+    shown: usize,
+    domain: &str,
+    previous: Option<&str>,
+) -> Email {
+    let clean = |t: &str| names::clean(t).into_owned();
+    let d = crate::render::incident::digest(incident, shown, &|t| format!("`{}`", clean(t)), &clean);
+    let mut text = format!("{}.\n{}\n\nJobs: {}\n", d.title, d.when, d.jobs);
+    let mut body = format!(
+        "<h1>{}</h1>\n<p class=\"meta\">{}</p>\n<p><b>Jobs:</b> {}</p>\n",
+        escape(&d.title),
+        escape(&d.when),
+        escape(&d.jobs)
+    );
+    if let Some(o) = &d.others {
+        text.push_str(&format!("Not part of it: {o}\n"));
+        body.push_str(&format!("<p><b>Not part of it:</b> {}</p>\n", escape(o)));
+    }
+    let subject = truncate(&clean(&format!("[culprit] {}", d.title)), MAX_SUBJECT_CHARS).into_owned();
+    let html = format!(
+        "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{}</title><style>{}</style></head><body>\n{body}</body></html>\n",
+        escape(&subject),
+        html::CSS
+    );
+    let in_reply_to = previous.filter(|p| !p.is_empty()).map(str::to_string);
+    Email {
+        subject,
+        message_id: message_id(&notice.idempotency_key, domain),
+        references: in_reply_to.iter().cloned().collect(),
+        in_reply_to,
+        text,
+        html,
+    }
+}
+
 /// The group's labels, `k=v` joined, cleaned; `None` without labels.
 fn labels_line(notice: &Notice) -> Option<String> {
     if notice.labels.is_empty() {

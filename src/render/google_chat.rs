@@ -38,10 +38,10 @@ use sha2::{Digest, Sha256};
 use crate::model::incident::Incident;
 use crate::model::notice::{AlertLinks, Notice, NoticeKind};
 use crate::model::verdict::{Severity, Status, Verdict};
-use crate::render::html;
-use crate::render::names::{self, Names};
 use crate::render::hh_mm;
+use crate::render::html;
 use crate::render::incident::{MAX_JOBS_NAMED, MAX_OTHERS_NAMED, cause_phrase_quoted, job_line, named};
+use crate::render::names::{self, Names};
 
 /// Largest message, its text and cards included: 32,000 bytes.
 /// <https://developers.google.com/workspace/chat/api/reference/rest/v1/spaces.messages/create>
@@ -88,7 +88,7 @@ const REVISION_SUMMARY: usize = 400;
 pub fn thread_key(notice: &Notice) -> String {
     match &notice.incident {
         Some(tag) if tag.summary_here && notice.kind == NoticeKind::Verdict => key_of(&tag.thread),
-        _ => key_of(&notice.thread_key()),
+        _ => key_of(notice.thread_key()),
     }
 }
 

@@ -92,6 +92,61 @@ pub fn named(all: impl Iterator<Item = String>, max: usize, quote: &dyn Fn(&str)
     out.join(", ")
 }
 
+/// An incident's post where the destination can neither edit nor thread
+/// ([`crate::notify::digest`]), in words escaped by the medium's `quote` (names from the
+/// verdicts) and `plain` (the connector's name, the job lists' own words stay as they are).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Digest {
+    /// `290 jobs held back by …`, or for a digest `12 more jobs held back by … (302 in all)`.
+    pub title: String,
+    /// When, and where the jobs' verdicts are.
+    pub when: String,
+    /// The jobs it names (those counted since the last post), quoted.
+    pub jobs: String,
+    /// The jobs of the same minutes that do not fit, quoted (in the summary alone).
+    pub others: Option<String>,
+}
+
+/// The summary of `incident` (`shown` 0) or the digest of its jobs after the first
+/// `shown`.
+pub fn digest(
+    incident: &Incident,
+    shown: usize,
+    quote: &dyn Fn(&str) -> String,
+    plain: &dyn Fn(&str) -> String,
+) -> Digest {
+    let n = incident.members.len();
+    let phrase = cause_phrase_quoted(&incident.cause, quote, plain);
+    let new = incident.members.get(shown..).unwrap_or_default();
+    let jobs = named(new.iter().map(|m| job_line(m, false)), MAX_JOBS_NAMED, quote);
+    if shown == 0 {
+        let others = (!incident.others.is_empty()).then(|| {
+            let listed = named(incident.others.iter().map(|m| job_line(m, true)), MAX_OTHERS_NAMED, quote);
+            format!("{} jobs with other culprits: {listed}", incident.others.len())
+        });
+        return Digest {
+            title: format!("{n} jobs held back by {phrase}"),
+            when: format!(
+                "Since {} · last verdict {} · the jobs counted from now on come in one post a minute at most, not one each",
+                crate::render::hh_mm(incident.first_ms),
+                crate::render::hh_mm(incident.last_ms)
+            ),
+            jobs,
+            others,
+        };
+    }
+    Digest {
+        title: format!("{} more jobs held back by {phrase} ({n} in all)", new.len()),
+        when: format!(
+            "Counted since the last post · the incident began {} · last verdict {}",
+            crate::render::hh_mm(incident.first_ms),
+            crate::render::hh_mm(incident.last_ms)
+        ),
+        jobs,
+        others: None,
+    }
+}
+
 /// One job of an incident: its name, and for a job that does not fit, its own finding
 /// and culprit (`orders (hot_key in keyBy)`).
 pub fn job_line(m: &Member, with_finding: bool) -> String {

@@ -113,6 +113,17 @@ fn target(url: &str) -> String {
     url.replace(' ', "%20").replace('(', "%28").replace(')', "%29").replace('<', "%3C").replace('>', "%3E")
 }
 
+/// An incident's summary or digest ([`crate::notify::digest`]) as one post.
+pub fn incident_message(incident: &crate::model::incident::Incident, shown: usize) -> String {
+    let quote = |t: &str| format!("**{}**", escape(t));
+    let d = crate::render::incident::digest(incident, shown, &quote, &|t| escape(t));
+    let mut s = format!("#### {}\n_{}_\n**Jobs:** {}", d.title, escape(&d.when), d.jobs);
+    if let Some(o) = &d.others {
+        s.push_str(&format!("\n**Not part of it:** {o}"));
+    }
+    cut(&s, MAX_POST_CHARS)
+}
+
 /// The post for a notice. Never fails: long text is cut (see the limits).
 ///
 /// * [`NoticeKind::Verdict`]: the layout in the module docs; a later revision or a changed

@@ -103,7 +103,6 @@ pub fn escape(s: &str, max: usize) -> String {
     out
 }
 
-
 /// The message for a notice: `{type: "message", attachments: [{contentType, content}]}`
 /// with the card of the module docs, at most [`MAX_CARD_BYTES`] of JSON. `first_post_ms`
 /// is when the episode's first post was made (the notifier's state), `None` for the first
@@ -111,6 +110,22 @@ pub fn escape(s: &str, max: usize) -> String {
 pub fn message(notice: &Notice, first_post_ms: Option<i64>) -> Value {
     let parts = parts(notice, first_post_ms);
     wrap(fit(parts))
+}
+
+/// An incident's summary or digest ([`crate::notify::digest`]) as one card: the
+/// headline, when, the jobs it names and (in the summary) those that do not fit.
+pub fn incident_message(incident: &crate::model::incident::Incident, shown: usize) -> Value {
+    let quote = |t: &str| format!("**{}**", escape(t, 200));
+    let d = crate::render::incident::digest(incident, shown, &quote, &|t| escape(t, 200));
+    let mut body = vec![
+        heading(&d.title),
+        json!({ "type": "TextBlock", "text": escape(&d.when, 400), "wrap": true, "isSubtle": true }),
+    ];
+    body.push(text(&format!("**Jobs:** {}", d.jobs)));
+    if let Some(o) = &d.others {
+        body.push(text(&format!("**Not part of it:** {o}")));
+    }
+    wrap(card(body, &[]))
 }
 
 /// A card's pieces, cut in order when too large.

@@ -250,6 +250,17 @@ impl Service {
         let now = self.clock.now_ms();
         let name = row.destination.as_str();
         let reason = e.reason.as_str();
+        if e.reason == crate::notify::FailureReason::Deferred {
+            // Asked for later, not failed: no backoff, no failure counted, no give-up.
+            let after = e.retry_after.unwrap_or(min);
+            self.metrics.notification(name, "deferred");
+            tracing::debug!(destination = %name, group = ?row.notice.group_key, after_ms = after.as_millis() as u64,
+                why = %e.message, "delivery deferred");
+            let next = now + after.as_millis() as i64;
+            self.until_stored("record_delivery", stop, || self.store.retry_delivery(row, next, "", unsure)).await;
+            self.outbox_ready[index].notify_one();
+            return;
+        }
         let give_up = now - row.first_ms >= retry.give_up_after.as_ms();
         if e.retryable && !give_up {
             let delay = delivery_delay(row.attempts, e.retry_after, min, max, jitter());

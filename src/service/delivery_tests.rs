@@ -257,6 +257,26 @@ async fn failures_back_off_with_jitter_until_the_give_up_time_and_say_why() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_deferred_notice_goes_again_at_the_time_asked_past_the_give_up_time_and_counts_no_failure() {
+    // Give up 20 s after the first attempt; a digest deferred by 45 s twice still goes.
+    let h = harness(4, (1_000, 4_000, 20_000));
+    let later = || Step::Fail(NotifyError::later("the next digest is not due", Duration::from_secs(45)));
+    h.dest.script("a", vec![later(), later()]);
+    h.enqueue(vec![notice(NoticeKind::Incident, "a", "a1"), notice(NoticeKind::Incident, "a", "a2")]).await;
+    h.start();
+    h.drained().await;
+    let sent = h.dest.sent();
+    let times: Vec<f64> = sent.iter().map(|(t, _)| secs(*t)).collect();
+    // a1 at 0 s, 45 s (deferred twice: exactly as asked, no jitter), 90 s (sent); a2 after.
+    assert_eq!(sent.iter().filter(|(_, k)| k == "a1").count(), 3, "{sent:?}");
+    assert!((times[1] - 45.0).abs() < 0.2 && (times[2] - 90.0).abs() < 0.3, "{times:?}");
+    assert_eq!(sent.last().unwrap().1, "a2");
+    let m = h.metrics();
+    assert!(m.contains("culprit_notifications_total{destination=\"scripted\",outcome=\"deferred\"} 2"), "{m}");
+    assert!(!m.contains("reason=\"deferred\""), "not a failure: {m}");
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_501_is_final_at_once() {
     let h = harness(4, (1_000, 4_000, 3_600_000));
     let e = crate::notify::status_error(

@@ -5,7 +5,8 @@
 //! * `culprit_alerts_ignored_total{reason}`: alerts of accepted webhooks that culprit does
 //!   not diagnose: own, alertname, no_job_label, not_a_flink_job_id.
 //! * `culprit_diagnoses_total{status, finding}` and `culprit_diagnosis_failures_total{reason}`.
-//! * `culprit_notifications_total{destination, outcome}`: sent, retry, failed, recovered
+//! * `culprit_notifications_total{destination, outcome}`: sent, retry, deferred (an
+//!   incident's digest waiting to gather more jobs), failed, recovered
 //!   (found already delivered after a crash or timeout), fenced (not sent: this replica
 //!   lost the send's lease to another).
 //! * `culprit_notification_failures_total{destination, reason, outcome}`: failed attempts

@@ -30,7 +30,8 @@ impl Discord {
             tracing::info!(destination = %self.what(), "discord: the incident is no longer in the store; its summary stays as it is");
             return Ok(Sent { state: state.cloned() });
         };
-        let shown = json!({ "jobs": incident.members.len(), "others": incident.others.len(), "last_ms": incident.last_ms });
+        let shown =
+            json!({ "jobs": incident.members.len(), "others": incident.others.len(), "last_ms": incident.last_ms });
         let m = incident_message(incident);
         let posted = match Posted::from_state(state) {
             Some(_) if state.and_then(|s| s.get("shown")) == Some(&shown) => return Ok(Sent { state: state.cloned() }),

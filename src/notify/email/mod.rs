@@ -45,6 +45,7 @@ use serde_json::{Value, json};
 
 use crate::model::notice::{Notice, NoticeKind};
 use crate::model::secret::Redactor;
+use crate::notify::digest;
 use crate::notify::{DETAIL_CHARS, Destination, FailureReason, NotifyError, Sent};
 
 /// Time one SMTP command may wait for its answer (lettre's timeout, per command).
@@ -153,22 +154,26 @@ impl Email {
     pub fn wants(&self, notice: &Notice) -> bool {
         match notice.kind {
             NoticeKind::Verdict => !notice.is_revision(),
-            NoticeKind::Resolved | NoticeKind::CouldNotDiagnose => true,
-            // An incident's summary is for chat channels; each job's email names the cause.
-            NoticeKind::Joined | NoticeKind::GroupResolved | NoticeKind::Incident => false,
+            // An incident: one summary and a digest a minute at most ([`digest`]).
+            NoticeKind::Resolved | NoticeKind::CouldNotDiagnose | NoticeKind::Incident => true,
+            NoticeKind::Joined | NoticeKind::GroupResolved => false,
         }
     }
 
     /// The message of `notice`, answering the episode's last message kept in `state`.
     pub fn message(&self, notice: &Notice, state: Option<&Value>) -> Result<(Message, String), NotifyError> {
-        let what = self.what();
         let previous = state.and_then(|s| s.get("message_id")).and_then(Value::as_str);
-        let e = crate::render::email::email(notice, &self.domain(), previous);
+        self.build(crate::render::email::email(notice, &self.domain(), previous), notice.at_ms)
+    }
+
+    /// The message of a rendered email dated `at_ms`, and its id.
+    fn build(&self, e: crate::render::email::Email, at_ms: i64) -> Result<(Message, String), NotifyError> {
+        let what = self.what();
         let mut b = Message::builder()
             .from(self.from.clone())
             .subject(e.subject.clone())
             .message_id(Some(e.message_id.clone()))
-            .date(UNIX_EPOCH + Duration::from_millis(notice.at_ms.max(0) as u64));
+            .date(UNIX_EPOCH + Duration::from_millis(at_ms.max(0) as u64));
         for t in &self.to {
             b = b.to(t.clone());
         }
@@ -188,15 +193,52 @@ impl Email {
     /// episode's first message), for the next notice of the episode to answer.
     pub async fn send(&self, notice: &Notice, state: Option<&Value>) -> Result<Sent, NotifyError> {
         let what = self.what();
+        if notice.kind == NoticeKind::Incident {
+            return self.send_incident(notice, state).await;
+        }
+        if digest::stays_folded(notice, state) {
+            return Ok(Sent { state: state.cloned() });
+        }
+        if let Some(folded) = digest::fold(notice, state) {
+            return Ok(folded);
+        }
         if notice.kind == NoticeKind::Verdict && notice.verdict.is_none() {
             return Err(NotifyError::fatal(format!("{what}: a verdict notice without a verdict")));
         }
         let (message, id) = self.message(notice, state)?;
+        self.deliver(message, &id, notice.maybe_repeat).await?;
+        let first = state.and_then(|s| s.get("first")).and_then(Value::as_str).unwrap_or(&id).to_string();
+        Ok(Sent { state: Some(json!({ "message_id": id, "first": first })) })
+    }
+
+    /// An incident's summary, then its digests at most once a [`digest::DIGEST_INTERVAL`],
+    /// each answering the one before.
+    async fn send_incident(&self, notice: &Notice, state: Option<&Value>) -> Result<Sent, NotifyError> {
+        let now = jiff::Timestamp::now().as_millisecond();
+        match digest::step(notice, state, now) {
+            digest::Step::Keep => Ok(Sent { state: state.cloned() }),
+            digest::Step::Later(after) => {
+                Err(NotifyError::later("email: the incident's next digest is not due", after))
+            }
+            digest::Step::Post { incident, shown } => {
+                let previous = state.and_then(|s| s.get("message_id")).and_then(Value::as_str);
+                let e = crate::render::email::incident_email(notice, incident, shown, &self.domain(), previous);
+                let (message, id) = self.build(e, now)?;
+                self.deliver(message, &id, notice.maybe_repeat).await?;
+                let mut kept = digest::posted(state, incident, now);
+                kept["message_id"] = json!(id);
+                Ok(Sent { state: Some(kept) })
+            }
+        }
+    }
+
+    /// Hands one message to the relay.
+    async fn deliver(&self, message: Message, id: &str, maybe_repeat: bool) -> Result<(), NotifyError> {
+        let what = self.what();
         match self.transport.send(message).await {
             Ok(_) => {
-                tracing::debug!(destination = %what, message_id = %id, maybe_repeat = notice.maybe_repeat, "email: accepted by the relay");
-                let first = state.and_then(|s| s.get("first")).and_then(Value::as_str).unwrap_or(&id).to_string();
-                Ok(Sent { state: Some(json!({ "message_id": id, "first": first })) })
+                tracing::debug!(destination = %what, message_id = %id, maybe_repeat, "email: accepted by the relay");
+                Ok(())
             }
             Err(e) => {
                 let e = self.classify(&e);

@@ -126,14 +126,11 @@ impl GoogleChat {
         let what = format!("google_chat:{}", cfg.name);
         let url = resolve_url(&what, &cfg.webhook_url)?;
         let redactor = url_redactor(url.expose_secret());
-        let pacer = crate::notify::pace::shared(&crate::notify::pace::scope_of_secret("google_chat", url.expose_secret()), MIN_POST_INTERVAL);
-        Ok(GoogleChat {
-            name: cfg.name.clone(),
-            url,
-            client: http_client(&what)?,
-            redactor,
-            pacer,
-        })
+        let pacer = crate::notify::pace::shared(
+            &crate::notify::pace::scope_of_secret("google_chat", url.expose_secret()),
+            MIN_POST_INTERVAL,
+        );
+        Ok(GoogleChat { name: cfg.name.clone(), url, client: http_client(&what)?, redactor, pacer })
     }
 
     fn what(&self) -> String {
@@ -227,7 +224,9 @@ impl GoogleChat {
             .and_then(|v| v.pointer("/thread/name").and_then(Value::as_str).map(str::to_string))
             .or_else(|| state.and_then(|s| s.get("thread")).and_then(Value::as_str).map(str::to_string));
         tracing::info!(destination = %what, kind = ?notice.kind, "google_chat: posted");
-        Ok(Sent { state: Some(json!({ FIRST_POST: first.unwrap_or(notice.at_ms), "thread": thread, THREAD_KEY: key })) })
+        Ok(Sent {
+            state: Some(json!({ FIRST_POST: first.unwrap_or(notice.at_ms), "thread": thread, THREAD_KEY: key })),
+        })
     }
 
     /// For `check-config --connect`: posts an empty message, which Chat refuses (a message

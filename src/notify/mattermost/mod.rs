@@ -53,9 +53,10 @@ use serde_json::{Value, json};
 
 use crate::model::notice::{Notice, NoticeKind};
 use crate::model::secret::Redactor;
+use crate::notify::digest;
 use crate::notify::webhook::{http_client, read_answer};
 use crate::notify::{Destination, NotifyError, Sent, status_error, transport_error};
-use crate::render::mattermost::message;
+use crate::render::mattermost::{incident_message, message};
 
 /// Requests a second Mattermost's rate limiting takes by default ("Maximum queries per
 /// second", `RateLimitSettings.PerSec`: 10).
@@ -128,14 +129,19 @@ impl Mattermost {
     pub fn wants(&self, notice: &Notice) -> bool {
         match notice.kind {
             NoticeKind::Verdict => !notice.is_revision(),
-            NoticeKind::Resolved | NoticeKind::CouldNotDiagnose => true,
-            NoticeKind::Joined | NoticeKind::GroupResolved | NoticeKind::Incident => false,
+            NoticeKind::Resolved | NoticeKind::CouldNotDiagnose | NoticeKind::Incident => true,
+            NoticeKind::Joined | NoticeKind::GroupResolved => false,
         }
     }
 
     /// The JSON body of a notice's post.
     pub fn body(&self, notice: &Notice) -> Value {
-        let mut b = json!({ "text": message(notice) });
+        self.text_body(message(notice))
+    }
+
+    /// The JSON body of a post of `text`, with the section's channel and name.
+    fn text_body(&self, text: String) -> Value {
+        let mut b = json!({ "text": text });
         for (key, value) in [("channel", &self.channel), ("username", &self.username), ("icon_url", &self.icon_url)] {
             if let Some(v) = value {
                 b[key] = json!(v);
@@ -144,8 +150,28 @@ impl Mattermost {
         b
     }
 
-    /// Posts the notice once. No state is kept (see the module docs).
-    pub async fn send(&self, notice: &Notice, _state: Option<&Value>) -> Result<Sent, NotifyError> {
+    /// Posts the notice once. No state is kept (see the module docs), but for an
+    /// incident's summary and the jobs counted in it ([`digest`]).
+    pub async fn send(&self, notice: &Notice, state: Option<&Value>) -> Result<Sent, NotifyError> {
+        if notice.kind == NoticeKind::Incident {
+            let now = jiff::Timestamp::now().as_millisecond();
+            return match digest::step(notice, state, now) {
+                digest::Step::Keep => Ok(Sent { state: state.cloned() }),
+                digest::Step::Later(after) => {
+                    Err(NotifyError::later("mattermost: the incident's next digest is not due", after))
+                }
+                digest::Step::Post { incident, shown } => {
+                    self.post(&self.text_body(incident_message(incident, shown))).await?;
+                    Ok(Sent { state: Some(digest::posted(state, incident, now)) })
+                }
+            };
+        }
+        if digest::stays_folded(notice, state) {
+            return Ok(Sent { state: state.cloned() });
+        }
+        if let Some(folded) = digest::fold(notice, state) {
+            return Ok(folded);
+        }
         self.post(&self.body(notice)).await?;
         tracing::info!(destination = %self.what(), kind = ?notice.kind, repeat = notice.maybe_repeat, "mattermost: posted");
         Ok(Sent { state: None })

@@ -77,9 +77,10 @@ use serde_json::{Value, json};
 
 use crate::model::notice::{Notice, NoticeKind};
 use crate::model::secret::Redactor;
+use crate::notify::digest;
 use crate::notify::webhook::{http_client, read_answer};
 use crate::notify::{Destination, NotifyError, Sent, status_error, transport_error};
-use crate::render::teams::message;
+use crate::render::teams::{incident_message, message};
 
 pub use crate::render::teams::MAX_MESSAGE_BYTES;
 
@@ -172,7 +173,10 @@ impl Teams {
         let what = format!("teams:{}", cfg.name);
         let url = resolve_url(&what, &cfg.webhook_url)?;
         let redactor = url_redactor(url.expose_secret());
-        let pacer = crate::notify::pace::shared(&crate::notify::pace::scope_of_secret("teams", url.expose_secret()), MIN_POST_INTERVAL);
+        let pacer = crate::notify::pace::shared(
+            &crate::notify::pace::scope_of_secret("teams", url.expose_secret()),
+            MIN_POST_INTERVAL,
+        );
         Ok(Teams { name: cfg.name.clone(), url, client: http_client(&what)?, redactor, pacer })
     }
 
@@ -210,23 +214,47 @@ impl Teams {
     }
 
     /// Posts the notice once (see the module docs). `state` is the episode's first post
-    /// time, kept unchanged by later posts.
+    /// time, kept unchanged by later posts. An incident's summary and the verdicts of the
+    /// jobs counted in it go by [`digest`].
     pub async fn send(&self, notice: &Notice, state: Option<&Value>) -> Result<Sent, NotifyError> {
-        let what = self.what();
+        if notice.kind == NoticeKind::Incident {
+            let now = jiff::Timestamp::now().as_millisecond();
+            return match digest::step(notice, state, now) {
+                digest::Step::Keep => Ok(Sent { state: state.cloned() }),
+                digest::Step::Later(after) => {
+                    Err(NotifyError::later("teams: the incident's next digest is not due", after))
+                }
+                digest::Step::Post { incident, shown } => {
+                    self.post(&incident_message(incident, shown), notice.kind).await?;
+                    Ok(Sent { state: Some(digest::posted(state, incident, now)) })
+                }
+            };
+        }
+        if digest::stays_folded(notice, state) {
+            return Ok(Sent { state: state.cloned() });
+        }
+        if let Some(folded) = digest::fold(notice, state) {
+            return Ok(folded);
+        }
         let first = state.and_then(|s| s.get(FIRST_POST)).and_then(Value::as_i64);
-        let body = message(notice, first);
+        self.post(&message(notice, first), notice.kind).await?;
+        Ok(Sent { state: Some(json!({ FIRST_POST: first.unwrap_or(notice.at_ms) })) })
+    }
+
+    async fn post(&self, body: &Value, kind: NoticeKind) -> Result<(), NotifyError> {
+        let what = self.what();
         self.pacer.turn().await;
         let response = self
             .client
             .post(self.url.expose_secret())
-            .json(&body)
+            .json(body)
             .send()
             .await
             .map_err(|e| transport_error(&what, &e))?;
         let (status, headers, answer) = read_answer(response).await;
         if (200..300).contains(&status) {
-            tracing::info!(destination = %what, status, kind = ?notice.kind, "teams: posted");
-            return Ok(Sent { state: Some(json!({ FIRST_POST: first.unwrap_or(notice.at_ms) })) });
+            tracing::info!(destination = %what, status, kind = ?kind, "teams: posted");
+            return Ok(());
         }
         let e = status_error(&what, status, &headers, &answer, &self.redactor);
         if e.retryable {
@@ -270,9 +298,8 @@ impl Destination for Teams {
     fn wants(&self, notice: &Notice) -> bool {
         match notice.kind {
             NoticeKind::Verdict => !notice.is_revision(),
-            NoticeKind::Resolved | NoticeKind::CouldNotDiagnose => true,
-            // An incident's summary is Slack's for now; each job's own message is posted here.
-            NoticeKind::Joined | NoticeKind::GroupResolved | NoticeKind::Incident => false,
+            NoticeKind::Resolved | NoticeKind::CouldNotDiagnose | NoticeKind::Incident => true,
+            NoticeKind::Joined | NoticeKind::GroupResolved => false,
         }
     }
     fn send<'a>(&'a self, notice: &'a Notice, state: Option<&'a Value>) -> BoxFuture<'a, Result<Sent, NotifyError>> {

@@ -8,8 +8,8 @@ use super::blocks::{context, section};
 use super::escaping::clip;
 use super::{MAX_FALLBACK_TEXT, MAX_SECTION_TEXT, SlackMessage, code, mrkdwn};
 use crate::model::incident::Incident;
-use crate::render::incident::{MAX_JOBS_NAMED, MAX_OTHERS_NAMED, cause_phrase_quoted, job_line, named};
 use crate::render::hh_mm;
+use crate::render::incident::{MAX_JOBS_NAMED, MAX_OTHERS_NAMED, cause_phrase_quoted, job_line, named};
 
 /// The summary of `incident`.
 pub fn incident_message(incident: &Incident) -> SlackMessage {

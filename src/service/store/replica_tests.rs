@@ -35,14 +35,28 @@ async fn replicas_reserving_one_pacing_scope_at_once_get_one_slot_each_an_interv
     for s in &stores {
         assert_eq!(s.reserve_pace("warm-up", 1).await.unwrap().map(|w| w <= 1), Some(true));
     }
+    let db_now =
+        || f.column("SELECT (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT")[0].parse::<i64>().unwrap();
+    let before = db_now();
     let asked = stores.iter().flat_map(|s| [s.reserve_pace(scope, 1_000), s.reserve_pace(scope, 1_000)]);
     let mut waits: Vec<i64> = futures::future::join_all(asked).await.into_iter().map(|w| w.unwrap().unwrap()).collect();
+    let after = db_now();
     waits.sort();
-    // Six at once, two from each replica, 1 s apart: slots at 0, 1, ..., 5 s after the
-    // first, each wait counted from its own statement (a few ms later than the first).
+    // Six reservations, two from each replica, 1 s apart: one slot each, the first at the
+    // database's time of the first reservation (between `before` and `after`), the last
+    // reserved 5 s after it, so the row's next free slot is 6 s after the first.
+    let next: i64 = f.column(&format!("SELECT next_ms FROM pace_slots WHERE scope = '{scope}'"))[0].parse().unwrap();
+    let first = next - 6_000;
+    assert!((before..=after).contains(&first), "first slot {first} not within {before}..={after}");
+    // Each wait is counted from its own statement, made between `before` and `after`: the
+    // i-th slot is first + i s, so its wait is within that spread of i s.
+    let spread = after - before;
     for (i, wait) in waits.iter().enumerate() {
         let slot = i as i64 * 1_000;
-        assert!((slot - 300..=slot).contains(wait), "slot {i}: waits {wait} ms of {waits:?}");
+        assert!(
+            (slot - spread..=slot + spread).contains(wait),
+            "slot {i}: waits {wait} ms of {waits:?} (spread {spread})"
+        );
     }
     // Another scope waits for nothing.
     assert_eq!(stores[0].reserve_pace("slack:0123456789abcdef:#other", 1_000).await.unwrap(), Some(0));
