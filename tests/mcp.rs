@@ -285,3 +285,109 @@ async fn over_post_mcp_of_serve_every_tool_answers_from_a_real_prometheus_behind
     client.cancel().await.unwrap();
     app.stop().await;
 }
+
+/// The official MCP inspector's command line (`npx @modelcontextprotocol/inspector --cli`),
+/// `CULPRIT_MCP_INSPECTOR` naming another version. 0.15.0 runs on Node 20 (Debian's);
+/// newer ones need Node 22.
+fn inspector(target: &[&str], method: &[&str]) -> Value {
+    let (target, transport) = match target.iter().position(|a| *a == "--transport") {
+        Some(i) => (&target[..i], &target[i..]),
+        None => (target, &[][..]),
+    };
+    let method: Vec<&str> = method.iter().chain(transport).copied().collect();
+    let package =
+        std::env::var("CULPRIT_MCP_INSPECTOR").unwrap_or_else(|_| "@modelcontextprotocol/inspector@0.15.0".into());
+    let out = std::process::Command::new("npx")
+        .args(["--yes", &package, "--cli"])
+        .args(&method)
+        // The inspector reads `--config` as its own before `--`.
+        .arg("--")
+        .args(target)
+        .output()
+        .expect("npx runs (apt-get install npm)");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{method:?}: {stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{method:?}: {e}: {stdout}"))
+}
+
+/// A tool call through the inspector: its structured content, or its error text.
+fn inspect_call(target: &[&str], tool: &str, args: &[&str]) -> Result<Value, String> {
+    // `--tool-arg` takes every word up to the next option: the tool's name comes after.
+    let mut method = vec!["--method", "tools/call"];
+    if !args.is_empty() {
+        method.push("--tool-arg");
+        method.extend(args);
+    }
+    method.extend(["--tool-name", tool]);
+    let r = inspector(target, &method);
+    if r["isError"] == json!(true) {
+        return Err(r["content"][0]["text"].as_str().unwrap_or_default().to_string());
+    }
+    Ok(r["structuredContent"].clone())
+}
+
+/// Every tool through the inspector's command line at `target`: a command, or a URL and
+/// `--transport http`.
+fn every_tool_through_the_inspector(target: &[&str], id: i64) {
+    let tools = inspector(target, &["--method", "tools/list"]);
+    assert_eq!(tools["tools"].as_array().unwrap().len(), 5, "{tools:#}");
+    let v = inspect_call(target, "diagnose_job", &["job=bp-lab-slow-sink"]).unwrap();
+    assert_eq!(v["culprit"]["vertex_name"], "slow-sink: Writer");
+    let found = inspect_call(target, "list_backpressured_jobs", &["window=1m"]).unwrap();
+    assert_eq!(found["jobs"][0]["job_id"], v["job"]["id"], "{found:#}");
+    let recent = inspect_call(target, "list_recent_verdicts", &["job=bp-lab-slow-sink", "limit=5"]).unwrap();
+    assert_eq!(recent["verdicts"][0]["id"], id, "{recent:#}");
+    let id = id.to_string();
+    let stored = inspect_call(target, "get_verdict", &[&format!("id={id}")]).unwrap();
+    assert_eq!(stored["finding"], "sink");
+    let victim = inspect_call(target, "explain_vertex", &[&format!("verdict_id={id}"), "vertex=fraud-score"]).unwrap();
+    assert_eq!(victim["vertex"]["state"], "backpressured");
+    let e = inspect_call(target, "diagnose_job", &["job=bp-lab-slow-snk"]).unwrap_err();
+    assert!(e.contains("closest job names: bp_lab_slow_sink"), "{e}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs npx and the npm registry: cargo test --test mcp -- --ignored"]
+async fn the_official_mcp_inspector_lists_and_calls_every_tool_over_stdio_and_over_http() {
+    // stdio: a bundled capture, a store holding its verdict.
+    let tmp = tempfile::tempdir().unwrap();
+    let db = tmp.path().join("culprit.db");
+    let id = store_with_one_verdict(&db).await;
+    let config = tmp.path().join("culprit.toml");
+    std::fs::write(&config, format!("[store]\npath = {:?}\n", db.display().to_string())).unwrap();
+    let config = config.to_str().unwrap().to_string();
+    tokio::task::spawn_blocking(move || {
+        every_tool_through_the_inspector(&[BINARY, "mcp", "--config", &config, "--capture", "slow-sink"], id)
+    })
+    .await
+    .unwrap();
+
+    // HTTP: serve on loopback (no credentials: this inspector sends no header) with a real
+    // Prometheus, its store holding a verdict of the alert's diagnosis.
+    let dir = support::capture("slow-sink");
+    let now = jiff::Timestamp::now().as_millisecond();
+    let prom_port = support::free_port();
+    let _prom = support::prometheus_with_texts(&[support::shifted(&dir.join("recording.om.gz"), now - 2_000)], prom_port);
+    let flink = support::flink_rest_for(&dir).await;
+    let served = tempfile::tempdir().unwrap();
+    let config = format!(
+        "[prometheus]\nurl = \"http://127.0.0.1:{prom_port}\"\n[server]\nlisten = \"127.0.0.1:0\"\n[store]\npath = {:?}\n[service]\ncoalesce = \"1s\"\nrediagnose_weak_after = \"0s\"\n[[flink.clusters]]\nname = \"lab\"\nrest_url = \"{}\"\n",
+        served.path().join("culprit.db").display().to_string(),
+        flink.uri()
+    );
+    let config = culprit::config::Config::from_toml(&config, "mcp.toml").unwrap();
+    let mount: culprit::service::server::Mount = Box::new(culprit::mcp::http_routes);
+    let app = culprit::service::server::Application::build_with(config, Some(mount)).await.unwrap();
+    let verdict = culprit::samples::capture_verdict("slow-sink");
+    let webhook = support::webhook_for(&verdict.job.id, &verdict.job.name, &["a".into()]);
+    let r = reqwest::Client::new().post(format!("{}/webhook/alertmanager", app.url())).json(&webhook).send().await.unwrap();
+    assert_eq!(r.status(), 202);
+    support::drained(&app).await;
+    let stored = app.service.store.verdicts(1).await.unwrap();
+    let url = format!("{}/mcp", app.url());
+    let id = stored[0].id;
+    tokio::task::spawn_blocking(move || every_tool_through_the_inspector(&[url.as_str(), "--transport", "http"], id))
+        .await
+        .unwrap();
+    app.stop().await;
+}

@@ -18,7 +18,7 @@ use crate::model::request::DiagnosisRequest;
 use crate::model::verdict::Verdict;
 
 /// Verdicts `list_recent_verdicts` gives at most.
-const MAX_RECENT: u32 = 50;
+const MAX_RECENT: i64 = 50;
 
 /// What the server tells the model once, at initialization.
 const INSTRUCTIONS: &str = "culprit diagnoses Apache Flink backpressure. When operators are red in the Flink UI, \
@@ -101,10 +101,31 @@ pub struct BackpressuredJobs {
     pub jobs: Vec<BackpressuredJob>,
 }
 
+/// A number, or a number written as text (clients that pass every argument as a string,
+/// such as the MCP inspector's command line): the schema says integer.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Lenient {
+    Number(i64),
+    Text(String),
+}
+
+fn number<'de, D: serde::Deserializer<'de>>(d: D) -> Result<i64, D::Error> {
+    match Lenient::deserialize(d)? {
+        Lenient::Number(n) => Ok(n),
+        Lenient::Text(t) => t.trim().parse().map_err(|_| serde::de::Error::custom(format!("{t:?} is not a number"))),
+    }
+}
+
+fn some_number<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<i64>, D::Error> {
+    number(d).map(Some)
+}
+
 /// `get_verdict`'s arguments.
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 pub struct VerdictArgs {
     /// The stored verdict's id, as list_recent_verdicts gives it.
+    #[serde(deserialize_with = "number")]
     pub id: i64,
 }
 
@@ -114,7 +135,9 @@ pub struct RecentArgs {
     /// The Flink job: its name as Flink shows it, as the reporter writes it, or its id.
     pub job: String,
     /// How many verdicts, newest first (1–50). Default 10.
-    pub limit: Option<u32>,
+    #[serde(default, deserialize_with = "some_number")]
+    #[schemars(range(min = 1, max = 50))]
+    pub limit: Option<i64>,
 }
 
 /// One stored verdict, in brief.
@@ -150,6 +173,7 @@ pub struct ExplainArgs {
     /// The vertex: its name as the verdict's graph shows it (`fraud-score`) or its id.
     pub vertex: String,
     /// A stored verdict's id. Give this or `job`.
+    #[serde(default, deserialize_with = "some_number")]
     pub verdict_id: Option<i64>,
     /// Without verdict_id: the job to diagnose now (or at `at`) and explain.
     pub job: Option<String>,
