@@ -7,10 +7,10 @@ mod support;
 
 use std::sync::Arc;
 
+use rmcp::ServiceExt as _;
 use rmcp::model::{CallToolRequestParams, CallToolResult};
 use rmcp::service::{RoleClient, RunningService};
 use rmcp::transport::TokioChildProcess;
-use rmcp::ServiceExt as _;
 use serde_json::{Value, json};
 
 type Client = RunningService<RoleClient, ()>;
@@ -74,8 +74,11 @@ async fn store_with_one_verdict(path: &std::path::Path) -> i64 {
     store.enqueue(vec![intake], now, 0, 10).await.unwrap();
     let item = store.claim_work(now).await.unwrap().expect("due at once");
     let json = serde_json::to_string(&verdict).unwrap();
-    let completion =
-        Completion { verdict: Some((verdict.job.name.clone(), json)), plan: Box::new(|_, _| Plan::default()), now_ms: now };
+    let completion = Completion {
+        verdict: Some((verdict.job.name.clone(), json)),
+        plan: Box::new(|_, _| Plan::default()),
+        now_ms: now,
+    };
     let id = store.complete(&item, completion).await.unwrap().verdict_id.expect("stored");
     store.close().await.unwrap();
     id
@@ -83,7 +86,7 @@ async fn store_with_one_verdict(path: &std::path::Path) -> i64 {
 
 #[tokio::test]
 async fn an_agent_lists_five_tools_each_with_an_input_schema_and_a_structured_output_the_verdicts_in_culprit_verdict_v1()
-{
+ {
     let client = stdio_client(&["--capture", "slow-sink"]).await;
     let info = client.peer_info().expect("initialized");
     assert_eq!(info.server_info.as_ref().map(|i| i.name.as_str()), Some("culprit"));
@@ -165,12 +168,13 @@ async fn offline_on_a_bundled_capture_every_tool_answers_and_a_failure_is_a_resu
     assert_eq!(victim["vertex"]["state"], "backpressured");
     assert!(victim["role"].as_str().unwrap().starts_with("a victim"), "{victim:#}");
     assert!(victim["evidence"].as_array().unwrap().iter().all(|e| e["query"].is_string()), "{victim:#}");
-    let culprit = ok(&client, "explain_vertex", json!({"job": "bp-lab-slow-sink", "vertex": "slow-sink: Writer"})).await;
+    let culprit =
+        ok(&client, "explain_vertex", json!({"job": "bp-lab-slow-sink", "vertex": "slow-sink: Writer"})).await;
     assert_eq!(culprit["finding"], "sink");
-    assert_eq!(culprit["steps"].as_array().unwrap().iter().map(|s| s["step"].clone()).collect::<Vec<_>>(), [
-        json!("locate"),
-        json!("sink")
-    ]);
+    assert_eq!(
+        culprit["steps"].as_array().unwrap().iter().map(|s| s["step"].clone()).collect::<Vec<_>>(),
+        [json!("locate"), json!("sink")]
+    );
 
     // Failures are results naming what to do, and the session goes on.
     let text = failed(&client, "diagnose_job", json!({"job": "bp-lab-slow-snk"})).await;
@@ -202,7 +206,8 @@ async fn a_prometheus_that_is_down_is_a_tool_error_naming_it_and_since_when_and_
     std::fs::write(&config, format!("[prometheus]\nurl = \"http://127.0.0.1:{port}\"\n")).unwrap();
     let client = stdio_client(&["--config", config.to_str().unwrap()]).await;
     let first = failed(&client, "diagnose_job", json!({"job": "payments"})).await;
-    let expected = format!("error (backend_down): backend prometheus at http://127.0.0.1:{port} refused the connection");
+    let expected =
+        format!("error (backend_down): backend prometheus at http://127.0.0.1:{port} refused the connection");
     assert!(first.starts_with(&expected), "{first}");
     assert!(first.contains("failing since "), "{first}");
     let since = |t: &str| t.split("failing since ").nth(1).unwrap().split(' ').next().unwrap().to_string();
@@ -222,7 +227,8 @@ async fn over_post_mcp_of_serve_every_tool_answers_from_a_real_prometheus_behind
     let dir = support::capture("slow-sink");
     let now = jiff::Timestamp::now().as_millisecond();
     let prom_port = support::free_port();
-    let _prom = support::prometheus_with_texts(&[support::shifted(&dir.join("recording.om.gz"), now - 2_000)], prom_port);
+    let _prom =
+        support::prometheus_with_texts(&[support::shifted(&dir.join("recording.om.gz"), now - 2_000)], prom_port);
     let flink = support::flink_rest_for(&dir).await;
     let tmp = tempfile::tempdir().unwrap();
     std::fs::write(tmp.path().join("api-token"), "s3cret-mcp-token").unwrap();
@@ -277,9 +283,13 @@ async fn over_post_mcp_of_serve_every_tool_answers_from_a_real_prometheus_behind
     assert_eq!(stored["finding"], "sink");
     let culprit = ok(&client, "explain_vertex", json!({"verdict_id": id, "vertex": "slow-sink: Writer"})).await;
     assert_eq!(culprit["vertex"]["state"], "culprit");
-    assert!(culprit["evidence"].as_array().unwrap().iter().any(|e| e["query"]
-        .as_str()
-        .is_some_and(|q| q.contains("busyTimeMsPerSecond"))));
+    assert!(
+        culprit["evidence"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["query"].as_str().is_some_and(|q| q.contains("busyTimeMsPerSecond")))
+    );
     let text = failed(&client, "diagnose_job", json!({"job": "bp-lab-slow-snk"})).await;
     assert!(text.contains("closest job names: bp_lab_slow_sink"), "{text}");
     client.cancel().await.unwrap();
@@ -367,7 +377,8 @@ async fn the_official_mcp_inspector_lists_and_calls_every_tool_over_stdio_and_ov
     let dir = support::capture("slow-sink");
     let now = jiff::Timestamp::now().as_millisecond();
     let prom_port = support::free_port();
-    let _prom = support::prometheus_with_texts(&[support::shifted(&dir.join("recording.om.gz"), now - 2_000)], prom_port);
+    let _prom =
+        support::prometheus_with_texts(&[support::shifted(&dir.join("recording.om.gz"), now - 2_000)], prom_port);
     let flink = support::flink_rest_for(&dir).await;
     let served = tempfile::tempdir().unwrap();
     let config = format!(
@@ -380,7 +391,8 @@ async fn the_official_mcp_inspector_lists_and_calls_every_tool_over_stdio_and_ov
     let app = culprit::service::server::Application::build_with(config, Some(mount)).await.unwrap();
     let verdict = culprit::samples::capture_verdict("slow-sink");
     let webhook = support::webhook_for(&verdict.job.id, &verdict.job.name, &["a".into()]);
-    let r = reqwest::Client::new().post(format!("{}/webhook/alertmanager", app.url())).json(&webhook).send().await.unwrap();
+    let r =
+        reqwest::Client::new().post(format!("{}/webhook/alertmanager", app.url())).json(&webhook).send().await.unwrap();
     assert_eq!(r.status(), 202);
     support::drained(&app).await;
     let stored = app.service.store.verdicts(1).await.unwrap();

@@ -6,7 +6,8 @@ use clap::Args;
 
 use super::{CliError, load_config, runtime};
 
-pub const MCP_EXIT_CODES: &str = "Exit codes:\n  0  the client closed the session\n  1  internal error\n  2  bad usage or bad configuration";
+pub const MCP_EXIT_CODES: &str =
+    "Exit codes:\n  0  the client closed the session\n  1  internal error\n  2  bad usage or bad configuration";
 
 /// `culprit mcp`.
 #[derive(Debug, Args)]

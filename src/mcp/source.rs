@@ -132,7 +132,10 @@ impl Backend {
     pub fn describe(&self) -> String {
         match (&self.metrics, self.live().and_then(Live::prometheus)) {
             (Metrics::Capture { capture, .. }, _) => {
-                format!("the bundled recording `{}` ({}), offline; its last sample is \"now\"", capture.name, capture.what)
+                format!(
+                    "the bundled recording `{}` ({}), offline; its last sample is \"now\"",
+                    capture.name, capture.what
+                )
             }
             (_, Some(p)) => format!("Prometheus at {}", p.base()),
             _ => "no metrics".into(),
@@ -180,7 +183,10 @@ impl Backend {
             Ok(Err(e)) => Err(ToolError::request(e.to_string())),
             Err(_) => Err(self.prometheus_failed(
                 live,
-                &format!("no verdict within {} s (server.request_timeout): it answers slowly or a query keeps failing", budget.as_secs()),
+                &format!(
+                    "no verdict within {} s (server.request_timeout): it answers slowly or a query keeps failing",
+                    budget.as_secs()
+                ),
             )),
         }
     }
@@ -188,7 +194,9 @@ impl Backend {
     /// A probe of Prometheus before a live tool runs: down, the tool says which backend,
     /// what it did and since when, and tries nothing.
     async fn check_prometheus(&self, live: &Live) -> Result<(), ToolError> {
-        let Some(p) = live.prometheus() else { return Err(ToolError::request(PipelineError::NoPrometheus.to_string())) };
+        let Some(p) = live.prometheus() else {
+            return Err(ToolError::request(PipelineError::NoPrometheus.to_string()));
+        };
         match p.ping(PING).await {
             Ok(()) => {
                 *self.down_since.lock().unwrap_or_else(|e| e.into_inner()) = None;

@@ -192,7 +192,9 @@ fn parse_at(at: Option<&str>) -> Result<Option<i64>, ToolError> {
 
 fn parse_window(window: Option<&str>) -> Result<Option<i64>, ToolError> {
     window
-        .map(|w| crate::config::parse_window(w).map(|m| m.as_ms()).map_err(|e| ToolError::request(format!("`window` {e}"))))
+        .map(|w| {
+            crate::config::parse_window(w).map(|m| m.as_ms()).map_err(|e| ToolError::request(format!("`window` {e}")))
+        })
         .transpose()
 }
 
@@ -218,7 +220,9 @@ fn request(
     label: &BTreeMap<String, String>,
 ) -> Result<DiagnosisRequest, ToolError> {
     if job.trim().is_empty() {
-        return Err(ToolError::request("`job` is empty: give the job's name or id (list_backpressured_jobs lists them)"));
+        return Err(ToolError::request(
+            "`job` is empty: give the job's name or id (list_backpressured_jobs lists them)",
+        ));
     }
     check_labels(label)?;
     Ok(DiagnosisRequest {
@@ -230,8 +234,9 @@ fn request(
 }
 
 fn verdict_of(stored: &crate::service::store::StoredVerdict) -> Result<Verdict, ToolError> {
-    serde_json::from_value(stored.verdict.clone())
-        .map_err(|e| ToolError::internal(format!("stored verdict {} does not read as culprit.verdict/v1: {e}", stored.id)))
+    serde_json::from_value(stored.verdict.clone()).map_err(|e| {
+        ToolError::internal(format!("stored verdict {} does not read as culprit.verdict/v1: {e}", stored.id))
+    })
 }
 
 fn brief(stored: &crate::service::store::StoredVerdict) -> Result<VerdictBrief, ToolError> {
@@ -278,8 +283,10 @@ impl CulpritTools {
         Parameters(a): Parameters<BackpressuredArgs>,
     ) -> Result<Json<BackpressuredJobs>, ToolError> {
         check_labels(&a.label)?;
-        let found =
-            self.backend.backpressured(parse_at(a.at.as_deref())?, parse_window(a.window.as_deref())?, &a.label).await?;
+        let found = self
+            .backend
+            .backpressured(parse_at(a.at.as_deref())?, parse_window(a.window.as_deref())?, &a.label)
+            .await?;
         Ok(Json(BackpressuredJobs {
             at: time(found.at_ms),
             window_seconds: found.window_ms / 1000,
@@ -306,7 +313,10 @@ impl CulpritTools {
     /// finding, culprit, summary): what culprit said about the job when its alerts fired,
     /// to see whether the culprit or the finding changed. get_verdict gives one in full.
     #[tool(annotations(read_only_hint = true))]
-    async fn list_recent_verdicts(&self, Parameters(a): Parameters<RecentArgs>) -> Result<Json<RecentVerdicts>, ToolError> {
+    async fn list_recent_verdicts(
+        &self,
+        Parameters(a): Parameters<RecentArgs>,
+    ) -> Result<Json<RecentVerdicts>, ToolError> {
         let limit = a.limit.unwrap_or(10);
         if !(1..=MAX_RECENT).contains(&limit) {
             return Err(ToolError::request(format!("`limit` is a number from 1 to {MAX_RECENT}")));
@@ -322,14 +332,19 @@ impl CulpritTools {
     /// its threshold and the PromQL that gives it. Give a stored verdict's `verdict_id`, or
     /// a `job` to diagnose now. Call it when asked why a vertex is (or is not) to blame.
     #[tool(annotations(read_only_hint = true, open_world_hint = true))]
-    async fn explain_vertex(&self, Parameters(a): Parameters<ExplainArgs>) -> Result<Json<VertexExplanation>, ToolError> {
+    async fn explain_vertex(
+        &self,
+        Parameters(a): Parameters<ExplainArgs>,
+    ) -> Result<Json<VertexExplanation>, ToolError> {
         let verdict = match (a.verdict_id, &a.job) {
             (Some(id), _) => verdict_of(&self.backend.stored(id).await?)?,
             (None, Some(job)) => {
                 let request = request(job, a.at.as_deref(), a.window.as_deref(), &a.label)?;
                 self.backend.diagnose(&request, None).await?
             }
-            (None, None) => return Err(ToolError::request("give `verdict_id` (a stored verdict) or `job` (diagnosed now)")),
+            (None, None) => {
+                return Err(ToolError::request("give `verdict_id` (a stored verdict) or `job` (diagnosed now)"));
+            }
         };
         explain(&verdict, &a.vertex, a.verdict_id).map(Json).ok_or_else(|| {
             ToolError::not_found(format!(
