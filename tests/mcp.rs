@@ -403,3 +403,20 @@ async fn the_official_mcp_inspector_lists_and_calls_every_tool_over_stdio_and_ov
         .unwrap();
     app.stop().await;
 }
+
+#[test]
+fn culprit_mcp_without_metrics_or_with_an_unknown_capture_is_bad_usage_naming_the_captures() {
+    let out = std::process::Command::new(BINARY).arg("mcp").output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = std::process::Command::new(BINARY).args(["mcp", "--capture", "slow-snk"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("--capture slow-snk: no bundled capture has that name (slow-sink, "), "{stderr}");
+    // A configuration without [prometheus] and no capture: nothing to diagnose from.
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(tmp.path().join("c.toml"), "").unwrap();
+    let out =
+        std::process::Command::new(BINARY).args(["mcp", "--config"]).arg(tmp.path().join("c.toml")).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("[prometheus]"));
+}
