@@ -195,6 +195,15 @@ async fn offline_on_a_bundled_capture_every_tool_answers_and_a_failure_is_a_resu
     assert!(found["query"].as_str().unwrap().contains(r#"namespace="x\"} or vector(1) or {a=\"""#), "{found:#}");
     let text = failed(&client, "diagnose_job", json!({"job": "j", "label": {"a\"b": "x"}})).await;
     assert!(text.starts_with("error (bad_request): label"), "{text}");
+
+    // While another process holds the SQLite store (a running serve), the stored-verdict
+    // tools say so and where to ask instead.
+    let cfg = culprit::config::StoreConfig { path: db.clone(), ..Default::default() };
+    let held = culprit::service::store::Store::open(&cfg, Arc::new(culprit::service::metrics::Metrics::new())).unwrap();
+    let text = failed(&client, "get_verdict", json!({"id": id})).await;
+    assert!(text.starts_with("error (backend_down): backend store:"), "{text}");
+    assert!(text.contains("ask its POST /mcp instead"), "{text}");
+    held.close().await.unwrap();
     client.cancel().await.unwrap();
 }
 
