@@ -429,3 +429,50 @@ fn culprit_mcp_without_metrics_or_with_an_unknown_capture_is_bad_usage_naming_th
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("[prometheus]"));
 }
+
+/// `POST /mcp`'s answer to an `initialize` sent to `url` with this `Host`.
+async fn initialize_status(url: &str, host: &str, token: Option<&str>) -> u16 {
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}});
+    let mut r = reqwest::Client::new()
+        .post(url)
+        .header("host", host)
+        .header("accept", "application/json, text/event-stream")
+        .json(&init);
+    if let Some(token) = token {
+        r = r.bearer_auth(token);
+    }
+    r.send().await.unwrap().status().as_u16()
+}
+
+#[tokio::test]
+async fn on_loopback_post_mcp_refuses_a_foreign_host_and_elsewhere_behind_credentials_it_takes_the_hosts_name() {
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(tmp.path().join("token"), "t0ken").unwrap();
+    let serve = |listen: &str, auth: &str| {
+        let text = format!(
+            "[prometheus]\nurl = \"http://127.0.0.1:{}\"\n[server]\nlisten = \"{listen}\"\n{auth}[store]\npath = {:?}\n",
+            support::free_port(),
+            tmp.path().join(format!("{}.db", listen.len() + auth.len())).display().to_string()
+        );
+        culprit::config::Config::from_toml(&text, "mcp.toml").unwrap()
+    };
+    let mount = || -> culprit::service::server::Mount { Box::new(culprit::mcp::http_routes) };
+    // Loopback, no credentials: rmcp's check against DNS rebinding holds.
+    let local =
+        culprit::service::server::Application::build_with(serve("127.0.0.1:0", ""), Some(mount())).await.unwrap();
+    let url = format!("{}/mcp", local.url());
+    assert_eq!(initialize_status(&url, &local.addr().to_string(), None).await, 200);
+    assert_eq!(initialize_status(&url, "evil.example:80", None).await, 403);
+    local.stop().await;
+    // Every interface, behind a token: the name people reach it by is theirs to choose.
+    let auth = format!(
+        "auth = {{ type = \"bearer\", token = {{ file = {:?} }} }}\n",
+        tmp.path().join("token").display().to_string()
+    );
+    let public =
+        culprit::service::server::Application::build_with(serve("0.0.0.0:0", &auth), Some(mount())).await.unwrap();
+    let url = format!("http://127.0.0.1:{}/mcp", public.addr().port());
+    assert_eq!(initialize_status(&url, "culprit.example.com", None).await, 401);
+    assert_eq!(initialize_status(&url, "culprit.example.com", Some("t0ken")).await, 200);
+    public.stop().await;
+}
