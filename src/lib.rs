@@ -8,7 +8,7 @@
 //! The modules follow the data, one way; every import points down this list:
 //!
 //! ```text
-//! cli ─► service (serve: server, intake, store, pipeline, metrics) ─► samples
+//! cli ─► mcp ─► service (serve: server, intake, store, pipeline, metrics) ─► samples
 //!     ─► collect ─► diagnose ─► config ─► notify ─► render ─► settings, model
 //!
 //! CLI / HTTP / webhook ─► DiagnosisRequest ─► collect (recording | Prometheus | Flink REST)
@@ -30,6 +30,8 @@
 //! * [`samples`]: jobs to run without a cluster (the bundled real recordings of `demo`,
 //!   synthetic jobs for benchmarks).
 //! * [`service`]: `culprit serve`, the one module that wires collection to notification.
+//! * [`mcp`]: the MCP server (`culprit mcp` over stdio, `POST /mcp` of serve): the
+//!   diagnosis as tools an agent calls.
 //! * [`cli`]: the `culprit` command line.
 //! * [`retry_status`]: which HTTP statuses every backend and destination retries (imports
 //!   nothing; used by `collect` and `notify`).
@@ -40,6 +42,7 @@ pub mod cli;
 pub mod collect;
 pub mod config;
 pub mod diagnose;
+pub mod mcp;
 pub mod model;
 pub mod notify;
 pub mod render;

@@ -9,7 +9,9 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() {
     let cli = culprit::cli::Cli::parse();
-    let mut out = std::io::stdout().lock();
+    // Not locked for the whole run: `culprit mcp` writes the protocol to stdout from the
+    // runtime's threads.
+    let mut out = std::io::stdout();
     match culprit::cli::run(cli, &mut out) {
         Ok(()) => std::process::exit(culprit::cli::EXIT_OK),
         Err(e) => {

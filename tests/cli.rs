@@ -73,7 +73,7 @@ fn every_commands_help_lists_each_of_its_flags_and_subcommands_with_their_text()
     // without a help text, or one that --help does not show, fails here.
     let commands = every_command();
     let names: Vec<String> = commands.iter().map(|(p, _)| p.join(" ")).collect();
-    for expected in ["", "diagnose", "record", "demo", "serve", "check-config", "store"] {
+    for expected in ["", "diagnose", "record", "demo", "serve", "mcp", "check-config", "store"] {
         assert!(names.iter().any(|n| n == expected), "command `{expected}` not found in {names:?}");
     }
     let mut checked = 0;

@@ -4,6 +4,7 @@
 pub mod check;
 pub mod check_store;
 pub mod logging;
+pub mod mcp;
 mod record;
 pub use record::record_command;
 pub mod store;
@@ -77,6 +78,11 @@ pub enum Command {
     /// posting anything.
     #[command(after_help = CHECK_EXIT_CODES)]
     CheckConfig(CheckConfigArgs),
+    /// The MCP server over stdio, for an agent (Claude, HolmesGPT, …): tools that diagnose
+    /// a job, list backpressured jobs, read stored verdicts and explain a vertex. Logs go to
+    /// stderr. `serve` answers the same tools at `POST /mcp`.
+    #[command(after_help = mcp::MCP_EXIT_CODES)]
+    Mcp(mcp::McpArgs),
     /// The SQLite store: `backup` (a consistent copy while serve runs), `acknowledge`
     /// (losses a start found in its files).
     #[command(after_help = store::STORE_EXIT_CODES)]
@@ -336,11 +342,15 @@ pub fn run(cli: Cli, out: &mut dyn Write) -> Result<(), CliError> {
             let config = load_config(Some(&args.config))?;
             logging::init(config.redactor());
             runtime()?.block_on(async {
-                let app = crate::service::server::Application::build(config).await.map_err(CliError::usage)?;
+                let mcp: crate::service::server::Mount = Box::new(crate::mcp::http_routes);
+                let app = crate::service::server::Application::build_with(config, Some(mcp))
+                    .await
+                    .map_err(CliError::usage)?;
                 app.run_until_stopped().await;
                 Ok::<(), CliError>(())
             })
         }
+        Command::Mcp(args) => mcp::run(args),
         Command::Store(args) => store::run(args, out),
         Command::CheckConfig(args) => {
             let file = args.file.or(args.config).expect("clap requires FILE or --config");

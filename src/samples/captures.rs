@@ -144,29 +144,54 @@ pub static CAPTURES: &[Capture] = &[
 
 /// Diagnoses a bundled capture with the default configuration.
 pub fn verdict(capture: &Capture) -> Result<Verdict, String> {
+    verdict_for(capture, &recording(capture)?, &DiagnosisRequest::default(), &Config::default())
+        .map_err(|e| e.to_string())
+}
+
+/// The capture's recording, read into a store (for [`verdict_for`] and queries of its own).
+pub fn recording(capture: &Capture) -> Result<SeriesStore, String> {
     let mut store = SeriesStore::new();
     store.read_from(capture.recording, capture.name, None).map_err(|e| e.to_string())?;
     store.finish();
-    let graph = JobGraph::from_plan_json(capture.plan).map_err(|e| e.to_string())?;
-    let config = Config::default();
-    let request = DiagnosisRequest::default();
+    Ok(store)
+}
+
+/// Why a capture gave no verdict: the request does not fit it (no such job, no data at
+/// that time), or the bundled files do not read (a bug of the build).
+#[derive(Debug, thiserror::Error)]
+pub enum CaptureError {
+    #[error(transparent)]
+    Collect(#[from] crate::collect::collector::CollectError),
+    #[error("{0}")]
+    Bundle(String),
+}
+
+/// Diagnoses a bundled capture (its recording in `store`, from [`recording`]) as `request`
+/// asks (job, time, window, labels), with `config`'s thresholds: what `culprit mcp
+/// --capture` answers.
+pub fn verdict_for(
+    capture: &Capture,
+    store: &SeriesStore,
+    request: &DiagnosisRequest,
+    config: &Config,
+) -> Result<Verdict, CaptureError> {
+    let graph = JobGraph::from_plan_json(capture.plan).map_err(|e| CaptureError::Bundle(e.to_string()))?;
     let snapshot = crate::collect::block_on(collect(
-        &store,
+        store,
         CollectInput {
-            request: &request,
+            request,
             graph: Some(graph),
             checkpoint_config: CheckpointConfig::from_rest_json(capture.checkpoint_config),
             exceptions: capture.exceptions.and_then(|t| JobExceptions::from_rest_json(t).ok()),
             rescales: capture.rescales.and_then(|t| RescaleHistory::from_rest_json(t).ok()),
-            config: &config,
+            config,
             catalog: &MetricCatalog::default(),
         },
-    ))
-    .map_err(|e| e.to_string())?;
+    ))?;
     let mut verdict = crate::render::words::verdict(&diagnose(&snapshot, &config.diagnosis));
     if let (Some(text), Some(culprit)) = (capture.flamegraph, crate::model::flamegraph::wants_profile(&verdict)) {
         use crate::model::flamegraph::{ProfileKind, parse, profile};
-        let graph = parse(text)?;
+        let graph = parse(text).map_err(CaptureError::Bundle)?;
         verdict.profile = profile(&culprit.clone(), ProfileKind::OffCpu, &graph, crate::model::verdict::rfc3339);
     }
     Ok(verdict)

@@ -10,6 +10,7 @@
 //! | `GET /healthz` | the process answers |
 //! | `GET /readyz` | the store is writable and not corrupt, and Prometheus answers; else 503 with the reasons; losses found in the store's files at start are listed as `warnings` (200) until acknowledged. On PostgreSQL it also gives the clock skew, with a warning above 2 s |
 //! | `GET /metrics` | culprit's own metrics |
+//! | `POST /mcp` | the MCP server's streamable HTTP endpoint ([`crate::mcp`], mounted by `cli` through [`Application::build_with`]), with the API's authentication |
 //!
 //! Layers: the security headers ([`crate::service::headers`]), request ids
 //! (`x-request-id`, generated or propagated), tracing, a request timeout, the body limit,
@@ -105,7 +106,8 @@ async fn guard(State(state): State<Arc<AppState>>, req: axum::extract::Request, 
     let webhook = path.starts_with("/webhook/");
     let expected = if webhook {
         &state.webhook_auth
-    } else if path.starts_with("/api/") {
+    } else if path.starts_with("/api/") || path == "/mcp" || path.starts_with("/mcp/") {
+        // `/mcp` (mounted by the layer above, `Application::build_with`) is the API too.
         &state.api_auth
     } else {
         &None
@@ -744,6 +746,9 @@ fn listen_limits(config: &Config) -> crate::service::listen::Limits {
     }
 }
 
+/// Routes made from the service, merged into serve's ([`Application::build_with`]).
+pub type Mount = Box<dyn FnOnce(Arc<Service>) -> Router + Send>;
+
 /// A running culprit service.
 pub struct Application {
     addr: SocketAddr,
@@ -756,6 +761,13 @@ pub struct Application {
 impl Application {
     /// Builds everything and starts listening (`server.listen`; port 0 picks a free port).
     pub async fn build(config: Config) -> Result<Application, String> {
+        Application::build_with(config, None).await
+    }
+
+    /// [`Self::build`] with more routes, made from the service by the layer above (the MCP
+    /// endpoint `POST /mcp`, which this module does not import), behind the same layers;
+    /// `/mcp` needs the API's credentials.
+    pub async fn build_with(config: Config, mount: Option<Mount>) -> Result<Application, String> {
         if config.prometheus.is_none() {
             return Err("the service diagnoses live: the configuration needs a [prometheus] section with `url`".into());
         }
@@ -784,7 +796,10 @@ impl Application {
             .layer(PropagateRequestIdLayer::x_request_id())
             .layer(middleware::from_fn_with_state(state.clone(), guard))
             .layer(DefaultBodyLimit::max(config.server.body_limit_bytes))
-            .service(router(state));
+            .service(match mount {
+                Some(mount) => router(state).merge(mount(service.clone())),
+                None => router(state),
+            });
         let limits = listen_limits(&config);
         log_startup(&config, addr, &limits);
         let server = tokio::spawn(crate::service::listen::serve(listener, app, limits, stop_rx));
