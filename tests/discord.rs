@@ -420,3 +420,24 @@ async fn an_incident_summary_is_posted_once_edited_as_jobs_join_and_their_verdic
     assert_ne!(id_of(&own), id);
     assert_eq!(vendor.lock().unwrap().messages.len(), 2);
 }
+
+#[tokio::test]
+async fn a_summary_of_more_jobs_than_it_names_is_followed_by_digests_that_name_the_rest() {
+    let (s, vendor) = stand().await;
+    let dir = tempfile::tempdir().unwrap();
+    let n = notifier(dir.path(), &format!("{}{HOOK}", s.url));
+    // 45 jobs at once: the summary names 25, two digests name 26..39 and 40..45 (14 a post).
+    let summary = support::incident::summary(&notice(NoticeKind::Verdict), 45);
+    let state = n.send(&summary, None).await.unwrap().state.unwrap();
+    assert_eq!(state["incident_shown"], 45);
+    let v = vendor.lock().unwrap();
+    let descriptions: Vec<String> =
+        v.messages.values().map(|m| m["embeds"][0]["description"].as_str().unwrap().to_string()).collect();
+    assert_eq!(descriptions.len(), 3, "{descriptions:#?}");
+    let tokens: Vec<&str> =
+        descriptions.iter().flat_map(|d| d.split(|c: char| !(c.is_ascii_alphanumeric() || c == '-'))).collect();
+    for j in 1..=45 {
+        let job = format!("job-{j}");
+        assert_eq!(tokens.iter().filter(|t| **t == job).count(), 1, "{job} named once: {descriptions:#?}");
+    }
+}

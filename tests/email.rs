@@ -329,6 +329,7 @@ async fn an_incident_is_one_email_its_jobs_are_folded_and_a_digest_a_minute_late
     // A job counted in it: folded, nothing mailed, nor for its resolution.
     let mut counted = notice(NoticeKind::Verdict, "email:ops:6");
     counted.incident = Some(support::incident::tag());
+    counted.incident_parent = Some(serde_json::json!({ "incident_shown": 5 }));
     let job = email.send(&counted, None).await.unwrap().state;
     email.send(&notice(NoticeKind::Resolved, "email:ops:7"), job.as_ref()).await.unwrap();
     // Two more jobs at once: deferred; a minute after the summary, the digest.

@@ -280,6 +280,7 @@ async fn an_incident_is_one_post_and_the_jobs_counted_in_it_post_nothing_of_thei
     assert_eq!(n.send(&summary(5), state.as_ref()).await.unwrap().state, state);
     let mut counted = notice(NoticeKind::Verdict);
     counted.incident = Some(support::incident::tag());
+    counted.incident_parent = Some(serde_json::json!({ "incident_shown": 5 }));
     let job = n.send(&counted, None).await.unwrap().state;
     assert_eq!(job.as_ref().unwrap()["in_incident"], "incident:1-abcd");
     n.send(&notice(NoticeKind::Resolved), job.as_ref()).await.unwrap();

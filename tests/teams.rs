@@ -269,6 +269,7 @@ async fn an_incident_is_one_card_its_jobs_are_folded_and_later_jobs_come_in_a_di
     // The jobs counted in it are folded: nothing posted, nor for their resolution.
     let mut counted = first_verdict();
     counted.incident = Some(support::incident::tag());
+    counted.incident_parent = Some(serde_json::json!({ "incident_shown": 5 }));
     let job = t.send(&counted, None).await.unwrap().state;
     t.send(&notice(NoticeKind::Resolved, None), job.as_ref()).await.unwrap();
     assert_eq!(stand_in.posts().len(), 1, "the card alone");
@@ -285,4 +286,16 @@ async fn an_incident_is_one_card_its_jobs_are_folded_and_later_jobs_come_in_a_di
     let digest = card_texts(&posts[1].body).join("\n");
     assert!(digest.contains("2 more jobs held back by") && digest.contains("(7 in all)"), "{digest}");
     assert!(digest.contains("**job-6**, **job-7**") && !digest.contains("job-5"), "{digest}");
+    // 120 more a minute later: every one named, 50 a card (7..57, 57..107, 107..127).
+    let mut earlier = after.clone();
+    earlier["incident_posted_ms"] = json!(jiff::Timestamp::now().as_millisecond() - 61_000);
+    t.send(&summary(127), Some(&earlier)).await.unwrap();
+    let posts = stand_in.posts();
+    assert_eq!(posts.len(), 5);
+    let named: Vec<String> = posts[2..].iter().map(|p| card_texts(&p.body).join("\n")).collect();
+    assert!(named[0].contains("50 more jobs held back by") && named[2].contains("20 more jobs"), "{named:?}");
+    for j in 8..=127 {
+        let job = format!("**job-{j}**");
+        assert_eq!(named.iter().filter(|t| t.contains(&format!("{job},")) || t.ends_with(&job)).count(), 1, "{job}");
+    }
 }

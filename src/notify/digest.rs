@@ -8,9 +8,13 @@
 //!   of its own (a changed verdict, "could not diagnose") is posted as usual.
 //! * Each later summary notice posts the jobs counted since the last post, at most once
 //!   per [`DIGEST_INTERVAL`]: sooner, it is deferred to the end of the interval
-//!   ([`crate::notify::NotifyError::later`]) and then shows every job counted by then, so
+//!   ([`crate::notify::NotifyError::later`]) and then names every job counted by then, so
 //!   the last jobs of a storm are named within a minute and a storm of 300 is a handful
-//!   of posts.
+//!   of posts. A step names all the jobs it counts, in as many posts as the medium's size
+//!   needs ([`ranges`]): a folded job is always named, never only counted.
+//! * A job is folded only once the summary is posted at the destination. A post that
+//!   fails after the first of a step's posts went makes the step post them all again
+//!   (a repeat, never a loss).
 //!
 //! The decisions here are pure; each destination renders and posts.
 
@@ -22,6 +26,12 @@ use crate::model::incident::Incident;
 use crate::model::notice::{Notice, NoticeKind};
 use crate::notify::Sent;
 
+/// Jobs one post names at Teams and Mattermost: names cut to
+/// [`crate::render::incident::DIGEST_NAME_CHARS`], even with
+/// every character escaped (50 × about 250) a post stays under Teams' 28 KB card and
+/// Mattermost's 16,383-character post.
+pub const NAMED_PER_POST: usize = 50;
+
 /// Least time between two posts of one incident's digest.
 pub const DIGEST_INTERVAL: Duration = Duration::from_secs(60);
 
@@ -31,6 +41,13 @@ const POSTED: &str = "incident_posted_ms";
 
 /// The key of a folded job's state: the incident's thread key.
 pub const IN_INCIDENT: &str = "in_incident";
+
+/// The posts of one step: consecutive ranges of `members` from `shown` to `members`, at
+/// most `per_post` jobs each (the medium's size: a name is never only counted).
+pub fn ranges(shown: usize, members: usize, per_post: usize) -> Vec<(usize, usize)> {
+    let per_post = per_post.max(1);
+    (shown..members).step_by(per_post).map(|from| (from, (from + per_post).min(members))).collect()
+}
 
 /// What to do with an incident's summary notice.
 #[derive(Debug, PartialEq)]
@@ -72,11 +89,15 @@ pub fn posted(state: Option<&Value>, incident: &Incident, now_ms: i64) -> Value 
 /// A job's first verdict counted in an incident whose summary this destination shows:
 /// folded (the summary or a digest names it), `Some` of the state to keep; `None`: the
 /// notice is posted as usual.
+///
+/// Only once the summary is posted here (`incident_parent`, read by the delivery loop):
+/// a summary that could not be posted names nobody, so the verdict goes out on its own.
 pub fn fold(notice: &Notice, state: Option<&Value>) -> Option<Sent> {
     let tag = notice.incident.as_ref().filter(|t| t.summary_here)?;
     if state.is_some() || notice.kind != NoticeKind::Verdict || notice.is_revision() || notice.changed {
         return None;
     }
+    notice.incident_parent.as_ref()?;
     Some(Sent { state: Some(json!({ IN_INCIDENT: tag.thread })) })
 }
 
@@ -163,8 +184,19 @@ mod tests {
     }
 
     #[test]
+    fn a_step_names_every_job_it_counts_in_posts_of_the_mediums_size() {
+        // 5 shown of 230, 100 a post: 5..105, 105..205, 205..230.
+        assert_eq!(ranges(5, 230, 100), vec![(5, 105), (105, 205), (205, 230)]);
+        assert_eq!(ranges(0, 5, 100), vec![(0, 5)]);
+        assert!(ranges(7, 7, 100).is_empty());
+        assert_eq!(ranges(0, 2, 0), vec![(0, 1), (1, 2)], "never zero a post");
+    }
+
+    #[test]
     fn a_counted_jobs_verdict_folds_and_only_news_of_its_own_is_posted_after() {
-        let verdict = notice(NoticeKind::Verdict, None);
+        let mut verdict = notice(NoticeKind::Verdict, None);
+        assert!(fold(&verdict, None).is_none(), "no summary posted here: posted on its own");
+        verdict.incident_parent = Some(json!({ "incident_shown": 5 }));
         let folded = fold(&verdict, None).unwrap().state.unwrap();
         assert_eq!(folded["in_incident"], "incident:1");
         assert!(fold(&verdict, Some(&folded)).is_none(), "a job with a message of its own is not folded");

@@ -4,7 +4,7 @@
 //! Each destination names its limit as a constant with the documentation link, in its own
 //! module; this module only keeps time:
 //!
-//! * [`pace`] / [`Pacer`]: requests of one scope at least an interval apart (one per
+//! * [`Pacer`]: requests of one scope (in the order they ask: the lock is fair) at least an interval apart (one per
 //!   `window / limit`: a vendor counting N per window, sliding or fixed, never sees more).
 //!   [`shared`] gives every destination of the process with the same scope (a PagerDuty
 //!   routing key, a Mattermost server) the same pacer.
@@ -29,16 +29,6 @@ use reqwest::header::HeaderMap;
 use tokio::sync::{Mutex, MutexGuard};
 use tokio::time::Instant;
 
-/// Waits until `interval` has passed since the last turn recorded in `last`, then records
-/// now. Turns are taken in the order they are asked for (the lock is fair).
-pub(crate) async fn pace(last: &Mutex<Option<Instant>>, interval: Duration) {
-    let mut last = last.lock().await;
-    if let Some(at) = *last {
-        tokio::time::sleep_until(at + interval).await;
-    }
-    *last = Some(Instant::now());
-}
-
 /// Slots shared by every replica: `reserve(scope, interval)` takes the scope's next slot,
 /// at least `interval` after the one reserved before it, and answers how long to wait for
 /// it from now (`None`: the ledger could not answer).
@@ -48,8 +38,9 @@ pub type Ledger = Arc<dyn Fn(String, Duration) -> BoxFuture<'static, Option<Dura
 /// process's own pacing (a slow database delays no notice by more than this).
 pub const LEDGER_DEADLINE: Duration = Duration::from_secs(2);
 
-/// The longest a ledger's slot is waited for: replicas reserve one slot each per scope at
-/// a time, so a longer wait means a clock or a row gone wrong, not a queue.
+/// The longest a ledger's slot is waited for: each replica reserves one slot of a scope at
+/// a time ([`across`]), so a longer wait means a clock or a row gone wrong, not a queue
+/// (60 replicas at one post a second).
 pub const MAX_LEDGER_WAIT: Duration = Duration::from_secs(60);
 
 tokio::task_local! {
@@ -62,8 +53,9 @@ pub async fn scoped<F: Future>(ledger: Ledger, send: F) -> F::Output {
 }
 
 /// Waits for `scope`'s next slot in the replicas' ledger, if this task has one; at once
-/// otherwise. Call it after the process's own turn, so that a replica holds at most one
-/// reservation of a scope at a time.
+/// otherwise. Call it while holding the process's own turn of the scope (a lock), so that
+/// a replica holds at most one reservation of a scope at a time and the slots reserved
+/// ahead stay within replicas × interval (hence [`MAX_LEDGER_WAIT`]).
 pub async fn across(scope: &str, interval: Duration) {
     let Ok(ledger) = LEDGER.try_with(Arc::clone) else { return };
     match tokio::time::timeout(LEDGER_DEADLINE, ledger(scope.to_string(), interval)).await {
@@ -95,12 +87,18 @@ impl Pacer {
         Pacer { scope: Some(scope.to_string()), ..Pacer::new(interval) }
     }
 
-    /// Waits for this scope's next turn (at once when it had none for `interval`).
+    /// Waits for this scope's next turn (at once when it had none for `interval`), then
+    /// for its slot in the replicas' ledger, holding the turn meanwhile: this process
+    /// reserves one slot of the scope at a time.
     pub async fn turn(&self) {
-        pace(&self.last, self.interval).await;
+        let mut last = self.last.lock().await;
+        if let Some(at) = *last {
+            tokio::time::sleep_until(at + self.interval).await;
+        }
         if let Some(scope) = &self.scope {
             across(scope, self.interval).await;
         }
+        *last = Some(Instant::now());
     }
 
     pub fn interval(&self) -> Duration {

@@ -41,9 +41,7 @@ use crate::model::incident::Incident;
 use crate::model::notice::{Notice, NoticeKind};
 use crate::model::verdict::{Culprit, Hazard, HazardKind, Severity, Status, Verdict, VertexState};
 use crate::render::hh_mm;
-use crate::render::incident::{
-    MAX_JOBS_NAMED, MAX_OTHERS_NAMED, cause_phrase_quoted, job_line as incident_job_line, named,
-};
+use crate::render::incident::{MAX_OTHERS_NAMED, cause_phrase_quoted, job_line as incident_job_line, named};
 use crate::render::names::{self, Names};
 
 /// Longest `content` of a message.
@@ -227,6 +225,9 @@ pub fn message(n: &Notice) -> DiscordMessage {
 /// An incident's summary, one embed posted once and edited in place as jobs join: the
 /// headline, when it started, the jobs that share the cause (their verdicts are folded
 /// into it: a webhook cannot thread, [`crate::notify::discord`]) and those that do not.
+///
+/// It names the first [`SUMMARY_NAMED`] jobs (names cut to [`SUMMARY_NAME_CHARS`], so that the description never cuts a name); the jobs after them are named in
+/// digests ([`incident_digest`]).
 pub fn incident_message(incident: &Incident) -> DiscordMessage {
     let quote = |t: &str| format!("**{}**", escape(t));
     let phrase = cause_phrase_quoted(&incident.cause, &quote, &|t| escape(t));
@@ -236,10 +237,14 @@ pub fn incident_message(incident: &Incident) -> DiscordMessage {
         MAX_TITLE,
     );
     let mut description = format!(
-        "{n} jobs held back by {phrase}.\nSince {} · last verdict {} · each job's verdict is folded into this message.\n\n**Jobs:** {}",
+        "{n} jobs held back by {phrase}.\nSince {} · last verdict {} · each job's verdict is folded into this message{}.\n\n**Jobs:** {}",
         hh_mm(incident.first_ms),
         hh_mm(incident.last_ms),
-        named(incident.members.iter().map(|m| incident_job_line(m, false)), MAX_JOBS_NAMED, &|t| escape(t)),
+        if n > SUMMARY_NAMED { " (the jobs after these are named in posts below, one a minute at most)" } else { "" },
+        named(incident.members.iter().map(|m| incident_job_line(m, false)), SUMMARY_NAMED, &|t| escape(&cut(
+            t,
+            SUMMARY_NAME_CHARS
+        ))),
     );
     if !incident.others.is_empty() {
         let others =
@@ -257,6 +262,27 @@ pub fn incident_message(incident: &Incident) -> DiscordMessage {
         content: cut(&escape(&format!("{n} jobs held back by one cause")), MAX_CONTENT),
         embeds: vec![embed],
     }
+}
+
+/// Jobs an incident's summary names: 25 names of at most [`SUMMARY_NAME_CHARS`], every
+/// character escaped (about 125 each), and the headline stay under [`MAX_DESCRIPTION`].
+pub const SUMMARY_NAMED: usize = 25;
+
+/// Longest job name the summary shows.
+pub const SUMMARY_NAME_CHARS: usize = 60;
+
+/// Jobs one digest post names: 14 names of 120 characters, every character escaped
+/// (about 246 each), stay under [`MAX_DESCRIPTION`].
+pub const DIGEST_NAMED: usize = 14;
+
+/// A digest of the incident's jobs in `range` (those after the summary's, counted since
+/// the last post), each named.
+pub fn incident_digest(incident: &Incident, range: (usize, usize)) -> DiscordMessage {
+    let quote = |t: &str| format!("**{}**", escape(&cut(t, crate::render::incident::DIGEST_NAME_CHARS)));
+    let d = crate::render::incident::digest(incident, range, &quote, &|t| escape(t));
+    let description = format!("{}\n\n**Jobs:** {}", escape(&d.when), d.jobs);
+    let embed = json!({ "title": cut(&d.title, MAX_TITLE), "description": cut(&description, MAX_DESCRIPTION), "color": ORANGE });
+    DiscordMessage { content: String::new(), embeds: vec![embed] }
 }
 
 /// The verdict's message edited when the job resolved: `previous` (the verdict's embed as
@@ -308,6 +334,12 @@ pub fn changed_note(n: &Notice) -> DiscordMessage {
 /// `50035 Invalid Form Body`): the status line, the summary, the first step of the fix and
 /// the link, at most [`Budget::FALLBACK`].
 pub fn fallback(n: &Notice) -> DiscordMessage {
+    if n.kind == NoticeKind::Incident {
+        // An incident's summary or digest: its headline (a notice of it has no verdict).
+        let line = n.incident_view.as_ref().map(crate::render::incident::headline);
+        let line = line.unwrap_or_else(|| "Jobs held back by one cause".to_string());
+        return DiscordMessage { content: cut(&escape(&line), Budget::FALLBACK), embeds: Vec::new() };
+    }
     let m = message(n);
     let mut s = m.content.clone();
     if let Some(v) = n.verdict.as_ref().filter(|_| n.kind == NoticeKind::Verdict) {

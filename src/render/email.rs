@@ -197,7 +197,8 @@ pub fn incident_email(
     previous: Option<&str>,
 ) -> Email {
     let clean = |t: &str| names::clean(t).into_owned();
-    let d = crate::render::incident::digest(incident, shown, &|t| format!("`{}`", clean(t)), &clean);
+    let range = (shown, incident.members.len());
+    let d = crate::render::incident::digest(incident, range, &|t| format!("`{}`", clean(t)), &clean);
     let mut text = format!("{}.\n{}\n\nJobs: {}\n", d.title, d.when, d.jobs);
     let mut body = format!(
         "<h1>{}</h1>\n<p class=\"meta\">{}</p>\n<p><b>Jobs:</b> {}</p>\n",

@@ -107,25 +107,34 @@ pub struct Digest {
     pub others: Option<String>,
 }
 
-/// The summary of `incident` (`shown` 0) or the digest of its jobs after the first
-/// `shown`.
+/// Longest job name a digest shows.
+pub const DIGEST_NAME_CHARS: usize = 120;
+
+/// The summary of `incident` (`shown` 0) or a digest of its jobs after the first `shown`,
+/// naming every job in `shown..upto` (a post each range, [`crate::notify::digest::ranges`]:
+/// a job folded into a digest is named in one, never only counted).
 pub fn digest(
     incident: &Incident,
-    shown: usize,
+    (shown, upto): (usize, usize),
     quote: &dyn Fn(&str) -> String,
     plain: &dyn Fn(&str) -> String,
 ) -> Digest {
     let n = incident.members.len();
     let phrase = cause_phrase_quoted(&incident.cause, quote, plain);
-    let new = incident.members.get(shown..).unwrap_or_default();
-    let jobs = named(new.iter().map(|m| job_line(m, false)), MAX_JOBS_NAMED, quote);
+    let new = incident.members.get(shown..upto.min(n)).unwrap_or_default();
+    let jobs = named(new.iter().map(|m| job_line(m, false)), usize::MAX, quote);
     if shown == 0 {
         let others = (!incident.others.is_empty()).then(|| {
             let listed = named(incident.others.iter().map(|m| job_line(m, true)), MAX_OTHERS_NAMED, quote);
             format!("{} jobs with other culprits: {listed}", incident.others.len())
         });
+        let title = if new.len() < n {
+            format!("{n} jobs held back by {phrase} (the first {} named here)", new.len())
+        } else {
+            format!("{n} jobs held back by {phrase}")
+        };
         return Digest {
-            title: format!("{n} jobs held back by {phrase}"),
+            title,
             when: format!(
                 "Since {} · last verdict {} · the jobs counted from now on come in one post a minute at most, not one each",
                 crate::render::hh_mm(incident.first_ms),

@@ -114,9 +114,9 @@ fn target(url: &str) -> String {
 }
 
 /// An incident's summary or digest ([`crate::notify::digest`]) as one post.
-pub fn incident_message(incident: &crate::model::incident::Incident, shown: usize) -> String {
-    let quote = |t: &str| format!("**{}**", escape(t));
-    let d = crate::render::incident::digest(incident, shown, &quote, &|t| escape(t));
+pub fn incident_message(incident: &crate::model::incident::Incident, range: (usize, usize)) -> String {
+    let quote = |t: &str| format!("**{}**", escape(&cut(t, crate::render::incident::DIGEST_NAME_CHARS)));
+    let d = crate::render::incident::digest(incident, range, &quote, &|t| escape(t));
     let mut s = format!("#### {}\n_{}_\n**Jobs:** {}", d.title, escape(&d.when), d.jobs);
     if let Some(o) = &d.others {
         s.push_str(&format!("\n**Not part of it:** {o}"));

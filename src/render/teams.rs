@@ -114,9 +114,9 @@ pub fn message(notice: &Notice, first_post_ms: Option<i64>) -> Value {
 
 /// An incident's summary or digest ([`crate::notify::digest`]) as one card: the
 /// headline, when, the jobs it names and (in the summary) those that do not fit.
-pub fn incident_message(incident: &crate::model::incident::Incident, shown: usize) -> Value {
-    let quote = |t: &str| format!("**{}**", escape(t, 200));
-    let d = crate::render::incident::digest(incident, shown, &quote, &|t| escape(t, 200));
+pub fn incident_message(incident: &crate::model::incident::Incident, range: (usize, usize)) -> Value {
+    let quote = |t: &str| format!("**{}**", escape(t, crate::render::incident::DIGEST_NAME_CHARS));
+    let d = crate::render::incident::digest(incident, range, &quote, &|t| escape(t, 200));
     let mut body = vec![
         heading(&d.title),
         json!({ "type": "TextBlock", "text": escape(&d.when, 400), "wrap": true, "isSubtle": true }),

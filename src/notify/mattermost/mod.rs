@@ -161,7 +161,9 @@ impl Mattermost {
                     Err(NotifyError::later("mattermost: the incident's next digest is not due", after))
                 }
                 digest::Step::Post { incident, shown } => {
-                    self.post(&self.text_body(incident_message(incident, shown))).await?;
+                    for range in digest::ranges(shown, incident.members.len(), digest::NAMED_PER_POST) {
+                        self.post(&self.text_body(incident_message(incident, range))).await?;
+                    }
                     Ok(Sent { state: Some(digest::posted(state, incident, now)) })
                 }
             };

@@ -38,11 +38,13 @@ pub const LOOKBACK_MARGIN: Duration = Duration::from_secs(300);
 pub(super) struct ReadPacer {
     scope: String,
     next: Mutex<Option<Instant>>,
+    /// One ledger reservation at a time from this process.
+    reserving: tokio::sync::Mutex<()>,
 }
 
 impl ReadPacer {
     pub(super) fn new(scope: &str) -> ReadPacer {
-        ReadPacer { scope: format!("{scope}:reads"), next: Mutex::new(None) }
+        ReadPacer { scope: format!("{scope}:reads"), next: Mutex::new(None), reserving: Default::default() }
     }
 
     async fn wait(&self) {
@@ -54,6 +56,7 @@ impl ReadPacer {
             slot
         };
         tokio::time::sleep_until(slot).await;
+        let _one_at_a_time = self.reserving.lock().await;
         crate::notify::pace::across(&self.scope, READ_INTERVAL).await;
     }
 }

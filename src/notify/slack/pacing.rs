@@ -31,6 +31,8 @@ pub(super) struct Pacer {
     /// The destination's scope ([`scope_of`]): the ledger's keys start with it.
     scope: String,
     inner: Mutex<PacerState>,
+    /// One ledger reservation per channel at a time from this process ([`across`]).
+    reserving: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
 }
 
 #[derive(Default)]
@@ -78,7 +80,12 @@ impl Pacer {
             (slot, st.name_of(channel, home))
         };
         tokio::time::sleep_until(slot).await;
-        across(&format!("{}:{name}", self.scope), MIN_POST_INTERVAL).await;
+        let lock = {
+            let mut reserving = self.reserving.lock().unwrap_or_else(|e| e.into_inner());
+            reserving.entry(name.clone()).or_default().clone()
+        };
+        let _one_at_a_time = lock.lock().await;
+        across(&format!("{}:post:{name}", self.scope), MIN_POST_INTERVAL).await;
     }
 
     /// Records that a post to `channel` has just been answered: the next one waits

@@ -225,7 +225,9 @@ impl Teams {
                     Err(NotifyError::later("teams: the incident's next digest is not due", after))
                 }
                 digest::Step::Post { incident, shown } => {
-                    self.post(&incident_message(incident, shown), notice.kind).await?;
+                    for range in digest::ranges(shown, incident.members.len(), digest::NAMED_PER_POST) {
+                        self.post(&incident_message(incident, range), notice.kind).await?;
+                    }
                     Ok(Sent { state: Some(digest::posted(state, incident, now)) })
                 }
             };
