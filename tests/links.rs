@@ -81,7 +81,7 @@ async fn the_view_verdict_button_opens_the_page_a_tampered_or_expired_link_does_
     assert_secure(&headers, Some(&body));
 
     // The picture under the same signature: the page's query string opens its PNG.
-    let picture_url = culprit::service::links::picture_url(&url);
+    let picture_url = culprit::model::notice::picture_link(&url).unwrap();
     assert!(picture_url.contains(".png?expires="), "{picture_url}");
     let picture = client.get(&picture_url).send().await.unwrap();
     assert_eq!(picture.status(), 200);

@@ -68,15 +68,6 @@ pub fn signed_url(base: &str, key: &[u8], id: i64, binding: &str, now_ms: i64, e
     format!("{}/verdicts/{id}?expires={expires}&sig={sig}", base.trim_end_matches('/'))
 }
 
-/// The link to a verdict's picture from the link to its page (a [`signed_url`]): the same
-/// signature opens both, `…/verdicts/{id}.png?expires=…&sig=…`.
-pub fn picture_url(page_url: &str) -> String {
-    match page_url.split_once('?') {
-        Some((path, query)) => format!("{path}.png?{query}"),
-        None => format!("{page_url}.png"),
-    }
-}
-
 /// Checks a link's `expires` and `sig` at `now_ms` against the verdict stored as `id`, by
 /// its [`binding`] (`None`: no verdict is stored as `id`, and no signature opens it).
 pub fn check(
@@ -146,9 +137,12 @@ mod tests {
         assert_eq!(check(b"key", 42, Some(b), None, None, now), Err(LinkError::Unsigned));
         assert_eq!(check(b"key", 42, Some(b), e, Some("zz"), now), Err(LinkError::Invalid));
         assert_eq!(check(b"key", 42, None, e, sig, now), Err(LinkError::Invalid));
-        let picture = picture_url(&url);
-        assert_eq!(picture, url.replace("/verdicts/42?", "/verdicts/42.png?"));
-        assert_eq!(picture_url("https://c.example/verdicts/7"), "https://c.example/verdicts/7.png");
+        // The picture: the same query string on `{id}.png`; none for an unsigned or API link.
+        use crate::model::notice::picture_link;
+        assert_eq!(picture_link(&url).unwrap(), url.replace("/verdicts/42?", "/verdicts/42.png?"));
+        assert_eq!(picture_link("https://c.example/verdicts/7"), None);
+        assert_eq!(picture_link("https://c.example/api/v1/verdicts/7?sig=ab"), None);
+        assert_eq!(picture_link("https://c.example/verdicts/7?expires=1"), None);
     }
 
     #[test]

@@ -71,8 +71,9 @@ mod config;
 mod hints;
 mod history;
 mod incident;
+mod picture;
 
-pub use config::{SlackConfig, SlackMode};
+pub use config::{SlackConfig, SlackImage, SlackMode};
 
 use std::collections::HashMap;
 use std::fmt;
@@ -168,6 +169,8 @@ pub struct Slack {
     redactor: Redactor,
     /// When each incident summary (by `ts`) may next be updated.
     incident_updates: Mutex<HashMap<String, Instant>>,
+    /// How the verdict's picture goes ([`picture`]).
+    image: SlackImage,
 }
 
 enum Mode {
@@ -426,6 +429,7 @@ impl Slack {
             reads: history::ReadPacer::default(),
             redactor,
             incident_updates: Mutex::new(HashMap::new()),
+            image: cfg.image,
         })
     }
 
@@ -631,7 +635,7 @@ impl Slack {
         if notice.kind == NoticeKind::Incident {
             return self.send_incident(channel, notice, state).await;
         }
-        let msg = message(notice);
+        let msg = self.message(notice);
         let parent = Parent::from_state(state);
         if state.is_some() && parent.is_none() {
             tracing::warn!(
@@ -669,6 +673,7 @@ impl Slack {
             self.post_reply(&parent, notice, &changed_reply(notice)).await?;
             // The state names the message: the next attempt finds it in its channel.
             self.post_details_after(&parent, notice, true).await?;
+            self.share_picture(&parent, notice).await;
         } else {
             self.post_reply(&parent, notice, &msg).await?;
         }
@@ -716,6 +721,7 @@ impl Slack {
         // Without a state, the next attempt looks in the configured channel: only an id
         // (what Slack answers with) can be read there.
         self.post_details_after(&parent, notice, channel == parent.channel).await?;
+        self.share_picture(&parent, notice).await;
         Ok(Sent { state: Some(parent.state()) })
     }
 
@@ -890,8 +896,16 @@ impl Slack {
         e
     }
 
+    /// The notice's message, with the picture's image block in [`SlackImage::Link`].
+    fn message(&self, notice: &Notice) -> SlackMessage {
+        match self.image {
+            SlackImage::Link => crate::render::slack::with_picture(message(notice), notice),
+            _ => message(notice),
+        }
+    }
+
     async fn send_webhook(&self, url: &SecretString, notice: &Notice) -> Result<Sent, NotifyError> {
-        let msg = message(notice);
+        let msg = self.message(notice);
         let full = json!({ "text": msg.text, "blocks": msg.blocks, "unfurl_links": false, "unfurl_media": false, "parse": "none", "link_names": false });
         let result = match self.webhook_post(url, &full).await {
             Err(Failure::Api { code, .. }) => {
