@@ -35,6 +35,8 @@ pub const MAX_GRAPH_UNITS: f64 = 2400.0;
 pub const STRIP_ROWS: usize = 16;
 /// The culprit's outline on the page and in the picture.
 pub const CULPRIT_RGB: [u8; 3] = [0xb7, 0x1c, 0x1c];
+/// What the picture shows, for the `alt` text of destinations that show it by its link.
+pub const ALT_TEXT: &str = "culprit: the job graph with the culprit marked, busy and backpressured time";
 /// The fonts' family: every `font-family` of the page (`system-ui, sans-serif`) and of the
 /// plots (`sans-serif`) resolves to it.
 const FAMILY: &str = "Liberation Sans";
