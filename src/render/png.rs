@@ -8,7 +8,7 @@
 //! gets its text.
 //!
 //! The picture is [`WIDTH`] px wide (400 px at twice a phone's pixel density): readable
-//! shown 400 px wide. A graph too wide for it at [`MIN_SCALE`] shows the culprit and its
+//! shown 400 px wide. A graph too large for it at [`MIN_SCALE`] shows the culprit and its
 //! neighbours (the page has the whole graph); the strip lists at most [`STRIP_ROWS`]
 //! vertices, the culprits first and then the busiest.
 
@@ -27,10 +27,11 @@ pub const DENSITY: f32 = 2.0;
 /// The PNG's width, px.
 pub const WIDTH: u32 = 800;
 /// The smallest scale at which the graph's 12 px labels stay readable (≈ 8 px on a phone);
-/// a wider graph is cut to the culprit's neighbourhood.
+/// a graph that would be drawn smaller (too wide, or too deep for [`MAX_GRAPH_UNITS`]) is
+/// cut to the culprit's neighbourhood.
 pub const MIN_SCALE: f64 = 0.6;
 /// The tallest the graph may be, in units (a very deep graph is scaled down to it).
-pub const MAX_GRAPH_UNITS: f64 = 2400.0;
+pub const MAX_GRAPH_UNITS: f64 = 1600.0;
 /// Vertices listed in the strip.
 pub const STRIP_ROWS: usize = 16;
 /// The culprit's outline on the page and in the picture.
@@ -147,7 +148,8 @@ fn header(s: &mut String, v: &Verdict, names: &Names) -> f64 {
 fn graph(s: &mut String, v: &Verdict, names: &Names, y: f64) -> f64 {
     let Some(mut g) = html::graph_svg(v, names, Flow::Down) else { return y };
     let mut note = None;
-    if UNITS / g.width < MIN_SCALE
+    let scale = |g: &html::GraphSvg| (UNITS / g.width).min(1.0).min(MAX_GRAPH_UNITS / g.height);
+    if scale(&g) < MIN_SCALE
         && let Some(near) = neighbourhood(v)
         && let Some(cut) = html::graph_svg(&near, names, Flow::Down)
     {
@@ -158,7 +160,7 @@ fn graph(s: &mut String, v: &Verdict, names: &Names, y: f64) -> f64 {
         ));
         g = cut;
     }
-    let k = (UNITS / g.width).min(1.0).min(MAX_GRAPH_UNITS / g.height);
+    let k = scale(&g);
     let mut y = y;
     if let Some(note) = note {
         y += 14.0;
@@ -323,6 +325,39 @@ mod tests {
         assert!(!has_rgb(&pixels, CULPRIT_RGB));
         // The status line is green (no backpressure: #2e7d32).
         assert!(has_rgb(&pixels, [0x2e, 0x7d, 0x32]));
+    }
+
+    #[test]
+    fn a_long_chain_is_cut_to_the_culprit_and_its_neighbours_and_stays_phone_sized() {
+        let capture = crate::samples::captures::CAPTURES.iter().find(|c| c.name == "slow-sink").unwrap();
+        let mut v = crate::samples::captures::verdict(capture).unwrap();
+        let template = v.graph.vertices[0].clone();
+        // 60 vertices in a chain, the culprit the 31st: drawn whole it would be 60 boxes
+        // tall (≈ 60 × 130 units), far below MIN_SCALE in MAX_GRAPH_UNITS.
+        v.graph.vertices = (0..60)
+            .map(|i| GraphVertex {
+                id: format!("v{i}"),
+                name: format!("op-{i}"),
+                state: if i == 30 { VertexState::Culprit } else { VertexState::Backpressured },
+                ..template.clone()
+            })
+            .collect();
+        v.graph.edges = (0..59)
+            .map(|i| crate::model::verdict::GraphEdge {
+                from: format!("v{i}"),
+                to: format!("v{}", i + 1),
+                ship_strategy: "FORWARD".into(),
+            })
+            .collect();
+        v.graph.from_plan = true;
+        let svg = picture_svg(&v);
+        assert!(svg.contains("3 of 60 vertices"), "the culprit (op-30) and op-29, op-31");
+        assert!(svg.contains(">op-29<") && svg.contains(">op-31<") && !svg.contains(">op-28<"));
+        let (w, h, pixels) = decode(&png(&v).unwrap());
+        assert_eq!(w, WIDTH);
+        // Header ≈ 100, three boxes ≈ 3 × 98 + gaps, strip 16 rows × 34: under 1500 units.
+        assert!(h < 3000, "{h} px");
+        assert!(has_rgb(&pixels, CULPRIT_RGB));
     }
 
     #[test]
