@@ -59,8 +59,11 @@ pub struct SlackConfig {
     /// Web API base URL. Default `https://slack.com/api`.
     #[serde(default = "default_slack_api")]
     pub api_url: String,
-    /// The verdict's picture: `upload` (default: into the verdict's thread, web_api mode),
-    /// `link` (an image block by its signed HTTPS link) or `off`.
+    /// The verdict's picture (`GET /verdicts/{id}.png`): `upload` (default: shared in the
+    /// verdict's thread, web_api mode, with the `files:write` scope; none in
+    /// incoming_webhook mode), `link` (an image block by its signed HTTPS link: only when
+    /// Slack can fetch `server.external_url`) or `off`. A failed upload is logged and never
+    /// fails or repeats the verdict.
     #[serde(default)]
     pub image: SlackImage,
 }
