@@ -3,7 +3,7 @@
 //! Prints each PNG's size and height; criterion times the SVG and the PNG.
 //!
 //! `CULPRIT_BENCH_SIZES` picks the synthetic sizes as `VxSxN`, e.g. `100x64x60` (the
-//! default).
+//! default); `CULPRIT_PICTURE_OUT=dir` also writes each PNG there, to look at.
 
 use std::hint::black_box;
 use std::time::Duration;
@@ -65,6 +65,9 @@ fn bench(c: &mut Criterion) {
             png::WIDTH,
             verdict.graph.vertices.len()
         );
+        if let Ok(dir) = std::env::var("CULPRIT_PICTURE_OUT") {
+            std::fs::write(std::path::Path::new(&dir).join(format!("{}.png", name.replace('/', "-"))), &bytes).unwrap();
+        }
         let mut group = c.benchmark_group("picture");
         group.sample_size(10).measurement_time(Duration::from_secs(5));
         group.bench_function(format!("svg/{name}"), |b| b.iter(|| black_box(png::picture_svg(black_box(&verdict)))));

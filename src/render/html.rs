@@ -295,7 +295,7 @@ pub fn graph_svg(v: &Verdict, names: &Names, flow: Flow) -> Option<GraphSvg> {
         edge(&mut s, flow, (pos[a], heights[a]), (pos[b], heights[b]), strategy);
     }
     for (i, x) in vertices.iter().enumerate() {
-        vertex_box(&mut s, v, x, &ops[i], pos[i], names);
+        vertex_box(&mut s, v, x, &ops[i], pos[i], names, flow);
     }
     s.push_str("</svg>");
     Some(GraphSvg { title, svg: s, width, height })
@@ -356,7 +356,15 @@ fn edge(s: &mut String, flow: Flow, ((ax, ay), ah): ((f64, f64), f64), ((bx, by)
     );
 }
 
-fn vertex_box(s: &mut String, v: &Verdict, x: &GraphVertex, ops: &[String], (bx, by): (f64, f64), names: &Names) {
+fn vertex_box(
+    s: &mut String,
+    v: &Verdict,
+    x: &GraphVertex,
+    ops: &[String],
+    (bx, by): (f64, f64),
+    names: &Names,
+    flow: Flow,
+) {
     let h = box_height(ops.len());
     let culprit = x.state == VertexState::Culprit;
     let (stroke, stroke_w) = if culprit { ("#b71c1c", 4.0) } else { ("#999", 1.0) };
@@ -365,9 +373,11 @@ fn vertex_box(s: &mut String, v: &Verdict, x: &GraphVertex, ops: &[String], (bx,
         "<g><rect x=\"{bx:.0}\" y=\"{by:.0}\" width=\"{BOX_W:.0}\" height=\"{h:.0}\" rx=\"6\" fill=\"#fff\" stroke=\"{stroke}\" stroke-width=\"{stroke_w}\"/>"
     );
     if culprit {
+        // Top to bottom, the edge into the box crosses its label: a white halo keeps it legible.
+        let halo = if flow == Flow::Down { " stroke=\"#fff\" stroke-width=\"4\" paint-order=\"stroke\"" } else { "" };
         let _ = write!(
             s,
-            "<text x=\"{bx:.0}\" y=\"{:.0}\" fill=\"#b71c1c\" font-weight=\"700\">CULPRIT · {}</text>",
+            "<text x=\"{bx:.0}\" y=\"{:.0}\" fill=\"#b71c1c\" font-weight=\"700\"{halo}>CULPRIT · {}</text>",
             by - 6.0,
             escape(v.finding.as_str())
         );

@@ -166,7 +166,9 @@ fn graph(s: &mut String, v: &Verdict, names: &Names, y: f64) -> f64 {
         y += 14.0;
         let _ = write!(s, "<text x=\"{MARGIN}\" y=\"{y:.0}\" font-size=\"11\" fill=\"#555\">{}</text>", escape(&note));
     }
-    let _ = write!(s, "<g transform=\"translate(0,{y:.1}) scale({k:.4})\">{}</g>", g.svg);
+    // Centred: a narrow graph (one box a row) sits in the middle of the screen.
+    let x = ((UNITS - g.width * k) / 2.0).max(0.0);
+    let _ = write!(s, "<g transform=\"translate({x:.1},{y:.1}) scale({k:.4})\">{}</g>", g.svg);
     y + g.height * k
 }
 
