@@ -3,6 +3,8 @@
 //! failed upload at any step leaves exactly one verdict post and the notice sent; `link`
 //! puts an image block in the message only for a signed HTTPS link; `off` sends nothing.
 
+mod support;
+
 use std::collections::BTreeMap;
 use std::io::Write as _;
 
@@ -142,7 +144,8 @@ async fn the_picture_is_uploaded_into_the_verdicts_thread_after_its_message_in_s
 }
 
 #[tokio::test]
-async fn a_failed_upload_at_any_step_leaves_one_verdict_post_and_the_notice_sent() {
+async fn a_failed_upload_at_any_step_leaves_one_verdict_post_the_notice_sent_and_a_warning() {
+    support::logs::capture();
     for step in ["get", "upload", "complete"] {
         let server = slack(Some(step)).await;
         let (slack, _f) = web_api(&server, SlackImage::Upload);
@@ -159,6 +162,12 @@ async fn a_failed_upload_at_any_step_leaves_one_verdict_post_and_the_notice_sent
         };
         assert_eq!(steps.count(), expected, "{step}: stops at the failed step, tries once");
     }
+    let logs = support::logs::text();
+    let warnings: Vec<&str> = logs.lines().filter(|l| l.contains("the verdict's picture was not shared")).collect();
+    assert_eq!(warnings.len(), 3, "{logs}");
+    assert!(warnings.iter().all(|l| l.contains("WARN")), "{warnings:?}");
+    assert!(warnings[0].contains("missing_scope") && warnings[1].contains("HTTP 500"), "{warnings:?}");
+    assert!(!logs.contains("P1CTUR3T0K3N") && !logs.contains("/upload/"), "no token, no upload URL in the logs");
 }
 
 #[tokio::test]
