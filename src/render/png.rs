@@ -154,7 +154,7 @@ fn graph(s: &mut String, v: &Verdict, names: &Names, y: f64) -> f64 {
         && let Some(cut) = html::graph_svg(&near, names, Flow::Down)
     {
         note = Some(format!(
-            "The culprit and its neighbours: {} of {} vertices (the page has the whole graph).",
+            "The culprit and its neighbours: {} of {} vertices.",
             near.graph.vertices.len(),
             v.graph.vertices.len()
         ));
