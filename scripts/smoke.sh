@@ -11,6 +11,8 @@ CULPRIT_BENCH_SIZES=6x2x12 cargo test -q --bench diagnose
 echo "smoke: benches/page (criterion test mode, 6 vertices × 2 subtasks × 12 samples)"
 CULPRIT_BENCH_SIZES=6x2x12 cargo test -q --bench page
 
+echo "smoke: benches/picture (criterion test mode: a capture's picture and a 6 vertices × 2 subtasks × 12 samples job's, once)"
+CULPRIT_BENCH_SIZES=6x2x12 cargo test -q --bench picture
 echo "smoke: benches/intake (criterion test mode: parsing and planning the slow-sink webhook once)"
 cargo test -q --bench intake
 

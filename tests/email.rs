@@ -151,6 +151,14 @@ async fn a_first_post_an_update_and_the_resolution_arrive_over_starttls_with_aut
     assert!(got[0]["subject"].as_str().unwrap().starts_with("[culprit] bp-lab-slow-sink: slow-sink: Writer (sink)"));
     assert!(got[0]["text"].as_str().unwrap().contains("slow-sink: Writer (sink) is the culprit"));
     assert!(got[0]["html"].as_str().unwrap().contains("<svg"), "the verdict page");
+    // Its picture inline, shown by the HTML from its Content-ID; none with the resolution.
+    let cid = culprit::render::email::PICTURE_CID;
+    assert_eq!(
+        got[0]["images"],
+        serde_json::json!([{ "content_id": format!("<{cid}>"), "content_type": "image/png", "disposition": "inline", "png": true }])
+    );
+    assert!(got[0]["html"].as_str().unwrap().contains(&format!("<img src=\"cid:{cid}\"")));
+    assert_eq!(got[2]["images"], serde_json::json!([]));
     assert_eq!(got[0]["in_reply_to"], "");
     assert_eq!(id(&got[0]), culprit::render::email::message_id("email:ops:1", "example.com"));
     // The update answers the first; the resolution answers the update, in the same thread.

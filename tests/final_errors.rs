@@ -75,6 +75,7 @@ fn web_api(c: &Capture, token: &tempfile::NamedTempFile) -> Slack {
         channel: Some("C0ALERTS".into()),
         webhook_url: None,
         api_url: format!("{}/slack/api", c.url),
+        image: culprit::notify::slack::SlackImage::Off,
     })
     .unwrap()
 }
@@ -161,6 +162,7 @@ async fn slack_incoming_webhook_errors_say_what_to_do() {
         channel: None,
         webhook_url: Some(SecretSource::File(file.path().to_path_buf())),
         api_url: "https://slack.com/api".into(),
+        image: culprit::notify::slack::SlackImage::Off,
     })
     .unwrap();
     for (status, code, fix) in [

@@ -2,7 +2,8 @@
 //! message, in a browser that sends no credentials. The signed link opens the page (200
 //! HTML); a tampered, expired or unsigned link does not (403, 403, 401, each with a page
 //! saying why); the JSON API keeps its authentication. Real Prometheus, culprit serve, a
-//! capture server for Slack. Every answer, page or JSON, has the security headers (CSP,
+//! capture server for Slack. The page's picture (`/verdicts/{id}.png`) opens under the
+//! same signature and not without it. Every answer, page or JSON, has the security headers (CSP,
 //! nosniff, no-store, no-referrer).
 
 mod support;
@@ -78,6 +79,26 @@ async fn the_view_verdict_button_opens_the_page_a_tampered_or_expired_link_does_
     let body = page.text().await.unwrap();
     assert!(body.starts_with("<!doctype html>") && body.contains("is the culprit"), "{}", &body[..body.len().min(500)]);
     assert_secure(&headers, Some(&body));
+
+    // The picture under the same signature: the page's query string opens its PNG.
+    let picture_url = culprit::model::notice::picture_link(&url).unwrap();
+    assert!(picture_url.contains(".png?expires="), "{picture_url}");
+    let picture = client.get(&picture_url).send().await.unwrap();
+    assert_eq!(picture.status(), 200);
+    assert_eq!(picture.headers()["content-type"], "image/png");
+    assert_secure(&picture.headers().clone(), None);
+    let bytes = picture.bytes().await.unwrap();
+    let info = png::Decoder::new(std::io::Cursor::new(&bytes[..])).read_info().unwrap().info().clone();
+    assert_eq!(info.width, culprit::render::png::WIDTH);
+    let tampered =
+        format!("{}{}", &picture_url[..picture_url.len() - 1], if picture_url.ends_with('0') { '1' } else { '0' });
+    assert_eq!(client.get(tampered).send().await.unwrap().status(), 403);
+    let r = client.get(picture_url.replace("/verdicts/", "/verdicts/9")).send().await.unwrap();
+    assert_eq!(r.status(), 403, "another id under this signature");
+    let r = client.get(picture_url.replace("/verdicts/", "/verdicts/x")).send().await.unwrap();
+    assert_eq!(r.status(), 404);
+    let unsigned = picture_url.split('?').next().unwrap().to_string();
+    assert_eq!(client.get(unsigned).send().await.unwrap().status(), 401);
 
     let tampered = format!("{}{}", &url[..url.len() - 1], if url.ends_with('0') { '1' } else { '0' });
     let r = open(tampered).await;

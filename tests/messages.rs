@@ -82,6 +82,7 @@ fn web_api(capture: &Capture) -> (Slack, tempfile::NamedTempFile) {
         channel: Some("C0FLINKOPS".into()),
         webhook_url: None,
         api_url: format!("{}/api", capture.url),
+        image: culprit::notify::slack::SlackImage::Off,
     };
     (Slack::new(&cfg).unwrap(), token)
 }

@@ -9,6 +9,7 @@ use culprit::config::{SecretSource, SlackConfig, SlackMode};
 use culprit::model::notice::{Notice, NoticeKind};
 use culprit::model::verdict::Verdict;
 use culprit::notify::slack::Slack;
+use culprit::notify::slack::SlackImage;
 use culprit::notify::{NotifyError, Sent};
 use serde_json::{Value, json};
 use tokio::time::Instant;
@@ -26,8 +27,13 @@ fn secret_file(value: &str) -> tempfile::NamedTempFile {
     f
 }
 
-/// A web_api notifier toward `server`; keep the file alive while it is used.
+/// A web_api notifier toward `server` without pictures (they have tests of their own); keep
+/// the file alive while it is used.
 fn web_api(server: &MockServer) -> (Slack, tempfile::NamedTempFile) {
+    web_api_with(server, SlackImage::Off)
+}
+
+fn web_api_with(server: &MockServer, image: SlackImage) -> (Slack, tempfile::NamedTempFile) {
     let file = secret_file(TOKEN);
     let cfg = SlackConfig {
         name: None,
@@ -36,6 +42,7 @@ fn web_api(server: &MockServer) -> (Slack, tempfile::NamedTempFile) {
         channel: Some(CHANNEL.into()),
         webhook_url: None,
         api_url: server.uri(),
+        image,
     };
     (Slack::new(&cfg).unwrap(), file)
 }
@@ -50,6 +57,7 @@ fn incoming_webhook(server: &MockServer) -> (Slack, tempfile::NamedTempFile, Str
         channel: None,
         webhook_url: Some(SecretSource::File(file.path().to_path_buf())),
         api_url: "https://slack.com/api".into(),
+        image: culprit::notify::slack::SlackImage::Off,
     };
     (Slack::new(&cfg).unwrap(), file, url)
 }
@@ -627,6 +635,7 @@ async fn an_unreachable_webhook_is_retryable_and_its_url_is_not_in_the_error() {
         channel: None,
         webhook_url: Some(SecretSource::File(f.path().to_path_buf())),
         api_url: "https://slack.com/api".into(),
+        image: culprit::notify::slack::SlackImage::Off,
     };
     let slack = Slack::new(&cfg).unwrap();
     let e = slack.send(&first_verdict(), None).await.unwrap_err();
@@ -695,6 +704,7 @@ fn a_configuration_without_its_secret_is_refused_without_showing_a_url() {
         channel: Some(CHANNEL.into()),
         webhook_url: None,
         api_url: "https://slack.com/api".into(),
+        image: culprit::notify::slack::SlackImage::Off,
     };
     assert!(Slack::new(&base).unwrap_err().contains("token"));
     let f = secret_file(TOKEN);
@@ -719,6 +729,7 @@ fn slack_wants_every_kind_of_notice() {
         channel: Some(CHANNEL.into()),
         webhook_url: None,
         api_url: "https://slack.com/api".into(),
+        image: culprit::notify::slack::SlackImage::Off,
     };
     let slack = Slack::new(&cfg).unwrap();
     for kind in [NoticeKind::Verdict, NoticeKind::Resolved, NoticeKind::CouldNotDiagnose] {
@@ -935,6 +946,7 @@ fn the_incoming_webhook_takes_no_revision_and_no_group_joining_or_leaving() {
         channel: None,
         webhook_url: Some(SecretSource::File(f.path().to_path_buf())),
         api_url: "https://slack.com/api".into(),
+        image: culprit::notify::slack::SlackImage::Off,
     };
     let slack = Slack::new(&cfg).unwrap();
     assert!(!slack.wants(&episode_notice(NoticeKind::Verdict, 1, "k")));

@@ -132,7 +132,32 @@ impl NoticeEpisode {
     }
 }
 
+/// The link to a verdict's picture from the signed link to its page
+/// (`…/verdicts/{id}?expires=…&sig=…`, [`crate::service::links::signed_url`]): the same
+/// query string opens `…/verdicts/{id}.png`. `None` for any other link (the API's URL,
+/// which a browser or a chat service cannot open without credentials).
+pub fn picture_link(page_url: &str) -> Option<String> {
+    let (path, query) = page_url.split_once('?')?;
+    let id = path.rsplit_once("/verdicts/")?.1;
+    let signed = query.split('&').any(|kv| kv.starts_with("sig="));
+    (signed && !path.contains("/api/") && !id.is_empty() && id.bytes().all(|b| b.is_ascii_digit()))
+        .then(|| format!("{path}.png?{query}"))
+}
+
 impl Notice {
+    /// The link to the verdict's picture ([`picture_link`]), when the notice links the
+    /// verdict's signed page.
+    pub fn picture_url(&self) -> Option<String> {
+        self.verdict.as_ref()?;
+        picture_link(self.verdict_url.as_deref()?)
+    }
+
+    /// [`Self::picture_url`] when it is HTTPS: what a service fetching the image itself
+    /// (PagerDuty, Slack's image block, Teams, Discord) is given.
+    pub fn picture_https(&self) -> Option<String> {
+        self.picture_url().filter(|u| u.to_ascii_lowercase().starts_with("https://"))
+    }
+
     /// The key the notice is delivered and its destination state kept under: its episode's
     /// thread, else (a notice stored before episodes) its group.
     pub fn thread_key(&self) -> &str {

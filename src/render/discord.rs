@@ -9,7 +9,8 @@
 //! * the embed: `title` (status, culprit, job), `description` (the summary, hazards, the
 //!   numbered fix, what would not help, the vertex table in a code block, the links),
 //!   `fields` (culprit, finding, confidence, job, time), `footer` (the labels), `color`
-//!   by status and `timestamp` (the notice's time).
+//!   by status, `timestamp` (the notice's time) and `image`: the verdict's picture
+//!   ([`crate::render::png`]) when the notice links its signed page over HTTPS.
 //!
 //! [`resolved_edit`] turns the verdict's embed green and titles it "Resolved";
 //! [`changed_note`] is the short new message posted when the culprit changed (the verdict's
@@ -212,6 +213,13 @@ pub fn message(n: &Notice) -> DiscordMessage {
     });
     if !fields.is_empty() {
         embed["fields"] = json!(fields);
+    }
+    // The verdict's picture by its signed HTTPS link: Discord fetches it (not counted in
+    // the embed's text limits). <https://discord.com/developers/docs/resources/message#embed-object-embed-image-structure>
+    if n.kind == NoticeKind::Verdict
+        && let Some(url) = n.picture_https()
+    {
+        embed["image"] = json!({ "url": url });
     }
     if let Some(f) = footer(n) {
         embed["footer"] = json!({ "text": f });
@@ -654,6 +662,21 @@ mod tests {
             // Every code block closes.
             assert!(e["description"].as_str().unwrap().matches("```").count().is_multiple_of(2));
         }
+    }
+
+    #[test]
+    fn the_verdicts_picture_is_the_embeds_image_only_with_a_signed_https_link() {
+        let image = |url: &str| {
+            let mut n = notice(NoticeKind::Verdict, Some(demo("slow-sink")));
+            n.verdict_url = Some(url.into());
+            message(&n).embeds[0].get("image").cloned()
+        };
+        assert_eq!(
+            image("https://c.example/verdicts/42?expires=9&sig=ab"),
+            Some(json!({ "url": "https://c.example/verdicts/42.png?expires=9&sig=ab" }))
+        );
+        assert_eq!(image("https://culprit.example.com/api/v1/verdicts/42"), None);
+        assert_eq!(image("http://c.example/verdicts/42?expires=9&sig=ab"), None);
     }
 
     #[test]

@@ -17,6 +17,10 @@
 //!   ([`crate::render::html::page`]) with the same lines at the top. A notice without a
 //!   verdict has a short text and the same text as HTML.
 //! * A possible repeat ([`Notice::maybe_repeat`]) starts both parts with [`REPEAT_MARK`].
+//! * A verdict's picture ([`crate::render::png`]) goes inline (`Content-ID`
+//!   [`PICTURE_CID`], the HTML part and the PNG in a `multipart/related`), shown by an
+//!   `<img>` above the page: mail clients that draw no inline SVG still show the graph, and
+//!   no public URL is needed.
 //!
 //! [`NoticeEpisode::verdict_ref`]: crate::model::notice::NoticeEpisode::verdict_ref
 
@@ -40,6 +44,9 @@ pub const TEXT_WIDTH: usize = 78;
 /// The first line of a message sent again after an attempt whose outcome is unknown.
 pub const REPEAT_MARK: &str = "possible repeat: an earlier delivery could not be confirmed";
 
+/// The `Content-ID` of the verdict's picture, inline in the email (`cid:` in the HTML).
+pub const PICTURE_CID: &str = "verdict-picture@culprit";
+
 /// The email of one notice.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct Email {
@@ -52,6 +59,9 @@ pub struct Email {
     pub references: Vec<String>,
     pub text: String,
     pub html: String,
+    /// The verdict's picture (PNG) the HTML shows as `cid:`[`PICTURE_CID`], for a verdict.
+    #[serde(skip)]
+    pub picture: Option<Vec<u8>>,
 }
 
 /// The `Message-ID` of the message carrying the notice with `idempotency_key`, in `domain`
@@ -145,9 +155,18 @@ pub fn email(notice: &Notice, domain: &str, previous: Option<&str>) -> Email {
             head_html.push_str(&format!("<p class=\"meta\">{l}</p>\n"));
         }
     }
+    let mut picture = None;
     let html = match (notice.kind, &notice.verdict) {
         (NoticeKind::Verdict, Some(v)) => {
             text.push_str(&text::render(v, &Options { width: TEXT_WIDTH, verbose: true }));
+            // A picture that cannot be drawn leaves the page alone (its SVG is still there).
+            picture = crate::render::png::png(v).ok();
+            if picture.is_some() {
+                head_html.push_str(&format!(
+                    "<p><img src=\"cid:{PICTURE_CID}\" alt=\"{}\" width=\"400\"></p>\n",
+                    escape(crate::render::png::ALT_TEXT)
+                ));
+            }
             // The page, with the head lines right after <body>.
             let page = html::page(v);
             match page.find("<body>\n") {
@@ -183,7 +202,7 @@ pub fn email(notice: &Notice, domain: &str, previous: Option<&str>) -> Email {
     {
         references.push(r.clone());
     }
-    Email { subject: subject(notice), message_id, in_reply_to, references, text, html }
+    Email { subject: subject(notice), message_id, in_reply_to, references, text, html, picture }
 }
 
 /// The email of an incident's summary (`shown` 0) or of a digest of its jobs after the
@@ -224,6 +243,7 @@ pub fn incident_email(
         in_reply_to,
         text,
         html,
+        picture: None,
     }
 }
 

@@ -221,10 +221,43 @@ fn box_height(ops: usize) -> f64 {
     4.0 * LINE + 18.0 + listed as f64 * LINE
 }
 
+/// How the graph runs: sources left and sinks right (the page), or sources on top and
+/// sinks below, layers as rows (the picture, [`super::png`], for a phone's narrow screen).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Flow {
+    Across,
+    Down,
+}
+
+/// Gaps of the [`Flow::Down`] layout, px: between boxes of a row, between rows (room for
+/// an edge's label and the culprit's label above its box).
+const ROW_GAP_X: f64 = 24.0;
+const ROW_GAP_Y: f64 = 52.0;
+/// Vertices per row without a job graph, in the [`Flow::Down`] layout.
+const GRID_COLUMNS: usize = 2;
+
+/// The job graph as an SVG element: its title, the element, and its width and height in px.
+pub struct GraphSvg {
+    pub title: &'static str,
+    pub svg: String,
+    pub width: f64,
+    pub height: f64,
+}
+
 fn graph_section(s: &mut String, v: &Verdict, names: &Names) {
+    let Some(g) = graph_svg(v, names, Flow::Across) else { return };
+    let _ = writeln!(s, "<h2>{}</h2>", g.title);
+    s.push_str(&g.svg);
+    s.push('\n');
+}
+
+/// The job graph of the page ([`Flow::Across`]) or of the picture ([`Flow::Down`]): each
+/// vertex a box with its busy and backpressured bars, the culprit outlined and labelled,
+/// edges labelled with the ship strategy. `None` without vertices.
+pub fn graph_svg(v: &Verdict, names: &Names, flow: Flow) -> Option<GraphSvg> {
     let vertices = &v.graph.vertices;
     if vertices.is_empty() {
-        return;
+        return None;
     }
     let index = |id: &str| vertices.iter().position(|x| x.id == id);
     let edges: Vec<(usize, usize, &str)> = if v.graph.from_plan {
@@ -238,26 +271,20 @@ fn graph_section(s: &mut String, v: &Verdict, names: &Names) {
         let pairs: Vec<(usize, usize)> = edges.iter().map(|e| (e.0, e.1)).collect();
         layout::layered(vertices.len(), &pairs).layers
     } else {
-        (0..vertices.len()).collect::<Vec<_>>().chunks(GRID_ROWS).map(<[usize]>::to_vec).collect()
+        let per = if flow == Flow::Across { GRID_ROWS } else { GRID_COLUMNS };
+        (0..vertices.len()).collect::<Vec<_>>().chunks(per).map(<[usize]>::to_vec).collect()
     };
-    // Positions: columns of boxes, each column's boxes stacked.
-    let mut pos = vec![(0.0, 0.0); vertices.len()];
-    let mut height: f64 = 0.0;
-    for (l, column) in layers.iter().enumerate() {
-        let mut y = MARGIN + 22.0;
-        for &i in column {
-            pos[i] = (MARGIN + l as f64 * (BOX_W + GAP_X), y);
-            y += box_height(ops[i].len()) + GAP_Y;
-        }
-        height = height.max(y);
-    }
-    let width = MARGIN * 2.0 + layers.len() as f64 * (BOX_W + GAP_X) - GAP_X;
+    let heights: Vec<f64> = ops.iter().map(|o| box_height(o.len())).collect();
+    let (pos, width, height) = match flow {
+        Flow::Across => across(&layers, &heights),
+        Flow::Down => down(&layers, &heights),
+    };
     let title = if v.graph.from_plan {
-        "Job graph (sources left, sinks right)"
+        if flow == Flow::Across { "Job graph (sources left, sinks right)" } else { "Job graph (sources on top)" }
     } else {
         "Vertices (no job graph: order and edges unknown)"
     };
-    let _ = writeln!(s, "<h2>{title}</h2>");
+    let mut s = String::with_capacity(1024 * vertices.len());
     let _ = write!(
         s,
         "<svg xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 {width:.0} {height:.0}\" width=\"{width:.0}\" height=\"{height:.0}\" role=\"img\" aria-label=\"{}\" font-family=\"system-ui,sans-serif\" font-size=\"12\">\
@@ -265,24 +292,79 @@ fn graph_section(s: &mut String, v: &Verdict, names: &Names) {
         escape(title)
     );
     for &(a, b, strategy) in &edges {
-        let (ax, ay) = (pos[a].0 + BOX_W, pos[a].1 + box_height(ops[a].len()) / 2.0);
-        let (bx, by) = (pos[b].0, pos[b].1 + box_height(ops[b].len()) / 2.0);
-        let mx = (ax + bx) / 2.0;
-        let _ = write!(
-            s,
-            "<path d=\"M{ax:.0},{ay:.0} C{mx:.0},{ay:.0} {mx:.0},{by:.0} {bx:.0},{by:.0}\" fill=\"none\" stroke=\"#777\" stroke-width=\"1.5\" marker-end=\"url(#arrow)\"/>\
-             <text x=\"{mx:.0}\" y=\"{:.0}\" text-anchor=\"middle\" fill=\"#444\" font-size=\"11\">{}</text>",
-            (ay + by) / 2.0 - 4.0,
-            escape(strategy)
-        );
+        edge(&mut s, flow, (pos[a], heights[a]), (pos[b], heights[b]), strategy);
     }
     for (i, x) in vertices.iter().enumerate() {
-        vertex_box(s, v, x, &ops[i], pos[i], names);
+        vertex_box(&mut s, v, x, &ops[i], pos[i], names, flow);
     }
-    s.push_str("</svg>\n");
+    s.push_str("</svg>");
+    Some(GraphSvg { title, svg: s, width, height })
 }
 
-fn vertex_box(s: &mut String, v: &Verdict, x: &GraphVertex, ops: &[String], (bx, by): (f64, f64), names: &Names) {
+/// Positions of the page's layout: columns of boxes, each column's boxes stacked; the
+/// width and height.
+fn across(layers: &[Vec<usize>], heights: &[f64]) -> (Vec<(f64, f64)>, f64, f64) {
+    let mut pos = vec![(0.0, 0.0); heights.len()];
+    let mut height: f64 = 0.0;
+    for (l, column) in layers.iter().enumerate() {
+        let mut y = MARGIN + 22.0;
+        for &i in column {
+            pos[i] = (MARGIN + l as f64 * (BOX_W + GAP_X), y);
+            y += heights[i] + GAP_Y;
+        }
+        height = height.max(y);
+    }
+    (pos, MARGIN * 2.0 + layers.len() as f64 * (BOX_W + GAP_X) - GAP_X, height)
+}
+
+/// Positions of the picture's layout: rows of boxes side by side, a row as tall as its
+/// tallest box; the width and height.
+fn down(layers: &[Vec<usize>], heights: &[f64]) -> (Vec<(f64, f64)>, f64, f64) {
+    let mut pos = vec![(0.0, 0.0); heights.len()];
+    let mut y = MARGIN + 22.0;
+    let mut widest = 0;
+    for row in layers {
+        for (j, &i) in row.iter().enumerate() {
+            pos[i] = (MARGIN + j as f64 * (BOX_W + ROW_GAP_X), y);
+        }
+        widest = widest.max(row.len());
+        y += row.iter().map(|&i| heights[i]).fold(0.0, f64::max) + ROW_GAP_Y;
+    }
+    (pos, MARGIN * 2.0 + widest as f64 * (BOX_W + ROW_GAP_X) - ROW_GAP_X, y - ROW_GAP_Y + MARGIN)
+}
+
+/// An edge from box `a` to box `b` (positions and heights) with its ship strategy.
+fn edge(s: &mut String, flow: Flow, ((ax, ay), ah): ((f64, f64), f64), ((bx, by), bh): ((f64, f64), f64), label: &str) {
+    let path = match flow {
+        Flow::Across => {
+            let (ax, ay, bx, by) = (ax + BOX_W, ay + ah / 2.0, bx, by + bh / 2.0);
+            let mx = (ax + bx) / 2.0;
+            (format!("M{ax:.0},{ay:.0} C{mx:.0},{ay:.0} {mx:.0},{by:.0} {bx:.0},{by:.0}"), mx, (ay + by) / 2.0 - 4.0)
+        }
+        Flow::Down => {
+            let (ax, ay, bx) = (ax + BOX_W / 2.0, ay + ah, bx + BOX_W / 2.0);
+            let my = (ay + by) / 2.0;
+            (format!("M{ax:.0},{ay:.0} C{ax:.0},{my:.0} {bx:.0},{my:.0} {bx:.0},{by:.0}"), (ax + bx) / 2.0, my - 4.0)
+        }
+    };
+    let (d, lx, ly) = path;
+    let _ = write!(
+        s,
+        "<path d=\"{d}\" fill=\"none\" stroke=\"#777\" stroke-width=\"1.5\" marker-end=\"url(#arrow)\"/>\
+         <text x=\"{lx:.0}\" y=\"{ly:.0}\" text-anchor=\"middle\" fill=\"#444\" font-size=\"11\">{}</text>",
+        escape(label)
+    );
+}
+
+fn vertex_box(
+    s: &mut String,
+    v: &Verdict,
+    x: &GraphVertex,
+    ops: &[String],
+    (bx, by): (f64, f64),
+    names: &Names,
+    flow: Flow,
+) {
     let h = box_height(ops.len());
     let culprit = x.state == VertexState::Culprit;
     let (stroke, stroke_w) = if culprit { ("#b71c1c", 4.0) } else { ("#999", 1.0) };
@@ -291,9 +373,11 @@ fn vertex_box(s: &mut String, v: &Verdict, x: &GraphVertex, ops: &[String], (bx,
         "<g><rect x=\"{bx:.0}\" y=\"{by:.0}\" width=\"{BOX_W:.0}\" height=\"{h:.0}\" rx=\"6\" fill=\"#fff\" stroke=\"{stroke}\" stroke-width=\"{stroke_w}\"/>"
     );
     if culprit {
+        // Top to bottom, the edge into the box crosses its label: a white halo keeps it legible.
+        let halo = if flow == Flow::Down { " stroke=\"#fff\" stroke-width=\"4\" paint-order=\"stroke\"" } else { "" };
         let _ = write!(
             s,
-            "<text x=\"{bx:.0}\" y=\"{:.0}\" fill=\"#b71c1c\" font-weight=\"700\">CULPRIT · {}</text>",
+            "<text x=\"{bx:.0}\" y=\"{:.0}\" fill=\"#b71c1c\" font-weight=\"700\"{halo}>CULPRIT · {}</text>",
             by - 6.0,
             escape(v.finding.as_str())
         );

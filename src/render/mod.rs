@@ -21,6 +21,7 @@ pub mod names;
 pub mod opsgenie;
 pub mod pagerduty;
 pub mod plot;
+pub mod png;
 pub mod slack;
 pub mod teams;
 pub mod text;

@@ -20,7 +20,8 @@
 //!   },
 //!   "client": "culprit",
 //!   "client_url": "<verdict URL>",                 // both only with a verdict URL
-//!   "links": [{ "href": "<verdict URL>", "text": "culprit verdict" }]
+//!   "links": [{ "href": "<verdict URL>", "text": "culprit verdict" }],
+//!   "images": [{ "src": "<picture URL>", "href": "<verdict URL>", "alt": "…" }] // HTTPS only
 //! }
 //! ```
 
@@ -51,6 +52,9 @@ pub const GROUP: &str = "flink";
 
 /// The text of the link to the verdict.
 pub const LINK_TEXT: &str = "culprit verdict";
+
+/// The `alt` of the verdict's picture in `images`.
+pub const IMAGE_ALT: &str = crate::render::png::ALT_TEXT;
 
 /// The `dedup_key` for an Alertmanager group: the lowercase hex SHA-256 of its `groupKey`
 /// (64 characters, within PagerDuty's 255).
@@ -145,6 +149,8 @@ pub fn summary(notice: &Notice) -> String {
 ///   would exceed [`MAX_EVENT_BYTES`], `verdict` is replaced by its `schema`, `status`,
 ///   `finding`, `summary`, `cause` and `fix` and a `truncated` note.
 /// * `client_url` and `links`: the verdict URL, only when the notice has one.
+/// * `images`: the verdict's picture, only when the notice links its signed page over
+///   HTTPS ([`Notice::picture_https`]).
 ///
 /// `severity` is written as given (configuration checks it).
 pub fn event(notice: &Notice, routing_key: &str, severity: &str) -> Value {
@@ -229,6 +235,12 @@ pub fn event(notice: &Notice, routing_key: &str, severity: &str) -> Value {
     }
     if !links.is_empty() {
         event.insert("links".into(), links.into());
+    }
+    // The verdict's picture (`/verdicts/{id}.png` under the page's signature): PagerDuty
+    // shows `images` only from HTTPS sources.
+    // <https://developer.pagerduty.com/docs/events-api-v2-overview#images>
+    if let (Some(src), Some(href)) = (notice.picture_https(), &notice.verdict_url) {
+        event.insert("images".into(), json!([{ "src": src, "href": href, "alt": IMAGE_ALT }]));
     }
     let mut event = Value::Object(event);
 
@@ -395,6 +407,26 @@ mod tests {
         assert_eq!(e["payload"]["custom_details"]["reason"], "Prometheus is unreachable");
         assert!(e["payload"].get("component").is_none());
         assert!(e.get("links").is_none() && e.get("client_url").is_none());
+    }
+
+    #[test]
+    fn the_pictures_image_goes_only_with_a_signed_https_link() {
+        let mut n = notice(NoticeKind::Verdict, Some(verdict("s")));
+        n.verdict_url = Some("https://culprit.example.com/verdicts/7?expires=9&sig=ab".into());
+        let e = event(&n, "R0UTINGKEY0000000000000000000000", "warning");
+        assert_eq!(
+            e["images"],
+            json!([{
+                "src": "https://culprit.example.com/verdicts/7.png?expires=9&sig=ab",
+                "href": "https://culprit.example.com/verdicts/7?expires=9&sig=ab",
+                "alt": IMAGE_ALT,
+            }])
+        );
+        for url in ["http://culprit.example.com/verdicts/7?expires=9&sig=ab", "https://c.example.com/api/v1/verdicts/7"]
+        {
+            n.verdict_url = Some(url.into());
+            assert!(event(&n, "R0UTINGKEY0000000000000000000000", "warning").get("images").is_none(), "{url}");
+        }
     }
 
     #[test]

@@ -57,6 +57,7 @@ mod blocks;
 mod escaping;
 mod incident;
 mod parts;
+mod picture;
 
 use std::fmt::Write as _;
 
@@ -74,6 +75,7 @@ use parts::{
     bulleted, could_not_line, culprit_name, graph_line, group_resolved_line, hazard_line, hazards_sorted, job_line,
     joined_line, labels_line, numbered, resolved_line, short_blocks, status_title, verdict_blocks,
 };
+pub use picture::{MAX_IMAGE_URL, with_picture};
 
 /// Most blocks in one message.
 /// <https://api.slack.com/reference/block-kit/blocks>

@@ -12,7 +12,8 @@
 //!    "Changed: …") — Workflows webhooks cannot edit a message, so every later notice is a
 //!    new post that says what it updates;
 //! 2. the title (status, culprit, job) and the summary (culprit and why);
-//! 3. hazards, then the numbered fix;
+//! 3. hazards, then the numbered fix, then the verdict's picture ([`crate::render::png`],
+//!    an `Image` by its signed HTTPS link) when the notice has one;
 //! 4. a `FactSet` of culprit, finding, confidence, job and time;
 //! 5. the vertex table as a `FactSet` (one fact per vertex: busy, backpressured, state);
 //! 6. details: why (the cause), what would not help, the alert group's labels;
@@ -249,6 +250,13 @@ fn parts(notice: &Notice, first_post_ms: Option<i64>) -> Parts {
             head.push(heading(&title(v, &notice.job.name)));
             head.push(text(&escape(&names.text(&v.summary), SUMMARY)));
             head.extend(hazards_and_fix(v, &names));
+            // The verdict's picture by its signed HTTPS link: Teams fetches it.
+            // <https://adaptivecards.io/explorer/Image.html>
+            if let Some(url) = notice.picture_https() {
+                head.push(
+                    json!({ "type": "Image", "url": url, "altText": crate::render::png::ALT_TEXT, "size": "Stretch" }),
+                );
+            }
             let mut facts = Vec::new();
             if let Some(c) = &v.culprit {
                 let mut name = escape(&names::prose_name(&c.vertex_name), FACT);
@@ -447,6 +455,26 @@ mod tests {
 
     fn body_text(m: &Value) -> String {
         m["attachments"][0]["content"]["body"].to_string()
+    }
+
+    #[test]
+    fn the_verdicts_picture_is_an_image_only_with_a_signed_https_link() {
+        let images = |url: &str| {
+            let mut n = notice(NoticeKind::Verdict, Some(demo("slow-sink")));
+            n.verdict_url = Some(url.into());
+            let m = message(&n, None);
+            let body = m["attachments"][0]["content"]["body"].as_array().unwrap().clone();
+            body.into_iter()
+                .filter(|b| b["type"] == "Image")
+                .map(|b| b["url"].as_str().unwrap().to_string())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            images("https://c.example/verdicts/42?expires=9&sig=ab"),
+            ["https://c.example/verdicts/42.png?expires=9&sig=ab"]
+        );
+        assert!(images("https://culprit.example.com/api/v1/verdicts/42").is_empty());
+        assert!(images("http://c.example/verdicts/42?expires=9&sig=ab").is_empty());
     }
 
     #[test]

@@ -137,6 +137,12 @@ mod tests {
         assert_eq!(check(b"key", 42, Some(b), None, None, now), Err(LinkError::Unsigned));
         assert_eq!(check(b"key", 42, Some(b), e, Some("zz"), now), Err(LinkError::Invalid));
         assert_eq!(check(b"key", 42, None, e, sig, now), Err(LinkError::Invalid));
+        // The picture: the same query string on `{id}.png`; none for an unsigned or API link.
+        use crate::model::notice::picture_link;
+        assert_eq!(picture_link(&url).unwrap(), url.replace("/verdicts/42?", "/verdicts/42.png?"));
+        assert_eq!(picture_link("https://c.example/verdicts/7"), None);
+        assert_eq!(picture_link("https://c.example/api/v1/verdicts/7?sig=ab"), None);
+        assert_eq!(picture_link("https://c.example/verdicts/7?expires=1"), None);
     }
 
     #[test]

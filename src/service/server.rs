@@ -505,9 +505,11 @@ fn link_denied(status: StatusCode, why: &str, html: bool) -> Response {
 }
 
 /// `GET /verdicts/{id}`: the verdict page to a browser (`Accept: text/html`), its JSON
-/// otherwise. A signed link (`expires`, `sig`) opens it without credentials until it
-/// expires; without a signature the API's authentication applies. 401 unsigned (when the
-/// API needs credentials), 403 expired or invalid; 404 no such verdict.
+/// otherwise; `GET /verdicts/{id}.png`: its picture ([`crate::render::png`]), under the
+/// same link (the page's query string opens its picture). A signed link (`expires`, `sig`)
+/// opens it without credentials until it expires; without a signature the API's
+/// authentication applies. 401 unsigned (when the API needs credentials), 403 expired or
+/// invalid; 404 no such verdict.
 async fn verdict_link(
     State(state): State<Arc<AppState>>,
     headers: HeaderMap,
@@ -516,6 +518,11 @@ async fn verdict_link(
 ) -> Response {
     use crate::service::links::{LinkError, check};
     let html = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()).is_some_and(|a| a.contains("text/html"));
+    let (id, picture) = match id.strip_suffix(".png") {
+        Some(id) => (id, true),
+        None => (id.as_str(), false),
+    };
+    let html = html && !picture;
     let Ok(id) = id.parse::<i64>() else {
         return link_denied(StatusCode::NOT_FOUND, "There is no such verdict.", html);
     };
@@ -562,8 +569,26 @@ async fn verdict_link(
     }
     let format = if html { Format::Html } else { Format::Json };
     match stored {
+        Some(v) if picture => picture_response(v.verdict).await,
         Some(v) => render_response(&v.verdict, format),
         None => link_denied(StatusCode::NOT_FOUND, "There is no such verdict.", html),
+    }
+}
+
+/// The verdict's picture as `image/png`, drawn off the async workers (tens of ms of CPU).
+async fn picture_response(stored: serde_json::Value) -> Response {
+    let drawn = tokio::task::spawn_blocking(move || {
+        let verdict: crate::model::verdict::Verdict = serde_json::from_value(stored).map_err(|e| e.to_string())?;
+        crate::render::png::png(&verdict).map_err(|e| e.to_string())
+    })
+    .await;
+    match drawn {
+        Ok(Ok(bytes)) => ([(header::CONTENT_TYPE, "image/png")], bytes).into_response(),
+        Ok(Err(e)) => {
+            tracing::warn!(error = %e, "cannot draw a verdict's picture");
+            json_error(StatusCode::INTERNAL_SERVER_ERROR, "the picture could not be drawn")
+        }
+        Err(_) => json_error(StatusCode::INTERNAL_SERVER_ERROR, "the picture could not be drawn"),
     }
 }
 

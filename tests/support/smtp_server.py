@@ -73,6 +73,11 @@ class Handler:
             "references": str(msg.get("References", "")),
             "text": text.get_content() if text is not None else "",
             "html": html.get_content() if html is not None else "",
+            "images": [
+                {"content_id": str(part.get("Content-ID", "")), "content_type": part.get_content_type(),
+                 "disposition": part.get_content_disposition(), "png": part.get_content()[:8] == b"\x89PNG\r\n\x1a\n"}
+                for part in msg.walk() if part.get_content_maintype() == "image"
+            ],
             "tls": session.ssl is not None,
             "authenticated": bool(session.authenticated),
         }

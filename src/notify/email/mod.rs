@@ -36,7 +36,8 @@ use std::fmt;
 use std::time::{Duration, UNIX_EPOCH};
 
 use futures::future::BoxFuture;
-use lettre::message::{Mailbox, MultiPart};
+use lettre::message::header::ContentType;
+use lettre::message::{Attachment, Mailbox, MultiPart, SinglePart};
 use lettre::transport::smtp::authentication::Credentials;
 use lettre::transport::smtp::client::{Certificate, Tls, TlsParameters};
 use lettre::{AsyncSmtpTransport, AsyncTransport, Message, Tokio1Executor};
@@ -183,8 +184,18 @@ impl Email {
         if !e.references.is_empty() {
             b = b.references(e.references.join(" "));
         }
+        let body = match e.picture {
+            // The HTML and its picture together (multipart/related), the text beside them.
+            Some(png) => MultiPart::alternative().singlepart(SinglePart::plain(e.text)).multipart(
+                MultiPart::related().singlepart(SinglePart::html(e.html)).singlepart(
+                    Attachment::new_inline(crate::render::email::PICTURE_CID.to_string())
+                        .body(png, ContentType::parse("image/png").expect("a valid content type")),
+                ),
+            ),
+            None => MultiPart::alternative_plain_html(e.text, e.html),
+        };
         let m = b
-            .multipart(MultiPart::alternative_plain_html(e.text, e.html))
+            .multipart(body)
             .map_err(|err| NotifyError::fatal(format!("{what}: the message cannot be built: {err}")))?;
         Ok((m, e.message_id))
     }

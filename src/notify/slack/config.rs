@@ -17,6 +17,25 @@ pub enum SlackMode {
     IncomingWebhook,
 }
 
+/// How a verdict's picture (the job graph with the culprit marked and the busy /
+/// backpressured strip, `GET /verdicts/{id}.png`) goes to Slack.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, Default, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum SlackImage {
+    /// web_api mode: uploaded into the verdict's thread (`files.getUploadURLExternal`, the
+    /// bytes, `files.completeUploadExternal`; the bot needs the `files:write` scope). No
+    /// public URL is needed. A failed upload is logged and never holds up or repeats the
+    /// verdict. incoming_webhook mode cannot upload: no picture.
+    #[default]
+    Upload,
+    /// An image block in the message, by its signed HTTPS link: only when Slack can fetch
+    /// `server.external_url` (public HTTPS) and `server.link_secret` is set. If Slack
+    /// cannot fetch it, it refuses the blocks and the message goes as its text alone.
+    Link,
+    /// No picture.
+    Off,
+}
+
 /// Slack.
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -40,6 +59,13 @@ pub struct SlackConfig {
     /// Web API base URL. Default `https://slack.com/api`.
     #[serde(default = "default_slack_api")]
     pub api_url: String,
+    /// The verdict's picture (`GET /verdicts/{id}.png`): `upload` (default: shared in the
+    /// verdict's thread, web_api mode, with the `files:write` scope; none in
+    /// incoming_webhook mode), `link` (an image block by its signed HTTPS link: only when
+    /// Slack can fetch `server.external_url`) or `off`. A failed upload is logged and never
+    /// fails or repeats the verdict.
+    #[serde(default)]
+    pub image: SlackImage,
 }
 
 fn default_slack_api() -> String {

@@ -74,8 +74,9 @@ mod hints;
 mod history;
 mod incident;
 mod pacing;
+mod picture;
 
-pub use config::{SlackConfig, SlackMode};
+pub use config::{SlackConfig, SlackImage, SlackMode};
 
 use std::fmt;
 use std::time::Duration;
@@ -169,6 +170,8 @@ pub struct Slack {
     redactor: Redactor,
     /// When each incident summary (by `ts`) may next be updated.
     incident_updates: crate::notify::pace::KeyedPacer,
+    /// How the verdict's picture goes ([`picture`]).
+    image: SlackImage,
 }
 
 enum Mode {
@@ -377,6 +380,7 @@ impl Slack {
                 &format!("{scope}:update"),
                 incident::INCIDENT_UPDATE_INTERVAL,
             ),
+            image: cfg.image,
         })
     }
 
@@ -582,7 +586,7 @@ impl Slack {
         if notice.kind == NoticeKind::Incident {
             return self.send_incident(channel, notice, state).await;
         }
-        let msg = message(notice);
+        let msg = self.message(notice);
         let parent = Parent::from_state(state);
         if state.is_some() && parent.is_none() {
             tracing::warn!(
@@ -620,6 +624,7 @@ impl Slack {
             self.post_reply(&parent, notice, &changed_reply(notice)).await?;
             // The state names the message: the next attempt finds it in its channel.
             self.post_details_after(&parent, notice, true).await?;
+            self.share_picture(&parent, notice).await;
         } else {
             self.post_reply(&parent, notice, &msg).await?;
         }
@@ -667,6 +672,7 @@ impl Slack {
         // Without a state, the next attempt looks in the configured channel: only an id
         // (what Slack answers with) can be read there.
         self.post_details_after(&parent, notice, channel == parent.channel).await?;
+        self.share_picture(&parent, notice).await;
         Ok(Sent { state: Some(parent.state()) })
     }
 
@@ -850,8 +856,16 @@ impl Slack {
         e
     }
 
+    /// The notice's message, with the picture's image block in [`SlackImage::Link`].
+    fn message(&self, notice: &Notice) -> SlackMessage {
+        match self.image {
+            SlackImage::Link => crate::render::slack::with_picture(message(notice), notice),
+            _ => message(notice),
+        }
+    }
+
     async fn send_webhook(&self, url: &SecretString, notice: &Notice) -> Result<Sent, NotifyError> {
-        let msg = message(notice);
+        let msg = self.message(notice);
         let full = json!({ "text": msg.text, "blocks": msg.blocks, "unfurl_links": false, "unfurl_media": false, "parse": "none", "link_names": false });
         let result = match self.webhook_post(url, &full).await {
             Err(Failure::Api { code, .. }) => {
