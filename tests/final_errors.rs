@@ -75,6 +75,9 @@ fn web_api(c: &Capture, token: &tempfile::NamedTempFile) -> Slack {
         channel: Some("C0ALERTS".into()),
         webhook_url: None,
         api_url: format!("{}/slack/api", c.url),
+        signing_secret: None,
+        alertmanager_url: None,
+        alertmanager_auth: None,
     })
     .unwrap()
 }
@@ -161,6 +164,9 @@ async fn slack_incoming_webhook_errors_say_what_to_do() {
         channel: None,
         webhook_url: Some(SecretSource::File(file.path().to_path_buf())),
         api_url: "https://slack.com/api".into(),
+        signing_secret: None,
+        alertmanager_url: None,
+        alertmanager_auth: None,
     })
     .unwrap();
     for (status, code, fix) in [

@@ -82,6 +82,9 @@ fn web_api(capture: &Capture) -> (Slack, tempfile::NamedTempFile) {
         channel: Some("C0FLINKOPS".into()),
         webhook_url: None,
         api_url: format!("{}/api", capture.url),
+        signing_secret: None,
+        alertmanager_url: None,
+        alertmanager_auth: None,
     };
     (Slack::new(&cfg).unwrap(), token)
 }

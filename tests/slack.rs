@@ -36,6 +36,9 @@ fn web_api(server: &MockServer) -> (Slack, tempfile::NamedTempFile) {
         channel: Some(CHANNEL.into()),
         webhook_url: None,
         api_url: server.uri(),
+        signing_secret: None,
+        alertmanager_url: None,
+        alertmanager_auth: None,
     };
     (Slack::new(&cfg).unwrap(), file)
 }
@@ -50,6 +53,9 @@ fn incoming_webhook(server: &MockServer) -> (Slack, tempfile::NamedTempFile, Str
         channel: None,
         webhook_url: Some(SecretSource::File(file.path().to_path_buf())),
         api_url: "https://slack.com/api".into(),
+        signing_secret: None,
+        alertmanager_url: None,
+        alertmanager_auth: None,
     };
     (Slack::new(&cfg).unwrap(), file, url)
 }
@@ -627,6 +633,9 @@ async fn an_unreachable_webhook_is_retryable_and_its_url_is_not_in_the_error() {
         channel: None,
         webhook_url: Some(SecretSource::File(f.path().to_path_buf())),
         api_url: "https://slack.com/api".into(),
+        signing_secret: None,
+        alertmanager_url: None,
+        alertmanager_auth: None,
     };
     let slack = Slack::new(&cfg).unwrap();
     let e = slack.send(&first_verdict(), None).await.unwrap_err();
@@ -695,6 +704,9 @@ fn a_configuration_without_its_secret_is_refused_without_showing_a_url() {
         channel: Some(CHANNEL.into()),
         webhook_url: None,
         api_url: "https://slack.com/api".into(),
+        signing_secret: None,
+        alertmanager_url: None,
+        alertmanager_auth: None,
     };
     assert!(Slack::new(&base).unwrap_err().contains("token"));
     let f = secret_file(TOKEN);
@@ -719,6 +731,9 @@ fn slack_wants_every_kind_of_notice() {
         channel: Some(CHANNEL.into()),
         webhook_url: None,
         api_url: "https://slack.com/api".into(),
+        signing_secret: None,
+        alertmanager_url: None,
+        alertmanager_auth: None,
     };
     let slack = Slack::new(&cfg).unwrap();
     for kind in [NoticeKind::Verdict, NoticeKind::Resolved, NoticeKind::CouldNotDiagnose] {
@@ -935,6 +950,9 @@ fn the_incoming_webhook_takes_no_revision_and_no_group_joining_or_leaving() {
         channel: None,
         webhook_url: Some(SecretSource::File(f.path().to_path_buf())),
         api_url: "https://slack.com/api".into(),
+        signing_secret: None,
+        alertmanager_url: None,
+        alertmanager_auth: None,
     };
     let slack = Slack::new(&cfg).unwrap();
     assert!(!slack.wants(&episode_notice(NoticeKind::Verdict, 1, "k")));

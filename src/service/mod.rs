@@ -42,6 +42,7 @@ pub mod pipeline;
 pub mod refusals;
 pub mod retry;
 pub mod server;
+pub mod slack_actions;
 pub mod store;
 mod worker;
 

@@ -10,6 +10,7 @@
 //! | `GET /healthz` | the process answers |
 //! | `GET /readyz` | the store is writable and not corrupt, and Prometheus answers; else 503 with the reasons; losses found in the store's files at start are listed as `warnings` (200) until acknowledged. On PostgreSQL it also gives the clock skew, with a warning above 2 s |
 //! | `GET /metrics` | culprit's own metrics |
+//! | `POST /slack/interactivity` | the Slack buttons, verified by Slack's signature ([`crate::service::slack_actions`]) |
 //!
 //! Layers: the security headers ([`crate::service::headers`]), request ids
 //! (`x-request-id`, generated or propagated), tracing, a request timeout, the body limit,
@@ -87,6 +88,8 @@ pub struct AppState {
     api_auth: Option<ExpectedAuth>,
     /// `server.request_timeout`.
     request_timeout: Duration,
+    /// The Slack destinations whose buttons `/slack/interactivity` answers.
+    slack: Arc<crate::service::slack_actions::Interactivity>,
 }
 
 fn json_error(status: StatusCode, message: &str) -> Response {
@@ -565,6 +568,11 @@ async fn verdict_link(
     }
 }
 
+/// `POST /slack/interactivity`: Slack's own signature is its authentication.
+async fn slack_interactivity(State(state): State<Arc<AppState>>, headers: HeaderMap, body: Bytes) -> Response {
+    crate::service::slack_actions::interactivity(&state.service, &state.slack, &headers, &body)
+}
+
 async fn healthz() -> &'static str {
     "ok\n"
 }
@@ -688,6 +696,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/api/v1/incidents", get(incidents))
         .route("/api/v1/dead-letters", get(dead_letters))
         .route("/verdicts/{id}", get(verdict_link))
+        .route("/slack/interactivity", post(slack_interactivity))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
@@ -772,7 +781,8 @@ impl Application {
         let (stop, stop_rx) = watch::channel(false);
         let workers = service.spawn(stop_rx.clone());
         let request_timeout = Duration::from_millis(config.server.request_timeout.as_ms() as u64);
-        let state = Arc::new(AppState { service: service.clone(), webhook_auth, api_auth, request_timeout });
+        let slack = Arc::new(crate::service::slack_actions::Interactivity::from_config(&config)?);
+        let state = Arc::new(AppState { service: service.clone(), webhook_auth, api_auth, request_timeout, slack });
         // The layers every request passes (outermost first): the security headers, a request
         // id, tracing, the id copied to the response, `guard` (authentication and the timeout), the body limit.
         // They wrap the router once, not each route (as `Router::layer` does): wrapped per

@@ -3,8 +3,8 @@
 use serde::{Deserialize, Serialize};
 
 use crate::notify::Destination;
-use crate::notify::registry::{DestinationConfig, SecretField, SecretForm};
-use crate::settings::SecretSource;
+use crate::notify::registry::{DestinationConfig, SecretField, SecretForm, auth_secrets};
+use crate::settings::{HttpAuth, SecretSource};
 
 /// How culprit posts to Slack.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, Default, schemars::JsonSchema)]
@@ -40,6 +40,22 @@ pub struct SlackConfig {
     /// Web API base URL. Default `https://slack.com/api`.
     #[serde(default = "default_slack_api")]
     pub api_url: String,
+    /// The Slack app's signing secret (Basic Information → App Credentials), web_api mode:
+    /// set, verdict messages carry the buttons "Re-diagnose now" (and "Silence 2 h" with
+    /// `alertmanager_url`), and `POST /slack/interactivity` takes Slack's button presses,
+    /// each verified by its `X-Slack-Signature` (HMAC-SHA256 with this secret, at most
+    /// 5 minutes old). Point the app's Interactivity Request URL at
+    /// `{server.external_url}/slack/interactivity`. Unset: no buttons but links.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signing_secret: Option<SecretSource>,
+    /// The Alertmanager (base URL, `http://alertmanager:9093`) where the "Silence 2 h"
+    /// button creates a silence (API v2 `POST /api/v2/silences`) on the alert group's
+    /// labels, by the Slack user who pressed it. Unset: no Silence button.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub alertmanager_url: Option<String>,
+    /// Optional authentication for `alertmanager_url` (an Alertmanager behind a proxy).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub alertmanager_auth: Option<HttpAuth>,
 }
 
 fn default_slack_api() -> String {
@@ -65,11 +81,22 @@ impl DestinationConfig for SlackConfig {
             source: u,
             form: SecretForm::Url,
         });
-        token.chain(url).collect()
+        let signing = self.signing_secret.iter().map(|s| SecretField {
+            key: "signing_secret".into(),
+            source: s,
+            form: SecretForm::Plain,
+        });
+        token
+            .chain(url)
+            .chain(signing)
+            .chain(auth_secrets("alertmanager_auth", self.alertmanager_auth.as_ref()))
+            .collect()
     }
 
     fn urls(&self) -> Vec<(&'static str, &str)> {
-        vec![("notify.slack.api_url", &self.api_url)]
+        let mut urls = vec![("notify.slack.api_url", self.api_url.as_str())];
+        urls.extend(self.alertmanager_url.as_deref().map(|u| ("notify.slack.alertmanager_url", u)));
+        urls
     }
 
     fn validate(&self, problems: &mut Vec<String>) {
@@ -84,6 +111,14 @@ impl DestinationConfig for SlackConfig {
                 problems.push("notify.slack: mode incoming_webhook needs `webhook_url`".into())
             }
             _ => {}
+        }
+        if self.mode != SlackMode::WebApi && self.signing_secret.is_some() {
+            problems.push("notify.slack: `signing_secret` (the buttons) needs mode web_api: the buttons' results are posted in the verdict's thread".into());
+        }
+        if self.alertmanager_url.is_some() && self.signing_secret.is_none() {
+            problems.push(
+                "notify.slack: `alertmanager_url` is for the Silence button, which needs `signing_secret`".into(),
+            );
         }
     }
 
