@@ -33,6 +33,7 @@
 mod delivery;
 pub mod episode;
 pub mod headers;
+pub mod history;
 pub mod incidents;
 pub mod intake;
 pub mod links;

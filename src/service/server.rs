@@ -5,6 +5,7 @@
 //! | `POST /webhook/alertmanager`, `POST /webhook/grafana` | an Alertmanager v4 webhook or a Grafana Alerting webhook contact point's (v1), either at either path ([`crate::service::intake`]) → 202 once durably stored; 400 not a payload culprit reads (the body says which are accepted; logged at INFO once per sender per interval); 401, 413 over the body limit, 415 not JSON (each logged at INFO once per peer per interval); 503 queue full or store failing (Alertmanager and Grafana retry 5xx and drop 4xx, so never 429) |
 //! | `GET /api/v1/diagnose?job=&at=&window=&cluster=&format=` | a live verdict: JSON, or text/markdown by `Accept` or `format=` |
 //! | `GET /api/v1/verdicts[?limit=]`, `GET /api/v1/verdicts/{id}` | recent verdicts |
+//! | `GET /verdicts[?job=&finding=&since=&until=&limit=&compare=A,B]` | the history of verdicts: a page to a browser, JSON otherwise, behind the API's authentication ([`crate::service::history`]) |
 //! | `GET /api/v1/incidents` | jobs whose culprits share a cause, within `[incidents] lookback`, newest first ([`crate::service::incidents`]) |
 //! | `GET /api/v1/dead-letters[?limit=]` | stored rows that could not be decoded, moved aside |
 //! | `GET /healthz` | the process answers |
@@ -568,6 +569,29 @@ async fn verdict_link(
     }
 }
 
+/// `GET /verdicts`: the history, behind the API's authentication (a 401 page to a browser).
+async fn history(
+    State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
+    Query(p): Query<crate::service::history::Params>,
+) -> Response {
+    let html = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()).is_some_and(|a| a.contains("text/html"));
+    if let Some(expected) = &state.api_auth
+        && !expected.accepts(&headers)
+    {
+        let mut r = link_denied(StatusCode::UNAUTHORIZED, "The history needs the API's credentials.", html);
+        // A browser asks for a password when the API takes basic authentication.
+        let scheme = if matches!(state.service.config.server.api(), Some(ServerAuth::Basic { .. })) {
+            "Basic realm=\"culprit\""
+        } else {
+            "Bearer"
+        };
+        r.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static(scheme));
+        return r;
+    }
+    crate::service::history::answer(&state.service, p, html).await
+}
+
 /// `POST /slack/interactivity`: Slack's own signature is its authentication.
 async fn slack_interactivity(State(state): State<Arc<AppState>>, headers: HeaderMap, body: Bytes) -> Response {
     crate::service::slack_actions::interactivity(&state.service, &state.slack, &headers, &body)
@@ -695,6 +719,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/api/v1/verdicts/{id}", get(verdict))
         .route("/api/v1/incidents", get(incidents))
         .route("/api/v1/dead-letters", get(dead_letters))
+        .route("/verdicts", get(history))
         .route("/verdicts/{id}", get(verdict_link))
         .route("/slack/interactivity", post(slack_interactivity))
         .route("/healthz", get(healthz))
