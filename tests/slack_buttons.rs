@@ -254,7 +254,7 @@ async fn re_diagnose_now_replies_in_the_thread_that_the_verdict_is_unchanged() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn forged_replayed_unsigned_and_tampered_presses_are_refused_and_do_nothing() {
+async fn forged_replayed_unsigned_and_tampered_presses_do_nothing_and_the_same_request_twice_acts_once() {
     if !alertmanager_installed() {
         return;
     }
@@ -286,5 +286,15 @@ async fn forged_replayed_unsigned_and_tampered_presses_are_refused_and_do_nothin
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert!(silences(&w.alertmanager).await.is_empty());
     assert_eq!(w.slack.on("/api/chat.postMessage").len(), posts_before, "nothing was posted");
+
+    // The genuine request, then the very same request again within the window: one silence.
+    assert_eq!(press(&w.app, &body, ts, &signed).await.0, 200);
+    assert_eq!(press(&w.app, &body, ts, &signed).await.0, 200);
+    support::wait_for("the silence reply", Duration::from_secs(20), || {
+        replies(&w.slack).iter().any(|r| r["text"].as_str().unwrap_or("").contains("Silenced by"))
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(silences(&w.alertmanager).await.len(), 1, "a replayed request is not acted on twice");
     w.app.stop().await;
 }

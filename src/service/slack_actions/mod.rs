@@ -60,6 +60,10 @@ struct App {
 #[derive(Default)]
 pub struct Interactivity {
     apps: Vec<Arc<App>>,
+    /// The signatures of the requests acted on within the replay window, with their
+    /// timestamps: the same request again (a replay, or Slack sending it twice) is
+    /// acknowledged and not acted on twice.
+    seen: std::sync::Mutex<std::collections::HashMap<String, i64>>,
 }
 
 impl std::fmt::Debug for Interactivity {
@@ -89,7 +93,17 @@ impl Interactivity {
                 .map_err(|e| format!("{destination}: alertmanager_url: {e}"))?;
             apps.push(Arc::new(App { destination, secret, slack: Slack::new(cfg)?, silencer }));
         }
-        Ok(Interactivity { apps })
+        Ok(Interactivity { apps, seen: Default::default() })
+    }
+
+    /// Whether a verified request (by its signature, at `ts`) is new; forgets those older
+    /// than the replay window, which could not verify again anyway.
+    fn first_time(&self, headers: &HeaderMap, now_s: i64) -> bool {
+        let header = |k: &str| headers.get(k).and_then(|v| v.to_str().ok()).unwrap_or_default();
+        let ts = header("x-slack-request-timestamp").trim().parse::<i64>().unwrap_or(now_s);
+        let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+        seen.retain(|_, t| (now_s - *t).abs() <= signature::MAX_AGE_S);
+        seen.insert(header("x-slack-signature").to_string(), ts).is_none()
     }
 
     /// The app whose secret verifies the request; else the refusal that says most (a
@@ -115,8 +129,10 @@ fn refuse(status: StatusCode, message: &str) -> Response {
 }
 
 /// `POST /slack/interactivity` (see the module docs): 200 with an empty body once the
-/// signature holds and the payload reads (its work spawned); 401 unsigned, stale or
-/// forged; 400 not an interaction payload; 404 interactivity not configured.
+/// signature holds and the payload reads (its work spawned, once per request: the same
+/// signed request again within the window is acknowledged and not acted on); 401
+/// unsigned, stale or forged; 400 not an interaction payload; 404 interactivity not
+/// configured.
 pub fn interactivity(service: &Arc<Service>, apps: &Interactivity, headers: &HeaderMap, body: &[u8]) -> Response {
     if apps.apps.is_empty() {
         return refuse(StatusCode::NOT_FOUND, "Slack interactivity is not configured ([notify.slack] signing_secret)");
@@ -133,6 +149,10 @@ pub fn interactivity(service: &Arc<Service>, apps: &Interactivity, headers: &Hea
         Ok(p) => p,
         Err(e) => return refuse(StatusCode::BAD_REQUEST, &e),
     };
+    if !apps.first_time(headers, now_s) {
+        tracing::info!(destination = %app.destination, "slack interactivity: the same request again; acknowledged, not acted on twice");
+        return StatusCode::OK.into_response();
+    }
     if payload.kind == "block_actions" {
         for action in payload.actions {
             if action.action_id == REDIAGNOSE_ACTION || action.action_id == SILENCE_ACTION {
