@@ -21,8 +21,13 @@ use support::capture::Capture;
 
 const SIGNING_SECRET: &str = "8f742231b10e8888abcd99yyyzzz85a5";
 
-/// Slack's documented block_actions example, with culprit's button as the action pressed.
-fn block_actions(action_id: &str, value: &str) -> String {
+/// Where the payloads' `response_url` points: the Slack stand-in (whose host is
+/// `api_url`'s), as `https://hooks.slack.com/actions/…` in Slack's example.
+const RESPONSE_PATH: &str = "/actions/AABA1ABCD/1232321423432/D09sSasdasdAS9091209";
+
+/// Slack's documented block_actions example, with culprit's button as the action pressed
+/// and its `response_url` on `slack` (the stand-in).
+fn block_actions(slack: &Capture, action_id: &str, value: &str) -> String {
     let payload = json!({
         "type": "block_actions",
         "team": {"id": "T9TK3CUKW", "domain": "example"},
@@ -32,7 +37,7 @@ fn block_actions(action_id: &str, value: &str) -> String {
         "container": {"type": "message", "message_ts": "1548261231.000200", "channel_id": "CBR2V3XEX", "is_ephemeral": false},
         "trigger_id": "12321423423.333649436676.d8c1bb837935619ccad0f624c448ffb3",
         "channel": {"id": "CBR2V3XEX", "name": "review-updates"},
-        "response_url": "https://hooks.slack.com/actions/AABA1ABCD/1232321423432/D09sSasdasdAS9091209",
+        "response_url": format!("{}{RESPONSE_PATH}", slack.url),
         "actions": [{"action_id": action_id, "block_id": "=qXel", "text": {"type": "plain_text", "text": "x", "emoji": true},
                      "value": value, "type": "button", "action_ts": "1548426417.840180"}]
     });
@@ -158,7 +163,7 @@ async fn silence_2_h_creates_an_alertmanager_silence_on_the_groups_stored_labels
     let id = b[2].1.clone();
     assert!(id.parse::<i64>().is_ok(), "the value is the verdict id alone: {id}");
 
-    let body = block_actions("culprit_silence", &id);
+    let body = block_actions(&w.slack, "culprit_silence", &id);
     let ts = now_s();
     let (status, took) = press(&w.app, &body, ts, &sign(SIGNING_SECRET.as_bytes(), ts, body.as_bytes())).await;
     assert_eq!(status, 200);
@@ -237,7 +242,7 @@ async fn re_diagnose_now_replies_in_the_thread_that_the_verdict_is_unchanged() {
     }
     let w = world().await;
     let id = buttons(&w.slack.slack_messages()[0])[1].1.clone();
-    let body = block_actions("culprit_rediagnose", &id);
+    let body = block_actions(&w.slack, "culprit_rediagnose", &id);
     let ts = now_s();
     let (status, took) = press(&w.app, &body, ts, &sign(SIGNING_SECRET.as_bytes(), ts, body.as_bytes())).await;
     assert_eq!(status, 200);
@@ -260,7 +265,7 @@ async fn forged_replayed_unsigned_and_tampered_presses_do_nothing_and_the_same_r
     }
     let w = world().await;
     let id = buttons(&w.slack.slack_messages()[0])[2].1.clone();
-    let body = block_actions("culprit_silence", &id);
+    let body = block_actions(&w.slack, "culprit_silence", &id);
     let ts = now_s();
     let posts_before = w.slack.on("/api/chat.postMessage").len();
 
@@ -274,18 +279,24 @@ async fn forged_replayed_unsigned_and_tampered_presses_do_nothing_and_the_same_r
     assert_eq!(press(&w.app, &body, ts, "").await.0, 401);
     // Signed, then another verdict id put in: the signature no longer holds.
     let signed = sign(SIGNING_SECRET.as_bytes(), ts, body.as_bytes());
-    let tampered = block_actions("culprit_silence", &format!("{}", id.parse::<i64>().unwrap() + 1));
+    let tampered = block_actions(&w.slack, "culprit_silence", &format!("{}", id.parse::<i64>().unwrap() + 1));
     assert_eq!(press(&w.app, &tampered, ts, &signed).await.0, 401);
-    // Signed but not a verdict id (labels smuggled into the value): acknowledged, ignored.
-    let smuggled = block_actions("culprit_silence", r#"{"alertname":".+"}"#);
+    // Signed but not a verdict id (labels smuggled into the value): acknowledged, and the
+    // presser alone told why (an ephemeral answer on the response_url), nothing silenced.
+    let smuggled = block_actions(&w.slack, "culprit_silence", r#"{"alertname":".+"}"#);
     let (status, _) = press(&w.app, &smuggled, ts, &sign(SIGNING_SECRET.as_bytes(), ts, smuggled.as_bytes())).await;
     assert_eq!(status, 200);
+    support::wait_for("the ephemeral answer", Duration::from_secs(10), || !w.slack.on(RESPONSE_PATH).is_empty()).await;
+    let answer = &w.slack.on(RESPONSE_PATH)[0].body;
+    assert_eq!(answer["response_type"], "ephemeral");
+    assert_eq!(answer["text"], ":warning: Silence asked by <@UA8RXUSPL> failed: the button carries no verdict id");
     // A signed body that is no interaction payload.
     assert_eq!(press(&w.app, "text=hi", ts, &sign(SIGNING_SECRET.as_bytes(), ts, b"text=hi")).await.0, 400);
 
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert!(silences(&w.alertmanager).await.is_empty());
-    assert_eq!(w.slack.on("/api/chat.postMessage").len(), posts_before, "nothing was posted");
+    assert_eq!(w.slack.on("/api/chat.postMessage").len(), posts_before, "nothing was posted in the channel");
+    assert_eq!(w.slack.on(RESPONSE_PATH).len(), 1, "only the signed press was answered");
 
     // The genuine request, then the very same request again within the window: one silence.
     assert_eq!(press(&w.app, &body, ts, &signed).await.0, 200);

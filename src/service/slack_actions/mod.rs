@@ -42,6 +42,10 @@ use crate::service::Service;
 use payload::{Action, User};
 use signature::Refused;
 
+/// The host of the `response_url`s culprit answers on: Slack's.
+/// <https://api.slack.com/interactivity/handling#message_responses>
+pub const RESPONSE_HOST: &str = "hooks.slack.com";
+
 /// How long "Silence 2 h" silences.
 pub const SILENCE_FOR_MS: i64 = 2 * 3600 * 1000;
 
@@ -54,6 +58,11 @@ struct App {
     slack: Slack,
     /// Creates the silences (`alertmanager_url`).
     silencer: Option<Silencer>,
+    /// Hosts a `response_url` may be on: [`RESPONSE_HOST`] and `api_url`'s (a Slack
+    /// stand-in's); any other is not posted to.
+    response_hosts: Vec<String>,
+    /// Posts to `response_url`.
+    client: reqwest::Client,
 }
 
 /// The Slack destinations with interactivity (`signing_secret`), secrets read at start.
@@ -91,7 +100,11 @@ impl Interactivity {
                 .map(|u| Silencer::new(u, cfg.alertmanager_auth.as_ref()))
                 .transpose()
                 .map_err(|e| format!("{destination}: alertmanager_url: {e}"))?;
-            apps.push(Arc::new(App { destination, secret, slack: Slack::new(cfg)?, silencer }));
+            let api_host = reqwest::Url::parse(&cfg.api_url).ok().and_then(|u| u.host_str().map(str::to_string));
+            let response_hosts = std::iter::once(RESPONSE_HOST.to_string()).chain(api_host).collect();
+            let client = crate::notify::webhook::http_client("slack: response_url")?;
+            let slack = Slack::new(cfg)?;
+            apps.push(Arc::new(App { destination, secret, slack, silencer, response_hosts, client }));
         }
         Ok(Interactivity { apps, seen: Default::default() })
     }
@@ -156,7 +169,8 @@ pub fn interactivity(service: &Arc<Service>, apps: &Interactivity, headers: &Hea
     if payload.kind == "block_actions" {
         for action in payload.actions {
             if action.action_id == REDIAGNOSE_ACTION || action.action_id == SILENCE_ACTION {
-                tokio::spawn(act(service.clone(), app.clone(), payload.user.clone(), action));
+                let respond = payload.response_url.clone();
+                tokio::spawn(act(service.clone(), app.clone(), payload.user.clone(), action, respond));
             }
         }
     }
@@ -174,16 +188,20 @@ struct Target {
 
 /// Looks the verdict up, does what the button asks and replies in the thread; failures
 /// that leave no thread to reply in are logged.
-async fn act(service: Arc<Service>, app: Arc<App>, user: User, action: Action) {
+async fn act(service: Arc<Service>, app: Arc<App>, user: User, action: Action, response_url: Option<String>) {
     let what = if action.action_id == SILENCE_ACTION { "Silence" } else { "Re-diagnose" };
+    let by = who(&user.id, user.handle());
     let target = match target(&service, &app, action.value.as_deref()).await {
         Ok(t) => t,
         Err(e) => {
             tracing::warn!(destination = %app.destination, action = what, error = %e, "slack button: nothing to act on");
+            // No thread to reply in: the presser alone is told, where Slack takes answers.
+            if let Some(url) = response_url {
+                respond(&app, &url, &action_failed_reply(&by, what, &e)).await;
+            }
             return;
         }
     };
-    let by = who(&user.id, user.handle());
     let result = if action.action_id == SILENCE_ACTION {
         silence_group(&service, &app, &target, &user, &by).await
     } else {
@@ -195,6 +213,30 @@ async fn act(service: Arc<Service>, app: Arc<App>, user: User, action: Action) {
     });
     if let Err(e) = app.slack.reply_text(&target.thread, &text).await {
         tracing::warn!(destination = %app.destination, action = what, error = %e, "slack button: cannot reply in the thread");
+    }
+}
+
+/// An ephemeral answer (only the presser sees it) on the interaction's `response_url`,
+/// when it is on one of the app's [`App::response_hosts`]; failures are logged.
+async fn respond(app: &App, url: &str, text: &str) {
+    let allowed = reqwest::Url::parse(url)
+        .ok()
+        .filter(|u| matches!(u.scheme(), "https" | "http"))
+        .and_then(|u| u.host_str().map(str::to_string))
+        .is_some_and(|h| app.response_hosts.contains(&h));
+    if !allowed {
+        tracing::warn!(destination = %app.destination, "slack button: the response_url is not Slack's; not answered");
+        return;
+    }
+    let body = serde_json::json!({ "response_type": "ephemeral", "replace_original": false, "text": text });
+    match app.client.post(url).json(&body).send().await {
+        Ok(r) if r.status().is_success() => {}
+        Ok(r) => {
+            tracing::warn!(destination = %app.destination, status = r.status().as_u16(), "slack button: response_url refused the answer")
+        }
+        Err(e) => {
+            tracing::warn!(destination = %app.destination, error = %e.without_url(), "slack button: cannot answer on response_url")
+        }
     }
 }
 

@@ -42,6 +42,9 @@ pub struct Payload {
     pub user: User,
     #[serde(default)]
     pub actions: Vec<Action>,
+    /// Where Slack takes an answer to this interaction (ephemeral messages), for 30 minutes.
+    #[serde(default)]
+    pub response_url: Option<String>,
 }
 
 /// The payload of a form-encoded body (`payload=<JSON>`); an error says what is wrong.
@@ -70,6 +73,10 @@ mod tests {
         assert_eq!(p.user.id, "UA8RXUSPL");
         assert_eq!(p.user.handle(), "jtorrance");
         assert_eq!(p.actions, vec![Action { action_id: "WaXA".into(), value: Some("click_me_123".into()) }]);
+        assert_eq!(
+            p.response_url.as_deref(),
+            Some("https://hooks.slack.com/actions/AABA1ABCD/1232321423432/D09sSasdasdAS9091209")
+        );
     }
 
     #[test]
