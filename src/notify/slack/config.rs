@@ -125,10 +125,15 @@ impl DestinationConfig for SlackConfig {
     fn describe(&self) -> String {
         match self.mode {
             SlackMode::WebApi => format!(
-                "{} (Web API at {}, channel {})",
+                "{} (Web API at {}, channel {}{})",
                 self.destination_name(),
                 self.api_url,
-                self.channel.as_deref().unwrap_or("?")
+                self.channel.as_deref().unwrap_or("?"),
+                match (&self.signing_secret, &self.alertmanager_url) {
+                    (None, _) => String::new(),
+                    (Some(_), None) => ", button Re-diagnose now".to_string(),
+                    (Some(_), Some(am)) => format!(", buttons Re-diagnose now and Silence 2 h at {am}"),
+                }
             ),
             SlackMode::IncomingWebhook => format!("{} (incoming webhook)", self.destination_name()),
         }
@@ -140,5 +145,45 @@ impl DestinationConfig for SlackConfig {
 
     fn to_json(&self) -> serde_json::Value {
         serde_json::to_value(self).unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn slack(toml_text: &str) -> SlackConfig {
+        toml::from_str(toml_text).unwrap()
+    }
+
+    fn problems(c: &SlackConfig) -> Vec<String> {
+        let mut p = Vec::new();
+        c.validate(&mut p);
+        p
+    }
+
+    #[test]
+    fn the_buttons_need_web_api_mode_and_the_silence_button_needs_the_signing_secret() {
+        let base = "token = { env = \"T\" }\nchannel = \"C1\"\n";
+        let both = slack(&format!("{base}signing_secret = {{ env = \"S\" }}\nalertmanager_url = \"http://am:9093\"\n"));
+        assert_eq!(problems(&both), Vec::<String>::new());
+        assert_eq!(
+            both.describe(),
+            "slack (Web API at https://slack.com/api, channel C1, buttons Re-diagnose now and Silence 2 h at http://am:9093)"
+        );
+        let webhook =
+            slack("mode = \"incoming_webhook\"\nwebhook_url = { env = \"W\" }\nsigning_secret = { env = \"S\" }\n");
+        assert_eq!(
+            problems(&webhook),
+            [
+                "notify.slack: `signing_secret` (the buttons) needs mode web_api: the buttons' results are posted in the verdict's thread"
+            ]
+        );
+        let no_secret = slack(&format!("{base}alertmanager_url = \"http://am:9093\"\n"));
+        assert_eq!(
+            problems(&no_secret),
+            ["notify.slack: `alertmanager_url` is for the Silence button, which needs `signing_secret`"]
+        );
+        assert_eq!(slack(base).describe(), "slack (Web API at https://slack.com/api, channel C1)");
     }
 }
