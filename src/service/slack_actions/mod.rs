@@ -63,6 +63,29 @@ struct App {
     response_hosts: Vec<String>,
     /// Posts to `response_url`.
     client: reqwest::Client,
+    /// The verdicts whose re-diagnosis runs: a press while one runs starts no second.
+    rediagnosing: InFlight,
+}
+
+/// Verdict ids with an action running.
+#[derive(Default)]
+struct InFlight(std::sync::Mutex<std::collections::HashSet<i64>>);
+
+/// One id marked running until dropped.
+struct Running<'a>(&'a InFlight, i64);
+
+impl InFlight {
+    /// Marks `id` running; `None` when it runs already.
+    fn start(&self, id: i64) -> Option<Running<'_>> {
+        let mut set = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        set.insert(id).then(|| Running(self, id))
+    }
+}
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        (self.0).0.lock().unwrap_or_else(|e| e.into_inner()).remove(&self.1);
+    }
 }
 
 /// The Slack destinations with interactivity (`signing_secret`), secrets read at start.
@@ -104,7 +127,8 @@ impl Interactivity {
             let response_hosts = std::iter::once(RESPONSE_HOST.to_string()).chain(api_host).collect();
             let client = crate::notify::webhook::http_client("slack: response_url")?;
             let slack = Slack::new(cfg)?;
-            apps.push(Arc::new(App { destination, secret, slack, silencer, response_hosts, client }));
+            let rediagnosing = Default::default();
+            apps.push(Arc::new(App { destination, secret, slack, silencer, response_hosts, client, rediagnosing }));
         }
         Ok(Interactivity { apps, seen: Default::default() })
     }
@@ -205,6 +229,16 @@ async fn act(service: Arc<Service>, app: Arc<App>, user: User, action: Action, r
     let result = if action.action_id == SILENCE_ACTION {
         silence_group(&service, &app, &target, &user, &by).await
     } else {
+        let Some(_running) = app.rediagnosing.start(target.id) else {
+            if let Some(url) = response_url {
+                let why = format!(
+                    "a re-diagnosis of verdict {} is running already; its answer comes in the thread",
+                    target.id
+                );
+                respond(&app, &url, &action_failed_reply(&by, what, &why)).await;
+            }
+            return;
+        };
         rediagnose(&service, &target, &by).await
     };
     let text = result.unwrap_or_else(|e| {
@@ -292,4 +326,19 @@ async fn rediagnose(service: &Service, t: &Target, by: &str) -> Result<String, S
     service.metrics.diagnosis("slack_button", &new);
     let unchanged = crate::service::verdict_key(&new) == crate::service::verdict_key(&t.verdict);
     Ok(rediagnosed_reply(by, unchanged, &new))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_verdict_runs_one_re_diagnosis_at_a_time_and_another_verdict_is_not_held() {
+        let running = InFlight::default();
+        let first = running.start(42).expect("nothing runs");
+        assert!(running.start(42).is_none(), "42 runs already");
+        assert!(running.start(43).is_some(), "another verdict is not held");
+        drop(first);
+        assert!(running.start(42).is_some(), "done: 42 may run again");
+    }
 }
