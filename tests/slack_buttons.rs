@@ -236,7 +236,7 @@ async fn silence_2_h_creates_an_alertmanager_silence_on_the_groups_stored_labels
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn re_diagnose_now_replies_in_the_thread_that_the_verdict_is_unchanged() {
+async fn re_diagnose_now_replies_in_the_thread_that_the_verdict_is_unchanged_and_runs_once_at_a_time() {
     if !alertmanager_installed() {
         return;
     }
@@ -255,6 +255,26 @@ async fn re_diagnose_now_replies_in_the_thread_that_the_verdict_is_unchanged() {
     let text = reply["text"].as_str().unwrap();
     assert!(text.starts_with(":arrows_counterclockwise: Re-diagnosed by <@UA8RXUSPL>: unchanged ("), "{text}");
     assert!(silences(&w.alertmanager).await.is_empty(), "re-diagnosing silences nothing");
+
+    // Two presses at once (two requests: the second presser's action_ts differs): one
+    // re-diagnosis runs, the other presser is told so, alone.
+    let second = body.replace("1548426417.840180", "1548426417.840181");
+    // A second later than the first press: the same body at the same time would be that
+    // request again (acknowledged, not acted on).
+    let ts = now_s() + 1;
+    let sig_a = sign(SIGNING_SECRET.as_bytes(), ts, body.as_bytes());
+    let sig_b = sign(SIGNING_SECRET.as_bytes(), ts, second.as_bytes());
+    let (a, b) = tokio::join!(press(&w.app, &body, ts, &sig_a), press(&w.app, &second, ts, &sig_b));
+    assert_eq!((a.0, b.0), (200, 200));
+    let rediagnosed = |slack: &Capture| {
+        replies(slack).iter().filter(|r| r["text"].as_str().unwrap_or("").contains("Re-diagnosed by")).count()
+    };
+    support::wait_for("the second re-diagnosis reply", Duration::from_secs(30), || rediagnosed(&w.slack) >= 2).await;
+    support::wait_for("the ephemeral answer", Duration::from_secs(10), || !w.slack.on(RESPONSE_PATH).is_empty()).await;
+    let answer = w.slack.on(RESPONSE_PATH)[0].body["text"].as_str().unwrap().to_string();
+    assert!(answer.contains(&format!("a re-diagnosis of verdict {id} is running already")), "{answer}");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(rediagnosed(&w.slack), 2, "the first press's reply and one for the two at once");
     w.app.stop().await;
 }
 
