@@ -76,6 +76,9 @@ fn web_api(c: &Capture, token: &tempfile::NamedTempFile) -> Slack {
         webhook_url: None,
         api_url: format!("{}/slack/api", c.url),
         image: culprit::notify::slack::SlackImage::Off,
+        signing_secret: None,
+        alertmanager_url: None,
+        alertmanager_auth: None,
     })
     .unwrap()
 }
@@ -163,6 +166,9 @@ async fn slack_incoming_webhook_errors_say_what_to_do() {
         webhook_url: Some(SecretSource::File(file.path().to_path_buf())),
         api_url: "https://slack.com/api".into(),
         image: culprit::notify::slack::SlackImage::Off,
+        signing_secret: None,
+        alertmanager_url: None,
+        alertmanager_auth: None,
     })
     .unwrap();
     for (status, code, fix) in [

@@ -158,6 +158,9 @@ async fn slack_posts_a_summary_once_updates_it_only_when_it_changed_and_threads_
         webhook_url: None,
         api_url: format!("{}/api", slack_server.url),
         image: culprit::notify::slack::SlackImage::Off,
+        signing_secret: None,
+        alertmanager_url: None,
+        alertmanager_auth: None,
     })
     .unwrap();
     let tag = NoticeIncident {

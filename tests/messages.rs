@@ -83,6 +83,9 @@ fn web_api(capture: &Capture) -> (Slack, tempfile::NamedTempFile) {
         webhook_url: None,
         api_url: format!("{}/api", capture.url),
         image: culprit::notify::slack::SlackImage::Off,
+        signing_secret: None,
+        alertmanager_url: None,
+        alertmanager_auth: None,
     };
     (Slack::new(&cfg).unwrap(), token)
 }

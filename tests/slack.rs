@@ -43,6 +43,9 @@ fn web_api_with(server: &MockServer, image: SlackImage) -> (Slack, tempfile::Nam
         webhook_url: None,
         api_url: server.uri(),
         image,
+        signing_secret: None,
+        alertmanager_url: None,
+        alertmanager_auth: None,
     };
     (Slack::new(&cfg).unwrap(), file)
 }
@@ -58,6 +61,9 @@ fn incoming_webhook(server: &MockServer) -> (Slack, tempfile::NamedTempFile, Str
         webhook_url: Some(SecretSource::File(file.path().to_path_buf())),
         api_url: "https://slack.com/api".into(),
         image: culprit::notify::slack::SlackImage::Off,
+        signing_secret: None,
+        alertmanager_url: None,
+        alertmanager_auth: None,
     };
     (Slack::new(&cfg).unwrap(), file, url)
 }
@@ -636,6 +642,9 @@ async fn an_unreachable_webhook_is_retryable_and_its_url_is_not_in_the_error() {
         webhook_url: Some(SecretSource::File(f.path().to_path_buf())),
         api_url: "https://slack.com/api".into(),
         image: culprit::notify::slack::SlackImage::Off,
+        signing_secret: None,
+        alertmanager_url: None,
+        alertmanager_auth: None,
     };
     let slack = Slack::new(&cfg).unwrap();
     let e = slack.send(&first_verdict(), None).await.unwrap_err();
@@ -705,6 +714,9 @@ fn a_configuration_without_its_secret_is_refused_without_showing_a_url() {
         webhook_url: None,
         api_url: "https://slack.com/api".into(),
         image: culprit::notify::slack::SlackImage::Off,
+        signing_secret: None,
+        alertmanager_url: None,
+        alertmanager_auth: None,
     };
     assert!(Slack::new(&base).unwrap_err().contains("token"));
     let f = secret_file(TOKEN);
@@ -730,6 +742,9 @@ fn slack_wants_every_kind_of_notice() {
         webhook_url: None,
         api_url: "https://slack.com/api".into(),
         image: culprit::notify::slack::SlackImage::Off,
+        signing_secret: None,
+        alertmanager_url: None,
+        alertmanager_auth: None,
     };
     let slack = Slack::new(&cfg).unwrap();
     for kind in [NoticeKind::Verdict, NoticeKind::Resolved, NoticeKind::CouldNotDiagnose] {
@@ -947,6 +962,9 @@ fn the_incoming_webhook_takes_no_revision_and_no_group_joining_or_leaving() {
         webhook_url: Some(SecretSource::File(f.path().to_path_buf())),
         api_url: "https://slack.com/api".into(),
         image: culprit::notify::slack::SlackImage::Off,
+        signing_secret: None,
+        alertmanager_url: None,
+        alertmanager_auth: None,
     };
     let slack = Slack::new(&cfg).unwrap();
     assert!(!slack.wants(&episode_notice(NoticeKind::Verdict, 1, "k")));

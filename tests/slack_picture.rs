@@ -32,6 +32,9 @@ fn web_api(server: &MockServer, image: SlackImage) -> (Slack, tempfile::NamedTem
         webhook_url: None,
         api_url: server.uri(),
         image,
+        signing_secret: None,
+        alertmanager_url: None,
+        alertmanager_auth: None,
     };
     (Slack::new(&cfg).unwrap(), file)
 }

@@ -364,6 +364,9 @@ mod tests {
         token = { env = "CULPRIT_TEST_SECRET_1" }
         channel = "C1"
         webhook_url = { env = "CULPRIT_TEST_SECRET_2" }
+        signing_secret = { env = "CULPRIT_TEST_SECRET_15" }
+        alertmanager_url = "http://alertmanager:9093"
+        alertmanager_auth = { type = "basic", username = "u", password = { env = "CULPRIT_TEST_SECRET_16" } }
 
         [pagerduty]
         routing_key = { env = "CULPRIT_TEST_SECRET_3" }
@@ -492,8 +495,8 @@ mod tests {
                 }
             }
         }
-        // 1 to 14, each reported once.
-        assert_eq!(all.len(), 14, "{all:?}");
+        // 1 to 16, each reported once.
+        assert_eq!(all.len(), 16, "{all:?}");
     }
 
     #[test]
@@ -581,6 +584,8 @@ mod tests {
             vec![
                 ("notify.slack.token".to_string(), SecretForm::Plain),
                 ("notify.slack.webhook_url".to_string(), SecretForm::Url),
+                ("notify.slack.signing_secret".to_string(), SecretForm::Plain),
+                ("notify.slack.alertmanager_auth.password".to_string(), SecretForm::Basic { username: "u" }),
                 ("notify.pagerduty.routing_key".to_string(), SecretForm::Plain),
                 ("notify.alertmanager.auth.token".to_string(), SecretForm::Plain),
                 ("notify.webhook[0] (bearer).auth.token".to_string(), SecretForm::Plain),

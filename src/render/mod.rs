@@ -12,6 +12,7 @@ pub mod discord;
 pub mod email;
 pub mod google_chat;
 pub mod grafana;
+pub mod history;
 pub mod html;
 pub mod incident;
 pub mod layout;

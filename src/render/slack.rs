@@ -20,7 +20,9 @@
 //!    and time.
 //! 8. `context`: the alert group's common labels.
 //! 9. `actions`: a "View verdict" button opening the verdict page, when there is a link
-//!    (its URL is not counted as text; a URL Slack could not link to is shown as text).
+//!    (its URL is not counted as text; a URL Slack could not link to is shown as text),
+//!    and, when the Slack app's interactivity is configured, "Re-diagnose now" and
+//!    "Silence 2 h" ([`with_actions`]).
 //!
 //! The cause (the queueing theory), every number, the runbook's steps, what was missing and
 //! the notes go to a reply in the message's thread: [`details`].
@@ -53,6 +55,7 @@
 //! message (`msg_too_long`, `msg_blocks_too_long`, `invalid_blocks`), the notifier sends
 //! [`fallback`]: text alone, at most [`MAX_SAFE_TEXT`].
 
+mod actions;
 mod blocks;
 mod escaping;
 mod incident;
@@ -67,6 +70,10 @@ use serde_json::Value;
 use crate::model::notice::{Notice, NoticeKind};
 use crate::render::names::Names;
 
+pub use actions::{
+    ACTIONS_TEXT, Actions, REDIAGNOSE_ACTION, SILENCE_ACTION, action_failed_reply, rediagnosed_reply, silenced_reply,
+    who, with_actions,
+};
 use blocks::{context, list_text, section, verdict_link};
 use escaping::clip;
 pub use escaping::{code, escape, mrkdwn, prose, slack_len, with_code_keys};

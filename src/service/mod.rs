@@ -33,6 +33,7 @@
 mod delivery;
 pub mod episode;
 pub mod headers;
+pub mod history;
 pub mod incidents;
 pub mod intake;
 pub mod links;
@@ -42,6 +43,7 @@ pub mod pipeline;
 pub mod refusals;
 pub mod retry;
 pub mod server;
+pub mod slack_actions;
 pub mod store;
 mod worker;
 

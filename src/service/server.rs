@@ -5,12 +5,14 @@
 //! | `POST /webhook/alertmanager`, `POST /webhook/grafana` | an Alertmanager v4 webhook or a Grafana Alerting webhook contact point's (v1), either at either path ([`crate::service::intake`]) → 202 once durably stored; 400 not a payload culprit reads (the body says which are accepted; logged at INFO once per sender per interval); 401, 413 over the body limit, 415 not JSON (each logged at INFO once per peer per interval); 503 queue full or store failing (Alertmanager and Grafana retry 5xx and drop 4xx, so never 429) |
 //! | `GET /api/v1/diagnose?job=&at=&window=&cluster=&format=` | a live verdict: JSON, or text/markdown by `Accept` or `format=` |
 //! | `GET /api/v1/verdicts[?limit=]`, `GET /api/v1/verdicts/{id}` | recent verdicts |
+//! | `GET /verdicts[?job=&finding=&since=&until=&limit=&compare=A,B]` | the history of verdicts: a page to a browser, JSON otherwise, behind the API's authentication ([`crate::service::history`]) |
 //! | `GET /api/v1/incidents` | jobs whose culprits share a cause, within `[incidents] lookback`, newest first ([`crate::service::incidents`]) |
 //! | `GET /api/v1/dead-letters[?limit=]` | stored rows that could not be decoded, moved aside |
 //! | `GET /healthz` | the process answers |
 //! | `GET /readyz` | the store is writable and not corrupt, and Prometheus answers; else 503 with the reasons; losses found in the store's files at start are listed as `warnings` (200) until acknowledged. On PostgreSQL it also gives the clock skew, with a warning above 2 s |
 //! | `GET /metrics` | culprit's own metrics |
 //! | `POST /mcp` | the MCP server's streamable HTTP endpoint ([`crate::mcp`], mounted by `cli` through [`Application::build_with`]), with the API's authentication |
+//! | `POST /slack/interactivity` | the Slack buttons, verified by Slack's signature ([`crate::service::slack_actions`]) |
 //!
 //! Layers: the security headers ([`crate::service::headers`]), request ids
 //! (`x-request-id`, generated or propagated), tracing, a request timeout, the body limit,
@@ -88,6 +90,8 @@ pub struct AppState {
     api_auth: Option<ExpectedAuth>,
     /// `server.request_timeout`.
     request_timeout: Duration,
+    /// The Slack destinations whose buttons `/slack/interactivity` answers.
+    slack: Arc<crate::service::slack_actions::Interactivity>,
 }
 
 fn json_error(status: StatusCode, message: &str) -> Response {
@@ -592,6 +596,34 @@ async fn picture_response(stored: serde_json::Value) -> Response {
     }
 }
 
+/// `GET /verdicts`: the history, behind the API's authentication (a 401 page to a browser).
+async fn history(
+    State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
+    Query(p): Query<crate::service::history::Params>,
+) -> Response {
+    let html = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()).is_some_and(|a| a.contains("text/html"));
+    if let Some(expected) = &state.api_auth
+        && !expected.accepts(&headers)
+    {
+        let mut r = link_denied(StatusCode::UNAUTHORIZED, "The history needs the API's credentials.", html);
+        // A browser asks for a password when the API takes basic authentication.
+        let scheme = if matches!(state.service.config.server.api(), Some(ServerAuth::Basic { .. })) {
+            "Basic realm=\"culprit\""
+        } else {
+            "Bearer"
+        };
+        r.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static(scheme));
+        return r;
+    }
+    crate::service::history::answer(&state.service, p, html).await
+}
+
+/// `POST /slack/interactivity`: Slack's own signature is its authentication.
+async fn slack_interactivity(State(state): State<Arc<AppState>>, headers: HeaderMap, body: Bytes) -> Response {
+    crate::service::slack_actions::interactivity(&state.service, &state.slack, &headers, &body)
+}
+
 async fn healthz() -> &'static str {
     "ok\n"
 }
@@ -714,7 +746,9 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/api/v1/verdicts/{id}", get(verdict))
         .route("/api/v1/incidents", get(incidents))
         .route("/api/v1/dead-letters", get(dead_letters))
+        .route("/verdicts", get(history))
         .route("/verdicts/{id}", get(verdict_link))
+        .route("/slack/interactivity", post(slack_interactivity))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
@@ -809,7 +843,8 @@ impl Application {
         let (stop, stop_rx) = watch::channel(false);
         let workers = service.spawn(stop_rx.clone());
         let request_timeout = Duration::from_millis(config.server.request_timeout.as_ms() as u64);
-        let state = Arc::new(AppState { service: service.clone(), webhook_auth, api_auth, request_timeout });
+        let slack = Arc::new(crate::service::slack_actions::Interactivity::from_config(&config)?);
+        let state = Arc::new(AppState { service: service.clone(), webhook_auth, api_auth, request_timeout, slack });
         // The layers every request passes (outermost first): the security headers, a request
         // id, tracing, the id copied to the response, `guard` (authentication and the timeout), the body limit.
         // They wrap the router once, not each route (as `Router::layer` does): wrapped per

@@ -102,6 +102,8 @@ pub fn slack_refusal(body: &serde_json::Value) -> Option<&'static str> {
                         x["type"] == "button"
                             && chars(&x["text"]["text"]).is_some_and(|n| (1..=75).contains(&n))
                             && x.get("url").is_none_or(|u| chars(u).is_some_and(|n| n <= 3000))
+                            && x.get("value").is_none_or(|v| chars(v).is_some_and(|n| n <= 2000))
+                            && x.get("action_id").is_none_or(|a| chars(a).is_some_and(|n| (1..=255).contains(&n)))
                     })
             }),
             _ => false,

@@ -24,6 +24,7 @@
 //! <https://prometheus.io/docs/alerting/latest/clients/>), so re-posts are not paced.
 
 mod config;
+pub mod silence;
 
 pub use config::AlertmanagerConfig;
 

@@ -90,7 +90,8 @@ use crate::model::notice::{Notice, NoticeKind};
 use crate::model::secret::Redactor;
 use crate::notify::{Destination, FailureReason, NotifyError, Sent, retry_after, status_error, transport_error};
 use crate::render::slack::{
-    INCIDENT_EVENT_TYPE, SlackMessage, changed_reply, details, details_fallback, fallback, message,
+    Actions, INCIDENT_EVENT_TYPE, SlackMessage, changed_reply, details, details_fallback, fallback, message,
+    with_actions,
 };
 
 /// Least time between two posts to one channel: Slack allows about one message per second
@@ -172,6 +173,8 @@ pub struct Slack {
     incident_updates: crate::notify::pace::KeyedPacer,
     /// How the verdict's picture goes ([`picture`]).
     image: SlackImage,
+    /// The buttons that act its verdict messages carry (`signing_secret` set, web_api).
+    actions: Actions,
 }
 
 enum Mode {
@@ -381,6 +384,12 @@ impl Slack {
                 incident::INCIDENT_UPDATE_INTERVAL,
             ),
             image: cfg.image,
+            actions: Actions {
+                rediagnose: cfg.signing_secret.is_some() && cfg.mode == SlackMode::WebApi,
+                silence: cfg.signing_secret.is_some()
+                    && cfg.mode == SlackMode::WebApi
+                    && cfg.alertmanager_url.is_some(),
+            },
         })
     }
 
@@ -586,7 +595,7 @@ impl Slack {
         if notice.kind == NoticeKind::Incident {
             return self.send_incident(channel, notice, state).await;
         }
-        let msg = self.message(notice);
+        let msg = with_actions(self.message(notice), notice, self.actions);
         let parent = Parent::from_state(state);
         if state.is_some() && parent.is_none() {
             tracing::warn!(
@@ -729,6 +738,25 @@ impl Slack {
         self.post(&parent.channel, Some(parent.thread()), notice, msg).await?;
         tracing::info!(destination = "slack", channel = %parent.channel, thread_ts = %parent.thread(), kind = ?notice.kind, "slack: replied in the thread");
         Ok(())
+    }
+
+    /// A plain reply (`mrkdwn` `text`, already escaped by the caller) in the thread of the
+    /// message a group's state names (`{"channel", "ts"}`), paced: what a button did
+    /// (`POST /slack/interactivity`). web_api mode only; no metadata (it is no notice).
+    pub async fn reply_text(&self, state: &Value, text: &str) -> Result<(), NotifyError> {
+        let Mode::WebApi { .. } = &self.mode else {
+            return Err(NotifyError::fatal("slack: replies need mode web_api".to_string()));
+        };
+        let parent = Parent::from_state(Some(state))
+            .ok_or_else(|| NotifyError::fatal("slack: the state names no message".to_string()))?;
+        let body = json!({
+            "channel": parent.channel, "thread_ts": parent.thread(), "text": text,
+            "unfurl_links": false, "unfurl_media": false, "parse": "none", "link_names": false,
+        });
+        self.paced_call("chat.postMessage", Some(&parent.channel), &body)
+            .await
+            .map(|_| ())
+            .map_err(|f| self.error("chat.postMessage", f))
     }
 
     /// `chat.postMessage`, paced, with the text-only retry.

@@ -51,6 +51,12 @@ pub trait Backend: Send + Sync {
     fn recent_members(&self, since_ms: i64) -> Fut<'_, Vec<RecentMember>>;
     /// The state a destination keeps under one thread key (a Slack message), if any.
     fn thread_state<'a>(&'a self, destination: &'a str, thread: &'a str) -> Fut<'a, Option<serde_json::Value>>;
+    /// The first verdict notice of `verdict_id` for `destination` still in the outbox.
+    fn verdict_notice<'a>(
+        &'a self,
+        destination: &'a str,
+        verdict_id: i64,
+    ) -> Fut<'a, Option<crate::model::notice::Notice>>;
     /// `window_ms`: at most one "could not diagnose" per destination within it.
     fn claim_delivery<'a>(&'a self, destination: &'a str, now_ms: i64, window_ms: i64) -> Fut<'a, Option<OutboxRow>>;
     fn next_delivery_ms<'a>(&'a self, destination: &'a str, window_ms: i64) -> Fut<'a, Option<i64>>;

@@ -155,6 +155,24 @@ const WRITES: &[&str] = &[
     "touch",
 ];
 
+/// Outbox rows [`Store::verdict_notice`] reads at most (the notices of one verdict at one
+/// destination: one per alert group carrying it, folded repeats aside).
+pub(crate) const VERDICT_NOTICES_READ: i64 = 20;
+
+/// The `LIKE` pattern of a stored notice of verdict `id`: serde writes `verdict_id` and
+/// then `verdict_url`, so the comma ends the number (42 never matches 420). Digits only:
+/// nothing to escape.
+pub(crate) fn verdict_pattern(id: i64) -> String {
+    format!("%\"verdict_id\":{id},%")
+}
+
+/// The first of the stored notices `rows` (JSON) that is a verdict notice of `id`.
+pub(crate) fn first_verdict_notice(rows: &[String], id: i64) -> Option<crate::model::notice::Notice> {
+    rows.iter()
+        .filter_map(|t| serde_json::from_str::<crate::model::notice::Notice>(t).ok())
+        .find(|n| n.kind == crate::model::notice::NoticeKind::Verdict && n.verdict_id == Some(id))
+}
+
 impl Store {
     /// Opens the store `cfg` names: PostgreSQL when `store.url` is set (no connection yet:
     /// the first operation connects and migrates, and `/readyz` says why it cannot), else
@@ -352,6 +370,17 @@ impl Store {
     /// if any.
     pub async fn thread_state(&self, destination: &str, thread: &str) -> Result<Option<serde_json::Value>, StoreError> {
         self.call("thread_state", self.backend.thread_state(destination, thread)).await
+    }
+
+    /// The verdict notice of stored verdict `verdict_id` planned for `destination` (its
+    /// first, while the outbox keeps it): the alert group's labels and the thread its
+    /// message is kept under, for the Slack buttons (`POST /slack/interactivity`).
+    pub async fn verdict_notice(
+        &self,
+        destination: &str,
+        verdict_id: i64,
+    ) -> Result<Option<crate::model::notice::Notice>, StoreError> {
+        self.call("verdict_notice", self.backend.verdict_notice(destination, verdict_id)).await
     }
 
     /// Claims the next notice for `destination`: the oldest due head of a group with

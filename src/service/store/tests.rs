@@ -717,6 +717,10 @@ mod episode;
 #[path = "incident_tests.rs"]
 mod incidents;
 
+/// The notice a Slack button looks up, on both backends.
+#[path = "verdict_notice_tests.rs"]
+mod verdict_notice;
+
 #[path = "replica_tests.rs"]
 mod replicas;
 use replicas::replica;

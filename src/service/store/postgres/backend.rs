@@ -60,6 +60,14 @@ impl Backend for PgStore {
         })
     }
 
+    fn verdict_notice<'a>(
+        &'a self,
+        destination: &'a str,
+        verdict_id: i64,
+    ) -> Fut<'a, Option<crate::model::notice::Notice>> {
+        Box::pin(self.verdict_notice(destination, verdict_id))
+    }
+
     fn claim_delivery<'a>(&'a self, destination: &'a str, now_ms: i64, window_ms: i64) -> Fut<'a, Option<OutboxRow>> {
         Box::pin(PgStore::claim_delivery(self, destination, now_ms, window_ms))
     }

@@ -262,3 +262,20 @@ pub(super) async fn group_state(
     tx.execute(&tx.prepare_cached(sql).await?, &[&destination, &group_key]).await?;
     Ok(None)
 }
+
+impl PgStore {
+    /// See [`crate::service::store::Store::verdict_notice`].
+    pub async fn verdict_notice(&self, destination: &str, verdict_id: i64) -> Result<Option<Notice>, StoreError> {
+        let client = self.client().await?;
+        let sql = "SELECT notice FROM outbox WHERE destination = $1 AND notice LIKE $2 ORDER BY id LIMIT $3";
+        let pattern = crate::service::store::verdict_pattern(verdict_id);
+        let rows = client
+            .query(
+                &client.prepare_cached(sql).await?,
+                &[&destination, &pattern, &crate::service::store::VERDICT_NOTICES_READ],
+            )
+            .await?;
+        let texts: Vec<String> = rows.iter().map(|r| r.get(0)).collect();
+        Ok(crate::service::store::first_verdict_notice(&texts, verdict_id))
+    }
+}

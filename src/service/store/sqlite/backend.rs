@@ -65,6 +65,15 @@ impl Backend for Arc<SqliteStore> {
         blocking(self, move |s| s.thread_state(&d, &t))
     }
 
+    fn verdict_notice<'a>(
+        &'a self,
+        destination: &'a str,
+        verdict_id: i64,
+    ) -> Fut<'a, Option<crate::model::notice::Notice>> {
+        let d = destination.to_string();
+        blocking(self, move |s| s.verdict_notice(&d, verdict_id))
+    }
+
     fn claim_delivery<'a>(&'a self, destination: &'a str, now_ms: i64, window_ms: i64) -> Fut<'a, Option<OutboxRow>> {
         let d = destination.to_string();
         blocking(self, move |s| s.claim_delivery(&d, now_ms, window_ms))

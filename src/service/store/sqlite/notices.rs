@@ -203,6 +203,25 @@ impl SqliteStore {
             .optional()?;
         Ok(text.flatten().and_then(|t| serde_json::from_str(&t).ok()))
     }
+
+    /// See [`crate::service::store::Store::verdict_notice`].
+    pub fn verdict_notice(&self, destination: &str, verdict_id: i64) -> Result<Option<Notice>, StoreError> {
+        let conn = self.conn();
+        let mut stmt = conn.prepare_cached(
+            "SELECT notice FROM outbox WHERE destination = ?1 AND notice LIKE ?2 ORDER BY id LIMIT ?3",
+        )?;
+        let rows = stmt
+            .query_map(
+                params![
+                    destination,
+                    crate::service::store::verdict_pattern(verdict_id),
+                    crate::service::store::VERDICT_NOTICES_READ
+                ],
+                |r| r.get::<_, String>(0),
+            )?
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(crate::service::store::first_verdict_notice(&rows, verdict_id))
+    }
 }
 
 /// The destination's state for a group; an undecodable one is moved aside (the group
