@@ -142,7 +142,18 @@ fn text(t: &Value) -> String {
         }
         rest = &rest[len..];
     }
-    out.replace('\u{1}', "&lt;").replace('\u{2}', "&gt;").replace('\u{3}', "&amp;")
+    let out = out.replace('\u{1}', "&lt;").replace('\u{2}', "&gt;").replace('\u{3}', "&amp;");
+    // Slack draws its emoji codes; a dot in their colour stands in for them here.
+    [
+        ("red_circle", "#e01e5a"),
+        ("large_orange_circle", "#f2994a"),
+        ("large_yellow_circle", "#ecb22e"),
+        ("large_green_circle", "#2eb67d"),
+        ("white_check_mark", "#2eb67d"),
+        ("warning", "#ecb22e"),
+    ]
+    .iter()
+    .fold(out, |s, (code, colour)| s.replace(&format!(":{code}:"), &format!("<span style=\"color:{colour}\">●</span>")))
 }
 
 fn escape(s: &str) -> String {
