@@ -24,7 +24,7 @@ use serde_json::{Value, json};
 
 use crate::model::incident::Incident;
 use crate::model::notice::{Notice, NoticeKind};
-use crate::notify::Sent;
+use crate::notify::{NotifyError, Sent};
 
 /// Jobs one post names at Teams and Mattermost: names cut to
 /// [`crate::render::incident::DIGEST_NAME_CHARS`], even with
@@ -76,6 +76,32 @@ pub fn step<'a>(notice: &'a Notice, state: Option<&Value>, now_ms: i64) -> Step<
         return Step::Later(Duration::from_millis((due - now_ms) as u64));
     }
     Step::Post { incident, shown }
+}
+
+/// An incident's summary notice at a destination that posts each range of jobs with
+/// `post` ([`NAMED_PER_POST`] a post): the whole step ([`step`], [`ranges`], [`posted`]),
+/// `what` naming the destination in a deferral.
+pub async fn send_step<F, Fut>(
+    notice: &Notice,
+    state: Option<&Value>,
+    what: &str,
+    mut post: F,
+) -> Result<Sent, NotifyError>
+where
+    F: FnMut(&Incident, (usize, usize)) -> Fut,
+    Fut: std::future::Future<Output = Result<(), NotifyError>>,
+{
+    let now = jiff::Timestamp::now().as_millisecond();
+    match step(notice, state, now) {
+        Step::Keep => Ok(Sent { state: state.cloned() }),
+        Step::Later(after) => Err(NotifyError::later(format!("{what}: the incident's next digest is not due"), after)),
+        Step::Post { incident, shown } => {
+            for range in ranges(shown, incident.members.len(), NAMED_PER_POST) {
+                post(incident, range).await?;
+            }
+            Ok(Sent { state: Some(posted(state, incident, now)) })
+        }
+    }
 }
 
 /// The state after posting `incident` at `now_ms`, keeping what else `state` held.

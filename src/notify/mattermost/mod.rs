@@ -154,19 +154,8 @@ impl Mattermost {
     /// incident's summary and the jobs counted in it ([`digest`]).
     pub async fn send(&self, notice: &Notice, state: Option<&Value>) -> Result<Sent, NotifyError> {
         if notice.kind == NoticeKind::Incident {
-            let now = jiff::Timestamp::now().as_millisecond();
-            return match digest::step(notice, state, now) {
-                digest::Step::Keep => Ok(Sent { state: state.cloned() }),
-                digest::Step::Later(after) => {
-                    Err(NotifyError::later("mattermost: the incident's next digest is not due", after))
-                }
-                digest::Step::Post { incident, shown } => {
-                    for range in digest::ranges(shown, incident.members.len(), digest::NAMED_PER_POST) {
-                        self.post(&self.text_body(incident_message(incident, range))).await?;
-                    }
-                    Ok(Sent { state: Some(digest::posted(state, incident, now)) })
-                }
-            };
+            let post = |incident: &_, range| self.post_owned(self.text_body(incident_message(incident, range)));
+            return digest::send_step(notice, state, "mattermost", post).await;
         }
         if digest::stays_folded(notice, state) {
             return Ok(Sent { state: state.cloned() });
@@ -177,6 +166,10 @@ impl Mattermost {
         self.post(&self.body(notice)).await?;
         tracing::info!(destination = %self.what(), kind = ?notice.kind, repeat = notice.maybe_repeat, "mattermost: posted");
         Ok(Sent { state: None })
+    }
+
+    async fn post_owned(&self, body: Value) -> Result<(), NotifyError> {
+        self.post(&body).await
     }
 
     async fn post(&self, body: &Value) -> Result<(), NotifyError> {

@@ -218,19 +218,8 @@ impl Teams {
     /// jobs counted in it go by [`digest`].
     pub async fn send(&self, notice: &Notice, state: Option<&Value>) -> Result<Sent, NotifyError> {
         if notice.kind == NoticeKind::Incident {
-            let now = jiff::Timestamp::now().as_millisecond();
-            return match digest::step(notice, state, now) {
-                digest::Step::Keep => Ok(Sent { state: state.cloned() }),
-                digest::Step::Later(after) => {
-                    Err(NotifyError::later("teams: the incident's next digest is not due", after))
-                }
-                digest::Step::Post { incident, shown } => {
-                    for range in digest::ranges(shown, incident.members.len(), digest::NAMED_PER_POST) {
-                        self.post(&incident_message(incident, range), notice.kind).await?;
-                    }
-                    Ok(Sent { state: Some(digest::posted(state, incident, now)) })
-                }
-            };
+            let post = |incident: &_, range| self.post_owned(incident_message(incident, range), notice.kind);
+            return digest::send_step(notice, state, "teams", post).await;
         }
         if digest::stays_folded(notice, state) {
             return Ok(Sent { state: state.cloned() });
@@ -241,6 +230,10 @@ impl Teams {
         let first = state.and_then(|s| s.get(FIRST_POST)).and_then(Value::as_i64);
         self.post(&message(notice, first), notice.kind).await?;
         Ok(Sent { state: Some(json!({ FIRST_POST: first.unwrap_or(notice.at_ms) })) })
+    }
+
+    async fn post_owned(&self, body: Value, kind: NoticeKind) -> Result<(), NotifyError> {
+        self.post(&body, kind).await
     }
 
     async fn post(&self, body: &Value, kind: NoticeKind) -> Result<(), NotifyError> {
