@@ -1,4 +1,4 @@
-//! A verdict page opened as a new user would: from the "View verdict" button of the Slack
+//! A verdict page opened as a new user would: from the "Open verdict" button of the Slack
 //! message, in a browser that sends no credentials. The signed link opens the page (200
 //! HTML); a tampered, expired or unsigned link does not (403, 403, 401, each with a page
 //! saying why); the JSON API keeps its authentication. Real Prometheus, culprit serve, a
@@ -60,9 +60,9 @@ async fn the_view_verdict_button_opens_the_page_a_tampered_or_expired_link_does_
         .unwrap()
         .iter()
         .find(|b| b["type"] == "actions")
-        .unwrap_or_else(|| panic!("no View verdict button: {message:#}"));
+        .unwrap_or_else(|| panic!("no Open verdict button: {message:#}"));
     let url = button["elements"][0]["url"].as_str().unwrap().to_string();
-    assert_eq!(button["elements"][0]["text"]["text"], "View verdict");
+    assert_eq!(button["elements"][0]["text"]["text"], "Open verdict");
     assert!(url.starts_with(&format!("http://127.0.0.1:{port}/verdicts/")) && url.contains("&sig="), "{url}");
     let pd = &pagerduty.pagerduty_events()[0];
     assert_eq!(pd["links"][0]["href"], url, "PagerDuty links to the same page");

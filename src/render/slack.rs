@@ -19,7 +19,7 @@
 //!    problem, and the other culprits when there are several), finding, confidence, job
 //!    and time.
 //! 8. `context`: the alert group's common labels.
-//! 9. `actions`: a "View verdict" button opening the verdict page, when there is a link
+//! 9. `actions`: a "Open verdict" button opening the verdict page, when there is a link
 //!    (its URL is not counted as text; a URL Slack could not link to is shown as text),
 //!    and, when the Slack app's interactivity is configured, "Re-diagnose now" and
 //!    "Silence 2 h" ([`with_actions`]).
@@ -1040,7 +1040,7 @@ mod tests {
             .collect();
         assert_eq!(
             buttons,
-            [("View verdict", "view_verdict"), ("Silence", "alert_silence"), ("Dashboard", "alert_dashboard")]
+            [("Open verdict", "view_verdict"), ("Silence", "alert_silence"), ("Dashboard", "alert_dashboard")]
         );
         assert_eq!(
             actions["elements"][1]["url"],

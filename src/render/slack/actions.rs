@@ -68,7 +68,7 @@ fn buttons(actions: Actions, verdict_id: i64) -> Vec<Value> {
 
 /// `msg` (the [`super::message`] of `notice`) with the buttons `actions` allows, for a
 /// verdict notice whose verdict is stored: added to the message's `actions` block (after
-/// "View verdict" and the alert's links), else in an `actions` block of their own at the
+/// "Open verdict" and the alert's links), else in an `actions` block of their own at the
 /// end. Other notices, and a message already at [`MAX_BLOCKS`] without an `actions`
 /// block, are returned unchanged.
 pub fn with_actions(mut msg: SlackMessage, notice: &Notice, actions: Actions) -> SlackMessage {

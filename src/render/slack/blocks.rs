@@ -79,7 +79,7 @@ pub(super) fn linkable(url: &str) -> bool {
 /// one is a button only, so that it cannot crowd out the message.
 const MAX_TEXT_LINK_URL: usize = 500;
 
-/// The buttons of a notice (an `actions` block): "View verdict" when the notice links to a
+/// The buttons of a notice (an `actions` block): "Open verdict" when the notice links to a
 /// verdict page Slack can open, then the alert source's links (Grafana's "Silence",
 /// "Dashboard", "Panel"); a verdict link Slack cannot open is shown in a `context` block
 /// instead ([`verdict_link`]).
@@ -97,7 +97,7 @@ pub(super) fn view_block(n: &Notice) -> Vec<Value> {
     let mut buttons = Vec::new();
     if let Some(url) = n.verdict_url.as_deref() {
         if fits(url) {
-            buttons.push(button("View verdict", url, "view_verdict"));
+            buttons.push(button("Open verdict", url, "view_verdict"));
         } else {
             blocks.extend(verdict_link(n).map(|l| context(vec![l], Budget::LINK)));
         }
