@@ -46,7 +46,7 @@ fn html(body: String) -> Response {
 /// `since`: RFC 3339, or a span back from `now_ms`.
 fn since_ms(s: &str, now_ms: i64) -> Result<i64, String> {
     crate::config::parse_time(s)
-        .or_else(|_| crate::config::parse_window(s).map(|w| now_ms - w.as_ms()))
+        .or_else(|_| crate::config::parse_window(s).map(|w| now_ms.saturating_sub(w.as_ms())))
         .map_err(|e| format!("`since` is neither RFC 3339 nor a span such as 1h: {e}"))
 }
 

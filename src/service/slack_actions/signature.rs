@@ -51,7 +51,8 @@ pub fn verify(
     let ts: i64 = timestamp.trim().parse().map_err(|_| Refused::Unsigned)?;
     let hex_part = signature.trim().strip_prefix("v0=").ok_or(Refused::Unsigned)?;
     let given = hex::decode(hex_part).map_err(|_| Refused::Unsigned)?;
-    if (now_s - ts).abs() > MAX_AGE_S {
+    // Checked: a timestamp near i64's ends (sent by anyone) must not overflow.
+    if now_s.checked_sub(ts).is_none_or(|d| d.unsigned_abs() > MAX_AGE_S as u64) {
         return Err(Refused::Stale);
     }
     let mut mac = HmacSha256::new_from_slice(secret).expect("HMAC takes keys of any length");
@@ -71,6 +72,15 @@ pub fn sign(secret: &[u8], timestamp: i64, body: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_timestamp_at_either_end_of_i64_is_stale_not_a_panic() {
+        for ts in [i64::MIN, i64::MAX, -1] {
+            let t = ts.to_string();
+            let sig = sign(b"s", ts, b"payload=x");
+            assert_eq!(verify(b"s", Some(&t), Some(&sig), b"payload=x", 1_795_000_000), Err(Refused::Stale), "{ts}");
+        }
+    }
 
     /// Slack's documented example (the page linked above): its secret, timestamp, body and
     /// signature.
