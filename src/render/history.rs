@@ -51,6 +51,7 @@ impl Filters {
         let slot = match key {
             "job" => &mut f.job,
             "finding" => &mut f.finding,
+            "until" => &mut f.until,
             _ => &mut f.since,
         };
         *slot = value.map(str::to_string);

@@ -140,7 +140,8 @@ impl Interactivity {
         let ts = header("x-slack-request-timestamp").trim().parse::<i64>().unwrap_or(now_s);
         let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
         seen.retain(|_, t| (now_s - *t).abs() <= signature::MAX_AGE_S);
-        seen.insert(header("x-slack-signature").to_string(), ts).is_none()
+        // Hex is read in either case: the key is the signature as it verifies, lowercase.
+        seen.insert(header("x-slack-signature").trim().to_ascii_lowercase(), ts).is_none()
     }
 
     /// The app whose secret verifies the request; else the refusal that says most (a
