@@ -462,7 +462,7 @@ mod tests {
     }
 
     /// The text of every `text` member of the blocks, as Slack adds it up.
-    fn blocks_text_len(v: &Value) -> usize {
+    pub(crate) fn blocks_text_len(v: &Value) -> usize {
         match v {
             Value::Object(o) => o
                 .iter()

@@ -19,6 +19,7 @@ pub mod limits;
 pub mod logs;
 pub mod opsgenie;
 pub mod pg_server;
+pub mod png_ink;
 pub mod serve;
 
 use std::io::Read;

@@ -130,7 +130,8 @@ pub fn action_failed_reply(who: &str, what: &str, why: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::render::slack::{MAX_BLOCKS_TEXT, message, slack_len};
+    use crate::render::slack::tests::blocks_text_len as text_len;
+    use crate::render::slack::{MAX_BLOCKS_TEXT, message};
 
     fn notice() -> Notice {
         let capture = &crate::samples::captures::CAPTURES[0];
@@ -154,20 +155,6 @@ mod tests {
             incident: None,
             incident_view: None,
             incident_parent: None,
-        }
-    }
-
-    fn text_len(v: &Value) -> usize {
-        match v {
-            Value::Object(o) => o
-                .iter()
-                .map(|(k, x)| match x {
-                    Value::String(s) if k == "text" => slack_len(s),
-                    x => text_len(x),
-                })
-                .sum(),
-            Value::Array(a) => a.iter().map(text_len).sum(),
-            _ => 0,
         }
     }
 
